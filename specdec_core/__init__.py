@@ -1,0 +1,1 @@
+"""SpecDec Lab engine: speculative decoding rules, caches, traces (no Streamlit)."""
