@@ -1,0 +1,195 @@
+"""Command line: ``python -m specdec_core run|bench ... --json`` (DESIGN.md "Contracts").
+
+``run`` steps a :class:`SpeculativeSession` round by round (so ``--edit`` can change a
+draft before verification) or runs the target alone (``--mode autoregressive``).
+``bench`` times target-only vs speculative decoding (and Hugging Face assisted generation)
+on the fast path. Errors print one line on stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+
+from .bench import run_bench
+from .drafters import make_named_drafter
+from .generate import generate
+from .models import ModelLoadError, load_pair
+from .sampling import ConfigError
+from .session import PhaseError, PromptError, SessionConfig, SpeculativeSession
+
+BENCH_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
+_EDIT = re.compile(r"^(\d+):(\d+)=(\d+)$")
+
+
+def parse_edits(items: Sequence[str]) -> dict[int, list[tuple[int, int]]]:
+    """``ROUND:POS=TOKEN_ID`` (round and position count from 1) → ``{round: [(pos, id)]}``.
+
+    Raises:
+        ValueError: malformed item, or round/position 0.
+    """
+    edits: dict[int, list[tuple[int, int]]] = {}
+    for item in items:
+        m = _EDIT.match(item.strip())
+        if not m:
+            raise ValueError(
+                f"--edit must look like ROUND:POS=TOKEN_ID (e.g. 1:2=42), got {item!r}"
+            )
+        rnd, pos, tok = (int(g) for g in m.groups())
+        if rnd < 1 or pos < 1:
+            raise ValueError(f"--edit round and position count from 1, got {item!r}")
+        edits.setdefault(rnd, []).append((pos, tok))
+    return edits
+
+
+def _pair_arg(value: str) -> str | tuple[str, str]:
+    """A preset name, or ``TARGET_DIR,DRAFT_DIR`` (needs SPECDEC_ALLOW_CUSTOM_MODELS=1)."""
+    if "," in value:
+        target, draft = value.split(",", 1)
+        return target, draft
+    return value
+
+
+def run_command(args: argparse.Namespace) -> dict:
+    pair = load_pair(_pair_arg(args.pair))
+    config = SessionConfig(
+        gamma=args.gamma,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        draft_method=args.draft_method,
+        seed=args.seed,
+        max_new_tokens=args.max_new_tokens,
+    )
+    edits = parse_edits(args.edit or [])
+    if args.mode == "autoregressive":
+        result = generate(pair, args.prompt, config, mode="autoregressive")
+        stats = result.stats
+        return {
+            "output_ids": result.output_ids,
+            "text": result.text,
+            "stop_reason": result.stop_reason,
+            "stats": {
+                "rounds": stats.target_forwards,
+                "target_forwards": stats.target_forwards,
+                "draft_forwards": 0,
+                "acceptance_rate": 0.0,
+                "mean_accepted": 0.0,
+            },
+            "rounds": [],
+        }
+    session = SpeculativeSession(pair, args.prompt, config, make_named_drafter(pair, args.drafter))
+    rounds = []
+    draft_forwards = 0
+    while session.phase == "propose":
+        proposed = session.propose()
+        draft_forwards += proposed.draft_forwards
+        for pos, tok in edits.get(session.round_index + 1, []):
+            if pos > config.gamma:
+                raise ValueError(f"--edit position {pos} is beyond γ = {config.gamma}")
+            if pos <= len(session.drafts):  # a round near the end may draft fewer
+                draft_forwards += session.edit_draft(pos, tok).draft_forwards
+        verify = session.verify()
+        commit = session.commit()
+        rounds.append(
+            {
+                "drafted": [c.token.id for c in verify.checks],
+                "accepted": verify.accepted,
+                "appended": [t.id for t in commit.appended],
+                "kind": commit.kind,
+                "checks": [
+                    {
+                        "token": c.token.id,
+                        "p": c.p,
+                        "q": c.q,
+                        "accept_prob": c.accept_prob,
+                        "u": c.u,
+                        "status": c.status,
+                    }
+                    for c in verify.checks
+                ],
+                "committed_len": commit.kv_after.committed_len,
+                "target_kv_len": commit.kv_after.target_kv_len,
+                "draft_kv_len": commit.kv_after.draft_kv_len,
+            }
+        )
+    checks = [c for r in session.history for c in r.verify.checks]
+    return {
+        "output_ids": session.generated_ids,
+        "text": session.text,
+        "stop_reason": session.stop_reason,
+        "stats": {
+            "rounds": len(rounds),
+            "target_forwards": len(rounds),
+            "draft_forwards": draft_forwards,
+            "acceptance_rate": (
+                sum(c.acceptance_total for c in checks) / len(checks) if checks else 0.0
+            ),
+            "mean_accepted": sum(r["accepted"] for r in rounds) / max(len(rounds), 1),
+        },
+        "rounds": rounds,
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m specdec_core", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="generate once and print every round")
+    run.add_argument("--pair", default="embedded")
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
+    run.add_argument("--gamma", type=int, default=4)
+    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--top-k", type=int, default=0)
+    run.add_argument("--top-p", type=float, default=1.0)
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--max-new-tokens", type=int, default=40)
+    run.add_argument("--draft-method", choices=["probabilistic", "greedy"], default="probabilistic")
+    run.add_argument("--drafter", choices=["model", "ngram", "early-exit"], default="model")
+    run.add_argument("--edit", action="append", metavar="ROUND:POS=TOKEN_ID")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    bench = sub.add_parser("bench", help="time target-only vs speculative decoding")
+    bench.add_argument("--pair", default="embedded")
+    bench.add_argument("--prompt", default=BENCH_PROMPT)
+    bench.add_argument("--gamma", type=int, default=4)
+    bench.add_argument("--max-new-tokens", type=int, default=128)
+    bench.add_argument("--repeats", type=int, default=3)
+    bench.add_argument("--temperature", type=float, default=0.0)
+    bench.add_argument("--no-hf", action="store_true", help="skip HF assisted generation")
+    bench.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            out = run_command(args)
+        else:
+            out = run_bench(
+                _pair_arg(args.pair), args.prompt, args.gamma, args.max_new_tokens,
+                args.repeats, args.temperature, hf=not args.no_hf,
+            )  # fmt: skip
+    except (ModelLoadError, PromptError, ConfigError, PhaseError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    elif args.command == "run":
+        print(out["text"])
+        s = out["stats"]
+        print(
+            f"[{out['stop_reason']}] rounds={s['rounds']} acceptance={s['acceptance_rate']:.3f} "
+            f"mean_accepted={s['mean_accepted']:.2f}",
+            file=sys.stderr,
+        )
+    else:
+        print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The analytic cost model of speculative decoding (Leviathan et al. 2023, §3.3–3.4).
+
+Symbols: α — expected acceptance probability per drafted token (``Σ min(p, q)``
+averaged); γ — draft length; ``c`` — cost ratio: one draft-model step / one target step.
+"""
+
+from __future__ import annotations
+
+
+def expected_tokens_per_round(alpha: float, gamma: int) -> float:
+    """``E[tokens advanced per round] = (1 − α^{γ+1}) / (1 − α)`` (Leviathan Eq. 1);
+    ``γ + 1`` at ``α = 1``.
+
+    Raises:
+        ValueError: ``alpha`` outside [0, 1] or ``gamma < 0``.
+    """
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if gamma < 0:
+        raise ValueError(f"gamma must be ≥ 0, got {gamma}")
+    if alpha == 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def walltime_improvement(alpha: float, gamma: int, c: float) -> float:
+    """Expected walltime improvement factor ``(1 − α^{γ+1}) / ((1 − α)(γc + 1))``
+    (Leviathan et al. 2023, Thm 3.8), assuming verification costs one target step."""
+    if c < 0:
+        raise ValueError(f"cost ratio c must be ≥ 0, got {c}")
+    return expected_tokens_per_round(alpha, gamma) / (gamma * c + 1.0)
+
+
+def best_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:
+    """γ in ``1..max_gamma`` maximising :func:`walltime_improvement` (smallest on ties)."""
+    return max(range(1, max_gamma + 1), key=lambda g: (walltime_improvement(alpha, g, c), -g))
+
+
+def per_token_cost_ms(
+    draft_ms: float, verify_ms: float, overhead_ms: float, advanced: float
+) -> float:
+    """Per-token cost of one round: ``(draft + verify + overhead) / tokens advanced`` (ms).
+
+    Raises:
+        ValueError: ``advanced ≤ 0`` (every round advances at least one token).
+    """
+    if advanced <= 0:
+        raise ValueError(f"tokens advanced must be > 0, got {advanced}")
+    return (draft_ms + verify_ms + overhead_ms) / advanced
+
+
+def predicted_speedup(
+    alpha: float,
+    gamma: int,
+    target_step_ms: float,
+    draft_step_ms: float,
+    verify_ms: float,
+    overhead_ms: float = 0.0,
+) -> float:
+    """Speed-up over target-only decoding predicted from measured times:
+    ``target_step_ms / per_token_cost_ms(γ·draft_step, verify, overhead, E[tokens])``.
+    With ``verify_ms == target_step_ms`` and no overhead this equals
+    :func:`walltime_improvement` with ``c = draft_step_ms / target_step_ms``."""
+    advanced = expected_tokens_per_round(alpha, gamma)
+    cost = per_token_cost_ms(gamma * draft_step_ms, verify_ms, overhead_ms, advanced)
+    return target_step_ms / cost

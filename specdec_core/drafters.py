@@ -1,0 +1,245 @@
+"""Draft sources behind one interface: ``propose(context, gamma, ...) -> Draft``.
+
+Modelled on transformers' ``CandidateGenerator``: a drafter proposes up to γ candidate
+tokens after the committed context, with the distributions ``q_1..q_γ`` they were drawn
+from. A drafter without a distribution returns one-hot rows.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import torch
+from transformers import PreTrainedModel
+
+from .kvcache import ModelCache
+from .sampling import SamplingConfig, logits_to_probs, one_hot
+
+if TYPE_CHECKING:
+    from .models import ModelPair
+
+DraftMethod = Literal["probabilistic", "greedy"]
+
+
+@dataclass(frozen=True)
+class Draft:
+    """Candidates from one proposal.
+
+    Attributes:
+        ids: ``[γ']`` int64 on CPU, ``γ' ≤ γ`` (a drafter may propose fewer).
+        probs: ``[γ', V]`` float32 on CPU, the rows ``q_i`` each ``ids[i]`` was drawn from
+            (one-hot for deterministic proposals).
+        forwards: draft-model forwards run.
+        ms: wall time in milliseconds.
+    """
+
+    ids: torch.Tensor
+    probs: torch.Tensor
+    forwards: int
+    ms: float
+
+
+class Drafter(Protocol):
+    """What a draft source must provide."""
+
+    name: str
+
+    def propose(
+        self,
+        context: list[int],
+        gamma: int,
+        sampling: SamplingConfig,
+        method: DraftMethod,
+        generator: torch.Generator,
+    ) -> Draft: ...
+
+    def cached_ids(self) -> list[int] | None:
+        """Ids covered by the drafter's KV cache (``None`` if it keeps none)."""
+        ...
+
+    def rollback(self, length: int) -> int:
+        """Crop the drafter's cache to ``length`` positions; returns positions removed."""
+        ...
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def draw_proposal(
+    logits: torch.Tensor,
+    sampling: SamplingConfig,
+    method: DraftMethod,
+    generator: torch.Generator,
+) -> tuple[int, torch.Tensor]:
+    """One drafted token from one row of draft logits.
+
+    Args:
+        logits: ``[V]`` draft logits (any device).
+
+    Returns:
+        ``(token_id, q)`` with ``q`` the ``[V]`` float32 CPU row the token was drawn from:
+        the processed distribution (``probabilistic``) or one-hot on its argmax
+        (``greedy``, and always at temperature 0).
+    """
+    probs = logits_to_probs(logits, sampling).cpu()
+    if method == "greedy" or sampling.greedy:
+        token = int(probs.argmax().item())
+        return token, one_hot(torch.tensor(token), probs.shape[-1])
+    token = int(torch.multinomial(probs, 1, generator=generator).item())
+    return token, probs
+
+
+class ModelDrafter:
+    """A smaller causal LM proposes tokens one at a time (serially) from its own cache."""
+
+    name = "model"
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.kv = ModelCache(model)
+
+    def cached_ids(self) -> list[int] | None:
+        return self.kv.ids
+
+    def rollback(self, length: int) -> int:
+        return self.kv.crop(length)
+
+    def propose(
+        self,
+        context: list[int],
+        gamma: int,
+        sampling: SamplingConfig,
+        method: DraftMethod,
+        generator: torch.Generator,
+    ) -> Draft:
+        """Draft ``gamma`` tokens after ``context`` (``L ≥ 1`` ids).
+
+        The first forward catches the cache up on every context token it lacks (after a
+        rollback, usually the last committed tokens); each later forward feeds one drafted
+        token. ``gamma`` forwards in all; the last draft is not fed (its KV is not needed
+        unless it is accepted, and then the next round's catch-up computes it).
+        """
+        started = time.perf_counter()
+        ids: list[int] = []
+        rows: list[torch.Tensor] = []
+        pending = self.kv.sync_to(context)
+        for _ in range(gamma):
+            logits = self.kv.extend(pending)[-1]  # [V]
+            token, q = draw_proposal(logits, sampling, method, generator)
+            ids.append(token)
+            rows.append(q)
+            pending = [token]
+        _sync()
+        vocab = self.kv.model.config.vocab_size
+        probs = torch.stack(rows) if rows else torch.zeros(0, vocab)
+        return Draft(
+            torch.tensor(ids, dtype=torch.long), probs, gamma, (time.perf_counter() - started) * 1e3
+        )
+
+
+class NgramDrafter:
+    """Prompt lookup: find the most recent earlier occurrence of the longest suffix n-gram
+    (``max_n`` down to 1) of the context and propose the tokens that followed it.
+
+    No model and no distribution: each ``q_i`` is one-hot, so the sampling rule accepts a
+    proposal with ``p(y)`` and stays lossless. Proposes fewer than γ (or none) when the
+    match runs out (Saxena 2023, "prompt lookup decoding"; transformers'
+    ``PromptLookupCandidateGenerator``).
+    """
+
+    name = "ngram"
+
+    def __init__(self, vocab_size: int, max_n: int = 3) -> None:
+        if max_n < 1:
+            raise ValueError(f"n-gram size must be ≥ 1, got {max_n}")
+        self.vocab_size = vocab_size
+        self.max_n = max_n
+
+    def cached_ids(self) -> list[int] | None:
+        return None
+
+    def rollback(self, length: int) -> int:
+        return 0
+
+    def lookup(self, context: list[int], gamma: int) -> list[int]:
+        """The continuation after the latest earlier match of the longest suffix n-gram."""
+        if gamma <= 0:
+            return []
+        for n in range(min(self.max_n, len(context) - 1), 0, -1):
+            suffix = context[-n:]
+            for start in range(len(context) - n - 1, -1, -1):
+                if context[start : start + n] == suffix:
+                    return context[start + n : start + n + gamma]
+        return []
+
+    def propose(
+        self,
+        context: list[int],
+        gamma: int,
+        sampling: SamplingConfig,
+        method: DraftMethod,
+        generator: torch.Generator,
+    ) -> Draft:
+        started = time.perf_counter()
+        ids = self.lookup(context, gamma)
+        tensor = torch.tensor(ids, dtype=torch.long)
+        return Draft(
+            tensor, one_hot(tensor, self.vocab_size), 0, (time.perf_counter() - started) * 1e3
+        )
+
+
+def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:
+    """A GPT-2 made of the target's first ``layers`` blocks + its final layer norm + LM
+    head, *sharing* those modules (no copy, the shared model's config and weights are not
+    changed). Self-speculative decoding (Elhoushi et al. 2024, "LayerSkip").
+
+    Raises:
+        ValueError: ``layers`` outside ``1..n_layer`` or a model that is not GPT-2.
+    """
+    config = copy.deepcopy(target.config)
+    total = getattr(config, "n_layer", None)
+    if total is None or not hasattr(target, "transformer"):
+        raise ValueError("early exit is implemented for GPT-2 models only")
+    if not 1 <= layers <= total:
+        raise ValueError(f"early-exit layers must be between 1 and {total}, got {layers}")
+    config.n_layer = layers
+    with torch.device("meta"):
+        shallow = type(target)(config)
+    body = shallow.transformer
+    body.wte, body.wpe, body.ln_f = (
+        target.transformer.wte,
+        target.transformer.wpe,
+        target.transformer.ln_f,
+    )
+    body.h = torch.nn.ModuleList(list(target.transformer.h[:layers]))
+    shallow.lm_head = target.lm_head
+    return shallow.eval().requires_grad_(False)
+
+
+class EarlyExitDrafter(ModelDrafter):
+    """The target's first ``layers`` layers propose (with their own KV cache)."""
+
+    name = "early-exit"
+
+    def __init__(self, target: PreTrainedModel, layers: int) -> None:
+        super().__init__(early_exit_model(target, layers))
+
+
+def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> Drafter | None:
+    """``model`` (``None``: the session's default), ``ngram`` (knob = max n, default 3) or
+    ``early-exit`` (knob = layers, default half the target's).
+
+    Raises:
+        ValueError: unknown name or knob out of range.
+    """
+    if name == "model":
+        return None
+    if name == "ngram":
+        return NgramDrafter(pair.vocab_size, knob or 3)
+    if name == "early-exit":
+        return EarlyExitDrafter(pair.target, knob or max(1, pair.target.config.n_layer // 2))
+    raise ValueError(f"unknown drafter {name!r}; choose model, ngram or early-exit")

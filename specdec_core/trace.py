@@ -1,0 +1,211 @@
+"""Frozen dataclasses for everything a page draws, and their JSON round-trip.
+
+Traces hold numpy arrays and plain values only (no tensors, no full-vocabulary rows), so
+they pickle into ``st.session_state`` and serialise to JSON. Probability slices keep the
+top tokens of ``p`` and ``q`` plus the drafted/correction token, and an "other" bucket with
+the rest of the mass, computed from the full rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A token: ``id``, decoded ``text`` and BPE ``piece`` (``Ġ`` marks a leading space)."""
+
+    id: int
+    text: str
+    piece: str
+
+
+@dataclass(frozen=True)
+class DistSlice:
+    """Part of a position's distributions: the shown tokens plus an "other" bucket.
+
+    Arrays are ``[K]`` float32 aligned with ``token_ids`` (``[K]`` int64). ``min_pq`` is
+    ``min(p, q)`` and ``excess`` is ``[p − q]+``; the ``*_other`` floats are the same sums
+    over all tokens not shown (exact, from the full rows). ``q``-derived fields are
+    ``None`` for the bonus position γ+1, which has no draft.
+    """
+
+    token_ids: np.ndarray
+    tokens: tuple[TokenInfo, ...]
+    p: np.ndarray | None
+    q: np.ndarray | None
+    min_pq: np.ndarray | None
+    excess: np.ndarray | None
+    p_other: float
+    q_other: float
+    min_other: float
+    excess_other: float
+
+
+@dataclass(frozen=True)
+class KVRow:
+    """One row of the KV-state table (``position`` is 0-based, prompt included)."""
+
+    position: int
+    token_id: int
+    piece: str
+    text: str
+    committed: bool
+    target_kv: bool
+    draft_kv: bool
+    # prompt | committed | committed-no-KV-yet | tentative | accepted | rejected | discarded
+    state: str
+
+
+@dataclass(frozen=True)
+class KVState:
+    """Counters (all in tokens, prompt included) and the table."""
+
+    committed_len: int
+    target_kv_len: int
+    draft_kv_len: int
+    rows: tuple[KVRow, ...]
+
+
+@dataclass(frozen=True)
+class PositionCheck:
+    """The verification of drafted position ``position`` (1-based, 1..γ).
+
+    ``p``/``q`` are ``p_i(y_i)``/``q_i(y_i)``; ``accept_prob = min(1, p/q)`` (greedy: 1 on
+    a match with the target argmax, else 0); ``u`` the uniform draw, ``None`` when not
+    drawn (greedy, or discarded); ``status`` accepted | rejected | discarded;
+    ``acceptance_total = Σ min(p_i, q_i)``.
+    """
+
+    position: int
+    token: TokenInfo
+    p: float
+    q: float
+    accept_prob: float
+    u: float | None
+    status: str
+    target_argmax: TokenInfo
+    edited: bool
+    acceptance_total: float
+    dist: DistSlice
+
+
+@dataclass(frozen=True)
+class ProposeTrace:
+    round_index: int
+    gamma: int
+    drafted: tuple[TokenInfo, ...]
+    draft_dists: tuple[DistSlice, ...]
+    draft_ms: float
+    draft_forwards: int
+    kv_before: KVState
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class EditTrace:
+    round_index: int
+    position: int
+    old_token: TokenInfo
+    new_token: TokenInfo
+    drafted: tuple[TokenInfo, ...]
+    edited_positions: tuple[int, ...]
+    reproposed: bool
+    draft_forwards: int
+    draft_dists: tuple[DistSlice, ...]
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class VerifyTrace:
+    """``next_dist`` is ``p_{γ+1}`` (bonus) or, after a rejection, the slice at that
+    position (whose ``excess`` is the residual before normalisation)."""
+
+    round_index: int
+    greedy: bool
+    checks: tuple[PositionCheck, ...]
+    accepted: int
+    next_token: TokenInfo
+    kind: str  # correction | bonus
+    next_dist: DistSlice
+    verify_ms: float
+    target_forward_tokens: int
+    kv_before: KVState
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class CommitTrace:
+    """``kind`` is correction | bonus | stopped (a stop cut the commit short);
+    ``kv_before`` marks the rows the rollback removes (state ``rejected``/``discarded``)."""
+
+    round_index: int
+    appended: tuple[TokenInfo, ...]
+    kind: str
+    discarded: tuple[TokenInfo, ...]
+    stop_reason: str | None
+    rolled_back_target: int
+    rolled_back_draft: int
+    kv_before: KVState
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class RoundTrace:
+    round_index: int
+    propose: ProposeTrace
+    edits: tuple[EditTrace, ...]
+    verify: VerifyTrace
+    commit: CommitTrace
+
+
+# ---------------------------------------------------------------- JSON round-trip
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses → dicts, numpy arrays → lists, tuples → lists (recursively)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(x) for x in obj]
+    return obj
+
+
+def from_jsonable(cls: Any, data: Any) -> Any:
+    """Inverse of :func:`to_jsonable` for the trace types above.
+
+    Raises:
+        TypeError / KeyError: when ``data`` does not have the shape of ``cls``.
+    """
+    if data is None:
+        return None
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(cls) if a is not type(None)]
+        return from_jsonable(inner[0], data)
+    if origin is tuple:
+        (item,) = typing.get_args(cls)[:1]
+        return tuple(from_jsonable(item, x) for x in data)
+    if cls is np.ndarray:
+        arr = np.asarray(data)
+        return arr.astype(np.int64) if arr.dtype.kind in "iu" else arr.astype(np.float32)
+    if dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        return cls(
+            **{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(cls)}
+        )
+    if cls is float:
+        return float(data)
+    if cls in (int, str, bool):
+        return cls(data)
+    return data

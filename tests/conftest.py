@@ -1,0 +1,84 @@
+"""Shared fixtures: tiny random GPT-2 pairs saved with ``save_pretrained`` to a temp folder
+and loaded through the same ``from_pretrained`` path as the real presets (offline)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+from specdec_core.models import EMBEDDED_DIR, ModelPair, load_pair
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+CORPUS = SHARED / "data" / "tinyshakespeare.txt"
+TEXTBOOK = json.loads((SHARED / "cases" / "textbook.json").read_text())
+EOS = "<|endoftext|>"
+
+
+def _tokenizer(vocab_size: int) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([CORPUS.read_text()[:20000]], trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token=EOS, bos_token=EOS, unk_token=EOS
+    )
+
+
+def save_tiny(
+    folder: Path, tokenizer, layers: int, seed: int, n_positions: int = 64, vocab: int | None = None
+) -> Path:
+    torch.manual_seed(seed)
+    config = GPT2Config(
+        n_layer=layers, n_embd=32, n_head=2, vocab_size=vocab or len(tokenizer),
+        n_positions=n_positions, bos_token_id=0, eos_token_id=0, initializer_range=0.3,
+    )  # fmt: skip
+    GPT2LMHeadModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
+    """Folders: ``target`` (2 layers), ``draft`` (1 layer), ``short`` (target with a
+    24-position context), ``odd_vocab`` (draft with a different vocabulary size)."""
+    root = tmp_path_factory.mktemp("tiny")
+    tok = _tokenizer(300)
+    return {
+        "target": save_tiny(root / "target", tok, 2, seed=1),
+        "draft": save_tiny(root / "draft", tok, 1, seed=2),
+        "short": save_tiny(root / "short", tok, 2, seed=1, n_positions=24),
+        "odd_vocab": save_tiny(root / "odd", tok, 1, seed=3, vocab=len(tok) + 7),
+    }
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tiny_dirs) -> ModelPair:
+    return load_pair((tiny_dirs["target"], tiny_dirs["draft"]), device="cpu", allow_custom=True)
+
+
+@pytest.fixture(scope="session")
+def self_pair(tiny_dirs) -> ModelPair:
+    """Draft == target: every greedy draft is accepted."""
+    return load_pair((tiny_dirs["target"], tiny_dirs["target"]), device="cpu", allow_custom=True)
+
+
+@pytest.fixture(scope="session")
+def embedded_pair() -> ModelPair:
+    assert (EMBEDDED_DIR / "target" / "config.json").is_file(), "embedded pair not built"
+    return load_pair("embedded", device="cpu")
