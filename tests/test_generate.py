@@ -1,0 +1,83 @@
+"""The fast path agrees with the step machine and the target alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from specdec_core.drafters import NgramDrafter, early_exit_model, make_named_drafter
+from specdec_core.generate import generate
+from specdec_core.session import SessionConfig, SpeculativeSession
+
+PROMPT = "First Citizen:\nWe are"
+
+
+@pytest.mark.parametrize("gamma", [1, 4])
+@pytest.mark.parametrize("pair_name", ["tiny_pair", "self_pair"])
+def test_fast_greedy_equals_autoregressive(request, pair_name, gamma):
+    tiny_pair = request.getfixturevalue(pair_name)
+    config = SessionConfig(gamma=gamma, max_new_tokens=30)
+    spec = generate(tiny_pair, PROMPT, config, "speculative")
+    ar = generate(tiny_pair, PROMPT, config, "autoregressive")
+    assert spec.output_ids == ar.output_ids
+    assert spec.stop_reason == ar.stop_reason
+    s = spec.stats
+    assert s.target_forwards == s.rounds <= ar.stats.target_forwards == len(ar.output_ids)
+    if pair_name == "self_pair":  # draft == target: every draft accepted
+        assert s.rounds == -(-30 // (gamma + 1)) and s.acceptance_rate == 1.0
+    assert sum(s.accepted_histogram) == s.rounds
+    advanced = sum((n + 1) * c for n, c in enumerate(s.accepted_histogram))
+    assert advanced >= len(spec.output_ids)  # a stop may cut the last round short
+    assert s.mean_accepted == pytest.approx(
+        sum(n * c for n, c in enumerate(s.accepted_histogram)) / s.rounds
+    )
+    assert 0.0 <= s.acceptance_rate <= 1.0 and len(s.per_position_acceptance) == gamma
+    assert s.tokens_per_s > 0 and s.draft_ms > 0 and s.verify_ms > 0
+
+
+def test_fast_path_replays_session_for_same_seed(tiny_pair):
+    """Same seed, same draw order: the fast path and the step machine agree token for
+    token even when sampling (temperature 0.8, top-k 40, top-p 0.95)."""
+    config = SessionConfig(
+        gamma=3, temperature=0.8, top_k=40, top_p=0.95, seed=4, max_new_tokens=25
+    )
+    fast = generate(tiny_pair, PROMPT, config)
+    session = SpeculativeSession(tiny_pair, PROMPT, config)
+    session.run()
+    assert fast.output_ids == session.generated_ids
+    checks = [c for r in session.history for c in r.verify.checks]
+    assert fast.stats.acceptance_rate == pytest.approx(
+        sum(c.acceptance_total for c in checks) / len(checks), abs=1e-6
+    )
+    assert fast.stats.rounds == len(session.history)
+
+
+def test_ngram_lookup_proposes_planted_repeat():
+    drafter = NgramDrafter(vocab_size=100, max_n=3)
+    context = [1, 2, 3, 4, 5, 6, 7, 9, 2, 3, 4]
+    assert drafter.lookup(context, 3) == [5, 6, 7]
+    assert drafter.lookup([1, 2, 3, 8], 4) == []  # no earlier occurrence: nothing proposed
+    draft = drafter.propose(context, 2, SessionConfig().sampling, "greedy", None)
+    assert draft.ids.tolist() == [5, 6] and draft.probs[0, 5] == 1.0 and draft.forwards == 0
+
+
+@pytest.mark.parametrize("drafter_name", ["ngram", "early-exit"])
+def test_other_drafters_are_lossless_in_greedy(tiny_pair, drafter_name):
+    config = SessionConfig(gamma=3, max_new_tokens=25)
+    ar = generate(tiny_pair, PROMPT, config, "autoregressive")
+    spec = generate(tiny_pair, PROMPT, config, drafter=make_named_drafter(tiny_pair, drafter_name))
+    assert spec.output_ids == ar.output_ids
+
+
+def test_early_exit_with_all_layers_accepts_everything(tiny_pair):
+    layers = tiny_pair.target.config.n_layer
+    drafter = make_named_drafter(tiny_pair, "early-exit", layers)
+    spec = generate(tiny_pair, PROMPT, SessionConfig(gamma=4, max_new_tokens=20), drafter=drafter)
+    assert spec.stats.mean_accepted == 4.0 and spec.stats.acceptance_rate == 1.0
+    # the shared target was not modified
+    assert (
+        tiny_pair.target.config.n_layer == layers and len(tiny_pair.target.transformer.h) == layers
+    )
+    shallow = early_exit_model(tiny_pair.target, 1)
+    assert shallow.transformer.h[0] is tiny_pair.target.transformer.h[0]
+    with pytest.raises(ValueError, match="between 1 and"):
+        early_exit_model(tiny_pair.target, layers + 1)
