@@ -23,7 +23,8 @@ PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING"]
 def hf_greedy(pair, prompt: str, n: int) -> list[int]:
     ids = torch.tensor([pair.tokenizer.encode(prompt)])
     out = pair.target.generate(
-        ids, do_sample=False, max_new_tokens=n, min_new_tokens=n, attention_mask=torch.ones_like(ids),
+        ids, do_sample=False, max_new_tokens=n, min_new_tokens=n,
+        attention_mask=torch.ones_like(ids),
         pad_token_id=pair.eos_token_id,
     )  # fmt: skip
     return out[0, ids.shape[1] :].tolist()
