@@ -18,7 +18,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-EMBEDDED_DIR = REPO_ROOT / "assets" / "models" / "embedded"
+# Overridable for development and tests (a server-side setting, never user input).
+EMBEDDED_DIR = Path(
+    os.environ.get("SPECDEC_EMBEDDED_DIR", REPO_ROOT / "assets" / "models" / "embedded")
+)
 CUSTOM_ENV = "SPECDEC_ALLOW_CUSTOM_MODELS"
 
 

@@ -50,8 +50,40 @@ class PhaseError(RuntimeError):
     """A step was called out of order; the session is unchanged."""
 
 
-class PromptError(ValueError):
+class InputError(ValueError):
+    """Bad text from a student. ``code`` and ``params`` let the UI say it in zh or en."""
+
+    def __init__(self, message: str, code: str = "invalid", **params: object) -> None:
+        super().__init__(message)
+        self.code = code
+        self.params = params
+
+
+class PromptError(InputError):
     """The prompt is empty, whitespace only, or longer than the context allows."""
+
+
+class TokenTextError(InputError):
+    """Edit text that is not exactly one token."""
+
+
+def single_token_id(pair: ModelPair, text: str) -> int:
+    """The id of ``text`` if it encodes to exactly one token (e.g. ``" night"``).
+
+    Raises:
+        TokenTextError: zero or several tokens (the message lists the pieces).
+    """
+    ids = pair.tokenizer.encode(text, add_special_tokens=False) if text else []
+    if len(ids) != 1:
+        pieces = " | ".join(pair.tokenizer.convert_ids_to_tokens(ids)) or "∅"
+        raise TokenTextError(
+            f"{text!r} is {len(ids)} tokens, not exactly one: {pieces}",
+            "not_one_token",
+            text=text,
+            n=len(ids),
+            pieces=pieces,
+        )
+    return ids[0]
 
 
 @dataclass(frozen=True)
@@ -97,15 +129,19 @@ class SessionConfig:
 def encode_prompt(pair: ModelPair, prompt: str) -> list[int]:
     """Tokenize a prompt; raises :class:`PromptError` if empty or too long for the context."""
     if not prompt or not prompt.strip():
-        raise PromptError("the prompt is empty: type some text to continue")
+        raise PromptError("the prompt is empty: type some text to continue", "prompt_empty")
     ids = pair.tokenizer.encode(prompt, add_special_tokens=False)
     limit = pair.context_length - 1
     if not ids:
-        raise PromptError("the prompt encodes to no tokens")
+        raise PromptError("the prompt encodes to no tokens", "prompt_empty")
     if len(ids) > limit:
         raise PromptError(
             f"the prompt has {len(ids)} tokens; this pair's context holds "
-            f"{pair.context_length}, so a prompt may have at most {limit} tokens"
+            f"{pair.context_length}, so a prompt may have at most {limit} tokens",
+            "prompt_too_long",
+            tokens=len(ids),
+            context=pair.context_length,
+            limit=limit,
         )
     return ids
 
@@ -163,6 +199,36 @@ class SpeculativeSession:
         if self._pending is None:
             return "finished" if self.stop_reason else "propose"
         return "commit" if self._pending.verdict is not None else "verify"
+
+    @property
+    def current_draft_dists(self) -> tuple[DistSlice, ...]:
+        """``q`` slices of the drafts now pending (after the latest propose or edit)."""
+        if self._pending is None:
+            return ()
+        if self._pending.edits:
+            return self._pending.edits[-1].draft_dists
+        assert self._pending.propose is not None
+        return self._pending.propose.draft_dists
+
+    @property
+    def current_propose(self) -> ProposeTrace | None:
+        """The pending round's proposal trace (phases ``verify``/``commit``)."""
+        return self._pending.propose if self._pending else None
+
+    @property
+    def edited_positions(self) -> set[int]:
+        return set(self._pending.edited) if self._pending else set()
+
+    @property
+    def current_verify(self) -> VerifyTrace | None:
+        """The verification of the pending round (phase ``commit``), else ``None``."""
+        return self._pending.verify if self._pending else None
+
+    def current_statuses(self) -> list[str] | None:
+        """Per-draft status for the KV table: after verify, accepted/rejected/discarded."""
+        if self._pending is None or self._pending.verdict is None:
+            return None
+        return self._statuses(self._pending.verdict, len(self._pending.ids))
 
     @property
     def drafts(self) -> list[int]:
@@ -305,6 +371,48 @@ class SpeculativeSession:
         )
         pending.edits.append(trace)
         return trace
+
+    @torch.inference_mode()
+    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
+        """The target's top tokens at each drafted position 1..γ given the current drafts,
+        *before* verification (for the edit controls), from a cache-free forward over
+        ``committed + drafts``; the session's caches are not touched.
+
+        Returns:
+            ``γ`` lists of ``top_n`` :class:`TokenInfo`, most likely first (index 0 is the
+            greedy choice ``argmax p_i`` under the session's sampling settings).
+        """
+        pending = self._require("verify", "preview the target")
+        assert pending is not None
+        gamma = len(pending.ids)
+        if gamma == 0:
+            return []
+        ids = torch.tensor([self.ids + pending.ids], device=self.pair.device)
+        logits = self.pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()
+        top = torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
+        return [[self.token(t) for t in row] for row in top]
+
+    def make_position_wrong(self, position: int) -> EditTrace:
+        """Quick edit: replace ``y_position`` by the target's second choice there, a
+        plausible token that greedy verification rejects."""
+        preview = self.target_preview(top_n=2)
+        if not 1 <= position <= len(preview):
+            raise ValueError(f"position must be between 1 and {len(preview)}, got {position!r}")
+        return self.edit_draft(position, preview[position - 1][1].id)
+
+    def make_draft_agree(self) -> list[EditTrace]:
+        """Quick edit: replace each draft that differs from the target's argmax (first
+        mismatch first, re-checking after each edit) so that greedy verification accepts
+        all γ. At most γ edits, each one cache-free target forward."""
+        edits = []
+        for _ in range(len(self.drafts)):
+            preview = self.target_preview(top_n=1)
+            mismatch = [i for i, row in enumerate(preview) if row[0].id != self.drafts[i]]
+            if not mismatch:
+                break
+            k = mismatch[0]
+            edits.append(self.edit_draft(k + 1, preview[k][0].id))
+        return edits
 
     # ------------------------------------------------------------------ verify
     def verify(self) -> VerifyTrace:

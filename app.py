@@ -1,0 +1,33 @@
+"""SpecDec Lab — Streamlit entry: sidebar (pair, device, language, settings) and
+``st.navigation`` over the lesson pages. Run with ``streamlit run app.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from specdec_core.ui.i18n import t
+from specdec_core.ui.sidebar import render_sidebar
+
+HERE = Path(__file__).resolve().parent
+
+st.set_page_config(page_title="SpecDec Lab", page_icon="🔮", layout="wide")
+
+PAGES = [
+    ("pages/step_through.py", "nav_step", "👣"),
+    ("pages/acceptance_lab.py", "nav_rules", "⚖️"),
+    ("pages/speed.py", "nav_speed", "⏱️"),
+    ("pages/drafters.py", "nav_drafters", "🧩"),
+]
+
+pages = [
+    st.Page(str(HERE / path), title=t(key), icon=icon, default=i == 0, url_path=Path(path).stem)
+    for i, (path, key, icon) in enumerate(PAGES)
+    if (HERE / path).is_file()
+]
+nav = st.navigation(pages)
+st.sidebar.title(t("app_title"))
+st.sidebar.caption(t("app_tagline"))
+render_sidebar()
+nav.run()

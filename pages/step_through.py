@@ -1,0 +1,338 @@
+"""Step-through lesson: propose → verify → commit / reject on the loaded pair.
+
+Widgets and rendering only: every number comes from ``SpeculativeSession`` traces.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specdec_core.figures import distribution_figure, visible_token
+from specdec_core.session import (
+    InputError,
+    PhaseError,
+    SpeculativeSession,
+    single_token_id,
+)
+from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.render import StripItem, kv_table, token_strip_html
+
+S = st.session_state
+pair = S["pair"]
+config = S["config"]
+
+
+# ------------------------------------------------------------------ session handling
+def _error(exc: Exception) -> None:
+    code = getattr(exc, "code", None)
+    params = getattr(exc, "params", {})
+    message = t("err_" + code, **params) if code and f"err_{code}" in strings() else str(exc)
+    S["step_error"] = f"{t('error_prefix')} {message}"
+
+
+def _new_session(prompt: str) -> bool:
+    try:
+        S["step_session"] = SpeculativeSession(pair, prompt, config)
+    except InputError as exc:
+        _error(exc)
+        return False
+    S["step_key"] = (pair.name, config, prompt)
+    S.pop("step_preview", None)
+    return True
+
+
+def _act(action: str) -> None:
+    """Button callback: run one phase (or finish the round); errors leave state as is."""
+    session: SpeculativeSession = S["step_session"]
+    try:
+        if action == "propose":
+            session.propose()
+        elif action == "verify":
+            session.verify()
+        elif action == "commit":
+            session.commit()
+        elif action == "round":
+            if session.phase == "propose":
+                session.propose()
+            if session.phase == "verify":
+                session.verify()
+            session.commit()
+        elif action == "reset":
+            _new_session(S["st_prompt"])
+    except (PhaseError, InputError, ValueError) as exc:
+        _error(exc)
+
+
+def _edit(kind: str) -> None:
+    session: SpeculativeSession = S["step_session"]
+    pos = int(S.get("edit_pos", 1))
+    try:
+        if kind == "choice":
+            trace = session.edit_draft(pos, int(S["edit_choice"]))
+        elif kind == "text":
+            trace = session.edit_draft(pos, single_token_id(pair, S.get("edit_text", "")))
+        elif kind == "wrong":
+            trace = session.make_position_wrong(pos)
+        else:
+            edits = session.make_draft_agree()
+            S["step_notice"] = t("edit_agree_done", n=len(edits))
+            return
+        S["step_notice"] = t(
+            "edit_done", k=pos, old=visible_token(trace.old_token.text),
+            new=visible_token(trace.new_token.text),
+        )  # fmt: skip
+    except (PhaseError, InputError, ValueError) as exc:
+        _error(exc)
+
+
+# ------------------------------------------------------------------ header + controls
+st.title(t("st_title"))
+st.markdown(t("st_intro"))
+
+if "st_prompt" not in S:
+    S["st_prompt"] = t("st_default_prompt")
+prompt = st.text_area(t("st_prompt"), key="st_prompt", height=80)
+
+key = (pair.name, config, prompt)
+if "step_session" not in S:
+    _new_session(prompt)
+elif S.get("step_key") != key and S.get("step_key_seen") != key:
+    S["step_key_seen"] = key
+    old: SpeculativeSession = S["step_session"]
+    if (
+        _new_session(prompt)
+        and (old.history or old.phase != "propose")
+        and (S["step_key"][:2] != (old.pair.name, old.config))
+    ):
+        S["step_notice"] = t("st_settings_changed")
+
+if "step_session" not in S:  # the very first prompt was bad
+    st.error(S.pop("step_error", ""))
+    st.stop()
+session: SpeculativeSession = S["step_session"]
+phase = session.phase
+
+cols = st.columns([1, 1, 1.3, 1.2, 1.2, 0.7, 0.9])
+cols[0].button(
+    t("st_propose"),
+    on_click=_act,
+    args=("propose",),
+    disabled=phase != "propose",
+    type="primary" if phase == "propose" else "secondary",
+    width="stretch",
+)
+cols[1].button(
+    t("st_verify"),
+    on_click=_act,
+    args=("verify",),
+    disabled=phase != "verify",
+    type="primary" if phase == "verify" else "secondary",
+    width="stretch",
+)
+cols[2].button(
+    t("st_commit"),
+    on_click=_act,
+    args=("commit",),
+    disabled=phase != "commit",
+    type="primary" if phase == "commit" else "secondary",
+    width="stretch",
+)
+cols[3].button(
+    t("st_run_round"),
+    on_click=_act,
+    args=("round",),
+    disabled=phase == "finished",
+    width="stretch",
+)
+n_rounds = cols[5].number_input(
+    t("st_n_rounds"), 1, 50, 5, key="st_n", label_visibility="collapsed"
+)
+run_n = cols[4].button(t("st_run_n"), disabled=phase == "finished", width="stretch")
+cols[6].button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
+               width="stretch")  # fmt: skip
+
+if run_n:
+    bar = st.progress(0.0)
+    for i in range(int(n_rounds)):
+        if session.phase == "finished":
+            break
+        bar.progress(i / n_rounds, text=t("st_running", i=i + 1, n=int(n_rounds)))
+        _act("round")
+    bar.empty()
+    phase = session.phase
+
+if "step_error" in S:
+    st.error(S.pop("step_error"))
+if "step_notice" in S:
+    st.info(S.pop("step_notice"))
+
+if phase == "finished":
+    st.success(
+        f"**{t('st_phase')}:** " + t("phase_finished", reason=t("stop_" + session.stop_reason))
+    )
+else:
+    st.info(f"**{t('st_phase')}:** " + t("phase_" + phase))
+
+# ------------------------------------------------------------------ token strip
+verify = session.current_verify
+last = session.history[-1] if session.history and phase in ("propose", "finished") else None
+items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
+generated = session.ids[session.prompt_len :]
+if last is not None:  # show how the last commit changed the text
+    n_new = len(last.commit.appended)
+    older = generated[: len(generated) - n_new]
+    items += [StripItem(session.token(i), "committed") for i in older]
+    appended = list(last.commit.appended)
+    n_acc = last.verify.accepted
+    items += [StripItem(tok, "accepted") for tok in appended[:n_acc]]
+    if len(appended) > n_acc:
+        items.append(StripItem(appended[n_acc], last.commit.kind if last.commit.kind != "stopped"
+                               else "committed"))  # fmt: skip
+    for c in last.verify.checks[n_acc:]:
+        items.append(StripItem(c.token, c.status, c.edited))
+else:
+    items += [StripItem(session.token(i), "committed") for i in generated]
+    edited = session.edited_positions
+    if verify is None:
+        items += [
+            StripItem(session.token(y), "tentative", i + 1 in edited)
+            for i, y in enumerate(session.drafts)
+        ]
+    else:
+        for c in verify.checks[: verify.accepted + 1]:
+            items.append(StripItem(c.token, c.status, c.edited))
+        items.append(StripItem(verify.next_token, verify.kind))
+        items += [
+            StripItem(c.token, c.status, c.edited) for c in verify.checks[verify.accepted + 1 :]
+        ]
+st.subheader(t("st_strip"))
+legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "correction",
+          "bonus"]  # fmt: skip
+st.html(token_strip_html(items, legend))
+
+# ------------------------------------------------------------------ edit controls
+if phase == "verify" and session.drafts:
+    with st.expander(t("st_edit"), expanded=True):
+        st.caption(t("st_edit_help"))
+        gamma = len(session.drafts)
+        preview_key = tuple(session.ids[-1:] + session.drafts)
+        if S.get("step_preview", (None,))[0] != preview_key:
+            S["step_preview"] = (preview_key, session.target_preview(top_n=5))
+        preview = S["step_preview"][1]
+        e1, e2, e3 = st.columns([1, 3, 2])
+        pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
+        dists = session.current_draft_dists
+        options: dict[int, str] = {}
+        for tok in dists[pos - 1].tokens[:6]:
+            options.setdefault(tok.id, f"{visible_token(tok.text)}  ({t('source_draft')})")
+        for tok in preview[pos - 1]:
+            options.setdefault(tok.id, f"{visible_token(tok.text)}  ({t('source_target')})")
+        e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
+        e2.button(t("edit_apply"), on_click=_edit, args=("choice",))
+        e3.text_input(t("edit_text"), key="edit_text")
+        e3.button(t("edit_apply_text"), on_click=_edit, args=("text",))
+        q1, q2 = st.columns(2)
+        q1.button(t("edit_wrong", k=pos), on_click=_edit, args=("wrong",), width="stretch")
+        q2.button(t("edit_agree"), on_click=_edit, args=("agree",), width="stretch")
+
+# ------------------------------------------------------------------ distributions
+st.subheader(t("st_dists"))
+labels = {
+    "p": t("trace_p"), "q": t("trace_q"), "min": t("trace_min"), "excess": t("trace_excess"),
+    "other": t("other_bucket"), "probability": t("probability"), "token": t("token"),
+    "marked": t("drafted_marker"),
+}  # fmt: skip
+shown_verify = verify if verify is not None else (last.verify if last is not None else None)
+if shown_verify is None and not session.drafts:
+    st.caption(t("st_dists_empty"))
+else:
+    st.caption(t("st_dists_help"))
+    if shown_verify is not None:
+        checks = shown_verify.checks
+        gamma = len(checks)
+        bonus = shown_verify.kind == "bonus"
+        tabs = st.tabs([t("pos_tab", i=c.position) for c in checks]
+                       + ([t("bonus_tab", i=gamma + 1)] if bonus else []))  # fmt: skip
+        for tab, c in zip(tabs, checks, strict=False):
+            with tab:
+                title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
+                fig = distribution_figure(c.dist, labels, title, marked_id=c.token.id)
+                st.plotly_chart(fig, width="stretch", key=f"dist_{c.position}")
+                verdict = t("verdict_" + c.status)
+                if shown_verify.greedy:
+                    st.markdown(
+                        t(
+                            "check_greedy",
+                            argmax=f"`{visible_token(c.target_argmax.text)}`",
+                            tok=f"`{visible_token(c.token.text)}`",
+                            verdict=verdict,
+                        )
+                    )
+                else:
+                    u = f"{c.u:.4f}" if c.u is not None else t("check_not_drawn")
+                    st.markdown(t("check_sampling", p=c.p, q=c.q, a=c.accept_prob, u=u,
+                                  verdict=verdict))  # fmt: skip
+        if bonus:
+            with tabs[-1]:
+                fig = distribution_figure(shown_verify.next_dist, labels,
+                                          t("fig_title_bonus", i=gamma + 1),
+                                          marked_id=shown_verify.next_token.id)  # fmt: skip
+                st.plotly_chart(fig, width="stretch", key="dist_bonus")
+        next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
+        if bonus:
+            st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
+        else:
+            st.warning(t("next_correction", k=shown_verify.accepted + 1, tok=next_tok))
+        proposed = last.propose if last is not None else session.current_propose
+        st.caption(t("timing", d=proposed.draft_ms, v=shown_verify.verify_ms,
+                     n=shown_verify.target_forward_tokens))  # fmt: skip
+    else:
+        dists = session.current_draft_dists
+        tabs = st.tabs([t("pos_tab", i=i + 1) for i in range(len(dists))])
+        for i, (tab, d) in enumerate(zip(tabs, dists, strict=True)):
+            with tab:
+                tok = session.token(session.drafts[i])
+                title = t("fig_title_draft", i=i + 1, tok=visible_token(tok.text))
+                fig = distribution_figure(d, labels, title, marked_id=tok.id)
+                st.plotly_chart(fig, width="stretch", key=f"draft_{i}")
+                q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
+                st.markdown(t("check_pending", q=q_y))
+
+# ------------------------------------------------------------------ KV cache
+st.subheader(t("st_kv"))
+state = session.kv_state(session.current_statuses())
+m1, m2, m3 = st.columns(3)
+m1.metric(t("kv_committed_len"), state.committed_len)
+m2.metric(t("kv_target_len"), state.target_kv_len)
+m3.metric(t("kv_draft_len"), state.draft_kv_len)
+st.caption(t("kv_help"))
+if last is not None:
+    st.caption(
+        t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
+    )
+show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
+st.dataframe(kv_table(state, None if show_all else 3), hide_index=True, width="stretch")
+
+# ------------------------------------------------------------------ history
+st.subheader(t("st_history"))
+if not session.history:
+    st.caption(t("history_empty"))
+else:
+    checks = [c for r in session.history for c in r.verify.checks]
+    drafted = len(checks)
+    acc = sum(r.verify.accepted for r in session.history)
+    st.markdown(t(
+        "history_stats", rounds=len(session.history),
+        alpha=sum(c.acceptance_total for c in checks) / drafted if drafted else 0.0,
+        acc=acc, drafted=drafted, mean=acc / len(session.history),
+    ))  # fmt: skip
+    for r in reversed(session.history):
+        label = t("history_round", r=r.round_index + 1, n=r.verify.accepted, g=len(r.verify.checks),
+                  k=len(r.commit.appended), kind=t("kind_" + r.commit.kind))  # fmt: skip
+        with st.expander(label, expanded=False):
+            strip = [StripItem(c.token, c.status, c.edited) for c in r.verify.checks]
+            strip.insert(r.verify.accepted + (0 if r.verify.kind == "bonus" else 1),
+                         StripItem(r.verify.next_token, r.verify.kind))  # fmt: skip
+            st.html(token_strip_html(strip, []))
+            st.caption(t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
+                         n=r.verify.target_forward_tokens))  # fmt: skip

@@ -1,0 +1,1 @@
+"""Streamlit-side helpers: the only package in ``specdec_core`` that imports streamlit."""

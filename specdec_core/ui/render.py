@@ -1,0 +1,95 @@
+"""Streamlit-side rendering helpers shared by pages: the token strip and the KV table."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import pandas as pd
+
+from specdec_core.figures import visible_token
+from specdec_core.trace import KVState, TokenInfo
+
+from .i18n import t
+
+STYLES = {
+    "prompt": "background:#f1f5f9;color:#475569;",
+    "committed": "background:#dbeafe;color:#1e3a8a;",
+    "tentative": "background:#fef3c7;border:1px dashed #d97706;color:#78350f;",
+    "accepted": "background:#bbf7d0;border:1px solid #16a34a;color:#14532d;",
+    "rejected": "background:#fecaca;border:1px solid #dc2626;color:#7f1d1d;"
+    "text-decoration:line-through;",
+    "discarded": "background:#f3f4f6;color:#9ca3af;text-decoration:line-through;",
+    "correction": "background:#fed7aa;border:2px solid #ea580c;color:#7c2d12;font-weight:700;",
+    "bonus": "background:#e9d5ff;border:2px solid #9333ea;color:#581c87;font-weight:700;",
+}
+KV_ROW_COLORS = {
+    "rejected": "background-color:#fee2e2",
+    "discarded": "background-color:#fee2e2",
+    "accepted": "background-color:#dcfce7",
+    "tentative": "background-color:#fef9c3",
+    "committed-no-KV-yet": "background-color:#ffedd5",
+}
+
+
+@dataclass(frozen=True)
+class StripItem:
+    token: TokenInfo
+    state: str  # a key of STYLES
+    edited: bool = False
+
+
+def _span(item: StripItem) -> str:
+    title = t("hover_token", id=item.token.id, piece=item.token.piece)
+    if item.state == "discarded":
+        title += " — " + t("why_discarded")
+    elif item.state == "rejected":
+        title += " — " + t("why_rejected")
+    text = html.escape(visible_token(item.token.text))
+    mark = "✎" if item.edited else ""
+    return (
+        f'<span class="tok tok-{item.state}" title="{html.escape(title)}" '
+        f'style="{STYLES[item.state]}padding:1px 3px;margin:1px;border-radius:4px;'
+        f'display:inline-block;font-family:monospace;font-size:15px;white-space:pre">'
+        f"{mark}{text}</span>"
+    )
+
+
+def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
+    """HTML for a row of coloured tokens (hover: id and BPE piece) and a legend. All
+    token text is escaped."""
+    body = "".join(_span(i) for i in items)
+    keys = "".join(
+        f'<span style="{STYLES[s]}padding:1px 6px;margin-right:6px;border-radius:4px;'
+        f'font-size:12px">{html.escape(t("legend_" + s))}</span>'
+        for s in legend
+    )
+    return (
+        f'<div style="line-height:2.0">{body}</div>'
+        f'<div style="margin-top:6px">{keys}<span style="font-size:12px">'
+        f"{html.escape(t('legend_edited'))}</span></div>"
+    )
+
+
+def kv_table(state: KVState, prompt_rows: int | None = 3):
+    """The KV-state table as a styled DataFrame (rows rolled back by a commit in red).
+
+    ``prompt_rows``: show only the last N prompt rows (``None``: all).
+    """
+    rows = list(state.rows)
+    n_prompt = sum(r.state == "prompt" for r in rows)
+    if prompt_rows is not None and n_prompt > prompt_rows:
+        rows = rows[n_prompt - prompt_rows :]
+    yes, no = t("yes"), t("no")
+    df = pd.DataFrame(
+        {
+            t("col_pos"): [r.position for r in rows],
+            t("col_token"): [visible_token(r.text) for r in rows],
+            t("col_committed"): [yes if r.committed else no for r in rows],
+            t("col_target_kv"): [yes if r.target_kv else no for r in rows],
+            t("col_draft_kv"): [yes if r.draft_kv else no for r in rows],
+            t("col_state"): [t("state_" + r.state) for r in rows],
+        }
+    )
+    colors = [KV_ROW_COLORS.get(r.state, "") for r in rows]
+    return df.style.apply(lambda _: [colors[_.name]] * len(_), axis=1)

@@ -1,0 +1,81 @@
+"""The shared sidebar: language, model pair, device and decoding settings.
+
+Stores the loaded pair and a :class:`SessionConfig` in ``st.session_state`` (``pair``,
+``config``, ``pair_reason``) for every page.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specdec_core.models import PRESETS, ModelLoadError, ModelPair, default_pair_name
+from specdec_core.session import MAX_GAMMA, SessionConfig
+
+from .i18n import LANGUAGES, t
+from .loader import cached_pair
+
+UI_MAX_GAMMA = min(8, MAX_GAMMA)
+
+
+def _load(name: str) -> tuple[ModelPair, str | None]:
+    """Load ``name``; on failure fall back to the embedded pair and return a notice."""
+    with st.spinner(t("loading_models")):
+        try:
+            return cached_pair(name), None
+        except ModelLoadError as exc:
+            if name == "embedded":
+                raise
+            return cached_pair("embedded"), t("pair_fallback", name=name, error=str(exc))
+
+
+def _chosen_by_user() -> None:
+    st.session_state["pair_reason"] = "user_choice"
+
+
+def render_sidebar() -> tuple[ModelPair, SessionConfig]:
+    """Draw the sidebar; return the loaded pair and the chosen settings."""
+    sb = st.sidebar
+    sb.radio(
+        t("sidebar_language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
+        horizontal=True,
+    )  # fmt: skip
+    default_name, reason = default_pair_name()
+    if "pair_name" not in st.session_state:
+        st.session_state["pair_name"] = default_name
+        st.session_state["pair_reason"] = reason
+    names = list(PRESETS)
+    sb.selectbox(
+        t("sidebar_pair"), names, key="pair_name", format_func=lambda n: t(f"pair_{n}"),
+        help=t("sidebar_pair_help"), on_change=_chosen_by_user,
+    )  # fmt: skip
+    try:
+        pair, notice = _load(st.session_state["pair_name"])
+    except ModelLoadError as exc:
+        st.error(str(exc))
+        st.stop()
+    if notice:
+        sb.warning(notice)
+    sb.caption(
+        t("loaded_pair", name=pair.name, device=pair.device_label(), vocab=pair.vocab_size,
+          context=pair.context_length)
+        + " — " + t("why_" + st.session_state.get("pair_reason", "user_choice"))
+    )  # fmt: skip
+    sb.subheader(t("sidebar_settings"))
+    gamma = sb.slider(t("gamma"), 1, UI_MAX_GAMMA, 4, key="cfg_gamma", help=t("gamma_help"))
+    temperature = sb.slider(
+        t("temperature"), 0.0, 2.0, 0.0, 0.05, key="cfg_temperature", help=t("temperature_help")
+    )
+    top_k = sb.number_input(t("top_k"), 0, pair.vocab_size, 0, 1, key="cfg_top_k")
+    top_p = sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
+    method = sb.radio(
+        t("draft_method"), ["probabilistic", "greedy"], key="cfg_method",
+        format_func=lambda m: t(f"method_{m}"), help=t("draft_method_help"),
+    )  # fmt: skip
+    seed = sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
+    config = SessionConfig(
+        gamma=int(gamma), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+        draft_method=method, seed=int(seed),
+    )  # fmt: skip
+    st.session_state["pair"] = pair
+    st.session_state["config"] = config
+    return pair, config
