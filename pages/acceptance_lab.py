@@ -1,0 +1,362 @@
+"""Acceptance-rule lab: why min(1, p/q) plus the residual gives exactly p.
+
+Widgets and rendering only: every number comes from ``specdec_core.rulelab`` (which calls
+``specdec_core.acceptance`` and ``specdec_core.sampling``).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core import rulelab as R
+from specdec_core.figures import (
+    COLORS,
+    RULE_COLORS,
+    acceptance_stack_figure,
+    acceptance_temperature_figure,
+    empirical_figure,
+    rule_finals_figure,
+    rule_rows_figure,
+    token_labels,
+    visible_token,
+)
+from specdec_core.ui.i18n import t
+
+S = st.session_state
+seed = int(S["config"].seed)
+NUM = "%.4f"
+
+
+# ------------------------------------------------------------------ loading rows
+def _load(names, p, q, one_hot_token: int, source: tuple) -> None:
+    """Replace the editable table (a new editor key drops the old cell edits)."""
+    S["rl_base"] = pd.DataFrame({"name": list(names), "p": list(p), "q": list(q)})
+    S["rl_ver"] = S.get("rl_ver", 0) + 1
+    S["rl_ntok"] = len(names)
+    S["rl_y"] = one_hot_token
+    S["rl_source"] = source
+
+
+def _preset(name: str) -> None:
+    pr = R.PRESETS[name]
+    _load(pr.names, pr.p, pr.q, pr.one_hot_token, ("preset", name))
+
+
+def _step_verify():
+    """The step-through page's pending verification, else its last verified round."""
+    session = S.get("step_session")
+    if session is None:
+        return None
+    if session.current_verify is not None:
+        return session.current_verify
+    return session.history[-1].verify if session.history else None
+
+
+def _from_step() -> None:
+    verify = _step_verify()
+    if verify is None:
+        return
+    k = int(S.get("rl_step_pos", 1))
+    check = verify.checks[k - 1]
+    rows = R.rows_from_slice(check.dist, keep=[check.token.id])
+    names = token_labels(rows.tokens) + [t("other_bucket")]
+    ids = [tok.id for tok in rows.tokens]
+    y = ids.index(check.token.id) if check.token.id in ids else len(ids)
+    source = ("step", verify.round_index + 1, k, visible_token(check.token.text), len(ids),
+              rows.true_acceptance, verify.greedy)  # fmt: skip
+    _load(names, rows.p, rows.q, y, source)
+
+
+def _resize() -> None:
+    current = S.get("rl_current", S["rl_base"])
+    names, p, q = R.resize(current["name"].tolist(), current["p"].tolist(),
+                           current["q"].tolist(), int(S["rl_ntok"]))  # fmt: skip
+    S["rl_base"] = pd.DataFrame({"name": names, "p": p, "q": q})
+    S["rl_ver"] = S.get("rl_ver", 0) + 1
+
+
+def _unique_names(raw: list) -> list[str]:
+    names: list[str] = []
+    for i, x in enumerate(raw):
+        name = str(x).strip() if x is not None and str(x).strip() else R.default_name(i)
+        names.append(f"{name} ({i + 1})" if name in names else name)
+    return names
+
+
+if "rl_base" not in S:
+    _preset("textbook")
+
+st.title(t("rl_title"))
+st.markdown(t("rl_intro"))
+
+# ------------------------------------------------------------------ 1 · rows
+st.header(t("rl_sec_rows"))
+st.caption(t("rl_presets"))
+pcols = st.columns(len(R.PRESETS))
+for col, name in zip(pcols, R.PRESETS, strict=True):
+    col.button(t(f"rl_preset_{name}"), key=f"rl_preset_{name}", on_click=_preset, args=(name,),
+               help=t(f"rl_preset_help_{name}"), width="stretch")  # fmt: skip
+
+verify = _step_verify()
+st.caption(t("rl_from_step"))
+s1, s2, s3 = st.columns([1, 1, 3], vertical_alignment="bottom")
+if verify is None:
+    s1.selectbox(t("rl_step_pos"), [1], key="rl_step_pos_off", disabled=True)
+    s2.button(t("rl_step_load"), key="rl_preset_step", disabled=True, width="stretch")
+    s3.caption(t("rl_step_none"))
+else:
+    positions = [c.position for c in verify.checks]
+    if S.get("rl_step_pos") not in positions:
+        S["rl_step_pos"] = positions[0]
+    s1.selectbox(t("rl_step_pos"), positions, key="rl_step_pos")
+    s2.button(t("rl_step_load"), key="rl_preset_step", on_click=_from_step, width="stretch")
+
+source = S.get("rl_source", ("preset", "textbook"))
+edits = S.get(f"rl_editor_{S['rl_ver']}") or {}
+edited_mark = " " + t("rl_source_edited") if edits.get("edited_rows") else ""
+if source[0] == "preset":
+    st.info(t("rl_source_preset", name=t(f"rl_preset_{source[1]}")) + edited_mark)
+else:
+    _, r, k, tok, n_named, a_full, greedy = source
+    st.info(t("rl_step_source", r=r, k=k, tok=f"`{tok}`", n=n_named, a_full=a_full) + edited_mark)
+    if greedy:
+        st.caption(t("rl_step_greedy"))
+
+left, right = st.columns([3, 2])
+with left:
+    st.number_input(t("rl_n_tokens"), R.MIN_TOKENS, R.MAX_TOKENS, key="rl_ntok",
+                    on_change=_resize, help=t("rl_n_tokens_help"))  # fmt: skip
+    st.caption(t("rl_edit_help"))
+    edited = st.data_editor(
+        S["rl_base"],
+        key=f"rl_editor_{S['rl_ver']}",
+        num_rows="fixed",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "name": st.column_config.TextColumn(t("rl_col_name")),
+            "p": st.column_config.NumberColumn(t("rl_col_p_weight"), min_value=0.0, format=NUM),
+            "q": st.column_config.NumberColumn(t("rl_col_q_weight"), min_value=0.0, format=NUM),
+        },
+    )
+    S["rl_current"] = edited
+try:
+    p = R.normalise(edited["p"].tolist(), "p")
+    q = R.normalise(edited["q"].tolist(), "q")
+except R.RuleInputError as exc:
+    st.error(f"{t('error_prefix')} {t('rl_err_' + exc.code, **exc.params)}")
+    st.stop()
+names = _unique_names(edited["name"].tolist())
+n_tok = len(names)
+with right:
+    st.markdown(f"**{t('rl_normalised')}**")
+    st.dataframe(
+        pd.DataFrame({"token": names, "p": p, "q": q}),
+        key="rl_norm_table",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "token": t("rl_col_name"),
+            "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM),
+            "q": st.column_config.NumberColumn(t("rl_lab_q"), format=NUM),
+        },
+    )
+
+# ------------------------------------------------------------------ 2 · proof
+st.header(t("rl_sec_proof"))
+st.markdown(t("rl_proof_help"))
+d = R.decompose(p, q)
+fig_labels = {
+    "p": t("rl_lab_p"), "q": t("rl_lab_q"), "min": t("rl_lab_min"), "excess": t("rl_lab_excess"),
+    "probability": t("probability"), "token": t("token"),
+    **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
+}  # fmt: skip
+c1, c2 = st.columns(2)
+c1.plotly_chart(rule_rows_figure(names, p, q, fig_labels, t("rl_fig_rows")), key="rl_fig_rows")
+stack_labels = {**fig_labels, "p": t("rl_lab_p_mark")}
+c2.plotly_chart(
+    acceptance_stack_figure(names, d.min_pq, d.excess, d.p, stack_labels, t("rl_fig_stack")),
+    key="rl_fig_stack",
+)
+m = st.columns(5)
+m[0].metric(t("rl_m_A"), f"{d.acceptance:.4f}", help=t("rl_m_A_help"))
+m[1].metric(t("rl_m_beta"), f"{d.beta:.4f}")
+m[2].metric(t("rl_m_excess"), f"{d.excess_total:.4f}", help=t("rl_m_excess_help"))
+m[3].metric(t("rl_m_tv"), f"{d.tv:.4f}", help=t("rl_m_tv_help"))
+m[4].metric(t("rl_m_1mtv"), f"{d.one_minus_tv:.4f}", help=t("rl_m_1mtv_help"))
+with st.expander(t("rl_proof_table")):
+    proof = {"token": names, "p": d.p, "q": d.q, "min": d.min_pq, "excess": d.excess,
+             "sum": d.reconstructed}  # fmt: skip
+    if d.residual is not None:
+        proof["residual"] = d.residual
+    st.dataframe(
+        pd.DataFrame(proof),
+        key="rl_proof_table",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "token": t("rl_col_name"),
+            "p": st.column_config.NumberColumn("p", format=NUM),
+            "q": st.column_config.NumberColumn("q", format=NUM),
+            "min": st.column_config.NumberColumn(t("rl_col_min"), format=NUM),
+            "excess": st.column_config.NumberColumn(t("rl_col_excess"), format=NUM),
+            "sum": st.column_config.NumberColumn(t("rl_col_sum"), format=NUM),
+            "residual": st.column_config.NumberColumn(t("rl_col_residual"), format=NUM),
+        },
+    )
+    if d.residual is None:
+        st.caption(t("rl_no_residual"))
+
+# ------------------------------------------------------------------ 3 · three rules
+st.header(t("rl_sec_rules"))
+st.markdown(t("rl_rules_help"))
+if S.get("rl_y", 0) >= n_tok:
+    S["rl_y"] = 0
+y = st.columns([1, 2])[0].selectbox(
+    t("rl_onehot_token"), list(range(n_tok)), format_func=names.__getitem__, key="rl_y"
+)
+y_name = f"`{names[y]}`"
+results = R.compare_rules(p, q, y)
+h1, h2, h3 = st.columns(3)
+h1.markdown(t("rl_rule_correct_help"))
+h2.markdown(t("rl_rule_resample_p_help"))
+h3.markdown(t("rl_rule_one_hot_help", tok=y_name))
+rule_cols = {
+    rule: st.column_config.NumberColumn(t(f"rl_rule_{rule}"), format=NUM) for rule in R.RULES
+}
+f1, f2 = st.columns([3, 2])
+finals = {rule: res.final for rule, res in results.items()}
+f1.plotly_chart(rule_finals_figure(names, p, finals, fig_labels, t("rl_final_title")),
+                key="rl_fig_finals")  # fmt: skip
+with f2:
+    st.write("")
+    st.dataframe(
+        pd.DataFrame({
+            "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
+            "acceptance": [results[rule].acceptance for rule in R.RULES],
+            "tv": [results[rule].tv_to_p for rule in R.RULES],
+        }),
+        key="rl_rule_summary",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "rule": t("rl_col_rule"),
+            "acceptance": st.column_config.NumberColumn(t("rl_col_acceptance"), format=NUM),
+            "tv": st.column_config.NumberColumn(t("rl_col_tv"), format=NUM),
+        },
+    )  # fmt: skip
+st.markdown(f"**{t('rl_final_table_title')}**")
+st.dataframe(
+    pd.DataFrame({"token": names, "p": p, **finals}),
+    key="rl_final_table",
+    hide_index=True,
+    width="stretch",
+    column_config={"token": t("rl_col_name"),
+                   "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM), **rule_cols},
+)  # fmt: skip
+
+# ------------------------------------------------------------------ 4 · Monte Carlo
+st.header(t("rl_sec_mc"))
+st.markdown(t("rl_mc_help", seed=seed))
+n_draws = int(
+    st.columns([1, 2])[0].number_input(
+        t("rl_mc_n"), 1000, R.MAX_N, R.DEFAULT_N, 1000, key="rl_mc_n"
+    )
+)
+mc_key = (tuple(p), tuple(q), y, n_draws, seed)
+if S.get("rl_mc_key") != mc_key:
+    bar = st.progress(0.0)
+    mc = {}
+    for i, rule in enumerate(R.RULES):
+        label = t("rl_mc_running", rule=t(f"rl_rule_{rule}"))
+
+        def _tick(done: float, i: int = i, label: str = label) -> None:
+            bar.progress(min((i + done) / len(R.RULES), 1.0), text=label)
+
+        mc[rule] = R.monte_carlo(p, q, rule, n_draws, seed, y, progress=_tick)
+    bar.empty()
+    S["rl_mc"], S["rl_mc_key"] = mc, mc_key
+mc = S["rl_mc"]
+
+
+def _verdict(fit: R.ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
+    if fit.impossible:
+        return t("rl_verdict_impossible", k=fit.impossible)
+    return t(ok_key) if fit.consistent else t("rl_verdict_bad")
+
+
+st.dataframe(
+    pd.DataFrame({
+        "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
+        "rate": [mc[rule].acceptance_rate for rule in R.RULES],
+        "exact": [results[rule].acceptance for rule in R.RULES],
+        "chi2": [mc[rule].fit.statistic for rule in R.RULES],
+        "dof": [mc[rule].fit.dof for rule in R.RULES],
+        "pvalue": [mc[rule].fit.p_value for rule in R.RULES],
+        "verdict": [_verdict(mc[rule].fit) for rule in R.RULES],
+    }),
+    key="rl_mc_table",
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "rule": t("rl_col_rule"),
+        "rate": st.column_config.NumberColumn(t("rl_col_rate"), format=NUM),
+        "exact": st.column_config.NumberColumn(t("rl_col_exact_A"), format=NUM),
+        "chi2": st.column_config.NumberColumn(t("rl_col_chi2"), format="%.1f"),
+        "dof": t("rl_col_dof"),
+        "pvalue": st.column_config.NumberColumn(t("rl_col_pvalue"), format="%.3g"),
+        "verdict": t("rl_col_verdict"),
+    },
+)  # fmt: skip
+if results["resample_p"].tv_to_p < 1e-12:
+    st.caption(t("rl_mc_same"))
+exact = [(t("rl_lab_p"), p, COLORS["p"])]
+empirical = [(t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule])
+             for rule in R.RULES]  # fmt: skip
+st.plotly_chart(empirical_figure(names, exact, empirical, fig_labels,
+                                 t("rl_mc_title", n=n_draws)), key="rl_fig_mc")  # fmt: skip
+st.caption(t("rl_mc_errbars"))
+
+# ------------------------------------------------------------------ 5 · accepted ≠ output
+st.header(t("rl_sec_accepted"))
+st.markdown(t("rl_accepted_help"))
+run = mc["correct"]
+if d.accepted_only is None or run.accepted_fit is None:
+    st.info(t("rl_acc_none"))
+else:
+    a1, a2 = st.columns([3, 2])
+    exact_acc = [(t("rl_lab_p"), p, COLORS["p"]),
+                 (t("rl_acc_exact"), d.accepted_only, COLORS["min"])]  # fmt: skip
+    emp_acc = [(t("rl_acc_empirical"), run.accepted_freq, run.accepted_stderr,
+                RULE_COLORS["accepted_only"])]  # fmt: skip
+    title = t("rl_acc_title", n=run.n_accepted, total=run.n)
+    a1.plotly_chart(empirical_figure(names, exact_acc, emp_acc, fig_labels, title),
+                    key="rl_fig_accepted")  # fmt: skip
+    a2.metric(t("rl_acc_fit"), f"{run.accepted_fit.p_value:.3g}",
+              delta=_verdict(run.accepted_fit, "rl_verdict_ok_acc"), delta_color="off",
+              delta_arrow="off")  # fmt: skip
+    a2.metric(t("rl_acc_fit_p"), f"{run.accepted_vs_p.p_value:.3g}",
+              delta=_verdict(run.accepted_vs_p), delta_color="off", delta_arrow="off")  # fmt: skip
+    a2.metric(t("rl_col_rate"), f"{run.acceptance_rate:.4f}")
+
+# ------------------------------------------------------------------ 6 · temperature
+st.header(t("rl_sec_temp"))
+st.markdown(t("rl_temp_help"))
+if source[0] == "step":
+    st.caption(t("rl_temp_other"))
+temp = float(st.slider(t("rl_temp"), 0.0, 3.0, 1.0, 0.05, key="rl_temp"))
+p_t, q_t = R.temper(p, temp), R.temper(q, temp)
+a_t = R.acceptance_at(p, q, temp)
+curve = R.acceptance_curve(p, q)
+k1, k2 = st.columns(2)
+k1.plotly_chart(rule_rows_figure(names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
+                key="rl_fig_temp_rows")  # fmt: skip
+curve_labels = {"acceptance": t("rl_lab_acceptance"), "temperature": t("rl_lab_temperature"),
+                "chosen": t("rl_lab_chosen")}  # fmt: skip
+k2.plotly_chart(acceptance_temperature_figure(R.TEMPERATURE_GRID, curve, (temp, a_t),
+                                              curve_labels, t("rl_temp_curve")),
+                key="rl_fig_temp_curve")  # fmt: skip
+n1, n2 = st.columns(2)
+n1.metric(t("rl_m_A_T", t=temp), f"{a_t:.4f}")
+n2.metric(t("rl_m_A_1"), f"{d.acceptance:.4f}")
