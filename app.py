@@ -15,10 +15,10 @@ HERE = Path(__file__).resolve().parent
 st.set_page_config(page_title="SpecDec Lab", page_icon="🔮", layout="wide")
 
 PAGES = [
-    ("pages/step_through.py", "nav_step", "👣"),
-    ("pages/acceptance_lab.py", "nav_rules", "⚖️"),
-    ("pages/speed.py", "nav_speed", "⏱️"),
-    ("pages/drafters.py", "nav_drafters", "🧩"),
+    ("pages/step_through.py", "nav_step", ":material/footprint:"),
+    ("pages/acceptance_lab.py", "nav_rules", ":material/balance:"),
+    ("pages/speed.py", "nav_speed", ":material/speed:"),
+    ("pages/drafters.py", "nav_drafters", ":material/call_split:"),
 ]
 
 pages = [

@@ -184,12 +184,13 @@ if last is not None:  # show how the last commit changed the text
     items += [StripItem(session.token(i), "committed") for i in older]
     appended = list(last.commit.appended)
     n_acc = last.verify.accepted
+    rest = list(last.verify.checks[n_acc:])  # the rejected draft, then the discarded ones
     items += [StripItem(tok, "accepted") for tok in appended[:n_acc]]
-    if len(appended) > n_acc:
-        items.append(StripItem(appended[n_acc], last.commit.kind if last.commit.kind != "stopped"
-                               else "committed"))  # fmt: skip
-    for c in last.verify.checks[n_acc:]:
-        items.append(StripItem(c.token, c.status, c.edited))
+    items += [StripItem(c.token, c.status, c.edited) for c in rest[:1]]
+    if len(appended) > n_acc:  # the correction replaces the rejected draft / the bonus
+        kind = last.commit.kind if last.commit.kind != "stopped" else "committed"
+        items.append(StripItem(appended[n_acc], kind))
+    items += [StripItem(c.token, c.status, c.edited) for c in rest[1:]]
 else:
     items += [StripItem(session.token(i), "committed") for i in generated]
     edited = session.edited_positions
@@ -206,6 +207,10 @@ else:
             StripItem(c.token, c.status, c.edited) for c in verify.checks[verify.accepted + 1 :]
         ]
 st.subheader(t("st_strip"))
+if last is not None and last.commit.discarded:
+    gone = " ".join(f"`{visible_token(tok.text)}`" for tok in last.commit.discarded)
+    st.warning(t("st_reject_step", tokens=gone, n=len(last.commit.discarded),
+                 t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft))  # fmt: skip
 legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "correction",
           "bonus"]  # fmt: skip
 st.html(token_strip_html(items, legend))

@@ -16,6 +16,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+# Loading progress bars and deprecation chatter would break the CLI's one-line errors.
+hf_logging.disable_progress_bar()
+hf_logging.set_verbosity_error()
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Overridable for development and tests (a server-side setting, never user input).

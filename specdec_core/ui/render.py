@@ -65,7 +65,7 @@ def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
         for s in legend
     )
     return (
-        f'<div style="line-height:2.0">{body}</div>'
+        f'<div class="strip" style="line-height:2.0">{body}</div>'
         f'<div style="margin-top:6px">{keys}<span style="font-size:12px">'
         f"{html.escape(t('legend_edited'))}</span></div>"
     )

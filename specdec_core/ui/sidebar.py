@@ -15,6 +15,19 @@ from .i18n import LANGUAGES, t
 from .loader import cached_pair
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
+# Option labels stay the same in both languages (a widget whose options change with the
+# language would lose its value), so they are written bilingually once.
+PAIR_LABELS = {
+    "embedded": "embedded · Tiny Shakespeare GPT-2 4L ← 2L (offline · 离线)",
+    "gpt2": "gpt2 (124M) ← distilgpt2 (82M)",
+    "gpt2-medium": "gpt2-medium (355M) ← gpt2 (124M)",
+    "gpt2-large": "gpt2-large (774M) ← gpt2 (124M)",
+    "gpt2-xl": "gpt2-xl (1.5B) ← gpt2 (124M)",
+}
+METHOD_LABELS = {
+    "probabilistic": "probabilistic · 概率采样 (y ~ q)",
+    "greedy": "greedy · 贪心 (argmax, one-hot q)",
+}
 
 
 def _load(name: str) -> tuple[ModelPair, str | None]:
@@ -45,7 +58,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         st.session_state["pair_reason"] = reason
     names = list(PRESETS)
     sb.selectbox(
-        t("sidebar_pair"), names, key="pair_name", format_func=lambda n: t(f"pair_{n}"),
+        t("sidebar_pair"), names, key="pair_name", format_func=PAIR_LABELS.get,
         help=t("sidebar_pair_help"), on_change=_chosen_by_user,
     )  # fmt: skip
     try:
@@ -69,7 +82,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     top_p = sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
     method = sb.radio(
         t("draft_method"), ["probabilistic", "greedy"], key="cfg_method",
-        format_func=lambda m: t(f"method_{m}"), help=t("draft_method_help"),
+        format_func=METHOD_LABELS.get, help=t("draft_method_help"),
     )  # fmt: skip
     seed = sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
     config = SessionConfig(

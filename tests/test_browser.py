@@ -1,0 +1,103 @@
+"""Real browser: start ``streamlit run app.py`` headless on a free local port, drive it
+with Playwright + Debian's Chromium, click through one round, save screenshots."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+pytestmark = pytest.mark.browser
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: .ci/run must install it")
+        pytest.skip("Debian's chromium is not installed")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1",
+         "--browser.gatherUsageStats", "false"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_click_through_one_round(server, browser, tmp_path, lang):
+    names = {
+        "en": ("① Propose", "② Verify", "③ Commit / reject", "accepted", "KV-cache state"),
+        "zh": ("① 提议", "② 验证", "③ 提交 / 拒绝", "已接受", "KV 缓存状态"),
+    }[lang]
+    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page.goto(server)
+    page.get_by_role("button", name="① Propose").wait_for(timeout=90_000)
+    if lang == "zh":
+        page.get_by_text("中文").first.click()
+        page.get_by_role("button", name=names[0]).wait_for(timeout=30_000)
+    for label in names[:3]:
+        button = page.get_by_role("button", name=label)
+        button.click()
+        page.wait_for_function(
+            "label => [...document.querySelectorAll('button')].some("
+            "b => b.innerText.includes(label) && b.disabled)",
+            arg=label, timeout=30_000,
+        )  # fmt: skip
+    page.get_by_text(names[4]).first.wait_for()
+    strip = page.locator("span.tok")
+    assert strip.count() > 10
+    main_strip = page.locator("div.strip").first
+    assert main_strip.locator("span.tok-correction, span.tok-bonus").count() == 1
+    assert page.get_by_text(names[3]).count() >= 1
+    shot = tmp_path / f"step_through_{lang}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
+    page.close()

@@ -1,0 +1,120 @@
+"""AppTest drives the step-through page: propose → edit → verify → commit, in both
+languages, on the embedded pair."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+LABELS = {
+    "en": {"propose": "① Propose", "verify": "② Verify", "commit": "③ Commit / reject",
+           "wrong": "Make position 1 wrong", "agree": "Make the draft agree with the target",
+           "discarded": "tentative → discarded (rolled back)", "committed": "committed length",
+           "target": "target KV length", "draft": "draft KV length",
+           "apply_text": "Use typed token", "reset": "Reset"},
+    "zh": {"propose": "① 提议", "verify": "② 验证", "commit": "③ 提交 / 拒绝",
+           "wrong": "让位置 1 出错", "agree": "让草稿与目标模型一致",
+           "discarded": "暂定 → 被丢弃（回滚）", "committed": "已提交长度",
+           "target": "目标模型 KV 长度", "draft": "草稿模型 KV 长度",
+           "apply_text": "使用输入的 token", "reset": "重置"},
+}  # fmt: skip
+
+
+def start(lang: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["lang"] = lang
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def click(at: AppTest, label: str) -> None:
+    [button] = [b for b in at.button if b.label == label]
+    assert not button.disabled, f"{label} is disabled"
+    button.click().run()
+    assert not at.exception, at.exception
+
+
+def metrics(at: AppTest, lab: dict) -> tuple[int, int, int]:
+    values = {m.label: int(m.value) for m in at.metric}
+    return values[lab["committed"]], values[lab["target"]], values[lab["draft"]]
+
+
+def states(at: AppTest) -> list[str]:
+    df = at.dataframe[0].value
+    return list(df[df.columns[-1]])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_round_with_position_one_wrong(embedded_pair, lang):
+    lab = LABELS[lang]
+    at = start(lang)
+    gamma = 4
+    prompt_len = len(embedded_pair.tokenizer.encode(at.text_area[0].value))
+    assert metrics(at, lab) == (prompt_len, 0, 0)
+    assert [b.disabled for b in at.button if b.label in (lab["verify"], lab["commit"])] == [
+        True,
+        True,
+    ]
+
+    click(at, lab["propose"])
+    assert metrics(at, lab) == (prompt_len, 0, prompt_len + gamma - 1)  # y_γ is not fed
+    assert len(at.tabs) >= gamma  # one chart per drafted position
+
+    click(at, lab["wrong"])
+    click(at, lab["verify"])
+    assert metrics(at, lab) == (prompt_len, prompt_len + gamma, prompt_len + gamma - 1)
+    assert states(at).count(lab["discarded"]) == gamma - 1  # greedy: rejected at 1
+
+    click(at, lab["commit"])
+    committed, target_kv, draft_kv = metrics(at, lab)
+    assert committed == prompt_len + 1  # only the correction token
+    assert target_kv == prompt_len  # the correction has no KV yet
+    assert draft_kv <= prompt_len
+    assert at.session_state["step_session"].history[0].verify.accepted == 0
+
+
+def test_agree_then_all_accepted(embedded_pair):
+    lab = LABELS["en"]
+    at = start("en")
+    prompt_len = metrics(at, lab)[0]
+    click(at, lab["propose"])
+    click(at, lab["agree"])
+    click(at, lab["verify"])
+    session = at.session_state["step_session"]
+    assert session.current_verify.accepted == 4 and session.current_verify.kind == "bonus"
+    click(at, lab["commit"])
+    assert metrics(at, lab)[:2] == (prompt_len + 5, prompt_len + 4)
+
+
+def test_bad_edit_text_and_empty_prompt_leave_session_unchanged(embedded_pair):
+    lab = LABELS["en"]
+    at = start("en")
+    click(at, lab["propose"])
+    session = at.session_state["step_session"]
+    drafts = session.drafts
+    at.text_input(key="edit_text").set_value(" wherefore art thou").run()
+    click(at, lab["apply_text"])
+    assert at.error and "not exactly one" in at.error[0].value
+    assert at.session_state["step_session"].drafts == drafts
+    assert at.session_state["step_session"].phase == "verify"
+
+    at.text_area(key="st_prompt").set_value("   ").run()
+    assert at.error and "empty" in at.error[0].value
+    assert at.session_state["step_session"] is session and session.drafts == drafts
+
+
+def test_settings_change_resets_with_notice(embedded_pair):
+    at = start("en")
+    click(at, LABELS["en"]["propose"])
+    # AppTest reruns only the page script after st.navigation's first run, so the sidebar
+    # is simulated by handing the page a new config, as render_sidebar() does.
+    at.session_state["config"] = dataclasses.replace(at.session_state["config"], gamma=6)
+    at.run()
+    assert any("reset" in i.value for i in at.info)
+    session = at.session_state["step_session"]
+    assert session.phase == "propose" and session.config.gamma == 6
