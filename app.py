@@ -7,6 +7,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import render_sidebar
 
@@ -30,4 +31,5 @@ nav = st.navigation(pages)
 st.sidebar.title(t("app_title"))
 st.sidebar.caption(t("app_tagline"))
 render_sidebar()
-nav.run()
+with app_context():
+    nav.run()

@@ -21,10 +21,12 @@ from specdec_core.figures import (
     token_labels,
     visible_token,
 )
+from specdec_core.ui.context import page_context
 from specdec_core.ui.i18n import t
 
 S = st.session_state
-seed = int(S["config"].seed)
+_, config = page_context()
+seed = int(config.seed)
 NUM = "%.4f"
 
 

@@ -14,12 +14,12 @@ from specdec_core.session import (
     SpeculativeSession,
     single_token_id,
 )
+from specdec_core.ui.context import page_context
 from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.render import StripItem, kv_table, token_strip_html
 
 S = st.session_state
-pair = S["pair"]
-config = S["config"]
+pair, config = page_context()
 
 
 # ------------------------------------------------------------------ session handling

@@ -1,0 +1,41 @@
+"""Make every page run inside ``app.py`` (sidebar + ``st.navigation``).
+
+A deep link (``/speed``) on a fresh server can make Streamlit run ``pages/speed.py``
+directly through its legacy ``pages/`` discovery, without ``app.py``: no sidebar, no pair.
+Pages call :func:`page_context` first; outside the app it runs ``app.py`` (which renders
+the sidebar and, through ``st.navigation``, this same page) and stops the direct run.
+"""
+
+from __future__ import annotations
+
+import runpy
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import streamlit as st
+
+from specdec_core.models import ModelPair
+from specdec_core.session import SessionConfig
+
+APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
+_local = threading.local()
+
+
+@contextmanager
+def app_context() -> Iterator[None]:
+    """Used by ``app.py`` around ``nav.run()``: pages run inside the app."""
+    _local.inside = True
+    try:
+        yield
+    finally:
+        _local.inside = False
+
+
+def page_context() -> tuple[ModelPair, SessionConfig]:
+    """The loaded pair and settings for a page (running ``app.py`` first if needed)."""
+    if not getattr(_local, "inside", False):
+        runpy.run_path(str(APP_PATH), run_name="__main__")
+        st.stop()
+    return st.session_state["pair"], st.session_state["config"]
