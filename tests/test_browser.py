@@ -68,6 +68,17 @@ def browser():
         b.close()
 
 
+def test_deep_link_runs_inside_the_app(server, browser):
+    """Opening a lesson URL directly on a fresh server (this test runs first) still renders
+    the sidebar and the page, no traceback."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    page.goto(server + "/acceptance_lab")
+    page.get_by_text("Decoding settings").wait_for(timeout=90_000)
+    page.get_by_text("Acceptance-rule lab").first.wait_for(timeout=30_000)
+    assert page.get_by_text("KeyError").count() == 0
+    page.close()
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_click_through_one_round(server, browser, tmp_path, lang):
     names = {
@@ -100,14 +111,4 @@ def test_click_through_one_round(server, browser, tmp_path, lang):
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
-    page.close()
-
-
-def test_deep_link_runs_inside_the_app(server, browser):
-    """Opening a lesson URL directly still renders the sidebar and the page, no traceback."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1400})
-    page.goto(server + "/acceptance_lab")
-    page.get_by_text("Decoding settings").wait_for(timeout=90_000)
-    page.get_by_text("Acceptance-rule lab").first.wait_for(timeout=30_000)
-    assert page.get_by_text("KeyError").count() == 0
     page.close()
