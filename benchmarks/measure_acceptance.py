@@ -1,0 +1,91 @@
+"""Measure the embedded pair's acceptance on held-out prompts (for the model card).
+
+For 100 speeches from the held-out last 10 % of the corpus, the prompt is the speaker's
+name line plus the first line of the speech; γ = 4, 40 new tokens, greedy and sampled
+(T = 1). Prints α (mean Σ min(p, q) per drafted position), mean accepted drafts per round
+and the accepted-length histogram, and the target/draft validation perplexity.
+
+    python benchmarks/measure_acceptance.py [--prompts 100] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from specdec_core.generate import generate
+from specdec_core.models import load_pair
+from specdec_core.session import SessionConfig
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+
+
+def heldout_prompts(n: int) -> list[str]:
+    text = CORPUS.read_text(encoding="utf-8")
+    tail = text[int(len(text) * 0.9) :]
+    speeches = [s for s in tail.split("\n\n")[1:] if s.count("\n") >= 2]
+    step = max(1, len(speeches) // n)
+    return ["\n".join(s.split("\n")[:2]) + "\n" for s in speeches[::step][:n]]
+
+
+@torch.inference_mode()
+def perplexity(model, ids: list[int], window: int) -> float:
+    nll, count = 0.0, 0
+    for start in range(0, len(ids) - window, window):
+        chunk = torch.tensor([ids[start : start + window + 1]])
+        logits = model(input_ids=chunk[:, :-1]).logits
+        loss = torch.nn.functional.cross_entropy(logits[0], chunk[0, 1:], reduction="sum")
+        nll, count = nll + loss.item(), count + window
+    return math.exp(nll / count)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--prompts", type=int, default=100)
+    parser.add_argument("--gamma", type=int, default=4)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(2)
+    pair = load_pair("embedded", device="cpu")
+    prompts = heldout_prompts(args.prompts)
+    out: dict = {"prompts": len(prompts), "gamma": args.gamma}
+    for name, temperature in (("greedy", 0.0), ("sampled_T1", 1.0)):
+        alpha_sum = positions = accepted = rounds = 0.0
+        hist = [0] * (args.gamma + 1)
+        for i, prompt in enumerate(prompts):
+            config = SessionConfig(gamma=args.gamma, temperature=temperature, seed=i,
+                                   max_new_tokens=40)  # fmt: skip
+            s = generate(pair, prompt, config).stats
+            drafted = sum(s.accepted_histogram[n] for n in range(len(s.accepted_histogram)))
+            alpha_sum += s.acceptance_rate * s.draft_forwards
+            positions += s.draft_forwards
+            accepted += s.mean_accepted * s.rounds
+            rounds += s.rounds
+            for n, c in enumerate(s.accepted_histogram):
+                hist[n] += c
+            assert drafted == s.rounds
+        out[name] = {
+            "alpha": alpha_sum / positions,
+            "mean_accepted": accepted / rounds,
+            "accepted_per_drafted": accepted / positions,
+            "accepted_histogram": hist,
+            "rounds": int(rounds),
+        }
+    ids: list[int] = []  # as in training: speeches separated by the end-of-text token
+    for speech in CORPUS.read_text(encoding="utf-8")[-60000:].split("\n\n")[1:]:
+        ids += pair.tokenizer.encode(speech) + [pair.eos_token_id]
+    out["val_ppl_target"] = perplexity(pair.target, ids, 255)
+    out["val_ppl_draft"] = perplexity(pair.draft, ids, 255)
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        for key, value in out.items():
+            print(f"{key}: {value}")
+
+
+if __name__ == "__main__":
+    main()

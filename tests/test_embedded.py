@@ -1,0 +1,71 @@
+"""The shipped embedded pair: loads offline, shared tokenizer, target better than draft,
+greedy speculative output equals the target's own greedy output."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from conftest import CORPUS
+from transformers import AutoTokenizer
+
+from specdec_core.models import EMBEDDED_DIR
+from specdec_core.session import SessionConfig, SpeculativeSession
+
+
+def test_files_are_safetensors_and_small():
+    total = 0
+    for part in ("target", "draft"):
+        folder = EMBEDDED_DIR / part
+        assert (folder / "model.safetensors").is_file()
+        assert not list(folder.glob("*.bin")) and not list(folder.glob("*.pt"))
+        total += sum(f.stat().st_size for f in folder.iterdir())
+    assert total <= 30 * 2**20
+
+
+def test_loads_offline_with_shared_tokenizer(embedded_pair):
+    pair = embedded_pair
+    assert pair.vocab_size == 4096 and pair.context_length == 256
+    assert pair.eos_token_id == pair.tokenizer.convert_tokens_to_ids("<|endoftext|>") == 0
+    draft_tok = AutoTokenizer.from_pretrained(EMBEDDED_DIR / "draft", local_files_only=True)
+    assert draft_tok.get_vocab() == pair.tokenizer.get_vocab()
+    line = "ROMEO:\nBut soft, what light through yonder window breaks?"
+    ids = pair.tokenizer.encode(line)
+    assert pair.tokenizer.decode(ids) == line and len(ids) < len(line)
+    assert next(pair.target.parameters()).dtype == torch.float32
+    report = json.loads((EMBEDDED_DIR / "training_report.json").read_text())
+    assert report["vocab_size"] == 4096 and report["seed"] == 0
+
+
+@torch.inference_mode()
+def _ppl(model, ids: list[int]) -> float:
+    chunk = torch.tensor([ids])
+    logits = model(input_ids=chunk[:, :-1]).logits[0]
+    return math.exp(torch.nn.functional.cross_entropy(logits, chunk[0, 1:]).item())
+
+
+def test_target_perplexity_below_draft_on_heldout(embedded_pair):
+    text = CORPUS.read_text(encoding="utf-8")[-20000:]  # inside the held-out last 10 %
+    ids = []  # as in training: speeches separated by the end-of-text token
+    for speech in text.split("\n\n")[1:]:
+        ids += embedded_pair.tokenizer.encode(speech) + [embedded_pair.eos_token_id]
+    windows = [ids[i : i + 256] for i in range(0, 256 * 8, 256)]
+    target = sum(_ppl(embedded_pair.target, w) for w in windows) / len(windows)
+    draft = sum(_ppl(embedded_pair.draft, w) for w in windows) / len(windows)
+    assert 20 < target < draft < 300
+
+
+@pytest.mark.parametrize("prompt", ["ROMEO:\n", "First Citizen:\nWe are accounted poor citizens"])
+def test_greedy_speculative_equals_target_greedy(embedded_pair, prompt):
+    pair = embedded_pair
+    session = SpeculativeSession(pair, prompt, SessionConfig(gamma=4, max_new_tokens=60))
+    session.run()
+    ids = torch.tensor([pair.tokenizer.encode(prompt)])
+    n = len(session.generated_ids)
+    want = pair.target.generate(ids, do_sample=False, max_new_tokens=n, pad_token_id=0,
+                                attention_mask=torch.ones_like(ids))[0, ids.shape[1]:]  # fmt: skip
+    assert session.generated_ids == want.tolist()
+    accepted = {r.verify.accepted for r in session.history}
+    assert len(accepted) >= 2  # a real pair: rounds accept different numbers of drafts
