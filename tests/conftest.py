@@ -7,6 +7,8 @@ import json
 import os
 from pathlib import Path
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported
+
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers

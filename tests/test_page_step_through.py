@@ -3,7 +3,6 @@ languages, on the embedded pair."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -111,10 +110,7 @@ def test_bad_edit_text_and_empty_prompt_leave_session_unchanged(embedded_pair):
 def test_settings_change_resets_with_notice(embedded_pair):
     at = start("en")
     click(at, LABELS["en"]["propose"])
-    # AppTest reruns only the page script after st.navigation's first run, so the sidebar
-    # is simulated by handing the page a new config, as render_sidebar() does.
-    at.session_state["config"] = dataclasses.replace(at.session_state["config"], gamma=6)
-    at.run()
+    at.sidebar.slider(key="cfg_gamma").set_value(6).run()
     assert any("reset" in i.value for i in at.info)
     session = at.session_state["step_session"]
     assert session.phase == "propose" and session.config.gamma == 6

@@ -30,19 +30,24 @@ METHOD_LABELS = {
 }
 
 
-def _load(name: str) -> tuple[ModelPair, str | None]:
-    """Load ``name``; on failure fall back to the embedded pair and return a notice."""
+def _load_current() -> ModelPair:
+    """Load the selected pair; if it cannot be loaded (offline hub, missing weights), switch
+    the selection back to the embedded pair (before the widget is drawn) with a notice."""
+    state = st.session_state
     with st.spinner(t("loading_models")):
         try:
-            return cached_pair(name), None
+            return cached_pair(state["pair_name"])
         except ModelLoadError as exc:
-            if name == "embedded":
+            if state["pair_name"] == "embedded":
                 raise
-            return cached_pair("embedded"), t("pair_fallback", name=name, error=str(exc))
+            state["pair_notice"] = t("pair_fallback", name=state["pair_name"], error=str(exc))
+            state["pair_name"], state["pair_reason"] = "embedded", "fallback"
+            return cached_pair("embedded")
 
 
 def _chosen_by_user() -> None:
     st.session_state["pair_reason"] = "user_choice"
+    st.session_state.pop("pair_notice", None)
 
 
 def render_sidebar() -> tuple[ModelPair, SessionConfig]:
@@ -52,22 +57,21 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         t("sidebar_language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
         horizontal=True,
     )  # fmt: skip
-    default_name, reason = default_pair_name()
     if "pair_name" not in st.session_state:
-        st.session_state["pair_name"] = default_name
-        st.session_state["pair_reason"] = reason
+        name, reason = default_pair_name()
+        st.session_state["pair_name"], st.session_state["pair_reason"] = name, reason
+    try:
+        pair = _load_current()
+    except ModelLoadError as exc:
+        st.error(str(exc))
+        st.stop()
     names = list(PRESETS)
     sb.selectbox(
         t("sidebar_pair"), names, key="pair_name", format_func=PAIR_LABELS.get,
         help=t("sidebar_pair_help"), on_change=_chosen_by_user,
     )  # fmt: skip
-    try:
-        pair, notice = _load(st.session_state["pair_name"])
-    except ModelLoadError as exc:
-        st.error(str(exc))
-        st.stop()
-    if notice:
-        sb.warning(notice)
+    if "pair_notice" in st.session_state:
+        sb.warning(st.session_state["pair_notice"])
     sb.caption(
         t("loaded_pair", name=pair.name, device=pair.device_label(), vocab=pair.vocab_size,
           context=pair.context_length)
