@@ -149,6 +149,18 @@ def _load_model(source: str, device: str, local_only: bool) -> PreTrainedModel:
     return model
 
 
+@torch.inference_mode()
+def _warm_up(*models: PreTrainedModel) -> None:
+    """One tiny cached forward per model right after loading, so transformers' lazily
+    imported code paths are initialised once, before sessions use the shared models
+    from many threads at once (concurrent first forwards can race in those imports)."""
+    from transformers import DynamicCache
+
+    for model in models:
+        ids = torch.zeros(1, 2, dtype=torch.long, device=model.device)
+        model(input_ids=ids, cache=DynamicCache(config=model.config), use_cache=True)
+
+
 def load_pair(
     pair: str | tuple[str | Path, str | Path],
     device: str | None = None,
@@ -216,6 +228,7 @@ def load_pair(
     context = min(
         getattr(target.config, "n_positions", 1024), getattr(draft.config, "n_positions", 1024)
     )
+    _warm_up(target, draft)
     return ModelPair(
         name=name,
         target=target,

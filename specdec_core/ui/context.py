@@ -8,7 +8,6 @@ the sidebar and, through ``st.navigation``, this same page) and stops the direct
 
 from __future__ import annotations
 
-import runpy
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +20,7 @@ from specdec_core.session import SessionConfig
 
 APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
 _local = threading.local()
+_run_lock = threading.Lock()  # compile() of app.py from several session threads at once
 
 
 @contextmanager
@@ -36,6 +36,8 @@ def app_context() -> Iterator[None]:
 def page_context() -> tuple[ModelPair, SessionConfig]:
     """The loaded pair and settings for a page (running ``app.py`` first if needed)."""
     if not getattr(_local, "inside", False):
-        runpy.run_path(str(APP_PATH), run_name="__main__")
+        with _run_lock:
+            code = compile(APP_PATH.read_text(encoding="utf-8"), str(APP_PATH), "exec")
+        exec(code, {"__name__": "__main__", "__file__": str(APP_PATH)})
         st.stop()
     return st.session_state["pair"], st.session_state["config"]

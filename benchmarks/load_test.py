@@ -1,0 +1,162 @@
+"""Load test: a classroom of browser-less students against a real app server on loopback.
+
+Starts ``streamlit run app.py`` on 127.0.0.1 (a free port), then opens N concurrent
+sessions over Streamlit's own websocket protocol (``/_stcore/stream``, protobuf
+``BackMsg``/``ForwardMsg``, exactly what a browser tab sends: a rerun with the clicked
+button's trigger). Each student presses ① Propose, ② Verify, ③ Commit, then "Run one
+round" R times, and checks that the committed length grew every round. Prints errors
+(must be 0), p50/p95/max step latency (click → script finished, ms) and the server's
+peak memory. Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
+
+    python benchmarks/load_test.py [--students 20] [--rounds 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = ["① Propose", "② Verify", "③ Commit / reject"]
+TIMEOUT_S = 120
+
+
+class Student:
+    """One browser-less session: keeps the page hash and the widgets of the last run."""
+
+    def __init__(self, url: str, seed: int) -> None:
+        self.url, self.seed = url, seed
+        self.page_hash = ""
+        self.buttons: dict[str, tuple[str, bool]] = {}
+        self.metrics: dict[str, str] = {}
+        self.exceptions: list[str] = []
+        self.alerts: list[str] = []
+
+    async def run(self, ws, clicked: str | None = None) -> float:
+        msg = BackMsg()
+        msg.rerun_script.page_script_hash = self.page_hash
+        if clicked:
+            widget = msg.rerun_script.widget_states.widgets.add()
+            widget.id = self.buttons[clicked][0]
+            widget.trigger_value = True
+        started = time.perf_counter()
+        await ws.send(msg.SerializeToString())
+        self.buttons, self.metrics, self.alerts = {}, {}, []
+        while True:
+            fm = ForwardMsg()
+            fm.ParseFromString(await asyncio.wait_for(ws.recv(), TIMEOUT_S))
+            kind = fm.WhichOneof("type")
+            if kind == "new_session" and fm.new_session.page_script_hash:
+                self.page_hash = fm.new_session.page_script_hash
+            elif kind == "navigation" and fm.navigation.page_script_hash:
+                self.page_hash = fm.navigation.page_script_hash
+            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                el = fm.delta.new_element
+                which = el.WhichOneof("type")
+                if which == "button":
+                    self.buttons[el.button.label] = (el.button.id, el.button.disabled)
+                elif which == "metric":
+                    self.metrics[el.metric.label] = el.metric.body
+                elif which == "alert":
+                    self.alerts.append(el.alert.body)
+                elif which == "exception":
+                    self.exceptions.append(el.exception.message + " @ " + " | ".join(el.exception.stack_trace[-3:]))
+            elif kind == "script_finished":
+                return (time.perf_counter() - started) * 1e3
+
+    async def lesson(self, rounds: int, latencies: list[float]) -> None:
+        async with websockets.connect(
+            self.url, subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S
+        ) as ws:
+            await self.run(ws)
+            for label in STEPS + ["Run one round"] * rounds:
+                before = int(self.metrics.get("committed length", "0"))
+                if self.buttons.get(label, ("", True))[1]:
+                    break  # finished (max new tokens): the button is disabled
+                latencies.append(await self.run(ws, label))
+                if self.exceptions:
+                    raise RuntimeError(self.exceptions[0])
+                after = int(self.metrics["committed length"])
+                if label != STEPS[0] and label != STEPS[1] and after <= before:
+                    raise RuntimeError(
+                        f"{label}: committed length {before} → {after}; {self.alerts}"
+                    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def classroom(url: str, students: int, rounds: int) -> tuple[list[float], list[str]]:
+    latencies: list[float] = []
+    results = await asyncio.gather(
+        *(Student(url, i).lesson(rounds, latencies) for i in range(students)),
+        return_exceptions=True,
+    )
+    errors = [f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException)]
+    return latencies, errors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10)
+    args = parser.parse_args()
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port),
+         "--browser.gatherUsageStats", "false"],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        started = time.perf_counter()
+        url = f"ws://127.0.0.1:{port}/_stcore/stream"
+        latencies, errors = asyncio.run(classroom(url, args.students, args.rounds))
+        wall = time.perf_counter() - started
+        peak = peak_rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    q = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [0.0] * 19
+    print(f"students {args.students} × ({len(STEPS)} steps + {args.rounds} rounds), "
+          f"one server process, 127.0.0.1")  # fmt: skip
+    print(f"steps {len(latencies)}  errors {len(errors)}  wall {wall:.1f} s")
+    print(f"step latency ms: p50 {statistics.median(latencies):.0f}  p95 {q[18]:.0f}  "
+          f"max {max(latencies):.0f}")  # fmt: skip
+    print(f"server peak memory {peak:.0f} MB")
+    for e in errors[:10]:
+        print("  ", e)
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == "__main__":
+    main()
