@@ -146,18 +146,30 @@ class NgramDrafter:
     (``max_n`` down to 1) of the context and propose the tokens that followed it.
 
     No model and no distribution: each ``q_i`` is one-hot, so the sampling rule accepts a
-    proposal with ``p(y)`` and stays lossless. Proposes fewer than γ (or none) when the
-    match runs out (Saxena 2023, "prompt lookup decoding"; transformers'
-    ``PromptLookupCandidateGenerator``).
+    proposal with ``p(y)`` and stays lossless. Proposes nothing when no suffix n-gram
+    occurred before; the round then verifies zero drafts and still commits one token from
+    ``p_1`` (Saxena 2023, "prompt lookup decoding"; transformers'
+    ``PromptLookupCandidateGenerator``, which takes the *first* match where this takes the
+    most recent one).
+
+    Beyond those: the copy may run into the tokens it is proposing (as an LZ77 back
+    reference does), so a repetition whose period is shorter than γ ("ha ha ha", a
+    repeated line near the end of the context) still yields γ drafts instead of stopping at
+    the end of the context.
     """
 
     name = "ngram"
 
     def __init__(self, vocab_size: int, max_n: int = 3) -> None:
-        if max_n < 1:
-            raise ValueError(f"n-gram size must be ≥ 1, got {max_n}")
+        if not isinstance(max_n, int) or max_n < 1:
+            raise ValueError(f"n-gram size must be a whole number ≥ 1, got {max_n!r}")
         self.vocab_size = vocab_size
         self.max_n = max_n
+
+    @property
+    def knob(self) -> int:
+        """The largest n-gram size tried (``n``)."""
+        return self.max_n
 
     def cached_ids(self) -> list[int] | None:
         return None
@@ -165,16 +177,30 @@ class NgramDrafter:
     def rollback(self, length: int) -> int:
         return 0
 
-    def lookup(self, context: list[int], gamma: int) -> list[int]:
-        """The continuation after the latest earlier match of the longest suffix n-gram."""
-        if gamma <= 0:
-            return []
+    def match(self, context: list[int]) -> tuple[int, int] | None:
+        """``(n, start)`` of the longest suffix n-gram (``n ≤ max_n``, ``n ≤ L − 1``) of
+        ``context`` that occurred earlier, at its most recent earlier ``start`` (the
+        occurrence ends before the last token, so at least one token follows it);
+        ``None`` when even the last token never occurred before."""
         for n in range(min(self.max_n, len(context) - 1), 0, -1):
             suffix = context[-n:]
             for start in range(len(context) - n - 1, -1, -1):
                 if context[start : start + n] == suffix:
-                    return context[start + n : start + n + gamma]
-        return []
+                    return n, start
+        return None
+
+    def lookup(self, context: list[int], gamma: int) -> list[int]:
+        """``gamma`` ids that followed the :meth:`match` (none when there is no match)."""
+        found = self.match(context) if gamma > 0 else None
+        if found is None:
+            return []
+        n, start = found
+        source = start + n  # ≤ L − 1: the first copied token is in the context
+        out: list[int] = []
+        for i in range(gamma):  # a copy that reaches the end continues into its own output
+            j = source + i
+            out.append(context[j] if j < len(context) else out[j - len(context)])
+        return out
 
     def propose(
         self,
@@ -217,29 +243,57 @@ def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:
     )
     body.h = torch.nn.ModuleList(list(target.transformer.h[:layers]))
     shallow.lm_head = target.lm_head
-    return shallow.eval().requires_grad_(False)
+    # Only the new wrappers get flags set: ``.eval()`` / ``.requires_grad_()`` on the whole
+    # model would write to the shared modules, which other sessions are using.
+    for module in (shallow, body, body.drop, body.h):
+        module.training = False
+    return shallow
 
 
 class EarlyExitDrafter(ModelDrafter):
-    """The target's first ``layers`` layers propose (with their own KV cache)."""
+    """The target's first ``layers`` layers + final layer norm + LM head propose, one
+    token at a time, from their own KV cache (a ``DynamicCache`` of ``layers`` layers, not
+    the target's)."""
 
     name = "early-exit"
 
     def __init__(self, target: PreTrainedModel, layers: int) -> None:
         super().__init__(early_exit_model(target, layers))
+        self.layers = layers
+
+    @property
+    def knob(self) -> int:
+        """Layers kept (``k``)."""
+        return self.layers
+
+
+DRAFTER_NAMES = ("model", "ngram", "early-exit")
+
+
+def default_knob(pair: ModelPair, name: str) -> int | None:
+    """The knob a drafter gets when none is given: ``ngram`` n = 3, ``early-exit`` half
+    the target's layers (at least 1), ``model`` none."""
+    if name == "ngram":
+        return 3
+    if name == "early-exit":
+        return max(1, pair.target.config.n_layer // 2)
+    return None
 
 
 def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> Drafter | None:
     """``model`` (``None``: the session's default), ``ngram`` (knob = max n, default 3) or
-    ``early-exit`` (knob = layers, default half the target's).
+    ``early-exit`` (knob = layers, default half the target's). Each call builds a fresh
+    drafter (its own cache); the pair's models are shared, not copied.
 
     Raises:
-        ValueError: unknown name or knob out of range.
+        ValueError: unknown name or knob out of range (``0`` is out of range, not "default").
     """
+    if knob is None:
+        knob = default_knob(pair, name)
     if name == "model":
         return None
     if name == "ngram":
-        return NgramDrafter(pair.vocab_size, knob or 3)
+        return NgramDrafter(pair.vocab_size, knob)
     if name == "early-exit":
-        return EarlyExitDrafter(pair.target, knob or max(1, pair.target.config.n_layer // 2))
+        return EarlyExitDrafter(pair.target, knob)
     raise ValueError(f"unknown drafter {name!r}; choose model, ngram or early-exit")

@@ -89,9 +89,13 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         format_func=METHOD_LABELS.get, help=t("draft_method_help"),
     )  # fmt: skip
     seed = sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
+    max_new = sb.number_input(
+        t("max_new_tokens"), 1, pair.context_length - 1, min(80, pair.context_length - 1), 1,
+        key="cfg_max_new", help=t("max_new_tokens_help"),
+    )  # fmt: skip
     config = SessionConfig(
         gamma=int(gamma), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-        draft_method=method, seed=int(seed),
+        draft_method=method, seed=int(seed), max_new_tokens=int(max_new),
     )  # fmt: skip
     st.session_state["pair"] = pair
     st.session_state["config"] = config

@@ -1,0 +1,156 @@
+"""``compare.py``: every drafter on one prompt, the numbers and the token strip agree; the
+CLI's ``--drafter``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from specdec_core.__main__ import main
+from specdec_core.compare import STRIP_STATES, compare_drafters, strip_marks
+from specdec_core.drafters import NgramDrafter
+from specdec_core.session import SessionConfig, SpeculativeSession
+
+STRINGS = json.loads(
+    (Path(__file__).resolve().parents[1] / "assets/strings/drafters.json").read_text("utf-8")
+)
+REPETITIVE = STRINGS["dr_prompt_repetitive"]["en"]
+NOVEL = STRINGS["dr_prompt_novel"]["en"]
+COMMITTED_STATES = {"accepted", "correction", "bonus", "committed"}
+
+
+def check_strip(r) -> None:
+    """The strip, the per-round counts and the fast path's stats describe one generation."""
+    marks = r.strip
+    assert {m.state for m in marks} <= set(STRIP_STATES)
+    # the committed marks, in order, are exactly the output
+    assert [m.token.id for m in marks if m.state in COMMITTED_STATES] == list(r.output_ids)
+    accepted = sum(m.state == "accepted" for m in marks)
+    assert accepted == r.accepted == sum(r.accepted_per_round)
+    assert (
+        r.drafted
+        == sum(r.drafted_per_round)
+        == sum(m.state in ("accepted", "rejected", "discarded") for m in marks)
+    )
+    # one rejection per round that did not accept all its drafts
+    rejected = sum(a < d for a, d in zip(r.accepted_per_round, r.drafted_per_round, strict=True))
+    assert sum(m.state == "rejected" for m in marks) == rejected
+    assert sum(m.state == "committed" for m in marks) == sum(d == 0 for d in r.drafted_per_round)
+    assert r.empty_rounds <= sum(d == 0 for d in r.drafted_per_round)
+    assert len(r.accepted_per_round) == r.rounds
+    assert r.mean_accepted == pytest.approx(r.accepted / r.rounds)
+    assert r.tokens_per_round == pytest.approx(r.new_tokens / r.rounds)
+    assert r.tokens_per_s > 0 and r.verify_ms_per_round > 0 and r.speedup > 0
+    assert r.speedup == pytest.approx(r.tokens_per_s / r.baseline.tokens_per_s)
+
+
+def test_greedy_every_drafter_equals_target_alone(embedded_pair):
+    n_layer = embedded_pair.target.config.n_layer
+    calls = []
+    drafters = [("model", None), ("ngram", 1), ("ngram", 3), ("early-exit", 1),
+                ("early-exit", n_layer)]  # fmt: skip
+    results = compare_drafters(
+        embedded_pair, REPETITIVE, SessionConfig(gamma=4, max_new_tokens=32), drafters,
+        progress=lambda *a: calls.append(a),
+    )  # fmt: skip
+    assert [(r.name, r.knob) for r in results] == [
+        ("model", None), ("ngram", 1), ("ngram", 3), ("early-exit", 1), ("early-exit", n_layer)
+    ]  # fmt: skip
+    names = ["model", "ngram", "ngram", "early-exit", "early-exit"]
+    steps = names + ["target"] + names  # the strips' sessions, then one timing pass
+    assert calls == [(i, 11, what) for i, what in enumerate(steps)] + [(11, 11, "done")]
+    base = results[0].baseline
+    assert base.new_tokens == 32 and all(r.baseline is base for r in results)
+    for r in results:
+        assert r.same_as_target and r.output_ids == base.output_ids, r.name  # lossless
+        check_strip(r)
+    model, ngram1, ngram3, shallow, full = results
+    assert model.empty_rounds == 0 and set(model.drafted_per_round[:-1]) == {4}
+    assert ngram3.acceptance_rate > 0.5 and ngram3.accepted > 10  # the refrain is copied
+    assert ngram3.draft_ms_per_round < model.draft_ms_per_round  # a search, not forwards
+    # all layers: the early exit *is* the target, every greedy draft is accepted
+    assert full.acceptance_rate == 1.0 and full.accepted_per_round == full.drafted_per_round
+    assert {m.state for m in full.strip} == {"accepted", "bonus"}
+    assert shallow.acceptance_rate < 1.0
+
+
+def test_prompt_lookup_shines_on_repetition_and_fails_on_a_novel_prompt(embedded_pair):
+    """The page's two presets: on the refrain prompt lookup drafts from round 1 and keeps
+    about 2 tokens per round; on the novel prompt half its rounds draft nothing."""
+    config = SessionConfig(gamma=4, max_new_tokens=48)
+    [rep] = compare_drafters(embedded_pair, REPETITIVE, config, [("ngram", 3)])
+    [novel] = compare_drafters(embedded_pair, NOVEL, config, [("ngram", 3)])
+    assert rep.drafted_per_round[0] == 4 and novel.drafted_per_round[0] == 0
+    assert rep.mean_accepted == pytest.approx(2.0) and rep.empty_rounds == 3
+    assert novel.mean_accepted == pytest.approx(18 / 23) and novel.empty_rounds == 11
+    check_strip(rep)
+    check_strip(novel)
+
+
+@pytest.mark.parametrize("name", ["model", "ngram", "early-exit"])
+def test_sampled_strip_replays_the_fast_path(tiny_pair, name):
+    """At temperature > 0 the strip (from a session) and the numbers (from generate) come
+    from two runs; same seed and draw order make them the same generation."""
+    config = SessionConfig(gamma=3, temperature=0.9, top_k=30, seed=5, max_new_tokens=24)
+    [r] = compare_drafters(tiny_pair, "First Citizen:\nWe are", config, [(name, 1)])
+    check_strip(r)
+
+
+def test_a_round_without_drafts_commits_one_target_token(tiny_pair):
+    ids = tiny_pair.tokenizer.encode("First Citizen:")
+    assert len(set(ids)) == len(ids)  # nothing to look up
+    session = SpeculativeSession(
+        tiny_pair, ids, SessionConfig(gamma=4), drafter=NgramDrafter(tiny_pair.vocab_size, 3)
+    )
+    r = session.run_round()
+    assert r.verify.checks == () and r.verify.accepted == 0 and len(r.commit.appended) == 1
+    [mark] = strip_marks(session.history)
+    assert mark.state == "committed" and mark.token == r.commit.appended[0]
+
+
+def test_bad_requests_fail_before_running(tiny_pair):
+    calls = []
+    config = SessionConfig(max_new_tokens=4)
+    for drafters, match in [
+        ([], "at least one"),
+        ([("ngram", 0)], "n-gram size"),
+        ([("model", None), ("early-exit", 3)], "between 1 and 2"),
+        ([("medusa", None)], "unknown drafter"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            compare_drafters(tiny_pair, "We are", config, drafters, progress=calls.append)
+    assert calls == []
+
+
+@pytest.fixture
+def pair_arg(tiny_dirs, monkeypatch) -> str:
+    monkeypatch.setenv("SPECDEC_ALLOW_CUSTOM_MODELS", "1")
+    return f"{tiny_dirs['target']},{tiny_dirs['draft']}"
+
+
+def run_json(capsys, *args: str) -> dict:
+    assert main(list(args)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("drafter", ["ngram", "early-exit"])
+def test_cli_drafter_option(capsys, pair_arg, drafter):
+    common = ("--pair", pair_arg, "--prompt", "KING:\nWe are, we are", "--max-new-tokens", "16",
+              "--json")  # fmt: skip
+    out = run_json(capsys, "run", *common, "--gamma", "3", "--drafter", drafter)
+    ar = run_json(capsys, "run", *common, "--mode", "autoregressive")
+    assert out["output_ids"] == ar["output_ids"]  # greedy: lossless with any drafter
+    rounds = out["rounds"]
+    assert sum(len(r["appended"]) for r in rounds) == 16
+    assert all(r["appended"][: r["accepted"]] == r["drafted"][: r["accepted"]] for r in rounds)
+    if drafter == "ngram":  # no model: no forwards, no cache, one-hot q
+        assert out["stats"]["draft_forwards"] == 0
+        assert all(r["draft_kv_len"] == 0 for r in rounds)
+        assert all(c["q"] == 1.0 for r in rounds for c in r["checks"])
+    else:  # the first layer of the target, with its own cache
+        assert out["stats"]["draft_forwards"] > 0
+        assert all(0 < r["draft_kv_len"] < r["committed_len"] for r in rounds)
+    with pytest.raises(SystemExit):
+        main(["run", *common, "--drafter", "eagle"])

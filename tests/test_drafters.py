@@ -1,0 +1,104 @@
+"""``drafters.py``: prompt lookup's matching rule and early exit's shared, untouched
+target (the greedy losslessness of each drafter is in ``test_generate.py``)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from specdec_core.drafters import (
+    EarlyExitDrafter,
+    NgramDrafter,
+    default_knob,
+    early_exit_model,
+    make_named_drafter,
+)
+from specdec_core.session import SessionConfig
+
+
+@pytest.mark.parametrize(
+    ("context", "max_n", "gamma", "expected"),
+    [
+        ([1, 2, 3, 4, 5, 6, 7, 9, 2, 3, 4], 3, 3, [5, 6, 7]),  # planted repeat of 2 3 4
+        ([1, 2, 3, 8], 3, 4, []),  # last token never seen before: nothing proposed
+        ([5], 3, 4, []),  # a single token has no earlier text
+        ([1, 2, 3, 4], 3, 0, []),  # γ = 0 asks for nothing
+        ([2, 3, 9, 3, 7, 2, 3], 3, 2, [9, 3]),  # longest: "2 3" beats the later "3"
+        ([2, 3, 9, 3, 7, 2, 3], 1, 2, [7, 2]),  # n = 1: the most recent earlier "3"
+        ([4, 1, 8, 4, 1, 6, 4, 1], 2, 1, [6]),  # most recent occurrence of "4 1"
+        ([7, 1, 1, 1, 1], 3, 4, [1, 1, 1, 1]),  # the copy runs on into its own output
+        ([5, 6, 5, 6, 5, 6], 3, 5, [5, 6, 5, 6, 5]),  # period 2 < γ: still γ drafts
+    ],
+)
+def test_prompt_lookup_table(context, max_n, gamma, expected):
+    assert NgramDrafter(vocab_size=16, max_n=max_n).lookup(context, gamma) == expected
+
+
+def test_prompt_lookup_proposal_is_one_hot_and_free():
+    drafter = NgramDrafter(vocab_size=16, max_n=2)
+    draft = drafter.propose([3, 4, 5, 3, 4], 3, SessionConfig().sampling, "probabilistic", None)
+    assert draft.ids.tolist() == [5, 3, 4] and draft.forwards == 0
+    assert torch.equal(draft.probs, torch.eye(16)[[5, 3, 4]])
+    empty = drafter.propose([1, 2], 3, SessionConfig().sampling, "greedy", None)
+    assert empty.ids.shape == (0,) and empty.probs.shape == (0, 16)
+    assert drafter.cached_ids() is None and drafter.rollback(0) == 0 and drafter.knob == 2
+
+
+def test_knobs_and_their_limits(tiny_pair):
+    assert default_knob(tiny_pair, "ngram") == 3 and default_knob(tiny_pair, "early-exit") == 1
+    assert make_named_drafter(tiny_pair, "model") is None
+    assert make_named_drafter(tiny_pair, "ngram").knob == 3
+    assert make_named_drafter(tiny_pair, "early-exit", 2).knob == 2
+    for name, knob in [("ngram", 0), ("ngram", -1), ("early-exit", 0), ("early-exit", 3)]:
+        with pytest.raises(ValueError):  # 0 is out of range, not "the default"
+            make_named_drafter(tiny_pair, name, knob)
+
+
+@pytest.fixture
+def fresh_target() -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
+                        bos_token_id=0, eos_token_id=0)  # fmt: skip
+    return GPT2LMHeadModel(config).eval()
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_early_exit_is_first_layers_final_norm_and_head(fresh_target, layers):
+    """Logits = lm_head(ln_f(h_k)) after the target's first k blocks; k = all is the
+    target; the drafter's own cache (k layers) gives a fresh forward's logits."""
+    ids = torch.tensor([[5, 9, 2, 7, 7, 1, 30, 4]])
+    shallow = early_exit_model(fresh_target, layers)
+    body = fresh_target.transformer
+    with torch.no_grad():
+        hidden = fresh_target(input_ids=ids, output_hidden_states=True).hidden_states[layers]
+        if layers < 3:  # the last hidden state already went through ln_f
+            hidden = body.ln_f(hidden)
+        expected = fresh_target.lm_head(hidden)
+        assert torch.allclose(shallow(input_ids=ids).logits, expected, atol=1e-5)
+        if layers == 3:
+            assert torch.allclose(expected, fresh_target(input_ids=ids).logits, atol=1e-5)
+    drafter = EarlyExitDrafter(fresh_target, layers)
+    kv = drafter.kv
+    incremental = torch.cat([kv.extend([5, 9, 2]), kv.extend([7]), kv.extend([7, 1, 30, 4])])
+    assert torch.allclose(incremental, expected[0], atol=1e-5)
+    assert len(kv.cache.layers) == layers and kv.kv_len == 8
+    assert drafter.cached_ids() == ids[0].tolist() and drafter.rollback(3) == 5
+
+
+def test_early_exit_leaves_the_shared_target_alone(fresh_target):
+    fresh_target.train()  # a state early exit must not flip
+    before = copy.deepcopy(fresh_target.state_dict())
+    config_before = fresh_target.config.to_dict()
+    flags = [(m.training, id(m)) for m in fresh_target.modules()]
+    grads = [p.requires_grad for p in fresh_target.parameters()]
+    shallow = early_exit_model(fresh_target, 2)
+    assert shallow.transformer.h[1] is fresh_target.transformer.h[1]  # shared, not copied
+    assert shallow.lm_head is fresh_target.lm_head and shallow.config.n_layer == 2
+    assert fresh_target.config.to_dict() == config_before and len(fresh_target.transformer.h) == 3
+    assert [(m.training, id(m)) for m in fresh_target.modules()] == flags
+    assert [p.requires_grad for p in fresh_target.parameters()] == grads
+    assert all(torch.equal(before[k], v) for k, v in fresh_target.state_dict().items())
+    assert not shallow.training
