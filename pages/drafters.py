@@ -7,7 +7,6 @@ Widgets and rendering only: every number comes from ``specdec_core.compare``.
 from __future__ import annotations
 
 import html
-from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -94,12 +93,11 @@ for col, name in zip(cols, DRAFTERS, strict=True):
             chosen.append((name, knob))
 
 c1, c2, c3 = st.columns([2, 2, 1.3])
-max_new = c1.slider(t("dr_max_new"), 8, 128, 48, 8, key="dr_max_new")
+c1.caption(t("dr_settings_from_sidebar", tokens=config.max_new_tokens, gamma=config.gamma))
 repeats = c2.select_slider(
     t("dr_repeats"), options=[1, 3, 5], value=3, key="dr_repeats", help=t("dr_repeats_help")
 )
-run_config = replace(config, max_new_tokens=int(max_new))
-key = (pair.name, run_config, prompt, tuple(chosen), int(repeats))
+key = (pair.name, config, prompt, tuple(chosen), int(repeats))
 c3.write("")
 run = c3.button(t("dr_run"), type="primary", disabled=not chosen, width="stretch")
 if not chosen:
@@ -117,7 +115,7 @@ if run:
         bar.progress(done / total, text=t("dr_running", what=label, i=done + 1, n=total))
 
     try:
-        results = compare_drafters(pair, prompt, run_config, chosen, int(repeats), _progress)
+        results = compare_drafters(pair, prompt, config, chosen, int(repeats), _progress)
     except (InputError, ValueError) as exc:
         S["dr_error"] = _error_text(exc)
     else:

@@ -43,7 +43,7 @@ def test_three_drafters_side_by_side(embedded_pair, lang):
     at = start(lang)
     assert at.text_area(key="dr_prompt").value == s("dr_prompt_repetitive", lang)
     n_layer = embedded_pair.target.config.n_layer
-    at.slider(key="dr_max_new").set_value(16)
+    at.number_input(key="cfg_max_new").set_value(16)  # the sidebar's
     at.select_slider(key="dr_knob_early").set_value(n_layer)  # all layers: the target
     results = click_run(at, lang)
     assert [(r.name, r.knob) for r in results] == [
@@ -97,7 +97,7 @@ def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
     at.checkbox(key="dr_use_model").uncheck()
     at.checkbox(key="dr_use_early-exit").uncheck()
     at.select_slider(key="dr_knob_ngram").set_value(1)
-    at.slider(key="dr_max_new").set_value(24)
+    at.number_input(key="cfg_max_new").set_value(24)
     [r] = click_run(at, "en")
     assert (r.name, r.knob) == ("ngram", 1)
     assert r.drafted_per_round[0] == 0 and r.empty_rounds > 0  # nothing to copy at first
