@@ -72,7 +72,8 @@ class Student:
                 elif which == "alert":
                     self.alerts.append(el.alert.body)
                 elif which == "exception":
-                    self.exceptions.append(el.exception.message + " @ " + " | ".join(el.exception.stack_trace[-3:]))
+                    trace = " | ".join(el.exception.stack_trace[-3:])
+                    self.exceptions.append(f"{el.exception.message} @ {trace}")
             elif kind == "script_finished":
                 return (time.perf_counter() - started) * 1e3
 
