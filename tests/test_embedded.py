@@ -57,15 +57,51 @@ def test_target_perplexity_below_draft_on_heldout(embedded_pair):
     assert 20 < target < draft < 300
 
 
-@pytest.mark.parametrize("prompt", ["ROMEO:\n", "First Citizen:\nWe are accounted poor citizens"])
-def test_greedy_speculative_equals_target_greedy(embedded_pair, prompt):
+PROMPTS = ["ROMEO:\n", "First Citizen:\nWe are accounted poor citizens", "KING HENRY VI:\n"]
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 8])
+def test_greedy_speculative_equals_target_greedy(embedded_pair, gamma):
     pair = embedded_pair
-    session = SpeculativeSession(pair, prompt, SessionConfig(gamma=4, max_new_tokens=60))
-    session.run()
-    ids = torch.tensor([pair.tokenizer.encode(prompt)])
-    n = len(session.generated_ids)
-    want = pair.target.generate(ids, do_sample=False, max_new_tokens=n, pad_token_id=0,
-                                attention_mask=torch.ones_like(ids))[0, ids.shape[1]:]  # fmt: skip
-    assert session.generated_ids == want.tolist()
-    accepted = {r.verify.accepted for r in session.history}
-    assert len(accepted) >= 2  # a real pair: rounds accept different numbers of drafts
+    accepted: list[int] = []
+    for prompt in PROMPTS:
+        session = SpeculativeSession(pair, prompt, SessionConfig(gamma=gamma, max_new_tokens=60))
+        session.run()
+        ids = torch.tensor([pair.tokenizer.encode(prompt)])
+        n = len(session.generated_ids)
+        want = pair.target.generate(
+            ids, do_sample=False, max_new_tokens=n, pad_token_id=0,
+            attention_mask=torch.ones_like(ids),
+        )[0, ids.shape[1] :]  # fmt: skip
+        assert session.generated_ids == want.tolist(), prompt
+        accepted += [r.verify.accepted for r in session.history if r.propose.gamma == gamma]
+    assert 0 in accepted and gamma in accepted  # rounds with none and with all accepted
+
+
+def test_chi_square_on_real_rows_with_temperature_top_k_top_p(embedded_pair):
+    """Real model rows at T = 0.7, top-k 20, top-p 0.9: the emitted token follows p (χ²),
+    and no token outside the target's kept set ever appears."""
+    from scipy.stats import chisquare
+
+    from specdec_core.acceptance import verify_sampling
+    from specdec_core.sampling import SamplingConfig, logits_to_probs
+
+    pair = embedded_pair
+    sampling = SamplingConfig(temperature=0.7, top_k=20, top_p=0.9)
+    ids = torch.tensor([pair.tokenizer.encode("ROMEO:\nBut soft, what light")])
+    with torch.inference_mode():
+        p = logits_to_probs(pair.target(input_ids=ids).logits[0, -1], sampling)
+        q = logits_to_probs(pair.draft(input_ids=ids).logits[0, -1], sampling)
+    kept = p > 0
+    assert 1 < int(kept.sum()) <= 20 and torch.minimum(p, q).sum() < 0.99  # a real test
+    gen = torch.Generator().manual_seed(0)
+    n = 20000
+    drafts = torch.multinomial(q, n, replacement=True, generator=gen)
+    counts = torch.zeros_like(p)
+    for y in drafts.tolist():
+        v = verify_sampling(torch.tensor([y]), q[None], torch.stack([p, p]), gen)
+        counts[y if v.accepted else v.next_token] += 1
+    assert counts[~kept].sum() == 0
+    expected = p[kept].double() / p[kept].double().sum() * n
+    result = chisquare(counts[kept].double().numpy(), expected.numpy())
+    assert result.pvalue > 1e-3
