@@ -14,6 +14,8 @@ import re
 import sys
 from collections.abc import Sequence
 
+import torch
+
 from .bench import run_bench
 from .drafters import make_named_drafter
 from .generate import generate
@@ -159,6 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--temperature", type=float, default=0.0)
     bench.add_argument("--no-hf", action="store_true", help="skip HF assisted generation")
+    bench.add_argument("--drafter", choices=["model", "ngram", "early-exit"], default="model")
+    bench.add_argument(
+        "--stop-at-eos", action="store_true",
+        help="stop at EOS (default: ignore it, so every run makes max-new-tokens tokens)",
+    )  # fmt: skip
+    bench.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     bench.add_argument("--json", action="store_true")
     return parser
 
@@ -169,9 +177,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "run":
             out = run_command(args)
         else:
+            if args.threads:
+                torch.set_num_threads(args.threads)
             out = run_bench(
                 _pair_arg(args.pair), args.prompt, args.gamma, args.max_new_tokens,
                 args.repeats, args.temperature, hf=not args.no_hf,
+                ignore_eos=not args.stop_at_eos, drafter=args.drafter,
             )  # fmt: skip
     except (ModelLoadError, PromptError, ConfigError, PhaseError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -64,3 +64,63 @@ def predicted_speedup(
     advanced = expected_tokens_per_round(alpha, gamma)
     cost = per_token_cost_ms(gamma * draft_step_ms, verify_ms, overhead_ms, advanced)
     return target_step_ms / cost
+
+
+# Reference cases of the walltime-improvement formula (α, γ, c): the textbook table the
+# speed page reproduces (values computed by :func:`walltime_improvement`; the test suite
+# pins them to the hand-worked numbers of ``cases/textbook.json``).
+WALLTIME_CASES: tuple[tuple[float, int, float], ...] = (
+    (0.6, 2, 0.0),
+    (0.7, 3, 0.0),
+    (0.8, 5, 0.0),
+    (0.9, 10, 0.0),
+    (0.8, 4, 0.05),
+    (0.6, 4, 0.2),
+)
+
+
+def cost_ratio(draft_step_ms: float, target_step_ms: float) -> float:
+    """``c = draft step / target step`` (Leviathan et al. 2023, §3.3), both in ms.
+
+    Raises:
+        ValueError: ``target_step_ms ≤ 0`` or ``draft_step_ms < 0``.
+    """
+    if target_step_ms <= 0 or draft_step_ms < 0:
+        raise ValueError(
+            f"step times must be target > 0 and draft ≥ 0 ms, got {target_step_ms}, {draft_step_ms}"
+        )
+    return draft_step_ms / target_step_ms
+
+
+def improvement_curve(
+    alpha: float, c: float, gammas: range | list[int] = range(1, 9)
+) -> list[tuple[int, float, float]]:
+    """``[(γ, E[tokens per round], walltime improvement)]`` for each γ in ``gammas``
+    (Leviathan et al. 2023, Eq. 1 and Thm 3.8). Raises ``ValueError`` like its parts."""
+    return [
+        (g, expected_tokens_per_round(alpha, g), walltime_improvement(alpha, g, c)) for g in gammas
+    ]
+
+
+def forward_time_speedup(
+    alpha: float,
+    gamma: int,
+    target_step_ms: float,
+    draft_step_ms: float,
+    verify_ms: float,
+) -> float:
+    """Speed-up predicted from model-forward times alone (no overhead): what a perfectly
+    lean loop would reach. ``verify_ms`` is the measured ``γ + 1``-token verification
+    forward (usually dearer than one target step, which Thm 3.8 assumes)."""
+    return predicted_speedup(alpha, gamma, target_step_ms, draft_step_ms, verify_ms, 0.0)
+
+
+def speedup_from_cost(target_step_ms: float, per_token_ms: float) -> float:
+    """``target step / per-token cost``: > 1 means the round beats target-only decoding.
+
+    Raises:
+        ValueError: a cost ≤ 0.
+    """
+    if target_step_ms <= 0 or per_token_ms <= 0:
+        raise ValueError(f"costs must be > 0 ms, got {target_step_ms}, {per_token_ms}")
+    return target_step_ms / per_token_ms

@@ -140,6 +140,22 @@ class ModelDrafter:
             torch.tensor(ids, dtype=torch.long), probs, gamma, (time.perf_counter() - started) * 1e3
         )
 
+    def propose_greedy_ids(self, context: list[int], gamma: int) -> list[int]:
+        """The fast path's greedy proposal: the same tokens as :meth:`propose` at
+        temperature 0 (argmax of each draft row) without building one-hot ``q`` rows or a
+        :class:`Draft`; the LM head runs on the last position only. ``gamma`` forwards.
+
+        Returns:
+            ``[γ]`` drafted ids.
+        """
+        ids: list[int] = []
+        pending = self.kv.sync_to(context)
+        for _ in range(gamma):
+            token = int(self.kv.extend_last(pending).argmax())
+            ids.append(token)
+            pending = [token]
+        return ids
+
 
 class NgramDrafter:
     """Prompt lookup: find the most recent earlier occurrence of the longest suffix n-gram

@@ -16,6 +16,8 @@ rollback is "crop to the longest prefix that is still the committed history".
 
 from __future__ import annotations
 
+import time
+
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
@@ -44,6 +46,13 @@ class ModelCache:
         self.model = model
         self.cache = DynamicCache(config=model.config)
         self.ids: list[int] = []
+        self.device = model.device
+        # Time spent inside model forwards (ms) and how many ran: the fast path's
+        # breakdown (model forward vs everything else). On CUDA each forward is
+        # synchronised so the time is the kernels', not the launch's.
+        self.forward_ms = 0.0
+        self.forwards = 0
+        self._cuda = self.device.type == "cuda"
 
     @property
     def kv_len(self) -> int:
@@ -61,11 +70,26 @@ class ModelCache:
             ``[T, V]`` float32 logits on the model's device: row ``t`` predicts the token
             after ``new_ids[t]``.
         """
-        device = self.model.device
-        input_ids = torch.tensor([new_ids], dtype=torch.long, device=device)  # [1, T]
-        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True)
+        return self._forward(new_ids, 0)  # [T, V]
+
+    @torch.inference_mode()
+    def extend_last(self, new_ids: list[int]) -> torch.Tensor:
+        """Like :meth:`extend` but returns only the last row, ``[V]`` float32 (the LM head
+        runs on the last position only: ``logits_to_keep=1``). Used by the fast path,
+        which needs just the next-token logits."""
+        return self._forward(new_ids, 1)[0]  # [V]
+
+    def _forward(self, new_ids: list[int], keep: int) -> torch.Tensor:
+        started = time.perf_counter()
+        input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # [1, T]
+        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+        logits = out.logits[0].float()  # [T or keep, V]
+        if self._cuda:
+            torch.cuda.synchronize()
+        self.forward_ms += (time.perf_counter() - started) * 1e3
+        self.forwards += 1
         self.ids.extend(new_ids)
-        return out.logits[0].float()  # [T, V]
+        return logits
 
     def crop(self, length: int) -> int:
         """Roll back to the first ``length`` positions; returns how many were removed.

@@ -1,0 +1,499 @@
+"""Speed and cost: when does speculation pay? The cost model, then real measurements.
+
+Widgets and rendering only: formulas live in ``specdec_core.costmodel``, timings and
+comparisons in ``specdec_core.bench``. Long measurements run as a queue of tasks kept in
+``st.session_state``: each task is a checkpoint where the progress bar updates and where
+Stop (or any other click) interrupts; a stopped sweep keeps the points it finished.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from specdec_core.bench import (
+    BENCH_PROMPTS,
+    batch_crossover,
+    batched_throughput,
+    best_point,
+    compare_hf,
+    cpu_threads,
+    gamma_sweep_point,
+    hf_generate,
+    ignoring_eos,
+    measure_pair,
+    sequential_throughput,
+    summarize,
+)
+from specdec_core.costmodel import (
+    WALLTIME_CASES,
+    best_gamma,
+    expected_tokens_per_round,
+    improvement_curve,
+    per_token_cost_ms,
+    speedup_from_cost,
+    walltime_improvement,
+)
+from specdec_core.figures import (
+    speed_batch_figure,
+    speed_breakdown_figure,
+    speed_cost_figure,
+    speed_gamma_curve_figure,
+    speed_gamma_sweep_figure,
+    speed_histogram_figure,
+    speed_position_figure,
+)
+from specdec_core.sampling import ConfigError
+from specdec_core.session import InputError, encode_prompt
+from specdec_core.ui.context import page_context
+from specdec_core.ui.i18n import t
+
+S = st.session_state
+pair, config = page_context()
+
+TEXTBOOK_COST = {"sp_tstep": 20.0, "sp_dms": 8.0, "sp_vms": 25.0, "sp_oms": 0.0, "sp_adv": 3}
+GAMMAS = range(1, 9)
+BATCHES = (1, 2, 4, 8)
+
+
+def _textbook() -> None:
+    S.update(TEXTBOOK_COST)
+
+
+def _use_measured() -> None:
+    cm = S["sp_measured"]["summary"]["cost_model"]
+    S["sp_alpha"] = round(min(max(cm["alpha"], 0.0), 1.0), 2)
+    S["sp_c"] = round(min(max(cm["c"], 0.0), 1.0), 2)
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return f"{x:.{digits}f}"
+
+
+# ------------------------------------------------------------------ header
+st.title(t("sp_title"))
+st.markdown(t("sp_intro"))
+
+# ------------------------------------------------------------------ ① per-token cost
+st.header(t("sp_cost_header"))
+st.markdown(t("sp_cost_help"))
+st.latex(t("sp_cost_formula"))
+for key, value in TEXTBOOK_COST.items():
+    S.setdefault(key, value)
+c1, c2, c3, c4, c5 = st.columns(5)
+target_step = c1.number_input(t("sp_target_step"), 0.1, 10000.0, step=1.0, key="sp_tstep",
+                              help=t("sp_target_step_help"))  # fmt: skip
+draft_ms = c2.number_input(t("sp_draft_ms"), 0.0, 10000.0, step=1.0, key="sp_dms",
+                           help=t("sp_draft_ms_help"))  # fmt: skip
+verify_ms = c3.number_input(t("sp_verify_ms"), 0.0, 10000.0, step=1.0, key="sp_vms",
+                            help=t("sp_verify_ms_help"))  # fmt: skip
+overhead_ms = c4.number_input(t("sp_overhead_ms"), 0.0, 10000.0, step=1.0, key="sp_oms",
+                              help=t("sp_overhead_ms_help"))  # fmt: skip
+advanced = c5.number_input(t("sp_advanced"), 1, 9, step=1, key="sp_adv", help=t("sp_advanced_help"))
+st.button(t("sp_cost_reset"), on_click=_textbook, help=t("sp_cost_reset_help"))
+
+cost = per_token_cost_ms(draft_ms, verify_ms, overhead_ms, advanced)
+ratio = speedup_from_cost(target_step, cost) if cost > 0 else float("inf")
+m1, m2 = st.columns([1, 3])
+m1.metric(t("sp_cost_metric"), f"{cost:.1f} ms", t("sp_cost_vs", d=cost - target_step),
+          delta_color="inverse", help=t("sp_cost_metric_help"))  # fmt: skip
+if cost < target_step:
+    m2.success(t("sp_cost_faster", cost=cost, target=target_step, x=ratio))
+else:
+    m2.error(t("sp_cost_slower", cost=cost, target=target_step, x=ratio))
+span = list(range(1, max(5, int(advanced)) + 1))
+costs = [per_token_cost_ms(draft_ms, verify_ms, overhead_ms, k) for k in span]
+cost_labels = {
+    "title": t("sp_cost_fig_title"), "x": t("sp_cost_fig_x"), "y": t("sp_cost_fig_y"),
+    "target": t("sp_cost_fig_target"), "chosen": t("sp_cost_fig_chosen"),
+}  # fmt: skip
+st.plotly_chart(
+    speed_cost_figure(span, costs, target_step, cost_labels, int(advanced)),
+    width="stretch", key="sp_cost_fig",
+)  # fmt: skip
+
+# ------------------------------------------------------------------ ② Leviathan curves
+st.header(t("sp_curve_header"))
+st.markdown(t("sp_curve_help"))
+st.latex(r"\mathbb{E}[\text{tokens}] = \frac{1-\alpha^{\gamma+1}}{1-\alpha}")
+st.markdown(t("sp_curve_help2"))
+st.latex(t("sp_improvement_formula"))
+S.setdefault("sp_alpha", 0.8)
+S.setdefault("sp_c", 0.05)
+a1, a2, a3 = st.columns([2, 2, 1])
+alpha = a1.slider(t("sp_alpha"), 0.0, 1.0, step=0.01, key="sp_alpha", help=t("sp_alpha_help"))
+c_ratio = a2.slider(t("sp_c"), 0.0, 1.0, step=0.01, key="sp_c", help=t("sp_c_help"))
+a3.button(t("sp_use_measured"), on_click=_use_measured, disabled="sp_measured" not in S,
+          help=t("sp_use_measured_help"))  # fmt: skip
+curve = improvement_curve(alpha, c_ratio, range(1, 17))
+best = best_gamma(alpha, c_ratio, 16)
+best_value = walltime_improvement(alpha, best, c_ratio)
+curve_labels = {
+    "title": t("sp_curve_fig_title", alpha=alpha, c=c_ratio), "x": t("sp_curve_fig_x"),
+    "tokens": t("sp_curve_tokens"), "improvement": t("sp_curve_improvement"),
+    "best": t("sp_curve_best"), "breakeven": t("sp_breakeven"),
+}  # fmt: skip
+st.plotly_chart(speed_gamma_curve_figure(curve, best, curve_labels), width="stretch",
+                key="sp_curve_fig")  # fmt: skip
+b1, b2, b3 = st.columns(3)
+b1.metric(t("sp_best_gamma"), best)
+b2.metric(t("sp_best_improvement"), f"{best_value:.3f}×")
+b3.metric(t("sp_best_tokens"), f"{expected_tokens_per_round(alpha, best):.3f}")
+if best_value < 1.0:
+    st.warning(t("sp_never_pays"))
+with st.expander(t("sp_cases_header")):
+    st.dataframe(
+        pd.DataFrame(
+            {
+                t("sp_col_alpha"): [a for a, _, _ in WALLTIME_CASES],
+                t("sp_col_gamma"): [g for _, g, _ in WALLTIME_CASES],
+                t("sp_col_c"): [c for _, _, c in WALLTIME_CASES],
+                t("sp_col_tokens"): [
+                    round(expected_tokens_per_round(a, g), 6) for a, g, _ in WALLTIME_CASES
+                ],
+                t("sp_col_improvement"): [
+                    round(walltime_improvement(a, g, c), 6) for a, g, c in WALLTIME_CASES
+                ],
+            }
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+
+
+# ------------------------------------------------------------------ ③ measured: job queue
+def _params(prompt: str, n: int, repeats: int, ignore_eos: bool, with_hf: bool) -> dict:
+    return {
+        "prompt": prompt, "n": n, "repeats": repeats, "ignore_eos": ignore_eos,
+        "hf": with_hf and config.temperature == 0.0, "config": replace(config, max_new_tokens=n),
+        "pair": pair.name, "device": pair.device_label(),
+        "threads": int(S["sp_threads"]) if pair.device == "cpu" else None,
+    }  # fmt: skip
+
+
+def _start(kind: str) -> None:
+    p = _params(S["sp_prompt"], int(S["sp_n"]), int(S["sp_repeats"]), bool(S["sp_eos"]),
+                bool(S["sp_hf"]))  # fmt: skip
+    if kind == "measure":
+        tasks = [("pair", p["config"].gamma)]
+        tasks += [("hf", False), ("hf", True)] if p["hf"] else []
+    elif kind == "gamma":
+        tasks = [("pair", g) for g in GAMMAS]
+        S["sp_gamma"] = {"params": p, "points": [], "partial": True}
+    else:
+        tasks = [(step, b) for b in BATCHES for step in ("batched", "seq_sp", "seq_ar")]
+        S["sp_batch"] = {"params": p, "points": {}, "partial": True}
+    S["sp_job"] = {"kind": kind, "tasks": tasks, "total": len(tasks), "params": p, "out": {}}
+
+
+def _stop() -> None:
+    if S.pop("sp_job", None) is not None:
+        S["sp_notice"] = t("sp_stopped")
+
+
+def _label(task: tuple) -> str:
+    name = task[0]
+    if name == "pair":
+        return t("sp_task_pair", g=task[1])
+    if name == "hf":
+        return t("sp_task_hf_assisted" if task[1] else "sp_task_hf_greedy")
+    return t(f"sp_task_{name}", b=task[1])
+
+
+def _run_task(job: dict, task: tuple) -> None:
+    """Run one task of the job and store what it measured."""
+    p, out = job["params"], job["out"]
+    timed = ignoring_eos(pair) if p["ignore_eos"] else pair
+    name = task[0]
+    if name == "pair":  # target-only and speculative, interleaved
+        cfg = replace(p["config"], gamma=task[1])
+        ar, sp = measure_pair(timed, p["prompt"], cfg, p["repeats"])
+        out["ar"], out[("sp", task[1])] = ar, sp
+        if job["kind"] == "gamma":
+            S["sp_gamma"]["points"].append(gamma_sweep_point(ar, sp, task[1]))
+    elif name == "hf":
+        try:
+            out[("hf", task[1])] = hf_generate(
+                pair, p["prompt"], p["config"].gamma, p["n"], p["repeats"], task[1],
+                stop_at_eos=not p["ignore_eos"],
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - HF's own failure: report, keep ours
+            out["hf_error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        b = task[1]
+        prompts = list(BENCH_PROMPTS[:b])
+        point = S["sp_batch"]["points"].setdefault(b, {"batch_size": b})
+        if name == "batched":
+            point["batched_autoregressive_tokens_per_s"] = batched_throughput(
+                pair, prompts, p["n"], p["repeats"]
+            )
+        else:
+            mode = "speculative" if name == "seq_sp" else "autoregressive"
+            point[f"sequential_{mode}_tokens_per_s"] = sequential_throughput(
+                pair, prompts, p["config"], mode, p["repeats"]
+            )
+
+
+def _finish(job: dict) -> None:
+    p, out = job["params"], job["out"]
+    if job["kind"] == "measure":
+        ar, sp = out["ar"], out[("sp", p["config"].gamma)]
+        S["sp_measured"] = {
+            "params": p,
+            "summary": summarize(ar, sp, p["config"].gamma),
+            "hf": compare_hf(ar, out.get(("hf", False)), out.get(("hf", True))),
+            "hf_error": out.get("hf_error"),
+            "texts": (ar.text, sp.text),
+        }
+    elif job["kind"] == "gamma":
+        S["sp_gamma"]["partial"] = False
+    else:
+        S["sp_batch"]["partial"] = False
+
+
+def _error_text(exc: Exception) -> str:
+    code = getattr(exc, "code", None)
+    if code in ("prompt_empty", "prompt_too_long"):
+        return t(f"sp_err_{code}", **getattr(exc, "params", {}))
+    return t("sp_err_other", msg=str(exc))
+
+
+# ------------------------------------------------------------------ ③ measured: controls
+st.header(t("sp_measure_header"))
+st.markdown(t("sp_measure_help"))
+st.caption(t(
+    "sp_running_on", pair=pair.name, device=pair.device_label(), threads=torch.get_num_threads(),
+    gamma=config.gamma, temp=config.temperature,
+))  # fmt: skip
+S.setdefault("sp_prompt", t("sp_default_prompt"))
+prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80)
+prompt_error = None
+try:
+    room = pair.context_length - len(encode_prompt(pair, prompt))
+except InputError as exc:
+    prompt_error, room = _error_text(exc), 9
+max_n = max(8, min(256, room))
+S.setdefault("sp_n", min(config.max_new_tokens, max_n))  # starts at the sidebar's value
+if S["sp_n"] > max_n:
+    S["sp_n"] = max_n
+o1, o2, o3 = st.columns(3)
+o1.slider(t("sp_max_new"), 1, max_n, key="sp_n")
+o2.slider(t("sp_repeats"), 1, 7, 3, key="sp_repeats")
+cores = max(1, os.cpu_count() or 1)
+# One thread by default: on a small shared CPU it is as fast for matrices this small and far
+# steadier (a second thread stalls whenever another program holds a core).
+S.setdefault("sp_threads", 1)
+o3.select_slider(t("sp_threads"), list(range(1, cores + 1)), key="sp_threads",
+                 help=t("sp_threads_help"), disabled=pair.device != "cpu")  # fmt: skip
+q1, q2 = st.columns(2)
+q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))
+q2.toggle(t("sp_with_hf"), True, key="sp_hf", help=t("sp_with_hf_help"),
+          disabled=config.temperature != 0.0)  # fmt: skip
+busy = "sp_job" in S
+k1, k2, k3, k4 = st.columns([1, 1, 1.3, 0.7])
+k1.button(t("sp_measure"), type="primary", on_click=_start, args=("measure",),
+          disabled=busy or prompt_error is not None, width="stretch")  # fmt: skip
+k2.button(t("sp_sweep_gamma"), on_click=_start, args=("gamma",),
+          disabled=busy or prompt_error is not None, width="stretch")  # fmt: skip
+k3.button(t("sp_sweep_batch"), on_click=_start, args=("batch",), disabled=busy, width="stretch")
+# Stop stays clickable: a click interrupts the running job at its next checkpoint (any
+# click reruns the script), and the callback drops the queue before the rerun resumes it.
+k4.button(t("sp_stop"), on_click=_stop, help=t("sp_stop_help"), key="sp_stop_btn",
+          width="stretch", type="primary" if busy else "secondary")  # fmt: skip
+if prompt_error:
+    st.error(prompt_error)
+if "sp_notice" in S:
+    st.info(S.pop("sp_notice"))
+if "sp_job_error" in S:
+    st.error(S.pop("sp_job_error"))
+
+job = S.get("sp_job")
+if job is not None:
+    bar = st.progress(0.0)
+    try:
+        while job["tasks"]:
+            task = job["tasks"][0]
+            done = job["total"] - len(job["tasks"])
+            text = t("sp_progress", what=_label(task), i=done + 1, n=job["total"])
+            bar.progress(done / job["total"], text=text)
+            with cpu_threads(job["params"]["threads"]):
+                _run_task(job, task)
+            job["tasks"].pop(0)
+        _finish(job)
+    except (InputError, ConfigError, ValueError) as exc:
+        S["sp_job_error"] = _error_text(exc)
+    S.pop("sp_job", None)
+    bar.empty()
+    st.rerun()  # redraw the controls (Stop disabled, buttons enabled) with the results
+
+# ------------------------------------------------------------------ ③ measured: results
+measured = S.get("sp_measured")
+if measured is None:
+    st.info(t("sp_no_results"))
+else:
+    p, summary, hf = measured["params"], measured["summary"], measured["hf"]
+    ar, sp, cm = summary["autoregressive"], summary["speculative"], summary["cost_model"]
+    st.caption(t("sp_results_for", settings=t(
+        "sp_settings_fmt", gamma=p["config"].gamma, temp=p["config"].temperature, n=p["n"],
+        r=p["repeats"], pair=p["pair"], device=p["device"],
+    ) + (t("sp_settings_threads", n=p["threads"]) if p["threads"] else "")))  # fmt: skip
+    r1, r2, r3, r4, r5 = st.columns(5)
+    r1.metric(t("sp_m_ar_tps"), _fmt(ar["tokens_per_s"], 1))
+    r2.metric(t("sp_m_sp_tps"), _fmt(sp["tokens_per_s"], 1))
+    r3.metric(t("sp_m_speedup"), f"{summary['speedup']:.2f}×")
+    r4.metric(t("sp_m_alpha"), _fmt(sp["acceptance_rate"], 3), help=t("sp_m_alpha_help"))
+    r5.metric(t("sp_m_mean_acc"), _fmt(sp["mean_accepted"]), help=t("sp_m_mean_acc_help"))
+    if p["config"].temperature == 0.0:
+        hf_ok = hf.get("hf_assisted", {}).get("equal_to_target")
+        if summary["greedy_equal"]:
+            st.success(t("sp_eq_ok", hf=t("sp_eq_ok_hf") if hf_ok else ""))
+        else:
+            st.error(t("sp_eq_bad"))
+        if hf_ok is False:
+            st.error(t("sp_eq_bad_hf"))
+    else:
+        st.info(t("sp_eq_sampling"))
+    if measured["hf_error"]:
+        st.warning(t("sp_hf_failed", msg=measured["hf_error"]))
+
+    st.subheader(t("sp_table_header"))
+    columns = {t("sp_col_ar"): ar, t("sp_col_sp"): sp}
+    if "hf_greedy" in hf:
+        columns[t("sp_col_hf_greedy")] = hf["hf_greedy"]
+    if "hf_assisted" in hf:
+        columns[t("sp_col_hf_assisted")] = hf["hf_assisted"]
+    rows = [
+        ("sp_row_tps", "tokens_per_s", 1), ("sp_row_ms_tok", "ms_per_token", 3),
+        ("sp_row_ttft", "ttft_ms", 2), ("sp_row_new", "new_tokens", 0),
+        ("sp_row_target_fw", "target_forwards", 0), ("sp_row_draft_fw", "draft_forwards", 0),
+        ("sp_row_mean_acc", "mean_accepted", 2),
+    ]  # fmt: skip
+    table = {"": [t(key) for key, _, _ in rows]}
+    for name, block in columns.items():
+        table[name] = [_fmt(block[f], d) if f in block else "—" for _, f, d in rows]
+    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+
+    st.subheader(t("sp_breakdown_header"))
+    bd = summary["breakdown"]
+    parts = {"draft": t("sp_part_draft"), "verify": t("sp_part_verify"),
+             "overhead": t("sp_part_overhead"), "target": t("sp_part_target")}  # fmt: skip
+    bars = [
+        (t("sp_breakdown_round", k=bd["tokens_per_round"]), bd["round"]),
+        (t("sp_breakdown_target", k=bd["tokens_per_round"]), bd["target_only"]),
+    ]
+    st.plotly_chart(
+        speed_breakdown_figure(bars, {**parts, "title": t("sp_breakdown_fig_title"), "x": "ms"}),
+        width="stretch", key="sp_breakdown_fig",
+    )  # fmt: skip
+    sh = bd["shares_pct"]
+    st.caption(t(
+        "sp_breakdown_caption", d=bd["round"]["draft"], dp=sh["draft"], v=bd["round"]["verify"],
+        vp=sh["verify"], o=bd["round"]["overhead"], op=sh["overhead"], t=cm["target_step_ms"],
+        r=cm["verify_over_target_step"],
+    ))  # fmt: skip
+
+    st.subheader(t("sp_predict_header"))
+    predictions = [
+        ("sp_pred_measured", summary["speedup"]),
+        ("sp_pred_forward", cm["forward_time_speedup"]),
+        ("sp_pred_forward_adv", cm["forward_time_speedup_measured_advance"]),
+        ("sp_pred_overhead", cm["predicted_speedup"]),
+        ("sp_pred_leviathan", cm["leviathan_speedup"]),
+    ]
+    st.dataframe(
+        pd.DataFrame({t("sp_pred_col_what"): [t(k) for k, _ in predictions],
+                      t("sp_pred_col_value"): [f"{v:.2f}×" for _, v in predictions]}),
+        hide_index=True, width="stretch",
+    )  # fmt: skip
+    st.caption(t("sp_pred_caption", c=cm["c"], adv=cm["measured_tokens_per_round"],
+                 exp=cm["expected_tokens_per_round"]))  # fmt: skip
+
+    h1, h2 = st.columns(2)
+    h1.plotly_chart(
+        speed_histogram_figure(sp["accepted_histogram"], {"title": t("sp_hist_title"),
+                               "x": t("sp_hist_x"), "y": t("sp_hist_y")}),
+        width="stretch", key="sp_hist_fig",
+    )  # fmt: skip
+    pos_labels = {
+        "title": t("sp_pos_title"), "x": t("sp_pos_x"), "y": t("sp_pos_y"),
+        "measured": t("sp_pos_measured"), "model": t("sp_pos_model"),
+    }  # fmt: skip
+    h2.plotly_chart(
+        speed_position_figure(sp["per_position_acceptance"], cm["alpha"], pos_labels),
+        width="stretch", key="sp_pos_fig",
+    )  # fmt: skip
+    with st.expander(t("sp_texts")):
+        st.markdown(f"**{t('sp_text_ar')}**")
+        st.text(measured["texts"][0])
+        st.markdown(f"**{t('sp_text_sp')}**")
+        st.text(measured["texts"][1])
+
+# ------------------------------------------------------------------ ④ γ sweep
+st.header(t("sp_gamma_header"))
+st.markdown(t("sp_gamma_help"))
+sweep = S.get("sp_gamma")
+if sweep and sweep["points"]:
+    points = sweep["points"]
+    sp_labels = {
+        "title": t("sp_gamma_fig_title") + (" " + t("sp_partial") if sweep["partial"] else ""),
+        "x": t("sp_curve_fig_x"), "y": t("sp_gamma_fig_y"), "measured": t("sp_gamma_measured"),
+        "forward": t("sp_gamma_forward"), "leviathan": t("sp_gamma_leviathan"),
+        "breakeven": t("sp_breakeven"),
+    }  # fmt: skip
+    st.plotly_chart(speed_gamma_sweep_figure(points, sp_labels), width="stretch",
+                    key="sp_gamma_fig")  # fmt: skip
+    top, top_model = best_point(points, "speedup"), best_point(points, "forward_time_speedup")
+    st.markdown(t("sp_gamma_best", g=top["gamma"], x=top["speedup"], gp=top_model["gamma"],
+                  xp=top_model["forward_time_speedup"]))  # fmt: skip
+    st.dataframe(
+        pd.DataFrame({
+            t("sp_col_gamma"): [q["gamma"] for q in points],
+            t("sp_col_sp_tps"): [_fmt(q["speculative_tokens_per_s"], 1) for q in points],
+            t("sp_col_speedup"): [f"{q['speedup']:.2f}×" for q in points],
+            t("sp_col_forward"): [f"{q['forward_time_speedup']:.2f}×" for q in points],
+            t("sp_col_leviathan"): [f"{q['leviathan_speedup']:.2f}×" for q in points],
+            t("sp_col_alpha"): [_fmt(q["alpha"], 3) for q in points],
+            t("sp_col_mean_acc"): [_fmt(q["mean_accepted"]) for q in points],
+            t("sp_col_equal"): [t("yes") if q["greedy_equal"] else t("no") for q in points],
+        }),
+        hide_index=True, width="stretch",
+    )  # fmt: skip
+
+# ------------------------------------------------------------------ ⑤ batch sweep
+st.header(t("sp_batch_header"))
+st.markdown(t("sp_batch_help"))
+batch = S.get("sp_batch")
+complete = [q for _, q in sorted(batch["points"].items()) if len(q) == 4] if batch else []
+if complete:
+    b_labels = {
+        "title": t("sp_batch_fig_title") + (" " + t("sp_partial") if batch["partial"] else ""),
+        "x": t("sp_batch_fig_x"), "y": t("sp_batch_fig_y"), "batched": t("sp_batch_batched"),
+        "speculative": t("sp_batch_speculative"), "sequential": t("sp_batch_sequential"),
+    }  # fmt: skip
+    st.plotly_chart(speed_batch_figure(complete, b_labels), width="stretch", key="sp_batch_fig")
+    cross = batch_crossover(complete)
+    if cross is not None and cross == complete[0]["batch_size"]:
+        st.markdown(t("sp_batch_never", b=cross))
+    elif cross is not None:
+        st.markdown(t("sp_batch_crossover", b=cross))
+    else:
+        st.markdown(t("sp_batch_no_crossover", b=complete[-1]["batch_size"]))
+    st.dataframe(
+        pd.DataFrame({
+            t("sp_col_batch"): [q["batch_size"] for q in complete],
+            t("sp_col_batched"): [
+                _fmt(q["batched_autoregressive_tokens_per_s"], 1) for q in complete
+            ],
+            t("sp_col_seq_sp"): [
+                _fmt(q["sequential_speculative_tokens_per_s"], 1) for q in complete
+            ],
+            t("sp_col_seq_ar"): [
+                _fmt(q["sequential_autoregressive_tokens_per_s"], 1) for q in complete
+            ],
+        }),
+        hide_index=True, width="stretch",
+    )  # fmt: skip

@@ -1,0 +1,149 @@
+"""The benchmark, the batched baseline and the fast path's bookkeeping. Values are checked
+for consistency (contract keys, sums, equalities), never for speed: timings on a shared
+CPU are printed by ``benchmarks/bench_pairs.py``, not asserted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from specdec_core.__main__ import main
+from specdec_core.batching import generate_batch, left_pad
+from specdec_core.bench import (
+    batch_crossover,
+    batch_sweep_point,
+    best_point,
+    gamma_sweep_point,
+    hf_generate,
+    ignoring_eos,
+    summarize,
+)
+from specdec_core.costmodel import forward_time_speedup, walltime_improvement
+from specdec_core.generate import generate
+from specdec_core.session import SessionConfig, SpeculativeSession
+
+PROMPT = "First Citizen:\nWe are"
+PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING:\nO", "Speak, speak."]
+
+
+def test_bench_cli_json_contract_on_embedded_pair(capsys, embedded_pair):
+    assert main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1",
+                 "--json"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    # DESIGN.md: autoregressive {tokens_per_s, ms_per_token}, speculative {..., mean_accepted},
+    # speedup, device, pair and, where it runs, hf_assisted
+    assert {"autoregressive", "speculative", "speedup", "device", "pair"} <= out.keys()
+    assert {"tokens_per_s", "ms_per_token"} <= out["autoregressive"].keys()
+    assert {"tokens_per_s", "ms_per_token", "mean_accepted"} <= out["speculative"].keys()
+    assert out["pair"] == "embedded" and out["device"] == "CPU"
+    ar, sp, cm = out["autoregressive"], out["speculative"], out["cost_model"]
+    assert ar["new_tokens"] == sp["new_tokens"] == 8  # EOS ignored: exactly the budget
+    assert out["speedup"] > 0 and ar["tokens_per_s"] > 0 and sp["tokens_per_s"] > 0
+    assert out["speedup"] == pytest.approx(sp["tokens_per_s"] / ar["tokens_per_s"])
+    assert ar["ms_per_token"] == pytest.approx(1e3 / ar["tokens_per_s"])
+    assert 0.0 <= sp["acceptance_rate"] <= 1.0 and 0.0 <= sp["mean_accepted"] <= out["gamma"]
+    assert 0.0 <= cm["alpha"] <= 1.0 and cm["c"] > 0 and cm["forward_time_speedup"] > 0
+    assert sum(sp["accepted_histogram"]) == sp["rounds"] == sp["target_forwards"]
+    assert out["greedy_equal"] is True
+    hf = out["hf_assisted"]  # transformers' assisted generation runs here
+    assert hf["tokens_per_s"] > 0 and hf["equal_to_target"] is True
+    assert 0.0 <= hf["mean_accepted"] <= out["gamma"]
+
+
+def test_summary_is_consistent(tiny_pair):
+    config = SessionConfig(gamma=3, max_new_tokens=24)
+    pair = ignoring_eos(tiny_pair)
+    ar = generate(pair, PROMPT, config, "autoregressive")
+    sp = generate(pair, PROMPT, config, "speculative")
+    s = summarize(ar, sp, 3)
+    rounds = sp.stats.rounds
+    assert s["greedy_equal"] and s["speculative"]["new_tokens"] == 24
+    # the round splits exactly into draft forwards + verify forward + everything else
+    bd = s["breakdown"]
+    assert sum(bd["round"].values()) == pytest.approx(sp.stats.total_ms / rounds)
+    assert sum(bd["shares_pct"].values()) == pytest.approx(100.0)
+    assert bd["tokens_per_round"] == pytest.approx(24 / rounds)
+    cm = s["cost_model"]
+    assert cm["target_step_ms"] == pytest.approx(ar.stats.target_forward_ms / 24)
+    assert cm["verify_ms"] == pytest.approx(sp.stats.target_forward_ms / rounds)
+    assert cm["leviathan_speedup"] == pytest.approx(walltime_improvement(cm["alpha"], 3, cm["c"]))
+    assert cm["forward_time_speedup"] == pytest.approx(forward_time_speedup(
+        cm["alpha"], 3, cm["target_step_ms"], cm["draft_step_ms"], cm["verify_ms"]))  # fmt: skip
+    point = gamma_sweep_point(ar, sp, 3)
+    assert point["speedup"] == pytest.approx(s["speedup"]) and point["greedy_equal"]
+
+
+@pytest.mark.parametrize("gamma", [1, 4])
+def test_lean_greedy_round_decides_like_the_step_machine(tiny_pair, gamma):
+    """The fast path's greedy round (argmax only, no q rows) makes the decisions of the
+    session's round: same tokens, rounds, acceptances and α."""
+    config = SessionConfig(gamma=gamma, max_new_tokens=30)
+    fast = generate(tiny_pair, PROMPT, config)
+    session = SpeculativeSession(tiny_pair, PROMPT, config)
+    session.run()
+    assert fast.output_ids == session.generated_ids
+    assert fast.stats.rounds == len(session.history)
+    assert fast.stats.accepted_histogram == [
+        sum(r.verify.accepted == n for r in session.history)
+        for n in range(len(fast.stats.accepted_histogram))
+    ]
+    checks = [c for r in session.history for c in r.verify.checks]
+    assert fast.stats.acceptance_rate == pytest.approx(
+        sum(c.acceptance_total for c in checks) / len(checks)
+    )
+    s = fast.stats
+    assert s.draft_forwards == sum(len(r.verify.checks) for r in session.history)
+    assert 0 < s.target_forward_ms + s.draft_forward_ms <= s.total_ms
+    assert s.overhead_ms == pytest.approx(s.total_ms - s.target_forward_ms - s.draft_forward_ms)
+
+
+def test_left_pad():
+    ids, mask, pos = left_pad([[5, 6, 7], [9]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 9]]
+    assert mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    assert pos.tolist() == [[0, 1, 2], [0, 0, 0]]
+
+
+def test_batched_greedy_equals_one_prompt_at_a_time(tiny_pair):
+    batch = generate_batch(tiny_pair, PROMPTS, 12)
+    for prompt, row in zip(PROMPTS, batch.output_ids, strict=True):
+        alone = generate(tiny_pair, prompt, SessionConfig(max_new_tokens=12), "autoregressive")
+        assert list(row) == alone.output_ids  # EOS included where it stopped
+    full = generate_batch(tiny_pair, PROMPTS[:2], 10, stop_at_eos=False)
+    assert [len(r) for r in full.output_ids] == [10, 10] and full.new_tokens == 20
+    assert full.forwards == 10 and full.batch_size == 2 and full.tokens_per_s > 0
+
+
+def test_batch_point_and_crossover(tiny_pair):
+    point = batch_sweep_point(tiny_pair, PROMPTS[:2], SessionConfig(gamma=2, max_new_tokens=6))
+    assert point["batch_size"] == 2
+    assert all(point[k] > 0 for k in point if k.endswith("tokens_per_s"))
+    rows = [
+        {"batch_size": 1, "batched_autoregressive_tokens_per_s": 10,
+         "sequential_speculative_tokens_per_s": 15},
+        {"batch_size": 4, "batched_autoregressive_tokens_per_s": 30,
+         "sequential_speculative_tokens_per_s": 15},
+        {"batch_size": 2, "batched_autoregressive_tokens_per_s": 16,
+         "sequential_speculative_tokens_per_s": 15},
+    ]  # fmt: skip
+    assert batch_crossover(rows) == 2  # the smallest B where batching wins
+    assert batch_crossover(rows[:1]) is None
+    assert best_point([{"g": 1, "x": 2.0}, {"g": 2, "x": 3.0}], "x") == {"g": 2, "x": 3.0}
+    assert best_point([], "x") is None
+
+
+def test_hf_assisted_leaves_the_shared_models_alone(tiny_pair):
+    draft_config = tiny_pair.draft.generation_config.to_dict()
+    target_config = tiny_pair.target.generation_config.to_dict()
+    out = hf_generate(tiny_pair, PROMPT, 3, 10, repeats=1, stop_at_eos=False)
+    assert out["new_tokens"] == 10 and 0 < out["target_forwards"] <= 10
+    ar = generate(ignoring_eos(tiny_pair), PROMPT, SessionConfig(max_new_tokens=10),
+                  "autoregressive")  # fmt: skip
+    assert out["output_ids"] == ar.output_ids
+    assert tiny_pair.draft.generation_config.to_dict() == draft_config
+    assert tiny_pair.target.generation_config.to_dict() == target_config
+    assert "forward" not in vars(tiny_pair.target)  # the counting hook lived on a copy
+    with torch.inference_mode():
+        assert tiny_pair.target(torch.tensor([[1, 2]])).logits.shape[:2] == (1, 2)
