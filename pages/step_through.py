@@ -113,30 +113,15 @@ session: SpeculativeSession = S["step_session"]
 phase = session.phase
 
 cols = st.columns([1, 1, 1.3, 1.2, 1.2, 0.7, 0.9])
-cols[0].button(
-    t("st_propose"),
-    on_click=_act,
-    args=("propose",),
-    disabled=phase != "propose",
-    type="primary" if phase == "propose" else "secondary",
-    width="stretch",
-)
-cols[1].button(
-    t("st_verify"),
-    on_click=_act,
-    args=("verify",),
-    disabled=phase != "verify",
-    type="primary" if phase == "verify" else "secondary",
-    width="stretch",
-)
-cols[2].button(
-    t("st_commit"),
-    on_click=_act,
-    args=("commit",),
-    disabled=phase != "commit",
-    type="primary" if phase == "commit" else "secondary",
-    width="stretch",
-)
+for col, step in zip(cols[:3], ("propose", "verify", "commit"), strict=True):
+    col.button(
+        t("st_" + step),
+        on_click=_act,
+        args=(step,),
+        disabled=phase != step,
+        type="primary" if phase == step else "secondary",
+        width="stretch",
+    )
 cols[3].button(
     t("st_run_round"),
     on_click=_act,
