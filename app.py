@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -12,6 +15,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import render_sidebar
 
 HERE = Path(__file__).resolve().parent
+_started = time.perf_counter()
 
 st.set_page_config(page_title="SpecDec Lab", page_icon="🔮", layout="wide")
 
@@ -33,3 +37,5 @@ st.sidebar.caption(t("app_tagline"))
 render_sidebar()
 with app_context():
     nav.run()
+if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
+    print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)

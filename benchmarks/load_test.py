@@ -5,8 +5,9 @@ sessions over Streamlit's own websocket protocol (``/_stcore/stream``, protobuf
 ``BackMsg``/``ForwardMsg``, exactly what a browser tab sends: a rerun with the clicked
 button's trigger). Each student presses ① Propose, ② Verify, ③ Commit, then "Run one
 round" R times, and checks that the committed length grew every round. Prints errors
-(must be 0), p50/p95/max step latency (click → script finished, ms) and the server's
-peak memory. Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
+(must be 0), p50/p95/max step latency (click → script finished as the client sees it, ms),
+the server's own time per rerun (``SPECDEC_PROFILE=1`` makes ``app.py`` log it) and the
+server's peak memory. Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
 
     python benchmarks/load_test.py [--students 20] [--rounds 10]
 """
@@ -20,6 +21,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -125,12 +127,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()
     port = free_port()
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log")
     server = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port),
          "--browser.gatherUsageStats", "false"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=log,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1"},
     )  # fmt: skip
     try:
         for _ in range(120):
@@ -153,6 +156,12 @@ def main() -> None:
     print(f"steps {len(latencies)}  errors {len(errors)}  wall {wall:.1f} s")
     print(f"step latency ms: p50 {statistics.median(latencies):.0f}  p95 {q[18]:.0f}  "
           f"max {max(latencies):.0f}")  # fmt: skip
+    log.seek(0)
+    renders = [float(x.split()[1]) for x in log if x.startswith("specdec-render-ms")][2:]
+    if len(renders) > 1:
+        r = statistics.quantiles(renders, n=20)
+        print(f"server time per rerun ms (app.py start → end, SPECDEC_PROFILE): "
+              f"p50 {statistics.median(renders):.0f}  p95 {r[18]:.0f}")  # fmt: skip
     print(f"server peak memory {peak:.0f} MB")
     for e in errors[:10]:
         print("  ", e)

@@ -233,60 +233,76 @@ labels = {
     "marked": t("drafted_marker"),
 }  # fmt: skip
 shown_verify = verify if verify is not None else (last.verify if last is not None else None)
+
+
+def _pick_position(n: int, bonus: bool, default: int) -> int:
+    """One chart at a time (a Plotly figure costs ≈ 25 ms of server time per rerun)."""
+    options = list(range(1, n + 1)) + ([n + 1] if bonus else [])
+    chosen = st.segmented_control(
+        t("st_position"), options, default=min(default, len(options)),
+        format_func=lambda i: f"{i} ★" if bonus and i == n + 1 else str(i),
+        key=f"st_pos_{session.round_index}_{phase}_{n}",
+    )  # fmt: skip
+    return chosen or min(default, len(options))
+
+
 if shown_verify is None and not session.drafts:
     st.caption(t("st_dists_empty"))
+elif shown_verify is not None:
+    st.caption(t("st_dists_help"))
+    checks = shown_verify.checks
+    gamma = len(checks)
+    bonus = shown_verify.kind == "bonus"
+    greedy = shown_verify.greedy
+    rows = {
+        t("col_pos"): [c.position for c in checks],
+        t("col_token"): [visible_token(c.token.text) for c in checks],
+    }
+    if greedy:
+        rows[t("col_argmax")] = [visible_token(c.target_argmax.text) for c in checks]
+    else:
+        rows["p(y)"] = [round(c.p, 4) for c in checks]
+        rows["q(y)"] = [round(c.q, 4) for c in checks]
+        rows["a = min(1, p/q)"] = [round(c.accept_prob, 4) for c in checks]
+        rows["u"] = [round(c.u, 4) if c.u is not None else None for c in checks]
+    rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
+    st.dataframe(rows, hide_index=True, width="stretch")
+    pos = _pick_position(gamma, bonus, shown_verify.accepted + 1)
+    if pos <= gamma:
+        c = checks[pos - 1]
+        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
+        fig = distribution_figure(c.dist, labels, title, marked_id=c.token.id)
+        st.plotly_chart(fig, width="stretch", key="dist_chart")
+        verdict = t("verdict_" + c.status)
+        if greedy:
+            st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
+                          tok=f"`{visible_token(c.token.text)}`", verdict=verdict))  # fmt: skip
+        else:
+            u = f"{c.u:.4f}" if c.u is not None else t("check_not_drawn")
+            st.markdown(t("check_sampling", p=c.p, q=c.q, a=c.accept_prob, u=u,
+                          verdict=verdict))  # fmt: skip
+    else:
+        fig = distribution_figure(shown_verify.next_dist, labels, t("fig_title_bonus", i=pos),
+                                  marked_id=shown_verify.next_token.id)  # fmt: skip
+        st.plotly_chart(fig, width="stretch", key="dist_chart")
+    next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
+    if bonus:
+        st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
+    else:
+        st.warning(t("next_correction", k=shown_verify.accepted + 1, tok=next_tok))
+    proposed = last.propose if last is not None else session.current_propose
+    st.caption(t("timing", d=proposed.draft_ms, v=shown_verify.verify_ms,
+                 n=shown_verify.target_forward_tokens))  # fmt: skip
 else:
     st.caption(t("st_dists_help"))
-    if shown_verify is not None:
-        checks = shown_verify.checks
-        gamma = len(checks)
-        bonus = shown_verify.kind == "bonus"
-        tabs = st.tabs([t("pos_tab", i=c.position) for c in checks]
-                       + ([t("bonus_tab", i=gamma + 1)] if bonus else []))  # fmt: skip
-        for tab, c in zip(tabs, checks, strict=False):
-            with tab:
-                title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
-                fig = distribution_figure(c.dist, labels, title, marked_id=c.token.id)
-                st.plotly_chart(fig, width="stretch", key=f"dist_{c.position}")
-                verdict = t("verdict_" + c.status)
-                if shown_verify.greedy:
-                    st.markdown(
-                        t(
-                            "check_greedy",
-                            argmax=f"`{visible_token(c.target_argmax.text)}`",
-                            tok=f"`{visible_token(c.token.text)}`",
-                            verdict=verdict,
-                        )
-                    )
-                else:
-                    u = f"{c.u:.4f}" if c.u is not None else t("check_not_drawn")
-                    st.markdown(t("check_sampling", p=c.p, q=c.q, a=c.accept_prob, u=u,
-                                  verdict=verdict))  # fmt: skip
-        if bonus:
-            with tabs[-1]:
-                fig = distribution_figure(shown_verify.next_dist, labels,
-                                          t("fig_title_bonus", i=gamma + 1),
-                                          marked_id=shown_verify.next_token.id)  # fmt: skip
-                st.plotly_chart(fig, width="stretch", key="dist_bonus")
-        next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
-        if bonus:
-            st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
-        else:
-            st.warning(t("next_correction", k=shown_verify.accepted + 1, tok=next_tok))
-        proposed = last.propose if last is not None else session.current_propose
-        st.caption(t("timing", d=proposed.draft_ms, v=shown_verify.verify_ms,
-                     n=shown_verify.target_forward_tokens))  # fmt: skip
-    else:
-        dists = session.current_draft_dists
-        tabs = st.tabs([t("pos_tab", i=i + 1) for i in range(len(dists))])
-        for i, (tab, d) in enumerate(zip(tabs, dists, strict=True)):
-            with tab:
-                tok = session.token(session.drafts[i])
-                title = t("fig_title_draft", i=i + 1, tok=visible_token(tok.text))
-                fig = distribution_figure(d, labels, title, marked_id=tok.id)
-                st.plotly_chart(fig, width="stretch", key=f"draft_{i}")
-                q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
-                st.markdown(t("check_pending", q=q_y))
+    dists = session.current_draft_dists
+    pos = _pick_position(len(dists), False, 1)
+    d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
+    title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
+    st.plotly_chart(distribution_figure(d, labels, title, marked_id=tok.id), width="stretch",
+                    key="dist_chart")  # fmt: skip
+    q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
+    st.markdown(t("check_pending", q=q_y))
 
 # ------------------------------------------------------------------ KV cache
 st.subheader(t("st_kv"))

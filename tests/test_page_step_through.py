@@ -44,7 +44,7 @@ def metrics(at: AppTest, lab: dict) -> tuple[int, int, int]:
 
 
 def states(at: AppTest) -> list[str]:
-    df = at.dataframe[0].value
+    df = at.dataframe[-1].value  # the KV-state table (the checks table comes first)
     return list(df[df.columns[-1]])
 
 
@@ -62,12 +62,16 @@ def test_round_with_position_one_wrong(embedded_pair, lang):
 
     click(at, lab["propose"])
     assert metrics(at, lab) == (prompt_len, 0, prompt_len + gamma - 1)  # y_γ is not fed
-    assert len(at.tabs) >= gamma  # one chart per drafted position
+    [positions] = at.get("segmented_control")  # one chart per drafted position, chosen here
+    assert positions.options == [str(i) for i in range(1, gamma + 1)]
 
     click(at, lab["wrong"])
     click(at, lab["verify"])
     assert metrics(at, lab) == (prompt_len, prompt_len + gamma, prompt_len + gamma - 1)
     assert states(at).count(lab["discarded"]) == gamma - 1  # greedy: rejected at 1
+    checks = at.dataframe[0].value
+    verdicts = list(checks[checks.columns[-1]])
+    assert len(verdicts) == gamma and len(set(verdicts[1:])) == 1 and verdicts[0] != verdicts[1]
 
     click(at, lab["commit"])
     committed, target_kv, draft_kv = metrics(at, lab)
