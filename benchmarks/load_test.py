@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -157,7 +158,7 @@ def main() -> None:
     print(f"step latency ms: p50 {statistics.median(latencies):.0f}  p95 {q[18]:.0f}  "
           f"max {max(latencies):.0f}")  # fmt: skip
     log.seek(0)
-    renders = [float(x.split()[1]) for x in log if x.startswith("specdec-render-ms")][2:]
+    renders = [float(x) for x in re.findall(r"specdec-render-ms (\d+\.\d)", log.read())][2:]
     if len(renders) > 1:
         r = statistics.quantiles(renders, n=20)
         print(f"server time per rerun ms (app.py start → end, SPECDEC_PROFILE): "
