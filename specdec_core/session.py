@@ -17,19 +17,27 @@ Each call returns a frozen trace (``trace.py``). A call out of phase raises
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-import numpy as np
 import torch
 
 from .acceptance import Verdict
-from .drafters import Drafter, DraftMethod, ModelDrafter
+from .drafters import Drafter, ModelDrafter
+from .inputs import (  # noqa: F401 - re-exported: pages and tests import them from here
+    MAX_GAMMA,
+    InputError,
+    PromptError,
+    SessionConfig,
+    TokenTextError,
+    encode_prompt,
+    single_token_id,
+)
 from .kvcache import ModelCache, common_prefix_len, kv_state
 from .models import ModelPair
 from .rounds import commit_tokens, gamma_for_round, rollback, stop_reason_after, verify_drafts
-from .sampling import ConfigError, SamplingConfig, one_hot
+from .sampling import one_hot
+from .slices import dist_slice
 from .trace import (
     CommitTrace,
     DistSlice,
@@ -42,108 +50,11 @@ from .trace import (
     VerifyTrace,
 )
 
-MAX_GAMMA = 16
 Phase = Literal["propose", "verify", "commit", "finished"]
 
 
 class PhaseError(RuntimeError):
     """A step was called out of order; the session is unchanged."""
-
-
-class InputError(ValueError):
-    """Bad text from a student. ``code`` and ``params`` let the UI say it in zh or en."""
-
-    def __init__(self, message: str, code: str = "invalid", **params: object) -> None:
-        super().__init__(message)
-        self.code = code
-        self.params = params
-
-
-class PromptError(InputError):
-    """The prompt is empty, whitespace only, or longer than the context allows."""
-
-
-class TokenTextError(InputError):
-    """Edit text that is not exactly one token."""
-
-
-def single_token_id(pair: ModelPair, text: str) -> int:
-    """The id of ``text`` if it encodes to exactly one token (e.g. ``" night"``).
-
-    Raises:
-        TokenTextError: zero or several tokens (the message lists the pieces).
-    """
-    ids = pair.tokenizer.encode(text, add_special_tokens=False) if text else []
-    if len(ids) != 1:
-        pieces = " | ".join(pair.tokenizer.convert_ids_to_tokens(ids)) or "∅"
-        raise TokenTextError(
-            f"{text!r} is {len(ids)} tokens, not exactly one: {pieces}",
-            "not_one_token",
-            text=text,
-            n=len(ids),
-            pieces=pieces,
-        )
-    return ids[0]
-
-
-@dataclass(frozen=True)
-class SessionConfig:
-    """Settings of a session (validated by :meth:`validate`).
-
-    ``gamma``: draft length γ, 1..``MAX_GAMMA``. ``temperature`` 0 = greedy.
-    ``draft_method``: ``probabilistic`` (sample from ``q``) or ``greedy`` (argmax,
-    one-hot ``q``). ``max_new_tokens`` ≥ 1. ``stop_strings``: generation stops right after
-    the token that completes one. ``top_n``: tokens kept per distribution in traces.
-    """
-
-    gamma: int = 4
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    draft_method: DraftMethod = "probabilistic"
-    seed: int = 0
-    max_new_tokens: int = 40
-    stop_strings: tuple[str, ...] = ()
-    repropose_after_edit: bool = True
-    top_n: int = 8
-
-    @property
-    def sampling(self) -> SamplingConfig:
-        return SamplingConfig(self.temperature, self.top_k, self.top_p)
-
-    def validate(self, vocab_size: int | None = None) -> SessionConfig:
-        if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
-            raise ConfigError(
-                f"γ (gamma) must be a whole number from 1 to {MAX_GAMMA}, got {self.gamma!r}"
-            )
-        self.sampling.validate(vocab_size)
-        if self.draft_method not in ("probabilistic", "greedy"):
-            raise ConfigError(
-                f"draft method must be probabilistic or greedy, got {self.draft_method!r}"
-            )
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise ConfigError(f"max new tokens must be ≥ 1, got {self.max_new_tokens!r}")
-        return self
-
-
-def encode_prompt(pair: ModelPair, prompt: str) -> list[int]:
-    """Tokenize a prompt; raises :class:`PromptError` if empty or too long for the context."""
-    if not prompt or not prompt.strip():
-        raise PromptError("the prompt is empty: type some text to continue", "prompt_empty")
-    ids = pair.tokenizer.encode(prompt, add_special_tokens=False)
-    limit = pair.context_length - 1
-    if not ids:
-        raise PromptError("the prompt encodes to no tokens", "prompt_empty")
-    if len(ids) > limit:
-        raise PromptError(
-            f"the prompt has {len(ids)} tokens; this pair's context holds "
-            f"{pair.context_length}, so a prompt may have at most {limit} tokens",
-            "prompt_too_long",
-            tokens=len(ids),
-            context=pair.context_length,
-            limit=limit,
-        )
-    return ids
 
 
 @dataclass
@@ -545,55 +456,3 @@ class SpeculativeSession:
 
     def _slice(self, p: torch.Tensor | None, q: torch.Tensor | None, extra: list[int]) -> DistSlice:
         return dist_slice(p, q, extra, self.config.top_n, self.token)
-
-
-def dist_slice(
-    p: torch.Tensor | None,
-    q: torch.Tensor | None,
-    extra: list[int],
-    top_n: int,
-    token: Callable[[int], TokenInfo],
-) -> DistSlice:
-    """Keep the top-``top_n`` tokens of ``p`` and of ``q`` plus ``extra`` ids.
-
-    Args:
-        p, q: ``[V]`` float32 CPU rows, either may be ``None`` (not both).
-        extra: ids always shown (the drafted token, the correction).
-
-    Returns:
-        :class:`DistSlice` sorted by ``p`` (else ``q``) descending, with exact "other"
-        buckets: ``1 − shown`` mass for ``p``/``q`` and the full-row sums of ``min(p, q)``
-        and ``[p − q]+`` minus the shown part.
-    """
-    ref = p if p is not None else q
-    assert ref is not None
-    chosen: list[int] = []
-    for row in (p, q):
-        if row is not None:
-            chosen += torch.topk(row, min(top_n, row.shape[-1])).indices.tolist()
-    ids = torch.tensor(list(dict.fromkeys(chosen + extra)), dtype=torch.long)
-    ids = ids[torch.argsort(ref[ids], descending=True, stable=True)]
-
-    def part(row: torch.Tensor | None) -> tuple[np.ndarray | None, float]:
-        if row is None:
-            return None, 0.0
-        shown = row[ids]
-        return shown.numpy().astype(np.float32), float(row.sum() - shown.sum())
-
-    both = p is not None and q is not None
-    p_vals, p_other = part(p)
-    q_vals, q_other = part(q)
-    min_vals, min_other = part(torch.minimum(p, q) if both else None)
-    exc_vals, exc_other = part((p - q).clamp_min(0.0) if both else None)
-    return DistSlice(
-        token_ids=ids.numpy(),
-        tokens=tuple(token(int(t)) for t in ids.tolist()),
-        p=p_vals,
-        q=q_vals,
-        min_pq=min_vals,
-        excess=exc_vals,
-        p_other=max(p_other, 0.0),
-        q_other=max(q_other, 0.0),
-        min_other=max(min_other, 0.0),
-        excess_other=max(exc_other, 0.0),
-    )
