@@ -16,7 +16,7 @@ from specdec_core.drafters import default_knob
 from specdec_core.figures import drafter_time_figure
 from specdec_core.session import InputError
 from specdec_core.ui.context import page_context
-from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.i18n import strings, t, tr
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
 
 S = st.session_state
@@ -58,7 +58,9 @@ st.markdown(t("dr_intro"))
 
 if "dr_prompt" not in S:
     S["dr_prompt"] = t("dr_prompt_repetitive")
-preset_labels = {p: t("dr_preset_" + p) for p in PRESETS}  # resolved now, in this language
+# Option labels must not change with the language: Streamlit keeps a radio's value as its
+# label, so a label that changes on a language switch would no longer match an option.
+preset_labels = {p: f"{tr('dr_preset_' + p, 'en')} · {tr('dr_preset_' + p, 'zh')}" for p in PRESETS}
 st.radio(
     t("dr_preset"), PRESETS, key="dr_preset", horizontal=True, on_change=_preset_changed,
     format_func=preset_labels.get, help=t("dr_preset_help"),

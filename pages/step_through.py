@@ -214,9 +214,9 @@ if phase == "verify" and session.drafts:
         dists = session.current_draft_dists
         options: dict[int, str] = {}
         for tok in dists[pos - 1].tokens[:6]:
-            options.setdefault(tok.id, f"{visible_token(tok.text)}  ({t('source_draft')})")
+            options.setdefault(tok.id, f"{visible_token(tok.text)}  (q)")
         for tok in preview[pos - 1]:
-            options.setdefault(tok.id, f"{visible_token(tok.text)}  ({t('source_target')})")
+            options.setdefault(tok.id, f"{visible_token(tok.text)}  (p)")
         e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
         e2.button(t("edit_apply"), on_click=_edit, args=("choice",))
         e3.text_input(t("edit_text"), key="edit_text")

@@ -62,7 +62,12 @@ PRESETS: dict[str, Preset] = {
 
 
 class ModelLoadError(RuntimeError):
-    """A pair could not be loaded; the message says why and what to do."""
+    """A pair could not be loaded; the message says why and what to do. ``code`` names the
+    case for translated messages (``hub_unreachable``, ``other``)."""
+
+    def __init__(self, message: str, code: str = "other") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class VocabularyMismatchError(ModelLoadError):
@@ -137,6 +142,23 @@ def default_pair_name() -> tuple[str, str]:
     return "embedded", "gpt2_not_cached"
 
 
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """Whether the Hugging Face Hub answers a TCP connection within ``timeout_s`` seconds
+    (``False`` at once when ``HF_HUB_OFFLINE=1``). Lets an offline classroom server refuse
+    an uncached preset in seconds instead of waiting out the hub client's retries."""
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return False
+    import socket
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname
+    try:
+        with socket.create_connection((host or "huggingface.co", 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def _load_model(source: str, device: str, local_only: bool) -> PreTrainedModel:
     model = AutoModelForCausalLM.from_pretrained(
         source,
@@ -192,6 +214,12 @@ def load_pair(
         # A cached hub preset loads without touching the network (fast, works offline).
         local_only = preset.local or is_preset_cached(pair)
         name, target_src, draft_src = pair, preset.target, preset.draft
+        if not local_only and not hub_reachable():
+            raise ModelLoadError(
+                f"the weights of {pair!r} are not in the local Hugging Face cache and the "
+                "Hub is unreachable (offline?); the embedded pair works offline",
+                code="hub_unreachable",
+            )
     else:
         allowed = custom_models_allowed() if allow_custom is None else allow_custom
         if not allowed:

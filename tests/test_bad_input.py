@@ -106,7 +106,7 @@ LOAD_CASES = [
     ("different vocabularies",
      lambda d: load_pair((d["target"], d["odd_vocab"]), allow_custom=True),
      VocabularyMismatchError, "307 tokens"),
-    ("hub unreachable", lambda d: load_pair("gpt2-xl"), ModelLoadError, "could not load pair"),
+    ("hub unreachable", lambda d: load_pair("gpt2-xl"), ModelLoadError, "Hub is unreachable"),
 ]  # fmt: skip
 
 

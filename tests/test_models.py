@@ -46,8 +46,12 @@ def test_unknown_preset_and_missing_weights(tmp_path):
 def test_hub_preset_offline_gives_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path))  # an empty cache
-    with pytest.raises(ModelLoadError, match="could not load pair 'gpt2'"):
+    with pytest.raises(
+        ModelLoadError,
+        match="'gpt2' are not in the local Hugging Face cache and the Hub is unreachable",
+    ) as info:
         load_pair("gpt2")
+    assert info.value.code == "hub_unreachable"
 
 
 def test_presets_and_default():

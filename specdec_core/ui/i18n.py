@@ -29,6 +29,11 @@ def lang() -> str:
     return st.session_state.get("lang", "en")
 
 
+def tr(key: str, language: str) -> str:
+    """The string ``key`` in a given language (for labels that must read the same in both)."""
+    return strings()[key].get(language) or strings()[key]["en"]
+
+
 def t(key: str, **fmt: object) -> str:
     """The string ``key`` in the current language, formatted with ``fmt``."""
     entry = strings()[key]

@@ -40,7 +40,8 @@ def _load_current() -> ModelPair:
         except ModelLoadError as exc:
             if state["pair_name"] == "embedded":
                 raise
-            state["pair_notice"] = t("pair_fallback", name=state["pair_name"], error=str(exc))
+            # kept as parts and rendered on each run, so it follows a language switch
+            state["pair_notice"] = (state["pair_name"], exc.code, str(exc).rstrip("."))
             state["pair_name"], state["pair_reason"] = "embedded", "fallback"
             return cached_pair("embedded")
 
@@ -71,7 +72,9 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         help=t("sidebar_pair_help"), on_change=_chosen_by_user,
     )  # fmt: skip
     if "pair_notice" in st.session_state:
-        sb.warning(st.session_state["pair_notice"])
+        failed, code, message = st.session_state["pair_notice"]
+        reason = t("err_hub_unreachable") if code == "hub_unreachable" else message
+        sb.warning(t("pair_fallback", name=failed, error=reason))
     sb.caption(
         t("loaded_pair", name=pair.name, device=pair.device_label(), vocab=pair.vocab_size,
           context=pair.context_length)
