@@ -12,6 +12,7 @@ from specdec_core.session import (
     InputError,
     PhaseError,
     SpeculativeSession,
+    encode_prompt,
     single_token_id,
 )
 from specdec_core.ui.context import page_context
@@ -92,6 +93,8 @@ st.markdown(t("st_intro"))
 if "st_prompt" not in S:
     S["st_prompt"] = t("st_default_prompt")
 prompt = st.text_area(t("st_prompt"), key="st_prompt", height=80)
+if pair.name == "embedded":
+    st.caption(t("st_prompt_note"))
 
 key = (pair.name, config, prompt)
 if "step_session" not in S:
@@ -110,7 +113,16 @@ if "step_session" not in S:  # the very first prompt was bad
     st.error(S.pop("step_error", ""))
     st.stop()
 session: SpeculativeSession = S["step_session"]
-phase = session.phase
+# The inputs on screen could not start a session (bad prompt): say so on every rerun and
+# block the actions, so nothing runs on the old prompt while the box shows another.
+blocked = S.get("step_key") != key
+if blocked:
+    S.pop("step_error", None)
+    try:
+        encode_prompt(pair, prompt)
+    except InputError as exc:
+        _error(exc)
+phase = "finished" if blocked else session.phase
 
 cols = st.columns([1, 1, 1.3, 1.2, 1.2, 0.7, 0.9])
 for col, step in zip(cols[:3], ("propose", "verify", "commit"), strict=True):
@@ -144,19 +156,19 @@ if run_n:
         bar.progress(i / n_rounds, text=t("st_running", i=i + 1, n=int(n_rounds)))
         _act("round")
     bar.empty()
-    phase = session.phase
+    st.rerun()  # redraw the buttons for the new phase
 
 if "step_error" in S:
     st.error(S.pop("step_error"))
 if "step_notice" in S:
     st.info(S.pop("step_notice"))
 
-if phase == "finished":
-    st.success(
-        f"**{t('st_phase')}:** " + t("phase_finished", reason=t("stop_" + session.stop_reason))
-    )
+if blocked:
+    pass  # the prompt error above says what to fix
+elif phase == "finished":
+    st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
 else:
-    st.info(f"**{t('st_phase')}:** " + t("phase_" + phase))
+    st.info(t("st_phase") + t("phase_" + phase))
 
 # ------------------------------------------------------------------ token strip
 verify = session.current_verify
@@ -289,7 +301,8 @@ elif shown_verify is not None:
     if bonus:
         st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
     else:
-        st.warning(t("next_correction", k=shown_verify.accepted + 1, tok=next_tok))
+        how = "next_correction_greedy" if greedy else "next_correction"
+        st.warning(t(how, k=shown_verify.accepted + 1, tok=next_tok))
     proposed = last.propose if last is not None else session.current_propose
     st.caption(t("timing", d=proposed.draft_ms, v=shown_verify.verify_ms,
                  n=shown_verify.target_forward_tokens))  # fmt: skip

@@ -38,11 +38,13 @@ def single_token_id(pair: ModelPair, text: str) -> int:
     """
     ids = pair.tokenizer.encode(text, add_special_tokens=False) if text else []
     if len(ids) != 1:
-        pieces = " | ".join(pair.tokenizer.convert_ids_to_tokens(ids)) or "∅"
+        shown = [pair.tokenizer.decode([i]).replace(" ", "␣").replace("\n", "↵") for i in ids]
+        pieces = " | ".join(shown[:12]) + (" | …" if len(shown) > 12 else "") or "∅"
+        short = text if len(text) <= 40 else text[:40] + "…"
         raise TokenTextError(
-            f"{text!r} is {len(ids)} tokens, not exactly one: {pieces}",
+            f"{short!r} is {len(ids)} tokens, not exactly one: {pieces}",
             "not_one_token",
-            text=text,
+            text=short.replace(" ", "␣"),
             n=len(ids),
             pieces=pieces,
         )
@@ -84,6 +86,8 @@ class SessionConfig:
             raise ConfigError(
                 f"draft method must be probabilistic or greedy, got {self.draft_method!r}"
             )
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ConfigError(f"seed must be a whole number from 0 to 2**63 − 1, got {self.seed!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ConfigError(f"max new tokens must be ≥ 1, got {self.max_new_tokens!r}")
         return self

@@ -33,7 +33,8 @@ def dist_slice(
     chosen: list[int] = []
     for row in (p, q):
         if row is not None:
-            chosen += torch.topk(row, min(top_n, row.shape[-1])).indices.tolist()
+            top = torch.topk(row, min(top_n, row.shape[-1]))
+            chosen += top.indices[top.values > 0].tolist()  # never show zero-mass filler
     ids = torch.tensor(list(dict.fromkeys(chosen + extra)), dtype=torch.long)
     ids = ids[torch.argsort(ref[ids], descending=True, stable=True)]
 

@@ -68,6 +68,7 @@ CONFIG_CASES = [
     ("top-p above 1", {"top_p": 1.01}, "top-p"), ("top-k negative", {"top_k": -1}, "top-k"),
     ("top-k above vocabulary", {"top_k": 301}, "top-k"),
     ("max new tokens 0", {"max_new_tokens": 0}, "max new tokens"),
+    ("seed negative", {"seed": -1}, "seed"), ("seed too large", {"seed": 2**64}, "seed"),
 ]  # fmt: skip
 
 

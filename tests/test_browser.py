@@ -112,3 +112,18 @@ def test_click_through_one_round(server, browser, tmp_path, lang):
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
     page.close()
+
+
+def test_language_switch_on_drafters_page(server, browser):
+    """Streamlit keeps a radio's value as its label in the browser: switching language
+    must not break the preset radio (it raised KeyError when labels were translated)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})
+    page.goto(server + "/drafters")
+    page.get_by_text("Where drafts come from").first.wait_for(timeout=90_000)
+    page.get_by_text("中文").first.click()
+    page.get_by_text("草稿从哪里来").first.wait_for(timeout=30_000)
+    page.get_by_role("button", name="▶ 运行对比").click()
+    page.get_by_text("草稿从哪里来").first.wait_for(timeout=30_000)
+    page.wait_for_timeout(3000)
+    assert page.get_by_text("KeyError").count() == 0
+    page.close()

@@ -118,3 +118,16 @@ def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
     at.checkbox(key="dr_use_ngram").uncheck().run()
     assert run_button(at, "en").disabled
     assert at.warning[0].value == s("dr_none_selected", "en")
+
+
+def test_language_switch_keeps_the_preset_working(embedded_pair):
+    """A radio keeps its value as its label: a label that changed with the language used
+    to raise KeyError on the next click."""
+    at = start("en")
+    at.radio(key="dr_preset").set_value("novel").run()
+    at.sidebar.radio(key="lang").set_value("zh").run()
+    assert not at.exception, at.exception
+    assert at.radio(key="dr_preset").value == "novel"
+    at.radio(key="dr_preset").set_value("repetitive").run()
+    assert not at.exception, at.exception
+    assert "To-morrow" in at.text_area(key="dr_prompt").value

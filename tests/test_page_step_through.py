@@ -118,3 +118,28 @@ def test_settings_change_resets_with_notice(embedded_pair):
     assert any("reset" in i.value for i in at.info)
     session = at.session_state["step_session"]
     assert session.phase == "propose" and session.config.gamma == 6
+
+
+def test_bad_prompt_blocks_actions_until_fixed(embedded_pair):
+    lab = LABELS["en"]
+    at = start("en")
+    click(at, lab["propose"])
+    at.text_area(key="st_prompt").set_value("").run()
+    actions = [lab["propose"], lab["verify"], lab["commit"], "Run one round", "Run N rounds"]
+    for _ in range(2):  # the message stays and nothing can run on the old prompt
+        assert at.error and "empty" in at.error[0].value
+        assert all(b.disabled for b in at.button if b.label in actions)
+        at.run()
+    at.text_area(key="st_prompt").set_value("KING:\nWe").run()
+    assert not at.error and at.session_state["step_session"].phase == "propose"
+
+
+def test_run_n_rounds_to_the_end_disables_the_steps(embedded_pair):
+    at = start("en")
+    at.sidebar.number_input(key="cfg_max_new").set_value(4).run()
+    click(at, "Run N rounds")
+    session = at.session_state["step_session"]
+    assert session.phase == "finished" and len(session.generated_ids) == 4
+    assert all(
+        b.disabled for b in at.button if b.label in (LABELS["en"]["propose"], "Run one round")
+    )

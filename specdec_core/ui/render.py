@@ -64,6 +64,8 @@ def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
         f'font-size:12px">{html.escape(t("legend_" + s))}</span>'
         for s in legend
     )
+    if not legend:
+        return f'<div class="strip" style="line-height:2.0">{body}</div>'
     return (
         f'<div class="strip" style="line-height:2.0">{body}</div>'
         f'<div style="margin-top:6px">{keys}<span style="font-size:12px">'
