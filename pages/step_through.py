@@ -102,7 +102,18 @@ if "step_session" not in S:
 elif S.get("step_key") != key and S.get("step_key_seen") != key:
     S["step_key_seen"] = key
     old: SpeculativeSession = S["step_session"]
-    if (
+    same_text = S["step_key"][0] == pair.name and S["step_key"][2] == prompt
+    if same_text and old.generated_ids and old.stop_reason is None:
+        # Settings changed between or inside a round: drop the round in flight and go on
+        # from the committed text with the new settings (nothing half-applied).
+        try:
+            S["step_session"] = SpeculativeSession(pair, old.ids, config)
+            S["step_key"] = key
+            S.pop("step_preview", None)
+            S["step_notice"] = t("st_settings_continue")
+        except InputError as exc:
+            _error(exc)
+    elif (
         _new_session(prompt)
         and (old.history or old.phase != "propose")
         and (S["step_key"][:2] != (old.pair.name, old.config))

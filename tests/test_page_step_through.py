@@ -115,9 +115,21 @@ def test_settings_change_resets_with_notice(embedded_pair):
     at = start("en")
     click(at, LABELS["en"]["propose"])
     at.sidebar.slider(key="cfg_gamma").set_value(6).run()
-    assert any("reset" in i.value for i in at.info)
+    assert any("reset" in i.value for i in at.info)  # nothing committed yet: start over
     session = at.session_state["step_session"]
     assert session.phase == "propose" and session.config.gamma == 6
+
+
+def test_settings_change_after_rounds_continues_from_committed_text(embedded_pair):
+    at = start("en")
+    click(at, "Run one round")
+    click(at, LABELS["en"]["propose"])  # a round in flight
+    committed = list(at.session_state["step_session"].ids)
+    at.sidebar.slider(key="cfg_gamma").set_value(2).run()
+    assert any("goes on from the committed text" in i.value for i in at.info)
+    session = at.session_state["step_session"]
+    assert session.ids == committed and session.phase == "propose"
+    assert session.config.gamma == 2 and not session.history
 
 
 def test_bad_prompt_blocks_actions_until_fixed(embedded_pair):
