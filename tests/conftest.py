@@ -84,3 +84,18 @@ def self_pair(tiny_dirs) -> ModelPair:
 def embedded_pair() -> ModelPair:
     assert (EMBEDDED_DIR / "target" / "config.json").is_file(), "embedded pair not built"
     return load_pair("embedded", device="cpu")
+
+
+@pytest.fixture
+def pair_arg(tiny_dirs, monkeypatch) -> str:
+    """``--pair`` value for the tiny pair (custom folders allowed for this test)."""
+    monkeypatch.setenv("SPECDEC_ALLOW_CUSTOM_MODELS", "1")
+    return f"{tiny_dirs['target']},{tiny_dirs['draft']}"
+
+
+def run_json(capsys, *args: str) -> dict:
+    """Run the CLI in-process with ``--json`` output and parse it (exit status 0)."""
+    from specdec_core.__main__ import main
+
+    assert main(list(args)) == 0
+    return json.loads(capsys.readouterr().out)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import run_json
 
 from specdec_core.__main__ import main, parse_edits
 
@@ -15,17 +16,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUND_KEYS = {"drafted", "accepted", "appended", "kind", "checks", "committed_len",
               "target_kv_len", "draft_kv_len"}  # fmt: skip
 CHECK_KEYS = {"token", "p", "q", "accept_prob", "u", "status"}
-
-
-@pytest.fixture
-def pair_arg(tiny_dirs, monkeypatch) -> str:
-    monkeypatch.setenv("SPECDEC_ALLOW_CUSTOM_MODELS", "1")
-    return f"{tiny_dirs['target']},{tiny_dirs['draft']}"
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main(list(args)) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 def test_run_greedy_json_contract(capsys, pair_arg):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import run_json
 
 from specdec_core.__main__ import main
 from specdec_core.compare import STRIP_STATES, compare_drafters, strip_marks
@@ -122,17 +123,6 @@ def test_bad_requests_fail_before_running(tiny_pair):
         with pytest.raises(ValueError, match=match):
             compare_drafters(tiny_pair, "We are", config, drafters, progress=calls.append)
     assert calls == []
-
-
-@pytest.fixture
-def pair_arg(tiny_dirs, monkeypatch) -> str:
-    monkeypatch.setenv("SPECDEC_ALLOW_CUSTOM_MODELS", "1")
-    return f"{tiny_dirs['target']},{tiny_dirs['draft']}"
-
-
-def run_json(capsys, *args: str) -> dict:
-    assert main(list(args)) == 0
-    return json.loads(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("drafter", ["ngram", "early-exit"])
