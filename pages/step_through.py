@@ -215,7 +215,11 @@ else:
             StripItem(c.token, c.status, c.edited) for c in verify.checks[verify.accepted + 1 :]
         ]
 st.subheader(t("st_strip"))
-if last is not None and last.commit.discarded:
+stopped_early = last is not None and last.commit.kind == "stopped"
+if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
+    st.info(t("st_stopped_in_round", n=len(last.commit.appended),
+              reason=t("stop_" + (last.commit.stop_reason or "eos"))))  # fmt: skip
+elif last is not None and last.commit.discarded:
     gone = " ".join(f"`{visible_token(tok.text)}`" for tok in last.commit.discarded)
     st.warning(t("st_reject_step", tokens=gone, n=len(last.commit.discarded),
                  t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft))  # fmt: skip
@@ -309,7 +313,9 @@ elif shown_verify is not None:
                                   marked_id=shown_verify.next_token.id)  # fmt: skip
         st.plotly_chart(fig, width="stretch", key="dist_chart")
     next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
-    if bonus:
+    if last is not None and last.commit.kind == "stopped":
+        pass  # the commit stopped before the correction/bonus token: nothing to explain
+    elif bonus:
         st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
     else:
         how = "next_correction_greedy" if greedy else "next_correction"

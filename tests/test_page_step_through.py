@@ -155,3 +155,17 @@ def test_run_n_rounds_to_the_end_disables_the_steps(embedded_pair):
     assert all(
         b.disabled for b in at.button if b.label in (LABELS["en"]["propose"], "Run one round")
     )
+
+
+def test_end_of_text_inside_a_round_is_explained(embedded_pair):
+    """Greedy "ROMEO:\\n" with γ = 3: a drafted end-of-text is accepted, so the commit stops
+    before the correction token; the page says so instead of explaining a correction."""
+    at = start("en")
+    at.sidebar.slider(key="cfg_gamma").set_value(3).run()
+    at.text_area(key="st_prompt").set_value("ROMEO:\n").run()
+    while at.session_state["step_session"].phase != "finished":
+        click(at, "Run one round")
+    session = at.session_state["step_session"]
+    assert session.stop_reason == "eos" and session.history[-1].commit.kind == "stopped"
+    assert any("Stopped inside the round (end of text)" in i.value for i in at.info)
+    assert not any("Rejected at position" in w.value for w in at.warning)
