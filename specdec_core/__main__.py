@@ -67,6 +67,8 @@ def run_command(args: argparse.Namespace) -> dict:
         max_new_tokens=args.max_new_tokens,
     )
     edits = parse_edits(args.edit or [])
+    if edits and args.mode == "autoregressive":
+        raise ValueError("--edit changes drafted tokens: it needs --mode speculative")
     if args.mode == "autoregressive":
         result = generate(pair, args.prompt, config, mode="autoregressive")
         stats = result.stats
@@ -86,6 +88,7 @@ def run_command(args: argparse.Namespace) -> dict:
     session = SpeculativeSession(pair, args.prompt, config, make_named_drafter(pair, args.drafter))
     rounds = []
     draft_forwards = 0
+    applied: set[tuple[int, int]] = set()
     while session.phase == "propose":
         proposed = session.propose()
         draft_forwards += proposed.draft_forwards
@@ -94,6 +97,7 @@ def run_command(args: argparse.Namespace) -> dict:
                 raise ValueError(f"--edit position {pos} is beyond γ = {config.gamma}")
             if pos <= len(session.drafts):  # a round near the end may draft fewer
                 draft_forwards += session.edit_draft(pos, tok).draft_forwards
+                applied.add((session.round_index + 1, pos))
         verify = session.verify()
         commit = session.commit()
         rounds.append(
@@ -118,6 +122,10 @@ def run_command(args: argparse.Namespace) -> dict:
                 "draft_kv_len": commit.kv_after.draft_kv_len,
             }
         )
+    skipped = sorted({(r, p) for r, items in edits.items() for p, _ in items} - applied)
+    if skipped:  # stderr, so stdout stays one JSON object
+        where = ", ".join(f"{r}:{p}" for r, p in skipped)
+        print(f"note: --edit {where} not applied (no such round or draft)", file=sys.stderr)
     checks = [c for r in session.history for c in r.verify.checks]
     return {
         "output_ids": session.generated_ids,

@@ -97,3 +97,14 @@ def test_cli_subprocess_embedded_pair():
     out = json.loads(proc.stdout)
     assert len(out["output_ids"]) == 10 and out["stats"]["rounds"] >= 2
     assert 0.0 <= out["stats"]["acceptance_rate"] <= 1.0
+
+
+def test_edits_that_cannot_apply_are_reported(capsys, pair_arg):
+    args = ["run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--max-new-tokens", "6"]
+    out = run_json(capsys, *args, "--edit", "1:1=5", "--edit", "99:1=42", "--json")
+    assert out["rounds"][0]["drafted"][0] == 5
+    assert main([*args, "--edit", "99:1=42", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "--edit 99:1 not applied" in captured.err and json.loads(captured.out)["rounds"]
+    assert main([*args, "--mode", "autoregressive", "--edit", "1:1=5", "--json"]) == 2
+    assert "needs --mode speculative" in capsys.readouterr().err
