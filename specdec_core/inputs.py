@@ -7,27 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .drafters import DraftMethod
+from .errors import InputError, PromptError, TokenTextError  # noqa: F401 - re-exported
 from .models import ModelPair
 from .sampling import ConfigError, SamplingConfig
 
 MAX_GAMMA = 16
-
-
-class InputError(ValueError):
-    """Bad text from a student. ``code`` and ``params`` let the UI say it in zh or en."""
-
-    def __init__(self, message: str, code: str = "invalid", **params: object) -> None:
-        super().__init__(message)
-        self.code = code
-        self.params = params
-
-
-class PromptError(InputError):
-    """The prompt is empty, whitespace only, or longer than the context allows."""
-
-
-class TokenTextError(InputError):
-    """Edit text that is not exactly one token."""
 
 
 def single_token_id(pair: ModelPair, text: str) -> int:

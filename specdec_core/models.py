@@ -18,6 +18,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from .errors import ModelLoadError, VocabularyMismatchError  # noqa: F401 - re-exported
+
 # Loading progress bars and deprecation chatter would break the CLI's one-line errors.
 hf_logging.disable_progress_bar()
 hf_logging.set_verbosity_error()
@@ -59,19 +61,6 @@ PRESETS: dict[str, Preset] = {
         Preset("gpt2-xl", "gpt2-xl", "gpt2", "gpt2-xl (1.5B) ← gpt2 (124M)"),
     )
 }
-
-
-class ModelLoadError(RuntimeError):
-    """A pair could not be loaded; the message says why and what to do. ``code`` names the
-    case for translated messages (``hub_unreachable``, ``other``)."""
-
-    def __init__(self, message: str, code: str = "other") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class VocabularyMismatchError(ModelLoadError):
-    """Target and draft do not share a vocabulary (speculative decoding needs one)."""
 
 
 @dataclass

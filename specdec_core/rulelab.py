@@ -33,6 +33,7 @@ from .acceptance import (
     final_distribution,
     residual_distribution,
 )
+from .errors import RuleInputError  # noqa: F401 - re-exported
 from .sampling import SamplingConfig, logits_to_probs, tv_distance
 from .trace import DistSlice, TokenInfo
 
@@ -47,15 +48,6 @@ TEMPERATURE_GRID = np.round(np.linspace(0.0, 3.0, 61), 2)  # 0 = greedy, step 0.
 
 RuleName = Literal["correct", "resample_p", "one_hot"]
 RULES: tuple[RuleName, ...] = ("correct", "resample_p", "one_hot")
-
-
-class RuleInputError(ValueError):
-    """Bad hand-entered weights. ``code``/``params`` let the UI say it in zh or en."""
-
-    def __init__(self, message: str, code: str, **params: object) -> None:
-        super().__init__(message)
-        self.code = code
-        self.params = params
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import ConfigError  # noqa: F401 - re-exported
+
 MAX_TEMPERATURE = 100.0
-
-
-class ConfigError(ValueError):
-    """A sampling or round setting is out of range. The message says which and why."""
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ import torch
 
 from .acceptance import Verdict
 from .drafters import Drafter, ModelDrafter
+from .errors import PhaseError  # noqa: F401 - re-exported
 from .inputs import (  # noqa: F401 - re-exported: pages and tests import them from here
     MAX_GAMMA,
     InputError,
@@ -51,10 +52,6 @@ from .trace import (
 )
 
 Phase = Literal["propose", "verify", "commit", "finished"]
-
-
-class PhaseError(RuntimeError):
-    """A step was called out of order; the session is unchanged."""
 
 
 @dataclass
