@@ -24,7 +24,7 @@ from specdec_core.generate import generate
 from specdec_core.models import load_pair
 from specdec_core.session import SessionConfig
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare.txt"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"
 
 
 def heldout_prompts(n: int) -> list[str]:

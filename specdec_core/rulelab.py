@@ -61,7 +61,7 @@ class RulePreset:
     one_hot_token: int
 
 
-# The textbook rows are ``TEXTBOOK["distribution_cases"]`` in ../shared/cases/textbook.json.
+# The textbook rows are ``TEXTBOOK["distribution_cases"]`` in tests/data/textbook.json.
 PRESETS: dict[str, RulePreset] = {
     "textbook": RulePreset(("t1", "t2", "t3"), (0.6, 0.3, 0.1), (0.2, 0.5, 0.3), 1),
     "identical": RulePreset(("t1", "t2", "t3"), (0.25, 0.25, 0.5), (0.25, 0.25, 0.5), 2),

@@ -42,7 +42,7 @@ from transformers import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_CORPUS = REPO_ROOT.parent / "shared/data/tinyshakespeare.txt"
+DEFAULT_CORPUS = REPO_ROOT / "data/tinyshakespeare.txt"
 DEFAULT_OUT = REPO_ROOT / "assets/models/embedded"
 EOS = "<|endoftext|>"
 WARMUP_STEPS = 50  # at most; never more than 10% of the estimated steps

@@ -20,9 +20,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-CORPUS = SHARED / "data" / "tinyshakespeare.txt"
-TEXTBOOK = json.loads((SHARED / "cases" / "textbook.json").read_text())
+TEXTBOOK_PATH = REPO / "tests" / "data" / "textbook.json"
+CORPUS = REPO / "data" / "tinyshakespeare.txt"
+TEXTBOOK = json.loads(TEXTBOOK_PATH.read_text(encoding="utf-8"))
 EOS = "<|endoftext|>"
 
 
