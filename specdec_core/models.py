@@ -9,7 +9,10 @@ classroom server never downloads an arbitrary model because a student typed a na
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +23,34 @@ from transformers.utils import logging as hf_logging
 
 from .errors import ModelLoadError, VocabularyMismatchError  # noqa: F401 - re-exported
 
-# Loading progress bars and deprecation chatter would break the CLI's one-line errors.
-hf_logging.disable_progress_bar()
-hf_logging.set_verbosity_error()
+_quiet_lock = threading.Lock()
+_quiet_depth = 0  # blocks inside quiet_transformers() now (several sessions may load at once)
+_quiet_saved: tuple[int, bool] = (hf_logging.WARNING, True)  # the host's settings
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' progress bars and warnings inside this block only (weights
+    loading, ``generate`` timing in ``bench``): their chatter would break the CLI's one-line
+    errors. Importing this module leaves transformers' global logging as the host set it."""
+    global _quiet_depth, _quiet_saved
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            _quiet_saved = (hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled())
+            hf_logging.disable_progress_bar()
+            hf_logging.set_verbosity_error()
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0:
+                verbosity, progress = _quiet_saved
+                hf_logging.set_verbosity(verbosity)
+                if progress:
+                    hf_logging.enable_progress_bar()
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # Overridable for development and tests (a server-side setting, never user input).
@@ -223,11 +251,12 @@ def load_pair(
                 raise ModelLoadError(f"model weights not found in {src} (no config.json)")
     device = choose_device(device)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(
-            target_src, local_files_only=local_only, trust_remote_code=False
-        )
-        target = _load_model(target_src, device, local_only)
-        draft = _load_model(draft_src, device, local_only)
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(
+                target_src, local_files_only=local_only, trust_remote_code=False
+            )
+            target = _load_model(target_src, device, local_only)
+            draft = _load_model(draft_src, device, local_only)
     except OSError as exc:
         where = "the local folder" if local_only else "the Hugging Face Hub or the local cache"
         raise ModelLoadError(

@@ -38,6 +38,10 @@ def page_context() -> tuple[ModelPair, SessionConfig]:
     if not getattr(_local, "inside", False):
         with _run_lock:
             code = compile(APP_PATH.read_text(encoding="utf-8"), str(APP_PATH), "exec")
+        # Works around Streamlit's legacy ``pages/`` folder discovery: on a cold deep link
+        # (``/speed`` before any session has called ``st.navigation``) Streamlit runs the
+        # page file directly, without app.py (streamlit#8388). Running app.py here gives the
+        # page its sidebar and pair; st.navigation then renders this same page inside it.
         exec(code, {"__name__": "__main__", "__file__": str(APP_PATH)})
         st.stop()
     return st.session_state["pair"], st.session_state["config"]
