@@ -1,0 +1,16 @@
+"""Plotly figure builders: trace in, ``go.Figure`` out (pure; the only package that imports
+plotly). Every visible word comes in through ``labels`` so pages can pass zh or en.
+
+One module per lesson: ``step`` (step-through distributions), ``lab`` (acceptance-rule
+lab), ``drafters`` (where drafts come from), ``speed`` (speed page); ``common`` holds the
+colours and token labels they share. Each module's ``__all__`` is re-exported here, so
+``from specdec_core.figures import distribution_figure`` works."""
+
+from . import common, drafters, lab, speed, step
+from .common import *  # noqa: F403
+from .drafters import *  # noqa: F403
+from .lab import *  # noqa: F403
+from .speed import *  # noqa: F403
+from .step import *  # noqa: F403
+
+__all__ = common.__all__ + step.__all__ + lab.__all__ + drafters.__all__ + speed.__all__
