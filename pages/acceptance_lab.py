@@ -21,7 +21,10 @@ from specdec_core.figures import (
     token_labels,
     visible_token,
 )
+from specdec_core.ui import lesson as L
 from specdec_core.ui.context import page_context
+from specdec_core.ui.errors import error_message, plain, show_error
+from specdec_core.ui.guards import SHORT_CHARS, table_state_ok, whole_number
 from specdec_core.ui.i18n import t
 
 S = st.session_state
@@ -46,8 +49,9 @@ def _preset(name: str) -> None:
 
 
 def _step_verify():
-    """The step-through page's pending verification, else its last verified round."""
-    session = S.get("step_session")
+    """The step-through page's pending verification, else its last verified round (a
+    round that drafted no tokens counts: it has no positions to load)."""
+    session = L.current_session()
     if session is None:
         return None
     if session.current_verify is not None:
@@ -56,10 +60,17 @@ def _step_verify():
 
 
 def _from_step() -> None:
+    try:
+        _load_step()
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["rl_error"] = error_message(exc)
+
+
+def _load_step() -> None:
     verify = _step_verify()
-    if verify is None:
+    if verify is None or not verify.checks:
         return
-    k = int(S.get("rl_step_pos", 1))
+    k = whole_number(S.get("rl_step_pos", 1), 1, len(verify.checks), "position")
     check = verify.checks[k - 1]
     rows = R.rows_from_slice(check.dist, keep=[check.token.id])
     names = token_labels(rows.tokens) + [t("other_bucket")]
@@ -72,10 +83,25 @@ def _from_step() -> None:
 
 def _resize() -> None:
     current = S.get("rl_current", S["rl_base"])
-    names, p, q = R.resize(current["name"].tolist(), current["p"].tolist(),
-                           current["q"].tolist(), int(S["rl_ntok"]))  # fmt: skip
+    try:
+        n = whole_number(S.get("rl_ntok"), R.MIN_TOKENS, R.MAX_TOKENS, "tokens")
+        names, p, q = R.resize(current["name"].tolist(), current["p"].tolist(),
+                               current["q"].tolist(), n)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["rl_error"] = error_message(exc)
+        S["rl_ntok"] = len(S["rl_base"])
+        return
     S["rl_base"] = pd.DataFrame({"name": names, "p": p, "q": q})
     S["rl_ver"] = S.get("rl_ver", 0) + 1
+
+
+def _weights(values: list, row: str) -> list:
+    """Weights as given, after refusing numbers that are not finite or absurdly large
+    (their sum would overflow)."""
+    for v in values:
+        if v is not None and not (isinstance(v, (int, float)) and abs(float(v)) <= 1e12):
+            raise R.RuleInputError(f"{row}: weights must be finite numbers", "not_finite", row=row)
+    return values
 
 
 def _unique_names(raw: list) -> list[str]:
@@ -103,10 +129,10 @@ for col, name in zip(pcols, R.PRESETS, strict=True):
 verify = _step_verify()
 st.caption(t("rl_from_step"))
 s1, s2, s3 = st.columns([1, 1, 3], vertical_alignment="bottom")
-if verify is None:
+if verify is None or not verify.checks:
     s1.selectbox(t("rl_step_pos"), [1], key="rl_step_pos_off", disabled=True)
     s2.button(t("rl_step_load"), key="rl_preset_step", disabled=True, width="stretch")
-    s3.caption(t("rl_step_none"))
+    s3.caption(t("rl_step_none" if verify is None else "rl_step_no_drafts"))
 else:
     positions = [c.position for c in verify.checks]
     if S.get("rl_step_pos") not in positions:
@@ -114,14 +140,27 @@ else:
     s1.selectbox(t("rl_step_pos"), positions, key="rl_step_pos")
     s2.button(t("rl_step_load"), key="rl_preset_step", on_click=_from_step, width="stretch")
 
+if "rl_error" in S:
+    st.error(S.pop("rl_error"))
+# A crafted client can store any edit state: check it before Streamlit applies it (a new
+# editor key drops it), so thousands of added rows cost nothing.
+editor_key = f"rl_editor_{S['rl_ver']}"
+try:
+    edits = S.get(editor_key)
+except Exception:  # noqa: BLE001 - a state that does not even parse
+    edits = "unparsable"
+if not table_state_ok(edits, len(S["rl_base"]), {"name": "text", "p": "number", "q": "number"}):
+    S["rl_ver"] += 1
+    editor_key, edits = f"rl_editor_{S['rl_ver']}", None
+    st.error(f"{t('error_prefix')} {t('err_table_state')}")
+edits = edits or {}
 source = S.get("rl_source", ("preset", "textbook"))
-edits = S.get(f"rl_editor_{S['rl_ver']}") or {}
 edited_mark = " " + t("rl_source_edited") if edits.get("edited_rows") else ""
 if source[0] == "preset":
     st.info(t("rl_source_preset", name=t(f"rl_preset_{source[1]}")) + edited_mark)
 else:
     _, r, k, tok, n_named, a_full, greedy = source
-    st.info(t("rl_step_source", r=r, k=k, tok=f"`{tok}`", n=n_named, a_full=a_full) + edited_mark)
+    st.info(t("rl_step_source", r=r, k=k, tok=plain(tok), n=n_named, a_full=a_full) + edited_mark)
     if greedy:
         st.caption(t("rl_step_greedy"))
 
@@ -132,22 +171,22 @@ with left:
     st.caption(t("rl_edit_help"))
     edited = st.data_editor(
         S["rl_base"],
-        key=f"rl_editor_{S['rl_ver']}",
+        key=editor_key,
         num_rows="fixed",
         hide_index=True,
         width="stretch",
         column_config={
-            "name": st.column_config.TextColumn(t("rl_col_name")),
+            "name": st.column_config.TextColumn(t("rl_col_name"), max_chars=SHORT_CHARS),
             "p": st.column_config.NumberColumn(t("rl_col_p_weight"), min_value=0.0, format=NUM),
             "q": st.column_config.NumberColumn(t("rl_col_q_weight"), min_value=0.0, format=NUM),
         },
     )
     S["rl_current"] = edited
 try:
-    p = R.normalise(edited["p"].tolist(), "p")
-    q = R.normalise(edited["q"].tolist(), "q")
-except R.RuleInputError as exc:
-    st.error(f"{t('error_prefix')} {t('rl_err_' + exc.code, **exc.params)}")
+    p = R.normalise(_weights(edited["p"].tolist(), "p"), "p")
+    q = R.normalise(_weights(edited["q"].tolist(), "q"), "q")
+except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+    show_error(exc)
     st.stop()
 names = _unique_names(edited["name"].tolist())
 n_tok = len(names)
@@ -213,12 +252,14 @@ with st.expander(t("rl_proof_table")):
 # ------------------------------------------------------------------ 3 · three rules
 st.header(t("rl_sec_rules"))
 st.markdown(t("rl_rules_help"))
-if S.get("rl_y", 0) >= n_tok:
+try:
+    whole_number(S.get("rl_y", 0), 0, n_tok - 1, "token")
+except Exception:  # noqa: BLE001 - a crafted value: not a row of this table
     S["rl_y"] = 0
 y = st.columns([1, 2])[0].selectbox(
     t("rl_onehot_token"), list(range(n_tok)), format_func=names.__getitem__, key="rl_y"
 )
-y_name = f"`{names[y]}`"
+y_name = plain(names[y])
 results = R.compare_rules(p, q, y)
 h1, h2, h3 = st.columns(3)
 h1.markdown(t("rl_rule_correct_help"))

@@ -8,43 +8,26 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.figures import distribution_figure, visible_token
-from specdec_core.session import (
-    InputError,
-    PhaseError,
-    SpeculativeSession,
-    encode_prompt,
-    single_token_id,
-)
+from specdec_core.session import SpeculativeSession, single_token_id
+from specdec_core.ui import lesson as L
 from specdec_core.ui.context import page_context
-from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.guards import PROMPT_CHARS, SHORT_CHARS, whole_number
+from specdec_core.ui.i18n import t
 from specdec_core.ui.render import StripItem, kv_table, token_strip_html
 
 S = st.session_state
 pair, config = page_context()
 
 
-# ------------------------------------------------------------------ session handling
+# ------------------------------------------------------------------ actions
 def _error(exc: Exception) -> None:
-    code = getattr(exc, "code", None)
-    params = getattr(exc, "params", {})
-    message = t("err_" + code, **params) if code and f"err_{code}" in strings() else str(exc)
-    S["step_error"] = f"{t('error_prefix')} {message}"
-
-
-def _new_session(prompt: str) -> bool:
-    try:
-        S["step_session"] = SpeculativeSession(pair, prompt, config)
-    except InputError as exc:
-        _error(exc)
-        return False
-    S["step_key"] = (pair.name, config, prompt)
-    S.pop("step_preview", None)
-    return True
+    S["step_error"] = error_message(exc)
 
 
 def _act(action: str) -> None:
     """Button callback: run one phase (or finish the round); errors leave state as is."""
-    session: SpeculativeSession = S["step_session"]
+    session: SpeculativeSession = L.current().session
     try:
         if action == "propose":
             session.propose()
@@ -59,19 +42,21 @@ def _act(action: str) -> None:
                 session.verify()
             session.commit()
         elif action == "reset":
-            _new_session(S["st_prompt"])
-    except (PhaseError, InputError, ValueError) as exc:
+            L.reset(pair, config, S[L.PROMPT_KEY])
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         _error(exc)
 
 
 def _edit(kind: str) -> None:
-    session: SpeculativeSession = S["step_session"]
-    pos = int(S.get("edit_pos", 1))
+    session: SpeculativeSession = L.current().session
     try:
+        gamma = len(session.drafts)
+        pos = whole_number(S.get("edit_pos", 1), 1, max(gamma, 1), "position")
         if kind == "choice":
-            trace = session.edit_draft(pos, int(S["edit_choice"]))
+            choice = whole_number(S.get("edit_choice"), 0, pair.vocab_size - 1, "token")
+            trace = session.edit_draft(pos, choice)
         elif kind == "text":
-            trace = session.edit_draft(pos, single_token_id(pair, S.get("edit_text", "")))
+            trace = session.edit_draft(pos, single_token_id(pair, str(S.get("edit_text", ""))))
         elif kind == "wrong":
             trace = session.make_position_wrong(pos)
         else:
@@ -79,10 +64,10 @@ def _edit(kind: str) -> None:
             S["step_notice"] = t("edit_agree_done", n=len(edits))
             return
         S["step_notice"] = t(
-            "edit_done", k=pos, old=visible_token(trace.old_token.text),
-            new=visible_token(trace.new_token.text),
+            "edit_done", k=pos, old=plain(visible_token(trace.old_token.text)),
+            new=plain(visible_token(trace.new_token.text)),
         )  # fmt: skip
-    except (PhaseError, InputError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         _error(exc)
 
 
@@ -90,49 +75,23 @@ def _edit(kind: str) -> None:
 st.title(t("st_title"))
 st.markdown(t("st_intro"))
 
-if "st_prompt" not in S:
-    S["st_prompt"] = t("st_default_prompt")
-prompt = st.text_area(t("st_prompt"), key="st_prompt", height=80)
+L.seed_prompt(t("st_default_prompt"))
+prompt = st.text_area(t("st_prompt"), key=L.PROMPT_KEY, height=80, max_chars=PROMPT_CHARS)
 if pair.name == "embedded":
     st.caption(t("st_prompt_note"))
 
-key = (pair.name, config, prompt)
-if "step_session" not in S:
-    _new_session(prompt)
-elif S.get("step_key") != key and S.get("step_key_seen") != key:
-    S["step_key_seen"] = key
-    old: SpeculativeSession = S["step_session"]
-    same_text = S["step_key"][0] == pair.name and S["step_key"][2] == prompt
-    if same_text and old.generated_ids and old.stop_reason is None:
-        # Settings changed between or inside a round: drop the round in flight and go on
-        # from the committed text with the new settings (nothing half-applied).
-        try:
-            S["step_session"] = SpeculativeSession(pair, old.ids, config)
-            S["step_key"] = key
-            S.pop("step_preview", None)
-            S["step_notice"] = t("st_settings_continue")
-        except InputError as exc:
-            _error(exc)
-    elif (
-        _new_session(prompt)
-        and (old.history or old.phase != "propose")
-        and (S["step_key"][:2] != (old.pair.name, old.config))
-    ):
-        S["step_notice"] = t("st_settings_changed")
-
-if "step_session" not in S:  # the very first prompt was bad
-    st.error(S.pop("step_error", ""))
+synced = L.sync(pair, config, prompt)
+if synced.lesson is None:  # the very first prompt was bad
+    st.error(error_message(synced.error))
     st.stop()
-session: SpeculativeSession = S["step_session"]
+if synced.notice:
+    S["step_notice"] = t(synced.notice)
+session: SpeculativeSession = synced.lesson.session
 # The inputs on screen could not start a session (bad prompt): say so on every rerun and
 # block the actions, so nothing runs on the old prompt while the box shows another.
-blocked = S.get("step_key") != key
-if blocked:
-    S.pop("step_error", None)
-    try:
-        encode_prompt(pair, prompt)
-    except InputError as exc:
-        _error(exc)
+blocked = synced.blocked
+if blocked and synced.error is not None:
+    S["step_error"] = error_message(synced.error)
 phase = "finished" if blocked else session.phase
 
 cols = st.columns([1, 1, 1.3, 1.2, 1.2, 0.7, 0.9])
@@ -246,7 +205,7 @@ if phase == "verify" and session.drafts:
             options.setdefault(tok.id, f"{visible_token(tok.text)}  (p)")
         e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
         e2.button(t("edit_apply"), on_click=_edit, args=("choice",))
-        e3.text_input(t("edit_text"), key="edit_text")
+        e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)
         e3.button(t("edit_apply_text"), on_click=_edit, args=("text",))
         q1, q2 = st.columns(2)
         q1.button(t("edit_wrong", k=pos), on_click=_edit, args=("wrong",), width="stretch")
@@ -315,6 +274,8 @@ elif shown_verify is not None:
     next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
     if last is not None and last.commit.kind == "stopped":
         pass  # the commit stopped before the correction/bonus token: nothing to explain
+    elif gamma == 0:  # a round with no drafts (max new tokens reached): a normal state
+        st.info(t("next_no_drafts", tok=next_tok))
     elif bonus:
         st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
     else:
@@ -359,7 +320,7 @@ else:
     acc = sum(r.verify.accepted for r in session.history)
     st.markdown(t(
         "history_stats", rounds=len(session.history),
-        alpha=sum(c.acceptance_total for c in checks) / drafted if drafted else 0.0,
+        alpha=sum(c.overlap for c in checks) / drafted if drafted else 0.0,
         acc=acc, drafted=drafted, mean=acc / len(session.history),
     ))  # fmt: skip
     for r in reversed(session.history):

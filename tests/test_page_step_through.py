@@ -106,7 +106,7 @@ def test_bad_edit_text_and_empty_prompt_leave_session_unchanged(embedded_pair):
     assert at.session_state["step_session"].drafts == drafts
     assert at.session_state["step_session"].phase == "verify"
 
-    at.text_area(key="st_prompt").set_value("   ").run()
+    at.text_area(key="st_prompt").set_value("").run()
     assert at.error and "empty" in at.error[0].value
     assert at.session_state["step_session"] is session and session.drafts == drafts
 

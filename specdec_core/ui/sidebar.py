@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.models import PRESETS, ModelLoadError, ModelPair, default_pair_name
+from specdec_core.models import ModelLoadError, ModelPair, default_pair_name
 from specdec_core.session import MAX_GAMMA, SessionConfig
 
+from .errors import error_message, plain
 from .i18n import LANGUAGES, t
-from .loader import cached_pair
+from .loader import get_pair, offered_pairs
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
 # Option labels stay the same in both languages (a widget whose options change with the
@@ -36,14 +37,14 @@ def _load_current() -> ModelPair:
     state = st.session_state
     with st.spinner(t("loading_models")):
         try:
-            return cached_pair(state["pair_name"])
+            return get_pair(state["pair_name"])
         except ModelLoadError as exc:
             if state["pair_name"] == "embedded":
                 raise
             # kept as parts and rendered on each run, so it follows a language switch
             state["pair_notice"] = (state["pair_name"], exc.code, str(exc).rstrip("."))
             state["pair_name"], state["pair_reason"] = "embedded", "fallback"
-            return cached_pair("embedded")
+            return get_pair("embedded")
 
 
 def _chosen_by_user() -> None:
@@ -60,20 +61,22 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     )  # fmt: skip
     if "pair_name" not in st.session_state:
         name, reason = default_pair_name()
+        if name not in offered_pairs():
+            name, reason = "embedded", "gpt2_not_cached"
         st.session_state["pair_name"], st.session_state["pair_reason"] = name, reason
     try:
         pair = _load_current()
     except ModelLoadError as exc:
-        st.error(str(exc))
+        st.error(error_message(exc))
         st.stop()
-    names = list(PRESETS)
+    names = offered_pairs()
     sb.selectbox(
         t("sidebar_pair"), names, key="pair_name", format_func=PAIR_LABELS.get,
         help=t("sidebar_pair_help"), on_change=_chosen_by_user,
     )  # fmt: skip
     if "pair_notice" in st.session_state:
         failed, code, message = st.session_state["pair_notice"]
-        reason = t("err_hub_unreachable") if code == "hub_unreachable" else message
+        reason = t("err_" + code) if code in ("hub_unreachable", "not_offered") else plain(message)
         sb.warning(t("pair_fallback", name=failed, error=reason))
     sb.caption(
         t("loaded_pair", name=pair.name, device=pair.device_label(), vocab=pair.vocab_size,

@@ -1,0 +1,265 @@
+"""A hand-made Streamlit websocket client for classroom-abuse checks (loopback only).
+
+Speaks the same protocol as ``benchmarks/load_test.py`` (``/_stcore/stream``, protobuf
+``BackMsg``/``ForwardMsg``) but can also send crafted widget values (a huge prompt, an
+oversized table edit state), a forged clear-cache message and page switches. Widgets are
+found by their ``key=`` (the suffix of Streamlit's element id), buttons by label.
+
+    python benchmarks/classroom_ws.py   # before/after figures for issue 19's high items
+
+Every loop is bounded; the server is started on 127.0.0.1 and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import websockets
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+REPO = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 120
+
+
+class Client:
+    """One session: page hashes, widget ids (by key and by label) and the last run's
+    alerts, metrics and exception elements."""
+
+    def __init__(self, ws) -> None:
+        self.ws = ws
+        self.page_hash = ""
+        self.pages: dict[str, str] = {}  # url path → page hash
+        self.ids: dict[str, str] = {}  # widget key or label → element id
+        self.disabled: dict[str, bool] = {}
+        self.metrics: dict[str, str] = {}
+        self.alerts: list[str] = []
+        self.exceptions: list[str] = []
+
+    async def send(self, msg: BackMsg) -> None:
+        await self.ws.send(msg.SerializeToString())
+
+    async def rerun(self, page: str | None = None, **values) -> float:
+        """Rerun (optionally on another page) with widget values: ``click=label`` for a
+        button, ``<key>=str`` for a text widget, ``<key>=dict`` for a data editor (JSON).
+        Returns the click → script-finished time in ms."""
+        msg = BackMsg()
+        if page is not None:
+            self.page_hash = self.pages[page]
+        msg.rerun_script.page_script_hash = self.page_hash
+        for name, value in values.items():
+            w = msg.rerun_script.widget_states.widgets.add()
+            if name == "click":
+                w.id, w.trigger_value = self.ids[value], True
+            elif isinstance(value, dict):
+                w.id, w.string_value = self.ids[name], json.dumps(value)
+            elif isinstance(value, float):
+                w.id, w.double_value = self.ids[name], value
+            elif isinstance(value, int):
+                w.id, w.int_value = self.ids[name], value
+            else:
+                w.id, w.string_value = self.ids[name], value
+        started = time.perf_counter()
+        await self.send(msg)
+        await self._read()
+        return (time.perf_counter() - started) * 1e3
+
+    async def clear_cache(self) -> None:
+        msg = BackMsg()
+        msg.clear_cache = True
+        await self.send(msg)
+
+    async def _read(self) -> None:
+        self.metrics, self.alerts, self.exceptions = {}, [], []
+        while True:
+            fm = ForwardMsg()
+            fm.ParseFromString(await asyncio.wait_for(self.ws.recv(), TIMEOUT_S))
+            kind = fm.WhichOneof("type")
+            if kind == "new_session" and fm.new_session.page_script_hash:
+                self.page_hash = fm.new_session.page_script_hash
+            elif kind == "navigation":
+                self.page_hash = fm.navigation.page_script_hash or self.page_hash
+                for p in fm.navigation.app_pages:
+                    self.pages[p.url_pathname] = p.page_script_hash
+            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                self._element(fm.delta.new_element)
+            elif kind == "script_finished":
+                return
+
+    def _element(self, el) -> None:
+        which = el.WhichOneof("type")
+        inner = getattr(el, which)
+        if which == "metric":
+            self.metrics[el.metric.label] = el.metric.body
+        elif which == "alert":
+            self.alerts.append(el.alert.body)
+        elif which == "exception":
+            self.exceptions.append(f"{el.exception.type}: {el.exception.message}")
+        eid = getattr(inner, "id", "") if hasattr(inner, "id") else ""
+        if eid:
+            self.ids[eid.rsplit("-", 1)[-1]] = eid  # the user key ends the id
+            if getattr(inner, "label", ""):
+                self.ids[inner.label] = eid
+                self.disabled[inner.label] = bool(getattr(inner, "disabled", False))
+
+
+@contextmanager
+def connect_url(port: int):
+    yield f"ws://127.0.0.1:{port}/_stcore/stream"
+
+
+async def open_client(url: str) -> tuple[Client, object]:
+    ws = await websockets.connect(
+        url, subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S
+    )
+    client = Client(ws)
+    await client.rerun()
+    return client, ws
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def app_server(log_path: Path, **env: str):
+    """``streamlit run app.py`` on 127.0.0.1 with ``SPECDEC_PROFILE=1``; yields the port."""
+    port = free_port()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.address", "127.0.0.1", "--server.port", str(port),
+             "--browser.gatherUsageStats", "false"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=log,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1", **env},
+        )  # fmt: skip
+    try:
+        for _ in range(180):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        proc.server_port = port  # type: ignore[attr-defined]
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def render_times(log_path: Path) -> list[float]:
+    return [float(x) for x in re.findall(r"specdec-render-ms (\d+\.\d)", log_path.read_text())]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def oversized_table(rows: int) -> dict:
+    return {
+        "edited_rows": {},
+        "added_rows": [{"name": f"r{i}", "p": 1.0, "q": 1.0} for i in range(rows)],
+        "deleted_rows": [],
+    }
+
+
+# ------------------------------------------------------------------ measurement
+async def _victim_clicks(victim: Client, n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        label = "Run one round"
+        if victim.disabled.get(label):
+            await victim.rerun(click="Reset")
+        times.append(await victim.rerun(click=label))
+    return times
+
+
+async def _scenario(url: str, name: str, attack, clicks: int = 6) -> dict:
+    victim, vws = await open_client(url)
+    attacker, aws = await open_client(url)
+    try:
+        base = await _victim_clicks(victim, clicks)
+        started = time.perf_counter()
+        task = asyncio.ensure_future(attack(attacker))
+        await asyncio.sleep(0.05)
+        loaded = await _victim_clicks(victim, clicks)
+        attack_ms = await asyncio.wait_for(task, TIMEOUT_S * 3)
+        return {
+            "scenario": name,
+            "attacker_ms": round(attack_ms if attack_ms else (time.perf_counter() - started) * 1e3),
+            "victim_base_median_ms": round(statistics.median(base)),
+            "victim_under_attack_median_ms": round(statistics.median(loaded)),
+            "victim_under_attack_max_ms": round(max(loaded)),
+            "attacker_alerts": [a[:120] for a in attacker.alerts],
+            "attacker_exceptions": attacker.exceptions[:2],
+        }
+    finally:
+        await vws.close()
+        await aws.close()
+
+
+async def _measure(url: str, pid: int) -> list[dict]:
+    async def big_prompt(c: Client) -> float:
+        total = 0.0
+        for _ in range(3):  # a click after the prompt: is it tokenized again?
+            total += await c.rerun(st_prompt="To be or not to be. " * 150_000)  # 3 MB
+        return total / 3
+
+    async def big_table(c: Client) -> float:
+        await c.rerun(page="acceptance_lab")
+        key = next(k for k in c.ids if k.startswith("rl_editor_"))
+        total = 0.0
+        for _ in range(3):
+            total += await c.rerun(**{key: oversized_table(2000)})
+        return total / 3
+
+    async def cache_clear(c: Client) -> float:
+        before = rss_mb(pid)
+        for _ in range(3):
+            await c.clear_cache()
+            await asyncio.sleep(0.2)
+            fresh, fws = await open_client(url)
+            await fws.close()
+        return rss_mb(pid) - before  # MB grown (reported in the ms slot)
+
+    results = []
+    for name, attack in (("3 MB prompt", big_prompt), ("2000-row table", big_table),
+                         ("3 forged cache clears (RSS +MB)", cache_clear)):  # fmt: skip
+        results.append(await _scenario(url, name, attack))
+    return results
+
+
+def main() -> None:
+    log = Path(os.environ.get("TMPDIR", "/tmp")) / "classroom_ws.log"
+    with app_server(log) as proc:
+        url = f"ws://127.0.0.1:{proc.server_port}/_stcore/stream"
+        results = asyncio.run(_measure(url, proc.pid))
+    loads = len(re.findall(r"specdec-pair-load", log.read_text()))
+    renders = render_times(log)
+    for r in results:
+        print(json.dumps(r, ensure_ascii=False))
+    print(json.dumps({"pair_loads_logged": loads, "server_render_ms_max": max(renders),
+                      "server_render_ms_median": statistics.median(renders)}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

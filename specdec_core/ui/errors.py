@@ -1,0 +1,65 @@
+"""One way for every page to report an error: :func:`error_message` / :func:`show_error`.
+
+A :class:`~specdec_core.errors.SpecDecError` becomes the translated string ``err_<code>``
+(``rl_err_<code>`` for the rule lab's weights) formatted with its ``params``; a code with no
+string of its own falls back to the translated ``err_<class default code>`` and then to a
+generic message. Anything else (a bug) is logged on the server and shown as a generic
+translated message: never a traceback, never a server path.
+
+Every parameter is text a student may have typed (an edit, a prompt piece), so each is
+escaped for Streamlit markdown before it is put in a message: no formatting, no LaTeX, no
+link or image ever comes from student text.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import streamlit as st
+
+from specdec_core.errors import RuleInputError, SpecDecError
+
+from .i18n import strings, t
+
+log = logging.getLogger("specdec.ui")
+# CommonMark lets a backslash escape any ASCII punctuation; Streamlit adds $ (LaTeX) and :
+# (emoji / icon shortcodes such as :material/x: and :red[...]).
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:=\"'&^%@])")
+
+
+def plain(text: object) -> str:
+    """``text`` escaped so Streamlit's markdown shows it literally (one line)."""
+    flat = str(text).replace("\r", " ").replace("\n", "↵")
+    return _MARKDOWN.sub(r"\\\1", flat)
+
+
+def _keys(exc: SpecDecError) -> list[str]:
+    keys = [f"rl_err_{exc.code}"] if isinstance(exc, RuleInputError) else []
+    keys.append(f"err_{exc.code}")
+    for cls in type(exc).__mro__:  # a class's default code names its generic message
+        code = getattr(cls, "default_code", None)
+        if code:
+            keys.append(f"err_{code}")
+    return keys
+
+
+def error_message(exc: BaseException) -> str:
+    """The translated, markdown-safe message for ``exc`` (with the "Nothing was changed:"
+    prefix)."""
+    if isinstance(exc, SpecDecError):
+        params = {k: plain(v) for k, v in exc.params.items()}
+        for key in _keys(exc):
+            if key in strings():
+                try:
+                    return f"{t('error_prefix')} {t(key, **params, detail=plain(exc))}"
+                except (KeyError, IndexError, ValueError):  # a string quoting a missing param
+                    continue
+        return f"{t('error_prefix')} {t('err_invalid', detail=plain(exc))}"
+    log.error("unexpected error in a page", exc_info=exc)
+    return f"{t('error_prefix')} {t('err_unexpected')}"
+
+
+def show_error(exc: BaseException, where=None) -> None:
+    """Show :func:`error_message` as one ``st.error`` box (in ``where`` if given)."""
+    (where or st).error(error_message(exc))

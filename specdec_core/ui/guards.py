@@ -1,0 +1,111 @@
+"""Bounded work per request: checks a page runs on what a client sent *before* any work.
+
+A crafted websocket client can send any widget value, so pages never trust one: text is
+bounded by characters before it is tokenized (and tokenized once per change, not once per
+rerun), a data editor's stored edit state is checked (row count, indices, finite numbers)
+before Streamlit applies it, and numbers are converted inside the error handling.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import streamlit as st
+
+from specdec_core.errors import InputError
+from specdec_core.inputs import MAX_PROMPT_CHARS, encode_prompt
+from specdec_core.models import ModelPair
+
+#: ``max_chars`` of every prompt box (the engine refuses longer text before tokenizing).
+PROMPT_CHARS = MAX_PROMPT_CHARS
+#: ``max_chars`` of one-token edit boxes and of a rule-lab token name.
+SHORT_CHARS = 40
+_CACHE = "_guard_tokens"
+
+
+def prompt_ids(pair: ModelPair, prompt: str, slot: str) -> list[int]:
+    """``encode_prompt`` once per (pair, text) change for the widget ``slot`` (the result,
+    or the error, is kept in session state until the text changes).
+
+    Raises:
+        PromptError: as :func:`specdec_core.inputs.encode_prompt` (the length in characters
+            is checked before tokenizing).
+    """
+    cache = st.session_state.setdefault(_CACHE, {})
+    key = (pair.name, pair.vocab_size, prompt)
+    hit = cache.get(slot)
+    if hit is None or hit[0] != key:
+        try:
+            hit = (key, encode_prompt(pair, prompt), None)
+        except InputError as exc:
+            hit = (key, None, exc)
+        cache[slot] = hit
+    if hit[2] is not None:
+        raise hit[2]
+    return list(hit[1])
+
+
+def whole_number(value: object, low: int, high: int, what: str) -> int:
+    """``value`` as an int in ``low..high``.
+
+    Raises:
+        InputError: code ``bad_value`` (not a whole number, or out of range).
+    """
+    try:
+        number = int(value)  # type: ignore[call-overload]
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or not low <= number <= high:
+        shown = str(value)[:SHORT_CHARS]
+        raise InputError(
+            f"{what} must be a whole number from {low} to {high}, got {shown!r}",
+            "bad_value",
+            what=what,
+            low=low,
+            high=high,
+            value=shown,
+        )
+    return number
+
+
+def _finite_or_empty(value: object) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value) and abs(value) <= 1e12
+
+
+def _short_text(value: object) -> bool:
+    return isinstance(value, str) and len(value) <= SHORT_CHARS
+
+
+def table_state_ok(state: object, n_rows: int, columns: Mapping[str, str]) -> bool:
+    """Whether a data editor's stored edit state only edits existing cells with sane
+    values: no added or deleted rows, row indices in ``0..n_rows-1``, only ``columns``
+    (name → ``"text"`` or ``"number"``), text ≤ :data:`SHORT_CHARS`, numbers finite and
+    ≤ 1e12. Cheap: looks at no more than ``n_rows`` edited rows."""
+    if state is None:
+        return True
+    try:
+        added, deleted = state.get("added_rows") or [], state.get("deleted_rows") or []
+        edited = state.get("edited_rows") or {}
+        if added or deleted or not isinstance(edited, Mapping) or len(edited) > n_rows:
+            return False
+        for index, row in edited.items():
+            if isinstance(index, bool) or not 0 <= int(index) < n_rows:
+                return False
+            if not isinstance(row, Mapping) or not set(row) <= set(columns):
+                return False
+            for column, value in row.items():
+                text = columns[column] == "text"
+                if text and value is not None and not _short_text(value):
+                    return False
+                if not text and not _finite_or_empty(value):
+                    return False
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        return False
+    return True

@@ -1,0 +1,115 @@
+"""The step-through lesson's state, kept outside widget keys, and its restart decisions.
+
+Streamlit drops a page's widget state when another page is shown, so the prompt box alone
+cannot hold the lesson: :class:`Lesson` (in ``st.session_state["lesson"]``, not a widget
+key) keeps the prompt, the session and its original prompt boundary, and
+:func:`seed_prompt` re-seeds the prompt box from it when the page is shown again.
+
+:func:`sync` decides what the inputs on screen mean for the session:
+
+* same pair, same prompt, same settings: nothing to do;
+* only the settings changed: the session continues from its committed text with the new
+  settings (the round in flight is dropped), keeping the *original* prompt boundary, so
+  any number of settings changes keep the committed text;
+* the prompt or the pair changed (or the session had finished): a new session from the
+  prompt;
+* the prompt on screen is not usable: the old session is kept but ``blocked``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from specdec_core.errors import SpecDecError
+from specdec_core.models import ModelPair
+from specdec_core.session import SessionConfig, SpeculativeSession
+
+from .guards import prompt_ids
+
+KEY = "lesson"
+PROMPT_KEY = "st_prompt"
+
+
+@dataclass
+class Lesson:
+    session: SpeculativeSession
+    prompt: str  # the text the session's prompt came from
+    pair_name: str
+    config: SessionConfig
+    prompt_len: int  # original prompt boundary (kept across settings changes)
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Sync:
+    lesson: Lesson | None
+    blocked: bool = False  # the prompt on screen could not start a session
+    error: SpecDecError | None = None
+    notice: str | None = None  # a string key (``st_settings_continue`` …)
+
+
+def current() -> Lesson | None:
+    return st.session_state.get(KEY)
+
+
+def current_session() -> SpeculativeSession | None:
+    """The lesson's session (also kept as ``step_session`` for other pages and tests)."""
+    return st.session_state.get("step_session")
+
+
+def _store(lesson: Lesson) -> Lesson:
+    st.session_state[KEY] = lesson
+    st.session_state["step_session"] = lesson.session
+    st.session_state.pop("step_preview", None)
+    return lesson
+
+
+def seed_prompt(default: str) -> None:
+    """Put the lesson's prompt (or ``default``) back into the prompt box if Streamlit
+    dropped the widget's state (another page was shown)."""
+    if PROMPT_KEY not in st.session_state:
+        lesson = current()
+        st.session_state[PROMPT_KEY] = lesson.prompt if lesson is not None else default
+
+
+def start(pair: ModelPair, config: SessionConfig, prompt: str) -> Lesson:
+    """A new lesson from ``prompt``. Raises ``SpecDecError`` (the old lesson is kept)."""
+    ids = prompt_ids(pair, prompt, PROMPT_KEY)
+    session = SpeculativeSession(pair, ids, config)
+    return _store(Lesson(session, prompt, pair.name, config, len(ids)))
+
+
+def _continue(lesson: Lesson, pair: ModelPair, config: SessionConfig) -> Lesson:
+    old = lesson.session
+    session = SpeculativeSession(pair, list(old.ids), config)
+    session.prompt_len = lesson.prompt_len  # the committed text stays "generated"
+    return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len))
+
+
+def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> Sync:
+    """Bring the lesson in line with the pair, settings and prompt on screen."""
+    lesson = current()
+    try:
+        if lesson is None:
+            return Sync(start(pair, config, prompt))
+        if lesson.pair_name == pair.name and lesson.prompt == prompt:
+            if lesson.config == config:
+                return Sync(lesson)
+            old = lesson.session
+            if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
+                return Sync(_continue(lesson, pair, config), notice="st_settings_continue")
+            busy = bool(old.history) or old.phase != "propose"
+            return Sync(start(pair, config, prompt), notice="st_settings_changed" if busy else None)
+        changed_pair = lesson.pair_name != pair.name
+        busy = bool(lesson.session.history) or lesson.session.phase != "propose"
+        new = start(pair, config, prompt)
+        return Sync(new, notice="st_settings_changed" if changed_pair and busy else None)
+    except SpecDecError as exc:
+        return Sync(lesson, blocked=lesson is not None, error=exc)
+
+
+def reset(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
+    """Start again from the prompt on screen (raises ``SpecDecError``)."""
+    start(pair, config, prompt)
