@@ -1,5 +1,5 @@
-"""The acceptance-rule lab engine: textbook numbers, the vectorised sampler against
-``verify_sampling``, seeded χ² verdicts, temperature and real-model rows."""
+"""The acceptance-rule lab engine: textbook numbers, seeded χ² verdicts, temperature and
+real-model rows. (The vectorised sampler it runs is tested in test_acceptance_batch.py.)"""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import torch
 from conftest import TEXTBOOK
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.stats import chi2_contingency
 
 from specdec_core import rulelab as R
-from specdec_core.acceptance import final_distribution, verify_sampling
 from specdec_core.session import dist_slice
 from specdec_core.trace import TokenInfo
 
@@ -124,56 +122,6 @@ def test_normalise_and_resize():
     assert R.resize(names, p, q, 3) == (["a", "b", "c"], [1, 2, 3], [3, 2, 1])
     with pytest.raises(R.RuleInputError):
         R.resize(names, p, q, 9)
-
-
-# ------------------------------------------------------------- the sampler = verify_sampling
-
-
-def test_accept_decisions_agree_with_verify_sampling_draw_by_draw():
-    """Slow reference loop: run ``verify_sampling`` (γ = 1) 3000 times, record the y it
-    was given and the u it drew, and check the vectorised ``accept_mask`` takes the same
-    decision on exactly those (y, u)."""
-    p = torch.tensor([0.0, 0.5, 0.3, 0.15, 0.05], dtype=torch.float64)
-    q = torch.tensor([0.3, 0.1, 0.3, 0.3, 0.0], dtype=torch.float64)
-    gen, drafts = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)
-    ys, us, accepted = [], [], []
-    for _ in range(3000):
-        y = torch.multinomial(q, 1, generator=drafts)
-        v = verify_sampling(y, q[None], torch.stack([p, p]), gen)
-        ys.append(int(y)), us.append(v.u[0]), accepted.append(v.accepted == 1)
-    mask = R.accept_mask(p, q, torch.tensor(ys), torch.tensor(us, dtype=torch.float64))
-    assert mask.tolist() == accepted
-    assert 0 < sum(accepted) < 3000
-
-
-@pytest.mark.parametrize("resample_from", ["residual", "target"])
-def test_sampler_has_the_same_law_as_verify_sampling(resample_from):
-    """Emitted tokens of the slow reference loop and of the vectorised sampler: a
-    two-sample χ² test of homogeneity, and both against the exact law."""
-    p = torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64)
-    q = torch.tensor([0.2, 0.5, 0.3], dtype=torch.float64)
-    n = 4000
-    gen, drafts = torch.Generator().manual_seed(11), torch.Generator().manual_seed(12)
-    slow = np.zeros(3, dtype=np.int64)
-    for _ in range(n):
-        y = torch.multinomial(q, 1, generator=drafts)
-        v = verify_sampling(y, q[None], torch.stack([p, p]), gen, resample_from=resample_from)
-        slow[int(y) if v.accepted == 1 else v.next_token] += 1
-    tokens, _ = R.sample_position(p, q, n, torch.Generator().manual_seed(13), resample_from)
-    fast = np.bincount(tokens.numpy(), minlength=3)
-    assert chi2_contingency(np.stack([slow, fast])).pvalue > 0.01
-    exact = final_distribution(p, q, resample_from=resample_from).numpy()
-    assert R.chi_square(slow, exact).consistent and R.chi_square(fast, exact).consistent
-
-
-def test_sampler_uses_p_when_residual_undefined_and_never_emits_forbidden_tokens():
-    p = torch.tensor([0.25, 0.25, 0.5], dtype=torch.float64)
-    tokens, accepted = R.sample_position(p, p.clone(), 5000, torch.Generator().manual_seed(0))
-    assert bool(accepted.all())  # p == q: u < 1 always
-    forbidden = torch.tensor([0.0, 0.7, 0.3], dtype=torch.float64)
-    q = torch.tensor([0.5, 0.4, 0.1], dtype=torch.float64)
-    tokens, accepted = R.sample_position(forbidden, q, 5000, torch.Generator().manual_seed(0))
-    assert int((tokens == 0).sum()) == 0 and 0 < int(accepted.sum()) < 5000
 
 
 # ------------------------------------------------------------- seeded Monte Carlo verdicts
