@@ -14,9 +14,10 @@ import streamlit as st
 from specdec_core.compare import DrafterResult, compare_drafters
 from specdec_core.drafters import default_knob
 from specdec_core.figures import drafter_time_figure
-from specdec_core.session import InputError
 from specdec_core.ui.context import page_context
-from specdec_core.ui.i18n import strings, t, tr
+from specdec_core.ui.errors import error_message
+from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
+from specdec_core.ui.i18n import t, tr
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
 
 S = st.session_state
@@ -45,13 +46,6 @@ def _preset_changed() -> None:
         S["dr_prompt"] = t("dr_prompt_" + preset)
 
 
-def _error_text(exc: Exception) -> str:
-    code = getattr(exc, "code", None)
-    params = getattr(exc, "params", {})
-    message = t("err_" + code, **params) if code and f"err_{code}" in strings() else str(exc)
-    return f"{t('error_prefix')} {message}"
-
-
 # ------------------------------------------------------------------ header + inputs
 st.title(t("dr_title"))
 st.markdown(t("dr_intro"))
@@ -65,7 +59,7 @@ st.radio(
     t("dr_preset"), PRESETS, key="dr_preset", horizontal=True, on_change=_preset_changed,
     format_func=preset_labels.get, help=t("dr_preset_help"),
 )  # fmt: skip
-prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130)
+prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130, max_chars=PROMPT_CHARS)
 st.caption(t("dr_prompt_note"))
 
 cols = st.columns(3)
@@ -117,9 +111,10 @@ if run:
         bar.progress(done / total, text=t("dr_running", what=label, i=done + 1, n=total))
 
     try:
+        prompt_ids(pair, prompt, "dr_prompt")  # length in characters first, then tokens
         results = compare_drafters(pair, prompt, config, chosen, int(repeats), _progress)
-    except (InputError, ValueError) as exc:
-        S["dr_error"] = _error_text(exc)
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["dr_error"] = error_message(exc)
     else:
         S["dr_results"] = (key, results)
         S.pop("dr_error", None)

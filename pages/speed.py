@@ -8,27 +8,14 @@ Stop (or any other click) interrupts; a stopped sweep keeps the points it finish
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
+import time
 
 import pandas as pd
 import streamlit as st
 import torch
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from specdec_core.bench import (
-    BENCH_PROMPTS,
-    batch_crossover,
-    batched_throughput,
-    best_point,
-    compare_hf,
-    cpu_threads,
-    gamma_sweep_point,
-    hf_generate,
-    ignoring_eos,
-    measure_pair,
-    sequential_throughput,
-    summarize,
-)
+from specdec_core.bench import batch_crossover, best_point
 from specdec_core.costmodel import (
     WALLTIME_CASES,
     best_gamma,
@@ -47,17 +34,18 @@ from specdec_core.figures import (
     speed_histogram_figure,
     speed_position_figure,
 )
-from specdec_core.sampling import ConfigError
-from specdec_core.session import InputError, encode_prompt
+from specdec_core.ui import jobs as J
 from specdec_core.ui.context import page_context
+from specdec_core.ui.errors import error_message
+from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
 
 S = st.session_state
 pair, config = page_context()
 
 TEXTBOOK_COST = {"sp_tstep": 20.0, "sp_dms": 8.0, "sp_vms": 25.0, "sp_oms": 0.0, "sp_adv": 3}
-GAMMAS = range(1, 9)
-BATCHES = (1, 2, 4, 8)
+WAIT_S = 0.2  # how often a waiting page redraws the queue position / progress
+WAIT_STEPS = 9000  # 30 minutes at most, then the page stops waiting (the job goes on)
 
 
 def _textbook() -> None:
@@ -166,100 +154,75 @@ with st.expander(t("sp_cases_header")):
 
 
 # ------------------------------------------------------------------ ③ measured: job queue
-def _params(prompt: str, n: int, repeats: int, ignore_eos: bool, with_hf: bool) -> dict:
-    return {
-        "prompt": prompt, "n": n, "repeats": repeats, "ignore_eos": ignore_eos,
-        "hf": with_hf and config.temperature == 0.0, "config": replace(config, max_new_tokens=n),
-        "pair": pair.name, "device": pair.device_label(),
-        "threads": int(S["sp_threads"]) if pair.device == "cpu" else None,
-    }  # fmt: skip
+def _session_id() -> str:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "local"
 
 
 def _start(kind: str) -> None:
-    p = _params(S["sp_prompt"], int(S["sp_n"]), int(S["sp_repeats"]), bool(S["sp_eos"]),
-                bool(S["sp_hf"]))  # fmt: skip
-    if kind == "measure":
-        tasks = [("pair", p["config"].gamma)]
-        tasks += [("hf", False), ("hf", True)] if p["hf"] else []
-    elif kind == "gamma":
-        tasks = [("pair", g) for g in GAMMAS]
-        S["sp_gamma"] = {"params": p, "points": [], "partial": True}
-    else:
-        tasks = [(step, b) for b in BATCHES for step in ("batched", "seq_sp", "seq_ar")]
-        S["sp_batch"] = {"params": p, "points": {}, "partial": True}
-    S["sp_job"] = {"kind": kind, "tasks": tasks, "total": len(tasks), "params": p, "out": {}}
+    """Queue a measurement on the server-wide queue (refused when full or invalid)."""
+    try:
+        prompt = str(S.get("sp_prompt", ""))
+        if kind != "batch":
+            prompt_ids(pair, prompt, "sp_prompt")
+        job = J.make_job(kind, _session_id(), pair, prompt, S.get("sp_n"), S.get("sp_repeats"),
+                         bool(S.get("sp_eos")), bool(S.get("sp_hf")), config)  # fmt: skip
+        J.QUEUE.submit(job)
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["sp_job_error"] = error_message(exc)
+        return
+    S["sp_job"] = job
+    if kind in ("gamma", "batch"):  # the points fill in as the worker finishes them
+        S["sp_" + kind] = {"params": job.params(), "points": job.points, "partial": True}
 
 
 def _stop() -> None:
-    if S.pop("sp_job", None) is not None:
+    job = S.pop("sp_job", None)
+    if job is not None:
+        if isinstance(job, J.Job):
+            J.QUEUE.cancel(job)
         S["sp_notice"] = t("sp_stopped")
 
 
-def _label(task: tuple) -> str:
-    name = task[0]
+def _label(job: J.Job) -> str:
+    if job.done >= job.total:
+        return t("sp_task_pair", g=job.config.gamma)
+    name, arg = job.tasks[job.done]
     if name == "pair":
-        return t("sp_task_pair", g=task[1])
+        return t("sp_task_pair", g=arg)
     if name == "hf":
-        return t("sp_task_hf_assisted" if task[1] else "sp_task_hf_greedy")
-    return t(f"sp_task_{name}", b=task[1])
+        return t("sp_task_hf_assisted" if arg else "sp_task_hf_greedy")
+    return t("sp_task_batched", b=arg)
 
 
-def _run_task(job: dict, task: tuple) -> None:
-    """Run one task of the job and store what it measured."""
-    p, out = job["params"], job["out"]
-    timed = ignoring_eos(pair) if p["ignore_eos"] else pair
-    name = task[0]
-    if name == "pair":  # target-only and speculative, interleaved
-        cfg = replace(p["config"], gamma=task[1])
-        ar, sp = measure_pair(timed, p["prompt"], cfg, p["repeats"])
-        out["ar"], out[("sp", task[1])] = ar, sp
-        if job["kind"] == "gamma":
-            S["sp_gamma"]["points"].append(gamma_sweep_point(ar, sp, task[1]))
-    elif name == "hf":
-        try:
-            out[("hf", task[1])] = hf_generate(
-                pair, p["prompt"], p["config"].gamma, p["n"], p["repeats"], task[1],
-                stop_at_eos=not p["ignore_eos"],
-            )  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - HF's own failure: report, keep ours
-            out["hf_error"] = f"{type(exc).__name__}: {exc}"
-    else:
-        b = task[1]
-        prompts = list(BENCH_PROMPTS[:b])
-        point = S["sp_batch"]["points"].setdefault(b, {"batch_size": b})
-        if name == "batched":
-            point["batched_autoregressive_tokens_per_s"] = batched_throughput(
-                pair, prompts, p["n"], p["repeats"]
-            )
+def _wait(job: J.Job) -> None:
+    """Show the job's place in the queue / progress until it finishes (a click reruns the
+    page and interrupts only this wait: the job goes on in the server's worker)."""
+    bar = st.progress(0.0)
+    for _ in range(WAIT_STEPS):
+        if job.finished:
+            break
+        k = J.QUEUE.position(job)
+        if k > 0:
+            bar.progress(0.0, text=t("sp_queued", k=k))
         else:
-            mode = "speculative" if name == "seq_sp" else "autoregressive"
-            point[f"sequential_{mode}_tokens_per_s"] = sequential_throughput(
-                pair, prompts, p["config"], mode, p["repeats"]
-            )
-
-
-def _finish(job: dict) -> None:
-    p, out = job["params"], job["out"]
-    if job["kind"] == "measure":
-        ar, sp = out["ar"], out[("sp", p["config"].gamma)]
-        S["sp_measured"] = {
-            "params": p,
-            "summary": summarize(ar, sp, p["config"].gamma),
-            "hf": compare_hf(ar, out.get(("hf", False)), out.get(("hf", True))),
-            "hf_error": out.get("hf_error"),
-            "texts": (ar.text, sp.text),
-        }
-    elif job["kind"] == "gamma":
-        S["sp_gamma"]["partial"] = False
+            text = t("sp_progress", what=_label(job), i=min(job.done + 1, job.total), n=job.total)
+            bar.progress(job.done / job.total, text=text)
+        time.sleep(WAIT_S)
+    bar.empty()
+    if not job.finished:
+        return
+    S.pop("sp_job", None)
+    if job.state == "done":
+        if job.kind == "measure":
+            S["sp_measured"] = job.result
+        else:
+            S["sp_" + job.kind]["partial"] = False
+    elif job.state == "failed":
+        S["sp_job_error"] = error_message(job.error)
     else:
-        S["sp_batch"]["partial"] = False
-
-
-def _error_text(exc: Exception) -> str:
-    code = getattr(exc, "code", None)
-    if code in ("prompt_empty", "prompt_too_long"):
-        return t(f"sp_err_{code}", **getattr(exc, "params", {}))
-    return t("sp_err_other", msg=str(exc))
+        S["sp_notice"] = t("sp_cancelled")
+    st.rerun()  # redraw the controls (Stop disabled, buttons enabled) with the results
 
 
 # ------------------------------------------------------------------ ③ measured: controls
@@ -270,25 +233,20 @@ st.caption(t(
     gamma=config.gamma, temp=config.temperature,
 ))  # fmt: skip
 S.setdefault("sp_prompt", t("sp_default_prompt"))
-prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80)
+prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80, max_chars=PROMPT_CHARS)
 prompt_error = None
-try:
-    room = pair.context_length - len(encode_prompt(pair, prompt))
-except InputError as exc:
-    prompt_error, room = _error_text(exc), 9
-max_n = max(8, min(256, room))
+try:  # tokenized once per change of the text, not once per rerun
+    room = pair.context_length - len(prompt_ids(pair, prompt, "sp_prompt"))
+except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+    prompt_error, room = error_message(exc), 9
+max_n = max(8, min(J.MAX_TOKENS, room))
 S.setdefault("sp_n", min(config.max_new_tokens, max_n))  # starts at the sidebar's value
-if S["sp_n"] > max_n:
+if not isinstance(S["sp_n"], int) or not 1 <= S["sp_n"] <= max_n:
     S["sp_n"] = max_n
-o1, o2, o3 = st.columns(3)
+o1, o2 = st.columns(2)
 o1.slider(t("sp_max_new"), 1, max_n, key="sp_n")
-o2.slider(t("sp_repeats"), 1, 7, 3, key="sp_repeats")
-cores = max(1, os.cpu_count() or 1)
-# One thread by default: on a small shared CPU it is as fast for matrices this small and far
-# steadier (a second thread stalls whenever another program holds a core).
-S.setdefault("sp_threads", 1)
-o3.select_slider(t("sp_threads"), list(range(1, cores + 1)), key="sp_threads",
-                 help=t("sp_threads_help"), disabled=pair.device != "cpu")  # fmt: skip
+o2.slider(t("sp_repeats"), 1, J.MAX_REPEATS, 3, key="sp_repeats")
+st.caption(t("sp_limits", work=J.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_num_threads()))
 q1, q2 = st.columns(2)
 q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))
 q2.toggle(t("sp_with_hf"), True, key="sp_hf", help=t("sp_with_hf_help"),
@@ -300,8 +258,7 @@ k1.button(t("sp_measure"), type="primary", on_click=_start, args=("measure",),
 k2.button(t("sp_sweep_gamma"), on_click=_start, args=("gamma",),
           disabled=busy or prompt_error is not None, width="stretch")  # fmt: skip
 k3.button(t("sp_sweep_batch"), on_click=_start, args=("batch",), disabled=busy, width="stretch")
-# Stop stays clickable: a click interrupts the running job at its next checkpoint (any
-# click reruns the script), and the callback drops the queue before the rerun resumes it.
+# Stop stays clickable: it cancels the job (queued: at once; running: before its next task).
 k4.button(t("sp_stop"), on_click=_stop, help=t("sp_stop_help"), key="sp_stop_btn",
           width="stretch", type="primary" if busy else "secondary")  # fmt: skip
 if prompt_error:
@@ -312,23 +269,10 @@ if "sp_job_error" in S:
     st.error(S.pop("sp_job_error"))
 
 job = S.get("sp_job")
-if job is not None:
-    bar = st.progress(0.0)
-    try:
-        while job["tasks"]:
-            task = job["tasks"][0]
-            done = job["total"] - len(job["tasks"])
-            text = t("sp_progress", what=_label(task), i=done + 1, n=job["total"])
-            bar.progress(done / job["total"], text=text)
-            with cpu_threads(job["params"]["threads"]):
-                _run_task(job, task)
-            job["tasks"].pop(0)
-        _finish(job)
-    except (InputError, ConfigError, ValueError) as exc:
-        S["sp_job_error"] = _error_text(exc)
+if isinstance(job, J.Job):
+    _wait(job)
+elif job is not None:  # not a job of this server (an old or crafted state): drop it
     S.pop("sp_job", None)
-    bar.empty()
-    st.rerun()  # redraw the controls (Stop disabled, buttons enabled) with the results
 
 # ------------------------------------------------------------------ ③ measured: results
 measured = S.get("sp_measured")
@@ -467,7 +411,7 @@ if sweep and sweep["points"]:
 st.header(t("sp_batch_header"))
 st.markdown(t("sp_batch_help"))
 batch = S.get("sp_batch")
-complete = [q for _, q in sorted(batch["points"].items()) if len(q) == 4] if batch else []
+complete = sorted(batch["points"], key=lambda q: q["batch_size"]) if batch else []
 if complete:
     b_labels = {
         "title": t("sp_batch_fig_title") + (" " + t("sp_partial") if batch["partial"] else ""),

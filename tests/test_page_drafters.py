@@ -108,7 +108,7 @@ def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
     assert not at.exception
 
     # an empty prompt: a clear message, the last results stay
-    at.text_area(key="dr_prompt").set_value("   ").run()
+    at.text_area(key="dr_prompt").set_value("").run()
     assert at.info[0].value == s("dr_stale", "en")
     run_button(at, "en").click().run()
     assert at.error and at.error[0].value.startswith("Nothing was changed:")

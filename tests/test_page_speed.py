@@ -68,10 +68,9 @@ def test_tiny_measurement_is_consistent(embedded_pair):
     assert any("Press **Measure**" in i.value for i in at.info)
     small_budget(at)
     threads = torch.get_num_threads()
-    at.select_slider(key="sp_threads").set_value(1).run()
     click(at, "Measure")
-    assert torch.get_num_threads() == threads  # the measurement's setting was restored
-    assert any("CPU threads: 1" in c.value for c in at.caption)
+    assert torch.get_num_threads() == threads  # no page changes the process-wide setting
+    assert any(f"CPU threads {threads}" in c.value for c in at.caption)
     # greedy (the sidebar default): the speculative and HF assisted texts equal target-only
     assert any("Greedy check passed" in s.value and "Hugging Face" in s.value for s in at.success)
     assert not [e.value for e in at.error]

@@ -1,0 +1,265 @@
+"""The speed page's measurements: one server-wide queue, one worker thread.
+
+A measurement is a :class:`Job` (a list of tasks; each task is a checkpoint for progress
+and cancellation). Jobs from every session wait in one FIFO queue (``SPECDEC_MAX_JOBS``
+queued or running at most, default 4; one per session) and run one at a time, so a class
+that presses "Measure" together slows nobody's stepping by more than one job. A job is
+cancelled by Stop, and also when its session ends (the tab closed): the worker checks
+the owner before every task. The work per job is capped (repeats × tokens ≤
+``MAX_WORK``); CPU threads are never changed here (set once at start, see ``loader``).
+
+No Streamlit widgets here: the page renders, this module decides.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from specdec_core.bench import (
+    BENCH_PROMPTS,
+    batch_sweep_point,
+    compare_hf,
+    gamma_sweep_point,
+    hf_generate,
+    ignoring_eos,
+    measure_pair,
+    summarize,
+)
+from specdec_core.errors import BusyError, InputError, SpecDecError
+from specdec_core.models import ModelPair
+from specdec_core.session import SessionConfig
+
+log = logging.getLogger("specdec.jobs")
+JOBS_ENV = "SPECDEC_MAX_JOBS"
+MAX_TOKENS = 256
+MAX_REPEATS = 7
+MAX_WORK = 768  # repeats × tokens of one measurement (e.g. 3 × 256 or 7 × 109)
+GAMMAS = range(1, 9)
+BATCHES = (1, 2, 4, 8)
+
+
+def max_jobs() -> int:
+    try:
+        return max(1, int(os.environ.get(JOBS_ENV, 4)))
+    except ValueError:
+        return 4
+
+
+@dataclass
+class Job:
+    """One measurement: ``kind`` is ``measure``, ``gamma`` or ``batch``."""
+
+    kind: str
+    owner: str  # session id
+    pair: ModelPair
+    prompt: str
+    n: int
+    repeats: int
+    ignore_eos: bool
+    with_hf: bool
+    config: SessionConfig
+    tasks: list[tuple] = field(default_factory=list)
+    total: int = 0
+    done: int = 0
+    state: str = "queued"  # queued, running, done, cancelled, failed
+    error: BaseException | None = None
+    out: dict = field(default_factory=dict)
+    points: list = field(default_factory=list)  # γ sweep / batch sweep, as they finish
+    result: dict | None = None  # the "measure" summary
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "cancelled", "failed")
+
+    def params(self) -> dict:
+        return {
+            "prompt": self.prompt, "n": self.n, "repeats": self.repeats,
+            "ignore_eos": self.ignore_eos, "hf": self.with_hf, "config": self.config,
+            "pair": self.pair.name, "device": self.pair.device_label(), "threads": None,
+        }  # fmt: skip
+
+
+def check_work(n: object, repeats: object) -> tuple[int, int]:
+    """Tokens and repeats as ints within the server's caps.
+
+    Raises:
+        InputError: ``bad_value`` or ``too_much_work``.
+    """
+    from .guards import whole_number
+
+    n_ = whole_number(n, 1, MAX_TOKENS, "tokens")
+    r_ = whole_number(repeats, 1, MAX_REPEATS, "repeats")
+    if n_ * r_ > MAX_WORK:
+        raise InputError(
+            f"repeats × tokens = {n_ * r_} exceeds {MAX_WORK}",
+            "too_much_work",
+            work=n_ * r_,
+            limit=MAX_WORK,
+        )
+    return n_, r_
+
+
+def make_job(
+    kind: str,
+    owner: str,
+    pair: ModelPair,
+    prompt: str,
+    n: object,
+    repeats: object,
+    ignore_eos: bool,
+    with_hf: bool,
+    config: SessionConfig,
+) -> Job:
+    n_, r_ = check_work(n, repeats)
+    cfg = replace(config, max_new_tokens=n_)
+    hf = bool(with_hf) and cfg.temperature == 0.0
+    job = Job(kind, owner, pair, prompt, n_, r_, bool(ignore_eos), hf, cfg)
+    if kind == "measure":
+        job.tasks = [("pair", cfg.gamma)] + ([("hf", False), ("hf", True)] if hf else [])
+    elif kind == "gamma":
+        job.tasks = [("pair", g) for g in GAMMAS]
+    elif kind == "batch":
+        job.tasks = [("batch", b) for b in BATCHES]
+    else:
+        raise InputError(f"unknown measurement {kind!r}", "bad_value", what="kind", low=0,
+                         high=0, value=str(kind)[:20])  # fmt: skip
+    job.total = len(job.tasks)
+    return job
+
+
+def run_task(job: Job, task: tuple) -> None:
+    """Run one task of ``job`` and store what it measured (engine calls only)."""
+    timed = ignoring_eos(job.pair) if job.ignore_eos else job.pair
+    name, arg = task
+    if name == "pair":  # target-only and speculative, interleaved
+        ar, sp = measure_pair(timed, job.prompt, replace(job.config, gamma=arg), job.repeats)
+        job.out["ar"], job.out[("sp", arg)] = ar, sp
+        if job.kind == "gamma":
+            job.points.append(gamma_sweep_point(ar, sp, arg))
+    elif name == "hf":
+        try:
+            job.out[("hf", arg)] = hf_generate(
+                job.pair, job.prompt, job.config.gamma, job.n, job.repeats, arg,
+                stop_at_eos=not job.ignore_eos,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - HF's own failure: report, keep ours
+            job.out["hf_error"] = type(exc).__name__
+    else:  # one point of the batch sweep: the engine's own function
+        job.points.append(
+            batch_sweep_point(job.pair, list(BENCH_PROMPTS[:arg]), job.config, job.repeats)
+        )
+
+
+def finish(job: Job) -> None:
+    if job.kind == "measure":
+        ar, sp = job.out["ar"], job.out[("sp", job.config.gamma)]
+        job.result = {
+            "params": job.params(),
+            "summary": summarize(ar, sp, job.config.gamma),
+            "hf": compare_hf(ar, job.out.get(("hf", False)), job.out.get(("hf", True))),
+            "hf_error": job.out.get("hf_error"),
+            "texts": (ar.text, sp.text),
+        }
+
+
+def _session_alive(session_id: str) -> bool:
+    """Whether the browser session that queued a job is still connected (always true
+    outside a real server, e.g. in AppTest)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return True
+        return Runtime.instance().is_active_session(session_id)
+    except Exception:  # noqa: BLE001 - no runtime: nothing to check
+        return True
+
+
+class JobQueue:
+    """FIFO of jobs from every session, run by one daemon worker thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._queue: deque[Job] = deque()
+        self._running: Job | None = None
+        self._cancelled: set[int] = set()
+        self._worker: threading.Thread | None = None
+        self.alive = _session_alive
+
+    def submit(self, job: Job) -> Job:
+        """Queue ``job``. Raises :class:`BusyError` when the queue is full or the owner
+        already has a job."""
+        with self._lock:
+            jobs = list(self._queue) + ([self._running] if self._running else [])
+            if any(j.owner == job.owner for j in jobs):
+                raise BusyError("this session already has a measurement", "job_running")
+            if len(jobs) >= max_jobs():
+                raise BusyError("the measurement queue is full", "busy", limit=max_jobs())
+            self._queue.append(job)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="specdec-jobs",
+                                                daemon=True)  # fmt: skip
+                self._worker.start()
+            self._lock.notify_all()
+        return job
+
+    def position(self, job: Job) -> int:
+        """0 while running, k ≥ 1 while k-th in the queue, -1 when finished."""
+        with self._lock:
+            if job is self._running:
+                return 0
+            for k, queued in enumerate(self._queue, 1):
+                if queued is job:
+                    return k
+        return -1
+
+    def cancel(self, job: Job) -> None:
+        with self._lock:
+            if job in self._queue:
+                self._queue.remove(job)
+                job.state = "cancelled"
+            elif job is self._running:
+                self._cancelled.add(id(job))
+
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._queue) + (1 if self._running else 0)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    if not self._lock.wait(timeout=60):
+                        self._worker = None
+                        return
+                job = self._running = self._queue.popleft()
+                job.state = "running"
+            try:
+                self._run(job)
+            finally:
+                with self._lock:
+                    self._running = None
+                    self._cancelled.discard(id(job))
+
+    def _run(self, job: Job) -> None:
+        try:
+            for task in list(job.tasks):
+                if id(job) in self._cancelled or not self.alive(job.owner):
+                    job.state = "cancelled"
+                    return
+                run_task(job, task)
+                job.done += 1
+            finish(job)
+            job.state = "done"
+        except SpecDecError as exc:
+            job.error, job.state = exc, "failed"
+        except Exception as exc:  # noqa: BLE001 - a bug: logged, shown as a generic message
+            log.exception("measurement failed")
+            job.error, job.state = exc, "failed"
+
+
+QUEUE = JobQueue()
