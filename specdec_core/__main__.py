@@ -18,10 +18,12 @@ import torch
 
 from .bench import run_bench
 from .drafters import make_named_drafter
+from .errors import InputError, SpecDecError
 from .generate import generate
-from .models import ModelLoadError, load_pair
-from .sampling import ConfigError
-from .session import PhaseError, PromptError, SessionConfig, SpeculativeSession
+from .models import load_pair
+from .records import summarize
+from .session import SessionConfig, SpeculativeSession
+from .trace import RoundTrace
 
 BENCH_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 _EDIT = re.compile(r"^(\d+):(\d+)=(\d+)$")
@@ -31,18 +33,18 @@ def parse_edits(items: Sequence[str]) -> dict[int, list[tuple[int, int]]]:
     """``ROUND:POS=TOKEN_ID`` (round and position count from 1) → ``{round: [(pos, id)]}``.
 
     Raises:
-        ValueError: malformed item, or round/position 0.
+        InputError: malformed item, or round/position 0.
     """
     edits: dict[int, list[tuple[int, int]]] = {}
     for item in items:
         m = _EDIT.match(item.strip())
         if not m:
-            raise ValueError(
+            raise InputError(
                 f"--edit must look like ROUND:POS=TOKEN_ID (e.g. 1:2=42), got {item!r}"
             )
         rnd, pos, tok = (int(g) for g in m.groups())
         if rnd < 1 or pos < 1:
-            raise ValueError(f"--edit round and position count from 1, got {item!r}")
+            raise InputError(f"--edit round and position count from 1, got {item!r}")
         edits.setdefault(rnd, []).append((pos, tok))
     return edits
 
@@ -68,7 +70,7 @@ def run_command(args: argparse.Namespace) -> dict:
     )
     edits = parse_edits(args.edit or [])
     if edits and args.mode == "autoregressive":
-        raise ValueError("--edit changes drafted tokens: it needs --mode speculative")
+        raise InputError("--edit changes drafted tokens: it needs --mode speculative")
     if args.mode == "autoregressive":
         result = generate(pair, args.prompt, config, mode="autoregressive")
         stats = result.stats
@@ -86,7 +88,6 @@ def run_command(args: argparse.Namespace) -> dict:
             "rounds": [],
         }
     session = SpeculativeSession(pair, args.prompt, config, make_named_drafter(pair, args.drafter))
-    rounds = []
     draft_forwards = 0
     applied: set[tuple[int, int]] = set()
     while session.phase == "propose":
@@ -94,53 +95,55 @@ def run_command(args: argparse.Namespace) -> dict:
         draft_forwards += proposed.draft_forwards
         for pos, tok in edits.get(session.round_index + 1, []):
             if pos > config.gamma:
-                raise ValueError(f"--edit position {pos} is beyond γ = {config.gamma}")
+                raise InputError(f"--edit position {pos} is beyond γ = {config.gamma}")
             if pos <= len(session.drafts):  # a round near the end may draft fewer
                 draft_forwards += session.edit_draft(pos, tok).draft_forwards
                 applied.add((session.round_index + 1, pos))
-        verify = session.verify()
-        commit = session.commit()
-        rounds.append(
-            {
-                "drafted": [c.token.id for c in verify.checks],
-                "accepted": verify.accepted,
-                "appended": [t.id for t in commit.appended],
-                "kind": commit.kind,
-                "checks": [
-                    {
-                        "token": c.token.id,
-                        "p": c.p,
-                        "q": c.q,
-                        "accept_prob": c.accept_prob,
-                        "u": c.u,
-                        "status": c.status,
-                    }
-                    for c in verify.checks
-                ],
-                "committed_len": commit.kv_after.committed_len,
-                "target_kv_len": commit.kv_after.target_kv_len,
-                "draft_kv_len": commit.kv_after.draft_kv_len,
-            }
-        )
+        session.verify()
+        session.commit()
     skipped = sorted({(r, p) for r, items in edits.items() for p, _ in items} - applied)
     if skipped:  # stderr, so stdout stays one JSON object
         where = ", ".join(f"{r}:{p}" for r, p in skipped)
         print(f"note: --edit {where} not applied (no such round or draft)", file=sys.stderr)
-    checks = [c for r in session.history for c in r.verify.checks]
+    summary = summarize(session.records)
     return {
         "output_ids": session.generated_ids,
         "text": session.text,
         "stop_reason": session.stop_reason,
         "stats": {
-            "rounds": len(rounds),
-            "target_forwards": len(rounds),
+            "rounds": summary.rounds,
+            "target_forwards": summary.rounds,
             "draft_forwards": draft_forwards,
-            "acceptance_rate": (
-                sum(c.acceptance_total for c in checks) / len(checks) if checks else 0.0
-            ),
-            "mean_accepted": sum(r["accepted"] for r in rounds) / max(len(rounds), 1),
+            "acceptance_rate": summary.acceptance_rate,
+            "mean_accepted": summary.mean_accepted,
         },
-        "rounds": rounds,
+        "rounds": [round_json(r) for r in session.history],
+    }
+
+
+def round_json(r: RoundTrace) -> dict:
+    """One round of the ``run`` JSON contract (docs/ARCHITECTURE.md "CLI contract")."""
+    after = r.commit.kv_after
+    return {
+        "drafted": list(r.record.drafted),
+        "accepted": r.record.accepted,
+        "appended": list(r.record.appended),
+        "kind": r.record.kind,
+        "checks": [
+            {
+                "token": c.token.id,
+                "p": c.p,
+                "q": c.q,
+                "overlap": c.overlap,
+                "accept_prob": c.accept_prob,
+                "u": c.u,
+                "status": c.status,
+            }
+            for c in r.verify.checks
+        ],
+        "committed_len": after.committed_len,
+        "target_kv_len": after.target_kv_len,
+        "draft_kv_len": after.draft_kv_len,
     }
 
 
@@ -192,9 +195,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.repeats, args.temperature, hf=not args.no_hf,
                 ignore_eos=not args.stop_at_eos, drafter=args.drafter,
             )  # fmt: skip
-    except (ModelLoadError, PromptError, ConfigError, PhaseError, ValueError) as exc:
+    except (SpecDecError, ValueError) as exc:  # documented errors (and argument values)
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug: one line, no traceback (exit 1)
+        print(f"error: internal error ({type(exc).__name__}); please report it", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
     elif args.command == "run":

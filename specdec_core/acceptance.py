@@ -20,6 +20,7 @@ Beyond the papers, for teaching: ``resample_from="target"`` implements the *wron
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -115,6 +116,26 @@ def accepted_token_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tenso
     return accept_path / accept_path.sum()
 
 
+def greedy_accepted_length(draft_ids: Sequence[int], target_argmax: Sequence[int]) -> int:
+    """The greedy rule itself: ``n`` = how many leading drafts equal the target's argmax
+    (``y_i == argmax p_i`` for ``i ≤ n``; ``n == γ`` when all match).
+
+    Args:
+        draft_ids: ``[γ]`` ids. target_argmax: ``[≥ γ]`` ids ``argmax p_1..``.
+    """
+    for i, (y, a) in enumerate(zip(draft_ids, target_argmax, strict=False)):
+        if y != a:
+            return i
+    return len(draft_ids)
+
+
+def greedy_overlaps(draft_ids: Sequence[int], target_argmax: Sequence[int]) -> list[float]:
+    """``Σ min(p_i, q_i)`` per drafted position when both rows are one-hot (temperature
+    0: ``p_i`` on ``argmax p_i``, ``q_i`` on ``y_i``): 1.0 where they agree, else 0.0.
+    The fast path uses it to skip building ``[γ, V]`` one-hot rows."""
+    return [1.0 if y == a else 0.0 for y, a in zip(draft_ids, target_argmax, strict=False)]
+
+
 def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdict:
     """Greedy verification: accept while ``y_i == argmax p_i``; replace the first mismatch.
 
@@ -130,13 +151,12 @@ def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdic
     gamma = draft_ids.shape[0]
     target_argmax = target_probs.argmax(dim=-1).tolist()
     drafts = draft_ids.tolist()
-    matches = [drafts[i] == target_argmax[i] for i in range(gamma)]
-    n = matches.index(False) if False in matches else gamma
+    n = greedy_accepted_length(drafts, target_argmax)
     return Verdict(
         accepted=n,
         next_token=target_argmax[n],
         kind="bonus" if n == gamma else "correction",
-        accept_probs=tuple(1.0 if m else 0.0 for m in matches),
+        accept_probs=tuple(greedy_overlaps(drafts, target_argmax)),
         u=(),
     )
 

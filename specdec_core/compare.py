@@ -1,13 +1,11 @@
 """Where drafts come from: run one prompt through several draft sources and compare.
 
 For each drafter (draft model, prompt lookup / n-gram, early exit) the same prompt and
-settings go through the fast path :func:`generate.generate` (timings, acceptance) and
-through a :class:`session.SpeculativeSession` (the per-round record behind the token
-strip: which drafts were accepted, rejected or discarded). The target alone, run in the
-same timing passes, is the baseline that speed-ups are measured against.
-
-Same seed, same draw order: the session replays the fast path token for token, so the
-strip and the numbers describe the same generation (the tests hold this).
+settings go through the fast path :func:`generate.generate` once per timing pass; its
+per-round records (``records.py``) give the acceptance numbers and the token strip
+(which drafts were accepted, rejected, discarded or cut), so the strip and the numbers
+describe the same generation. The target alone, run in the same timing passes, is the
+baseline that speed-ups are measured against.
 """
 
 from __future__ import annotations
@@ -17,16 +15,10 @@ from dataclasses import dataclass, replace
 
 from .drafters import default_knob, make_named_drafter
 from .generate import GenerationResult, generate
+from .inputs import SessionConfig, prompt_ids
 from .models import ModelPair
-from .rounds import gamma_for_round
-from .session import SessionConfig, SpeculativeSession, encode_prompt
-from .trace import RoundTrace, TokenInfo
-
-#: States a token of the strip can have (keys of ``ui.render.STYLES``): ``accepted`` draft,
-#: ``rejected`` draft (the first mismatch), ``discarded`` draft (after a rejection, never
-#: checked), ``correction`` / ``bonus`` (the target's own token of the round), and
-#: ``committed`` (the target's token in a round where the drafter proposed nothing).
-STRIP_STATES = ("accepted", "rejected", "discarded", "correction", "bonus", "committed")
+from .records import STRIP_STATES, RoundRecord, strip_states, summarize  # noqa: F401
+from .trace import TokenInfo
 
 Progress = Callable[[int, int, str], None]
 
@@ -130,49 +122,35 @@ class DrafterResult:
         return self._per_token(self.overhead_ms_per_round)
 
 
-def strip_marks(history: Sequence[RoundTrace]) -> list[StripMark]:
-    """Per-token marks of a session's rounds, in output order.
-
-    Per round: the accepted drafts, then the rejected draft and the discarded ones (if a
-    draft was rejected), then the target's token (``correction``, ``bonus``, or
-    ``committed`` when nothing was drafted). A commit cut short by a stop keeps only the
-    appended tokens.
-    """
-    marks: list[StripMark] = []
-    for r in history:
-        appended, n, checks = r.commit.appended, r.verify.accepted, r.verify.checks
-        marks += [StripMark(tok, "accepted", r.round_index) for tok in appended[:n]]
-        marks += [StripMark(c.token, c.status, r.round_index) for c in checks[n:]]
-        if len(appended) > n:
-            state = r.verify.kind if checks else "committed"
-            marks.append(StripMark(appended[n], state, r.round_index))
-    return marks
+def strip_marks(
+    records: Sequence[RoundRecord], token: Callable[[int], TokenInfo]
+) -> list[StripMark]:
+    """Per-token marks of a run's rounds, in output order (:func:`records.strip_states`);
+    ``token`` turns an id into its :class:`TokenInfo`."""
+    return [
+        StripMark(token(t), state, i)
+        for i, record in enumerate(records)
+        for t, state in strip_states(record)
+    ]
 
 
-def requested_gamma(session: SpeculativeSession, r: RoundTrace) -> int:
-    """The γ the drafter was asked for in round ``r`` of ``session`` (the configured γ,
-    shortened near ``max_new_tokens`` or the context end, as the round did)."""
-    before = r.commit.kv_after.committed_len - len(r.commit.appended)
-    return gamma_for_round(
-        session.config.gamma, before - session.prompt_len, session.config.max_new_tokens,
-        before, session.pair.context_length,
-    )  # fmt: skip
+def token_info(pair: ModelPair) -> Callable[[int], TokenInfo]:
+    """A memoised id → :class:`TokenInfo` for ``pair``'s tokenizer."""
+    tok = pair.tokenizer
+    cache: dict[int, TokenInfo] = {}
+
+    def info(token_id: int) -> TokenInfo:
+        if token_id not in cache:
+            piece = tok.convert_ids_to_tokens(token_id)
+            cache[token_id] = TokenInfo(token_id, tok.decode([token_id]), piece)
+        return cache[token_id]
+
+    return info
 
 
 def _median(runs: list[GenerationResult]) -> GenerationResult:
     """The run with the median wall time (the upper one of an even count)."""
     return sorted(runs, key=lambda r: r.stats.total_ms)[len(runs) // 2]
-
-
-def strip_session(
-    pair: ModelPair, ids: list[int], config: SessionConfig, name: str, knob: int | None
-) -> SpeculativeSession:
-    """A finished :class:`SpeculativeSession` with a fresh ``(name, knob)`` drafter: the
-    per-round record behind the strip (``top_n = 1`` keeps its traces small)."""
-    drafter = make_named_drafter(pair, name, knob)
-    session = SpeculativeSession(pair, ids, replace(config, top_n=1), drafter=drafter)
-    session.run()
-    return session
 
 
 def baseline_result(run: GenerationResult) -> BaselineResult:
@@ -187,17 +165,15 @@ def baseline_result(run: GenerationResult) -> BaselineResult:
 def drafter_result(
     name: str,
     knob: int | None,
-    session: SpeculativeSession,
     run: GenerationResult,
     baseline: BaselineResult,
+    token: Callable[[int], TokenInfo],
 ) -> DrafterResult:
-    """Combine the strip's ``session`` and the timed fast-path ``run`` of one drafter."""
-    history = session.history
+    """One drafter's timed fast-path ``run`` (its records give the acceptance numbers and
+    the strip) compared with the target-only ``baseline``."""
     s = run.stats
+    summary = summarize(run.records)
     rounds = max(s.rounds, 1)
-    drafted = [len(r.verify.checks) for r in history]
-    accepted = [r.verify.accepted for r in history]
-    asked = [requested_gamma(session, r) for r in history]
     overhead = max(0.0, s.total_ms - s.draft_ms - s.verify_ms)
     return DrafterResult(
         name=name,
@@ -206,12 +182,12 @@ def drafter_result(
         text=run.text,
         stop_reason=run.stop_reason,
         new_tokens=s.new_tokens,
-        rounds=s.rounds,
-        empty_rounds=sum(d == 0 < g for d, g in zip(drafted, asked, strict=True)),
-        drafted=sum(drafted),
-        accepted=sum(accepted),
-        acceptance_rate=s.acceptance_rate,
-        mean_accepted=s.mean_accepted,
+        rounds=summary.rounds,
+        empty_rounds=summary.empty_rounds,
+        drafted=summary.drafted,
+        accepted=summary.accepted,
+        acceptance_rate=summary.acceptance_rate,
+        mean_accepted=summary.mean_accepted,
         draft_ms_per_round=s.draft_ms / rounds,
         verify_ms_per_round=s.verify_ms / rounds,
         overhead_ms_per_round=overhead / rounds,
@@ -219,9 +195,9 @@ def drafter_result(
         tokens_per_s=s.tokens_per_s,
         speedup=s.tokens_per_s / baseline.tokens_per_s if baseline.tokens_per_s else 0.0,
         same_as_target=tuple(run.output_ids) == baseline.output_ids,
-        strip=tuple(strip_marks(history)),
-        accepted_per_round=tuple(accepted),
-        drafted_per_round=tuple(drafted),
+        strip=tuple(strip_marks(run.records, token)),
+        accepted_per_round=tuple(r.accepted for r in run.records),
+        drafted_per_round=tuple(len(r.drafted) for r in run.records),
         baseline=baseline,
     )
 
@@ -236,11 +212,11 @@ def compare_drafters(
 ) -> list[DrafterResult]:
     """Run ``prompt`` through each ``(name, knob)`` drafter and the target alone.
 
-    Order: a 2-token warm-up; one :class:`SpeculativeSession` per drafter for the strip
-    (which also warms each drafter up); then ``repeats`` timing passes, each running the
-    target alone and every drafter once on the fast path, so a burst of load on a shared
-    machine hits one pass of all of them rather than all runs of one. Each reports the
-    run with the median wall time.
+    Order: a 2-token warm-up of the target and of each drafter; then ``repeats`` timing
+    passes, each running the target alone and every drafter once on the fast path, so a
+    burst of load on a shared machine hits one pass of all of them rather than all runs
+    of one. Each reports the run with the median wall time (the runs of one drafter are
+    identical but for timing: same seed, same draws).
 
     Args:
         pair: the loaded pair (read-only; every run gets fresh caches).
@@ -264,7 +240,7 @@ def compare_drafters(
     if not drafters:
         raise ValueError("choose at least one drafter to compare")
     config = config.validate(pair.vocab_size)
-    ids = encode_prompt(pair, prompt) if isinstance(prompt, str) else list(prompt)
+    ids = prompt_ids(pair, prompt)
     chosen = [(name, default_knob(pair, name) if knob is None else knob) for name, knob in drafters]
     for name, knob in chosen:
         make_named_drafter(pair, name, knob)  # validates name and knob
@@ -278,11 +254,11 @@ def compare_drafters(
             progress(done, total, what)
         done += 1
 
-    generate(pair, ids, replace(config, max_new_tokens=2), "autoregressive")  # warm-up
-    sessions = []
+    warm = replace(config, max_new_tokens=2)
+    generate(pair, ids, warm, "autoregressive")
     for name, knob in chosen:
         step(name)
-        sessions.append(strip_session(pair, ids, config, name, knob))
+        generate(pair, ids, warm, drafter=make_named_drafter(pair, name, knob))
     target_runs: list[GenerationResult] = []
     drafter_runs: list[list[GenerationResult]] = [[] for _ in chosen]
     for _ in range(repeats):
@@ -294,7 +270,8 @@ def compare_drafters(
     if progress is not None:
         progress(total, total, "done")
     baseline = baseline_result(_median(target_runs))
+    token = token_info(pair)
     return [
-        drafter_result(name, knob, session, _median(runs), baseline)
-        for (name, knob), session, runs in zip(chosen, sessions, drafter_runs, strict=True)
+        drafter_result(name, knob, _median(runs), baseline, token)
+        for (name, knob), runs in zip(chosen, drafter_runs, strict=True)
     ]

@@ -43,7 +43,14 @@ class Draft:
 
 
 class Drafter(Protocol):
-    """What a draft source must provide."""
+    """What every draft source provides (all methods required; no hidden capabilities).
+
+    ``propose`` is the general proposal with the rows ``q_i`` (the step machine and the
+    sampled fast path); ``propose_argmax`` is the same proposal at temperature 0 without
+    building one-hot rows (the greedy fast path; it must return exactly the ids
+    ``propose`` returns at temperature 0). ``forward_ms`` is the time spent inside draft
+    model forwards so far (0.0 for a drafter without a model).
+    """
 
     name: str
 
@@ -56,12 +63,21 @@ class Drafter(Protocol):
         generator: torch.Generator,
     ) -> Draft: ...
 
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        """``([γ'] drafted ids, forwards run)`` at temperature 0, ``γ' ≤ gamma``."""
+        ...
+
     def cached_ids(self) -> list[int] | None:
         """Ids covered by the drafter's KV cache (``None`` if it keeps none)."""
         ...
 
     def rollback(self, length: int) -> int:
         """Crop the drafter's cache to ``length`` positions; returns positions removed."""
+        ...
+
+    @property
+    def forward_ms(self) -> float:
+        """Milliseconds spent in draft-model forwards since the drafter was made."""
         ...
 
 
@@ -140,13 +156,13 @@ class ModelDrafter:
             torch.tensor(ids, dtype=torch.long), probs, gamma, (time.perf_counter() - started) * 1e3
         )
 
-    def propose_greedy_ids(self, context: list[int], gamma: int) -> list[int]:
-        """The fast path's greedy proposal: the same tokens as :meth:`propose` at
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        """The greedy fast path's proposal: the same tokens as :meth:`propose` at
         temperature 0 (argmax of each draft row) without building one-hot ``q`` rows or a
-        :class:`Draft`; the LM head runs on the last position only. ``gamma`` forwards.
+        :class:`Draft`; the LM head runs on the last position only.
 
         Returns:
-            ``[γ]`` drafted ids.
+            ``([γ] drafted ids, γ forwards)``.
         """
         ids: list[int] = []
         pending = self.kv.sync_to(context)
@@ -154,7 +170,12 @@ class ModelDrafter:
             token = int(self.kv.extend_last(pending).argmax())
             ids.append(token)
             pending = [token]
-        return ids
+        return ids, gamma
+
+    @property
+    def forward_ms(self) -> float:
+        """Milliseconds inside this drafter's model forwards (:class:`ModelCache`)."""
+        return self.kv.forward_ms
 
 
 class NgramDrafter:
@@ -187,11 +208,17 @@ class NgramDrafter:
         """The largest n-gram size tried (``n``)."""
         return self.max_n
 
+    forward_ms = 0.0  # no model
+
     def cached_ids(self) -> list[int] | None:
         return None
 
     def rollback(self, length: int) -> int:
         return 0
+
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        """The lookup's ids (they do not depend on temperature); no forwards."""
+        return self.lookup(context, gamma), 0
 
     def match(self, context: list[int]) -> tuple[int, int] | None:
         """``(n, start)`` of the longest suffix n-gram (``n ≤ max_n``, ``n ≤ L − 1``) of
@@ -296,10 +323,10 @@ def default_knob(pair: ModelPair, name: str) -> int | None:
     return None
 
 
-def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> Drafter | None:
-    """``model`` (``None``: the session's default), ``ngram`` (knob = max n, default 3) or
-    ``early-exit`` (knob = layers, default half the target's). Each call builds a fresh
-    drafter (its own cache); the pair's models are shared, not copied.
+def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> Drafter:
+    """A fresh drafter (its own cache; the pair's models are shared, not copied):
+    ``model`` (the pair's draft model; no knob), ``ngram`` (knob = max n, default 3) or
+    ``early-exit`` (knob = layers, default half the target's).
 
     Raises:
         ValueError: unknown name or knob out of range (``0`` is out of range, not "default").
@@ -307,7 +334,7 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
     if knob is None:
         knob = default_knob(pair, name)
     if name == "model":
-        return None
+        return ModelDrafter(pair.draft)
     if name == "ngram":
         return NgramDrafter(pair.vocab_size, knob)
     if name == "early-exit":

@@ -8,18 +8,27 @@ propose (serial draft) → verify (one target forward) → commit + rollback.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import torch
 
+from .acceptance import Verdict, greedy_accepted_length, greedy_overlaps
 from .drafters import Drafter, ModelDrafter
+from .inputs import SessionConfig, prompt_ids
 from .kvcache import ModelCache
 from .models import ModelPair
-from .rounds import commit_tokens, gamma_for_round, rollback, stop_reason_after, verify_drafts
+from .records import RoundRecord, summarize
+from .rounds import (
+    commit_round,
+    gamma_for_round,
+    overlaps,
+    rollback,
+    stop_reason_after,
+    verify_drafts,
+)
 from .sampling import SamplingConfig
-from .session import SessionConfig, encode_prompt
 
 Mode = Literal["speculative", "autoregressive"]
 
@@ -28,12 +37,13 @@ Mode = Literal["speculative", "autoregressive"]
 class GenerationStats:
     """Counters of one generation. Times in milliseconds.
 
-    ``acceptance_rate``: mean over verified drafted positions of ``Σ min(p_i, q_i)`` (the
-    per-position acceptance probability α, Leviathan et al. 2023 Def. 3.1).
-    ``mean_accepted``: mean accepted drafts per round (0..γ); tokens advanced per round is
-    that + 1. ``per_position_acceptance[i]``: fraction of rounds whose draft ``i + 1`` was
-    accepted, among rounds that drafted it. ``accepted_histogram[n]``: rounds that accepted
-    exactly ``n`` drafts.
+    The acceptance fields are :func:`records.summarize` of the run's records (one
+    definition everywhere): ``acceptance_rate`` α is the mean ``Σ min(p_i, q_i)`` over
+    *checked* positions (accepted or the first rejected; Leviathan et al. 2023 Def. 3.1);
+    ``mean_accepted`` committed drafts per round (0..γ); ``per_position_acceptance[i]``
+    share of rounds that committed draft ``i + 1`` among rounds that drafted it and did
+    not cut it at a stop; ``accepted_histogram[n]`` rounds that committed exactly ``n``
+    drafts.
 
     Times: ``draft_ms`` (propose phases), ``verify_ms`` (verify phases; the whole loop in
     autoregressive mode), ``total_ms`` (start to last token), ``ttft_ms`` (to the first
@@ -77,53 +87,31 @@ class GenerationStats:
             "overhead_ms": self.overhead_ms,
         }
 
+    def set_acceptance(self, records: Sequence[RoundRecord]) -> None:
+        """Fill the acceptance fields from the run's records (:func:`summarize`)."""
+        summary = summarize(records)
+        self.rounds = summary.rounds
+        self.acceptance_rate = summary.acceptance_rate
+        self.mean_accepted = summary.mean_accepted
+        self.accepted_histogram = list(summary.accepted_histogram)
+        self.per_position_acceptance = list(summary.per_position_acceptance)
+
 
 @dataclass
 class GenerationResult:
+    """``output_ids`` exclude the prompt; ``records`` one :class:`RoundRecord` per round
+    (empty in autoregressive mode)."""
+
     output_ids: list[int]
     text: str
     stop_reason: str
     stats: GenerationStats
+    records: tuple[RoundRecord, ...] = ()
 
 
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
-
-
-class _Tally:
-    """Per-round acceptance bookkeeping of the speculative loop."""
-
-    def __init__(self) -> None:
-        self.alpha_sum = 0.0
-        self.alpha_n = 0
-        self.drafted_at: list[int] = []
-        self.accepted_at: list[int] = []
-        self.histogram: list[int] = []
-        self.accepted = 0
-
-    def add(self, drafted: int, accepted: int, alpha_sum: float) -> None:
-        self.alpha_sum += alpha_sum
-        self.alpha_n += drafted
-        if drafted > len(self.drafted_at):
-            grow = drafted - len(self.drafted_at)
-            self.drafted_at += [0] * grow
-            self.accepted_at += [0] * grow
-        for i in range(drafted):
-            self.drafted_at[i] += 1
-            self.accepted_at[i] += i < accepted
-        if accepted >= len(self.histogram):
-            self.histogram += [0] * (accepted + 1 - len(self.histogram))
-        self.histogram[accepted] += 1
-        self.accepted += accepted
-
-    def into(self, stats: GenerationStats) -> None:
-        stats.acceptance_rate = self.alpha_sum / self.alpha_n if self.alpha_n else 0.0
-        stats.mean_accepted = self.accepted / max(stats.rounds, 1)
-        stats.accepted_histogram = self.histogram
-        stats.per_position_acceptance = [
-            a / d for a, d in zip(self.accepted_at, self.drafted_at, strict=True)
-        ]
 
 
 def generate(
@@ -145,7 +133,8 @@ def generate(
         :class:`GenerationResult` (ids exclude the prompt).
 
     Raises:
-        PromptError, ConfigError: bad prompt or settings.
+        PromptError, ConfigError: bad prompt (text or ids, :func:`inputs.prompt_ids`) or
+            settings.
 
     Greedy decoding (temperature 0) takes a lean path: argmax straight from the logits
     (no one-hot probability rows), the LM head on the last position only where one row is
@@ -154,7 +143,7 @@ def generate(
     path, which draws from the generator in the order of ``session.py``.
     """
     config = (config or SessionConfig()).validate(pair.vocab_size)
-    ids = encode_prompt(pair, prompt) if isinstance(prompt, str) else list(prompt)
+    ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)
     sampling = config.sampling
     generator = torch.Generator().manual_seed(config.seed)
@@ -168,6 +157,7 @@ def generate(
             pair.context_length, stop_strings, pair.tokenizer.decode,
         )  # fmt: skip
 
+    records: tuple[RoundRecord, ...] = ()
     with torch.inference_mode():
         started = time.perf_counter()
         if mode == "autoregressive":
@@ -175,16 +165,15 @@ def generate(
                                      stats, started)  # fmt: skip
         else:
             drafter = drafter or ModelDrafter(pair.draft)
-            reason = _speculative(pair, target, drafter, ids, prompt_len, config, generator,
-                                  stop, stats, started)  # fmt: skip
-            draft_kv = getattr(drafter, "kv", None)
-            stats.draft_forward_ms = draft_kv.forward_ms if draft_kv is not None else 0.0
+            reason, records = _speculative(pair, target, drafter, ids, prompt_len, config,
+                                           generator, stop, stats, started)  # fmt: skip
+            stats.draft_forward_ms = drafter.forward_ms
         _sync(pair.device)
         stats.total_ms = (time.perf_counter() - started) * 1e3
     stats.target_forward_ms = target.forward_ms
     output = ids[prompt_len:]
     stats.new_tokens = len(output)
-    return GenerationResult(output, pair.tokenizer.decode(output), reason, stats)
+    return GenerationResult(output, pair.tokenizer.decode(output), reason, stats, records)
 
 
 def _autoregressive(
@@ -229,13 +218,11 @@ def _speculative(
     stop: Callable[[list[int], int], str | None],
     stats: GenerationStats,
     started: float,
-) -> str:
+) -> tuple[str, tuple[RoundRecord, ...]]:
     """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
-    place). Returns the stop reason."""
+    place). Returns the stop reason and one record per round."""
     sampling = config.sampling
-    # greedy with a model drafter (not one that changes how it proposes): the lean round
-    lean = sampling.greedy and type(drafter).propose is ModelDrafter.propose
-    tally = _Tally()
+    records: list[RoundRecord] = []
     reason: str | None = None
     while reason is None:
         gamma = gamma_for_round(
@@ -243,39 +230,39 @@ def _speculative(
             pair.context_length,
         )  # fmt: skip
         t_draft = time.perf_counter()
-        if lean:  # greedy: argmax only, no q rows, no random draws
-            draft_ids = drafter.propose_greedy_ids(ids, gamma)
+        if sampling.greedy:  # lean: argmax only, no [γ, V] rows, no random draws
+            draft_ids, forwards = drafter.propose_argmax(ids, gamma)
             _sync(pair.device)
             t_verify = time.perf_counter()
             stats.draft_ms += (t_verify - t_draft) * 1e3
-            stats.draft_forwards += gamma
-            logits = target.extend(target.sync_to(ids + draft_ids))[-(gamma + 1) :]
-            target_argmax = logits.argmax(dim=-1).tolist()  # [γ + 1]
-            matches = [y == a for y, a in zip(draft_ids, target_argmax, strict=False)]
-            n = matches.index(False) if False in matches else gamma
-            next_token = target_argmax[n]
-            alpha_sum = float(sum(matches))  # Σ min(p, q) is 1 on a match, 0 otherwise
+            g = len(draft_ids)
+            logits = target.extend(target.sync_to(ids + draft_ids))[-(g + 1) :]
+            target_argmax = logits.argmax(dim=-1).tolist()  # [γ' + 1]
+            round_overlaps = greedy_overlaps(draft_ids, target_argmax)
+            n = greedy_accepted_length(draft_ids, target_argmax)
+            kind = "bonus" if n == g else "correction"
+            verdict = Verdict(n, target_argmax[n], kind, tuple(round_overlaps), ())
         else:
             draft = drafter.propose(ids, gamma, sampling, config.draft_method, generator)
             t_verify = time.perf_counter()
             stats.draft_ms += draft.ms
-            stats.draft_forwards += draft.forwards
+            forwards = draft.forwards
             draft_ids = draft.ids.tolist()
             p_rows, verdict, _ = verify_drafts(
                 target, ids, draft_ids, draft.probs, sampling, generator
             )
-            n, next_token = verdict.accepted, verdict.next_token
-            g = len(draft_ids)
-            alpha_sum = float(torch.minimum(p_rows[:g], draft.probs).sum()) if g else 0.0
+            round_overlaps = overlaps(p_rows, draft.probs)
         _sync(pair.device)
         stats.verify_ms += (time.perf_counter() - t_verify) * 1e3
+        stats.draft_forwards += forwards
         stats.target_forwards += 1
-        stats.rounds += 1
-        tally.add(len(draft_ids), n, alpha_sum)
-        appended, reason = commit_tokens(ids, draft_ids[:n] + [next_token], prompt_len, stop)
-        ids += appended
+        record, reason = commit_round(
+            ids, prompt_len, gamma, draft_ids, verdict, round_overlaps, stop
+        )
+        records.append(record)
+        ids += record.appended
         rollback(target, drafter, ids)
-        if stats.rounds == 1:
+        if len(records) == 1:
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
-    tally.into(stats)
-    return reason
+    stats.set_acceptance(records)
+    return reason, tuple(records)

@@ -4,7 +4,10 @@ or en."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .drafters import DraftMethod
 from .errors import InputError, PromptError, TokenTextError  # noqa: F401 - re-exported
@@ -77,14 +80,44 @@ class SessionConfig:
         return self
 
 
+#: Longest prompt text accepted, in characters: checked before tokenizing, so a
+#: multi-megabyte paste costs nothing (a 1024-token GPT-2 context is ≈ 4–5 k characters).
+MAX_PROMPT_CHARS = 20_000
+
+
 def encode_prompt(pair: ModelPair, prompt: str) -> list[int]:
-    """Tokenize a prompt; raises :class:`PromptError` if empty or too long for the context."""
-    if not prompt or not prompt.strip():
+    """Tokenize a prompt and check it fits (:func:`check_prompt_ids`).
+
+    Any text that encodes to at least one token is a prompt, whitespace included (``"\n"``
+    is one token).
+
+    Raises:
+        PromptError: empty, over :data:`MAX_PROMPT_CHARS` characters (checked before
+            tokenizing), no tokens, or too long for the context.
+    """
+    if not isinstance(prompt, str) or not prompt:
         raise PromptError("the prompt is empty: type some text to continue", "prompt_empty")
-    ids = pair.tokenizer.encode(prompt, add_special_tokens=False)
-    limit = pair.context_length - 1
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(
+            f"the prompt has {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are accepted",
+            "prompt_too_many_chars",
+            chars=len(prompt),
+            limit=MAX_PROMPT_CHARS,
+        )
+    return check_prompt_ids(pair, pair.tokenizer.encode(prompt, add_special_tokens=False))
+
+
+def check_prompt_ids(pair: ModelPair, ids: Sequence[int]) -> list[int]:
+    """``ids`` as a list if they are a usable prompt: 1..``context_length − 1`` whole
+    numbers, each a token id in ``[0, V)``.
+
+    Raises:
+        PromptError: empty, too long for the context, or an id out of range.
+    """
+    ids = list(ids)
     if not ids:
         raise PromptError("the prompt encodes to no tokens", "prompt_empty")
+    limit = pair.context_length - 1
     if len(ids) > limit:
         raise PromptError(
             f"the prompt has {len(ids)} tokens; this pair's context holds "
@@ -94,4 +127,21 @@ def encode_prompt(pair: ModelPair, prompt: str) -> list[int]:
             context=pair.context_length,
             limit=limit,
         )
-    return ids
+    bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int | np.integer)]
+    bad += [t for t in ids if t not in bad and not 0 <= int(t) < pair.vocab_size]
+    if bad:
+        raise PromptError(
+            f"prompt ids must be token ids from 0 to {pair.vocab_size - 1}, got {bad[0]!r}",
+            "prompt_bad_id",
+            token=str(bad[0])[:20],
+            vocab=pair.vocab_size,
+        )
+    return [int(t) for t in ids]
+
+
+def prompt_ids(pair: ModelPair, prompt: str | Sequence[int]) -> list[int]:
+    """Text (:func:`encode_prompt`) or ids (:func:`check_prompt_ids`) → checked ids: the
+    one prompt validation of the step machine, the fast path and the comparisons."""
+    if isinstance(prompt, str):
+        return encode_prompt(pair, prompt)
+    return check_prompt_ids(pair, prompt)

@@ -1,6 +1,7 @@
 """The pieces of one round shared by the step machine (``session.py``) and the fast path
-(``generate.py``): γ for the round, the parallel verification forward, the stop rule and
-the rollback of both caches. Reads top to bottom as the round does.
+(``generate.py``): γ for the round, the parallel verification forward, the stop rule, the
+commit that ends in the round's :class:`~specdec_core.records.RoundRecord`, and the
+rollback of both caches. Reads top to bottom as the round does.
 """
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from collections.abc import Callable
 
 import torch
 
-from .acceptance import Verdict, verify_greedy, verify_sampling
+from .acceptance import Verdict, acceptance_total, verify_greedy, verify_sampling
 from .drafters import Drafter
 from .kvcache import ModelCache, common_prefix_len
+from .records import RoundRecord, make_record
 from .sampling import SamplingConfig, logits_to_probs
 
 
@@ -59,6 +61,13 @@ def verify_drafts(
     return p_rows, verdict, len(feed)
 
 
+def overlaps(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> list[float]:
+    """``Σ_x min(p_i(x), q_i(x))`` per drafted position: ``[γ+1, V]`` and ``[γ, V]`` rows
+    (the bonus row is ignored) → ``γ`` floats (Leviathan et al. 2023, Def. 3.1)."""
+    gamma = draft_probs.shape[0]
+    return acceptance_total(target_probs[:gamma], draft_probs).tolist() if gamma else []
+
+
 def stop_reason_after(
     generated: list[int],
     total_len: int,
@@ -101,6 +110,33 @@ def commit_tokens(
         if reason:
             return appended, reason
     return appended, None
+
+
+def commit_round(
+    committed: list[int],
+    prompt_len: int,
+    gamma: int,
+    draft_ids: list[int],
+    verdict: Verdict,
+    round_overlaps: list[float],
+    stop: Callable[[list[int], int], str | None],
+) -> tuple[RoundRecord, str | None]:
+    """Commit the accepted drafts + the correction/bonus token (cut short by ``stop``) and
+    describe the round. ``committed`` is not changed: the caller appends
+    ``record.appended``.
+
+    Args:
+        committed: ``[L]`` ids before the round. gamma: γ the drafter was asked for.
+        draft_ids: ``[γ']`` drafted ids. verdict: the rule's decision.
+        round_overlaps: ``[γ']`` ``Σ min(p_i, q_i)`` (see :func:`overlaps`).
+
+    Returns:
+        ``(record, stop_reason)``.
+    """
+    proposal = draft_ids[: verdict.accepted] + [verdict.next_token]
+    appended, reason = commit_tokens(committed, proposal, prompt_len, stop)
+    record = make_record(gamma, draft_ids, verdict.accepted, round_overlaps, appended, verdict.kind)
+    return record, reason
 
 
 def rollback(target: ModelCache, drafter: Drafter, committed: list[int]) -> tuple[int, int]:

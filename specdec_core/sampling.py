@@ -26,8 +26,10 @@ class SamplingConfig:
 
     Attributes:
         temperature: ≥ 0 and ≤ ``MAX_TEMPERATURE``; 0 means greedy (one-hot argmax).
-        top_k: keep the ``top_k`` most likely tokens; 0 disables. Must be ≤ vocabulary size
-            (checked by :meth:`validate` when the vocabulary size is known).
+        top_k: keep the tokens whose score is at least the ``top_k``-th largest; 0
+            disables. Ties at that score are all kept, so more than ``top_k`` tokens may
+            survive (as transformers' ``TopKLogitsWarper`` does). Must be ≤ vocabulary
+            size (checked by :meth:`validate` when the vocabulary size is known).
         top_p: nucleus mass in (0, 1]; 1 disables.
 
     Raises:
@@ -70,8 +72,9 @@ def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tenso
     Returns:
         ``[..., V]`` float32 rows that sum to 1. Greedy (temperature 0): one-hot on the
         argmax (lowest index on ties). Order of transforms as in transformers'
-        ``generate``: temperature, then top-k, then top-p (the smallest set of tokens whose
-        mass reaches ``top_p``; the most likely token is always kept).
+        ``generate``: temperature, then top-k (ties with the ``k``-th score kept), then
+        top-p (the smallest set of tokens whose mass reaches ``top_p``; the most likely
+        token is always kept).
     """
     logits = logits.float()
     if config.greedy:

@@ -10,21 +10,26 @@ One round (DESIGN.md "One round, precisely"):
 4. ``commit()``   — append the accepted prefix + correction/bonus token, discard the rest,
    crop both caches to the committed history (the appended token has no KV yet).
 
-Each call returns a frozen trace (``trace.py``). A call out of phase raises
-:class:`PhaseError` and changes nothing.
+The round's pieces (γ, the verification forward, the commit that produces the round's
+:class:`~specdec_core.records.RoundRecord`, rollback) live in ``rounds.py`` and are shared
+with the fast path (``generate.py``). Each call returns a frozen trace (``trace.py``). A
+call out of phase raises :class:`PhaseError`; any step that raises leaves the session as
+it was.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
 
-from .acceptance import Verdict
 from .drafters import Drafter, ModelDrafter
-from .errors import PhaseError  # noqa: F401 - re-exported
+from .edits import build_checks, make_draft_agree, make_position_wrong, target_preview
+from .errors import PhaseError
 from .inputs import (  # noqa: F401 - re-exported: pages and tests import them from here
     MAX_GAMMA,
     InputError,
@@ -32,11 +37,20 @@ from .inputs import (  # noqa: F401 - re-exported: pages and tests import them f
     SessionConfig,
     TokenTextError,
     encode_prompt,
+    prompt_ids,
     single_token_id,
 )
 from .kvcache import ModelCache, common_prefix_len, kv_state
 from .models import ModelPair
-from .rounds import commit_tokens, gamma_for_round, rollback, stop_reason_after, verify_drafts
+from .records import RoundRecord
+from .rounds import (
+    commit_round,
+    gamma_for_round,
+    overlaps,
+    rollback,
+    stop_reason_after,
+    verify_drafts,
+)
 from .sampling import one_hot
 from .slices import dist_slice
 from .trace import (
@@ -44,7 +58,6 @@ from .trace import (
     DistSlice,
     EditTrace,
     KVState,
-    PositionCheck,
     ProposeTrace,
     RoundTrace,
     TokenInfo,
@@ -59,12 +72,13 @@ class _Pending:
     """The current round's in-flight state (tensors; never put in a trace)."""
 
     ids: list[int]
-    q_rows: torch.Tensor  # [γ, V] float32 CPU
+    q_rows: torch.Tensor  # [γ', V] float32 CPU
+    gamma: int  # γ the drafter was asked for
     edited: set[int] = field(default_factory=set)
     propose: ProposeTrace | None = None
     edits: list[EditTrace] = field(default_factory=list)
-    p_rows: torch.Tensor | None = None  # [γ+1, V]
-    verdict: Verdict | None = None
+    record: RoundRecord | None = None
+    stop_reason: str | None = None
     verify: VerifyTrace | None = None
 
 
@@ -74,8 +88,11 @@ class SpeculativeSession:
     Owns one target ``DynamicCache`` (via :class:`ModelCache`), the drafter (with its own
     cache) and a CPU ``torch.Generator`` seeded from ``config.seed``.
 
+    Every step either completes or raises and leaves the session as it was.
+
     Raises:
-        PromptError: bad prompt. ConfigError: bad settings.
+        PromptError: bad prompt (text or ids, :func:`inputs.prompt_ids`). ConfigError: bad
+        settings.
     """
 
     def __init__(
@@ -87,9 +104,7 @@ class SpeculativeSession:
     ) -> None:
         self.pair = pair
         self.config = (config or SessionConfig()).validate(pair.vocab_size)
-        ids = encode_prompt(pair, prompt) if isinstance(prompt, str) else list(prompt)
-        if not ids or len(ids) >= pair.context_length:
-            raise PromptError(f"prompt must have 1..{pair.context_length - 1} tokens")
+        ids = prompt_ids(pair, prompt)
         self.ids: list[int] = ids
         self.prompt_len = len(ids)
         self.target = ModelCache(pair.target)
@@ -106,7 +121,7 @@ class SpeculativeSession:
     def phase(self) -> Phase:
         if self._pending is None:
             return "finished" if self.stop_reason else "propose"
-        return "commit" if self._pending.verdict is not None else "verify"
+        return "commit" if self._pending.record is not None else "verify"
 
     @property
     def current_draft_dists(self) -> tuple[DistSlice, ...]:
@@ -133,10 +148,11 @@ class SpeculativeSession:
         return self._pending.verify if self._pending else None
 
     def current_statuses(self) -> list[str] | None:
-        """Per-draft status for the KV table: after verify, accepted/rejected/discarded."""
-        if self._pending is None or self._pending.verdict is None:
+        """Per-draft status for the KV table after verify (accepted / rejected /
+        discarded / cut), else ``None``."""
+        if self._pending is None or self._pending.record is None:
             return None
-        return self._statuses(self._pending.verdict, len(self._pending.ids))
+        return list(self._pending.record.statuses)
 
     @property
     def drafts(self) -> list[int]:
@@ -192,28 +208,46 @@ class SpeculativeSession:
             self.pair.context_length,
         )
 
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """Run a step so that, if it raises, the session is as it was: the generator's
+        state and both caches' lengths are restored (the step assigns its new state only
+        after all of its work succeeded)."""
+        generator_state = self.generator.get_state()
+        target_len = self.target.kv_len
+        draft_len = len(self.drafter.cached_ids() or [])
+        try:
+            yield
+        except BaseException:
+            self.generator.set_state(generator_state)
+            self.target.crop(min(target_len, self.target.kv_len))
+            self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
+            raise
+
     # ------------------------------------------------------------------ propose
     def propose(self) -> ProposeTrace:
-        """Phase 1: draft γ tokens serially. Returns :class:`ProposeTrace`."""
+        """Phase 1: draft up to γ tokens serially (a drafter may propose fewer, even none).
+
+        Raises:
+            PhaseError: not in phase ``propose``.
+        """
         self._require("propose", "propose")
         kv_before = self.kv_state()
-        draft = self.drafter.propose(
-            self.ids,
-            self._gamma_now(),
-            self.config.sampling,
-            self.config.draft_method,
-            self.generator,
-        )
-        pending = _Pending(draft.ids.tolist(), draft.probs)
+        gamma = self._gamma_now()
+        with self._atomic():
+            draft = self.drafter.propose(
+                self.ids, gamma, self.config.sampling, self.config.draft_method, self.generator
+            )
+            ids = draft.ids.tolist()
+            pending = _Pending(ids, draft.probs, gamma)
+            drafted = tuple(self.token(t) for t in ids)
+            dists = self._draft_slices(ids, draft.probs)
         self._pending = pending
         trace = ProposeTrace(
             round_index=self.round_index,
-            gamma=len(pending.ids),
-            drafted=tuple(self.token(t) for t in pending.ids),
-            draft_dists=tuple(
-                self._slice(None, pending.q_rows[i], [pending.ids[i]])
-                for i in range(len(pending.ids))
-            ),
+            gamma=len(ids),
+            drafted=drafted,
+            draft_dists=dists,
             draft_ms=draft.ms,
             draft_forwards=draft.forwards,
             kv_before=kv_before,
@@ -228,197 +262,180 @@ class SpeculativeSession:
 
         The edited token is a deterministic proposal: ``q_position`` becomes one-hot, so the
         sampling rule accepts it with ``p(y)`` and stays lossless. With
-        ``repropose_after_edit`` later drafts are re-proposed from the edited prefix.
+        ``repropose_after_edit`` later drafts are re-proposed from the edited prefix; the
+        drafter may then propose fewer than before (prompt lookup), so the round may end up
+        with fewer drafts.
 
         Raises:
-            PhaseError: not after ``propose``. ValueError: position or id out of range.
+            PhaseError: not after ``propose``. InputError: position or id out of range (the
+            session is unchanged).
         """
         pending = self._require("verify", "edit a draft")
         assert pending is not None
         gamma = len(pending.ids)
-        if not isinstance(position, int) or not 1 <= position <= gamma:
-            raise ValueError(f"position must be between 1 and {gamma}, got {position!r}")
-        if not isinstance(token_id, int) or not 0 <= token_id < self.pair.vocab_size:
-            raise ValueError(
-                f"token id must be between 0 and {self.pair.vocab_size - 1}, got {token_id!r}"
+        if (
+            isinstance(position, bool)
+            or not isinstance(position, int)
+            or not 1 <= position <= gamma
+        ):
+            raise InputError(
+                f"position must be between 1 and {gamma}, got {position!r}",
+                "edit_position",
+                gamma=gamma,
+            )
+        vocab = self.pair.vocab_size
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab:
+            raise InputError(
+                f"token id must be between 0 and {vocab - 1}, got {token_id!r}",
+                "edit_token_id",
+                vocab=vocab,
             )
         old = pending.ids[position - 1]
         ids = pending.ids[: position - 1] + [token_id]
-        rows = [
-            pending.q_rows[: position - 1],
-            one_hot(torch.tensor([token_id]), self.pair.vocab_size),
-        ]
+        rows = [pending.q_rows[: position - 1], one_hot(torch.tensor([token_id]), vocab)]
         edited = {i for i in pending.edited if i < position} | {position}
         rest = gamma - position
         forwards = 0
-        if self.config.repropose_after_edit and rest > 0:
-            draft = self.drafter.propose(
-                self.ids + ids, rest, self.config.sampling, self.config.draft_method, self.generator
-            )
-            ids += draft.ids.tolist()
-            rows.append(draft.probs)
-            forwards = draft.forwards
-        else:
-            ids += pending.ids[position:]
-            rows.append(pending.q_rows[position:])
-            edited |= {i for i in pending.edited if i > position}
-            keep = common_prefix_len(self.drafter.cached_ids() or [], self.ids + ids)
-            self.drafter.rollback(keep)
-        pending.ids, pending.q_rows, pending.edited = ids, torch.cat(rows), edited
+        reproposed = self.config.repropose_after_edit and rest > 0
+        with self._atomic():
+            if reproposed:
+                draft = self.drafter.propose(
+                    self.ids + ids, rest, self.config.sampling, self.config.draft_method,
+                    self.generator,
+                )  # fmt: skip
+                ids += draft.ids.tolist()
+                rows.append(draft.probs)
+                forwards = draft.forwards
+            else:
+                ids += pending.ids[position:]
+                rows.append(pending.q_rows[position:])
+                edited |= {i for i in pending.edited if i > position}
+                keep = common_prefix_len(self.drafter.cached_ids() or [], self.ids + ids)
+                self.drafter.rollback(keep)
+            q_rows = torch.cat(rows)
+            drafted = tuple(self.token(t) for t in ids)
+            dists = self._draft_slices(ids, q_rows)
+        pending.ids, pending.q_rows, pending.edited = ids, q_rows, edited
         trace = EditTrace(
             round_index=self.round_index,
             position=position,
             old_token=self.token(old),
             new_token=self.token(token_id),
-            drafted=tuple(self.token(t) for t in ids),
+            drafted=drafted,
             edited_positions=tuple(sorted(edited)),
-            reproposed=self.config.repropose_after_edit and rest > 0,
+            reproposed=reproposed,
             draft_forwards=forwards,
-            draft_dists=tuple(self._slice(None, pending.q_rows[i], [ids[i]]) for i in range(gamma)),
+            draft_dists=dists,
             kv_after=self.kv_state(),
         )
         pending.edits.append(trace)
         return trace
 
-    @torch.inference_mode()
     def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
-        """The target's top tokens at each drafted position 1..γ given the current drafts,
-        *before* verification (for the edit controls), from a cache-free forward over
-        ``committed + drafts``; the session's caches are not touched.
-
-        Returns:
-            ``γ`` lists of ``top_n`` :class:`TokenInfo`, most likely first (index 0 is the
-            greedy choice ``argmax p_i`` under the session's sampling settings).
-        """
+        """The target's top tokens at each drafted position (see :func:`edits.target_preview`)."""
         pending = self._require("verify", "preview the target")
         assert pending is not None
-        gamma = len(pending.ids)
-        if gamma == 0:
-            return []
-        ids = torch.tensor([self.ids + pending.ids], device=self.pair.device)
-        logits = self.pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()
-        top = torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
-        return [[self.token(t) for t in row] for row in top]
+        return target_preview(self, pending.ids, top_n)
 
     def make_position_wrong(self, position: int) -> EditTrace:
-        """Quick edit: replace ``y_position`` by the target's second choice there, a
-        plausible token that greedy verification rejects."""
-        preview = self.target_preview(top_n=2)
-        if not 1 <= position <= len(preview):
-            raise ValueError(f"position must be between 1 and {len(preview)}, got {position!r}")
-        return self.edit_draft(position, preview[position - 1][1].id)
+        """Quick edit: ``y_position`` becomes the target's second choice there."""
+        return make_position_wrong(self, position)
 
     def make_draft_agree(self) -> list[EditTrace]:
-        """Quick edit: replace each draft that differs from the target's argmax (first
-        mismatch first, re-checking after each edit) so that greedy verification accepts
-        all γ. At most γ edits, each one cache-free target forward."""
-        edits = []
-        for _ in range(len(self.drafts)):
-            preview = self.target_preview(top_n=1)
-            mismatch = [i for i, row in enumerate(preview) if row[0].id != self.drafts[i]]
-            if not mismatch:
-                break
-            k = mismatch[0]
-            edits.append(self.edit_draft(k + 1, preview[k][0].id))
-        return edits
+        """Quick edit: every draft that differs from the target's argmax is replaced."""
+        return make_draft_agree(self)
 
     # ------------------------------------------------------------------ verify
     def verify(self) -> VerifyTrace:
-        """Phase 3: one parallel target forward over the pending tokens and all drafts."""
+        """Phase 3: one parallel target forward over the pending tokens and all drafts,
+        then the rule (``acceptance.py``). The checks' statuses are final: the commit that
+        follows is already decided (a stop on a committed draft makes later drafts
+        ``cut``, :func:`records.round_statuses`).
+
+        Raises:
+            PhaseError: not after ``propose``.
+        """
         pending = self._require("verify", "verify")
         assert pending is not None
         kv_before = self.kv_state()
-        started = time.perf_counter()
-        p_rows, verdict, fed = verify_drafts(
-            self.target, self.ids, pending.ids, pending.q_rows, self.config.sampling, self.generator
-        )
-        gamma = len(pending.ids)
-        verify_ms = (time.perf_counter() - started) * 1e3
-        pending.p_rows, pending.verdict = p_rows, verdict
-        statuses = self._statuses(verdict, gamma)
-        target_argmax = p_rows.argmax(dim=-1).tolist()
-        checks = []
-        for i in range(gamma):
-            y = pending.ids[i]
-            extra = [y] + ([verdict.next_token] if i == verdict.accepted else [])
-            p_i, q_i = p_rows[i], pending.q_rows[i]
-            checks.append(
-                PositionCheck(
-                    position=i + 1,
-                    token=self.token(y),
-                    p=float(p_i[y]),
-                    q=float(q_i[y]),
-                    accept_prob=verdict.accept_probs[i],
-                    u=verdict.u[i] if i < len(verdict.u) else None,
-                    status=statuses[i],
-                    target_argmax=self.token(target_argmax[i]),
-                    edited=(i + 1) in pending.edited,
-                    acceptance_total=float(torch.minimum(p_i, q_i).sum()),
-                    dist=self._slice(p_i, q_i, extra),
-                )
+        with self._atomic():
+            started = time.perf_counter()
+            p_rows, verdict, fed = verify_drafts(
+                self.target, self.ids, pending.ids, pending.q_rows, self.config.sampling,
+                self.generator,
+            )  # fmt: skip
+            verify_ms = (time.perf_counter() - started) * 1e3
+            round_overlaps = overlaps(p_rows, pending.q_rows)
+            record, stop_reason = commit_round(
+                self.ids, self.prompt_len, pending.gamma, pending.ids, verdict, round_overlaps,
+                self._stop,
+            )  # fmt: skip
+            checks = build_checks(
+                pending.ids, pending.q_rows, p_rows, verdict, record, pending.edited,
+                self.token, self._slice,
+            )  # fmt: skip
+            n, gamma = verdict.accepted, len(pending.ids)
+            next_dist = (
+                checks[n].dist
+                if n < gamma
+                else self._slice(p_rows[gamma], None, [verdict.next_token])
             )
-        n = verdict.accepted
-        next_dist = (
-            checks[n].dist if n < gamma else self._slice(p_rows[gamma], None, [verdict.next_token])
-        )
-        trace = VerifyTrace(
-            round_index=self.round_index,
-            greedy=self.config.sampling.greedy,
-            checks=tuple(checks),
-            accepted=n,
-            next_token=self.token(verdict.next_token),
-            kind=verdict.kind,
-            next_dist=next_dist,
-            verify_ms=verify_ms,
-            target_forward_tokens=fed,
-            kv_before=kv_before,
-            kv_after=self.kv_state(statuses),
-        )
-        pending.verify = trace
+            trace = VerifyTrace(
+                round_index=self.round_index,
+                greedy=self.config.sampling.greedy,
+                checks=checks,
+                accepted=n,
+                next_token=self.token(verdict.next_token),
+                kind=verdict.kind,
+                next_dist=next_dist,
+                verify_ms=verify_ms,
+                target_forward_tokens=fed,
+                kv_before=kv_before,
+                kv_after=self.kv_state(list(record.statuses)),
+            )
+        pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
         return trace
-
-    @staticmethod
-    def _statuses(verdict: Verdict, gamma: int) -> list[str]:
-        n = verdict.accepted
-        return ["accepted"] * n + (
-            ["rejected"] + ["discarded"] * (gamma - n - 1) if n < gamma else []
-        )
 
     # ------------------------------------------------------------------ commit
     def commit(self) -> CommitTrace:
-        """Phase 4 (+ reject): append accepted drafts + correction/bonus, stop where EOS,
-        a stop string, ``max_new_tokens`` or the context says, and roll both caches back to
-        the committed history. The appended token is committed with no KV yet."""
+        """Phase 4 (+ reject): append the round's committed tokens (accepted drafts +
+        correction/bonus, cut short by EOS, a stop string, ``max_new_tokens`` or the
+        context), and roll both caches back to the committed history. The appended token
+        is committed with no KV yet.
+
+        Raises:
+            PhaseError: not after ``verify``.
+        """
         pending = self._require("commit", "commit")
-        assert pending is not None and pending.verdict is not None and pending.verify is not None
-        verdict = pending.verdict
-        statuses = self._statuses(verdict, len(pending.ids))
-        kv_before = self.kv_state(statuses)
-        proposal = pending.ids[: verdict.accepted] + [verdict.next_token]
-        appended, stop_reason = commit_tokens(self.ids, proposal, self.prompt_len, self._stop)
-        kind = "stopped" if len(appended) < len(proposal) else verdict.kind
-        self.ids = self.ids + appended
+        assert pending is not None and pending.record is not None
+        assert pending.propose is not None and pending.verify is not None
+        record = pending.record
+        kv_before = self.kv_state(list(record.statuses))
+        by_status = {s: [self.token(t) for t, st in zip(record.drafted, record.statuses,
+                                                          strict=True) if st == s]
+                     for s in ("rejected", "discarded", "cut")}  # fmt: skip
+        self.ids = self.ids + list(record.appended)
         rolled_target, rolled_draft = rollback(self.target, self.drafter, self.ids)
-        discarded = pending.ids[verdict.accepted :]
         self._pending = None
-        self.stop_reason = stop_reason
+        self.stop_reason = pending.stop_reason
         trace = CommitTrace(
             round_index=self.round_index,
-            appended=tuple(self.token(t) for t in appended),
-            kind=kind,
-            discarded=tuple(self.token(t) for t in discarded),
-            stop_reason=stop_reason,
+            appended=tuple(self.token(t) for t in record.appended),
+            kind=record.kind,
+            discarded=tuple(by_status["rejected"] + by_status["discarded"]),
+            cut=tuple(by_status["cut"]),
+            stop_reason=pending.stop_reason,
             rolled_back_target=rolled_target,
             rolled_back_draft=rolled_draft,
             kv_before=kv_before,
             kv_after=self.kv_state(),
         )
-        assert pending.propose is not None
         self.history.append(
             RoundTrace(
-                self.round_index, pending.propose, tuple(pending.edits), pending.verify, trace
+                self.round_index, pending.propose, tuple(pending.edits), pending.verify, trace,
+                record,
             )
-        )
+        )  # fmt: skip
         self.round_index += 1
         return trace
 
@@ -434,6 +451,11 @@ class SpeculativeSession:
         )
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def records(self) -> tuple[RoundRecord, ...]:
+        """One :class:`RoundRecord` per finished round (for :func:`records.summarize`)."""
+        return tuple(r.record for r in self.history)
+
     def run_round(self) -> RoundTrace:
         """Propose, verify and commit in one call; returns the round's trace."""
         self.propose()
@@ -448,8 +470,8 @@ class SpeculativeSession:
             rounds.append(self.run_round())
         return rounds
 
-    def with_config(self, **changes: object) -> SessionConfig:
-        return replace(self.config, **changes)
+    def _draft_slices(self, ids: list[int], q_rows: torch.Tensor) -> tuple[DistSlice, ...]:
+        return tuple(self._slice(None, q_rows[i], [t]) for i, t in enumerate(ids))
 
     def _slice(self, p: torch.Tensor | None, q: torch.Tensor | None, extra: list[int]) -> DistSlice:
         return dist_slice(p, q, extra, self.config.top_n, self.token)

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from .records import RoundRecord
+
 
 @dataclass(frozen=True)
 class TokenInfo:
@@ -59,7 +61,7 @@ class KVRow:
     committed: bool
     target_kv: bool
     draft_kv: bool
-    # prompt | committed | committed-no-KV-yet | tentative | accepted | rejected | discarded
+    # prompt | committed | committed-no-KV-yet | tentative | accepted | rejected | discarded | cut
     state: str
 
 
@@ -79,8 +81,9 @@ class PositionCheck:
 
     ``p``/``q`` are ``p_i(y_i)``/``q_i(y_i)``; ``accept_prob = min(1, p/q)`` (greedy: 1 on
     a match with the target argmax, else 0); ``u`` the uniform draw, ``None`` when not
-    drawn (greedy, or discarded); ``status`` accepted | rejected | discarded;
-    ``acceptance_total = Σ min(p_i, q_i)``.
+    drawn (greedy, or discarded); ``status`` accepted | rejected | discarded | cut (see
+    ``records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
+    acceptance rate averages over checked (accepted or rejected) positions.
     """
 
     position: int
@@ -92,7 +95,7 @@ class PositionCheck:
     status: str
     target_argmax: TokenInfo
     edited: bool
-    acceptance_total: float
+    overlap: float
     dist: DistSlice
 
 
@@ -124,8 +127,11 @@ class EditTrace:
 
 @dataclass(frozen=True)
 class VerifyTrace:
-    """``next_dist`` is ``p_{γ+1}`` (bonus) or, after a rejection, the slice at that
-    position (whose ``excess`` is the residual before normalisation)."""
+    """``accepted`` is the rule's accepted length ``n`` (the correction replaces draft
+    ``n + 1``); the committed drafts are the checks whose status is ``accepted`` (fewer
+    when a stop cuts the round). ``next_dist`` is ``p_{γ+1}`` (bonus) or, after a
+    rejection, the slice at that position (whose ``excess`` is the residual before
+    normalisation)."""
 
     round_index: int
     greedy: bool
@@ -143,12 +149,15 @@ class VerifyTrace:
 @dataclass(frozen=True)
 class CommitTrace:
     """``kind`` is correction | bonus | stopped (a stop cut the commit short);
-    ``kv_before`` marks the rows the rollback removes (state ``rejected``/``discarded``)."""
+    ``discarded`` the rejected draft and those after it, ``cut`` the drafts after a stop
+    that fell on a committed draft; ``kv_before`` marks the rows the rollback removes
+    (state ``rejected``/``discarded``/``cut``)."""
 
     round_index: int
     appended: tuple[TokenInfo, ...]
     kind: str
     discarded: tuple[TokenInfo, ...]
+    cut: tuple[TokenInfo, ...]
     stop_reason: str | None
     rolled_back_target: int
     rolled_back_draft: int
@@ -158,11 +167,15 @@ class CommitTrace:
 
 @dataclass(frozen=True)
 class RoundTrace:
+    """A finished round: its four steps and its :class:`RoundRecord` (what the
+    statistics are derived from, ``records.summarize``)."""
+
     round_index: int
     propose: ProposeTrace
     edits: tuple[EditTrace, ...]
     verify: VerifyTrace
     commit: CommitTrace
+    record: RoundRecord
 
 
 # ---------------------------------------------------------------- JSON round-trip

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from specdec_core.__main__ import main
+from specdec_core.generate import generate
 from specdec_core.models import ModelLoadError, VocabularyMismatchError, load_pair
 from specdec_core.sampling import ConfigError
 from specdec_core.session import (
@@ -81,14 +82,41 @@ def test_bad_settings(tiny_pair, case, changes, message):
 
 @pytest.mark.parametrize(
     ("prompt", "code", "message"),
-    [("", "prompt_empty", "empty"), ("  \n\t ", "prompt_empty", "empty"),
-     ("To be, or not to be " * 30, "prompt_too_long", "at most 63 tokens")],
-    ids=["empty", "whitespace only", "longer than the context"],
+    [("", "prompt_empty", "empty"),
+     ("To be, or not to be " * 30, "prompt_too_long", "at most 63 tokens"),
+     ("x" * 20_001, "prompt_too_many_chars", "at most 20000"),
+     ([], "prompt_empty", "no tokens"), ([5] * 64, "prompt_too_long", "at most 63 tokens"),
+     ([5, 300], "prompt_bad_id", "0 to 299"), ([5, -1], "prompt_bad_id", "0 to 299"),
+     ([5, "7"], "prompt_bad_id", "0 to 299"), ([True], "prompt_bad_id", "0 to 299")],
+    ids=["empty", "longer than the context", "over the character limit", "no ids",
+         "ids longer than the context", "id past the vocabulary", "negative id",
+         "id not a number", "bool id"],
 )  # fmt: skip
 def test_bad_prompts_say_how_many_tokens_fit(tiny_pair, prompt, code, message):
     with pytest.raises(PromptError, match=message) as info:
         SpeculativeSession(tiny_pair, prompt)
     assert info.value.code == code
+    with pytest.raises(PromptError, match=message):  # one validation for both paths
+        generate(tiny_pair, prompt, SessionConfig(max_new_tokens=2))
+
+
+def test_a_huge_prompt_is_refused_before_tokenizing(tiny_pair, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tiny_pair.tokenizer, "encode", lambda *a, **k: calls.append(a) or [1])
+    with pytest.raises(PromptError, match="characters"):
+        SpeculativeSession(tiny_pair, "ha " * 3_000_000)
+    assert calls == []
+
+
+@pytest.mark.parametrize("prompt", ["\n", " ", "  \n\t "])
+def test_whitespace_is_a_prompt(tiny_pair, prompt):
+    ids = tiny_pair.tokenizer.encode(prompt, add_special_tokens=False)
+    assert len(ids) >= 1
+    session = SpeculativeSession(tiny_pair, prompt, SessionConfig(max_new_tokens=3))
+    assert session.ids == ids
+    session.run()
+    fast = generate(tiny_pair, prompt, SessionConfig(max_new_tokens=3))
+    assert fast.output_ids == session.generated_ids and len(fast.output_ids) == 3
 
 
 def test_prompt_reaching_context_mid_round_stops_with_own_reason(tiny_pair):
@@ -120,7 +148,7 @@ def test_load_errors(tiny_dirs, case, load, error, message):
 
 @pytest.mark.parametrize(
     "args",
-    [["--prompt", ""], ["--prompt", " "], ["--prompt", "x", "--gamma", "-1"],
+    [["--prompt", ""], ["--prompt", "x", "--gamma", "-1"],
      ["--prompt", "x", "--temperature", "nan"], ["--prompt", "x", "--top-k", "-3"],
      ["--prompt", "x", "--top-p", "2"], ["--prompt", "x", "--edit", "1:1=-5"],
      ["--prompt", "x", "--edit", "1:1=5000000"], ["--prompt", "x", "--edit", "1:9=5"],

@@ -91,7 +91,7 @@ def test_lean_greedy_round_decides_like_the_step_machine(tiny_pair, gamma):
     ]
     checks = [c for r in session.history for c in r.verify.checks]
     assert fast.stats.acceptance_rate == pytest.approx(
-        sum(c.acceptance_total for c in checks) / len(checks)
+        sum(c.overlap for c in checks) / len(checks)
     )
     s = fast.stats
     assert s.draft_forwards == sum(len(r.verify.checks) for r in session.history)

@@ -15,7 +15,7 @@ from specdec_core.__main__ import main, parse_edits
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUND_KEYS = {"drafted", "accepted", "appended", "kind", "checks", "committed_len",
               "target_kv_len", "draft_kv_len"}  # fmt: skip
-CHECK_KEYS = {"token", "p", "q", "accept_prob", "u", "status"}
+CHECK_KEYS = {"token", "p", "q", "overlap", "accept_prob", "u", "status"}
 
 
 def test_run_greedy_json_contract(capsys, pair_arg):

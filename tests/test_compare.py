@@ -107,7 +107,7 @@ def test_a_round_without_drafts_commits_one_target_token(tiny_pair):
     )
     r = session.run_round()
     assert r.verify.checks == () and r.verify.accepted == 0 and len(r.commit.appended) == 1
-    [mark] = strip_marks(session.history)
+    [mark] = strip_marks(session.records, session.token)
     assert mark.state == "committed" and mark.token == r.commit.appended[0]
 
 

@@ -11,6 +11,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from specdec_core.drafters import (
     EarlyExitDrafter,
+    ModelDrafter,
     NgramDrafter,
     default_knob,
     early_exit_model,
@@ -49,7 +50,9 @@ def test_prompt_lookup_proposal_is_one_hot_and_free():
 
 def test_knobs_and_their_limits(tiny_pair):
     assert default_knob(tiny_pair, "ngram") == 3 and default_knob(tiny_pair, "early-exit") == 1
-    assert make_named_drafter(tiny_pair, "model") is None
+    model = make_named_drafter(tiny_pair, "model")
+    assert isinstance(model, ModelDrafter) and model.kv.model is tiny_pair.draft
+    assert model.forward_ms == 0.0 and model.cached_ids() == []
     assert make_named_drafter(tiny_pair, "ngram").knob == 3
     assert make_named_drafter(tiny_pair, "early-exit", 2).knob == 2
     for name, knob in [("ngram", 0), ("ngram", -1), ("early-exit", 0), ("early-exit", 3)]:

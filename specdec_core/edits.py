@@ -1,0 +1,113 @@
+"""Helpers of the step machine that are not the round itself: the target's preview used by
+the edit controls, the two quick edits, and the per-position checks a verification shows.
+
+Kept out of ``session.py`` so that file reads as the round does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from .acceptance import Verdict
+from .records import RoundRecord
+from .trace import DistSlice, EditTrace, PositionCheck, TokenInfo
+
+if TYPE_CHECKING:
+    from .session import SpeculativeSession
+
+Slicer = Callable[[torch.Tensor | None, torch.Tensor | None, list[int]], DistSlice]
+
+
+@torch.inference_mode()
+def target_preview(
+    session: SpeculativeSession, drafts: list[int], top_n: int = 5
+) -> list[list[TokenInfo]]:
+    """The target's top tokens at each drafted position 1..γ' given the current drafts,
+    *before* verification (for the edit controls), from a cache-free forward over
+    ``committed + drafts``; the session's caches are not touched.
+
+    Returns:
+        ``γ'`` lists of ``top_n`` :class:`TokenInfo`, most likely first (index 0 is the
+        greedy choice ``argmax p_i``). Empty when there are no drafts.
+    """
+    gamma = len(drafts)
+    if gamma == 0:
+        return []
+    pair = session.pair
+    ids = torch.tensor([session.ids + drafts], device=pair.device)
+    logits = pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()  # [γ', V]
+    top = torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
+    return [[session.token(t) for t in row] for row in top]
+
+
+def make_position_wrong(session: SpeculativeSession, position: int) -> EditTrace:
+    """Quick edit: replace ``y_position`` by the target's second choice there, a plausible
+    token that greedy verification rejects.
+
+    Raises:
+        PhaseError: not after ``propose``. InputError: position out of range.
+    """
+    preview = session.target_preview(top_n=2)
+    if isinstance(position, bool) or not isinstance(position, int):
+        position = -1  # edit_draft reports it
+    if not 1 <= position <= len(preview):
+        return session.edit_draft(position, 0)  # raises the documented InputError
+    return session.edit_draft(position, preview[position - 1][1].id)
+
+
+def make_draft_agree(session: SpeculativeSession) -> list[EditTrace]:
+    """Quick edit: replace each draft that differs from the target's argmax (first
+    mismatch first, re-checking after each edit) so that greedy verification accepts all
+    of them. At most γ' edits, each one cache-free target forward."""
+    edits = []
+    for _ in range(len(session.drafts)):
+        preview = session.target_preview(top_n=1)
+        drafts = session.drafts
+        mismatch = [i for i, row in enumerate(preview) if row[0].id != drafts[i]]
+        if not mismatch:
+            break
+        k = mismatch[0]
+        edits.append(session.edit_draft(k + 1, preview[k][0].id))
+    return edits
+
+
+def build_checks(
+    drafts: list[int],
+    q_rows: torch.Tensor,
+    p_rows: torch.Tensor,
+    verdict: Verdict,
+    record: RoundRecord,
+    edited: set[int],
+    token: Callable[[int], TokenInfo],
+    slicer: Slicer,
+) -> tuple[PositionCheck, ...]:
+    """One :class:`PositionCheck` per drafted position.
+
+    Args:
+        drafts: ``[γ']`` ids. q_rows: ``[γ', V]``. p_rows: ``[γ' + 1, V]`` float32 CPU.
+        verdict: the rule's decision. record: the round's record (final statuses and
+            overlaps). edited: 1-based edited positions.
+    """
+    target_argmax = p_rows.argmax(dim=-1).tolist()
+    checks = []
+    for i, y in enumerate(drafts):
+        extra = [y] + ([verdict.next_token] if i == verdict.accepted else [])
+        checks.append(
+            PositionCheck(
+                position=i + 1,
+                token=token(y),
+                p=float(p_rows[i, y]),
+                q=float(q_rows[i, y]),
+                accept_prob=verdict.accept_probs[i],
+                u=verdict.u[i] if i < len(verdict.u) else None,
+                status=record.statuses[i],
+                target_argmax=token(target_argmax[i]),
+                edited=(i + 1) in edited,
+                overlap=record.overlaps[i],
+                dist=slicer(p_rows[i], q_rows[i], extra),
+            )
+        )
+    return tuple(checks)
