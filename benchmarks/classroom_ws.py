@@ -217,6 +217,36 @@ async def _scenario(url: str, name: str, attack, clicks: int = 6) -> dict:
         await aws.close()
 
 
+async def _speed_jobs(url: str, n_jobs: int = 6, clicks: int = 6) -> dict:
+    """``n_jobs`` students press "Sweep γ" at once, then close their tabs."""
+    victim, vws = await open_client(url)
+    base = await _victim_clicks(victim, clicks)
+    attackers = []
+    for _ in range(n_jobs):
+        c, ws = await open_client(url)
+        await c.rerun(page="speed")
+        msg = BackMsg()
+        msg.rerun_script.page_script_hash = c.page_hash
+        w = msg.rerun_script.widget_states.widgets.add()
+        w.id, w.trigger_value = c.ids["Sweep γ = 1…8"], True
+        await c.send(msg)  # do not wait: the sweep runs on
+        attackers.append(ws)
+    await asyncio.sleep(0.5)
+    loaded = await _victim_clicks(victim, clicks)
+    for ws in attackers:  # the tabs close
+        await ws.close()
+    await asyncio.sleep(3)
+    after_close = await _victim_clicks(victim, clicks)
+    await vws.close()
+    return {
+        "scenario": f"{n_jobs} speed sweeps at once, then tabs closed",
+        "victim_base_median_ms": round(statistics.median(base)),
+        "victim_during_median_ms": round(statistics.median(loaded)),
+        "victim_during_max_ms": round(max(loaded)),
+        "victim_after_close_median_ms": round(statistics.median(after_close)),
+    }
+
+
 async def _measure(url: str, pid: int) -> list[dict]:
     async def big_prompt(c: Client) -> float:
         total = 0.0
@@ -245,6 +275,8 @@ async def _measure(url: str, pid: int) -> list[dict]:
     for name, attack in (("3 MB prompt", big_prompt), ("2000-row table", big_table),
                          ("3 forged cache clears (RSS +MB)", cache_clear)):  # fmt: skip
         results.append(await _scenario(url, name, attack))
+    if os.environ.get("CLASSROOM_SPEED", "1") == "1":
+        results.append(await _speed_jobs(url))
     return results
 
 

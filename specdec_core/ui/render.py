@@ -20,12 +20,14 @@ STYLES = {
     "rejected": "background:#fecaca;border:1px solid #dc2626;color:#7f1d1d;"
     "text-decoration:line-through;",
     "discarded": "background:#f3f4f6;color:#9ca3af;text-decoration:line-through;",
+    "cut": "background:#f3f4f6;color:#9ca3af;border:1px dotted #9ca3af;",
     "correction": "background:#fed7aa;border:2px solid #ea580c;color:#7c2d12;font-weight:700;",
     "bonus": "background:#e9d5ff;border:2px solid #9333ea;color:#581c87;font-weight:700;",
 }
 KV_ROW_COLORS = {
     "rejected": "background-color:#fee2e2",
     "discarded": "background-color:#fee2e2",
+    "cut": "background-color:#f3f4f6",
     "accepted": "background-color:#dcfce7",
     "tentative": "background-color:#fef9c3",
     "committed-no-KV-yet": "background-color:#ffedd5",
