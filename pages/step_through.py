@@ -8,13 +8,14 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.figures import distribution_figure, visible_token
+from specdec_core.records import summarize
 from specdec_core.session import SpeculativeSession, single_token_id
 from specdec_core.ui import lesson as L
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.guards import PROMPT_CHARS, SHORT_CHARS, whole_number
 from specdec_core.ui.i18n import t
-from specdec_core.ui.render import StripItem, kv_table, token_strip_html
+from specdec_core.ui.render import StripItem, kv_table, round_strip, token_strip_html
 
 S = st.session_state
 pair, config = page_context()
@@ -149,15 +150,7 @@ if last is not None:  # show how the last commit changed the text
     n_new = len(last.commit.appended)
     older = generated[: len(generated) - n_new]
     items += [StripItem(session.token(i), "committed") for i in older]
-    appended = list(last.commit.appended)
-    n_acc = last.verify.accepted
-    rest = list(last.verify.checks[n_acc:])  # the rejected draft, then the discarded ones
-    items += [StripItem(tok, "accepted") for tok in appended[:n_acc]]
-    items += [StripItem(c.token, c.status, c.edited) for c in rest[:1]]
-    if len(appended) > n_acc:  # the correction replaces the rejected draft / the bonus
-        kind = last.commit.kind if last.commit.kind != "stopped" else "committed"
-        items.append(StripItem(appended[n_acc], kind))
-    items += [StripItem(c.token, c.status, c.edited) for c in rest[1:]]
+    items += round_strip(last.verify, last.record)
 else:
     items += [StripItem(session.token(i), "committed") for i in generated]
     edited = session.edited_positions
@@ -167,23 +160,18 @@ else:
             for i, y in enumerate(session.drafts)
         ]
     else:
-        for c in verify.checks[: verify.accepted + 1]:
-            items.append(StripItem(c.token, c.status, c.edited))
-        items.append(StripItem(verify.next_token, verify.kind))
-        items += [
-            StripItem(c.token, c.status, c.edited) for c in verify.checks[verify.accepted + 1 :]
-        ]
+        items += round_strip(verify, session.current_record)
 st.subheader(t("st_strip"))
 stopped_early = last is not None and last.commit.kind == "stopped"
 if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
-    st.info(t("st_stopped_in_round", n=len(last.commit.appended),
+    st.info(t("st_stopped_in_round", n=len(last.commit.appended), cut=len(last.commit.cut),
               reason=t("stop_" + (last.commit.stop_reason or "eos"))))  # fmt: skip
 elif last is not None and last.commit.discarded:
     gone = " ".join(f"`{visible_token(tok.text)}`" for tok in last.commit.discarded)
     st.warning(t("st_reject_step", tokens=gone, n=len(last.commit.discarded),
                  t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft))  # fmt: skip
-legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "correction",
-          "bonus"]  # fmt: skip
+legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "cut",
+          "correction", "bonus"]  # fmt: skip
 st.html(token_strip_html(items, legend))
 
 # ------------------------------------------------------------------ edit controls
@@ -315,21 +303,16 @@ st.subheader(t("st_history"))
 if not session.history:
     st.caption(t("history_empty"))
 else:
-    checks = [c for r in session.history for c in r.verify.checks]
-    drafted = len(checks)
-    acc = sum(r.verify.accepted for r in session.history)
+    summary = summarize(session.records)
     st.markdown(t(
-        "history_stats", rounds=len(session.history),
-        alpha=sum(c.overlap for c in checks) / drafted if drafted else 0.0,
-        acc=acc, drafted=drafted, mean=acc / len(session.history),
+        "history_stats", rounds=summary.rounds, alpha=summary.acceptance_rate,
+        acc=summary.accepted, drafted=summary.drafted, checked=summary.checked,
+        mean=summary.mean_accepted,
     ))  # fmt: skip
     for r in reversed(session.history):
-        label = t("history_round", r=r.round_index + 1, n=r.verify.accepted, g=len(r.verify.checks),
+        label = t("history_round", r=r.round_index + 1, n=r.record.accepted, g=len(r.verify.checks),
                   k=len(r.commit.appended), kind=t("kind_" + r.commit.kind))  # fmt: skip
         with st.expander(label, expanded=False):
-            strip = [StripItem(c.token, c.status, c.edited) for c in r.verify.checks]
-            strip.insert(r.verify.accepted + (0 if r.verify.kind == "bonus" else 1),
-                         StripItem(r.verify.next_token, r.verify.kind))  # fmt: skip
-            st.html(token_strip_html(strip, []))
+            st.html(token_strip_html(round_strip(r.verify, r.record), []))
             st.caption(t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
                          n=r.verify.target_forward_tokens))  # fmt: skip

@@ -179,12 +179,24 @@ def summarize(records: Sequence[RoundRecord]) -> AcceptanceStats:
 STRIP_STATES = ("accepted", "rejected", "discarded", "cut", "correction", "bonus", "committed")
 
 
+def strip_order(statuses: Sequence[str], target_token: bool) -> list[int | None]:
+    """The order a round's tokens are shown in, one house convention for every strip:
+    the committed drafts, the rejected draft, the target's own token (correction or bonus;
+    ``None`` in the list), then the discarded and cut drafts. Ints are 0-based drafted
+    positions; ``target_token`` is false when a stop on a draft left no target token."""
+    first = [i for i, s in enumerate(statuses) if s in CHECKED]
+    rest = [i for i, s in enumerate(statuses) if s not in CHECKED]
+    return first + ([None] if target_token else []) + rest
+
+
 def strip_states(record: RoundRecord) -> list[tuple[int, str]]:
-    """``(token id, state)`` of one round in strip order: the drafts in position order
-    (committed ones first, then rejected / discarded / cut), then the target's own token
-    if the commit got that far (a round whose commit was cut by a stop on a draft has
-    ``kind == "stopped"`` and no target token)."""
-    out: list[tuple[int, str]] = list(zip(record.drafted, record.statuses, strict=True))
-    if record.kind != "stopped":
-        out.append((record.appended[-1], record.kind if record.drafted else "committed"))
+    """``(token id, state)`` of one round in :func:`strip_order`; the target's token has
+    state ``correction``/``bonus``, or ``committed`` when the round had no drafts."""
+    target = record.kind != "stopped"
+    out: list[tuple[int, str]] = []
+    for i in strip_order(record.statuses, target):
+        if i is None:
+            out.append((record.appended[-1], record.kind if record.drafted else "committed"))
+        else:
+            out.append((record.drafted[i], record.statuses[i]))
     return out

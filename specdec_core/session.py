@@ -1,6 +1,6 @@
 """``SpeculativeSession``: the step machine a page drives.
 
-One round (DESIGN.md "One round, precisely"):
+One round (docs/ARCHITECTURE.md "One round, step by step"):
 
 1. ``propose()``  — the drafter proposes ``y_1..y_γ`` serially, recording ``q_1..q_γ``.
 2. ``edit_draft(i, token)`` (optional, repeatable) — a student replaces ``y_i``; its ``q_i``
@@ -141,6 +141,11 @@ class SpeculativeSession:
     @property
     def edited_positions(self) -> set[int]:
         return set(self._pending.edited) if self._pending else set()
+
+    @property
+    def current_record(self) -> RoundRecord | None:
+        """The pending round's record once verified (phase ``commit``), else ``None``."""
+        return self._pending.record if self._pending else None
 
     @property
     def current_verify(self) -> VerifyTrace | None:

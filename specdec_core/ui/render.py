@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specdec_core.figures import visible_token
-from specdec_core.trace import KVState, TokenInfo
+from specdec_core.records import RoundRecord, strip_order
+from specdec_core.trace import KVState, TokenInfo, VerifyTrace
 
 from .i18n import t
 
@@ -45,6 +46,8 @@ def _span(item: StripItem) -> str:
     title = t("hover_token", id=item.token.id, piece=item.token.piece)
     if item.state == "discarded":
         title += " — " + t("why_discarded")
+    elif item.state == "cut":
+        title += " — " + t("why_cut")
     elif item.state == "rejected":
         title += " — " + t("why_rejected")
     text = html.escape(visible_token(item.token.text))
@@ -55,6 +58,20 @@ def _span(item: StripItem) -> str:
         f'display:inline-block;font-family:monospace;font-size:15px;white-space:pre">'
         f"{mark}{text}</span>"
     )
+
+
+def round_strip(verify: VerifyTrace, record: RoundRecord) -> list[StripItem]:
+    """A verified round's tokens in the house order (``records.strip_order``): committed
+    drafts, the rejected draft, the target's token, then discarded and cut drafts."""
+    items = []
+    for i in strip_order(record.statuses, record.kind != "stopped"):
+        if i is None:
+            state = verify.kind if verify.checks else "committed"
+            items.append(StripItem(verify.next_token, state))
+        else:
+            c = verify.checks[i]
+            items.append(StripItem(c.token, c.status, c.edited))
+    return items
 
 
 def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
