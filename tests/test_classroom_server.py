@@ -1,0 +1,130 @@
+"""One student must not stall the class (issue 19, high items), checked against a real
+``streamlit run app.py`` on 127.0.0.1 with a hand-made websocket client
+(``benchmarks/classroom_ws.py``, the protocol of ``benchmarks/load_test.py``).
+
+Timing bounds are generous (seconds, where the unfixed server took minutes); the exact
+refusals are checked by message and by counting work, not by the clock."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import classroom_ws as W  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    with W.app_server(log) as proc:
+        yield proc, log, f"ws://127.0.0.1:{proc.server_port}/_stcore/stream"
+
+
+async def _clicks(victim: W.Client, n: int) -> list[float]:
+    return await W._victim_clicks(victim, n)
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 300))
+
+
+def test_oversized_table_state_is_refused_before_any_work(server):
+    _, _, url = server
+
+    async def scenario():
+        victim, vws = await W.open_client(url)
+        attacker, aws = await W.open_client(url)
+        base = await _clicks(victim, 4)
+        await attacker.rerun(page="acceptance_lab")
+        key = next(k for k in attacker.ids if k.startswith("rl_editor_"))
+        attack = asyncio.ensure_future(attacker.rerun(**{key: W.oversized_table(20_000)}))
+        during = await _clicks(victim, 4)
+        attack_ms = await attack
+        await vws.close()
+        await aws.close()
+        return base, during, attack_ms, attacker
+
+    base, during, attack_ms, attacker = _run(scenario())
+    assert not attacker.exceptions
+    assert any("table was reset" in a for a in attacker.alerts), attacker.alerts
+    assert attack_ms < 10_000  # unfixed: minutes of CPU for 20,000 rows
+    assert statistics.median(during) < 3 * statistics.median(base) + 1500
+
+
+def test_huge_prompts_are_refused(server):
+    _, _, url = server
+    port = url.split(":")[2].split("/")[0]
+
+    async def scenario():
+        victim, vws = await W.open_client(url)
+        base = await _clicks(victim, 3)
+        attacker, aws = await W.open_client(url)
+        started = time.perf_counter()
+        ms = await attacker.rerun(st_prompt="To be or not to be. " * 50_000)  # 1 MB
+        again = await attacker.rerun(click="① Propose")  # blocked, not tokenized again
+        during = await _clicks(victim, 3)
+        big, bws = await W.open_client(url)
+        closed = False
+        try:  # 3 MB: over server.maxMessageSize, the server drops the message
+            await big.rerun(st_prompt="x" * 3_000_000)
+        except Exception:  # noqa: BLE001 - websockets.ConnectionClosed
+            closed = True
+        await vws.close()
+        await aws.close()
+        await bws.close()
+        return base, during, ms, again, attacker, closed, time.perf_counter() - started
+
+    base, during, ms, again, attacker, closed, _ = _run(scenario())
+    assert not attacker.exceptions
+    assert any("at most" in a for a in attacker.alerts), attacker.alerts
+    assert ms < 10_000 and again < 10_000
+    assert closed
+    urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=10)
+    assert statistics.median(during) < 3 * statistics.median(base) + 1500
+
+
+def test_forged_cache_clear_leaves_the_models_loaded_once(server):
+    _, log, url = server
+
+    async def scenario():
+        attacker, aws = await W.open_client(url)
+        for _ in range(3):
+            await attacker.clear_cache()
+            await asyncio.sleep(0.2)
+            fresh, fws = await W.open_client(url)
+            assert not fresh.exceptions and "committed length" in fresh.metrics
+            await fws.close()
+        await aws.close()
+
+    _run(scenario())
+    assert log.read_text().count("specdec-pair-load embedded") == 1
+
+
+def test_a_prompt_is_tokenized_once_per_change(embedded_pair, monkeypatch):
+    from specdec_core.ui import guards
+
+    calls: list[int] = []
+    real = guards.encode_prompt
+
+    def counting(pair, prompt):
+        calls.append(len(prompt))
+        return real(pair, prompt)
+
+    monkeypatch.setattr(guards, "encode_prompt", counting)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120)
+    at.run()
+    at.text_area(key="st_prompt").set_value("To be or not to be. " * 1000).run()
+    for _ in range(3):
+        at.run()
+    assert not at.exception
+    assert len(calls) == 2  # the default prompt, then the long one: never per rerun
+    assert at.error and "at most" in at.error[0].value
