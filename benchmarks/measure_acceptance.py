@@ -2,8 +2,9 @@
 
 For 100 speeches from the held-out last 10 % of the corpus, the prompt is the speaker's
 name line plus the first line of the speech; γ = 4, 40 new tokens, greedy and sampled
-(T = 1). Prints α (mean Σ min(p, q) per drafted position), mean accepted drafts per round
-and the accepted-length histogram, and the target/draft validation perplexity.
+(T = 1). Prints α (mean Σ min(p, q) over checked positions: accepted drafts and the first
+rejected one, ``records.summarize``), mean committed drafts per round, committed /
+drafted, the accepted-length histogram, and the target/draft validation perplexity.
 
     python benchmarks/measure_acceptance.py [--prompts 100] [--json]
 """
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec_core.generate import generate
 from specdec_core.models import load_pair
+from specdec_core.records import summarize
 from specdec_core.session import SessionConfig
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"
@@ -57,26 +59,21 @@ def main() -> None:
     prompts = heldout_prompts(args.prompts)
     out: dict = {"prompts": len(prompts), "gamma": args.gamma}
     for name, temperature in (("greedy", 0.0), ("sampled_T1", 1.0)):
-        alpha_sum = positions = accepted = rounds = 0.0
-        hist = [0] * (args.gamma + 1)
+        records = []
         for i, prompt in enumerate(prompts):
             config = SessionConfig(gamma=args.gamma, temperature=temperature, seed=i,
                                    max_new_tokens=40)  # fmt: skip
-            s = generate(pair, prompt, config).stats
-            drafted = sum(s.accepted_histogram[n] for n in range(len(s.accepted_histogram)))
-            alpha_sum += s.acceptance_rate * s.draft_forwards
-            positions += s.draft_forwards
-            accepted += s.mean_accepted * s.rounds
-            rounds += s.rounds
-            for n, c in enumerate(s.accepted_histogram):
-                hist[n] += c
-            assert drafted == s.rounds
+            records += generate(pair, prompt, config).records
+        s = summarize(records)
         out[name] = {
-            "alpha": alpha_sum / positions,
-            "mean_accepted": accepted / rounds,
-            "accepted_per_drafted": accepted / positions,
-            "accepted_histogram": hist,
-            "rounds": int(rounds),
+            "alpha": s.acceptance_rate,
+            "checked_positions": s.checked,
+            "mean_accepted": s.mean_accepted,
+            "accepted_per_drafted": s.accepted / s.drafted,
+            "tokens_per_round": s.tokens_per_round,
+            "accepted_histogram": list(s.accepted_histogram),
+            "rounds": s.rounds,
+            "cut": s.cut,
         }
     ids: list[int] = []  # as in training: speeches separated by the end-of-text token
     for speech in CORPUS.read_text(encoding="utf-8")[-60000:].split("\n\n")[1:]:

@@ -1,4 +1,4 @@
-"""Command line: ``python -m specdec_core run|bench ... --json`` (DESIGN.md "Contracts").
+"""Command line: ``python -m specdec_core run|bench ... --json`` (docs/ARCHITECTURE.md).
 
 ``run`` steps a :class:`SpeculativeSession` round by round (so ``--edit`` can change a
 draft before verification) or runs the target alone (``--mode autoregressive``).

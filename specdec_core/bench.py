@@ -32,7 +32,7 @@ from .costmodel import (
 )
 from .drafters import make_named_drafter
 from .generate import GenerationResult, generate
-from .models import ModelPair, load_pair
+from .models import ModelPair, load_pair, quiet_transformers
 from .session import SessionConfig, encode_prompt
 
 # Prompts for the batch-size sweep (Tiny Shakespeare openings; content, not UI text).
@@ -191,7 +191,7 @@ def hf_generate(
         if not stop_at_eos:
             assistant.generation_config.eos_token_id = None
         kwargs["assistant_model"] = assistant
-    with torch.inference_mode():
+    with torch.inference_mode(), quiet_transformers():
         target.generate(ids, **kwargs)  # warm-up
         runs = []
         for _ in range(max(1, repeats)):
@@ -368,7 +368,7 @@ def run_bench(
     ignore_eos: bool = True,
     drafter: str = "model",
 ) -> dict:
-    """Benchmark one pair; returns the DESIGN.md ``bench`` JSON object plus details.
+    """Benchmark one pair; returns the ``bench`` JSON object of docs/ARCHITECTURE.md plus details.
 
     Contract keys: ``autoregressive`` {tokens_per_s, ms_per_token}, ``speculative``
     {tokens_per_s, ms_per_token, mean_accepted}, ``speedup`` (speculative / autoregressive

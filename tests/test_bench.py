@@ -32,8 +32,8 @@ def test_bench_cli_json_contract_on_embedded_pair(capsys, embedded_pair):
     assert main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1",
                  "--json"]) == 0  # fmt: skip
     out = json.loads(capsys.readouterr().out)
-    # DESIGN.md: autoregressive {tokens_per_s, ms_per_token}, speculative {..., mean_accepted},
-    # speedup, device, pair and, where it runs, hf_assisted
+    # docs/ARCHITECTURE.md: autoregressive {tokens_per_s, ms_per_token}, speculative
+    # {..., mean_accepted}, speedup, device, pair and, where it runs, hf_assisted
     assert {"autoregressive", "speculative", "speedup", "device", "pair"} <= out.keys()
     assert {"tokens_per_s", "ms_per_token"} <= out["autoregressive"].keys()
     assert {"tokens_per_s", "ms_per_token", "mean_accepted"} <= out["speculative"].keys()

@@ -1,4 +1,4 @@
-"""The CLI contract of DESIGN.md: ``run`` and ``bench`` with ``--json``."""
+"""The CLI contract of docs/ARCHITECTURE.md: ``run`` and ``bench`` with ``--json``."""
 
 from __future__ import annotations
 
