@@ -80,8 +80,7 @@ def round_statuses(drafted: int, rule_accepted: int, appended: int) -> tuple[Che
     """
     if not 0 <= rule_accepted <= drafted or not 1 <= appended <= rule_accepted + 1:
         raise ValueError(
-            f"inconsistent round: drafted={drafted}, accepted={rule_accepted}, "
-            f"appended={appended}"
+            f"inconsistent round: drafted={drafted}, accepted={rule_accepted}, appended={appended}"
         )
     if appended <= rule_accepted:
         return ("accepted",) * appended + ("cut",) * (drafted - appended)

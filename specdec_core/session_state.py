@@ -1,0 +1,207 @@
+"""The state a :class:`~specdec_core.session.SpeculativeSession` keeps between steps, and
+its read-only views (phase, pending drafts, KV table, records), kept apart from the steps
+themselves so ``session.py`` reads as the round does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from .drafters import Drafter, ModelDrafter
+from .errors import PhaseError
+from .inputs import SessionConfig, prompt_ids
+from .kvcache import ModelCache, kv_state
+from .models import ModelPair
+from .records import RoundRecord
+from .rounds import gamma_for_round, stop_reason_after
+from .slices import dist_slice
+from .trace import DistSlice, EditTrace, KVState, ProposeTrace, RoundTrace, TokenInfo, VerifyTrace
+
+Phase = Literal["propose", "verify", "commit", "finished"]
+
+
+@dataclass
+class PendingRound:
+    """The current round's in-flight state (tensors; never put in a trace)."""
+
+    ids: list[int]
+    q_rows: torch.Tensor  # [γ', V] float32 CPU
+    gamma: int  # γ the drafter was asked for
+    edited: set[int] = field(default_factory=set)
+    propose: ProposeTrace | None = None
+    edits: list[EditTrace] = field(default_factory=list)
+    record: RoundRecord | None = None
+    stop_reason: str | None = None
+    verify: VerifyTrace | None = None
+
+
+class SessionState:
+    """Owns one target ``DynamicCache`` (via :class:`ModelCache`), the drafter (with its own
+    cache), a CPU ``torch.Generator`` seeded from ``config.seed``, the committed ids and
+    the finished rounds; the steps live in :class:`~specdec_core.session.SpeculativeSession`.
+
+    Raises:
+        PromptError: bad prompt (text or ids, :func:`inputs.prompt_ids`). ConfigError: bad
+        settings.
+    """
+
+    def __init__(
+        self,
+        pair: ModelPair,
+        prompt: str | list[int],
+        config: SessionConfig | None = None,
+        drafter: Drafter | None = None,
+    ) -> None:
+        self.pair = pair
+        self.config = (config or SessionConfig()).validate(pair.vocab_size)
+        ids = prompt_ids(pair, prompt)
+        self.ids: list[int] = ids
+        self.prompt_len = len(ids)
+        self.target = ModelCache(pair.target)
+        self.drafter: Drafter = drafter or ModelDrafter(pair.draft)
+        self.generator = torch.Generator().manual_seed(self.config.seed)
+        self.round_index = 0
+        self.stop_reason: str | None = None
+        self.history: list[RoundTrace] = []
+        self._pending: PendingRound | None = None
+        self._token_cache: dict[int, TokenInfo] = {}
+
+    # ------------------------------------------------------------------ state
+    @property
+    def phase(self) -> Phase:
+        if self._pending is None:
+            return "finished" if self.stop_reason else "propose"
+        return "commit" if self._pending.record is not None else "verify"
+
+    @property
+    def current_draft_dists(self) -> tuple[DistSlice, ...]:
+        """``q`` slices of the drafts now pending (after the latest propose or edit)."""
+        if self._pending is None:
+            return ()
+        if self._pending.edits:
+            return self._pending.edits[-1].draft_dists
+        assert self._pending.propose is not None
+        return self._pending.propose.draft_dists
+
+    @property
+    def current_propose(self) -> ProposeTrace | None:
+        """The pending round's proposal trace (phases ``verify``/``commit``)."""
+        return self._pending.propose if self._pending else None
+
+    @property
+    def edited_positions(self) -> set[int]:
+        return set(self._pending.edited) if self._pending else set()
+
+    @property
+    def current_record(self) -> RoundRecord | None:
+        """The pending round's record once verified (phase ``commit``), else ``None``."""
+        return self._pending.record if self._pending else None
+
+    @property
+    def current_verify(self) -> VerifyTrace | None:
+        """The verification of the pending round (phase ``commit``), else ``None``."""
+        return self._pending.verify if self._pending else None
+
+    def current_statuses(self) -> list[str] | None:
+        """Per-draft status for the KV table after verify (accepted / rejected /
+        discarded / cut), else ``None``."""
+        if self._pending is None or self._pending.record is None:
+            return None
+        return list(self._pending.record.statuses)
+
+    @property
+    def drafts(self) -> list[int]:
+        """This round's drafted ids (empty outside the verify/commit phases)."""
+        return list(self._pending.ids) if self._pending else []
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return self.ids[self.prompt_len :]
+
+    @property
+    def text(self) -> str:
+        return self.pair.tokenizer.decode(self.generated_ids)
+
+    def token(self, token_id: int) -> TokenInfo:
+        info = self._token_cache.get(token_id)
+        if info is None:
+            tok = self.pair.tokenizer
+            info = TokenInfo(token_id, tok.decode([token_id]), tok.convert_ids_to_tokens(token_id))
+            self._token_cache[token_id] = info
+        return info
+
+    def kv_state(self, tentative_states: list[str] | None = None) -> KVState:
+        """The KV-state table now: committed tokens, then this round's drafts (if any)."""
+        drafts = self._pending.ids if self._pending else []
+        tokens = [self.token(t) for t in self.ids + drafts]
+        return kv_state(
+            tokens,
+            self.prompt_len,
+            len(self.ids),
+            self.target,
+            self.drafter.cached_ids(),
+            tentative_states,
+        )
+
+    def _require(self, phase: Phase, action: str) -> PendingRound | None:
+        if self.phase != phase:
+            hint = {
+                "propose": "propose first",
+                "verify": "verify the drafts first",
+                "commit": "commit the verified round first",
+                "finished": "generation has finished (reset to start again)",
+            }[self.phase]
+            raise PhaseError(f"cannot {action} in phase {self.phase!r}: {hint}")
+        return self._pending
+
+    def _gamma_now(self) -> int:
+        return gamma_for_round(
+            self.config.gamma,
+            len(self.generated_ids),
+            self.config.max_new_tokens,
+            len(self.ids),
+            self.pair.context_length,
+        )
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """Run a step so that, if it raises, the session is as it was: the generator's
+        state and both caches' lengths are restored (the step assigns its new state only
+        after all of its work succeeded)."""
+        generator_state = self.generator.get_state()
+        target_len = self.target.kv_len
+        draft_len = len(self.drafter.cached_ids() or [])
+        try:
+            yield
+        except BaseException:
+            self.generator.set_state(generator_state)
+            self.target.crop(min(target_len, self.target.kv_len))
+            self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
+            raise
+
+    def _stop(self, generated: list[int], total_len: int) -> str | None:
+        return stop_reason_after(
+            generated,
+            total_len,
+            self.pair.eos_token_id,
+            self.config.max_new_tokens,
+            self.pair.context_length,
+            self.config.stop_strings,
+            self.pair.tokenizer.decode,
+        )
+
+    @property
+    def records(self) -> tuple[RoundRecord, ...]:
+        """One :class:`RoundRecord` per finished round (for :func:`records.summarize`)."""
+        return tuple(r.record for r in self.history)
+
+    def _draft_slices(self, ids: list[int], q_rows: torch.Tensor) -> tuple[DistSlice, ...]:
+        return tuple(self._slice(None, q_rows[i], [t]) for i, t in enumerate(ids))
+
+    def _slice(self, p: torch.Tensor | None, q: torch.Tensor | None, extra: list[int]) -> DistSlice:
+        return dist_slice(p, q, extra, self.config.top_n, self.token)
