@@ -1,0 +1,19 @@
+"""Draft sources behind one interface: ``propose(context, gamma, ...) -> Draft``.
+
+Modelled on transformers' ``CandidateGenerator``: a drafter proposes up to γ candidate
+tokens after the committed context, with the distributions ``q_1..q_γ`` they were drawn
+from. A drafter without a distribution returns one-hot rows.
+
+Modules: ``base`` (the interface, :class:`Draft`, :func:`draw_proposal`), ``model`` (draft
+model and early exit), ``ngram`` (prompt lookup), ``registry`` (drafters by name).
+"""
+
+from .base import Draft, Drafter, DraftMethod, draw_proposal
+from .model import EarlyExitDrafter, ModelDrafter, early_exit_model
+from .ngram import NgramDrafter
+from .registry import DRAFTER_NAMES, default_knob, make_named_drafter
+
+__all__ = [
+    "DRAFTER_NAMES", "Draft", "DraftMethod", "Drafter", "EarlyExitDrafter", "ModelDrafter",
+    "NgramDrafter", "default_knob", "draw_proposal", "early_exit_model", "make_named_drafter",
+]  # fmt: skip

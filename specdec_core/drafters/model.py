@@ -1,0 +1,131 @@
+"""Model drafters: a smaller causal LM (the pair's draft model) and early exit (the
+target's first layers), each proposing serially from its own KV cache."""
+
+from __future__ import annotations
+
+import copy
+import time
+
+import torch
+from transformers import PreTrainedModel
+
+from ..kvcache import ModelCache
+from ..sampling import SamplingConfig
+from .base import Draft, DraftMethod, draw_proposal, sync_device
+
+
+class ModelDrafter:
+    """A smaller causal LM proposes tokens one at a time (serially) from its own cache."""
+
+    name = "model"
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.kv = ModelCache(model)
+
+    def cached_ids(self) -> list[int] | None:
+        return self.kv.ids
+
+    def rollback(self, length: int) -> int:
+        return self.kv.crop(length)
+
+    def propose(
+        self,
+        context: list[int],
+        gamma: int,
+        sampling: SamplingConfig,
+        method: DraftMethod,
+        generator: torch.Generator,
+    ) -> Draft:
+        """Draft ``gamma`` tokens after ``context`` (``L ≥ 1`` ids).
+
+        The first forward catches the cache up on every context token it lacks (after a
+        rollback, usually the last committed tokens); each later forward feeds one drafted
+        token. ``gamma`` forwards in all; the last draft is not fed (its KV is not needed
+        unless it is accepted, and then the next round's catch-up computes it).
+        """
+        started = time.perf_counter()
+        ids: list[int] = []
+        rows: list[torch.Tensor] = []
+        pending = self.kv.sync_to(context)
+        for _ in range(gamma):
+            logits = self.kv.extend(pending)[-1]  # [V]
+            token, q = draw_proposal(logits, sampling, method, generator)
+            ids.append(token)
+            rows.append(q)
+            pending = [token]
+        sync_device()
+        vocab = self.kv.model.config.vocab_size
+        probs = torch.stack(rows) if rows else torch.zeros(0, vocab)
+        return Draft(
+            torch.tensor(ids, dtype=torch.long), probs, gamma, (time.perf_counter() - started) * 1e3
+        )
+
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        """The greedy fast path's proposal: the same tokens as :meth:`propose` at
+        temperature 0 (argmax of each draft row) without building one-hot ``q`` rows or a
+        :class:`Draft`; the LM head runs on the last position only.
+
+        Returns:
+            ``([γ] drafted ids, γ forwards)``.
+        """
+        ids: list[int] = []
+        pending = self.kv.sync_to(context)
+        for _ in range(gamma):
+            token = int(self.kv.extend_last(pending).argmax())
+            ids.append(token)
+            pending = [token]
+        return ids, gamma
+
+    @property
+    def forward_ms(self) -> float:
+        """Milliseconds inside this drafter's model forwards (:class:`ModelCache`)."""
+        return self.kv.forward_ms
+
+
+def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:
+    """A GPT-2 made of the target's first ``layers`` blocks + its final layer norm + LM
+    head, *sharing* those modules (no copy, the shared model's config and weights are not
+    changed). Self-speculative decoding (Elhoushi et al. 2024, "LayerSkip").
+
+    Raises:
+        ValueError: ``layers`` outside ``1..n_layer`` or a model that is not GPT-2.
+    """
+    config = copy.deepcopy(target.config)
+    total = getattr(config, "n_layer", None)
+    if total is None or not hasattr(target, "transformer"):
+        raise ValueError("early exit is implemented for GPT-2 models only")
+    if not 1 <= layers <= total:
+        raise ValueError(f"early-exit layers must be between 1 and {total}, got {layers}")
+    config.n_layer = layers
+    with torch.device("meta"):
+        shallow = type(target)(config)
+    body = shallow.transformer
+    body.wte, body.wpe, body.ln_f = (
+        target.transformer.wte,
+        target.transformer.wpe,
+        target.transformer.ln_f,
+    )
+    body.h = torch.nn.ModuleList(list(target.transformer.h[:layers]))
+    shallow.lm_head = target.lm_head
+    # Only the new wrappers get flags set: ``.eval()`` / ``.requires_grad_()`` on the whole
+    # model would write to the shared modules, which other sessions are using.
+    for module in (shallow, body, body.drop, body.h):
+        module.training = False
+    return shallow
+
+
+class EarlyExitDrafter(ModelDrafter):
+    """The target's first ``layers`` layers + final layer norm + LM head propose, one
+    token at a time, from their own KV cache (a ``DynamicCache`` of ``layers`` layers, not
+    the target's)."""
+
+    name = "early-exit"
+
+    def __init__(self, target: PreTrainedModel, layers: int) -> None:
+        super().__init__(early_exit_model(target, layers))
+        self.layers = layers
+
+    @property
+    def knob(self) -> int:
+        """Layers kept (``k``)."""
+        return self.layers
