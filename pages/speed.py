@@ -245,7 +245,11 @@ if not isinstance(S["sp_n"], int) or not 1 <= S["sp_n"] <= max_n:
     S["sp_n"] = max_n
 o1, o2 = st.columns(2)
 o1.slider(t("sp_max_new"), 1, max_n, key="sp_n")
-o2.slider(t("sp_repeats"), 1, J.MAX_REPEATS, 3, key="sp_repeats")
+max_repeats = max(2, min(J.MAX_REPEATS, J.MAX_WORK // int(S["sp_n"])))  # the work cap
+S.setdefault("sp_repeats", min(3, max_repeats))
+if not isinstance(S["sp_repeats"], int) or not 1 <= S["sp_repeats"] <= max_repeats:
+    S["sp_repeats"] = max_repeats
+o2.slider(t("sp_repeats"), 1, max_repeats, key="sp_repeats")
 st.caption(t("sp_limits", work=J.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_num_threads()))
 q1, q2 = st.columns(2)
 q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))
