@@ -18,7 +18,7 @@ key) keeps the prompt, the session and its original prompt boundary, and
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -39,7 +39,6 @@ class Lesson:
     pair_name: str
     config: SessionConfig
     prompt_len: int  # original prompt boundary (kept across settings changes)
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass
