@@ -217,7 +217,12 @@ async def _scenario(url: str, name: str, attack, clicks: int = 6) -> dict:
         await aws.close()
 
 
-async def _speed_jobs(url: str, n_jobs: int = 6, clicks: int = 6) -> dict:
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _speed_jobs(url: str, pid: int, n_jobs: int = 6, clicks: int = 6) -> dict:
     """``n_jobs`` students press "Sweep γ" at once, then close their tabs."""
     victim, vws = await open_client(url)
     base = await _victim_clicks(victim, clicks)
@@ -238,12 +243,17 @@ async def _speed_jobs(url: str, n_jobs: int = 6, clicks: int = 6) -> dict:
     await asyncio.sleep(3)
     after_close = await _victim_clicks(victim, clicks)
     await vws.close()
+    await asyncio.sleep(2)
+    cpu0 = cpu_seconds(pid)
+    await asyncio.sleep(10)  # nobody connected: is the server still measuring?
+    idle_cpu = cpu_seconds(pid) - cpu0
     return {
         "scenario": f"{n_jobs} speed sweeps at once, then tabs closed",
         "victim_base_median_ms": round(statistics.median(base)),
         "victim_during_median_ms": round(statistics.median(loaded)),
         "victim_during_max_ms": round(max(loaded)),
         "victim_after_close_median_ms": round(statistics.median(after_close)),
+        "server_cpu_s_in_10_s_after_all_tabs_closed": round(idle_cpu, 1),
     }
 
 
@@ -279,12 +289,14 @@ async def _measure(url: str, pid: int) -> list[dict]:
         return rss_mb(pid) - before  # MB grown (reported in the ms slot)
 
     results = []
+    if os.environ.get("CLASSROOM_ONLY_SPEED") == "1":
+        return [await _speed_jobs(url, pid)]
     for name, attack in (("3 MB prompt", big_prompt(3_000_000)),
                          ("1 MB prompt", big_prompt(1_000_000)), ("2000-row table", big_table),
                          ("3 forged cache clears (RSS +MB)", cache_clear)):  # fmt: skip
         results.append(await _scenario(url, name, attack))
     if os.environ.get("CLASSROOM_SPEED", "1") == "1":
-        results.append(await _speed_jobs(url))
+        results.append(await _speed_jobs(url, pid))
     return results
 
 
