@@ -14,7 +14,7 @@ import torch
 
 from .drafters import Drafter, ModelDrafter
 from .errors import PhaseError
-from .inputs import SessionConfig, prompt_ids
+from .inputs import InputError, SessionConfig, prompt_ids
 from .kvcache import ModelCache, kv_state
 from .models import ModelPair
 from .records import RoundRecord
@@ -45,9 +45,13 @@ class SessionState:
     cache), a CPU ``torch.Generator`` seeded from ``config.seed``, the committed ids and
     the finished rounds; the steps live in :class:`~specdec_core.session.SpeculativeSession`.
 
+    ``prompt_len`` continues a generation: the first ``prompt_len`` ids of ``prompt`` are
+    the prompt and the rest count as already generated (towards ``max_new_tokens``, and
+    in ``generated_ids``); default: all of them are the prompt.
+
     Raises:
         PromptError: bad prompt (text or ids, :func:`inputs.prompt_ids`). ConfigError: bad
-        settings.
+        settings. InputError: ``prompt_len`` outside ``1..len(ids)``.
     """
 
     def __init__(
@@ -56,12 +60,19 @@ class SessionState:
         prompt: str | list[int],
         config: SessionConfig | None = None,
         drafter: Drafter | None = None,
+        prompt_len: int | None = None,
     ) -> None:
         self.pair = pair
         self.config = (config or SessionConfig()).validate(pair.vocab_size)
         ids = prompt_ids(pair, prompt)
+        if prompt_len is None:
+            prompt_len = len(ids)
+        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int):
+            raise InputError(f"prompt length must be a whole number, got {prompt_len!r}")
+        if not 1 <= prompt_len <= len(ids):
+            raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
         self.ids: list[int] = ids
-        self.prompt_len = len(ids)
+        self.prompt_len = prompt_len
         self.target = ModelCache(pair.target)
         self.drafter: Drafter = drafter or ModelDrafter(pair.draft)
         self.generator = torch.Generator().manual_seed(self.config.seed)

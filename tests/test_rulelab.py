@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specdec_core import rulelab as R
-from specdec_core.session import dist_slice
+from specdec_core.slices import dist_slice
 from specdec_core.trace import TokenInfo
 
 CASES = {c["name"]: c for c in TEXTBOOK["distribution_cases"]}

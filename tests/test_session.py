@@ -10,6 +10,7 @@ import torch
 
 from specdec_core.sampling import ConfigError
 from specdec_core.session import (
+    InputError,
     PhaseError,
     PromptError,
     SessionConfig,
@@ -178,9 +179,7 @@ def test_verify_trace_values(tiny_pair):
     assert commit.rolled_back_target == 4 - verify.accepted
 
 
-@pytest.mark.parametrize(
-    ("prompt", "message"), [("", "empty"), ("To be " * 40, "at most 23")]
-)
+@pytest.mark.parametrize(("prompt", "message"), [("", "empty"), ("To be " * 40, "at most 23")])
 def test_bad_prompts(tiny_dirs, prompt, message):
     from specdec_core.models import load_pair
 
@@ -242,3 +241,19 @@ def test_stop_string_and_eos_cut_commit(self_pair):
     s2.pair = dataclasses.replace(self_pair, eos_token_id=target_ids[1])
     s2.run()
     assert s2.stop_reason == "eos" and s2.generated_ids == target_ids[:2]
+
+
+def test_a_continued_session_keeps_the_original_prompt_boundary(tiny_pair):
+    first = SpeculativeSession(tiny_pair, "First Citizen:", SessionConfig(max_new_tokens=12))
+    first.run(max_rounds=2)
+    done = len(first.generated_ids)
+    again = SpeculativeSession(
+        tiny_pair, first.ids, SessionConfig(gamma=2, max_new_tokens=12), prompt_len=first.prompt_len
+    )
+    assert again.generated_ids == first.generated_ids and again.prompt_len == first.prompt_len
+    again.run()
+    assert len(again.generated_ids) == 12 and again.ids[: len(first.ids)] == first.ids
+    assert done < 12
+    for bad in (0, len(first.ids) + 1, "3", True):
+        with pytest.raises(InputError):
+            SpeculativeSession(tiny_pair, first.ids, prompt_len=bad)

@@ -82,8 +82,8 @@ def start(pair: ModelPair, config: SessionConfig, prompt: str) -> Lesson:
 
 def _continue(lesson: Lesson, pair: ModelPair, config: SessionConfig) -> Lesson:
     old = lesson.session
-    session = SpeculativeSession(pair, list(old.ids), config)
-    session.prompt_len = lesson.prompt_len  # the committed text stays "generated"
+    # the committed text stays "generated": the original prompt boundary is kept
+    session = SpeculativeSession(pair, list(old.ids), config, prompt_len=lesson.prompt_len)
     return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len))
 
 
