@@ -52,6 +52,72 @@ def test_bench_cli_json_contract_on_embedded_pair(capsys, embedded_pair):
     assert 0.0 <= hf["mean_accepted"] <= out["gamma"]
 
 
+# The ``bench --json`` object's keys, in order, nested (docs/ARCHITECTURE.md): pinned so a
+# change of the result types underneath cannot change what the CLI prints.
+BENCH_JSON_KEYS = {
+    "pair": None, "device": None, "threads": None, "max_new_tokens": None,
+    "temperature": None, "repeats": None, "drafter": None, "ignore_eos": None, "gamma": None,
+    "autoregressive": {k: None for k in (
+        "tokens_per_s", "ms_per_token", "ttft_ms", "new_tokens", "target_forwards",
+        "target_step_ms", "overhead_ms_per_token")},
+    "speculative": {k: None for k in (
+        "tokens_per_s", "ms_per_token", "ttft_ms", "new_tokens", "rounds", "target_forwards",
+        "draft_forwards", "mean_accepted", "acceptance_rate", "accepted_histogram",
+        "per_position_acceptance", "draft_ms_per_round", "verify_ms_per_round",
+        "overhead_ms_per_round", "round_ms", "draft_forward_ms_per_round",
+        "verify_forward_ms_per_round", "non_forward_ms_per_round", "non_forward_pct")},
+    "speedup": None,
+    "cost_model": {k: None for k in (
+        "alpha", "c", "target_step_ms", "draft_step_ms", "verify_ms", "verify_over_target_step",
+        "overhead_ms", "expected_tokens_per_round", "measured_tokens_per_round",
+        "leviathan_speedup", "forward_time_speedup", "forward_time_speedup_measured_advance",
+        "predicted_speedup")},
+    "breakdown": {
+        "tokens_per_round": None,
+        "round": {"draft": None, "verify": None, "overhead": None},
+        "target_only": {"target": None, "overhead": None},
+        "shares_pct": {"draft": None, "verify": None, "overhead": None},
+    },
+    "greedy_equal": None,
+    "hf_greedy": {k: None for k in (
+        "tokens_per_s", "ms_per_token", "new_tokens", "target_forwards", "speedup",
+        "equal_to_target")},
+    "hf_assisted": {k: None for k in (
+        "tokens_per_s", "ms_per_token", "new_tokens", "target_forwards", "speedup",
+        "equal_to_target", "mean_accepted", "speedup_over_hf_greedy")},
+}  # fmt: skip
+
+
+def key_tree(value):
+    """The ordered key structure of a JSON value (leaves: ``None``)."""
+    if isinstance(value, dict):
+        return {k: key_tree(v) for k, v in value.items()}
+    return None
+
+
+def test_bench_cli_json_keys_are_pinned(capsys, embedded_pair):
+    assert main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1",
+                 "--json"]) == 0  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    assert list(key_tree(out).items()) == list(BENCH_JSON_KEYS.items())
+    for block in ("autoregressive", "speculative", "cost_model", "hf_greedy", "hf_assisted"):
+        assert list(out[block]) == list(BENCH_JSON_KEYS[block])  # same order inside
+    types = {k: type(v) for k, v in out.items() if not isinstance(v, dict)}
+    assert types == {"pair": str, "device": str, "threads": int, "max_new_tokens": int,
+                     "temperature": float, "repeats": int, "drafter": str, "ignore_eos": bool,
+                     "gamma": int, "speedup": float, "greedy_equal": bool}  # fmt: skip
+    sp = out["speculative"]
+    assert isinstance(sp["accepted_histogram"], list) and isinstance(sp["rounds"], int)
+    assert isinstance(sp["per_position_acceptance"], list)
+    # sampled, without HF: no greedy check and no HF blocks
+    assert main(["bench", "--pair", "embedded", "--max-new-tokens", "4", "--repeats", "1",
+                 "--temperature", "0.8", "--no-hf", "--json"]) == 0  # fmt: skip
+    sampled = json.loads(capsys.readouterr().out)
+    expected = {k: v for k, v in BENCH_JSON_KEYS.items()
+                if k not in ("greedy_equal", "hf_greedy", "hf_assisted")}  # fmt: skip
+    assert key_tree(sampled) == expected and list(sampled) == list(expected)
+
+
 def test_summary_is_consistent(tiny_pair):
     config = SessionConfig(gamma=3, max_new_tokens=24)
     pair = ignoring_eos(tiny_pair)
