@@ -90,6 +90,11 @@ class SessionState:
         return "commit" if self._pending.record is not None else "verify"
 
     @property
+    def current_edits(self) -> tuple[EditTrace, ...]:
+        """The edits made to the pending round's drafts, in order (empty between rounds)."""
+        return tuple(self._pending.edits) if self._pending else ()
+
+    @property
     def current_draft_dists(self) -> tuple[DistSlice, ...]:
         """``q`` slices of the drafts now pending (after the latest propose or edit)."""
         if self._pending is None:

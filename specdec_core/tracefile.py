@@ -1,0 +1,129 @@
+"""Export and import a step-through session: a trace JSON (the lesson state that replays
+it, the prompt ids and every round's full trace through ``trace.py``'s round trip) and a
+CSV of the checks table.
+
+An uploaded file is untrusted: its size is bounded before parsing, its shape is checked by
+the typed round trip (``from_jsonable``), and a malformed file raises
+:class:`TraceFileError` with a code the UI translates. Pure module: no Streamlit.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, fields
+
+from .errors import SpecDecError
+from .lesson_link import BAD, LessonState, check_field, state_json
+from .session import SpeculativeSession
+from .trace import RoundTrace, from_jsonable, to_jsonable
+
+FORMAT = "specdec-lab-trace"
+VERSION = 1
+MAX_TRACE_BYTES = 2_000_000  # also server.maxUploadSize (MB) in .streamlit/config.toml
+CSV_COLUMNS = ("round", "position", "token_id", "token_text", "p", "q", "overlap",
+               "accept_prob", "u", "status", "edited", "target_argmax")  # fmt: skip
+
+
+class TraceFileError(SpecDecError, ValueError):
+    """An uploaded trace file that is too large, not JSON, or not a SpecDec Lab trace."""
+
+    default_code = "trace_malformed"
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    """A parsed trace file: the pair it was made on, the lesson state (``None`` when the
+    file's state is unusable), prompt ids and boundary, and the rounds."""
+
+    pair: str
+    state: LessonState | None
+    prompt_ids: tuple[int, ...]
+    prompt_len: int
+    rounds: tuple[RoundTrace, ...]
+
+
+def export_json(session: SpeculativeSession, state: LessonState) -> str:
+    """The trace JSON of ``session`` (``state`` is the lesson state that replays it)."""
+    start = len(session.ids) - sum(len(r.record.appended) for r in session.history)
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "pair": session.pair.name,
+            "lesson": state_json(state),
+            "prompt_ids": session.ids[:start],
+            "prompt_len": session.prompt_len,
+            "rounds": to_jsonable(session.history),
+        },
+        ensure_ascii=False,
+    )
+
+
+def export_csv(session: SpeculativeSession) -> str:
+    """The checks table of every finished round, one row per drafted position."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for r in session.history:
+        for c in r.verify.checks:
+            writer.writerow([
+                r.round_index + 1, c.position, c.token.id, c.token.text, c.p, c.q, c.overlap,
+                c.accept_prob, "" if c.u is None else c.u, c.status, c.edited,
+                c.target_argmax.id,
+            ])  # fmt: skip
+    return out.getvalue()
+
+
+def parse(data: bytes) -> TraceFile:
+    """Read an uploaded trace file.
+
+    Raises:
+        TraceFileError: ``trace_too_large`` (over :data:`MAX_TRACE_BYTES`),
+            ``trace_malformed`` (not JSON, not this format, or a field of the wrong shape),
+            ``trace_version`` (another version).
+    """
+    if len(data) > MAX_TRACE_BYTES:
+        raise TraceFileError(
+            f"the file has {len(data)} bytes; at most {MAX_TRACE_BYTES} are accepted",
+            "trace_too_large", limit_mb=MAX_TRACE_BYTES // 1_000_000,
+        )  # fmt: skip
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise TraceFileError("the file is not JSON") from exc
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise TraceFileError("the file is not a SpecDec Lab trace")
+    if doc.get("version") != VERSION:
+        raise TraceFileError(
+            f"trace version {doc.get('version')!r} is not {VERSION}", "trace_version"
+        )
+    try:
+        rounds = tuple(from_jsonable(RoundTrace, r) for r in doc["rounds"])
+        prompt_ids = tuple(int(t) for t in doc["prompt_ids"])
+        prompt_len = int(doc["prompt_len"])
+        pair = str(doc["pair"])[:40]
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise TraceFileError(f"the trace is malformed ({type(exc).__name__})") from exc
+    if not 1 <= prompt_len <= len(prompt_ids):
+        raise TraceFileError("the trace's prompt length does not fit its prompt ids")
+    return TraceFile(pair, _state(doc.get("lesson"), pair), prompt_ids, prompt_len, rounds)
+
+
+def _state(data: object, pair: str) -> LessonState | None:
+    """The file's lesson state, every field validated as a link's is; ``None`` if any
+    field is bad (the file is then shown read-only)."""
+    if not isinstance(data, dict):
+        return None
+    values = {}
+    for f in fields(LessonState):
+        if f.name in data:
+            if f.name == "lang":
+                value = data[f.name] if data[f.name] in ("en", "zh") else None
+            else:
+                value = check_field(f.name, data[f.name], [pair])
+            if value is None or value is BAD:
+                return None
+            values[f.name] = value
+    return LessonState(**values)

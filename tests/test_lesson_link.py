@@ -1,0 +1,232 @@
+"""Lesson links, replay, undo, scenarios and trace files (issue 14), engine side."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import zlib
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specdec_core.lesson_link import LessonState, decode, encode
+from specdec_core.replay import replay, state_of, step_back
+from specdec_core.scenarios import SCENARIOS, find_scenarios
+from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.trace import to_jsonable
+from specdec_core.tracefile import TraceFileError, export_csv, export_json, parse
+
+PROMPT = "First Citizen:\nWe are accounted poor citizens"
+OFFERED = ["embedded", "custom"]
+
+
+def _pack(data: object) -> str:
+    raw = json.dumps(data).encode()
+    return base64.urlsafe_b64encode(zlib.compress(raw)).rstrip(b"=").decode()
+
+
+def test_a_state_survives_the_url_form():
+    state = LessonState(lang="zh", gamma=6, temperature=0.7, top_k=20, seed=9, prompt="你好",
+                        round=3, phase="verify", edits=((3, 2, 41),), presenter=True)  # fmt: skip
+    params = encode(state)
+    assert params["v"] == "1" and params["lang"] == "zh" and len(params["s"]) < 200
+    assert decode(params, OFFERED) == (state, [])
+    assert decode({}, OFFERED) == (LessonState(), [])
+
+
+@pytest.mark.parametrize(
+    ("params", "code", "name"),
+    [
+        ({"v": "1", "s": _pack({"gamma": 99})}, "bad_value", "gamma"),
+        ({"v": "1", "s": _pack({"temperature": "hot"})}, "bad_value", "temperature"),
+        ({"v": "1", "s": _pack({"top_p": float("nan")})}, "bad_value", "top_p"),
+        ({"v": "1", "s": _pack({"pair": "gpt2-xl"})}, "bad_value", "pair"),  # not offered
+        ({"v": "1", "s": _pack({"pair": "../../etc"})}, "bad_value", "pair"),
+        ({"v": "1", "s": _pack({"page": "admin"})}, "bad_value", "page"),
+        ({"v": "1", "s": _pack({"phase": "explode"})}, "bad_value", "phase"),
+        ({"v": "1", "s": _pack({"round": -1})}, "bad_value", "round"),
+        ({"v": "1", "s": _pack({"edits": [[0, 1]]})}, "bad_value", "edits"),
+        ({"v": "1", "s": _pack({"edits": [[0, 1, 2]] * 65})}, "bad_value", "edits"),
+        ({"v": "1", "s": _pack({"prompt": "x" * 1001})}, "bad_value", "prompt"),
+        ({"v": "1", "s": _pack({"seed": True})}, "bad_value", "seed"),
+        ({"v": "1", "s": _pack({"trust_remote_code": True})}, "bad_value", "trust_remote_code"),
+        ({"v": "1", "lang": "fr"}, "bad_value", "lang"),
+        ({"v": "2", "s": _pack({"gamma": 2})}, "version", None),
+        ({"v": "1", "s": "!!not base64!!"}, "unreadable", None),
+        ({"v": "1", "s": _pack([1, 2, 3])}, "unreadable", None),
+        ({"v": "1", "s": "A" * 9000}, "unreadable", None),
+    ],
+)
+def test_bad_links_keep_the_rest_and_name_what_was_dropped(params, code, name):
+    state, problems = decode(params, OFFERED)
+    assert [p.code for p in problems] == [code]
+    if name is not None:
+        assert problems[0].params["name"] == name
+    assert state.gamma == 4 and state.pair == "embedded"  # defaults where dropped
+
+
+def test_a_zip_bomb_is_not_inflated():
+    bomb = base64.urlsafe_b64encode(zlib.compress(b"{" + b" " * 10_000_000)).decode()
+    assert len(bomb) < 20_000
+    state, problems = decode({"v": "1", "s": bomb.rstrip("=")}, OFFERED)
+    assert state == LessonState() and [p.code for p in problems] == ["unreadable"]
+
+
+def _timeless(history: object) -> object:
+    """A trace as JSON without its wall-clock timings (the only values a replay changes)."""
+
+    def strip(obj: object) -> object:
+        if isinstance(obj, dict):
+            return {k: strip(v) for k, v in obj.items() if not k.endswith("_ms")}
+        if isinstance(obj, list):
+            return [strip(v) for v in obj]
+        return obj
+
+    return strip(to_jsonable(history))
+
+
+def _drive(session: SpeculativeSession, steps: list[tuple]) -> None:
+    for step in steps:
+        if session.phase == "finished":
+            return
+        if step[0] == "edit":
+            if session.phase == "verify" and session.drafts:
+                session.edit_draft(min(step[1], len(session.drafts)), step[2])
+        elif step[0] == session.phase:
+            getattr(session, step[0])()
+
+
+STEP = st.one_of(st.sampled_from([("propose",), ("verify",), ("commit",)]),
+                 st.tuples(st.just("edit"), st.integers(1, 4), st.integers(0, 299)))  # fmt: skip
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(seed=st.integers(0, 1000), temperature=st.sampled_from([0.0, 1.0]),
+       steps=st.lists(STEP, max_size=20))  # fmt: skip
+def test_replaying_the_link_state_gives_the_same_session(tiny_pair, seed, temperature, steps):
+    config = SessionConfig(gamma=3, temperature=temperature, seed=seed, max_new_tokens=24)
+    session = SpeculativeSession(tiny_pair, PROMPT, config)
+    _drive(session, steps)
+    base = LessonState(pair="custom", max_new_tokens=24)
+    state = state_of(session, base, PROMPT)
+    state_back, problems = decode(encode(state), OFFERED)
+    assert state_back == state and problems == []
+    again = replay(tiny_pair, state_back)
+    assert again.problems == [] and again.state == state
+    assert _timeless(again.session.history) == _timeless(session.history)
+    assert again.session.phase == session.phase and again.session.drafts == session.drafts
+    assert again.session.kv_state() == session.kv_state()
+
+
+def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
+    config = SessionConfig(gamma=3, temperature=1.0, seed=4, max_new_tokens=30)
+    session = SpeculativeSession(tiny_pair, PROMPT, config)
+    states = []
+    base = LessonState(pair="custom", max_new_tokens=30)
+
+    def snap() -> None:
+        states.append((state_of(session, base, PROMPT), _timeless(session.history),
+                       session.phase, session.drafts, session.kv_state()))  # fmt: skip
+
+    snap()
+    session.propose()
+    snap()
+    session.edit_draft(2, 7)
+    snap()
+    session.verify()
+    snap()
+    session.commit()
+    snap()
+    session.propose()
+    snap()
+    state = states[-1][0]
+    for expected in reversed(states[:-1]):
+        state = step_back(state)
+        back = replay(tiny_pair, state)
+        assert state == expected[0]
+        assert (_timeless(back.session.history), back.session.phase, back.session.drafts,
+                back.session.kv_state()) == expected[1:]  # fmt: skip
+    assert step_back(state) is None
+
+
+def test_replay_drops_what_cannot_be_done_and_says_so(tiny_pair):
+    base = LessonState(pair="custom", prompt=PROMPT, max_new_tokens=6, gamma=2)
+    out = replay(tiny_pair, replace(base, round=50))  # past the end of the text
+    assert [p.code for p in out.problems] == ["round_beyond_end"]
+    assert out.session.phase == "finished" and out.state.round == len(out.session.history)
+    out = replay(tiny_pair, replace(base, round=0, phase="verify", edits=((0, 1, 10**6),)))
+    assert [p.code for p in out.problems] == ["edit_dropped"] and out.state.edits == ()
+    out = replay(tiny_pair, replace(base, prompt="To be " * 40))  # over the 64-token context
+    assert out.session is None and [p.code for p in out.problems] == ["prompt_dropped"]
+    assert out.problems[0].params == {"reason": "prompt_too_long"}
+
+
+@pytest.fixture(scope="module")
+def embedded_scenarios(embedded_pair):
+    return {f.key: f.state for f in find_scenarios(embedded_pair)}
+
+
+def test_every_scenario_is_found_and_replays_its_outcome(embedded_pair, embedded_scenarios):
+    assert set(embedded_scenarios) == set(SCENARIOS)
+    expect = {
+        "first_error_3": ["accepted", "accepted", "rejected", "discarded"],
+        "first_error_1": ["rejected"] + ["discarded"] * 3,
+        "all_accepted": ["accepted"] * 4,
+        "sampled_rejection": ["accepted", "rejected", "discarded", "discarded"],
+    }
+    for key, state in embedded_scenarios.items():
+        assert state is not None, key
+        out = replay(embedded_pair, state)
+        assert out.problems == [] and out.session.phase == "commit"
+        checks = out.session.current_verify.checks
+        statuses = [c.status for c in checks]
+        assert len("&".join(f"{k}={v}" for k, v in encode(state).items())) < 2000
+        if key in expect:
+            assert statuses == expect[key]
+        if key == "all_accepted":
+            assert out.session.current_verify.kind == "bonus"
+        if key == "sampled_rejection":
+            assert state.temperature == 1.0 and checks[1].u >= checks[1].accept_prob
+        if key == "one_hot_edit":
+            assert checks[0].edited and checks[0].q == 1.0 and statuses[0] == "accepted"
+            assert checks[0].accept_prob == pytest.approx(checks[0].p) and checks[0].p < 1
+        if key == "eos_cut":
+            assert "cut" in statuses and statuses[0] == "accepted"
+            assert out.session.current_record.kind == "stopped"
+        if key == "lookup_run":
+            assert state.drafter == "ngram" and statuses.count("accepted") >= 4
+
+
+def test_trace_file_round_trip_and_bad_files(tiny_pair):
+    config = SessionConfig(gamma=3, temperature=1.0, seed=2, max_new_tokens=20)
+    session = SpeculativeSession(tiny_pair, PROMPT, config)
+    session.run(max_rounds=3)
+    state = state_of(session, LessonState(pair="custom", max_new_tokens=20), PROMPT)
+    text = export_json(session, state)
+    back = parse(text.encode())
+    assert back.pair == "custom" and back.state == state
+    assert to_jsonable(back.rounds) == to_jsonable(session.history)
+    assert back.prompt_len == session.prompt_len
+    rows = list(csv.reader(io.StringIO(export_csv(session))))
+    assert rows[0][:3] == ["round", "position", "token_id"]
+    assert rows[1][9] == session.history[0].verify.checks[0].status
+    assert len(rows) == 1 + sum(len(r.verify.checks) for r in session.history)
+    doc = json.loads(text)
+    for bad, code in [
+        (b"x" * 2_000_001, "trace_too_large"), (b"\xff\xfe", "trace_malformed"),
+        (b"[1, 2]", "trace_malformed"),
+        (json.dumps({**doc, "version": 9}).encode(), "trace_version"),
+        (json.dumps({**doc, "rounds": [{"round_index": 0}]}).encode(), "trace_malformed"),
+        (json.dumps({**doc, "prompt_len": 0}).encode(), "trace_malformed"),
+    ]:  # fmt: skip
+        with pytest.raises(TraceFileError) as info:
+            parse(bad)
+        assert info.value.code == code
+    odd = parse(json.dumps({**doc, "lesson": {"gamma": 999}}).encode())
+    assert odd.state is None and to_jsonable(odd.rounds) == to_jsonable(back.rounds)  # read-only
