@@ -37,7 +37,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specdec_core.bench import gamma_sweep_point, ignoring_eos, measure_pair, run_bench  # noqa: E402
+from specdec_core.bench import (  # noqa: E402
+    BenchReport,
+    GammaPoint,
+    gamma_sweep_point,
+    ignoring_eos,
+    measure_pair,
+    run_bench,
+)
 from specdec_core.costmodel import best_gamma, walltime_improvement  # noqa: E402
 from specdec_core.kvcache import ModelCache  # noqa: E402
 from specdec_core.models import PRESETS, is_preset_cached, load_pair  # noqa: E402
@@ -69,7 +76,12 @@ def table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(out)
 
 
-def bench_pairs(args: argparse.Namespace) -> list[dict]:
+def _or_nan(value: float | None) -> float:
+    return float("nan") if value is None else value
+
+
+def bench_pairs(args: argparse.Namespace) -> list[tuple[BenchReport, float]]:
+    """Each preset on this machine: its report and the seconds it took."""
     results = []
     for name in PRESETS:
         if not is_preset_cached(name):
@@ -78,25 +90,23 @@ def bench_pairs(args: argparse.Namespace) -> list[dict]:
         print(f"[run] {name} …", file=sys.stderr, flush=True)
         started = time.perf_counter()
         r = run_bench(name, args.prompt, args.gamma, args.max_new_tokens, args.repeats)
-        r["seconds"] = time.perf_counter() - started
-        results.append(r)
+        results.append((r, time.perf_counter() - started))
     rows = []
-    for r in results:
-        hf = r.get("hf_assisted", {})
-        sp, cm = r["speculative"], r["cost_model"]
+    for r, _ in results:
+        s = r.summary
+        sp, cm, greedy, hf = s.speculative, s.cost_model, r.hf.greedy, r.hf.assisted
         rows.append(
             [
-                r["pair"], r["device"], f"{r['autoregressive']['tokens_per_s']:.1f}",
-                f"{sp['tokens_per_s']:.1f}", f"{r['speedup']:.2f}x", f"{cm['alpha']:.3f}",
-                f"{sp['mean_accepted']:.2f}", f"{cm['c']:.3f}",
-                f"{cm['forward_time_speedup']:.2f}x",
-                f"{cm['forward_time_speedup_measured_advance']:.2f}x",
-                f"{cm['leviathan_speedup']:.2f}x",
-                f"{r.get('hf_greedy', {}).get('tokens_per_s', float('nan')):.1f}",
-                f"{hf.get('tokens_per_s', float('nan')):.1f}",
-                f"{hf.get('speedup_over_hf_greedy', float('nan')):.2f}x",
-                f"{hf.get('mean_accepted', float('nan')):.2f}",
-                "yes" if r.get("greedy_equal") and hf.get("equal_to_target", True) else "NO",
+                r.pair, r.device, f"{s.autoregressive.tokens_per_s:.1f}",
+                f"{sp.tokens_per_s:.1f}", f"{s.speedup:.2f}x", f"{cm.alpha:.3f}",
+                f"{sp.mean_accepted:.2f}", f"{cm.c:.3f}", f"{cm.forward_time_speedup:.2f}x",
+                f"{cm.forward_time_speedup_measured_advance:.2f}x",
+                f"{cm.leviathan_speedup:.2f}x",
+                f"{_or_nan(greedy.tokens_per_s if greedy else None):.1f}",
+                f"{_or_nan(hf.tokens_per_s if hf else None):.1f}",
+                f"{_or_nan(hf.speedup_over_hf_greedy if hf else None):.2f}x",
+                f"{_or_nan(hf.mean_accepted if hf else None):.2f}",
+                "yes" if s.greedy_equal and (hf is None or hf.equal_to_target) else "NO",
             ]
         )  # fmt: skip
     header = [
@@ -111,23 +121,22 @@ def bench_pairs(args: argparse.Namespace) -> list[dict]:
           "with the measured tokens per round; pred(Lev): Thm 3.8 from α and c only")  # fmt: skip
     print("\nper round (ms): draft wall / verify wall / other; model forwards: draft / verify "
           "/ not-a-forward (% of round)")  # fmt: skip
-    for r in results:
-        sp = r["speculative"]
+    for r, _ in results:
+        sp, cm = r.summary.speculative, r.summary.cost_model
         print(
-            f"  {r['pair']:12s} {sp['draft_ms_per_round']:.3f} / {sp['verify_ms_per_round']:.3f}"
-            f" / {sp['overhead_ms_per_round']:.3f};  {sp['draft_forward_ms_per_round']:.3f} / "
-            f"{sp['verify_forward_ms_per_round']:.3f} / {sp['non_forward_ms_per_round']:.3f} "
-            f"({sp['non_forward_pct']:.1f} %)  round {sp['round_ms']:.3f} ms; target step "
-            f"{r['cost_model']['target_step_ms']:.3f} ms, verify/step "
-            f"{r['cost_model']['verify_over_target_step']:.2f}"
+            f"  {r.pair:12s} {sp.draft_ms_per_round:.3f} / {sp.verify_ms_per_round:.3f}"
+            f" / {sp.overhead_ms_per_round:.3f};  {sp.draft_forward_ms_per_round:.3f} / "
+            f"{sp.verify_forward_ms_per_round:.3f} / {sp.non_forward_ms_per_round:.3f} "
+            f"({sp.non_forward_pct:.1f} %)  round {sp.round_ms:.3f} ms; target step "
+            f"{cm.target_step_ms:.3f} ms, verify/step {cm.verify_over_target_step:.2f}"
         )
-        if "hf_assisted_error" in r:
-            print(f"  {r['pair']}: HF assisted failed: {r['hf_assisted_error']}")
+        if r.hf_error is not None:
+            print(f"  {r.pair}: HF assisted failed: {r.hf_error}")
     return results
 
 
-def sweep(args: argparse.Namespace, names: list[str]) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
+def sweep(args: argparse.Namespace, names: list[str]) -> dict[str, list[GammaPoint]]:
+    out: dict[str, list[GammaPoint]] = {}
     for name in names:
         pair = ignoring_eos(load_pair(name))
         points = []
@@ -137,13 +146,13 @@ def sweep(args: argparse.Namespace, names: list[str]) -> dict[str, list[dict]]:
             points.append(gamma_sweep_point(ar, sp, g))
         out[name] = points
         rows = [
-            [p["gamma"], f"{p['speculative_tokens_per_s']:.1f}", f"{p['speedup']:.2f}x",
-             f"{p['alpha']:.3f}", f"{p['mean_accepted']:.2f}", f"{p['forward_time_speedup']:.2f}x",
-             f"{p['forward_time_speedup_measured_advance']:.2f}x",
-             f"{p['leviathan_speedup']:.2f}x", "yes" if p["greedy_equal"] else "NO"]
+            [p.gamma, f"{p.speculative_tokens_per_s:.1f}", f"{p.speedup:.2f}x",
+             f"{p.alpha:.3f}", f"{p.mean_accepted:.2f}", f"{p.forward_time_speedup:.2f}x",
+             f"{p.forward_time_speedup_measured_advance:.2f}x",
+             f"{p.leviathan_speedup:.2f}x", "yes" if p.greedy_equal else "NO"]
             for p in points
         ]  # fmt: skip
-        ar_rates = ", ".join(f"{p['autoregressive_tokens_per_s']:.0f}" for p in points)
+        ar_rates = ", ".join(f"{p.autoregressive_tokens_per_s:.0f}" for p in points)
         print(f"\nγ sweep, {name} (target-only tok/s next to each γ: {ar_rates})\n")
         print(table(rows, ["γ", "spec tok/s", "speed-up", "alpha", "mean acc", "pred(fwd)",
                            "pred(fwd,adv)", "pred(Lev)", "equal"]))  # fmt: skip
@@ -241,9 +250,11 @@ def main() -> int:
         torch.set_num_threads(args.threads)
     out: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__}
     if not args.no_pairs:
-        out["pairs"] = bench_pairs(args)
+        reports = bench_pairs(args)
+        out["pairs"] = [{**r.to_json(), "seconds": sec} for r, sec in reports]
         if args.sweep:
-            out["gamma_sweep"] = sweep(args, [r["pair"] for r in out["pairs"]])
+            points = sweep(args, [r.pair for r, _ in reports])
+            out["gamma_sweep"] = {k: [p.to_json() for p in v] for k, v in points.items()}
     if args.random_configs or (args.random_configs is None and torch.cuda.is_available()):
         out["random_configs"] = random_configs(args)
     if args.json:

@@ -15,7 +15,6 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from specdec_core.bench import batch_crossover, best_point
 from specdec_core.costmodel import (
     WALLTIME_CASES,
     best_gamma,
@@ -25,20 +24,13 @@ from specdec_core.costmodel import (
     speedup_from_cost,
     walltime_improvement,
 )
-from specdec_core.figures import (
-    speed_batch_figure,
-    speed_breakdown_figure,
-    speed_cost_figure,
-    speed_gamma_curve_figure,
-    speed_gamma_sweep_figure,
-    speed_histogram_figure,
-    speed_position_figure,
-)
+from specdec_core.figures import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui import jobs as J
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
+from specdec_core.ui.speed_view import show_batch_sweep, show_gamma_sweep, show_measurement
 
 S = st.session_state
 pair, config = page_context()
@@ -53,13 +45,9 @@ def _textbook() -> None:
 
 
 def _use_measured() -> None:
-    cm = S["sp_measured"]["summary"]["cost_model"]
-    S["sp_alpha"] = round(min(max(cm["alpha"], 0.0), 1.0), 2)
-    S["sp_c"] = round(min(max(cm["c"], 0.0), 1.0), 2)
-
-
-def _fmt(x: float, digits: int = 2) -> str:
-    return f"{x:.{digits}f}"
+    cm = S["sp_measured"].summary.cost_model
+    S["sp_alpha"] = round(min(max(cm.alpha, 0.0), 1.0), 2)
+    S["sp_c"] = round(min(max(cm.c, 0.0), 1.0), 2)
 
 
 # ------------------------------------------------------------------ header
@@ -280,168 +268,21 @@ elif job is not None:  # not a job of this server (an old or crafted state): dro
 
 # ------------------------------------------------------------------ ③ measured: results
 measured = S.get("sp_measured")
-if measured is None:
-    st.info(t("sp_no_results"))
+if isinstance(measured, J.Measurement):
+    show_measurement(measured)
 else:
-    p, summary, hf = measured["params"], measured["summary"], measured["hf"]
-    ar, sp, cm = summary["autoregressive"], summary["speculative"], summary["cost_model"]
-    st.caption(t("sp_results_for", settings=t(
-        "sp_settings_fmt", gamma=p["config"].gamma, temp=p["config"].temperature, n=p["n"],
-        r=p["repeats"], pair=p["pair"], device=p["device"],
-    ) + (t("sp_settings_threads", n=p["threads"]) if p["threads"] else "")))  # fmt: skip
-    r1, r2, r3, r4, r5 = st.columns(5)
-    r1.metric(t("sp_m_ar_tps"), _fmt(ar["tokens_per_s"], 1))
-    r2.metric(t("sp_m_sp_tps"), _fmt(sp["tokens_per_s"], 1))
-    r3.metric(t("sp_m_speedup"), f"{summary['speedup']:.2f}×")
-    r4.metric(t("sp_m_alpha"), _fmt(sp["acceptance_rate"], 3), help=t("sp_m_alpha_help"))
-    r5.metric(t("sp_m_mean_acc"), _fmt(sp["mean_accepted"]), help=t("sp_m_mean_acc_help"))
-    if p["config"].temperature == 0.0:
-        hf_ok = hf.get("hf_assisted", {}).get("equal_to_target")
-        if summary["greedy_equal"]:
-            st.success(t("sp_eq_ok", hf=t("sp_eq_ok_hf") if hf_ok else ""))
-        else:
-            st.error(t("sp_eq_bad"))
-        if hf_ok is False:
-            st.error(t("sp_eq_bad_hf"))
-    else:
-        st.info(t("sp_eq_sampling"))
-    if measured["hf_error"]:
-        st.warning(t("sp_hf_failed", msg=measured["hf_error"]))
-
-    st.subheader(t("sp_table_header"))
-    columns = {t("sp_col_ar"): ar, t("sp_col_sp"): sp}
-    if "hf_greedy" in hf:
-        columns[t("sp_col_hf_greedy")] = hf["hf_greedy"]
-    if "hf_assisted" in hf:
-        columns[t("sp_col_hf_assisted")] = hf["hf_assisted"]
-    rows = [
-        ("sp_row_tps", "tokens_per_s", 1), ("sp_row_ms_tok", "ms_per_token", 3),
-        ("sp_row_ttft", "ttft_ms", 2), ("sp_row_new", "new_tokens", 0),
-        ("sp_row_target_fw", "target_forwards", 0), ("sp_row_draft_fw", "draft_forwards", 0),
-        ("sp_row_mean_acc", "mean_accepted", 2),
-    ]  # fmt: skip
-    table = {"": [t(key) for key, _, _ in rows]}
-    for name, block in columns.items():
-        table[name] = [_fmt(block[f], d) if f in block else "—" for _, f, d in rows]
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
-
-    st.subheader(t("sp_breakdown_header"))
-    bd = summary["breakdown"]
-    parts = {"draft": t("sp_part_draft"), "verify": t("sp_part_verify"),
-             "overhead": t("sp_part_overhead"), "target": t("sp_part_target")}  # fmt: skip
-    bars = [
-        (t("sp_breakdown_round", k=bd["tokens_per_round"]), bd["round"]),
-        (t("sp_breakdown_target", k=bd["tokens_per_round"]), bd["target_only"]),
-    ]
-    st.plotly_chart(
-        speed_breakdown_figure(bars, {**parts, "title": t("sp_breakdown_fig_title"), "x": "ms"}),
-        width="stretch", key="sp_breakdown_fig",
-    )  # fmt: skip
-    sh = bd["shares_pct"]
-    st.caption(t(
-        "sp_breakdown_caption", d=bd["round"]["draft"], dp=sh["draft"], v=bd["round"]["verify"],
-        vp=sh["verify"], o=bd["round"]["overhead"], op=sh["overhead"], t=cm["target_step_ms"],
-        r=cm["verify_over_target_step"],
-    ))  # fmt: skip
-
-    st.subheader(t("sp_predict_header"))
-    predictions = [
-        ("sp_pred_measured", summary["speedup"]),
-        ("sp_pred_forward", cm["forward_time_speedup"]),
-        ("sp_pred_forward_adv", cm["forward_time_speedup_measured_advance"]),
-        ("sp_pred_overhead", cm["predicted_speedup"]),
-        ("sp_pred_leviathan", cm["leviathan_speedup"]),
-    ]
-    st.dataframe(
-        pd.DataFrame({t("sp_pred_col_what"): [t(k) for k, _ in predictions],
-                      t("sp_pred_col_value"): [f"{v:.2f}×" for _, v in predictions]}),
-        hide_index=True, width="stretch",
-    )  # fmt: skip
-    st.caption(t("sp_pred_caption", c=cm["c"], adv=cm["measured_tokens_per_round"],
-                 exp=cm["expected_tokens_per_round"]))  # fmt: skip
-
-    h1, h2 = st.columns(2)
-    h1.plotly_chart(
-        speed_histogram_figure(sp["accepted_histogram"], {"title": t("sp_hist_title"),
-                               "x": t("sp_hist_x"), "y": t("sp_hist_y")}),
-        width="stretch", key="sp_hist_fig",
-    )  # fmt: skip
-    pos_labels = {
-        "title": t("sp_pos_title"), "x": t("sp_pos_x"), "y": t("sp_pos_y"),
-        "measured": t("sp_pos_measured"), "model": t("sp_pos_model"),
-    }  # fmt: skip
-    h2.plotly_chart(
-        speed_position_figure(sp["per_position_acceptance"], cm["alpha"], pos_labels),
-        width="stretch", key="sp_pos_fig",
-    )  # fmt: skip
-    with st.expander(t("sp_texts")):
-        st.markdown(f"**{t('sp_text_ar')}**")
-        st.text(measured["texts"][0])
-        st.markdown(f"**{t('sp_text_sp')}**")
-        st.text(measured["texts"][1])
+    st.info(t("sp_no_results"))
 
 # ------------------------------------------------------------------ ④ γ sweep
 st.header(t("sp_gamma_header"))
 st.markdown(t("sp_gamma_help"))
 sweep = S.get("sp_gamma")
 if sweep and sweep["points"]:
-    points = sweep["points"]
-    sp_labels = {
-        "title": t("sp_gamma_fig_title") + (" " + t("sp_partial") if sweep["partial"] else ""),
-        "x": t("sp_curve_fig_x"), "y": t("sp_gamma_fig_y"), "measured": t("sp_gamma_measured"),
-        "forward": t("sp_gamma_forward"), "leviathan": t("sp_gamma_leviathan"),
-        "breakeven": t("sp_breakeven"),
-    }  # fmt: skip
-    st.plotly_chart(speed_gamma_sweep_figure(points, sp_labels), width="stretch",
-                    key="sp_gamma_fig")  # fmt: skip
-    top, top_model = best_point(points, "speedup"), best_point(points, "forward_time_speedup")
-    st.markdown(t("sp_gamma_best", g=top["gamma"], x=top["speedup"], gp=top_model["gamma"],
-                  xp=top_model["forward_time_speedup"]))  # fmt: skip
-    st.dataframe(
-        pd.DataFrame({
-            t("sp_col_gamma"): [q["gamma"] for q in points],
-            t("sp_col_sp_tps"): [_fmt(q["speculative_tokens_per_s"], 1) for q in points],
-            t("sp_col_speedup"): [f"{q['speedup']:.2f}×" for q in points],
-            t("sp_col_forward"): [f"{q['forward_time_speedup']:.2f}×" for q in points],
-            t("sp_col_leviathan"): [f"{q['leviathan_speedup']:.2f}×" for q in points],
-            t("sp_col_alpha"): [_fmt(q["alpha"], 3) for q in points],
-            t("sp_col_mean_acc"): [_fmt(q["mean_accepted"]) for q in points],
-            t("sp_col_equal"): [t("yes") if q["greedy_equal"] else t("no") for q in points],
-        }),
-        hide_index=True, width="stretch",
-    )  # fmt: skip
+    show_gamma_sweep(sweep["points"], sweep["partial"])
 
 # ------------------------------------------------------------------ ⑤ batch sweep
 st.header(t("sp_batch_header"))
 st.markdown(t("sp_batch_help"))
 batch = S.get("sp_batch")
-complete = sorted(batch["points"], key=lambda q: q["batch_size"]) if batch else []
-if complete:
-    b_labels = {
-        "title": t("sp_batch_fig_title") + (" " + t("sp_partial") if batch["partial"] else ""),
-        "x": t("sp_batch_fig_x"), "y": t("sp_batch_fig_y"), "batched": t("sp_batch_batched"),
-        "speculative": t("sp_batch_speculative"), "sequential": t("sp_batch_sequential"),
-    }  # fmt: skip
-    st.plotly_chart(speed_batch_figure(complete, b_labels), width="stretch", key="sp_batch_fig")
-    cross = batch_crossover(complete)
-    if cross is not None and cross == complete[0]["batch_size"]:
-        st.markdown(t("sp_batch_never", b=cross))
-    elif cross is not None:
-        st.markdown(t("sp_batch_crossover", b=cross))
-    else:
-        st.markdown(t("sp_batch_no_crossover", b=complete[-1]["batch_size"]))
-    st.dataframe(
-        pd.DataFrame({
-            t("sp_col_batch"): [q["batch_size"] for q in complete],
-            t("sp_col_batched"): [
-                _fmt(q["batched_autoregressive_tokens_per_s"], 1) for q in complete
-            ],
-            t("sp_col_seq_sp"): [
-                _fmt(q["sequential_speculative_tokens_per_s"], 1) for q in complete
-            ],
-            t("sp_col_seq_ar"): [
-                _fmt(q["sequential_autoregressive_tokens_per_s"], 1) for q in complete
-            ],
-        }),
-        hide_index=True, width="stretch",
-    )  # fmt: skip
+if batch and batch["points"]:
+    show_batch_sweep(batch["points"], batch["partial"])

@@ -194,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _pair_arg(args.pair), args.prompt, args.gamma, args.max_new_tokens,
                 args.repeats, args.temperature, hf=not args.no_hf,
                 ignore_eos=not args.stop_at_eos, drafter=args.drafter,
-            )  # fmt: skip
+            ).to_json()  # fmt: skip
     except (SpecDecError, ValueError) as exc:  # documented errors (and argument values)
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ import torch
 from specdec_core.__main__ import main
 from specdec_core.batching import generate_batch, left_pad
 from specdec_core.bench import (
+    BatchPoint,
     batch_crossover,
     batch_sweep_point,
     best_point,
@@ -125,20 +126,34 @@ def test_summary_is_consistent(tiny_pair):
     sp = generate(pair, PROMPT, config, "speculative")
     s = summarize(ar, sp, 3)
     rounds = sp.stats.rounds
-    assert s["greedy_equal"] and s["speculative"]["new_tokens"] == 24
+    assert s.greedy_equal and s.speculative.new_tokens == 24
     # the round splits exactly into draft forwards + verify forward + everything else
-    bd = s["breakdown"]
-    assert sum(bd["round"].values()) == pytest.approx(sp.stats.total_ms / rounds)
-    assert sum(bd["shares_pct"].values()) == pytest.approx(100.0)
-    assert bd["tokens_per_round"] == pytest.approx(24 / rounds)
-    cm = s["cost_model"]
-    assert cm["target_step_ms"] == pytest.approx(ar.stats.target_forward_ms / 24)
-    assert cm["verify_ms"] == pytest.approx(sp.stats.target_forward_ms / rounds)
-    assert cm["leviathan_speedup"] == pytest.approx(walltime_improvement(cm["alpha"], 3, cm["c"]))
-    assert cm["forward_time_speedup"] == pytest.approx(forward_time_speedup(
-        cm["alpha"], 3, cm["target_step_ms"], cm["draft_step_ms"], cm["verify_ms"]))  # fmt: skip
+    bd = s.breakdown
+    assert bd.round.draft + bd.round.verify + bd.round.overhead == pytest.approx(
+        sp.stats.total_ms / rounds
+    )
+    sh = bd.shares_pct
+    assert sh.draft + sh.verify + sh.overhead == pytest.approx(100.0)
+    assert bd.tokens_per_round == pytest.approx(24 / rounds)
+    cm = s.cost_model
+    assert cm.target_step_ms == pytest.approx(ar.stats.target_forward_ms / 24)
+    assert cm.verify_ms == pytest.approx(sp.stats.target_forward_ms / rounds)
+    assert cm.leviathan_speedup == pytest.approx(walltime_improvement(cm.alpha, 3, cm.c))
+    assert cm.forward_time_speedup == pytest.approx(forward_time_speedup(
+        cm.alpha, 3, cm.target_step_ms, cm.draft_step_ms, cm.verify_ms))  # fmt: skip
+    # α and the acceptance figures are GenerationStats' (records.summarize), not recomputed
+    assert s.speculative.acceptance_rate == sp.stats.acceptance_rate
+    assert list(s.speculative.accepted_histogram) == list(sp.stats.accepted_histogram)
     point = gamma_sweep_point(ar, sp, 3)
-    assert point["speedup"] == pytest.approx(s["speedup"]) and point["greedy_equal"]
+    assert point.speedup == pytest.approx(s.speedup) and point.greedy_equal
+    # the JSON form is derived from the dataclasses, nested in field order
+    js = json.loads(json.dumps(s.to_json()))
+    assert js["breakdown"]["round"]["verify"] == bd.round.verify
+    assert js["speculative"]["accepted_histogram"] == list(s.speculative.accepted_histogram)
+    assert list(point.to_json()) == ["gamma", "speculative_tokens_per_s",
+        "autoregressive_tokens_per_s", "speedup", "alpha", "mean_accepted", "c",
+        "leviathan_speedup", "forward_time_speedup", "forward_time_speedup_measured_advance",
+        "greedy_equal"]  # fmt: skip
 
 
 @pytest.mark.parametrize("gamma", [1, 4])
@@ -156,9 +171,7 @@ def test_lean_greedy_round_decides_like_the_step_machine(tiny_pair, gamma):
         for n in range(len(fast.stats.accepted_histogram))
     ]
     checks = [c for r in session.history for c in r.verify.checks]
-    assert fast.stats.acceptance_rate == pytest.approx(
-        sum(c.overlap for c in checks) / len(checks)
-    )
+    assert fast.stats.acceptance_rate == pytest.approx(sum(c.overlap for c in checks) / len(checks))
     s = fast.stats
     assert s.draft_forwards == sum(len(r.verify.checks) for r in session.history)
     assert 0 < s.target_forward_ms + s.draft_forward_ms <= s.total_ms
@@ -184,30 +197,25 @@ def test_batched_greedy_equals_one_prompt_at_a_time(tiny_pair):
 
 def test_batch_point_and_crossover(tiny_pair):
     point = batch_sweep_point(tiny_pair, PROMPTS[:2], SessionConfig(gamma=2, max_new_tokens=6))
-    assert point["batch_size"] == 2
-    assert all(point[k] > 0 for k in point if k.endswith("tokens_per_s"))
-    rows = [
-        {"batch_size": 1, "batched_autoregressive_tokens_per_s": 10,
-         "sequential_speculative_tokens_per_s": 15},
-        {"batch_size": 4, "batched_autoregressive_tokens_per_s": 30,
-         "sequential_speculative_tokens_per_s": 15},
-        {"batch_size": 2, "batched_autoregressive_tokens_per_s": 16,
-         "sequential_speculative_tokens_per_s": 15},
-    ]  # fmt: skip
+    assert point.batch_size == 2
+    rates = [v for k, v in point.to_json().items() if k.endswith("tokens_per_s")]
+    assert len(rates) == 3 and all(v > 0 for v in rates)
+    rows = [BatchPoint(1, 10, 15, 5), BatchPoint(4, 30, 15, 5), BatchPoint(2, 16, 15, 5)]
     assert batch_crossover(rows) == 2  # the smallest B where batching wins
     assert batch_crossover(rows[:1]) is None
-    assert best_point([{"g": 1, "x": 2.0}, {"g": 2, "x": 3.0}], "x") == {"g": 2, "x": 3.0}
-    assert best_point([], "x") is None
+    assert best_point(rows, lambda p: p.batched_autoregressive_tokens_per_s) == rows[1]
+    assert best_point(rows, lambda p: p.sequential_speculative_tokens_per_s) == rows[0]  # ties
+    assert best_point([], lambda p: p.batch_size) is None
 
 
 def test_hf_assisted_leaves_the_shared_models_alone(tiny_pair):
     draft_config = tiny_pair.draft.generation_config.to_dict()
     target_config = tiny_pair.target.generation_config.to_dict()
     out = hf_generate(tiny_pair, PROMPT, 3, 10, repeats=1, stop_at_eos=False)
-    assert out["new_tokens"] == 10 and 0 < out["target_forwards"] <= 10
+    assert out.new_tokens == 10 and 0 < out.target_forwards <= 10
     ar = generate(ignoring_eos(tiny_pair), PROMPT, SessionConfig(max_new_tokens=10),
                   "autoregressive")  # fmt: skip
-    assert out["output_ids"] == ar.output_ids
+    assert list(out.output_ids) == ar.output_ids
     assert tiny_pair.draft.generation_config.to_dict() == draft_config
     assert tiny_pair.target.generation_config.to_dict() == target_config
     assert "forward" not in vars(tiny_pair.target)  # the counting hook lived on a copy

@@ -4,8 +4,12 @@ time breakdowns, accepted-length histogram, per-position acceptance, γ and batc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from ..bench import BatchPoint, Breakdown, GammaPoint
 
 __all__ = [
     "SPEED_COLORS",
@@ -150,13 +154,16 @@ def speed_gamma_curve_figure(
     return fig
 
 
-def speed_breakdown_figure(
-    bars: Sequence[tuple[str, Mapping[str, float]]],
-    labels: Mapping[str, str],
-) -> go.Figure:
-    """Horizontal stacked bars of time (ms). ``bars``: ``[(bar name, {part: ms})]`` with
-    parts among ``draft``, ``verify``, ``overhead``, ``target``; ``labels`` names each part
-    and gives ``title`` and ``x``."""
+def speed_breakdown_figure(breakdown: Breakdown, labels: Mapping[str, str]) -> go.Figure:
+    """Horizontal stacked bars of time (ms): one speculative round (draft, verify,
+    overhead) above target-only decoding of as many tokens (target, overhead).
+    ``labels``: ``round`` and ``target_only`` (bar names), ``draft``, ``verify``,
+    ``overhead``, ``target`` (parts), ``title``, ``x``."""
+    r, a = breakdown.round, breakdown.target_only
+    bars = [
+        (labels["round"], {"draft": r.draft, "verify": r.verify, "overhead": r.overhead}),
+        (labels["target_only"], {"target": a.target, "overhead": a.overhead}),
+    ]
     fig = go.Figure()
     names = [name for name, _ in bars]
     for part in ("draft", "verify", "overhead", "target"):
@@ -226,28 +233,27 @@ def speed_position_figure(
     return fig
 
 
-def speed_gamma_sweep_figure(
-    points: Sequence[Mapping[str, float]], labels: Mapping[str, str]
-) -> go.Figure:
+def speed_gamma_sweep_figure(points: Sequence[GammaPoint], labels: Mapping[str, str]) -> go.Figure:
     """Speed-up over target-only decoding against γ: measured, the cost model from
     measured forward times and α, and Leviathan's formula from α and ``c``; 1× dotted.
 
-    ``points``: dicts with ``gamma``, ``speedup``, ``forward_time_speedup``,
-    ``leviathan_speedup``. ``labels``: ``title``, ``x``, ``y``, ``measured``, ``forward``,
-    ``leviathan``, ``breakeven``."""
-    gammas = [p["gamma"] for p in points]
+    ``labels``: ``title``, ``x``, ``y``, ``measured``, ``forward``, ``leviathan``,
+    ``breakeven``."""
+    gammas = [p.gamma for p in points]
     fig = go.Figure()
-    for key, name, color, dash in (
-        ("speedup", labels["measured"], SPEED_COLORS["measured"], "solid"),
-        ("forward_time_speedup", labels["forward"], SPEED_COLORS["forward"], "dash"),
-        ("leviathan_speedup", labels["leviathan"], SPEED_COLORS["leviathan"], "dot"),
-    ):
+    for values, name, color, dash, width in (
+        ([p.speedup for p in points], labels["measured"], SPEED_COLORS["measured"], "solid", 3),
+        ([p.forward_time_speedup for p in points], labels["forward"], SPEED_COLORS["forward"],
+         "dash", 2),
+        ([p.leviathan_speedup for p in points], labels["leviathan"], SPEED_COLORS["leviathan"],
+         "dot", 2),
+    ):  # fmt: skip
         fig.add_scatter(
             x=gammas,
-            y=[p[key] for p in points],
+            y=values,
             name=name,
             mode="lines+markers",
-            line=dict(color=color, dash=dash, width=3 if key == "speedup" else 2),
+            line=dict(color=color, dash=dash, width=width),
             hovertemplate="γ=%{x}: %{y:.2f}×<extra>" + name + "</extra>",
         )
     fig.add_hline(
@@ -262,33 +268,24 @@ def speed_gamma_sweep_figure(
     return fig
 
 
-def speed_batch_figure(
-    points: Sequence[Mapping[str, float]], labels: Mapping[str, str]
-) -> go.Figure:
+def speed_batch_figure(points: Sequence[BatchPoint], labels: Mapping[str, str]) -> go.Figure:
     """Throughput (tokens/s over all prompts) against batch size: batched target-only,
-    sequential speculative, sequential target-only. ``points``: dicts from
+    sequential speculative, sequential target-only. ``points``: from
     ``bench.batch_sweep_point``. ``labels``: ``title``, ``x``, ``y``, ``batched``,
     ``speculative``, ``sequential``."""
-    sizes = [p["batch_size"] for p in points]
+    sizes = [p.batch_size for p in points]
     fig = go.Figure()
-    for key, name, color, dash in (
-        ("batched_autoregressive_tokens_per_s", labels["batched"], SPEED_COLORS["verify"], "solid"),
-        (
-            "sequential_speculative_tokens_per_s",
-            labels["speculative"],
-            SPEED_COLORS["draft"],
-            "solid",
-        ),
-        (
-            "sequential_autoregressive_tokens_per_s",
-            labels["sequential"],
-            SPEED_COLORS["target"],
-            "dot",
-        ),
-    ):
+    for values, name, color, dash in (
+        ([p.batched_autoregressive_tokens_per_s for p in points], labels["batched"],
+         SPEED_COLORS["verify"], "solid"),
+        ([p.sequential_speculative_tokens_per_s for p in points], labels["speculative"],
+         SPEED_COLORS["draft"], "solid"),
+        ([p.sequential_autoregressive_tokens_per_s for p in points], labels["sequential"],
+         SPEED_COLORS["target"], "dot"),
+    ):  # fmt: skip
         fig.add_scatter(
             x=sizes,
-            y=[p[key] for p in points],
+            y=values,
             name=name,
             mode="lines+markers",
             line=dict(color=color, dash=dash, width=3),

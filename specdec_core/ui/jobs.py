@@ -21,6 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from specdec_core.bench import (
     BENCH_PROMPTS,
+    BenchSummary,
+    HFComparison,
     batch_sweep_point,
     compare_hf,
     gamma_sweep_point,
@@ -49,6 +51,18 @@ def max_jobs() -> int:
         return 4
 
 
+@dataclass(frozen=True)
+class Measurement:
+    """What a finished "measure" job shows: the settings it ran with (``Job.params``),
+    the bench summary, HF's runs next to ours (or HF's error) and both texts."""
+
+    params: dict
+    summary: BenchSummary
+    hf: HFComparison
+    hf_error: str | None
+    texts: tuple[str, str]  # target-only, speculative
+
+
 @dataclass
 class Job:
     """One measurement: ``kind`` is ``measure``, ``gamma`` or ``batch``."""
@@ -68,8 +82,8 @@ class Job:
     state: str = "queued"  # queued, running, done, cancelled, failed
     error: BaseException | None = None
     out: dict = field(default_factory=dict)
-    points: list = field(default_factory=list)  # γ sweep / batch sweep, as they finish
-    result: dict | None = None  # the "measure" summary
+    points: list = field(default_factory=list)  # GammaPoint / BatchPoint, as they finish
+    result: Measurement | None = None  # the "measure" summary
 
     @property
     def finished(self) -> bool:
@@ -157,13 +171,13 @@ def run_task(job: Job, task: tuple) -> None:
 def finish(job: Job) -> None:
     if job.kind == "measure":
         ar, sp = job.out["ar"], job.out[("sp", job.config.gamma)]
-        job.result = {
-            "params": job.params(),
-            "summary": summarize(ar, sp, job.config.gamma),
-            "hf": compare_hf(ar, job.out.get(("hf", False)), job.out.get(("hf", True))),
-            "hf_error": job.out.get("hf_error"),
-            "texts": (ar.text, sp.text),
-        }
+        job.result = Measurement(
+            params=job.params(),
+            summary=summarize(ar, sp, job.config.gamma),
+            hf=compare_hf(ar, job.out.get(("hf", False)), job.out.get(("hf", True))),
+            hf_error=job.out.get("hf_error"),
+            texts=(ar.text, sp.text),
+        )
 
 
 def _session_alive(session_id: str) -> bool:

@@ -1,0 +1,67 @@
+"""Benchmark: target-only autoregressive vs speculative decoding (and Hugging Face
+assisted generation) on one pair, greedy by default. Used by ``python -m specdec_core
+bench``, ``benchmarks/bench_pairs.py`` and the speed page (which calls the pieces one at a
+time, through ``ui/jobs.py``, so it can show progress and stop between them).
+
+- ``results``: the frozen result types, and their JSON form (``to_json``);
+- ``runs``: timed runs (:func:`measure_pair`, :func:`hf_generate`);
+- ``summary``: figures from runs (:func:`summarize`, :func:`compare_hf`) and
+  :func:`run_bench`, the whole benchmark;
+- ``sweeps``: the γ and batch-size sweeps.
+"""
+
+from .results import (
+    AutoregressiveFigures,
+    BatchPoint,
+    BenchReport,
+    BenchSummary,
+    Breakdown,
+    CostModelFigures,
+    GammaPoint,
+    HFComparison,
+    HFFigures,
+    HFRun,
+    RoundParts,
+    SpeculativeFigures,
+    TargetOnlyParts,
+)
+from .runs import hf_generate, ignoring_eos, measure_pair
+from .summary import compare_hf, run_bench, summarize
+from .sweeps import (
+    BENCH_PROMPTS,
+    batch_crossover,
+    batch_sweep_point,
+    batched_throughput,
+    best_point,
+    gamma_sweep_point,
+    sequential_throughput,
+)
+
+__all__ = [
+    "AutoregressiveFigures",
+    "BENCH_PROMPTS",
+    "BatchPoint",
+    "BenchReport",
+    "BenchSummary",
+    "Breakdown",
+    "CostModelFigures",
+    "GammaPoint",
+    "HFComparison",
+    "HFFigures",
+    "HFRun",
+    "RoundParts",
+    "SpeculativeFigures",
+    "TargetOnlyParts",
+    "batch_crossover",
+    "batch_sweep_point",
+    "batched_throughput",
+    "best_point",
+    "compare_hf",
+    "gamma_sweep_point",
+    "hf_generate",
+    "ignoring_eos",
+    "measure_pair",
+    "run_bench",
+    "sequential_throughput",
+    "summarize",
+]

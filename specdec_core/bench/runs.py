@@ -1,0 +1,141 @@
+"""Timed runs: our target-only and speculative generation, interleaved, and Hugging Face
+``generate`` with and without an assistant. Median of ``repeats`` runs after a warm-up;
+times in ms, throughput in tokens/s. The shared models are never changed."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import time
+from dataclasses import replace
+
+import torch
+
+from ..drafters import make_named_drafter
+from ..generate import GenerationResult, generate
+from ..models import ModelPair, quiet_transformers
+from ..session import SessionConfig, encode_prompt
+from .results import HFRun
+
+
+def ignoring_eos(pair: ModelPair) -> ModelPair:
+    """A view of ``pair`` whose generation does not stop at EOS (same models, shared and
+    unchanged), so every timed run produces exactly ``max_new_tokens`` tokens."""
+    return replace(pair, eos_token_id=None)
+
+
+def _sync(pair: ModelPair) -> None:
+    if pair.device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def measure_pair(
+    pair: ModelPair,
+    prompt: str | list[int],
+    config: SessionConfig,
+    repeats: int = 3,
+    drafter: str = "model",
+    warmup: bool = True,
+) -> tuple[GenerationResult, GenerationResult]:
+    """Target-only and speculative runs of the same prompt and settings, *interleaved*
+    (AR, speculative, AR, …) so a burst of load on a shared machine hits both alike; each
+    the run with the median ``total_ms`` of ``repeats``, after one warm-up run of each.
+
+    Returns:
+        ``(autoregressive, speculative)`` :class:`GenerationResult` s.
+
+    Raises:
+        PromptError, ConfigError: from :func:`generate`.
+    """
+
+    def once(mode: str) -> GenerationResult:
+        made = make_named_drafter(pair, drafter) if mode == "speculative" else None
+        return generate(pair, prompt, config, mode, made)  # type: ignore[arg-type]
+
+    if warmup:
+        once("autoregressive")
+        once("speculative")
+    runs: dict[str, list[GenerationResult]] = {"autoregressive": [], "speculative": []}
+    for _ in range(max(1, repeats)):
+        for mode, done in runs.items():
+            done.append(once(mode))
+    ar, sp = (sorted(r, key=lambda g: g.stats.total_ms) for r in runs.values())
+    return ar[len(ar) // 2], sp[len(sp) // 2]
+
+
+def hf_generate(
+    pair: ModelPair,
+    prompt: str,
+    gamma: int,
+    max_new_tokens: int,
+    repeats: int = 3,
+    assisted: bool = True,
+    stop_at_eos: bool = True,
+) -> HFRun:
+    """Time Hugging Face ``target.generate`` (greedy), with ``assistant_model=draft`` at a
+    constant γ (``num_assistant_tokens_schedule="constant"``, no confidence early-stop) or
+    without (``assisted=False``: HF's own target-only baseline).
+
+    The shared models are not changed: generation runs on shallow copies that carry their
+    own ``generation_config`` (HF reads γ from the *assistant's* config and would otherwise
+    adapt it in place) and count the target forwards (``rounds``).
+
+    Returns:
+        The median run's :class:`HFRun` (``mean_accepted`` estimated as
+        ``(new_tokens − rounds) / rounds``; 0 when not assisted).
+
+    Raises:
+        whatever transformers raises where assisted generation is unsupported.
+    """
+    ids = torch.tensor([encode_prompt(pair, prompt)], device=pair.device)
+    target = copy.copy(pair.target)
+    calls = [0]
+    base_forward = pair.target.forward
+
+    @functools.wraps(base_forward)  # HF inspects the forward's signature
+    def counted_forward(*args, **kwargs):
+        calls[0] += 1
+        return base_forward(*args, **kwargs)
+
+    target.forward = counted_forward  # the copy's own attribute; the shared model is intact
+    kwargs: dict = dict(
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        min_new_tokens=0,
+        pad_token_id=pair.eos_token_id if pair.eos_token_id is not None else 0,
+        eos_token_id=pair.eos_token_id if stop_at_eos else None,
+        attention_mask=torch.ones_like(ids),
+    )
+    target.generation_config = copy.deepcopy(pair.target.generation_config)
+    if not stop_at_eos:
+        target.generation_config.eos_token_id = None
+    if assisted:
+        assistant = copy.copy(pair.draft)
+        assistant.generation_config = copy.deepcopy(pair.draft.generation_config)
+        assistant.generation_config.num_assistant_tokens = gamma
+        assistant.generation_config.num_assistant_tokens_schedule = "constant"
+        assistant.generation_config.assistant_confidence_threshold = 0.0
+        if not stop_at_eos:
+            assistant.generation_config.eos_token_id = None
+        kwargs["assistant_model"] = assistant
+    with torch.inference_mode(), quiet_transformers():
+        target.generate(ids, **kwargs)  # warm-up
+        runs = []
+        for _ in range(max(1, repeats)):
+            calls[0] = 0
+            started = time.perf_counter()
+            out = target.generate(ids, **kwargs)
+            _sync(pair)
+            runs.append(((time.perf_counter() - started) * 1e3, out, calls[0]))
+    runs.sort(key=lambda r: r[0])
+    ms, out, forwards = runs[len(runs) // 2]
+    new = out[0, ids.shape[1] :].tolist()
+    n = len(new)
+    return HFRun(
+        tokens_per_s=1e3 * n / ms if ms > 0 else 0.0,
+        ms_per_token=ms / max(n, 1),
+        new_tokens=n,
+        output_ids=tuple(new),
+        target_forwards=forwards,
+        mean_accepted=(n - forwards) / forwards if assisted and forwards else 0.0,
+    )

@@ -1,0 +1,218 @@
+"""From timed runs to figures: :func:`summarize` (ours), :func:`compare_hf` (Hugging
+Face's next to ours) and :func:`run_bench`, the whole benchmark of one pair.
+
+The cost model is fed from the same runs (Leviathan et al. 2023, §3.3–3.4):
+``target_step_ms`` is a target forward of the autoregressive run, ``draft_step_ms`` a draft
+forward, ``verify_ms`` a verification forward over ``γ + 1`` positions (all measured inside
+the model calls), α the measured mean ``Σ min(p, q)``, ``c = draft step / target step``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..costmodel import (
+    expected_tokens_per_round,
+    forward_time_speedup,
+    per_token_cost_ms,
+    predicted_speedup,
+    walltime_improvement,
+)
+from ..generate import GenerationResult
+from ..models import ModelPair, load_pair
+from ..session import SessionConfig
+from .results import (
+    AutoregressiveFigures,
+    BenchReport,
+    BenchSummary,
+    Breakdown,
+    CostModelFigures,
+    HFComparison,
+    HFFigures,
+    HFRun,
+    RoundParts,
+    SpeculativeFigures,
+    TargetOnlyParts,
+)
+from .runs import hf_generate, ignoring_eos, measure_pair
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def summarize(ar: GenerationResult, sp: GenerationResult, gamma: int) -> BenchSummary:
+    """Compare one target-only run and one speculative run of the same prompt/settings:
+    throughput of each, α and the acceptance figures (from ``GenerationStats``), the
+    per-round breakdown, the cost model's predictions from the same runs (Leviathan's
+    ``walltime_improvement(α, γ, c)``, the forward-time prediction without overhead, the
+    same with the measured tokens per round, and the one with the measured overhead) and
+    whether both produced the same ids."""
+    a, s = ar.stats, sp.stats
+    rounds = max(s.rounds, 1)
+    target_step = a.target_forward_ms / max(a.target_forwards, 1)
+    draft_step = s.draft_forward_ms / max(s.draft_forwards, 1)
+    verify = s.target_forward_ms / rounds
+    forward_per_round = (s.target_forward_ms + s.draft_forward_ms) / rounds
+    overhead = s.overhead_ms / rounds
+    alpha = min(max(s.acceptance_rate, 0.0), 1.0)
+    c = draft_step / target_step if target_step > 0 else 0.0
+    advanced = s.new_tokens / rounds  # tokens actually advanced per round
+    draft_per_round = gamma * draft_step
+    has_step = target_step > 0
+    return BenchSummary(
+        gamma=gamma,
+        autoregressive=AutoregressiveFigures(
+            tokens_per_s=a.tokens_per_s,
+            ms_per_token=a.ms_per_token,
+            ttft_ms=a.ttft_ms,
+            new_tokens=a.new_tokens,
+            target_forwards=a.target_forwards,
+            target_step_ms=target_step,
+            overhead_ms_per_token=a.overhead_ms / max(a.new_tokens, 1),
+        ),
+        speculative=SpeculativeFigures(
+            tokens_per_s=s.tokens_per_s,
+            ms_per_token=s.ms_per_token,
+            ttft_ms=s.ttft_ms,
+            new_tokens=s.new_tokens,
+            rounds=s.rounds,
+            target_forwards=s.target_forwards,
+            draft_forwards=s.draft_forwards,
+            mean_accepted=s.mean_accepted,
+            acceptance_rate=s.acceptance_rate,
+            accepted_histogram=tuple(s.accepted_histogram),
+            per_position_acceptance=tuple(s.per_position_acceptance),
+            draft_ms_per_round=s.draft_ms / rounds,
+            verify_ms_per_round=s.verify_ms / rounds,
+            overhead_ms_per_round=max(0.0, s.total_ms - s.draft_ms - s.verify_ms) / rounds,
+            round_ms=s.total_ms / rounds,
+            draft_forward_ms_per_round=s.draft_forward_ms / rounds,
+            verify_forward_ms_per_round=verify,
+            non_forward_ms_per_round=overhead,
+            non_forward_pct=_pct(s.overhead_ms, s.total_ms),
+        ),
+        speedup=s.tokens_per_s / a.tokens_per_s if a.tokens_per_s else 0.0,
+        cost_model=CostModelFigures(
+            alpha=alpha,
+            c=c,
+            target_step_ms=target_step,
+            draft_step_ms=draft_step,
+            verify_ms=verify,
+            verify_over_target_step=verify / target_step if has_step else 0.0,
+            overhead_ms=overhead,
+            expected_tokens_per_round=expected_tokens_per_round(alpha, gamma),
+            measured_tokens_per_round=advanced,
+            leviathan_speedup=walltime_improvement(alpha, gamma, c),
+            forward_time_speedup=(
+                forward_time_speedup(alpha, gamma, target_step, draft_step, verify)
+                if has_step
+                else 0.0
+            ),
+            forward_time_speedup_measured_advance=(
+                target_step / per_token_cost_ms(draft_per_round, verify, 0.0, advanced)
+                if has_step and forward_per_round > 0
+                else 0.0
+            ),
+            predicted_speedup=(
+                predicted_speedup(alpha, gamma, target_step, draft_step, verify, overhead)
+                if has_step
+                else 0.0
+            ),
+        ),
+        breakdown=Breakdown(
+            tokens_per_round=advanced,
+            round=RoundParts(draft=s.draft_forward_ms / rounds, verify=verify, overhead=overhead),
+            target_only=TargetOnlyParts(
+                target=target_step * advanced,
+                overhead=a.overhead_ms / max(a.new_tokens, 1) * advanced,
+            ),
+            shares_pct=RoundParts(
+                draft=_pct(s.draft_forward_ms, s.total_ms),
+                verify=_pct(s.target_forward_ms, s.total_ms),
+                overhead=_pct(s.overhead_ms, s.total_ms),
+            ),
+        ),
+        greedy_equal=sp.output_ids == ar.output_ids,
+    )
+
+
+def compare_hf(
+    ar: GenerationResult, hf_greedy: HFRun | None, hf_assisted: HFRun | None
+) -> HFComparison:
+    """HF figures next to ours: tokens/s, speed-ups and whether HF's texts equal our
+    target-only text (compared over the common length). Either HF run may be ``None``."""
+    ar_tps = ar.stats.tokens_per_s
+
+    def figures(run: HFRun, **assisted: float | None) -> HFFigures:
+        n = min(len(run.output_ids), len(ar.output_ids))
+        return HFFigures(
+            tokens_per_s=run.tokens_per_s,
+            ms_per_token=run.ms_per_token,
+            new_tokens=run.new_tokens,
+            target_forwards=run.target_forwards,
+            speedup=run.tokens_per_s / ar_tps if ar_tps else 0.0,
+            equal_to_target=list(run.output_ids[:n]) == list(ar.output_ids[:n]),
+            **assisted,
+        )
+
+    greedy = figures(hf_greedy) if hf_greedy is not None else None
+    assisted = None
+    if hf_assisted is not None:
+        over_greedy = None
+        if hf_greedy is not None and hf_greedy.tokens_per_s:
+            over_greedy = hf_assisted.tokens_per_s / hf_greedy.tokens_per_s
+        assisted = figures(
+            hf_assisted,
+            mean_accepted=hf_assisted.mean_accepted,
+            speedup_over_hf_greedy=over_greedy,
+        )
+    return HFComparison(greedy=greedy, assisted=assisted)
+
+
+def run_bench(
+    pair_spec: str | tuple[str, str] | ModelPair,
+    prompt: str,
+    gamma: int = 4,
+    max_new_tokens: int = 128,
+    repeats: int = 3,
+    temperature: float = 0.0,
+    hf: bool = True,
+    ignore_eos: bool = True,
+    drafter: str = "model",
+) -> BenchReport:
+    """Benchmark one pair; ``.to_json()`` is the ``bench`` JSON object of
+    docs/ARCHITECTURE.md. Target-only and speculative runs interleaved (see
+    :func:`measure_pair`), then, with ``hf``, Hugging Face ``generate`` without and with
+    the draft as assistant (a failure of HF's is reported in ``hf_error``, never raised).
+    ``ignore_eos`` (default): every run generates exactly ``max_new_tokens`` tokens (cut by
+    the context).
+
+    Raises:
+        ModelLoadError, PromptError, ConfigError.
+    """
+    pair = pair_spec if isinstance(pair_spec, ModelPair) else load_pair(pair_spec)
+    timed = ignoring_eos(pair) if ignore_eos else pair
+    config = SessionConfig(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens)
+    ar, sp = measure_pair(timed, prompt, config, repeats, drafter)
+    compared, error = HFComparison(), None
+    if hf:
+        try:
+            base = hf_generate(pair, prompt, gamma, max_new_tokens, repeats, False, not ignore_eos)
+            asst = hf_generate(pair, prompt, gamma, max_new_tokens, repeats, True, not ignore_eos)
+            compared = compare_hf(ar, base, asst)
+        except Exception as exc:  # noqa: BLE001 - report, never fail the benchmark
+            error = f"{type(exc).__name__}: {exc}"
+    return BenchReport(
+        pair=pair.name,
+        device=pair.device_label(),
+        threads=torch.get_num_threads(),
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        repeats=repeats,
+        drafter=drafter,
+        ignore_eos=ignore_eos,
+        summary=summarize(ar, sp, gamma),
+        hf=compared,
+        hf_error=error,
+    )

@@ -1,0 +1,124 @@
+"""Sweeps: speed-up against γ (measured next to the cost model) and throughput against
+batch size (batched target-only vs sequential speculative), and what a page reads off them
+(the best point, the crossover)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from ..batching import generate_batch
+from ..generate import GenerationResult, generate
+from ..models import ModelPair
+from ..session import SessionConfig
+from .results import BatchPoint, GammaPoint
+from .runs import ignoring_eos
+from .summary import summarize
+
+# Prompts for the batch-size sweep (Tiny Shakespeare openings; content, not UI text).
+BENCH_PROMPTS: tuple[str, ...] = (
+    "ROMEO:\nBut soft, what light through yonder window breaks?",
+    "First Citizen:\nBefore we proceed any further, hear me speak.",
+    "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?",
+    "KING RICHARD III:\nNow is the winter of our discontent",
+    "MENENIUS:\nI tell you, friends, most charitable care",
+    "DUKE VINCENTIO:\nOf government the properties to unfold,",
+    "GLOUCESTER:\nWhat, will the aspiring blood of Lancaster",
+    "HAMLET:\nTo be, or not to be, that is the question:",
+)
+
+P = TypeVar("P")
+
+
+def gamma_sweep_point(ar: GenerationResult, sp: GenerationResult, gamma: int) -> GammaPoint:
+    """One point of the γ sweep: measured tokens/s and speed-up at this γ next to the cost
+    model's predictions from the same runs (see :func:`summarize`)."""
+    summary = summarize(ar, sp, gamma)
+    cm = summary.cost_model
+    return GammaPoint(
+        gamma=gamma,
+        speculative_tokens_per_s=summary.speculative.tokens_per_s,
+        autoregressive_tokens_per_s=summary.autoregressive.tokens_per_s,
+        speedup=summary.speedup,
+        alpha=cm.alpha,
+        mean_accepted=summary.speculative.mean_accepted,
+        c=cm.c,
+        leviathan_speedup=cm.leviathan_speedup,
+        forward_time_speedup=cm.forward_time_speedup,
+        forward_time_speedup_measured_advance=cm.forward_time_speedup_measured_advance,
+        greedy_equal=summary.greedy_equal,
+    )
+
+
+def best_point(points: Sequence[P], score: Callable[[P], float]) -> P | None:
+    """The point with the largest ``score`` (first on ties), ``None`` for no points."""
+    return max(points, key=score) if points else None
+
+
+def batch_crossover(points: Sequence[BatchPoint]) -> int | None:
+    """The smallest batch size at which batched target-only throughput beats sequential
+    speculative throughput (``None``: it never does among ``points``)."""
+    for p in sorted(points, key=lambda p: p.batch_size):
+        if p.batched_autoregressive_tokens_per_s > p.sequential_speculative_tokens_per_s:
+            return p.batch_size
+    return None
+
+
+def _median_rate(run: Callable[[], tuple[int, float]], repeats: int) -> float:
+    run()  # warm-up
+    rates = [1e3 * tokens / ms for tokens, ms in (run() for _ in range(max(1, repeats)))]
+    return statistics.median(rates)
+
+
+def batched_throughput(
+    pair: ModelPair, prompts: Sequence[str], max_new_tokens: int, repeats: int = 1
+) -> float:
+    """Tokens/s (summed over the batch) of :func:`batching.generate_batch` over
+    ``prompts`` at once, EOS ignored so each prompt gets ``max_new_tokens`` tokens. Median
+    of ``repeats`` after a warm-up."""
+    timed = ignoring_eos(pair)
+
+    def run() -> tuple[int, float]:
+        r = generate_batch(timed, list(prompts), max_new_tokens, stop_at_eos=False)
+        return r.new_tokens, r.total_ms
+
+    return _median_rate(run, repeats)
+
+
+def sequential_throughput(
+    pair: ModelPair, prompts: Sequence[str], config: SessionConfig, mode: str, repeats: int = 1
+) -> float:
+    """Tokens/s of :func:`generate` run on ``prompts`` one after another (``mode``
+    ``speculative`` or ``autoregressive``), EOS ignored. Median of ``repeats`` after a
+    warm-up."""
+    timed = ignoring_eos(pair)
+
+    def run() -> tuple[int, float]:
+        results = [generate(timed, p, config, mode) for p in prompts]  # type: ignore[arg-type]
+        return sum(r.stats.new_tokens for r in results), sum(r.stats.total_ms for r in results)
+
+    return _median_rate(run, repeats)
+
+
+def batch_sweep_point(
+    pair: ModelPair,
+    prompts: Sequence[str],
+    config: SessionConfig,
+    repeats: int = 1,
+) -> BatchPoint:
+    """One point of the batch-size sweep, ``B = len(prompts)``, ignoring EOS so every
+    prompt gets ``config.max_new_tokens`` tokens: throughput (tokens/s over all prompts) of
+    batched target-only decoding (one forward per step for the batch) vs running the
+    prompts one after another with speculative decoding and with target-only decoding."""
+    n = config.max_new_tokens
+    return BatchPoint(
+        batch_size=len(prompts),
+        batched_autoregressive_tokens_per_s=batched_throughput(pair, prompts, n, repeats),
+        sequential_speculative_tokens_per_s=sequential_throughput(
+            pair, prompts, config, "speculative", repeats
+        ),
+        sequential_autoregressive_tokens_per_s=sequential_throughput(
+            pair, prompts, config, "autoregressive", repeats
+        ),
+    )
