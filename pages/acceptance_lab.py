@@ -18,102 +18,21 @@ from specdec_core.figures import (
     empirical_figure,
     rule_finals_figure,
     rule_rows_figure,
-    token_labels,
-    visible_token,
 )
-from specdec_core.ui import lesson as L
+from specdec_core.ui import lab_view as LV
 from specdec_core.ui.context import page_context
-from specdec_core.ui.errors import error_message, plain, show_error
+from specdec_core.ui.errors import plain, show_error
 from specdec_core.ui.guards import SHORT_CHARS, table_state_ok, whole_number
 from specdec_core.ui.i18n import t
 
 S = st.session_state
 _, config = page_context()
 seed = int(config.seed)
-NUM = "%.4f"
-
-
-# ------------------------------------------------------------------ loading rows
-def _load(names, p, q, one_hot_token: int, source: tuple) -> None:
-    """Replace the editable table (a new editor key drops the old cell edits)."""
-    S["rl_base"] = pd.DataFrame({"name": list(names), "p": list(p), "q": list(q)})
-    S["rl_ver"] = S.get("rl_ver", 0) + 1
-    S["rl_ntok"] = len(names)
-    S["rl_y"] = one_hot_token
-    S["rl_source"] = source
-
-
-def _preset(name: str) -> None:
-    pr = R.PRESETS[name]
-    _load(pr.names, pr.p, pr.q, pr.one_hot_token, ("preset", name))
-
-
-def _step_verify():
-    """The step-through page's pending verification, else its last verified round (a
-    round that drafted no tokens counts: it has no positions to load)."""
-    session = L.current_session()
-    if session is None:
-        return None
-    if session.current_verify is not None:
-        return session.current_verify
-    return session.history[-1].verify if session.history else None
-
-
-def _from_step() -> None:
-    try:
-        _load_step()
-    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-        S["rl_error"] = error_message(exc)
-
-
-def _load_step() -> None:
-    verify = _step_verify()
-    if verify is None or not verify.checks:
-        return
-    k = whole_number(S.get("rl_step_pos", 1), 1, len(verify.checks), "position")
-    check = verify.checks[k - 1]
-    rows = R.rows_from_slice(check.dist, keep=[check.token.id])
-    names = token_labels(rows.tokens) + [t("other_bucket")]
-    ids = [tok.id for tok in rows.tokens]
-    y = ids.index(check.token.id) if check.token.id in ids else len(ids)
-    source = ("step", verify.round_index + 1, k, visible_token(check.token.text), len(ids),
-              rows.true_acceptance, verify.greedy)  # fmt: skip
-    _load(names, rows.p, rows.q, y, source)
-
-
-def _resize() -> None:
-    current = S.get("rl_current", S["rl_base"])
-    try:
-        n = whole_number(S.get("rl_ntok"), R.MIN_TOKENS, R.MAX_TOKENS, "tokens")
-        names, p, q = R.resize(current["name"].tolist(), current["p"].tolist(),
-                               current["q"].tolist(), n)  # fmt: skip
-    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-        S["rl_error"] = error_message(exc)
-        S["rl_ntok"] = len(S["rl_base"])
-        return
-    S["rl_base"] = pd.DataFrame({"name": names, "p": p, "q": q})
-    S["rl_ver"] = S.get("rl_ver", 0) + 1
-
-
-def _weights(values: list, row: str) -> list:
-    """Weights as given, after refusing numbers that are not finite or absurdly large
-    (their sum would overflow)."""
-    for v in values:
-        if v is not None and not (isinstance(v, (int, float)) and abs(float(v)) <= 1e12):
-            raise R.RuleInputError(f"{row}: weights must be finite numbers", "not_finite", row=row)
-    return values
-
-
-def _unique_names(raw: list) -> list[str]:
-    names: list[str] = []
-    for i, x in enumerate(raw):
-        name = str(x).strip() if x is not None and str(x).strip() else R.default_name(i)
-        names.append(f"{name} ({i + 1})" if name in names else name)
-    return names
+NUM = LV.NUM
 
 
 if "rl_base" not in S:
-    _preset("textbook")
+    LV.preset("textbook")
 
 st.title(t("rl_title"))
 st.markdown(t("rl_intro"))
@@ -123,10 +42,10 @@ st.header(t("rl_sec_rows"))
 st.caption(t("rl_presets"))
 pcols = st.columns(len(R.PRESETS))
 for col, name in zip(pcols, R.PRESETS, strict=True):
-    col.button(t(f"rl_preset_{name}"), key=f"rl_preset_{name}", on_click=_preset, args=(name,),
-               help=t(f"rl_preset_help_{name}"), width="stretch")  # fmt: skip
+    col.button(t(f"rl_preset_{name}"), key=f"rl_preset_{name}", on_click=LV.preset,
+               args=(name,), help=t(f"rl_preset_help_{name}"), width="stretch")  # fmt: skip
 
-verify = _step_verify()
+verify = LV.step_verify()
 st.caption(t("rl_from_step"))
 s1, s2, s3 = st.columns([1, 1, 3], vertical_alignment="bottom")
 if verify is None or not verify.checks:
@@ -138,7 +57,7 @@ else:
     if S.get("rl_step_pos") not in positions:
         S["rl_step_pos"] = positions[0]
     s1.selectbox(t("rl_step_pos"), positions, key="rl_step_pos")
-    s2.button(t("rl_step_load"), key="rl_preset_step", on_click=_from_step, width="stretch")
+    s2.button(t("rl_step_load"), key="rl_preset_step", on_click=LV.from_step, width="stretch")
 
 if "rl_error" in S:
     st.error(S.pop("rl_error"))
@@ -167,7 +86,7 @@ else:
 left, right = st.columns([3, 2])
 with left:
     st.number_input(t("rl_n_tokens"), R.MIN_TOKENS, R.MAX_TOKENS, key="rl_ntok",
-                    on_change=_resize, help=t("rl_n_tokens_help"))  # fmt: skip
+                    on_change=LV.resize, help=t("rl_n_tokens_help"))  # fmt: skip
     st.caption(t("rl_edit_help"))
     edited = st.data_editor(
         S["rl_base"],
@@ -183,12 +102,12 @@ with left:
     )
     S["rl_current"] = edited
 try:
-    p = R.normalise(_weights(edited["p"].tolist(), "p"), "p")
-    q = R.normalise(_weights(edited["q"].tolist(), "q"), "q")
+    p = R.normalise(LV.weights(edited["p"].tolist(), "p"), "p")
+    q = R.normalise(LV.weights(edited["q"].tolist(), "q"), "q")
 except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
     show_error(exc)
     st.stop()
-names = _unique_names(edited["name"].tolist())
+names = LV.unique_names(edited["name"].tolist())
 n_tok = len(names)
 with right:
     st.markdown(f"**{t('rl_normalised')}**")
@@ -227,27 +146,7 @@ m[2].metric(t("rl_m_excess"), f"{d.excess_total:.4f}", help=t("rl_m_excess_help"
 m[3].metric(t("rl_m_tv"), f"{d.tv:.4f}", help=t("rl_m_tv_help"))
 m[4].metric(t("rl_m_1mtv"), f"{d.one_minus_tv:.4f}", help=t("rl_m_1mtv_help"))
 with st.expander(t("rl_proof_table")):
-    proof = {"token": names, "p": d.p, "q": d.q, "min": d.min_pq, "excess": d.excess,
-             "sum": d.reconstructed}  # fmt: skip
-    if d.residual is not None:
-        proof["residual"] = d.residual
-    st.dataframe(
-        pd.DataFrame(proof),
-        key="rl_proof_table",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "token": t("rl_col_name"),
-            "p": st.column_config.NumberColumn("p", format=NUM),
-            "q": st.column_config.NumberColumn("q", format=NUM),
-            "min": st.column_config.NumberColumn(t("rl_col_min"), format=NUM),
-            "excess": st.column_config.NumberColumn(t("rl_col_excess"), format=NUM),
-            "sum": st.column_config.NumberColumn(t("rl_col_sum"), format=NUM),
-            "residual": st.column_config.NumberColumn(t("rl_col_residual"), format=NUM),
-        },
-    )
-    if d.residual is None:
-        st.caption(t("rl_no_residual"))
+    LV.show_proof_table(names, d)
 
 # ------------------------------------------------------------------ 3 · three rules
 st.header(t("rl_sec_rules"))
@@ -323,35 +222,7 @@ if S.get("rl_mc_key") != mc_key:
 mc = S["rl_mc"]
 
 
-def _verdict(fit: R.ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
-    if fit.impossible:
-        return t("rl_verdict_impossible", k=fit.impossible)
-    return t(ok_key) if fit.consistent else t("rl_verdict_bad")
-
-
-st.dataframe(
-    pd.DataFrame({
-        "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
-        "rate": [mc[rule].acceptance_rate for rule in R.RULES],
-        "exact": [results[rule].acceptance for rule in R.RULES],
-        "chi2": [mc[rule].fit.statistic for rule in R.RULES],
-        "dof": [mc[rule].fit.dof for rule in R.RULES],
-        "pvalue": [mc[rule].fit.p_value for rule in R.RULES],
-        "verdict": [_verdict(mc[rule].fit) for rule in R.RULES],
-    }),
-    key="rl_mc_table",
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "rule": t("rl_col_rule"),
-        "rate": st.column_config.NumberColumn(t("rl_col_rate"), format=NUM),
-        "exact": st.column_config.NumberColumn(t("rl_col_exact_A"), format=NUM),
-        "chi2": st.column_config.NumberColumn(t("rl_col_chi2"), format="%.1f"),
-        "dof": t("rl_col_dof"),
-        "pvalue": st.column_config.NumberColumn(t("rl_col_pvalue"), format="%.3g"),
-        "verdict": t("rl_col_verdict"),
-    },
-)  # fmt: skip
+LV.show_mc_table(mc, results)
 if results["resample_p"].tv_to_p < 1e-12:
     st.caption(t("rl_mc_same"))
 exact = [(t("rl_lab_p"), p, COLORS["p"])]
@@ -377,10 +248,11 @@ else:
     a1.plotly_chart(empirical_figure(names, exact_acc, emp_acc, fig_labels, title),
                     key="rl_fig_accepted")  # fmt: skip
     a2.metric(t("rl_acc_fit"), f"{run.accepted_fit.p_value:.3g}",
-              delta=_verdict(run.accepted_fit, "rl_verdict_ok_acc"), delta_color="off",
+              delta=LV.verdict(run.accepted_fit, "rl_verdict_ok_acc"), delta_color="off",
               delta_arrow="off")  # fmt: skip
     a2.metric(t("rl_acc_fit_p"), f"{run.accepted_vs_p.p_value:.3g}",
-              delta=_verdict(run.accepted_vs_p), delta_color="off", delta_arrow="off")  # fmt: skip
+              delta=LV.verdict(run.accepted_vs_p), delta_color="off",
+              delta_arrow="off")  # fmt: skip
     a2.metric(t("rl_col_rate"), f"{run.acceptance_rate:.4f}")
 
 # ------------------------------------------------------------------ 6 · temperature

@@ -1,0 +1,157 @@
+"""The acceptance-rule lab's rows (loading presets and step-through positions, resizing,
+checking typed weights) and its two large tables (the exact decomposition, the Monte
+Carlo fit). Callbacks and rendering only: every number comes from ``specdec_core.rulelab``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core import rulelab as R
+from specdec_core.figures import token_labels, visible_token
+
+from . import lesson as L
+from .errors import error_message
+from .guards import whole_number
+from .i18n import t
+
+S = st.session_state
+NUM = "%.4f"
+
+
+def load(names, p, q, one_hot_token: int, source: tuple) -> None:
+    """Replace the editable table (a new editor key drops the old cell edits)."""
+    S["rl_base"] = pd.DataFrame({"name": list(names), "p": list(p), "q": list(q)})
+    S["rl_ver"] = S.get("rl_ver", 0) + 1
+    S["rl_ntok"] = len(names)
+    S["rl_y"] = one_hot_token
+    S["rl_source"] = source
+
+
+def preset(name: str) -> None:
+    pr = R.PRESETS[name]
+    load(pr.names, pr.p, pr.q, pr.one_hot_token, ("preset", name))
+
+
+def step_verify():
+    """The step-through page's pending verification, else its last verified round (a
+    round that drafted no tokens counts: it has no positions to load)."""
+    session = L.current_session()
+    if session is None:
+        return None
+    if session.current_verify is not None:
+        return session.current_verify
+    return session.history[-1].verify if session.history else None
+
+
+def from_step() -> None:
+    try:
+        _load_step()
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["rl_error"] = error_message(exc)
+
+
+def _load_step() -> None:
+    verify = step_verify()
+    if verify is None or not verify.checks:
+        return
+    k = whole_number(S.get("rl_step_pos", 1), 1, len(verify.checks), "position")
+    check = verify.checks[k - 1]
+    rows = R.rows_from_slice(check.dist, keep=[check.token.id])
+    names = token_labels(rows.tokens) + [t("other_bucket")]
+    ids = [tok.id for tok in rows.tokens]
+    y = ids.index(check.token.id) if check.token.id in ids else len(ids)
+    source = ("step", verify.round_index + 1, k, visible_token(check.token.text), len(ids),
+              rows.true_acceptance, verify.greedy)  # fmt: skip
+    load(names, rows.p, rows.q, y, source)
+
+
+def resize() -> None:
+    current = S.get("rl_current", S["rl_base"])
+    try:
+        n = whole_number(S.get("rl_ntok"), R.MIN_TOKENS, R.MAX_TOKENS, "tokens")
+        names, p, q = R.resize(current["name"].tolist(), current["p"].tolist(),
+                               current["q"].tolist(), n)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["rl_error"] = error_message(exc)
+        S["rl_ntok"] = len(S["rl_base"])
+        return
+    S["rl_base"] = pd.DataFrame({"name": names, "p": p, "q": q})
+    S["rl_ver"] = S.get("rl_ver", 0) + 1
+
+
+def weights(values: list, row: str) -> list:
+    """Weights as given, after refusing numbers that are not finite or absurdly large
+    (their sum would overflow)."""
+    for v in values:
+        if v is not None and not (isinstance(v, (int, float)) and abs(float(v)) <= 1e12):
+            raise R.RuleInputError(f"{row}: weights must be finite numbers", "not_finite", row=row)
+    return values
+
+
+def unique_names(raw: list) -> list[str]:
+    names: list[str] = []
+    for i, x in enumerate(raw):
+        name = str(x).strip() if x is not None and str(x).strip() else R.default_name(i)
+        names.append(f"{name} ({i + 1})" if name in names else name)
+    return names
+
+
+# ------------------------------------------------------------------ tables
+def show_proof_table(names: list[str], d: R.Decomposition) -> None:
+    """The decomposition row by row: p = min(p, q) + excess, and the residual."""
+    proof = {"token": names, "p": d.p, "q": d.q, "min": d.min_pq, "excess": d.excess,
+             "sum": d.reconstructed}  # fmt: skip
+    if d.residual is not None:
+        proof["residual"] = d.residual
+    st.dataframe(
+        pd.DataFrame(proof),
+        key="rl_proof_table",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "token": t("rl_col_name"),
+            "p": st.column_config.NumberColumn("p", format=NUM),
+            "q": st.column_config.NumberColumn("q", format=NUM),
+            "min": st.column_config.NumberColumn(t("rl_col_min"), format=NUM),
+            "excess": st.column_config.NumberColumn(t("rl_col_excess"), format=NUM),
+            "sum": st.column_config.NumberColumn(t("rl_col_sum"), format=NUM),
+            "residual": st.column_config.NumberColumn(t("rl_col_residual"), format=NUM),
+        },
+    )
+    if d.residual is None:
+        st.caption(t("rl_no_residual"))
+
+
+def verdict(fit: R.ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
+    if fit.impossible:
+        return t("rl_verdict_impossible", k=fit.impossible)
+    return t(ok_key) if fit.consistent else t("rl_verdict_bad")
+
+
+def show_mc_table(mc: dict, results: dict) -> None:
+    """The Monte Carlo rates, exact acceptance and χ² fit of each rule."""
+    st.dataframe(
+        pd.DataFrame({
+            "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
+            "rate": [mc[rule].acceptance_rate for rule in R.RULES],
+            "exact": [results[rule].acceptance for rule in R.RULES],
+            "chi2": [mc[rule].fit.statistic for rule in R.RULES],
+            "dof": [mc[rule].fit.dof for rule in R.RULES],
+            "pvalue": [mc[rule].fit.p_value for rule in R.RULES],
+            "verdict": [verdict(mc[rule].fit) for rule in R.RULES],
+        }),
+        key="rl_mc_table",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "rule": t("rl_col_rule"),
+            "rate": st.column_config.NumberColumn(t("rl_col_rate"), format=NUM),
+            "exact": st.column_config.NumberColumn(t("rl_col_exact_A"), format=NUM),
+            "chi2": st.column_config.NumberColumn(t("rl_col_chi2"), format="%.1f"),
+            "dof": t("rl_col_dof"),
+            "pvalue": st.column_config.NumberColumn(t("rl_col_pvalue"), format="%.3g"),
+            "verdict": t("rl_col_verdict"),
+        },
+    )  # fmt: skip
