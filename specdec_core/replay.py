@@ -15,6 +15,7 @@ from .inputs import encode_prompt
 from .lesson_link import LessonState, Problem
 from .models import ModelPair
 from .session import SpeculativeSession
+from .trace import to_jsonable
 
 
 def state_of(session: SpeculativeSession, base: LessonState, prompt: str) -> LessonState:
@@ -119,3 +120,17 @@ def step_back(state: LessonState) -> LessonState | None:
     if state.round > 0:
         return replace(state, round=state.round - 1, phase="commit")
     return None
+
+
+def timeless_json(obj: object) -> object:
+    """``to_jsonable(obj)`` without wall-clock timings (keys ending in ``_ms``): the only
+    values a replay changes, so two replays of one state compare equal on this."""
+    return _strip_ms(to_jsonable(obj))
+
+
+def _strip_ms(obj: object) -> object:
+    if isinstance(obj, dict):
+        return {k: _strip_ms(v) for k, v in obj.items() if not k.endswith("_ms")}
+    if isinstance(obj, list):
+        return [_strip_ms(v) for v in obj]
+    return obj

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core.lesson_link import LessonState, decode, encode
-from specdec_core.replay import replay, state_of, step_back
+from specdec_core.replay import replay, state_of, step_back, timeless_json
 from specdec_core.scenarios import SCENARIOS, find_scenarios
 from specdec_core.session import SessionConfig, SpeculativeSession
 from specdec_core.trace import to_jsonable
@@ -76,19 +76,6 @@ def test_a_zip_bomb_is_not_inflated():
     assert state == LessonState() and [p.code for p in problems] == ["unreadable"]
 
 
-def _timeless(history: object) -> object:
-    """A trace as JSON without its wall-clock timings (the only values a replay changes)."""
-
-    def strip(obj: object) -> object:
-        if isinstance(obj, dict):
-            return {k: strip(v) for k, v in obj.items() if not k.endswith("_ms")}
-        if isinstance(obj, list):
-            return [strip(v) for v in obj]
-        return obj
-
-    return strip(to_jsonable(history))
-
-
 def _drive(session: SpeculativeSession, steps: list[tuple]) -> None:
     for step in steps:
         if session.phase == "finished":
@@ -119,7 +106,7 @@ def test_replaying_the_link_state_gives_the_same_session(tiny_pair, seed, temper
     assert state_back == state and problems == []
     again = replay(tiny_pair, state_back)
     assert again.problems == [] and again.state == state
-    assert _timeless(again.session.history) == _timeless(session.history)
+    assert timeless_json(again.session.history) == timeless_json(session.history)
     assert again.session.phase == session.phase and again.session.drafts == session.drafts
     assert again.session.kv_state() == session.kv_state()
 
@@ -131,7 +118,7 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
     base = LessonState(pair="custom", max_new_tokens=30)
 
     def snap() -> None:
-        states.append((state_of(session, base, PROMPT), _timeless(session.history),
+        states.append((state_of(session, base, PROMPT), timeless_json(session.history),
                        session.phase, session.drafts, session.kv_state()))  # fmt: skip
 
     snap()
@@ -150,7 +137,7 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
         state = step_back(state)
         back = replay(tiny_pair, state)
         assert state == expected[0]
-        assert (_timeless(back.session.history), back.session.phase, back.session.drafts,
+        assert (timeless_json(back.session.history), back.session.phase, back.session.drafts,
                 back.session.kv_state()) == expected[1:]  # fmt: skip
     assert step_back(state) is None
 

@@ -1,0 +1,181 @@
+"""Lesson links in the app: the URL keeps the lesson state, a fresh browser replays it,
+and the step-through page gets scenarios, a copyable link with its QR code, export /
+import of the trace, and step back.
+
+Flow: :func:`load_from_url` runs first in ``app.py`` (once per browser session): it
+decodes the query parameters (``lesson_link.decode``: untrusted input, validated), seeds
+the sidebar's widget keys, and leaves the state for the step-through page to replay
+(:func:`apply_pending`). :func:`write_url` runs last in ``app.py``: it writes the state
+now on screen back into ``st.query_params`` (so a reload keeps everything, the language
+too). Scenarios and step back go through :func:`request`, which sets the same keys from a
+button callback and replays on the next run.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from specdec_core.lesson_link import LessonState, Problem, decode, encode
+from specdec_core.models import ModelPair
+from specdec_core.replay import replay, state_of
+from specdec_core.scenarios import Found, find_scenarios
+
+from . import lesson as L
+from .i18n import t
+from .loader import offered_pairs
+
+PENDING = "link_pending"  # a LessonState the step page replays on its next run
+PROBLEMS = "link_problems"  # what the last link/replay dropped (shown once)
+LOADED = "link_loaded"  # the URL of this browser session was read
+PAGE = "link_page"  # the page the app is showing (set by each page)
+
+SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
+    "gamma": "cfg_gamma", "temperature": "cfg_temperature", "top_k": "cfg_top_k",
+    "top_p": "cfg_top_p", "draft_method": "cfg_method", "seed": "cfg_seed",
+    "max_new_tokens": "cfg_max_new", "drafter": "cfg_drafter", "pair": "pair_name",
+    "lang": "lang", "presenter": "presenter",
+}  # fmt: skip
+
+
+def _seed_widgets(state: LessonState) -> None:
+    """Put ``state``'s settings into the widget keys (before the widgets are drawn)."""
+    S = st.session_state
+    for name, key in SIDEBAR_KEYS.items():
+        S[key] = getattr(state, name)
+    if state.prompt:
+        S[L.PROMPT_KEY] = state.prompt
+
+
+#: (vocabulary size, context length) the sidebar's number boxes are bounded by, per preset
+WIDGET_LIMITS = {"embedded": (4096, 256)}
+GPT2_LIMITS = (50257, 1024)
+
+
+def _fit_widgets(state: LessonState) -> tuple[LessonState, list[Problem]]:
+    """Values a sidebar widget of the linked pair cannot show go back to their default."""
+    vocab, context = WIDGET_LIMITS.get(state.pair, GPT2_LIMITS)
+    default, problems = LessonState(), []
+    if state.top_k > vocab:
+        state, problems = (
+            replace(state, top_k=default.top_k),
+            [Problem("bad_value", {"name": "top_k"})],
+        )
+    if state.max_new_tokens > context - 1:
+        state = replace(state, max_new_tokens=min(default.max_new_tokens, context - 1))
+        problems.append(Problem("bad_value", {"name": "max_new_tokens"}))
+    return state, problems
+
+
+def load_from_url() -> None:
+    """Read the lesson state from the URL once per browser session (``app.py``, before the
+    sidebar). Problems are kept for the page to show."""
+    S = st.session_state
+    if S.get(LOADED):
+        return
+    S[LOADED] = True
+    params = {k: st.query_params.get_all(k) for k in st.query_params}
+    if not params:
+        return
+    state, problems = decode(params, offered_pairs())
+    if "s" not in params:  # a bare link (?lang=zh, ?presenter=1): nothing to replay
+        if "lang" in params and state.lang in ("en", "zh"):
+            S["lang"] = state.lang
+        S[PROBLEMS] = problems
+        return
+    state, clamped = _fit_widgets(state)
+    problems += clamped
+    _seed_widgets(state)
+    if state.pair != "embedded" or state.page == "step_through":
+        S[PENDING] = state
+    S[PROBLEMS] = problems
+
+
+def request(state: LessonState) -> None:
+    """From a button callback: show ``state`` (seeds the widgets; the step page replays)."""
+    _seed_widgets(state)
+    st.session_state[PENDING] = state
+
+
+def current_state(page: str) -> LessonState:
+    """The state on screen now (settings from the sidebar, the lesson's position)."""
+    S = st.session_state
+    config, pair = S.get("config"), S.get("pair")
+    base = LessonState(
+        page=page, lang=S.get("lang", "en"), pair=pair.name if pair else "embedded",
+        drafter=S.get("cfg_drafter", "model"), presenter=bool(S.get("presenter", False)),
+    )  # fmt: skip
+    lesson = L.current()
+    if lesson is not None and lesson.pair_name == base.pair:
+        return state_of(lesson.session, base, lesson.prompt)
+    if config is not None:
+        base = replace(
+            base, gamma=config.gamma, temperature=config.temperature, top_k=config.top_k,
+            top_p=config.top_p, draft_method=config.draft_method, seed=config.seed,
+            max_new_tokens=config.max_new_tokens, prompt=S.get(L.PROMPT_KEY, ""),
+        )  # fmt: skip
+    return base
+
+
+def write_url() -> None:
+    """Write the state on screen into ``st.query_params`` (``app.py``, after the page).
+    A prompt too long for a link is left out (the link then opens the default prompt)."""
+    state = current_state(st.session_state.get(PAGE, "step_through"))
+    if len(state.prompt) > 1_000 or len(state.cont) > 1_024:
+        state = replace(state, prompt="", cont=(), round=0, phase="propose", edits=())
+    params = encode(state)
+    if {k: st.query_params.get(k) for k in params} != params:
+        st.query_params.from_dict(params)
+
+
+def link_for(state: LessonState) -> str:
+    """The shareable URL of ``state`` on this server."""
+    base = (st.context.url or "").split("?")[0] or "http://localhost:8501/"
+    return f"{base}?{urlencode(encode(state))}"
+
+
+def apply_pending(pair: ModelPair, default_prompt: str) -> None:
+    """On the step page, before the lesson syncs: replay a state from a link, a scenario
+    or step back, and keep what it dropped for :func:`show_problems`."""
+    S = st.session_state
+    state: LessonState | None = S.pop(PENDING, None)
+    if state is None or state.pair != pair.name:
+        return
+    out = replay(pair, state)
+    problems = list(S.get(PROBLEMS, [])) + out.problems
+    if out.session is None:  # the link's prompt could not start: the default prompt
+        S[L.PROMPT_KEY] = default_prompt
+    else:
+        S[L.PROMPT_KEY] = state.prompt
+        L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
+    S[PROBLEMS] = problems
+
+
+def show_problems() -> None:
+    """One message naming what a link or a replay dropped (then forgotten)."""
+    problems: list[Problem] = st.session_state.pop(PROBLEMS, [])
+    if problems:
+        items = "; ".join(t("link_" + p.code, **p.params) for p in problems)
+        st.warning(t("link_dropped", items=items))
+
+
+_scenario_lock = threading.Lock()
+_scenarios: dict[str, list[Found]] = {}
+
+
+def scenarios_ready(pair: ModelPair) -> bool:
+    """Whether the scenarios of ``pair`` were already searched in this process."""
+    return pair.name in _scenarios
+
+
+def scenarios(pair: ModelPair) -> list[Found]:
+    """The scenarios found on ``pair`` (searched once per process and pair, under a lock;
+    a cache clear from a client cannot drop them)."""
+    with _scenario_lock:
+        if pair.name not in _scenarios:
+            with st.spinner(t("sc_searching")):
+                _scenarios[pair.name] = list(find_scenarios(pair))
+        return _scenarios[pair.name]

@@ -1,0 +1,132 @@
+"""Lesson links in the app (AppTest): a link replays its state, a reload keeps language and
+round, step back restores the previous phase exactly, bad links give one message, "Run N
+rounds" goes round by round, scenarios open their outcome, trace files import."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from specdec_core.lesson_link import LessonState, encode
+from specdec_core.replay import state_of, timeless_json
+from specdec_core.scenarios import find_scenarios
+from specdec_core.tracefile import export_json
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PROMPT = "ROMEO:\nBut soft, what light"
+
+
+def open_app(params: dict[str, str] | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def session(at: AppTest):
+    return at.session_state["lesson"].session
+
+
+def button(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+def test_a_link_replays_its_state_and_a_reload_keeps_it(embedded_pair):
+    state = LessonState(lang="zh", gamma=3, temperature=1.0, seed=12, prompt=PROMPT,
+                        round=2, phase="verify", edits=((2, 1, 42),))  # fmt: skip
+    at = open_app(encode(state))
+    s = session(at)
+    assert at.session_state["lang"] == "zh" and at.text_area[0].value == PROMPT
+    assert len(s.history) == 2 and s.phase == "verify" and s.drafts[0] == 42
+    assert s.config.temperature == 1.0 and s.config.seed == 12 and s.config.gamma == 3
+    assert not [w for w in at.warning if "舍弃" in w.value]  # nothing dropped
+    params = {k: at.query_params[k][0] if isinstance(at.query_params[k], list)
+              else at.query_params[k] for k in ("v", "lang", "s")}  # fmt: skip
+    again = open_app(params)  # a reload is a new session with the same URL
+    t = session(again)
+    assert again.session_state["lang"] == "zh"
+    assert (len(t.history), t.phase, t.drafts) == (2, "verify", s.drafts)
+    assert timeless_json(t.history) == timeless_json(s.history)
+
+
+def test_step_back_restores_the_previous_phase_exactly(embedded_pair):
+    at = open_app(encode(LessonState(temperature=1.0, seed=3, prompt=PROMPT)))
+    button(at, "btn_propose").click().run()
+    before = session(at)
+    snapshot = (before.phase, before.drafts, before.kv_state(before.current_statuses()))
+    button(at, "btn_verify").click().run()
+    assert session(at).phase == "commit"
+    button(at, "btn_step_back").click().run()
+    assert not at.exception
+    s = session(at)
+    assert (s.phase, s.drafts, s.kv_state(s.current_statuses())) == snapshot
+    button(at, "btn_step_back").click().run()
+    assert session(at).phase == "propose" and session(at).drafts == []
+
+
+@pytest.mark.parametrize(
+    ("state", "dropped"),
+    [
+        (LessonState(prompt=PROMPT, round=99, max_new_tokens=20), "the text ends before"),
+        (LessonState(prompt=PROMPT, phase="verify", edits=((0, 1, 999_999),)), "999999"),
+        (LessonState(prompt="To be " * 200), "prompt"),
+    ],
+    ids=["round beyond the end", "token outside the vocabulary", "prompt over the context"],
+)
+def test_bad_links_open_the_nearest_state_with_one_message(embedded_pair, state, dropped):
+    at = open_app(encode(state))
+    [message] = [w.value for w in at.warning if "dropped" in w.value]
+    assert dropped in message
+    assert not at.exception and session(at) is not None
+
+
+def test_a_forged_link_parameter_is_one_message(embedded_pair):
+    at = open_app({"v": "1", "s": "%%%garbage", "lang": "xx"})
+    [message] = [w.value for w in at.warning if "dropped" in w.value]
+    assert "lang" in message
+    assert at.session_state["lang"] == "en" and len(session(at).history) == 0
+
+
+def test_run_n_rounds_goes_round_by_round(embedded_pair):
+    at = open_app(encode(LessonState(prompt=PROMPT)))
+    next(n for n in at.number_input if n.key == "st_n").set_value(3).run()
+    button(at, "btn_run_n").click().run()
+    assert not at.exception and len(session(at).history) == 3
+    assert at.session_state["run_left"] == 0
+
+
+def test_scenario_links_show_their_outcome(embedded_pair):
+    found = {f.key: f.state for f in find_scenarios(embedded_pair)}
+    at = open_app(encode(found["first_error_3"]))
+    v = session(at).current_verify
+    assert [c.status for c in v.checks] == ["accepted", "accepted", "rejected", "discarded"]
+    at = open_app(encode(found["lookup_run"]))
+    assert at.session_state["lesson"].drafter == "ngram"
+    assert [c.status for c in session(at).current_verify.checks].count("accepted") >= 4
+    at = open_app(encode(replace(found["all_accepted"], lang="zh")))
+    assert session(at).current_verify.kind == "bonus" and at.session_state["lang"] == "zh"
+
+
+def test_a_scenario_opens_from_the_picker(embedded_pair):
+    at = open_app()
+    button(at, "btn_sc_find").click().run()
+    at.radio(key="sc_choice").set_value("sampled_rejection").run()
+    next(b for b in at.button if b.label == "Open this scenario").click().run()
+    v = session(at).current_verify
+    assert [c.status for c in v.checks] == ["accepted", "rejected", "discarded", "discarded"]
+    assert session(at).config.temperature == 1.0
+
+
+def test_a_trace_file_round_trip_through_the_page(embedded_pair):
+    at = open_app(encode(LessonState(temperature=1.0, seed=5, prompt=PROMPT)))
+    button(at, "btn_round").click().run()
+    button(at, "btn_round").click().run()
+    s = session(at)
+    text = export_json(s, state_of(s, LessonState(temperature=1.0, seed=5), PROMPT))
+    assert json.loads(text)["pair"] == "embedded" and len(json.loads(text)["rounds"]) == 2
