@@ -21,7 +21,7 @@ from .trace import RoundTrace, from_jsonable, to_jsonable
 
 FORMAT = "specdec-lab-trace"
 VERSION = 1
-MAX_TRACE_BYTES = 2_000_000  # also server.maxUploadSize (MB) in .streamlit/config.toml
+MAX_TRACE_BYTES = 5_000_000  # = server.maxUploadSize (MB); ≈ 35 KB a round at γ = 8
 CSV_COLUMNS = ("round", "position", "token_id", "token_text", "p", "q", "overlap",
                "accept_prob", "u", "status", "edited", "target_argmax")  # fmt: skip
 

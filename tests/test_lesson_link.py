@@ -206,7 +206,7 @@ def test_trace_file_round_trip_and_bad_files(tiny_pair):
     assert len(rows) == 1 + sum(len(r.verify.checks) for r in session.history)
     doc = json.loads(text)
     for bad, code in [
-        (b"x" * 2_000_001, "trace_too_large"), (b"\xff\xfe", "trace_malformed"),
+        (b"x" * 5_000_001, "trace_too_large"), (b"\xff\xfe", "trace_malformed"),
         (b"[1, 2]", "trace_malformed"),
         (json.dumps({**doc, "version": 9}).encode(), "trace_version"),
         (json.dumps({**doc, "rounds": [{"round_index": 0}]}).encode(), "trace_malformed"),
