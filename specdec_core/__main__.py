@@ -13,6 +13,7 @@ import json
 import re
 import sys
 from collections.abc import Sequence
+from urllib.parse import urlencode
 
 import torch
 
@@ -20,8 +21,10 @@ from .bench import run_bench
 from .drafters import make_named_drafter
 from .errors import InputError, SpecDecError
 from .generate import generate
+from .lesson_link import LessonState, encode
 from .models import load_pair
 from .records import summarize
+from .scenarios import find_scenarios
 from .session import SessionConfig, SpeculativeSession
 from .trace import RoundTrace
 
@@ -179,7 +182,22 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     bench.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     bench.add_argument("--json", action="store_true")
+    scen = sub.add_parser("scenarios", help="the lesson scenarios found on a pair, as links")
+    scen.add_argument("--pair", default="embedded")
+    scen.add_argument("--base-url", default="http://localhost:8501/")
+    scen.add_argument("--lang", choices=["en", "zh"], default="en")
+    scen.add_argument("--json", action="store_true")
     return parser
+
+
+def scenarios_command(args: argparse.Namespace) -> dict:
+    """``{scenario: link}`` for every scenario found on the pair (``null``: not found)."""
+    pair = load_pair(_pair_arg(args.pair))
+    base = LessonState(lang=args.lang)
+    return {
+        f.key: None if f.state is None else f"{args.base_url}?{urlencode(encode(f.state))}"
+        for f in find_scenarios(pair, base)
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -187,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             out = run_command(args)
+        elif args.command == "scenarios":
+            out = scenarios_command(args)
         else:
             if args.threads:
                 torch.set_num_threads(args.threads)
@@ -203,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
+    elif args.command == "scenarios":
+        print("\n".join(f"{key}\t{url or '(not found on this pair)'}" for key, url in out.items()))
     elif args.command == "run":
         print(out["text"])
         s = out["stats"]
