@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .acceptance import Verdict
+from .acceptance import Verdict, acceptance_probability
 from .records import RoundRecord
+from .sampling import logits_to_probs
 from .trace import DistSlice, EditTrace, PositionCheck, TokenInfo
 
 if TYPE_CHECKING:
@@ -41,6 +42,29 @@ def target_preview(
     logits = pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()  # [γ', V]
     top = torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
     return [[session.token(t) for t in row] for row in top]
+
+
+@torch.inference_mode()
+def accept_preview(
+    session: SpeculativeSession, drafts: list[int], q_rows: torch.Tensor
+) -> list[float]:
+    """The exact acceptance probability ``a_i = min(1, p_i(y_i) / q_i(y_i))`` at each drafted
+    position given the current drafts, *before* verification (a cache-free forward over
+    ``committed + drafts`` with the session's sampling settings; caches untouched). For an
+    edited position ``q_i`` is one-hot, so ``a_i = p_i(y_i)``. Position ``i`` is only
+    checked if positions ``1..i−1`` were accepted.
+    """
+    gamma = len(drafts)
+    if gamma == 0:
+        return []
+    pair = session.pair
+    ids = torch.tensor([session.ids + drafts], device=pair.device)
+    logits = pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()
+    p_rows = logits_to_probs(logits, session.config.sampling).cpu()
+    return [
+        acceptance_probability(float(p_rows[i, y]), float(q_rows[i, y]))
+        for i, y in enumerate(drafts)
+    ]
 
 
 def make_position_wrong(session: SpeculativeSession, position: int) -> EditTrace:

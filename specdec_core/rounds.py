@@ -37,12 +37,15 @@ def verify_drafts(
     draft_probs: torch.Tensor,
     sampling: SamplingConfig,
     generator: torch.Generator,
+    raw_out: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, Verdict, int]:
     """ONE target forward over ``[committed tokens without KV] + y_1..y_γ``, then the rule.
 
     Args:
         target: the target's cache (extended in place by the forward).
         committed: ``[L]`` committed ids. draft_ids: ``[γ]``. draft_probs: ``[γ, V]``.
+        raw_out: if given, the same logits at T = 1 (plain softmax, ``[γ + 1, V]`` float32
+            CPU) are appended to it: context for a greedy lesson, never used by the rule.
 
     Returns:
         ``(p_rows, verdict, fed)``: ``p_rows`` ``[γ + 1, V]`` float32 CPU (``p_1..p_{γ+1}``
@@ -53,6 +56,8 @@ def verify_drafts(
     feed = target.sync_to(committed + draft_ids)
     logits = target.extend(feed)[-(gamma + 1) :]  # [γ+1, V]
     p_rows = logits_to_probs(logits, sampling).cpu()
+    if raw_out is not None:
+        raw_out.append(torch.softmax(logits.float(), dim=-1).cpu())
     ids = torch.tensor(draft_ids, dtype=torch.long)
     if sampling.greedy:
         verdict = verify_greedy(ids, p_rows)

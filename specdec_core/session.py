@@ -23,7 +23,13 @@ import time
 
 import torch
 
-from .edits import build_checks, make_draft_agree, make_position_wrong, target_preview
+from .edits import (
+    accept_preview,
+    build_checks,
+    make_draft_agree,
+    make_position_wrong,
+    target_preview,
+)
 from .errors import PhaseError  # noqa: F401 - re-exported
 from .inputs import (  # noqa: F401 - re-exported: pages and tests import them from here
     MAX_GAMMA,
@@ -164,6 +170,13 @@ class SpeculativeSession(SessionState):
         assert pending is not None
         return target_preview(self, pending.ids, top_n)
 
+    def accept_preview(self) -> list[float]:
+        """Exact ``a_i`` at each drafted position before verification (see
+        :func:`edits.accept_preview`)."""
+        pending = self._require("verify", "preview the acceptance probabilities")
+        assert pending is not None
+        return accept_preview(self, pending.ids, pending.q_rows)
+
     def make_position_wrong(self, position: int) -> EditTrace:
         """Quick edit: ``y_position`` becomes the target's second choice there."""
         return make_position_wrong(self, position)
@@ -187,9 +200,11 @@ class SpeculativeSession(SessionState):
         kv_before = self.kv_state()
         with self._atomic():
             started = time.perf_counter()
+            greedy = self.config.sampling.greedy
+            raw: list[torch.Tensor] | None = [] if greedy else None
             p_rows, verdict, fed = verify_drafts(
                 self.target, self.ids, pending.ids, pending.q_rows, self.config.sampling,
-                self.generator,
+                self.generator, raw,
             )  # fmt: skip
             verify_ms = (time.perf_counter() - started) * 1e3
             round_overlaps = overlaps(p_rows, pending.q_rows)
@@ -207,9 +222,14 @@ class SpeculativeSession(SessionState):
                 if n < gamma
                 else self._slice(p_rows[gamma], None, [verdict.next_token])
             )
+            # greedy: p is one-hot; the T = 1 slices show the confidence behind the argmax
+            contexts = tuple(
+                self._slice(raw[0][i], None, [y])
+                for i, y in enumerate([*pending.ids, verdict.next_token])
+            ) if raw else ()  # fmt: skip
             trace = VerifyTrace(
                 round_index=self.round_index,
-                greedy=self.config.sampling.greedy,
+                greedy=greedy,
                 checks=checks,
                 accepted=n,
                 next_token=self.token(verdict.next_token),
@@ -219,6 +239,7 @@ class SpeculativeSession(SessionState):
                 target_forward_tokens=fed,
                 kv_before=kv_before,
                 kv_after=self.kv_state(list(record.statuses)),
+                context_dists=contexts,
             )
         pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
         return trace

@@ -144,6 +144,9 @@ class VerifyTrace:
     target_forward_tokens: int
     kv_before: KVState
     kv_after: KVState
+    # greedy only: the target's T = 1 slices at positions 1..γ+1 from the same logits
+    # (context the greedy rule does not use); empty when sampling
+    context_dists: tuple[DistSlice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -214,8 +217,12 @@ def from_jsonable(cls: Any, data: Any) -> Any:
         return arr.astype(np.int64) if arr.dtype.kind in "iu" else arr.astype(np.float32)
     if dataclasses.is_dataclass(cls):
         hints = typing.get_type_hints(cls)
-        return cls(
-            **{f.name: from_jsonable(hints[f.name], data[f.name]) for f in dataclasses.fields(cls)}
+        return cls(  # a field with a default may be missing (JSON from an older version)
+            **{
+                f.name: from_jsonable(hints[f.name], data[f.name])
+                for f in dataclasses.fields(cls)
+                if f.name in data or f.default is dataclasses.MISSING
+            }
         )
     if cls is float:
         return float(data)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..trace import TokenInfo
 
-__all__ = ["COLORS", "visible_token", "token_labels"]
+__all__ = ["COLORS", "visible_token", "token_labels", "horizontal_y_title"]
 
 COLORS = {
     "p": "#1f77b4",
@@ -27,3 +27,14 @@ def token_labels(tokens: Sequence[TokenInfo]) -> list[str]:
     plus ``#id`` when two tokens would look the same."""
     texts = [visible_token(t.text) for t in tokens]
     return [f"{x} #{t.id}" if texts.count(x) > 1 else x for x, t in zip(texts, tokens, strict=True)]
+
+
+def horizontal_y_title(fig, text: str, yshift: int = 18):
+    """Write the y-axis title horizontally above the axis, left-aligned (a rotated title
+    reads badly in Chinese), and return the figure."""
+    fig.update_yaxes(title=None)
+    fig.add_annotation(
+        x=0, xref="paper", xanchor="left", y=1.0, yref="paper", yanchor="bottom",
+        yshift=yshift, text=text, showarrow=False, font=dict(size=12, color="#374151"),
+    )  # fmt: skip
+    return fig

@@ -3,14 +3,50 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import plotly.graph_objects as go
 
+from ..numfmt import fmt_prob
 from ..trace import DistSlice
-from .common import COLORS, token_labels
+from .common import COLORS, horizontal_y_title, token_labels
 
-__all__ = ["distribution_figure"]
+__all__ = ["distribution_figure", "shown_indices"]
+
+TOP_TOKENS = 8
+SHORT = {"p": "p", "q": "q", "min": "min(p, q)", "excess": "[p − q]+"}  # math: both languages
+
+
+def shown_indices(dist: DistSlice, keep: tuple[int | None, ...] = (), top: int = TOP_TOKENS):
+    """Indices into the slice to draw: the ``top`` tokens by ``max(p, q)`` plus every id in
+    ``keep`` (drafted, correction), in descending ``max(p, q)`` order."""
+    rows = [r for r in (dist.p, dist.q) if r is not None]
+    score = np.max(np.stack(rows), axis=0) if rows else np.zeros(len(dist.tokens))
+    order = np.argsort(-score, kind="stable")
+    ids = dist.token_ids.tolist()
+    chosen = set(order[:top].tolist()) | {ids.index(k) for k in keep if k in ids}
+    return [int(i) for i in order if int(i) in chosen]
+
+
+def _with_context_tokens(dist: DistSlice, context: DistSlice, top: int) -> DistSlice:
+    """Greedy: ``dist`` holds one-hot rows (one or two tokens). Add the context's top tokens
+    with ``p = q = min = excess = 0`` (exact: a one-hot row is 0 off its argmax), so the
+    faint T = 1 bars have tokens to stand on."""
+    ids = dist.token_ids.tolist()
+    extra = [i for i, tid in enumerate(context.token_ids.tolist()) if tid not in ids][:top]
+    if not extra:
+        return dist
+
+    def grow(values):
+        return None if values is None else np.append(values, np.zeros(len(extra), values.dtype))
+
+    return replace(
+        dist,
+        token_ids=np.append(dist.token_ids, context.token_ids[extra]),
+        tokens=dist.tokens + tuple(context.tokens[i] for i in extra),
+        p=grow(dist.p), q=grow(dist.q), min_pq=grow(dist.min_pq), excess=grow(dist.excess),
+    )  # fmt: skip
 
 
 def distribution_figure(
@@ -18,22 +54,37 @@ def distribution_figure(
     labels: Mapping[str, str],
     title: str,
     marked_id: int | None = None,
+    correction_id: int | None = None,
+    log_y: bool = False,
+    context: DistSlice | None = None,
+    top: int = TOP_TOKENS,
 ) -> go.Figure:
-    """Grouped bars of ``p``, ``q``, ``min(p, q)`` and ``[p − q]+`` over the slice's tokens
-    plus an "other" bucket (the rest of each row's mass).
+    """Grouped bars of ``p``, ``q``, ``min(p, q)`` and ``[p − q]+`` over the top tokens by
+    ``max(p, q)`` (plus the drafted and the correction token, always shown and marked).
+    The rest of each row's mass ("other") is written as numbers above the plot, not drawn
+    as a bar (at T = 1 it would dwarf every token).
 
     Args:
         dist: the position's :class:`DistSlice` (``q`` may be ``None``: bonus position;
             ``p`` may be ``None``: before verification).
         labels: keys ``p``, ``q``, ``min``, ``excess``, ``other``, ``probability``,
-            ``token``, ``marked`` (annotation over the drafted token).
+            ``token``, ``marked`` (over the drafted token), ``correction`` (over the
+            correction token) and, when ``context`` is given, ``context`` (legend name of
+            the faint T = 1 bars).
         title: figure title.
-        marked_id: token id to mark (the drafted token).
+        marked_id: the drafted token's id. correction_id: the correction token's id.
+        log_y: logarithmic probability axis.
+        context: greedy mode only: the target's distribution at T = 1 over the same
+            logits (context the greedy rule does not use), drawn faintly behind ``p``.
 
     Returns:
-        ``go.Figure`` (barmode ``group``; y is probability in [0, 1]).
+        ``go.Figure`` (barmode ``group``). Every value shown is also in the hover text,
+        written with :func:`fmt_prob` (never ``0.0000`` for a non-zero value).
     """
-    names = token_labels(dist.tokens) + [labels["other"]]
+    if context is not None and context.p is not None:
+        dist = _with_context_tokens(dist, context, top)
+    keep = shown_indices(dist, (marked_id, correction_id), top)
+    names = token_labels([dist.tokens[i] for i in keep])
     series = [
         ("p", dist.p, dist.p_other),
         ("q", dist.q, dist.q_other),
@@ -41,34 +92,62 @@ def distribution_figure(
         ("excess", dist.excess, dist.excess_other),
     ]
     fig = go.Figure()
-    top = 0.0
+    peak, low = 0.0, 1.0
+    others = []
+    if context is not None and context.p is not None:
+        ctx = dict(zip(context.token_ids.tolist(), context.p.astype(float).tolist(), strict=True))
+        y = [ctx.get(int(dist.token_ids[i]), 0.0) for i in keep]
+        fig.add_bar(
+            x=names, y=y, name=labels["context"], marker=dict(color="rgba(31,119,180,0.22)",
+            line=dict(color="#1f77b4", width=1)), customdata=[fmt_prob(v) for v in y],
+            hovertemplate="%{x}: %{customdata}<extra>" + labels["context"] + "</extra>",
+        )  # fmt: skip
+        peak = max(peak, max(y, default=0.0))
     for key, values, other in series:
         if values is None:
             continue
-        y = np.append(values.astype(float), other)
-        top = max(top, float(y.max()))
+        y = values.astype(float)[keep]
+        peak = max(peak, float(y.max(initial=0.0)))
+        low = min(low, float(y[y > 0].min(initial=1.0)))
+        others.append(f"{SHORT[key]} = {fmt_prob(other)}")
         fig.add_bar(
             x=names,
             y=y,
             name=labels[key],
             marker_color=COLORS[key],
-            hovertemplate="%{x}: %{y:.4f}<extra>" + labels[key] + "</extra>",
+            customdata=[fmt_prob(v) for v in y],
+            hovertemplate="%{x}: %{customdata}<extra>" + labels[key] + "</extra>",
         )
-    if marked_id is not None and marked_id in dist.token_ids.tolist():
-        idx = dist.token_ids.tolist().index(marked_id)
+    ids = [int(dist.token_ids[i]) for i in keep]
+    marks = [(marked_id, "▼ " + labels["marked"], "#333")]
+    if correction_id is not None and correction_id != marked_id:
+        marks.append((correction_id, "★ " + labels.get("correction", ""), "#c2410c"))
+    for tid, text, color in marks:
+        if tid is not None and tid in ids:
+            fig.add_annotation(
+                x=names[ids.index(tid)], y=1.0, yref="paper", yanchor="bottom", text=text,
+                showarrow=False, font=dict(size=13, color=color),
+            )  # fmt: skip
+    if others:
         fig.add_annotation(
-            x=names[idx], y=top * 1.08, text=f"▼ {labels['marked']}", showarrow=False,
-            font=dict(size=13, color="#333"),
+            x=1.0, xref="paper", xanchor="right", y=1.0, yref="paper", yanchor="bottom",
+            yshift=18, text=f"{labels['other']}: " + ", ".join(others), showarrow=False,
+            font=dict(size=12, color="#374151"),
         )  # fmt: skip
+    if log_y:
+        lo = max(low, 1e-12)
+        yaxis = dict(type="log", range=[np.log10(lo) - 0.5, 0.05])
+    else:
+        yaxis = dict(range=[0, max(peak * 1.1, 0.05)])
     fig.update_layout(
-        title=dict(text=title, font=dict(size=15)),
+        title=dict(text=title, font=dict(size=15), y=0.98, yanchor="top"),
         barmode="group",
-        height=330,
-        margin=dict(l=50, r=10, t=60, b=60),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
-        yaxis=dict(title=labels["probability"], range=[0, max(top * 1.18, 0.05)]),
-        xaxis=dict(title=labels["token"], type="category", tickangle=-30),
+        height=360,
+        margin=dict(l=40, r=10, t=100, b=70),
+        legend=dict(orientation="h", yanchor="top", y=-0.22, x=0),
+        yaxis=yaxis,
+        xaxis=dict(type="category", tickangle=-30),
         bargap=0.18,
         template="plotly_white",
     )
-    return fig
+    return horizontal_y_title(fig, labels["probability"])

@@ -20,8 +20,12 @@ STYLES = {
     "accepted": "background:#bbf7d0;border:1px solid #16a34a;color:#14532d;",
     "rejected": "background:#fecaca;border:1px solid #dc2626;color:#7f1d1d;"
     "text-decoration:line-through;",
-    "discarded": "background:#f3f4f6;color:#9ca3af;text-decoration:line-through;",
-    "cut": "background:#f3f4f6;color:#9ca3af;border:1px dotted #9ca3af;",
+    # discarded/cut: dark text (contrast ≥ 4.5:1, readable from the back of a room) that
+    # still reads as "gone": strike-through, a hatched background, a dashed/dotted border
+    "discarded": "background:repeating-linear-gradient(135deg,#f3f4f6 0 6px,#e5e7eb 6px 8px);"
+    "color:#374151;text-decoration:line-through 2px;border:1px dashed #6b7280;",
+    "cut": "background:#f3f4f6;color:#4b5563;border:1px dotted #6b7280;"
+    "text-decoration:line-through;",
     "correction": "background:#fed7aa;border:2px solid #ea580c;color:#7c2d12;font-weight:700;",
     "bonus": "background:#e9d5ff;border:2px solid #9333ea;color:#581c87;font-weight:700;",
 }
@@ -92,15 +96,23 @@ def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
     )
 
 
-def kv_table(state: KVState, prompt_rows: int | None = 3):
-    """The KV-state table as a styled DataFrame (rows rolled back by a commit in red).
-
-    ``prompt_rows``: show only the last N prompt rows (``None``: all).
-    """
+def kv_rows(state: KVState, keep: int | None = 3) -> list:
+    """The rows that matter: every row of the round in flight (tentative, accepted,
+    rejected, rolled back, committed without KV yet) and the ``keep`` committed or prompt
+    rows just before them; ``None``: all rows."""
     rows = list(state.rows)
-    n_prompt = sum(r.state == "prompt" for r in rows)
-    if prompt_rows is not None and n_prompt > prompt_rows:
-        rows = rows[n_prompt - prompt_rows :]
+    if keep is None:
+        return rows
+    settled = ("prompt", "committed")
+    live = [i for i, r in enumerate(rows) if r.state not in settled]
+    first = live[0] if live else len(rows)
+    return rows[max(0, first - keep) :]
+
+
+def kv_table(state: KVState, keep: int | None = 3):
+    """The KV-state table as a styled DataFrame (rows rolled back by a commit in red):
+    :func:`kv_rows` of ``state``."""
+    rows = kv_rows(state, keep)
     yes, no = t("yes"), t("no")
     df = pd.DataFrame(
         {
@@ -113,4 +125,4 @@ def kv_table(state: KVState, prompt_rows: int | None = 3):
         }
     )
     colors = [KV_ROW_COLORS.get(r.state, "") for r in rows]
-    return df.style.apply(lambda _: [colors[_.name]] * len(_), axis=1)
+    return df.style.apply(lambda _: [colors[_.name]] * len(_), axis=1).hide(axis="index")

@@ -1,0 +1,26 @@
+"""How probabilities are written in tables, captions and tooltips (pure; both languages).
+
+A probability is never printed as ``0.0000`` when it is not 0: below 10⁻³ it is written
+in scientific notation with three significant digits (``1.04e-5``); exact 0 is ``0``.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["fmt_prob"]
+
+
+def fmt_prob(x: float | None, digits: int = 4, missing: str = "—") -> str:
+    """``0`` → ``"0"``, ``1.04e-5`` → ``"1.04e-5"``, ``0.5`` → ``"0.5000"``, ``1`` →
+    ``"1.0000"``; ``None``/NaN → ``missing``."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return missing
+    x = float(x)
+    if x == 0:
+        return "0"
+    if abs(x) < 10 ** -(digits - 1):
+        mantissa, exp = f"{x:.2e}".split("e")
+        mantissa = mantissa.rstrip("0").rstrip(".")
+        return f"{mantissa}e{int(exp)}"
+    return f"{x:.{digits}f}"
