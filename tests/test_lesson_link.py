@@ -217,3 +217,18 @@ def test_trace_file_round_trip_and_bad_files(tiny_pair):
         assert info.value.code == code
     odd = parse(json.dumps({**doc, "lesson": {"gamma": 999}}).encode())
     assert odd.state is None and to_jsonable(odd.rounds) == to_jsonable(back.rounds)  # read-only
+
+
+def test_cli_prints_the_scenario_links(capsys, embedded_pair):
+    from urllib.parse import parse_qs, urlsplit
+
+    from specdec_core.__main__ import main
+
+    assert main(["scenarios", "--pair", "embedded", "--base-url", "http://h:1/", "--json"]) == 0
+    links = json.loads(capsys.readouterr().out)
+    assert list(links) == list(SCENARIOS)
+    for url in links.values():
+        parts = urlsplit(url)
+        assert url.startswith("http://h:1/?") and len(url) < 2000
+        state, problems = decode(parse_qs(parts.query), ["embedded"])
+        assert problems == [] and state.prompt and state.phase == "commit"
