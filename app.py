@@ -12,12 +12,38 @@ import streamlit as st
 
 from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
-from specdec_core.ui.sidebar import render_sidebar
+from specdec_core.ui.sidebar import presenter_on, render_sidebar
 
 HERE = Path(__file__).resolve().parent
 _started = time.perf_counter()
 
-st.set_page_config(page_title="SpecDec Lab", page_icon="🔮", layout="wide")
+presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
+st.set_page_config(
+    page_title="SpecDec Lab", page_icon="🔮", layout="wide",
+    initial_sidebar_state="collapsed" if presenter else "auto",
+)  # fmt: skip
+
+# CSS for every page (st.html sanitises, so only a <style> block). Always: long option
+# labels in the sidebar wrap instead of being cut. Presenter mode: larger type, the
+# step-through controls stay in view (sticky must go on the keyed container's wrapper:
+# on the container itself it does nothing), less padding above the lesson.
+CSS = """
+[data-testid="stSidebar"] [data-baseweb="select"] div { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
+"""
+PRESENTER_CSS = """
+.block-container { padding-top: 3.2rem !important; }
+[data-testid="stMain"] .stMarkdown p, [data-testid="stMain"] .stMarkdown li,
+[data-testid="stMain"] [data-testid="stCaptionContainer"],
+[data-testid="stMain"] [data-testid="stAlertContentInfo"] p { font-size: 1.2rem !important; }
+[data-testid="stMain"] .stButton button p { font-size: 1.1rem !important; }
+[data-testid="stMain"] .stButton button { padding: 0.2rem 0.6rem !important; }
+[data-testid="stMain"] span.tok { font-size: 22px !important; }
+[data-testid="stLayoutWrapper"]:has(> .st-key-step_controls) { position: sticky;
+  top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
+  padding: 0.3rem 0; border-bottom: 1px solid #e5e7eb; }
+"""
+st.html(f"<style>{CSS}{PRESENTER_CSS if presenter else ''}</style>")
 
 PAGES = [
     ("pages/step_through.py", "nav_step", ":material/footprint:"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.figures import distribution_figure, visible_token
+from specdec_core.numfmt import fmt_prob
 from specdec_core.records import summarize
 from specdec_core.session import SpeculativeSession, single_token_id
 from specdec_core.ui import lesson as L
@@ -15,10 +16,17 @@ from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.guards import PROMPT_CHARS, SHORT_CHARS, whole_number
 from specdec_core.ui.i18n import t
-from specdec_core.ui.render import StripItem, kv_table, round_strip, token_strip_html
+from specdec_core.ui.render import (
+    StripItem,
+    kv_table,
+    round_strip,
+    token_strip_html,
+)
+from specdec_core.ui.sidebar import current_config
 
 S = st.session_state
 pair, config = page_context()
+presenter = bool(S.get("presenter"))
 
 
 # ------------------------------------------------------------------ actions
@@ -26,30 +34,57 @@ def _error(exc: Exception) -> None:
     S["step_error"] = error_message(exc)
 
 
+def _say(synced: L.Sync) -> None:
+    if synced.notice:
+        S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
+
+
+def _synced_session() -> SpeculativeSession | None:
+    """The session for the inputs on screen *now*. A click that also carries an edit of the
+    prompt box (typed without Ctrl+Enter) or of a sidebar number reaches session state
+    before this callback runs: act on the edited inputs at once, never on the old ones."""
+    synced = L.sync(pair, current_config(pair), S[L.PROMPT_KEY])
+    _say(synced)
+    if synced.lesson is None or synced.blocked:
+        if synced.error is not None:
+            _error(synced.error)
+        return None
+    return synced.lesson.session
+
+
 def _act(action: str) -> None:
     """Button callback: run one phase (or finish the round); errors leave state as is."""
-    session: SpeculativeSession = L.current().session
+    if action == "reset":
+        try:
+            L.reset(pair, current_config(pair), S[L.PROMPT_KEY])
+        except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+            _error(exc)
+        return
+    before = L.current_session()
+    session = _synced_session()
+    if session is None:
+        return
+    steps = ["propose", "verify", "commit"]
+    if action == "round":
+        action = "commit"
+    elif session is before and session.phase != action:
+        return  # a stale click (the button was already disabled on screen)
     try:
-        if action == "propose":
-            session.propose()
-        elif action == "verify":
-            session.verify()
-        elif action == "commit":
-            session.commit()
-        elif action == "round":
-            if session.phase == "propose":
-                session.propose()
-            if session.phase == "verify":
-                session.verify()
-            session.commit()
-        elif action == "reset":
-            L.reset(pair, config, S[L.PROMPT_KEY])
+        # after a restart by an edit (new session in phase "propose"), run up to the
+        # clicked phase so the click acts on the edited inputs at once
+        while session.phase in steps and steps.index(session.phase) <= steps.index(action):
+            step = session.phase
+            getattr(session, step)()
+            if step == action:
+                break
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         _error(exc)
 
 
 def _edit(kind: str) -> None:
-    session: SpeculativeSession = L.current().session
+    session = _synced_session()
+    if session is None or session.phase != "verify":
+        return
     try:
         gamma = len(session.drafts)
         pos = whole_number(S.get("edit_pos", 1), 1, max(gamma, 1), "position")
@@ -72,21 +107,37 @@ def _edit(kind: str) -> None:
         _error(exc)
 
 
+def _stop_run() -> None:
+    S["run_left"] = 0
+    S["step_notice"] = t("st_run_stopped")
+
+
 # ------------------------------------------------------------------ header + controls
-st.title(t("st_title"))
-st.markdown(t("st_intro"))
+def _heading(text: str) -> None:
+    if presenter:  # headings cost height on a projector: bold text instead
+        st.markdown(f"**{text}**")
+    else:
+        st.subheader(text)
+
+
+if presenter:  # the projector gets the lesson, not the introduction
+    st.markdown(f"### {t('st_title')}")
+else:
+    st.title(t("st_title"))
+    st.markdown(t("st_intro"))
 
 L.seed_prompt(t("st_default_prompt"))
-prompt = st.text_area(t("st_prompt"), key=L.PROMPT_KEY, height=80, max_chars=PROMPT_CHARS)
-if pair.name == "embedded":
+prompt = st.text_area(
+    t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
+)
+if pair.name == "embedded" and not presenter:
     st.caption(t("st_prompt_note"))
 
 synced = L.sync(pair, config, prompt)
 if synced.lesson is None:  # the very first prompt was bad
     st.error(error_message(synced.error))
     st.stop()
-if synced.notice:
-    S["step_notice"] = t(synced.notice)
+_say(synced)
 session: SpeculativeSession = synced.lesson.session
 # The inputs on screen could not start a session (bad prompt): say so on every rerun and
 # block the actions, so nothing runs on the old prompt while the box shows another.
@@ -95,39 +146,40 @@ if blocked and synced.error is not None:
     S["step_error"] = error_message(synced.error)
 phase = "finished" if blocked else session.phase
 
-cols = st.columns([1, 1, 1.3, 1.2, 1.2, 0.7, 0.9])
-for col, step in zip(cols[:3], ("propose", "verify", "commit"), strict=True):
-    col.button(
-        t("st_" + step),
-        on_click=_act,
-        args=(step,),
-        disabled=phase != step,
-        type="primary" if phase == step else "secondary",
-        width="stretch",
-    )
-cols[3].button(
-    t("st_run_round"),
-    on_click=_act,
-    args=("round",),
-    disabled=phase == "finished",
-    width="stretch",
+# One wrapping row of buttons sized to their labels (no label is cut at 1024 px); in
+# presenter mode app.py's CSS keeps this row in view (sticky) while the page scrolls.
+controls = st.container(
+    horizontal=True, vertical_alignment="bottom", gap="small", key="step_controls"
 )
-n_rounds = cols[5].number_input(
-    t("st_n_rounds"), 1, 50, 5, key="st_n", label_visibility="collapsed"
-)
-run_n = cols[4].button(t("st_run_n"), disabled=phase == "finished", width="stretch")
-cols[6].button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
-               width="stretch")  # fmt: skip
+with controls:
+    for step in ("propose", "verify", "commit"):
+        st.button(
+            t("st_" + step),
+            on_click=_act,
+            args=(step,),
+            disabled=phase != step,
+            type="primary" if phase == step else "secondary",
+            key=f"btn_{step}",
+        )
+    st.button(
+        t("st_run_round"), on_click=_act, args=("round",), disabled=phase == "finished",
+        key="btn_round",
+    )  # fmt: skip
+    running, run_n = bool(S.get("run_left")) and phase != "finished", False
+    if running:  # "Run N rounds" goes one round per rerun, so Stop ends it between rounds
+        st.button(t("st_stop_run"), on_click=_stop_run, type="primary", key="btn_stop_run")
+    else:
+        run_n = st.button(t("st_run_n"), disabled=phase == "finished", key="btn_run_n")
+    n_rounds = st.number_input(t("st_n_rounds"), 1, 50, 5, key="st_n", width=110)
+    st.button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
+              key="btn_reset")  # fmt: skip
 
-if run_n:
-    bar = st.progress(0.0)
-    for i in range(int(n_rounds)):
-        if session.phase == "finished":
-            break
-        bar.progress(i / n_rounds, text=t("st_running", i=i + 1, n=int(n_rounds)))
-        _act("round")
-    bar.empty()
-    st.rerun()  # redraw the buttons for the new phase
+if not running and run_n:
+    S["run_left"], S["run_total"] = int(n_rounds), int(n_rounds)
+    running = phase != "finished"
+if running:
+    done = S["run_total"] - S["run_left"]
+    st.progress(done / S["run_total"], text=t("st_running", i=done + 1, n=S["run_total"]))
 
 if "step_error" in S:
     st.error(S.pop("step_error"))
@@ -140,6 +192,7 @@ elif phase == "finished":
     st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
 else:
     st.info(t("st_phase") + t("phase_" + phase))
+
 
 # ------------------------------------------------------------------ token strip
 verify = session.current_verify
@@ -161,7 +214,7 @@ else:
         ]
     else:
         items += round_strip(verify, session.current_record)
-st.subheader(t("st_strip"))
+_heading(t("st_strip"))
 stopped_early = last is not None and last.commit.kind == "stopped"
 if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
     st.info(t("st_stopped_in_round", n=len(last.commit.appended), cut=len(last.commit.cut),
@@ -175,8 +228,9 @@ legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded
 st.html(token_strip_html(items, legend))
 
 # ------------------------------------------------------------------ edit controls
+sampling = not session.config.sampling.greedy
 if phase == "verify" and session.drafts:
-    with st.expander(t("st_edit"), expanded=True):
+    with st.expander(t("st_edit"), expanded=not presenter):
         st.caption(t("st_edit_help"))
         gamma = len(session.drafts)
         preview_key = tuple(session.ids[-1:] + session.drafts)
@@ -198,13 +252,31 @@ if phase == "verify" and session.drafts:
         q1, q2 = st.columns(2)
         q1.button(t("edit_wrong", k=pos), on_click=_edit, args=("wrong",), width="stretch")
         q2.button(t("edit_agree"), on_click=_edit, args=("agree",), width="stretch")
+    edited = sorted(session.edited_positions)
+    if sampling and edited:  # at T > 0 an edit does not decide the outcome: say so
+        if S.get("step_accept", (None,))[0] != preview_key:
+            S["step_accept"] = (preview_key, session.accept_preview())
+        probs = S["step_accept"][1]
+        st.warning(t(
+            "st_edit_random", temp=session.config.temperature,
+            probs=", ".join(f"a{k} = {fmt_prob(probs[k - 1])}" for k in edited),
+        ))  # fmt: skip
+
+# ------------------------------------------------------------------ layout
+# Presenter mode: the chart and the KV table side by side (one look, no scroll), the
+# checks table below them. Otherwise one column, in reading order.
+if presenter:
+    dist_box, kv_box = st.columns([1, 1], gap="medium")
+    checks_box = st.container()
+else:
+    checks_box, dist_box, kv_box = st.container(), st.container(), st.container()
 
 # ------------------------------------------------------------------ distributions
-st.subheader(t("st_dists"))
 labels = {
     "p": t("trace_p"), "q": t("trace_q"), "min": t("trace_min"), "excess": t("trace_excess"),
     "other": t("other_bucket"), "probability": t("probability"), "token": t("token"),
-    "marked": t("drafted_marker"),
+    "marked": t("drafted_marker"), "correction": t("legend_correction"),
+    "context": t("trace_context"),
 }  # fmt: skip
 shown_verify = verify if verify is not None else (last.verify if last is not None else None)
 
@@ -220,83 +292,126 @@ def _pick_position(n: int, bonus: bool, default: int) -> int:
     return chosen or min(default, len(options))
 
 
-if shown_verify is None and not session.drafts:
-    st.caption(t("st_dists_empty"))
-elif shown_verify is not None:
-    st.caption(t("st_dists_help"))
-    checks = shown_verify.checks
-    gamma = len(checks)
-    bonus = shown_verify.kind == "bonus"
-    greedy = shown_verify.greedy
+def _chart(fig) -> None:
+    st.plotly_chart(fig, width="stretch", key="dist_chart", config={"displaylogo": False})
+
+
+def _checks_table(checks, greedy: bool) -> None:
+    """The per-position checks as a plain table (text, not a canvas: readable and
+    searchable); probabilities never printed as 0.0000 when they are not 0."""
+    after_reject = False
     rows = {
         t("col_pos"): [c.position for c in checks],
         t("col_token"): [visible_token(c.token.text) for c in checks],
     }
     if greedy:
-        rows[t("col_argmax")] = [visible_token(c.target_argmax.text) for c in checks]
+        argmax = []
+        for c in checks:
+            text = visible_token(c.target_argmax.text)
+            if c.status in ("discarded", "cut"):  # its context held the rejected token
+                text += " †"
+                after_reject = True
+            argmax.append(text)
+        rows[t("col_argmax")] = argmax
     else:
-        rows["p(y)"] = [round(c.p, 4) for c in checks]
-        rows["q(y)"] = [round(c.q, 4) for c in checks]
-        rows["a = min(1, p/q)"] = [round(c.accept_prob, 4) for c in checks]
-        rows["u"] = [round(c.u, 4) if c.u is not None else None for c in checks]
+        rows["p(y)"] = [fmt_prob(c.p) for c in checks]
+        rows["q(y)"] = [fmt_prob(c.q) for c in checks]
+        rows["a = min(1, p/q)"] = [fmt_prob(c.accept_prob) for c in checks]
+        rows["u"] = [fmt_prob(c.u) for c in checks]  # "—": not drawn (never checked)
     rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
-    st.dataframe(rows, hide_index=True, width="stretch")
-    pos = _pick_position(gamma, bonus, shown_verify.accepted + 1)
-    if pos <= gamma:
-        c = checks[pos - 1]
-        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
-        fig = distribution_figure(c.dist, labels, title, marked_id=c.token.id)
-        st.plotly_chart(fig, width="stretch", key="dist_chart")
-        verdict = t("verdict_" + c.status)
-        if greedy:
-            st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
-                          tok=f"`{visible_token(c.token.text)}`", verdict=verdict))  # fmt: skip
+    st.table(rows, border="horizontal", hide_index=True)
+    if after_reject:
+        st.caption(t("argmax_after_reject"))
+
+
+with dist_box:
+    _heading(t("st_dists"))
+    log_y = st.toggle(t("fig_log"), key="st_log_y", help=t("fig_log_help"))
+    if shown_verify is None and not session.drafts:
+        st.caption(t("st_dists_empty"))
+    elif shown_verify is not None:
+        checks = shown_verify.checks
+        gamma = len(checks)
+        bonus = shown_verify.kind == "bonus"
+        greedy = shown_verify.greedy
+        contexts = shown_verify.context_dists
+        pos = _pick_position(gamma, bonus, shown_verify.accepted + 1)
+        if pos <= gamma:
+            c = checks[pos - 1]
+            correction = shown_verify.next_token.id if pos == shown_verify.accepted + 1 else None
+            title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
+            _chart(distribution_figure(
+                c.dist, labels, title, marked_id=c.token.id, correction_id=correction,
+                log_y=log_y, context=contexts[pos - 1] if contexts else None,
+            ))  # fmt: skip
+            verdict = t("verdict_" + c.status)
+            if greedy:
+                st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
+                              tok=f"`{visible_token(c.token.text)}`", verdict=verdict))  # fmt: skip
+            else:
+                st.markdown(t("check_sampling", p=fmt_prob(c.p), q=fmt_prob(c.q),
+                              a=fmt_prob(c.accept_prob),
+                              u=fmt_prob(c.u, missing=t("check_not_drawn")),
+                              verdict=verdict))  # fmt: skip
         else:
-            u = f"{c.u:.4f}" if c.u is not None else t("check_not_drawn")
-            st.markdown(t("check_sampling", p=c.p, q=c.q, a=c.accept_prob, u=u,
-                          verdict=verdict))  # fmt: skip
+            bonus_labels = {**labels, "marked": t("legend_bonus")}
+            _chart(distribution_figure(
+                shown_verify.next_dist, bonus_labels, t("fig_title_bonus", i=pos),
+                marked_id=shown_verify.next_token.id, log_y=log_y,
+                context=contexts[gamma] if len(contexts) > gamma else None,
+            ))  # fmt: skip
+        if greedy and contexts:
+            st.caption(t("context_note"))
+        next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
+        if last is not None and last.commit.kind == "stopped":
+            pass  # the commit stopped before the correction/bonus token: nothing to explain
+        elif gamma == 0:  # a round with no drafts (max new tokens reached): a normal state
+            st.info(t("next_no_drafts", tok=next_tok))
+        elif bonus:
+            st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
+        else:
+            how = "next_correction_greedy" if greedy else "next_correction"
+            st.warning(t(how, k=shown_verify.accepted + 1, tok=next_tok))
+        proposed = last.propose if last is not None else session.current_propose
+        st.caption(t("timing", d=proposed.draft_ms, v=shown_verify.verify_ms,
+                     n=shown_verify.target_forward_tokens))  # fmt: skip
+        with checks_box:
+            _checks_table(checks, greedy)
+            st.caption(t("st_dists_help"))
     else:
-        fig = distribution_figure(shown_verify.next_dist, labels, t("fig_title_bonus", i=pos),
-                                  marked_id=shown_verify.next_token.id)  # fmt: skip
-        st.plotly_chart(fig, width="stretch", key="dist_chart")
-    next_tok = f"`{visible_token(shown_verify.next_token.text)}`"
-    if last is not None and last.commit.kind == "stopped":
-        pass  # the commit stopped before the correction/bonus token: nothing to explain
-    elif gamma == 0:  # a round with no drafts (max new tokens reached): a normal state
-        st.info(t("next_no_drafts", tok=next_tok))
-    elif bonus:
-        st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
-    else:
-        how = "next_correction_greedy" if greedy else "next_correction"
-        st.warning(t(how, k=shown_verify.accepted + 1, tok=next_tok))
-    proposed = last.propose if last is not None else session.current_propose
-    st.caption(t("timing", d=proposed.draft_ms, v=shown_verify.verify_ms,
-                 n=shown_verify.target_forward_tokens))  # fmt: skip
-else:
-    st.caption(t("st_dists_help"))
-    dists = session.current_draft_dists
-    pos = _pick_position(len(dists), False, 1)
-    d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
-    title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
-    st.plotly_chart(distribution_figure(d, labels, title, marked_id=tok.id), width="stretch",
-                    key="dist_chart")  # fmt: skip
-    q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
-    st.markdown(t("check_pending", q=q_y))
+        dists = session.current_draft_dists
+        pos = _pick_position(len(dists), False, 1)
+        d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
+        title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
+        _chart(distribution_figure(d, labels, title, marked_id=tok.id, log_y=log_y))
+        q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
+        st.markdown(t("check_pending", q=fmt_prob(q_y)))
+        st.caption(t("st_dists_help"))
 
 # ------------------------------------------------------------------ KV cache
-st.subheader(t("st_kv"))
-state = session.kv_state(session.current_statuses())
-m1, m2, m3 = st.columns(3)
-m1.metric(t("kv_committed_len"), state.committed_len)
-m2.metric(t("kv_target_len"), state.target_kv_len)
-m3.metric(t("kv_draft_len"), state.draft_kv_len)
-st.caption(t("kv_help"))
-if last is not None:
-    st.caption(
-        t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
-    )
-show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
-st.dataframe(kv_table(state, None if show_all else 3), hide_index=True, width="stretch")
+with kv_box:
+    _heading(t("st_kv"))
+    state = session.kv_state(session.current_statuses())
+    counts = [
+        (t("kv_committed_len"), state.committed_len), (t("kv_target_len"), state.target_kv_len),
+        (t("kv_draft_len"), state.draft_kv_len),
+    ]  # fmt: skip
+    if presenter:  # one line instead of three tall metric boxes
+        st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
+    else:
+        for col, (name, n) in zip(st.columns(3), counts, strict=True):
+            col.metric(name, n)
+    if last is not None:
+        st.caption(
+            t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
+        )
+    show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
+    # the current round's rows and the last few committed ones (after a commit: the whole
+    # last round), as a plain table: no inner scroll
+    keep = 2 + (len(last.commit.appended) if last is not None else 0)
+    table = kv_table(state, None if show_all else keep)
+    st.table(table, border="horizontal", hide_index=True)
+    st.caption(t("kv_help"))
 
 # ------------------------------------------------------------------ history
 st.subheader(t("st_history"))
@@ -316,3 +431,9 @@ else:
             st.html(token_strip_html(round_strip(r.verify, r.record), []))
             st.caption(t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
                          n=r.verify.target_forward_tokens))  # fmt: skip
+
+# ------------------------------------------------------------------ "Run N rounds", one a rerun
+if running:
+    _act("round")
+    S["run_left"] = 0 if S.get("step_error") else S["run_left"] - 1
+    st.rerun()

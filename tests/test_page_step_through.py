@@ -44,7 +44,7 @@ def metrics(at: AppTest, lab: dict) -> tuple[int, int, int]:
 
 
 def states(at: AppTest) -> list[str]:
-    df = at.dataframe[-1].value  # the KV-state table (the checks table comes first)
+    df = at.table[-1].value  # the KV-state table (the checks table comes first)
     return list(df[df.columns[-1]])
 
 
@@ -69,7 +69,7 @@ def test_round_with_position_one_wrong(embedded_pair, lang):
     click(at, lab["verify"])
     assert metrics(at, lab) == (prompt_len, prompt_len + gamma, prompt_len + gamma - 1)
     assert states(at).count(lab["discarded"]) == gamma - 1  # greedy: rejected at 1
-    checks = at.dataframe[0].value
+    checks = at.table[0].value
     verdicts = list(checks[checks.columns[-1]])
     assert len(verdicts) == gamma and len(set(verdicts[1:])) == 1 and verdicts[0] != verdicts[1]
 
@@ -115,7 +115,8 @@ def test_settings_change_resets_with_notice(embedded_pair):
     at = start("en")
     click(at, LABELS["en"]["propose"])
     at.sidebar.slider(key="cfg_gamma").set_value(6).run()
-    assert any("reset" in i.value for i in at.info)  # nothing committed yet: start over
+    # nothing committed yet: start over, and say which round in flight was dropped
+    assert any("round 1 in flight was dropped" in i.value for i in at.info)
     session = at.session_state["step_session"]
     assert session.phase == "propose" and session.config.gamma == 6
 
@@ -126,7 +127,7 @@ def test_settings_change_after_rounds_continues_from_committed_text(embedded_pai
     click(at, LABELS["en"]["propose"])  # a round in flight
     committed = list(at.session_state["step_session"].ids)
     at.sidebar.slider(key="cfg_gamma").set_value(2).run()
-    assert any("goes on from the committed text" in i.value for i in at.info)
+    assert any("round 2 in flight was dropped; committed text kept" in i.value for i in at.info)
     session = at.session_state["step_session"]
     assert session.ids == committed and session.phase == "propose"
     assert session.config.gamma == 2 and not session.history
@@ -169,3 +170,78 @@ def test_end_of_text_inside_a_round_is_explained(embedded_pair):
     assert session.stop_reason == "eos" and session.history[-1].commit.kind == "stopped"
     assert any("Stopped inside the round (end of text)" in i.value for i in at.info)
     assert not any("Rejected at position" in w.value for w in at.warning)
+
+
+def test_first_click_after_a_prompt_edit_proposes_on_the_new_prompt(embedded_pair):
+    """The prompt box edited without Ctrl+Enter, then ① Propose: the browser sends both in
+    one rerun. The click acts on the edited prompt at once and says the history was
+    cleared (it did nothing and wiped the history silently before)."""
+    at = start("en")
+    click(at, "Run one round")
+    at.text_area(key="st_prompt").set_value("KING:\nWe")  # no .run(): same rerun as the click
+    click(at, LABELS["en"]["propose"])
+    session = at.session_state["step_session"]
+    assert session.ids[: session.prompt_len] == embedded_pair.tokenizer.encode("KING:\nWe")
+    assert session.phase == "verify" and len(session.drafts) == 4 and not session.history
+    assert any("Prompt changed" in i.value and "1 earlier round" in i.value for i in at.info)
+
+
+def test_click_on_verify_after_a_prompt_edit_runs_on_the_new_prompt(embedded_pair):
+    at = start("en")
+    click(at, LABELS["en"]["propose"])
+    at.text_area(key="st_prompt").set_value("KING:\nWe")
+    click(at, LABELS["en"]["verify"])
+    session = at.session_state["step_session"]
+    assert session.ids[: session.prompt_len] == embedded_pair.tokenizer.encode("KING:\nWe")
+    assert session.phase == "commit"
+
+
+def test_sampling_tables_never_print_zero_for_a_nonzero_probability(embedded_pair):
+    """T = 1, seed 0, round 6 of the default prompt printed ``p(y)=0.0000``; unchecked ``u``
+    printed ``None``; an edit at T > 0 did not say that the outcome is random."""
+    at = start("en")
+    at.sidebar.slider(key="cfg_temperature").set_value(1.0).run()
+    for _ in range(5):
+        click(at, "Run one round")
+    click(at, LABELS["en"]["propose"])
+    click(at, LABELS["en"]["wrong"])
+    [note] = [w.value for w in at.warning if "random" in w.value]
+    assert "a1 = " in note and "0.0000" not in note
+    click(at, LABELS["en"]["verify"])
+    checks = at.table[0].value
+    cells = [str(x) for col in checks.columns for x in checks[col]]
+    assert "0.0000" not in cells and "None" not in cells
+    statuses = list(checks[checks.columns[-1]])
+    u = list(checks["u"])
+    assert all(x == "—" for x, st in zip(u, statuses, strict=True) if st.startswith("discarded"))
+    assert not any("0.0000" in m.value for m in at.markdown)
+
+
+def test_greedy_marks_the_argmax_at_discarded_positions(embedded_pair):
+    at = start("en")
+    click(at, LABELS["en"]["propose"])
+    click(at, LABELS["en"]["wrong"])
+    click(at, LABELS["en"]["verify"])
+    checks = at.table[0].value
+    argmax = list(checks[checks.columns[2]])
+    assert not argmax[0].endswith("†") and all(a.endswith("†") for a in argmax[1:])
+    assert any("computed by the same forward after the rejected token" in c.value
+               for c in at.caption)  # fmt: skip
+
+
+def test_presenter_mode_from_the_url_and_compact_kv_table(embedded_pair):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["presenter"] = "1"
+    at.run()
+    assert not at.exception and at.session_state["presenter"] is True
+    at.sidebar.number_input(key="cfg_max_new").set_value(60).run()
+    click(at, "Run N rounds")
+    click(at, LABELS["en"]["propose"])
+    session = at.session_state["step_session"]
+    rows = list(at.table[-1].value[at.table[-1].value.columns[-1]])
+    assert rows.count("tentative") == len(session.drafts)  # the round in flight: all shown
+    assert len(rows) <= len(session.drafts) + 3  # and only a few settled rows before it
+    at2 = AppTest.from_file(APP, default_timeout=120)
+    at2.query_params["presenter"] = "maybe"
+    at2.run()
+    assert at2.session_state["presenter"] is False

@@ -14,6 +14,11 @@ key) keeps the prompt, the session and its original prompt boundary, and
 * the prompt or the pair changed (or the session had finished): a new session from the
   prompt;
 * the prompt on screen is not usable: the old session is kept but ``blocked``.
+
+Every restart that loses something visible comes with a notice (a string key and its
+arguments, e.g. which round in flight was dropped): nothing is reset silently. Button
+callbacks call :func:`sync` before acting, so a click that also carries an edit of the
+prompt box (typed without Ctrl+Enter) acts on the edited prompt at once.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class Sync:
     blocked: bool = False  # the prompt on screen could not start a session
     error: SpecDecError | None = None
     notice: str | None = None  # a string key (``st_settings_continue`` …)
+    notice_args: dict | None = None  # its format arguments
 
 
 def current() -> Lesson | None:
@@ -87,24 +93,37 @@ def _continue(lesson: Lesson, pair: ModelPair, config: SessionConfig) -> Lesson:
     return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len))
 
 
+def _in_flight(session: SpeculativeSession) -> int | None:
+    """The 1-based number of the round in flight (proposed, not committed), else ``None``."""
+    return session.round_index + 1 if session.phase in ("verify", "commit") else None
+
+
 def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> Sync:
     """Bring the lesson in line with the pair, settings and prompt on screen."""
     lesson = current()
     try:
         if lesson is None:
             return Sync(start(pair, config, prompt))
+        old = lesson.session
+        flight = _in_flight(old)
+        busy = bool(old.history) or flight is not None
         if lesson.pair_name == pair.name and lesson.prompt == prompt:
             if lesson.config == config:
                 return Sync(lesson)
-            old = lesson.session
             if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
-                return Sync(_continue(lesson, pair, config), notice="st_settings_continue")
-            busy = bool(old.history) or old.phase != "propose"
-            return Sync(start(pair, config, prompt), notice="st_settings_changed" if busy else None)
-        changed_pair = lesson.pair_name != pair.name
-        busy = bool(lesson.session.history) or lesson.session.phase != "propose"
+                new = _continue(lesson, pair, config)
+                key = "st_settings_dropped" if flight else "st_settings_continue"
+                return Sync(new, notice=key, notice_args={"r": flight})
+            new = start(pair, config, prompt)
+            if not busy:
+                return Sync(new)
+            key = "st_settings_dropped_restart" if flight else "st_settings_changed"
+            return Sync(new, notice=key, notice_args={"r": flight})
         new = start(pair, config, prompt)
-        return Sync(new, notice="st_settings_changed" if changed_pair and busy else None)
+        if not busy:
+            return Sync(new)
+        key = "st_settings_changed" if lesson.pair_name != pair.name else "st_prompt_changed"
+        return Sync(new, notice=key, notice_args={"r": flight, "n": len(old.history)})
     except SpecDecError as exc:
         return Sync(lesson, blocked=lesson is not None, error=exc)
 

@@ -52,6 +52,28 @@ def _chosen_by_user() -> None:
     st.session_state.pop("pair_notice", None)
 
 
+def current_config(pair: ModelPair) -> SessionConfig:
+    """The settings the sidebar widgets hold now (also inside a button callback, where a
+    number typed without Enter has already reached session state)."""
+    get = st.session_state.get
+    return SessionConfig(
+        gamma=int(get("cfg_gamma", 4)), temperature=float(get("cfg_temperature", 0.0)),
+        top_k=int(get("cfg_top_k", 0)), top_p=float(get("cfg_top_p", 1.0)),
+        draft_method=get("cfg_method", "probabilistic"), seed=int(get("cfg_seed", 0)),
+        max_new_tokens=int(get("cfg_max_new", min(80, pair.context_length - 1))),
+    )  # fmt: skip
+
+
+def presenter_on() -> bool:
+    """Presenter mode (larger type, sidebar collapsed, controls kept in view). Read from
+    ``?presenter=1`` once per session (so lesson links can carry it), then the toggle."""
+    state = st.session_state
+    if "presenter" not in state:
+        raw = st.query_params.get("presenter", "")
+        state["presenter"] = raw.strip().lower() in ("1", "true", "yes", "on")
+    return bool(state["presenter"])
+
+
 def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     """Draw the sidebar; return the loaded pair and the chosen settings."""
     sb = st.sidebar
@@ -83,26 +105,24 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
           context=pair.context_length)
         + " — " + t("why_" + st.session_state.get("pair_reason", "user_choice"))
     )  # fmt: skip
+    sb.toggle(t("presenter_mode"), key="presenter", help=t("presenter_mode_help"))
     sb.subheader(t("sidebar_settings"))
-    gamma = sb.slider(t("gamma"), 1, UI_MAX_GAMMA, 4, key="cfg_gamma", help=t("gamma_help"))
-    temperature = sb.slider(
+    sb.slider(t("gamma"), 1, UI_MAX_GAMMA, 4, key="cfg_gamma", help=t("gamma_help"))
+    sb.slider(
         t("temperature"), 0.0, 2.0, 0.0, 0.05, key="cfg_temperature", help=t("temperature_help")
     )
-    top_k = sb.number_input(t("top_k"), 0, pair.vocab_size, 0, 1, key="cfg_top_k")
-    top_p = sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
-    method = sb.radio(
+    sb.number_input(t("top_k"), 0, pair.vocab_size, 0, 1, key="cfg_top_k")
+    sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
+    sb.radio(
         t("draft_method"), ["probabilistic", "greedy"], key="cfg_method",
         format_func=METHOD_LABELS.get, help=t("draft_method_help"),
     )  # fmt: skip
-    seed = sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
-    max_new = sb.number_input(
+    sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
+    sb.number_input(
         t("max_new_tokens"), 1, pair.context_length - 1, min(80, pair.context_length - 1), 1,
         key="cfg_max_new", help=t("max_new_tokens_help"),
     )  # fmt: skip
-    config = SessionConfig(
-        gamma=int(gamma), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-        draft_method=method, seed=int(seed), max_new_tokens=int(max_new),
-    )  # fmt: skip
+    config = current_config(pair)
     st.session_state["pair"] = pair
     st.session_state["config"] = config
     return pair, config
