@@ -127,3 +127,43 @@ def test_language_switch_on_drafters_page(server, browser):
     page.wait_for_timeout(3000)
     assert page.get_by_text("KeyError").count() == 0
     page.close()
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_scenario_link_opens_its_outcome_and_survives_a_reload(
+    server, browser, embedded_pair, tmp_path, lang
+):
+    """A fresh browser context opens a scenario link (greedy, first error at position 3):
+    two accepted drafts, the rejected one, its correction, one discarded — in one load;
+    a reload keeps the language and the round."""
+    from dataclasses import replace
+    from urllib.parse import urlencode
+
+    from specdec_core.lesson_link import encode
+    from specdec_core.scenarios import find_scenarios
+
+    state = next(f.state for f in find_scenarios(embedded_pair) if f.key == "first_error_3")
+    context = browser.new_context(viewport={"width": 1400, "height": 2000})
+    page = context.new_page()
+    page.goto(server + "/?" + urlencode(encode(replace(state, lang=lang))))
+    commit = {"en": "③ Commit / reject", "zh": "③ 提交 / 拒绝"}[lang]
+    strip = page.locator("div.strip").first
+
+    def outcome() -> list[int]:
+        page.get_by_role("button", name=commit).wait_for(timeout=90_000)
+        strip.locator("span.tok-correction").wait_for(timeout=30_000)
+        kinds = ("accepted", "rejected", "correction", "discarded")
+        return [strip.locator(f"span.tok-{k}").count() for k in kinds]
+
+    assert outcome() == [2, 1, 1, 1]
+    assert page.get_by_role("button", name=commit).is_enabled()
+    page.wait_for_timeout(1500)  # the app writes the state into the URL
+    assert "s=" in page.url
+    page.reload()
+    assert outcome() == [2, 1, 1, 1]
+    shot = tmp_path / f"scenario_link_{lang}.png"
+    page.screenshot(path=str(shot), full_page=False)
+    keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(shot, Path(keep) / shot.name)
+    context.close()
