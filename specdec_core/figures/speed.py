@@ -141,7 +141,8 @@ def speed_gamma_curve_figure(
         line_color=SPEED_COLORS["slower"],
         secondary_y=True,
         annotation_text=labels["breakeven"],
-        annotation_position="bottom right",
+        annotation_position="bottom left",  # at the right it sat on the curve at γ = 8
+        annotation_bgcolor="rgba(255,255,255,0.85)",
     )
     _speed_layout(fig, labels["title"], labels["x"], labels["tokens"], height=380)
     top = max([w for _, _, w in curve] + [1.0])
@@ -261,7 +262,8 @@ def speed_gamma_sweep_figure(points: Sequence[GammaPoint], labels: Mapping[str, 
         line_dash="dot",
         line_color=SPEED_COLORS["slower"],
         annotation_text=labels["breakeven"],
-        annotation_position="bottom right",
+        annotation_position="bottom left",  # at the right it sat on the curve at γ = 8
+        annotation_bgcolor="rgba(255,255,255,0.85)",
     )
     _speed_layout(fig, labels["title"], labels["x"], labels["y"], height=380)
     fig.update_xaxes(dtick=1)
