@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["fmt_prob"]
+__all__ = ["fmt_prob", "fmt_short"]
 
 
 def fmt_prob(x: float | None, digits: int = 4, missing: str = "—") -> str:
@@ -24,3 +24,12 @@ def fmt_prob(x: float | None, digits: int = 4, missing: str = "—") -> str:
         mantissa = mantissa.rstrip("0").rstrip(".")
         return f"{mantissa}e{int(exp)}"
     return f"{x:.{digits}f}"
+
+
+def fmt_short(x: float, digits: int = 2) -> str:
+    """Short labels on bars: ``0.44``; a non-zero value that would round to ``0.00`` is
+    written like :func:`fmt_prob` (``1.04e-5``), exact 0 as ``0``."""
+    x = float(x)
+    if x == 0 or abs(x) >= 0.5 * 10**-digits:
+        return "0" if x == 0 else f"{x:.{digits}f}"
+    return fmt_prob(x)

@@ -20,3 +20,30 @@ def test_fmt_prob_small_values_are_never_zero_and_missing_is_a_dash():
         assert float(fmt_prob(x)) == pytest.approx(x, rel=1e-2) and fmt_prob(x) != "0"
     assert fmt_prob(None) == "—" and fmt_prob(float("nan")) == "—"
     assert fmt_prob(None, missing="not drawn") == "not drawn"
+
+
+def test_fmt_short_bar_labels():
+    from specdec_core.numfmt import fmt_short
+
+    assert [fmt_short(x) for x in (0, 0.44, 0.1, 1.04e-5, 1)] == [
+        "0",
+        "0.44",
+        "0.10",
+        "1.04e-5",
+        "1.00",
+    ]
+
+
+def test_lab_figures_print_the_numbers_on_the_bars():
+    """The rule lab's wrong-rule result [0.44, 0.42, 0.14] beside p [0.6, 0.3, 0.1] is
+    readable as text on the bars, not only on hover."""
+    import numpy as np
+
+    from specdec_core.figures import rule_finals_figure
+
+    labels = {"p": "p", "probability": "probability", "token": "token", "resample_p": "wrong"}
+    fig = rule_finals_figure(["a", "b", "c"], np.array([0.6, 0.3, 0.1]),
+                             {"resample_p": np.array([0.44, 0.42, 0.14])}, labels, "t")  # fmt: skip
+    assert list(fig.data[0].text) == ["0.60", "0.30", "0.10"]
+    assert list(fig.data[1].text) == ["0.44", "0.42", "0.14"]
+    assert fig.layout.yaxis.title.text is None  # written horizontally above the axis

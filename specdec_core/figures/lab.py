@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .common import COLORS
+from ..numfmt import fmt_prob, fmt_short
+from .common import COLORS, horizontal_y_title
 
 __all__ = [
     "RULE_COLORS",
@@ -28,17 +29,32 @@ RULE_COLORS = {
 
 
 def _lab_layout(fig: go.Figure, labels: Mapping[str, str], title: str, top: float) -> go.Figure:
+    """Shared layout: the legend below the plot in its own band (it used to overlap the
+    x-axis title), the y title written horizontally above the axis (readable in Chinese),
+    room above the bars for their value labels."""
     fig.update_layout(
         title=dict(text=title, font=dict(size=15)),
-        height=400,
-        margin=dict(l=50, r=10, t=50, b=40),
-        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
-        yaxis=dict(title=labels["probability"], range=[0, max(top * 1.15, 0.05)]),
-        xaxis=dict(title=labels["token"], type="category"),
+        height=420,
+        margin=dict(l=50, r=10, t=70, b=110),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0),
+        yaxis=dict(range=[0, max(top * 1.2, 0.05)]),
+        xaxis=dict(title=dict(text=labels["token"], standoff=8), type="category"),
         bargap=0.2,
         template="plotly_white",
     )
-    return fig
+    return horizontal_y_title(fig, labels["probability"], yshift=6)
+
+
+def _bar(fig: go.Figure, x, y, name: str, color: str, labelled: bool = True, **kw) -> None:
+    """A bar trace whose values are also printed on the bars (the numbers a lesson hinges
+    on are visible as text, not only on hover); probabilities written by ``fmt_prob``."""
+    y = np.asarray(y, dtype=float)
+    fig.add_bar(
+        x=list(x), y=y, name=name, marker_color=color, customdata=[fmt_prob(v) for v in y],
+        text=[fmt_short(v) for v in y] if labelled else None, textposition="outside",
+        textfont=dict(size=11), cliponaxis=False,
+        hovertemplate="%{x}: %{customdata}<extra>" + name + "</extra>", **kw,
+    )  # fmt: skip
 
 
 def rule_rows_figure(
@@ -54,10 +70,7 @@ def rule_rows_figure(
     """
     fig = go.Figure()
     for key, values in (("p", p), ("q", q)):
-        fig.add_bar(
-            x=list(names), y=np.asarray(values, dtype=float), name=labels[key],
-            marker_color=COLORS[key], hovertemplate="%{x}: %{y:.4f}<extra></extra>",
-        )  # fmt: skip
+        _bar(fig, names, values, labels[key], COLORS[key])
     top = float(max(np.max(p), np.max(q)))
     return _lab_layout(fig, labels, title, top).update_layout(barmode="group")
 
@@ -79,21 +92,15 @@ def acceptance_stack_figure(
     """
     x = list(names)
     fig = go.Figure()
-    fig.add_bar(
-        x=x, y=np.asarray(min_pq, dtype=float), name=labels["min"], marker_color=COLORS["min"],
-        hovertemplate="%{x}: %{y:.4f}<extra></extra>",
-    )  # fmt: skip
-    fig.add_bar(
-        x=x, y=np.asarray(excess, dtype=float), name=labels["excess"],
-        marker_color=COLORS["excess"], hovertemplate="%{x}: %{y:.4f}<extra></extra>",
-    )  # fmt: skip
+    _bar(fig, x, min_pq, labels["min"], COLORS["min"], labelled=False)
+    _bar(fig, x, excess, labels["excess"], COLORS["excess"], labelled=False)
     p = np.asarray(p, dtype=float)
     fig.add_scatter(
-        x=x, y=p, name=labels["p"], mode="markers+text", text=[f"{v:.3f}" for v in p],
+        x=x, y=p, name=labels["p"], mode="markers+text", text=[fmt_short(v, 3) for v in p],
         textposition="top center",
         marker=dict(symbol="line-ew", size=36, color="#111", line=dict(width=3, color="#111")),
-        textfont=dict(color="#111"),
-        hovertemplate="%{x}: %{y:.4f}<extra></extra>",
+        textfont=dict(color="#111"), customdata=[fmt_prob(v) for v in p],
+        hovertemplate="%{x}: %{customdata}<extra></extra>",
     )  # fmt: skip
     return _lab_layout(fig, labels, title, float(p.max()) * 1.08).update_layout(barmode="stack")
 
@@ -112,18 +119,12 @@ def rule_finals_figure(
         labels: keys ``p``, ``probability``, ``token`` and every rule name in ``finals``.
     """
     fig = go.Figure()
-    fig.add_bar(
-        x=list(names), y=np.asarray(p, dtype=float), name=labels["p"], marker_color=COLORS["p"],
-        hovertemplate="%{x}: %{y:.4f}<extra></extra>",
-    )  # fmt: skip
+    _bar(fig, names, p, labels["p"], COLORS["p"])
     top = float(np.max(p))
     for rule, values in finals.items():
         values = np.asarray(values, dtype=float)
         top = max(top, float(values.max()))
-        fig.add_bar(
-            x=list(names), y=values, name=labels[rule], marker_color=RULE_COLORS[rule],
-            hovertemplate="%{x}: %{y:.4f}<extra>" + labels[rule] + "</extra>",
-        )  # fmt: skip
+        _bar(fig, names, values, labels[rule], RULE_COLORS[rule])
     return _lab_layout(fig, labels, title, top).update_layout(barmode="group")
 
 
@@ -149,15 +150,13 @@ def empirical_figure(
     for name, values, color in exact:
         values = np.asarray(values, dtype=float)
         top = max(top, float(values.max()))
-        fig.add_bar(x=list(names), y=values, name=name, marker_color=color,
-                    hovertemplate="%{x}: %{y:.4f}<extra></extra>")  # fmt: skip
+        _bar(fig, names, values, name, color)
     for name, freq, err, color in empirical:
         freq, err = np.asarray(freq, dtype=float), np.asarray(err, dtype=float)
         top = max(top, float((freq + z * err).max()))
-        fig.add_bar(
-            x=list(names), y=freq, name=name, marker_color=color,
+        _bar(
+            fig, names, freq, name, color, labelled=False,
             error_y=dict(type="data", array=z * err, visible=True, color="#333", thickness=1.5),
-            hovertemplate="%{x}: %{y:.4f}<extra>" + name + "</extra>",
         )  # fmt: skip
     return _lab_layout(fig, labels, title, top).update_layout(barmode="group")
 
@@ -177,20 +176,23 @@ def acceptance_temperature_figure(
     fig.add_scatter(
         x=np.asarray(temperatures, dtype=float), y=np.asarray(acceptance, dtype=float),
         mode="lines+markers", name=labels["acceptance"], line=dict(color=COLORS["min"]),
-        marker=dict(size=4), hovertemplate="T = %{x:.2f}: A = %{y:.4f}<extra></extra>",
+        marker=dict(size=4), customdata=[fmt_prob(v) for v in np.asarray(acceptance, float)],
+        hovertemplate="T = %{x:.2f}: A = %{customdata}<extra></extra>",
     )  # fmt: skip
     fig.add_scatter(
-        x=[chosen[0]], y=[chosen[1]], mode="markers", name=labels["chosen"],
+        x=[chosen[0]], y=[chosen[1]], name=labels["chosen"],
         marker=dict(size=13, color=COLORS["excess"], symbol="diamond"),
-        hovertemplate="T = %{x:.2f}: A = %{y:.4f}<extra></extra>",
+        customdata=[fmt_prob(chosen[1])], text=[fmt_short(chosen[1], 3)],
+        mode="markers+text", textposition="top center",
+        hovertemplate="T = %{x:.2f}: A = %{customdata}<extra></extra>",
     )  # fmt: skip
     fig.update_layout(
         title=dict(text=title, font=dict(size=15)),
-        height=400,
-        margin=dict(l=50, r=10, t=50, b=40),
-        legend=dict(orientation="h", yanchor="top", y=-0.2, x=0),
-        yaxis=dict(title=labels["acceptance"], range=[-0.02, 1.05]),
-        xaxis=dict(title=labels["temperature"]),
+        height=420,
+        margin=dict(l=50, r=10, t=70, b=100),
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0),
+        yaxis=dict(range=[-0.02, 1.08]),
+        xaxis=dict(title=dict(text=labels["temperature"], standoff=8)),
         template="plotly_white",
     )
-    return fig
+    return horizontal_y_title(fig, labels["acceptance"], yshift=6)
