@@ -130,3 +130,16 @@ def test_a_trace_file_round_trip_through_the_page(embedded_pair):
     s = session(at)
     text = export_json(s, state_of(s, LessonState(temperature=1.0, seed=5), PROMPT))
     assert json.loads(text)["pair"] == "embedded" and len(json.loads(text)["rounds"]) == 2
+
+
+def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
+    from urllib.parse import parse_qs, urlsplit
+
+    from specdec_core.lesson_link import decode
+
+    at = open_app(encode(LessonState(prompt=PROMPT, round=1, phase="verify")))
+    [code] = [c.value for c in at.code if "v=1" in c.value and "lang=" in c.value][:1]
+    state, problems = decode(parse_qs(urlsplit(code).query), ["embedded"])
+    assert problems == [] and (state.round, state.phase, state.prompt) == (1, "verify", PROMPT)
+    qr = [h.proto.body for h in at.get("html") if "data:image/svg+xml" in h.proto.body]
+    assert len(qr) == 1 and 'alt="QR code"' in qr[0]

@@ -85,7 +85,9 @@ def _link() -> None:
     st.caption(t("lt_link_help"))
     st.code(url, language=None, wrap_lines=True)
     qr = segno.make(url, error="m")
-    st.html(f'<div style="background:#fff;display:inline-block">{qr.svg_inline(scale=4)}</div>')
+    # an <img> with a data URI: inline, no /media file (which lives on one replica only)
+    uri = qr.svg_data_uri(scale=5, border=2)
+    st.html(f'<img src="{uri}" alt="QR code" style="background:#fff">')
     st.caption(t("lt_link_len", n=len(url), version=qr.version))
 
 
