@@ -47,6 +47,7 @@ st.html(f"<style>{CSS}{PRESENTER_CSS if presenter else ''}</style>")
 
 PAGES = [
     ("pages/step_through.py", "nav_step", ":material/footprint:"),
+    ("pages/lessons.py", "nav_lessons", ":material/menu_book:"),
     ("pages/acceptance_lab.py", "nav_rules", ":material/balance:"),
     ("pages/speed.py", "nav_speed", ":material/speed:"),
     ("pages/drafters.py", "nav_drafters", ":material/call_split:"),

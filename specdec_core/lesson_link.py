@@ -38,7 +38,7 @@ MAX_EDITS = 64
 MAX_ROUNDS = 200
 MAX_CONT = 1_024
 UI_MAX_GAMMA = 8
-PAGES = ("step_through", "acceptance_lab", "speed", "drafters")
+PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons")
 PHASES = ("propose", "verify", "commit")
 LANGS = ("en", "zh")
 

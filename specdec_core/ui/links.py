@@ -32,6 +32,7 @@ PENDING = "link_pending"  # a LessonState the step page replays on its next run
 PROBLEMS = "link_problems"  # what the last link/replay dropped (shown once)
 LOADED = "link_loaded"  # the URL of this browser session was read
 PAGE = "link_page"  # the page the app is showing (set by each page)
+EXTRA_PARAMS = "link_extra"  # (page, {name: value}): more query parameters that page keeps
 
 SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
     "gamma": "cfg_gamma", "temperature": "cfg_temperature", "top_k": "cfg_top_k",
@@ -127,6 +128,9 @@ def write_url() -> None:
     if len(state.prompt) > 1_000 or len(state.cont) > 1_024:
         state = replace(state, prompt="", cont=(), round=0, phase="propose", edits=())
     params = encode(state)
+    page, extra = st.session_state.get(EXTRA_PARAMS, ("", {}))
+    if page == state.page:  # e.g. the lessons page's ?chapter=N
+        params = {**params, **extra}
     if {k: st.query_params.get(k) for k in params} != params:
         st.query_params.from_dict(params)
 

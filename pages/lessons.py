@@ -1,0 +1,18 @@
+"""Guided lessons: the course as five chapters with predict-then-reveal checkpoints.
+
+Widgets and rendering only: the chapters live in ``specdec_core.ui.lessons``; every live
+value comes from the engine (scenarios found on the loaded pair, replayed).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specdec_core.ui.context import page_context
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons import render
+
+pair, config = page_context()
+st.title(t("ls_title"))
+st.markdown(t("ls_intro"))
+render(pair)

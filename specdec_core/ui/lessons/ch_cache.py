@@ -1,0 +1,59 @@
+"""Chapter 3: the caches after a commit — committed length, target KV, draft KV."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specdec_core.models import ModelPair
+from specdec_core.trace import KVState
+
+from ..i18n import t
+from ..render import kv_table
+from . import live
+from .checkpoint import Check, answers, ask
+
+CHECKS = ("c3_committed", "c3_target", "c3_draft")
+SCENARIO = "first_error_3"
+
+
+def kv_after_commit(pair: ModelPair) -> tuple[KVState, KVState, int, int] | None:
+    """(KV state before the round, after its commit, accepted drafts, prompt length) of
+    the scenario, straight from the engine; ``None`` if the pair has no such scenario."""
+    state = live.scenario(pair, SCENARIO)
+    if state is None:
+        return None
+    session = live.session_at(pair, state, "committed")
+    last = session.history[-1]
+    return last.propose.kv_before, last.commit.kv_after, last.record.accepted, session.prompt_len
+
+
+def render(pair: ModelPair) -> None:
+    st.markdown(t("ls_c3_intro"))
+    state = live.scenario(pair, SCENARIO)
+    found = kv_after_commit(pair)
+    if state is None or found is None:
+        st.info(t("ls_not_found"))
+        return
+    before, after, accepted, prompt_len = found
+    verified = live.session_at(pair, state, "commit")
+    st.markdown(t("ls_c3_setup", prompt=prompt_len, committed=before.committed_len,
+                  target=before.target_kv_len, draft=before.draft_kv_len))  # fmt: skip
+    st.html(live.verified_html(verified))
+    st.markdown(t("ls_c3_round", accepted=accepted))
+    questions = (
+        ("c3_committed", after.committed_len,
+         t("ls_c3_why_committed", before=before.committed_len, accepted=accepted,
+           n=after.committed_len)),
+        ("c3_target", after.target_kv_len,
+         t("ls_c3_why_target", committed=after.committed_len, n=after.target_kv_len)),
+        ("c3_draft", after.draft_kv_len,
+         t("ls_c3_why_draft", committed=after.committed_len, n=after.draft_kv_len)),
+    )  # fmt: skip
+    for cid, value, why in questions:
+        ask(Check(cid, "number", t("ls_q_" + cid), value, why, tol=0))
+    if all(c in answers() for c in CHECKS):
+        st.markdown(t("ls_c3_reveal", committed=after.committed_len,
+                      target=after.target_kv_len, draft=after.draft_kv_len))  # fmt: skip
+        st.dataframe(kv_table(after, keep=4), hide_index=True)
+        st.caption(t("ls_c3_note"))
+        live.open_in_step_through(state)

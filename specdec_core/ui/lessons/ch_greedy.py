@@ -1,0 +1,81 @@
+"""Chapter 1: guess-and-check with a greedy draft, and what a round costs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core.costmodel import per_token_cost_ms, speedup_from_cost
+from specdec_core.figures import visible_token
+from specdec_core.models import ModelPair
+
+from ..i18n import t
+from . import live
+from .checkpoint import Check, ask
+
+CASES = {"first_error_3": "c1_fe3", "first_error_1": "c1_fe1", "all_accepted": "c1_all"}
+TARGET_MS, DRAFT_MS, VERIFY_MS = 20.0, 8.0, 25.0
+CHECKS = (*CASES.values(), "c1_cost_1", "c1_cost_3")
+
+
+def _case(pair: ModelPair, key: str, cid: str) -> None:
+    st.subheader(t("ls_c1_case_" + key))
+    state = live.scenario(pair, key)
+    if state is None:
+        st.info(t("ls_not_found"))
+        return
+    before = live.session_at(pair, state, "verify")
+    st.markdown(t("ls_c1_context"))
+    st.html(live.context_html(before))
+    st.markdown(t("ls_c1_drafts"))
+    st.html(live.drafts_html(before))
+    after = live.session_at(pair, state, "commit")
+    v = after.current_verify
+    assert v is not None
+    rejected = next((c.position for c in v.checks if c.status == "rejected"), 0)
+    names = {c.position: visible_token(c.token.text) for c in v.checks}
+    if rejected:
+        why = t("ls_c1_why_reject", k=rejected, draft=names[rejected],
+                target=visible_token(v.next_token.text))  # fmt: skip
+    else:
+        why = t("ls_c1_why_all", bonus=visible_token(v.next_token.text))
+    check = Check(
+        cid, "token", t("ls_c1_q_kept"), rejected, why, options=(*names, 0),
+        label=lambda k: t("ls_c1_all_kept") if k == 0 else f"{k} · {names[k]}",  # type: ignore[index]
+    )  # fmt: skip
+    if ask(check):
+        st.html(live.verified_html(after))
+        kept = sum(c.status == "accepted" for c in v.checks)
+        st.markdown(t("ls_c1_advanced", kept=kept, n=kept + 1))
+        live.open_in_step_through(state)
+
+
+def _cost() -> None:
+    st.subheader(t("ls_c1_cost_title"))
+    st.markdown(t("ls_c1_cost_intro", target=TARGET_MS, draft=DRAFT_MS, verify=VERIFY_MS))
+    for n, cid in ((1, "c1_cost_1"), (3, "c1_cost_3")):
+        cost = per_token_cost_ms(DRAFT_MS, VERIFY_MS, 0.0, n)
+        why = t("ls_c1_cost_why", draft=DRAFT_MS, verify=VERIFY_MS, n=n, cost=f"{cost:g}")
+        check = Check(cid, "number", t("ls_c1_cost_q", n=n), cost, why, tol=0.5, unit=" ms")
+        if ask(check):
+            verdict = "ls_c1_slower" if cost > TARGET_MS else "ls_c1_faster"
+            speedup = speedup_from_cost(TARGET_MS, cost)
+            st.markdown(t(verdict, cost=f"{cost:g}", target=TARGET_MS, x=f"{speedup:.2f}"))
+    if all(c in st.session_state.get("ls_answers", {}) for c in ("c1_cost_1", "c1_cost_3")):
+        rows = [(n, per_token_cost_ms(DRAFT_MS, VERIFY_MS, 0.0, n)) for n in range(1, 6)]
+        st.dataframe(
+            pd.DataFrame({
+                t("ls_c1_col_n"): [n for n, _ in rows],
+                t("ls_c1_col_cost"): [f"{c:.1f}" for _, c in rows],
+                t("ls_c1_col_speedup"): [f"{speedup_from_cost(TARGET_MS, c):.2f}×"
+                                         for _, c in rows],
+            }), hide_index=True,
+        )  # fmt: skip
+        st.caption(t("ls_c1_cost_note"))
+
+
+def render(pair: ModelPair) -> None:
+    st.markdown(t("ls_c1_intro"))
+    for key, cid in CASES.items():
+        _case(pair, key, cid)
+    _cost()

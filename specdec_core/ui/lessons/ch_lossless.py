@@ -1,0 +1,67 @@
+"""Chapter 4: lossless, and its limits — same distribution is not same text; the model
+that verifies is the reference; history-dependent processors per candidate prefix."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specdec_core.models import ModelPair
+from specdec_core.scenarios import PROMPTS
+
+from ..i18n import t
+from . import live
+from .checkpoint import Check, ask
+
+CHECKS = ("c4_same_text", "c4_quant", "c4_proc")
+TOKENS = 32
+SEED = 0
+RUNS = "ls_c4_runs"  # the four texts, made once per browser session at the reveal
+
+
+def texts(pair: ModelPair) -> dict[str, str]:
+    """Target alone and speculative decoding, greedy and at T = 1 (same seed), 32 tokens
+    each on the pair (fast path, well under a second on the embedded pair)."""
+    key = (pair.name, PROMPTS[0])
+    cached = st.session_state.get(RUNS)
+    if cached and cached[0] == key:
+        return cached[1]
+    out = {}
+    for temp in (0.0, 1.0):
+        for mode in ("autoregressive", "speculative"):
+            run = live.run_pair(pair, PROMPTS[0], TOKENS, temp, SEED, mode=mode)
+            out[f"{mode}_{temp:g}"] = run.text
+    st.session_state[RUNS] = (key, out)
+    return out
+
+
+def _compare(pair: ModelPair) -> None:
+    runs = texts(pair)
+    for temp in ("0", "1"):
+        a, s = runs[f"autoregressive_{temp}"], runs[f"speculative_{temp}"]
+        same = t("ls_c4_same") if a == s else t("ls_c4_differ")
+        st.markdown(t("ls_c4_pair_title", temp=temp, seed=SEED, verdict=same))
+        cols = st.columns(2)
+        cols[0].caption(t("ls_c4_alone"))
+        cols[0].code(a, language=None, wrap_lines=True)
+        cols[1].caption(t("ls_c4_spec"))
+        cols[1].code(s, language=None, wrap_lines=True)
+    st.markdown(t("ls_c4_compare_note"))
+
+
+def render(pair: ModelPair) -> None:
+    st.markdown(t("ls_c4_intro"))
+    st.subheader(t("ls_c4_text_title"))
+    opts = ("same_text", "same_dist", "worse")
+    if ask(Check("c4_same_text", "choice", t("ls_c4_text_q"), "same_dist", t("ls_c4_text_why"),
+                 options=opts, label=lambda s: t("ls_c4_text_" + str(s)))):  # fmt: skip
+        _compare(pair)
+    st.subheader(t("ls_c4_quant_title"))
+    opts = ("original", "quantized", "draft", "none")
+    if ask(Check("c4_quant", "choice", t("ls_c4_quant_q"), "quantized", t("ls_c4_quant_why"),
+                 options=opts, label=lambda s: t("ls_c4_quant_" + str(s)))):  # fmt: skip
+        st.markdown(t("ls_c4_quant_reveal"))
+    st.subheader(t("ls_c4_proc_title"))
+    opts = ("committed", "candidate", "skip", "draft")
+    if ask(Check("c4_proc", "choice", t("ls_c4_proc_q"), "candidate", t("ls_c4_proc_why"),
+                 options=opts, label=lambda s: t("ls_c4_proc_" + str(s)))):  # fmt: skip
+        st.markdown(t("ls_c4_proc_reveal"))

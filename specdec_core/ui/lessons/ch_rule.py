@@ -1,0 +1,120 @@
+"""Chapter 2: the exact rule — min(1, p/q), the residual, and which rule keeps p."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from specdec_core import rulelab as R
+from specdec_core.figures import acceptance_stack_figure, rule_finals_figure, visible_token
+from specdec_core.models import ModelPair
+from specdec_core.numfmt import fmt_prob
+
+from ..i18n import t
+from . import live
+from .checkpoint import Check, ask
+
+CHECKS = ("c2_accept", "c2_source", "c2_rule")
+PRESET = R.PRESETS["textbook"]
+SOURCES = ("p", "q", "residual", "again")
+RULE_CHOICES = ("correct", "correct_one_hot", "all", "correct_resample_p")
+
+
+def rows() -> tuple[np.ndarray, np.ndarray]:
+    """The textbook rows p = [.6, .3, .1], q = [.2, .5, .3] (normalised)."""
+    return R.normalise(PRESET.p, "p"), R.normalise(PRESET.q, "q")
+
+
+def fig_labels() -> dict[str, str]:
+    return {
+        "p": t("rl_lab_p"), "q": t("rl_lab_q"), "min": t("rl_lab_min"),
+        "excess": t("rl_lab_excess"), "probability": t("probability"), "token": t("token"),
+        **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
+    }  # fmt: skip
+
+
+def _vec(x: np.ndarray) -> str:
+    return "[" + ", ".join(f"{v:.2f}" for v in x) + "]"
+
+
+def _accept(pair: ModelPair) -> None:
+    st.subheader(t("ls_c2_accept_title"))
+    state = live.scenario(pair, "sampled_rejection")
+    if state is None:
+        st.info(t("ls_not_found"))
+        return
+    session = live.session_at(pair, state, "commit")
+    v = session.current_verify
+    assert v is not None
+    c = next(c for c in v.checks if c.status == "rejected")
+    tok = visible_token(c.token.text)
+    st.markdown(t("ls_c2_accept_setup", pos=c.position, tok=tok))
+    st.html(live.context_html(session) + live.drafts_html(session))
+    why = t("ls_c2_accept_why", p=fmt_prob(c.p), q=fmt_prob(c.q), a=f"{c.accept_prob:.3f}")
+    check = Check("c2_accept", "number",
+                  t("ls_c2_accept_q", tok=tok, p=fmt_prob(c.p), q=fmt_prob(c.q)),
+                  round(c.accept_prob, 4), why, tol=0.02)  # fmt: skip
+    if ask(check):
+        st.dataframe(pd.DataFrame({
+            t("ls_col_pos"): [x.position for x in v.checks],
+            t("token"): [visible_token(x.token.text) for x in v.checks],
+            "p(y)": [fmt_prob(x.p) for x in v.checks],
+            "q(y)": [fmt_prob(x.q) for x in v.checks],
+            "min(1, p/q)": [f"{x.accept_prob:.3f}" for x in v.checks],
+            "u": ["—" if x.u is None else f"{x.u:.3f}" for x in v.checks],
+            t("ls_col_status"): [t("legend_" + x.status) for x in v.checks],
+        }), hide_index=True)  # fmt: skip
+        st.markdown(t("ls_c2_accept_reveal", pos=c.position, u=f"{c.u:.3f}",
+                      a=f"{c.accept_prob:.3f}",
+                      fix=visible_token(v.next_token.text)))  # fmt: skip
+        live.open_in_step_through(state)
+
+
+def _source() -> None:
+    st.subheader(t("ls_c2_source_title"))
+    p, q = rows()
+    d = R.decompose(p, q)
+    st.markdown(t("ls_c2_rows", p=_vec(p), q=_vec(q)))
+    check = Check("c2_source", "choice", t("ls_c2_source_q"), "residual",
+                  t("ls_c2_source_why"), options=SOURCES,
+                  label=lambda s: t("ls_c2_src_" + str(s)))  # fmt: skip
+    if ask(check):
+        assert d.residual is not None
+        st.markdown(t("ls_c2_source_reveal", excess=_vec(d.excess), r=_vec(d.residual),
+                      beta=f"{d.beta:.2f}", A=f"{d.acceptance:.2f}"))  # fmt: skip
+        st.plotly_chart(acceptance_stack_figure(PRESET.names, d.min_pq, d.excess, d.p,
+                                                {**fig_labels(), "p": t("rl_lab_p_mark")},
+                                                t("ls_c2_proof_title")),
+                        key="ls_fig_proof")  # fmt: skip
+        st.markdown(t("ls_c2_proof"))
+
+
+def _rule() -> None:
+    st.subheader(t("ls_c2_rule_title"))
+    p, q = rows()
+    one_hot = PRESET.one_hot_token
+    check = Check("c2_rule", "choice", t("ls_c2_rule_q", tok=PRESET.names[one_hot]),
+                  "correct_one_hot", t("ls_c2_rule_why"), options=RULE_CHOICES,
+                  label=lambda s: t("ls_c2_rules_" + str(s)))  # fmt: skip
+    if ask(check):
+        results = R.compare_rules(p, q, one_hot)
+        st.dataframe(pd.DataFrame({
+            t("rl_col_rule"): [t(f"rl_rule_{r}") for r in R.RULES],
+            t("ls_col_final"): [_vec(results[r].final) for r in R.RULES],
+            "TV(·, p)": [f"{results[r].tv_to_p:.2f}" for r in R.RULES],
+            t("ls_col_lossless"): [t("yes") if results[r].tv_to_p < 1e-9 else t("no")
+                                   for r in R.RULES],
+        }), hide_index=True)  # fmt: skip
+        finals = {r: results[r].final for r in R.RULES}
+        st.plotly_chart(rule_finals_figure(PRESET.names, p, finals, fig_labels(),
+                                           t("ls_c2_finals_title")),
+                        key="ls_fig_finals")  # fmt: skip
+        st.caption(t("ls_c2_rule_note"))
+
+
+def render(pair: ModelPair) -> None:
+    st.markdown(t("ls_c2_intro"))
+    _accept(pair)
+    _source()
+    _rule()

@@ -1,0 +1,76 @@
+"""The live parts of the lessons: the scenarios of the step-through page (found on the
+loaded pair, never hard-coded token ids), replayed to the moment a checkpoint asks about,
+drawn with the house token strip and KV table, plus small fast-path runs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from specdec_core.drafters import make_named_drafter
+from specdec_core.generate import GenerationResult, generate
+from specdec_core.lesson_link import LessonState
+from specdec_core.models import ModelPair
+from specdec_core.replay import replay
+from specdec_core.session import SpeculativeSession
+
+from ..i18n import t
+from ..links import link_for, scenarios
+from ..render import StripItem, round_strip, token_strip_html
+
+LEGEND = ["accepted", "rejected", "discarded", "correction", "bonus"]
+
+
+def scenario(pair: ModelPair, key: str) -> LessonState | None:
+    """The scenario ``key`` on ``pair`` (stopped after Verify of its round), or ``None``
+    when the bounded search did not find it on this pair (then the caller says so)."""
+    return next((f.state for f in scenarios(pair) if f.key == key and f.state), None)
+
+
+def session_at(pair: ModelPair, state: LessonState, phase: str) -> SpeculativeSession:
+    """A fresh session replayed to ``state``'s round at ``phase`` (``verify``: drafts
+    proposed, not yet checked; ``commit``: verified; ``committed``: the round committed)."""
+    out = replay(pair, replace(state, phase="commit" if phase == "committed" else phase))
+    assert out.session is not None
+    if phase == "committed":
+        out.session.commit()
+    return out.session
+
+
+def context_html(session: SpeculativeSession, tail: int = 12) -> str:
+    """The last ``tail`` committed tokens (prompt grey, generated blue) as a strip."""
+    ids = session.ids
+    start = max(0, len(ids) - tail)
+    items = [
+        StripItem(session.token(i), "prompt" if k < session.prompt_len else "committed")
+        for k, i in enumerate(ids[start:], start)
+    ]
+    return ("…" if start else "") + token_strip_html(items, [])
+
+
+def drafts_html(session: SpeculativeSession) -> str:
+    """The round's drafted tokens, tentative (before Verify)."""
+    return token_strip_html([StripItem(session.token(y), "tentative") for y in session.drafts], [])
+
+
+def verified_html(session: SpeculativeSession) -> str:
+    """The verified round in the house order with the legend."""
+    v, record = session.current_verify, session.current_record
+    assert v is not None and record is not None
+    return token_strip_html(round_strip(v, record), LEGEND)
+
+
+def open_in_step_through(state: LessonState) -> None:
+    """A link that opens ``state`` on the step-through page."""
+    st.caption(t("ls_open_step", url=link_for(replace(state, page="step_through"))))
+
+
+def run_pair(pair: ModelPair, prompt: str, tokens: int, temperature: float, seed: int,
+             mode: str = "speculative", drafter: str = "model",
+             knob: int | None = None) -> GenerationResult:  # fmt: skip
+    """One small fast-path run (≤ 48 tokens: well under a second on the embedded pair)."""
+    state = LessonState(pair=pair.name, temperature=temperature, seed=seed,
+                        max_new_tokens=min(tokens, 48))  # fmt: skip
+    drafter_obj = None if mode != "speculative" else make_named_drafter(pair, drafter, knob)
+    return generate(pair, prompt, state.config(), mode=mode, drafter=drafter_obj)  # type: ignore[arg-type]
