@@ -167,3 +167,155 @@ def test_scenario_link_opens_its_outcome_and_survives_a_reload(
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
     context.close()
+
+
+# ---------------------------------------------------------------- projector (issue 13)
+PRESENTER = {"en": "Presenter mode (projector)", "zh": "演示模式（投影）"}
+CUT_BUTTONS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
+  .filter(b => b.offsetParent !== null)
+  .filter(b => [b, ...b.querySelectorAll('*')].some(e => e.scrollWidth > e.clientWidth + 1))
+  .map(b => b.innerText)"""
+
+
+def open_presenter(browser, server: str, lang: str, width: int, height: int):
+    """A page in ``lang`` with presenter mode switched on from the sidebar toggle (the
+    sidebar collapses: ``?presenter=1`` is tested in AppTest)."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(server)
+    page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
+    if lang == "zh":
+        page.get_by_text("中文").first.click()
+        page.get_by_text(PRESENTER["zh"]).wait_for(timeout=30_000)
+    page.get_by_text(PRESENTER[lang]).click()
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-step_controls') && getComputedStyle("
+        "document.querySelector('.st-key-step_controls').parentElement).position == 'sticky'",
+        timeout=30_000,
+    )  # fmt: skip
+    return page
+
+
+def step(page, name: str) -> None:
+    """Click a phase button (by key) and wait until the page has moved on."""
+    nxt = {"propose": "verify", "verify": "commit", "commit": "propose"}[name]
+    page.locator(f".st-key-btn_{name} button").click()
+    page.wait_for_function(
+        f"() => !document.querySelector('.st-key-btn_{nxt} button').disabled"
+        f" && document.querySelector('.st-key-btn_{name} button').disabled"
+        " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        timeout=60_000,
+    )  # fmt: skip
+    page.wait_for_timeout(800)  # let the chart paint
+
+
+def make_wrong(page, lang: str) -> None:
+    """Open the edit expander and make position 1 wrong (a certain rejection in greedy)."""
+    label = {"en": "Make position 1 wrong", "zh": "让位置 1 出错"}[lang]
+    button = page.get_by_role("button", name=label)
+    if not button.is_visible():
+        title = {"en": "Edit a draft", "zh": "编辑草稿"}[lang]
+        page.locator('[data-testid="stExpander"] summary').filter(has_text=title).click()
+    button.click()
+    page.get_by_text({"en": "Position 1:", "zh": "位置 1："}[lang]).first.wait_for(timeout=60_000)
+    page.wait_for_timeout(500)
+
+
+def in_view(page, locator) -> tuple[float, float]:
+    """(top, bottom) of an element relative to the viewport."""
+    box = locator.bounding_box()
+    return box["y"], box["y"] + box["height"]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
+def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size):
+    """No button label is cut; after Verify the chart and the KV table are both in the
+    viewport with the phase buttons; after 5 rounds + Propose every row of the round in
+    flight is in the KV table without an inner scroll. Screenshots of each."""
+    width, height = size
+    page = open_presenter(browser, server, lang, width, height)
+    keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
+
+    def shot(name: str) -> None:
+        path = tmp_path / f"presenter_{width}x{height}_{lang}_{name}.png"
+        page.screenshot(path=str(path))
+        if keep:
+            shutil.copy(path, Path(keep) / path.name)
+
+    assert page.evaluate(CUT_BUTTONS_JS) == []
+    step(page, "propose")
+    assert page.evaluate(CUT_BUTTONS_JS) == []
+    make_wrong(page, lang)
+    step(page, "verify")
+    chart = page.locator(".stPlotlyChart").first
+    kv = page.locator('[data-testid="stTable"]').first
+    chart.evaluate("e => e.scrollIntoView({block: 'end'})")
+    page.wait_for_timeout(500)
+    c_top, c_bottom = in_view(page, chart)
+    k_top, k_bottom = in_view(page, kv)
+    b_top, b_bottom = in_view(page, page.locator(".st-key-btn_commit button"))
+    assert 0 <= c_top and c_bottom <= height + 1, (c_top, c_bottom)
+    assert 0 <= k_top < height and k_bottom - k_top > 100, (k_top, k_bottom)
+    assert 0 <= b_top and b_bottom <= c_top + 5  # the buttons stay in view above the chart
+    assert page.evaluate(CUT_BUTTONS_JS) == []
+    shot("verify")
+    step(page, "commit")
+    page.locator(".st-key-btn_run_n button").click()
+    page.wait_for_function(  # "Run N rounds" runs one round per rerun, then comes back
+        "() => document.querySelector('.st-key-btn_run_n button')"
+        " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+        " && !document.querySelector('.st-key-btn_propose button').disabled", timeout=180_000
+    )  # fmt: skip
+    page.wait_for_timeout(1000)
+    step(page, "propose")
+    kv = page.locator('[data-testid="stTable"]').first
+    kv.evaluate("e => e.scrollIntoView({block: 'end'})")
+    page.wait_for_timeout(500)
+    tentative = {"en": "tentative", "zh": "暂定"}[lang]
+    page.wait_for_function(  # the rerun after Propose has redrawn the table
+        "t => [...document.querySelectorAll('[data-testid=\"stTable\"] td')]"
+        ".some(td => td.innerText.trim() == t)", arg=tentative, timeout=60_000,
+    )  # fmt: skip
+    states = kv.locator("tbody tr td:last-child").all_inner_texts()
+    assert sum(s.strip() == tentative for s in states) == 4, states  # γ = 4 drafted rows
+    k_top, k_bottom = in_view(page, kv)
+    sticky = in_view(page, page.locator(".st-key-step_controls"))[1]
+    assert sticky <= k_top and k_bottom <= height + 1, (sticky, k_top, k_bottom)  # all rows
+    shot("after_5_rounds")
+    page.close()
+
+
+def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
+    server, browser, embedded_pair, tmp_path
+):
+    """Export → upload: a trace made on this pair replays (identical rounds); the same
+    trace claiming another pair opens read-only; a damaged file gives one message."""
+    import json
+
+    from specdec_core.lesson_link import LessonState
+    from specdec_core.replay import state_of
+    from specdec_core.session import SessionConfig, SpeculativeSession
+    from specdec_core.tracefile import export_json
+
+    prompt = "ROMEO:\nBut soft, what light"
+    config = SessionConfig(temperature=1.0, seed=12, max_new_tokens=80)
+    session = SpeculativeSession(embedded_pair, prompt, config)
+    session.run(max_rounds=2)
+    state = state_of(session, LessonState(temperature=1.0, seed=12), prompt)
+    good = tmp_path / "good.json"
+    good.write_text(export_json(session, state))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads(good.read_text()), "pair": "gpt2"}))
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+
+    for path, expected in [(good, "replayed 2 round(s)"), (other, "read-only"),
+                           (bad, "not a SpecDec Lab trace")]:  # fmt: skip
+        page = browser.new_page(viewport={"width": 1400, "height": 2000})
+        page.goto(server)
+        page.get_by_role("button", name="① Propose").wait_for(timeout=90_000)
+        page.get_by_text("Lesson: scenarios").first.click()
+        page.get_by_role("tab", name="Export / import").click()
+        page.locator("input[type=file]").first.set_input_files(str(path))
+        page.get_by_text(expected).first.wait_for(timeout=60_000)
+        page.close()
