@@ -46,6 +46,7 @@ class Client:
         self.metrics: dict[str, str] = {}
         self.alerts: list[str] = []
         self.exceptions: list[str] = []
+        self.markdown: list[str] = []  # markdown, HTML, text, code of the last run
 
     async def send(self, msg: BackMsg) -> None:
         await self.ws.send(msg.SerializeToString())
@@ -54,6 +55,14 @@ class Client:
         """Rerun (optionally on another page) with widget values: ``click=label`` for a
         button, ``<key>=str`` for a text widget, ``<key>=dict`` for a data editor (JSON).
         Returns the click → script-finished time in ms."""
+        msg = self.rerun_msg(page, **values)
+        started = time.perf_counter()
+        await self.send(msg)
+        await self._read()
+        return (time.perf_counter() - started) * 1e3
+
+    def rerun_msg(self, page: str | None = None, **values) -> BackMsg:
+        """The ``BackMsg`` of :meth:`rerun` (shared with the Locust client)."""
         msg = BackMsg()
         if page is not None:
             self.page_hash = self.pages[page]
@@ -70,38 +79,49 @@ class Client:
                 w.id, w.int_value = self.ids[name], value
             else:
                 w.id, w.string_value = self.ids[name], value
-        started = time.perf_counter()
-        await self.send(msg)
-        await self._read()
-        return (time.perf_counter() - started) * 1e3
+        return msg
 
     async def clear_cache(self) -> None:
         msg = BackMsg()
         msg.clear_cache = True
         await self.send(msg)
 
+    def reset_run(self) -> None:
+        """Forget the last run's elements (a new rerun starts)."""
+        self.metrics, self.alerts, self.exceptions, self.markdown = {}, [], [], []
+
+    def handle(self, raw: bytes) -> bool:
+        """Read one ``ForwardMsg``; True when it ends the script run (a run that ends in
+        ``st.rerun()`` is not the end: its rerun follows)."""
+        fm = ForwardMsg()
+        fm.ParseFromString(raw)
+        kind = fm.WhichOneof("type")
+        if kind == "new_session" and fm.new_session.page_script_hash:
+            self.page_hash = fm.new_session.page_script_hash
+        elif kind == "navigation":
+            self.page_hash = fm.navigation.page_script_hash or self.page_hash
+            for p in fm.navigation.app_pages:
+                self.pages[p.url_pathname] = p.page_script_hash
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            self._element(fm.delta.new_element)
+        return (
+            kind == "script_finished" and fm.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+        )
+
     async def _read(self) -> None:
-        self.metrics, self.alerts, self.exceptions = {}, [], []
-        while True:
-            fm = ForwardMsg()
-            fm.ParseFromString(await asyncio.wait_for(self.ws.recv(), TIMEOUT_S))
-            kind = fm.WhichOneof("type")
-            if kind == "new_session" and fm.new_session.page_script_hash:
-                self.page_hash = fm.new_session.page_script_hash
-            elif kind == "navigation":
-                self.page_hash = fm.navigation.page_script_hash or self.page_hash
-                for p in fm.navigation.app_pages:
-                    self.pages[p.url_pathname] = p.page_script_hash
-            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
-                self._element(fm.delta.new_element)
-            elif kind == "script_finished":
-                return
+        self.reset_run()
+        while not self.handle(await asyncio.wait_for(self.ws.recv(), TIMEOUT_S)):
+            pass
 
     def _element(self, el) -> None:
         which = el.WhichOneof("type")
         inner = getattr(el, which)
         if which == "metric":
             self.metrics[el.metric.label] = el.metric.body
+        elif which in ("markdown", "html", "text"):
+            self.markdown.append(inner.body)
+        elif which == "code":
+            self.markdown.append(inner.code_text)
         elif which == "alert":
             self.alerts.append(el.alert.body)
         elif which == "exception":

@@ -1,0 +1,180 @@
+"""Start R SpecDec Lab replicas on local ports plus nginx in front of them (loopback).
+
+    python deploy/replicas.py --replicas 2 --port 8500   # then open http://127.0.0.1:8500
+
+Each replica is a plain ``streamlit run app.py`` on 127.0.0.1 with the same
+``server.cookieSecret`` (XSRF cookies stay valid whichever replica answers) and
+``SPECDEC_TORCH_THREADS`` = cores / R (unless set). nginx runs from Debian's package, as
+an unprivileged foreground process with its own prefix in a temp folder, with
+``deploy/nginx-specdec.conf`` (websocket upgrade, cookie affinity). Ctrl-C (or
+``--seconds``) stops everything. ``benchmarks/load_test.py --replicas 2`` and
+``tests/test_replicas.py`` use :func:`cluster`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SNIPPET = Path(__file__).with_name("nginx-specdec.conf")
+COOKIE = "specdec_route"
+MAIN_CONF = """\
+worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+daemon off;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+{snippet}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nginx_binary() -> str | None:
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
+
+
+def render_snippet(servers: list[str], listen: str) -> str:
+    """``deploy/nginx-specdec.conf`` with its placeholders filled in."""
+    lines = "\n".join(f"    server {s} max_fails=0;" for s in servers)
+    text = SNIPPET.read_text().replace("\n__SERVERS__\n", f"\n{lines}\n")
+    return text.replace("listen __LISTEN__;", f"listen {listen};")
+
+
+def wait_healthy(
+    url: str, proc: subprocess.Popen, log: Path | None = None, timeout_s: float = 120
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log.read_text()[-2000:] if log and log.exists() else ""
+            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}: {tail}")
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError(f"{url} not healthy after {timeout_s} s")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@dataclass
+class Cluster:
+    """A running set: ``url`` is nginx's address; ``replicas`` the app processes."""
+
+    url: str
+    replicas: list[subprocess.Popen] = field(default_factory=list)
+    replica_urls: list[str] = field(default_factory=list)
+    nginx: subprocess.Popen | None = None
+    logs: Path | None = None
+
+
+def start_replica(port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
+    with open(log, "w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+             "--server.address", "127.0.0.1", "--server.port", str(port),
+             "--browser.gatherUsageStats", "false"],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=out, env=env,
+        )  # fmt: skip
+
+
+@contextmanager
+def cluster(replicas: int = 2, port: int | None = None, env: dict[str, str] | None = None):
+    """R replicas + nginx on 127.0.0.1; yields a :class:`Cluster`; stops all on exit.
+
+    Raises:
+        FileNotFoundError: nginx is not installed (``apt-get install nginx``).
+    """
+    binary = nginx_binary()
+    if binary is None:
+        raise FileNotFoundError("nginx is not installed (Debian: apt-get install nginx)")
+    threads = str(max(1, (os.cpu_count() or 1) // replicas))
+    base_env = {"HF_HUB_OFFLINE": "1", "SPECDEC_TORCH_THREADS": threads, **os.environ}
+    base_env["STREAMLIT_SERVER_COOKIE_SECRET"] = secrets.token_hex(16)  # one for all
+    base_env.update(env or {})
+    with ExitStack() as stack:
+        prefix = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="specdec-")))
+        ports = [free_port() for _ in range(replicas)]
+        run = Cluster(url="", logs=prefix)
+        for i, p in enumerate(ports):
+            proc = start_replica(p, prefix / f"replica{i}.log", base_env)
+            stack.callback(_stop, proc)
+            run.replicas.append(proc)
+            run.replica_urls.append(f"http://127.0.0.1:{p}")
+        listen = f"127.0.0.1:{port or free_port()}"
+        for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (prefix / "tmp" / sub).mkdir(parents=True)
+        snippet = render_snippet([f"127.0.0.1:{p}" for p in ports], listen)
+        conf = prefix / "nginx.conf"
+        conf.write_text(MAIN_CONF.format(prefix=prefix, snippet=snippet))
+        if os.geteuid() == 0:  # workers would drop to "nobody": keep the temp dirs usable
+            for d in [prefix, *prefix.rglob("*")]:
+                if d.is_dir():
+                    d.chmod(0o777)
+        nginx_log = open(prefix / "nginx.out", "w")  # noqa: SIM115 - closed by the stack
+        stack.callback(nginx_log.close)
+        run.nginx = subprocess.Popen(
+            [binary, "-p", str(prefix), "-c", str(conf)], stdout=nginx_log, stderr=nginx_log
+        )
+        stack.callback(_stop, run.nginx)
+        for i, (url, proc) in enumerate(zip(run.replica_urls, run.replicas, strict=True)):
+            wait_healthy(url, proc, prefix / f"replica{i}.log")
+        run.url = f"http://{listen}"
+        wait_healthy(run.url, run.nginx, prefix / "nginx.out", timeout_s=20)
+        yield run
+
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--port", type=int, default=8500, help="nginx port on 127.0.0.1")
+    parser.add_argument("--seconds", type=float, default=0, help="stop after (0: Ctrl-C)")
+    args = parser.parse_args()
+    with cluster(args.replicas, args.port) as run:
+        print(f"{args.replicas} replicas {' '.join(run.replica_urls)} behind nginx: {run.url}")
+        print(f"logs in {run.logs}", flush=True)
+        try:
+            time.sleep(args.seconds or 10**9)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
