@@ -13,6 +13,7 @@ Every loop is bounded; the server is started on 127.0.0.1 and stopped at the end
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -132,6 +133,19 @@ class Client:
             if getattr(inner, "label", ""):
                 self.ids[inner.label] = eid
                 self.disabled[inner.label] = bool(getattr(inner, "disabled", False))
+
+
+def observe(c: Client) -> str:
+    """A digest of what a step-through session saw that depends only on its own clicks:
+    the KV metrics, the token strips, the verdicts and the lesson link's state (timings,
+    which differ from run to run, left out). Equal digests: the same lesson."""
+    seen: list = [sorted(c.metrics.items())]
+    for body in c.markdown:
+        if body.startswith('<div class="strip"') or "→ **" in body:
+            seen.append(body)
+        elif "?v=1" in body:
+            seen.append(body[body.index("?v=1") :])
+    return hashlib.sha1(json.dumps(seen, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
 @contextmanager

@@ -10,6 +10,18 @@ the server's own time per rerun (``SPECDEC_PROFILE=1`` makes ``app.py`` log it) 
 server's peak memory. Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
 
     python benchmarks/load_test.py [--students 20] [--rounds 10]
+
+``--profile classroom`` is a real class instead (issue 15): Locust
+(``benchmarks/locust_classroom.py``) runs S students for each S in ``--class-sizes``,
+each pressing a button every 3–8 s (seeded): most step through, some rerun the rule lab's
+Monte Carlo, one teacher presses "Measure" on the speed page. Per S it reports p50/p95
+click latency (Locust's percentiles), errors, the server's peak RSS, and the cross-talk
+check: up to ``--check`` step-through sessions are replayed alone, click for click, on the
+same server afterwards and must see exactly what they saw under load. ``--replicas 2``
+runs the same through nginx in front of two replicas (``deploy/replicas.py``).
+
+    python benchmarks/load_test.py --profile classroom [--class-sizes 10,30,60,100]
+        [--duration 60] [--replicas 0|2] [--no-teacher] [--json out.json]
 """
 
 from __future__ import annotations
@@ -124,9 +136,22 @@ async def classroom(url: str, students: int, rounds: int) -> tuple[list[float], 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--profile", choices=["burst", "classroom"], default="burst")
     parser.add_argument("--students", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--class-sizes", default="10,30,60,100")
+    parser.add_argument("--duration", type=int, default=60, help="seconds after ramp-up")
+    parser.add_argument("--replicas", type=int, default=0, help="0: one process, no proxy")
+    parser.add_argument("--no-teacher", action="store_true")
+    parser.add_argument("--check", type=int, default=10, help="sessions replayed alone")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.profile == "classroom":
+        import classroom
+
+        classroom.main(args)
+        return
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log")
     server = subprocess.Popen(
