@@ -261,6 +261,8 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     shot("verify")
     step(page, "commit")
     page.locator(".st-key-btn_run_n button").click()
+    history = {"en": "Round 6:", "zh": "第 6 轮"}[lang]  # 1 round + N = 5 rounds
+    page.get_by_text(history).first.wait_for(timeout=180_000)
     page.wait_for_function(  # "Run N rounds" runs one round per rerun, then comes back
         "() => document.querySelector('.st-key-btn_run_n button')"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
@@ -269,13 +271,14 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     page.wait_for_timeout(1000)
     step(page, "propose")
     kv = page.locator('[data-testid="stTable"]').first
-    kv.evaluate("e => e.scrollIntoView({block: 'end'})")
-    page.wait_for_timeout(500)
     tentative = {"en": "tentative", "zh": "暂定"}[lang]
     page.wait_for_function(  # the rerun after Propose has redrawn the table
         "t => [...document.querySelectorAll('[data-testid=\"stTable\"] td')]"
         ".some(td => td.innerText.trim() == t)", arg=tentative, timeout=60_000,
     )  # fmt: skip
+    page.wait_for_timeout(1000)  # the chart above has painted: the layout is final
+    kv.evaluate("e => e.scrollIntoView({block: 'end'})")
+    page.wait_for_timeout(500)
     states = kv.locator("tbody tr td:last-child").all_inner_texts()
     assert sum(s.strip() == tentative for s in states) == 4, states  # γ = 4 drafted rows
     k_top, k_bottom = in_view(page, kv)
