@@ -7,6 +7,7 @@ rollback of both caches. Reads top to bottom as the round does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,6 +16,10 @@ from .drafters import Drafter
 from .kvcache import ModelCache, common_prefix_len
 from .records import RoundRecord, make_record
 from .sampling import SamplingConfig, logits_to_probs
+
+if TYPE_CHECKING:
+    from .inputs import SessionConfig
+    from .models import ModelPair
 
 
 def gamma_for_round(
@@ -97,6 +102,19 @@ def stop_reason_after(
     if total_len >= context_length:
         return "context_limit"
     return None
+
+
+def stop_rule(pair: ModelPair, config: SessionConfig) -> Callable[[list[int], int], str | None]:
+    """:func:`stop_reason_after` bound to a pair (EOS id, context, tokenizer) and settings
+    (``max_new_tokens``, stop strings): ``stop(generated, total_len)``."""
+
+    def stop(generated: list[int], total_len: int) -> str | None:
+        return stop_reason_after(
+            generated, total_len, pair.eos_token_id, config.max_new_tokens,
+            pair.context_length, config.stop_strings, pair.tokenizer.decode,
+        )  # fmt: skip
+
+    return stop
 
 
 def commit_tokens(

@@ -1,0 +1,103 @@
+"""Tree verification (``tree.py``): the tree-mask forward equals chain forwards of every
+root-to-node path; greedy tree decoding equals target-only greedy; the target's cache
+after tree rounds equals a fresh forward over the committed text."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specdec_core.errors import ConfigError
+from specdec_core.generate import generate
+from specdec_core.kvcache import ModelCache
+from specdec_core.sampling import SamplingConfig
+from specdec_core.session import SessionConfig
+from specdec_core.tree import (
+    compact,
+    draft_tree,
+    generate_tree,
+    parse_shape,
+    tree_forward,
+    walk,
+)
+
+PROMPTS = ["First Citizen:\nWe are accounted poor", "ROMEO:\nBut soft", "To be, or not"]
+
+
+@torch.inference_mode()
+def _chain_logits(model, ids: list[int]) -> torch.Tensor:
+    return model(input_ids=torch.tensor([ids])).logits[0, -1].float()
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 1, 1), (3, 1), (1, 1, 1)])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_tree_forward_equals_chain_forwards(tiny_pair, shape, temperature):
+    ids = tiny_pair.tokenizer.encode(PROMPTS[0])
+    target, draft = ModelCache(tiny_pair.target), ModelCache(tiny_pair.draft)
+    target.extend(ids[:-3])  # a cached prefix and three pending committed tokens
+    gen = torch.Generator().manual_seed(1)
+    tree, forwards = draft_tree(draft, ids, shape, SamplingConfig(temperature), gen)
+    assert 1 <= len(tree.tokens) <= 12 and forwards >= 1
+    logits = tree_forward(target, ids, tree)
+    assert logits.shape[0] == 1 + len(tree.tokens)
+    assert torch.allclose(logits[0], _chain_logits(tiny_pair.target, ids), atol=1e-5)
+    for i in range(len(tree.tokens)):
+        path = [tree.tokens[j] for j in tree.path(i)]
+        expected = _chain_logits(tiny_pair.target, ids + path)
+        assert torch.allclose(logits[1 + i], expected, atol=1e-5), (i, path)
+
+
+def test_compaction_leaves_the_cache_of_a_plain_decode(tiny_pair):
+    ids = tiny_pair.tokenizer.encode(PROMPTS[1])
+    target, draft = ModelCache(tiny_pair.target), ModelCache(tiny_pair.draft)
+    gen = torch.Generator().manual_seed(0)
+    tree, _ = draft_tree(draft, ids, (2, 2, 2), SamplingConfig(0.0), gen)
+    logits = tree_forward(target, ids, tree)
+    deepest = max(range(len(tree.tokens)), key=lambda i: tree.depths[i])
+    path = tree.path(deepest)  # keep a path that is not the first branch everywhere
+    tokens = [tree.tokens[i] for i in path]
+    compact(target, len(tree.tokens), path, tokens)
+    assert target.ids == ids + tokens and target.cache.get_seq_length() == len(ids) + len(tokens)
+    nxt = target.extend([0])[-1]  # the cache continues exactly like a plain decode
+    assert torch.allclose(nxt, _chain_logits(tiny_pair.target, ids + tokens + [0]), atol=1e-5)
+    verdict = walk(tree, logits, SamplingConfig(0.0), gen)
+    assert verdict.kind in ("correction", "bonus")
+
+
+@pytest.mark.parametrize("shape", [(1,), (2, 2, 1, 1), (2, 1, 1, 1, 1, 1, 1, 1)])
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_tree_equals_target_greedy(tiny_pair, shape, prompt):
+    config = SessionConfig(max_new_tokens=30)
+    tree = generate_tree(tiny_pair, prompt, config, shape)
+    plain = generate(tiny_pair, prompt, config, mode="autoregressive")
+    assert tree.output_ids == plain.output_ids and tree.stop_reason == plain.stop_reason
+    assert tree.target_forwards == len(tree.nodes_per_round) <= 30
+    assert sum(tree.committed_per_round) == len(tree.output_ids)
+
+
+def test_greedy_tree_on_the_embedded_pair_advances_more_per_forward(embedded_pair):
+    prompt = "ROMEO:\nBut soft, what light through yonder window breaks?"
+    config = SessionConfig(gamma=4, max_new_tokens=48)
+    tree = generate_tree(embedded_pair, prompt, config, (2, 2, 1, 1))
+    chain = generate(embedded_pair, prompt, config)
+    plain = generate(embedded_pair, prompt, config, mode="autoregressive")
+    assert tree.output_ids == chain.output_ids == plain.output_ids
+    chain_rate = len(chain.output_ids) / chain.stats.target_forwards
+    assert tree.tokens_per_target_forward >= chain_rate  # more candidates, never fewer tokens
+
+
+def test_sampled_tree_runs_and_respects_the_budget(tiny_pair):
+    config = SessionConfig(temperature=1.0, seed=3, max_new_tokens=25)
+    run = generate_tree(tiny_pair, PROMPTS[0], config, (2, 2, 2, 2))
+    assert len(run.output_ids) == 25 or run.stop_reason == "eos"
+    assert max(run.nodes_per_round) <= 12
+    with pytest.raises(ConfigError):
+        generate_tree(tiny_pair, PROMPTS[0], SessionConfig(temperature=1.0,
+                      draft_method="greedy"), (2,))  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["", "0,1", "5", "1,1,1,1,1,1,1,1,1", "a,b"])
+def test_bad_tree_shapes(text):
+    with pytest.raises(ConfigError):
+        parse_shape(text)
+    assert parse_shape("2,2,1,1") == (2, 2, 1, 1)
