@@ -160,7 +160,6 @@ def cluster(replicas: int = 2, port: int | None = None, env: dict[str, str] | No
         yield run
 
 
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--replicas", type=int, default=2)
