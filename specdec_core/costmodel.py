@@ -6,6 +6,8 @@ averaged); γ — draft length; ``c`` — cost ratio: one draft-model step / one
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 
 def expected_tokens_per_round(alpha: float, gamma: int) -> float:
     """``E[tokens advanced per round] = (1 − α^{γ+1}) / (1 − α)`` (Leviathan Eq. 1);
@@ -124,3 +126,78 @@ def speedup_from_cost(target_step_ms: float, per_token_ms: float) -> float:
     if target_step_ms <= 0 or per_token_ms <= 0:
         raise ValueError(f"costs must be > 0 ms, got {target_step_ms}, {per_token_ms}")
     return target_step_ms / per_token_ms
+
+
+# ------------------------------------------------------------------ measured inputs
+def expected_tokens_given_drafts(alpha: float, drafts: Sequence[int]) -> float:
+    """Expected tokens advanced per round when round ``r`` proposed ``g_r`` drafts (a
+    drafter may propose fewer than γ: prompt lookup often proposes none):
+
+    ``E = (1/R) Σ_r (1 − α^{g_r+1}) / (1 − α)``.
+
+    Source: Leviathan et al. 2023, Eq. 1 (``E[#tokens] = (1 − α^{γ+1}) / (1 − α)`` for one
+    round of γ drafts accepted independently with probability α) applied to each round
+    with its own draft count, then averaged over rounds (linearity of expectation). A
+    round with no draft advances exactly one token; with every ``g_r = γ`` this is
+    :func:`expected_tokens_per_round`. Empty ``drafts``: 0.
+
+    Raises:
+        ValueError: like :func:`expected_tokens_per_round`.
+    """
+    if not drafts:
+        return 0.0
+    return sum(expected_tokens_per_round(alpha, int(g)) for g in drafts) / len(drafts)
+
+
+def curve_ms(curve: Mapping[int, float], k: float) -> float:
+    """The forward time for ``k`` new tokens read off a measured curve ``{k: ms}``,
+    linearly interpolated between measured ``k`` (a fractional ``k`` is a mean draft count
+    + 1) and held at the ends.
+
+    Raises:
+        ValueError: an empty curve.
+    """
+    if not curve:
+        raise ValueError("the forward-time curve is empty")
+    ks = sorted(curve)
+    if k <= ks[0]:
+        return float(curve[ks[0]])
+    for lo, hi in zip(ks, ks[1:], strict=False):
+        if k <= hi:
+            share = (k - lo) / (hi - lo)
+            return float(curve[lo] + share * (curve[hi] - curve[lo]))
+    return float(curve[ks[-1]])
+
+
+def curve_improvement(alpha: float, gamma: int, c: float, curve: Mapping[int, float]) -> float:
+    """Walltime improvement with a measured verification cost:
+    ``E[tokens] / (γc + t(γ+1)/t(1))``. With a flat curve (``t(k) = t(1)``) this is
+    Leviathan et al.'s Thm 3.8, :func:`walltime_improvement`."""
+    verify_ratio = curve_ms(curve, gamma + 1) / curve_ms(curve, 1)
+    return expected_tokens_per_round(alpha, gamma) / (gamma * c + verify_ratio)
+
+
+def best_gamma_on_curve(alpha: float, c: float, curve: Mapping[int, float]) -> int:
+    """γ maximising :func:`curve_improvement` over the γ the curve covers
+    (``γ + 1 ≤ max k``; smallest on ties; 1 when the curve is shorter)."""
+    top = max(1, max(curve) - 1)
+    return max(range(1, top + 1), key=lambda g: (curve_improvement(alpha, g, c, curve), -g))
+
+
+def speedup_from_measured(
+    tokens_per_round: float,
+    target_ms_per_token: float,
+    draft_ms_per_round: float,
+    verify_ms: float,
+    overhead_ms_per_round: float,
+) -> float:
+    """Speed-up over target-only decoding whose cost per token (model forward *and* loop
+    overhead) is ``target_ms_per_token``: ``target_ms_per_token / per-token cost`` of a round
+    of ``draft + verify + overhead`` ms advancing ``tokens_per_round``. The seed lesson:
+    ``speedup_from_measured(3, 20, 8, 25, 0) = 20 / 11``.
+
+    Raises:
+        ValueError: like :func:`per_token_cost_ms` and :func:`speedup_from_cost`.
+    """
+    cost = per_token_cost_ms(draft_ms_per_round, verify_ms, overhead_ms_per_round, tokens_per_round)
+    return speedup_from_cost(target_ms_per_token, cost)

@@ -29,6 +29,7 @@ from .rounds import (
     verify_drafts,
 )
 from .sampling import SamplingConfig
+from .timeline import Timeline, build_timeline
 
 Mode = Literal["speculative", "autoregressive"]
 
@@ -100,13 +101,15 @@ class GenerationStats:
 @dataclass
 class GenerationResult:
     """``output_ids`` exclude the prompt; ``records`` one :class:`RoundRecord` per round
-    (empty in autoregressive mode)."""
+    (empty in autoregressive mode); ``timeline`` the forwards and rounds on one time axis
+    when asked for (``trace_timeline``)."""
 
     output_ids: list[int]
     text: str
     stop_reason: str
     stats: GenerationStats
     records: tuple[RoundRecord, ...] = ()
+    timeline: Timeline | None = None
 
 
 def _sync(device: str) -> None:
@@ -120,6 +123,7 @@ def generate(
     config: SessionConfig | None = None,
     mode: Mode = "speculative",
     drafter: Drafter | None = None,
+    trace_timeline: bool = False,
 ) -> GenerationResult:
     """Generate up to ``config.max_new_tokens`` tokens after ``prompt``.
 
@@ -128,6 +132,8 @@ def generate(
         config: γ, sampling settings, seed (all draws from one CPU ``torch.Generator``).
         mode: ``speculative`` or ``autoregressive`` (target only, one forward per token).
         drafter: draft source (default: the pair's draft model).
+        trace_timeline: also keep the start/end of every forward and round (the timers
+            already running; a list append each) as ``GenerationResult.timeline``.
 
     Returns:
         :class:`GenerationResult` (ids exclude the prompt).
@@ -158,22 +164,40 @@ def generate(
         )  # fmt: skip
 
     records: tuple[RoundRecord, ...] = ()
+    if mode != "autoregressive":
+        drafter = drafter or ModelDrafter(pair.draft)
+    draft_kv: ModelCache | None = getattr(drafter, "kv", None)
+    marks: list[tuple[float, float, int, int]] | None = [] if trace_timeline else None
+    if trace_timeline:
+        target.spans = []
+        if draft_kv is not None:
+            draft_kv.spans = []
     with torch.inference_mode():
         started = time.perf_counter()
         if mode == "autoregressive":
             reason = _autoregressive(pair, target, ids, prompt_len, sampling, generator, stop,
-                                     stats, started)  # fmt: skip
+                                     stats, started, marks)  # fmt: skip
         else:
-            drafter = drafter or ModelDrafter(pair.draft)
+            assert drafter is not None
             reason, records = _speculative(pair, target, drafter, ids, prompt_len, config,
-                                           generator, stop, stats, started)  # fmt: skip
+                                           generator, stop, stats, started, marks)  # fmt: skip
             stats.draft_forward_ms = drafter.forward_ms
         _sync(pair.device)
         stats.total_ms = (time.perf_counter() - started) * 1e3
     stats.target_forward_ms = target.forward_ms
     output = ids[prompt_len:]
     stats.new_tokens = len(output)
-    return GenerationResult(output, pair.tokenizer.decode(output), reason, stats, records)
+    timeline = None
+    if marks is not None:
+        drafted = draft_kv.spans if draft_kv is not None and draft_kv.spans else []
+        timeline = build_timeline(
+            mode, started, stats.total_ms, target.spans or [], drafted, marks
+        )
+        if draft_kv is not None:
+            draft_kv.spans = None
+    return GenerationResult(
+        output, pair.tokenizer.decode(output), reason, stats, records, timeline
+    )
 
 
 def _autoregressive(
@@ -186,12 +210,14 @@ def _autoregressive(
     stop: Callable[[list[int], int], str | None],
     stats: GenerationStats,
     started: float,
+    marks: list[tuple[float, float, int, int]] | None = None,
 ) -> str:
     """Target only, one forward per token (``ids`` grows in place). Returns the stop
     reason."""
     reason: str | None = None
     no_drafts = torch.zeros(0, pair.vocab_size)
     while reason is None:
+        t_token = time.perf_counter() if marks is not None else 0.0
         if sampling.greedy:
             token = int(target.extend_last(target.sync_to(ids)).argmax())
         else:
@@ -200,6 +226,8 @@ def _autoregressive(
         stats.target_forwards += 1
         ids.append(token)
         reason = stop(ids[prompt_len:], len(ids))
+        if marks is not None:
+            marks.append((t_token, time.perf_counter(), 0, 1))
         if stats.target_forwards == 1:
             _sync(pair.device)
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
@@ -218,6 +246,7 @@ def _speculative(
     stop: Callable[[list[int], int], str | None],
     stats: GenerationStats,
     started: float,
+    marks: list[tuple[float, float, int, int]] | None = None,
 ) -> tuple[str, tuple[RoundRecord, ...]]:
     """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
     place). Returns the stop reason and one record per round."""
@@ -262,6 +291,8 @@ def _speculative(
         records.append(record)
         ids += record.appended
         rollback(target, drafter, ids)
+        if marks is not None:
+            marks.append((t_draft, time.perf_counter(), len(draft_ids), len(record.appended)))
         if len(records) == 1:
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
     stats.set_acceptance(records)

@@ -52,6 +52,9 @@ class ModelCache:
         # synchronised so the time is the kernels', not the launch's.
         self.forward_ms = 0.0
         self.forwards = 0
+        # (start, end) perf_counter pairs of each forward, kept only when a caller sets a
+        # list here (the fast path's round timeline); no extra clock reads either way.
+        self.spans: list[tuple[float, float]] | None = None
         self._cuda = self.device.type == "cuda"
 
     @property
@@ -86,7 +89,10 @@ class ModelCache:
         logits = out.logits[0].float()  # [T or keep, V]
         if self._cuda:
             torch.cuda.synchronize()
-        self.forward_ms += (time.perf_counter() - started) * 1e3
+        ended = time.perf_counter()
+        self.forward_ms += (ended - started) * 1e3
+        if self.spans is not None:
+            self.spans.append((started, ended))
         self.forwards += 1
         self.ids.extend(new_ids)
         return logits

@@ -21,7 +21,12 @@ from specdec_core.bench import (
     ignoring_eos,
     summarize,
 )
-from specdec_core.costmodel import forward_time_speedup, walltime_improvement
+from specdec_core.costmodel import (
+    best_gamma,
+    expected_tokens_given_drafts,
+    per_token_cost_ms,
+    walltime_improvement,
+)
 from specdec_core.generate import generate
 from specdec_core.session import SessionConfig, SpeculativeSession
 
@@ -66,13 +71,14 @@ BENCH_JSON_KEYS = {
         "draft_forwards", "mean_accepted", "acceptance_rate", "accepted_histogram",
         "per_position_acceptance", "draft_ms_per_round", "verify_ms_per_round",
         "overhead_ms_per_round", "round_ms", "draft_forward_ms_per_round",
-        "verify_forward_ms_per_round", "non_forward_ms_per_round", "non_forward_pct")},
+        "verify_forward_ms_per_round", "non_forward_ms_per_round", "non_forward_pct",
+        "drafts_per_round")},
     "speedup": None,
     "cost_model": {k: None for k in (
         "alpha", "c", "target_step_ms", "draft_step_ms", "verify_ms", "verify_over_target_step",
         "overhead_ms", "expected_tokens_per_round", "measured_tokens_per_round",
         "leviathan_speedup", "forward_time_speedup", "forward_time_speedup_measured_advance",
-        "predicted_speedup")},
+        "predicted_speedup", "verify_ms_from_curve", "best_gamma")},
     "breakdown": {
         "tokens_per_round": None,
         "round": {"draft": None, "verify": None, "overhead": None},
@@ -80,6 +86,8 @@ BENCH_JSON_KEYS = {
         "shares_pct": {"draft": None, "verify": None, "overhead": None},
     },
     "greedy_equal": None,
+    "forward_ms_by_tokens": {str(k): None for k in range(1, 2 * 4 + 2)},  # k = 1 … 2γ + 1
+    "draft_step_ms": None,
     "hf_greedy": {k: None for k in (
         "tokens_per_s", "ms_per_token", "new_tokens", "target_forwards", "speedup",
         "equal_to_target")},
@@ -106,7 +114,10 @@ def test_bench_cli_json_keys_are_pinned(capsys, embedded_pair):
     types = {k: type(v) for k, v in out.items() if not isinstance(v, dict)}
     assert types == {"pair": str, "device": str, "threads": int, "max_new_tokens": int,
                      "temperature": float, "repeats": int, "drafter": str, "ignore_eos": bool,
-                     "gamma": int, "speedup": float, "greedy_equal": bool}  # fmt: skip
+                     "gamma": int, "speedup": float, "greedy_equal": bool,
+                     "draft_step_ms": float}  # fmt: skip
+    assert all(isinstance(ms, float) and ms > 0 for ms in out["forward_ms_by_tokens"].values())
+    assert out["draft_step_ms"] > 0 and isinstance(out["cost_model"]["best_gamma"], int)
     sp = out["speculative"]
     assert isinstance(sp["accepted_histogram"], list) and isinstance(sp["rounds"], int)
     assert isinstance(sp["per_position_acceptance"], list)
@@ -116,6 +127,7 @@ def test_bench_cli_json_keys_are_pinned(capsys, embedded_pair):
     sampled = json.loads(capsys.readouterr().out)
     expected = {k: v for k, v in BENCH_JSON_KEYS.items()
                 if k not in ("greedy_equal", "hf_greedy", "hf_assisted")}  # fmt: skip
+    assert sampled["speculative"]["drafts_per_round"] <= 4
     assert key_tree(sampled) == expected and list(sampled) == list(expected)
 
 
@@ -139,8 +151,18 @@ def test_summary_is_consistent(tiny_pair):
     assert cm.target_step_ms == pytest.approx(ar.stats.target_forward_ms / 24)
     assert cm.verify_ms == pytest.approx(sp.stats.target_forward_ms / rounds)
     assert cm.leviathan_speedup == pytest.approx(walltime_improvement(cm.alpha, 3, cm.c))
-    assert cm.forward_time_speedup == pytest.approx(forward_time_speedup(
-        cm.alpha, 3, cm.target_step_ms, cm.draft_step_ms, cm.verify_ms))  # fmt: skip
+    drafts = [len(r.drafted) for r in sp.records]
+    assert s.speculative.drafts_per_round == pytest.approx(sum(drafts) / rounds)
+    assert cm.expected_tokens_per_round == pytest.approx(
+        expected_tokens_given_drafts(cm.alpha, drafts))  # fmt: skip
+    draft_round = sp.stats.draft_forward_ms / rounds
+    assert cm.forward_time_speedup == pytest.approx(cm.target_step_ms / per_token_cost_ms(
+        draft_round, cm.verify_ms, 0.0, cm.expected_tokens_per_round))  # fmt: skip
+    # without a curve the verification is the run's own; the prediction compares both
+    # lanes' measured cost per token (forwards + overhead)
+    assert cm.verify_ms_from_curve == cm.verify_ms and cm.best_gamma == best_gamma(cm.alpha, cm.c)
+    assert cm.predicted_speedup == pytest.approx(ar.stats.ms_per_token / per_token_cost_ms(
+        draft_round, cm.verify_ms, cm.overhead_ms, cm.expected_tokens_per_round))  # fmt: skip
     # α and the acceptance figures are GenerationStats' (records.summarize), not recomputed
     assert s.speculative.acceptance_rate == sp.stats.acceptance_rate
     assert list(s.speculative.accepted_histogram) == list(sp.stats.accepted_histogram)
@@ -221,3 +243,29 @@ def test_hf_assisted_leaves_the_shared_models_alone(tiny_pair):
     assert "forward" not in vars(tiny_pair.target)  # the counting hook lived on a copy
     with torch.inference_mode():
         assert tiny_pair.target(torch.tensor([[1, 2]])).logits.shape[:2] == (1, 2)
+
+
+def test_forward_curve_and_its_use_in_the_summary(tiny_pair):
+    from specdec_core.bench import ForwardCurve, measure_forward_curve
+
+    weights = [p.detach().clone() for p in tiny_pair.target.parameters()]
+    curve = measure_forward_curve(tiny_pair, PROMPT, 7, repeats=2)
+    assert len(curve.target_ms) == 7 and all(ms > 0 for ms in curve.target_ms)
+    assert curve.draft_step_ms > 0 and curve.ratio()[0] == 1.0
+    assert list(curve.by_tokens()) == list(range(1, 8))
+    assert all(torch.equal(a, b) for a, b in zip(weights, tiny_pair.target.parameters(),
+                                                 strict=True))  # fmt: skip
+    assert measure_forward_curve(tiny_pair, PROMPT, 3, 1, "ngram").draft_step_ms == 0.0
+    # a flat curve: the verification read off it is one target step
+    config = SessionConfig(gamma=3, max_new_tokens=12)
+    pair = ignoring_eos(tiny_pair)
+    ar = generate(pair, PROMPT, config, "autoregressive")
+    sp = generate(pair, PROMPT, config, "speculative")
+    cm = summarize(ar, sp, 3, ForwardCurve((5.0,) * 7, 1.0, 1)).cost_model
+    assert cm.verify_ms_from_curve == pytest.approx(cm.target_step_ms)
+    assert cm.best_gamma == best_gamma(cm.alpha, cm.c, 6)  # the γ the curve covers
+    rising = ForwardCurve(tuple(5.0 * k for k in range(1, 8)), 1.0, 1)  # t(k) = k · t(1)
+    drafts = [len(r.drafted) for r in sp.records]
+    cm = summarize(ar, sp, 3, rising).cost_model
+    assert cm.verify_ms_from_curve == pytest.approx(
+        cm.target_step_ms * sum(g + 1 for g in drafts) / len(drafts))  # fmt: skip

@@ -93,3 +93,80 @@ def test_curve_ratio_and_cost_helpers():
         cost_ratio(1.0, 0.0)
     with pytest.raises(ValueError):
         speedup_from_cost(0.0, 1.0)
+
+
+# ------------------------------------------------------------------ measured inputs (issue 16)
+def test_curve_model_reproduces_the_seed_lesson():
+    from specdec_core.costmodel import curve_improvement, curve_ms, speedup_from_measured
+
+    # target step 20 ms, the whole round's drafts 8 ms (γ = 2, 4 ms each), verify off the
+    # curve t(γ + 1) = 25 ms: 11 ms per token when the round advances 3, 33 ms when 1
+    curve = {1: 20.0, 2: 22.5, 3: 25.0}
+    verify = curve_ms(curve, 2 + 1)
+    assert verify == 25.0
+    assert per_token_cost_ms(8.0, verify, 0.0, 3) == pytest.approx(11.0)
+    assert per_token_cost_ms(8.0, verify, 0.0, 1) == pytest.approx(33.0)
+    assert speedup_from_measured(3, 20.0, 8.0, verify, 0.0) == pytest.approx(20 / 11)
+    assert speedup_from_measured(1, 20.0, 8.0, verify, 0.0) == pytest.approx(20 / 33)
+    # the same through the curve form: α = 1 advances γ + 1 = 3, α = 0 advances 1
+    assert curve_improvement(1.0, 2, 4.0 / 20.0, curve) == pytest.approx(20 / 11)
+    assert curve_improvement(0.0, 2, 4.0 / 20.0, curve) == pytest.approx(20 / 33)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.8, 0.95, 1.0])
+@pytest.mark.parametrize("c", [0.0, 0.05, 0.2, 0.6])
+def test_flat_curve_is_leviathans_closed_form(alpha, c):
+    from specdec_core.costmodel import best_gamma_on_curve, curve_improvement
+
+    flat = {k: 7.0 for k in range(1, 18)}  # t(k) = t(1): Thm 3.8's assumption
+    for gamma in range(1, 17):
+        assert curve_improvement(alpha, gamma, c, flat) == pytest.approx(
+            walltime_improvement(alpha, gamma, c), rel=1e-12
+        )
+    assert best_gamma_on_curve(alpha, c, flat) == best_gamma(alpha, c, 16)
+
+
+def test_a_rising_curve_lowers_the_best_gamma():
+    from specdec_core.costmodel import best_gamma_on_curve
+
+    rising = {k: 10.0 * (1 + 0.25 * (k - 1)) for k in range(1, 18)}  # t(5) = 2 · t(1)
+    assert best_gamma_on_curve(0.8, 0.05, rising) < best_gamma(0.8, 0.05, 16)
+
+
+def test_curve_interpolates_and_holds_at_the_ends():
+    from specdec_core.costmodel import curve_ms
+
+    curve = {1: 2.0, 2: 3.0, 4: 7.0}
+    assert curve_ms(curve, 1.5) == pytest.approx(2.5)
+    assert curve_ms(curve, 3) == pytest.approx(5.0)
+    assert curve_ms(curve, 0.5) == 2.0 and curve_ms(curve, 9) == 7.0
+    with pytest.raises(ValueError):
+        curve_ms({}, 1)
+
+
+def test_expected_tokens_given_drafts_is_eq1_per_round():
+    import random
+
+    from specdec_core.costmodel import expected_tokens_given_drafts
+
+    assert expected_tokens_given_drafts(0.7, [4, 4, 4]) == pytest.approx(
+        expected_tokens_per_round(0.7, 4)
+    )
+    assert expected_tokens_given_drafts(0.7, [0, 0]) == 1.0  # no draft: one token
+    assert expected_tokens_given_drafts(0.7, []) == 0.0
+    mixed = [0, 2, 4, 1]
+    assert expected_tokens_given_drafts(0.6, mixed) == pytest.approx(
+        sum(expected_tokens_per_round(0.6, g) for g in mixed) / 4
+    )
+    # fewer drafts than γ: the γ formula over-predicts (the issue's 2.49 vs 1.88)
+    assert expected_tokens_given_drafts(0.6, mixed) < expected_tokens_per_round(0.6, 4)
+    # Monte Carlo: independent acceptances with probability α, stop at the first rejection
+    rng, alpha, rounds = random.Random(0), 0.65, 40000
+    total = 0
+    for i in range(rounds):
+        g = mixed[i % 4]
+        accepted = 0
+        while accepted < g and rng.random() < alpha:
+            accepted += 1
+        total += accepted + 1
+    assert total / rounds == pytest.approx(expected_tokens_given_drafts(alpha, mixed), rel=0.01)

@@ -82,3 +82,43 @@ def test_early_exit_with_all_layers_accepts_everything(tiny_pair):
     assert shallow.transformer.h[0] is tiny_pair.target.transformer.h[0]
     with pytest.raises(ValueError, match="between 1 and"):
         early_exit_model(tiny_pair.target, layers + 1)
+
+
+@pytest.mark.parametrize("drafter_name", ["model", "ngram"])
+def test_timeline_bars_sum_to_the_wall_time(tiny_pair, drafter_name):
+    from specdec_core.bench import ignoring_eos
+
+    pair = ignoring_eos(tiny_pair)
+    config = SessionConfig(gamma=3, max_new_tokens=20)
+    plain = generate(pair, "ab ab ab ab", config, "speculative",
+                     make_named_drafter(pair, drafter_name))  # fmt: skip
+    assert plain.timeline is None  # only kept when asked for
+    runs = {
+        "speculative": generate(pair, "ab ab ab ab", config, "speculative",
+                                make_named_drafter(pair, drafter_name), trace_timeline=True),
+        "autoregressive": generate(pair, "ab ab ab ab", config, "autoregressive",
+                                   trace_timeline=True),
+    }  # fmt: skip
+    assert runs["speculative"].output_ids == plain.output_ids  # tracing changes nothing
+    for mode, run in runs.items():
+        tl, st = run.timeline, run.stats
+        assert tl is not None and tl.mode == mode and tl.total_ms == st.total_ms
+        # the bars are exactly the forwards the run timed; the rest is the overhead
+        assert tl.forward_ms == pytest.approx(st.target_forward_ms + st.draft_forward_ms)
+        assert tl.overhead_ms == pytest.approx(st.overhead_ms, abs=1e-6)
+        assert tl.forward_ms + tl.overhead_ms == pytest.approx(st.total_ms)
+        ends = [0.0] + [s.end_ms for s in tl.forwards]
+        for prev_end, span in zip(ends, tl.forwards, strict=False):
+            assert prev_end <= span.start_ms + 1e-6 and span.ms >= 0  # one after another
+        assert tl.forwards[-1].end_ms <= st.total_ms
+        assert sum(r.committed for r in tl.rounds) == st.new_tokens == 20
+        kinds = [s.kind for s in tl.forwards]
+        if mode == "autoregressive":
+            assert kinds == ["target"] * 20 and len(tl.rounds) == 20
+            continue
+        assert kinds.count("verify") == st.rounds == len(tl.rounds)
+        assert kinds.count("draft") == st.draft_forwards
+        assert [r.drafted for r in tl.rounds] == [len(r.drafted) for r in run.records]
+        for span in tl.forwards:  # every forward lies inside its round
+            r = tl.rounds[span.round]
+            assert r.start_ms - 1e-6 <= span.start_ms and span.end_ms <= r.end_ms + 1e-6

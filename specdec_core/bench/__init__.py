@@ -7,9 +7,11 @@ time, through ``ui/jobs.py``, so it can show progress and stop between them).
 - ``runs``: timed runs (:func:`measure_pair`, :func:`hf_generate`);
 - ``summary``: figures from runs (:func:`summarize`, :func:`compare_hf`) and
   :func:`run_bench`, the whole benchmark;
+- ``curve``: the verify-cost curve ``t(k)`` and the draft step (:func:`measure_forward_curve`);
 - ``sweeps``: the γ and batch-size sweeps.
 """
 
+from .curve import MAX_K, ForwardCurve, measure_forward_curve
 from .results import (
     AutoregressiveFigures,
     BatchPoint,
@@ -45,6 +47,8 @@ __all__ = [
     "BenchSummary",
     "Breakdown",
     "CostModelFigures",
+    "ForwardCurve",
+    "MAX_K",
     "GammaPoint",
     "HFComparison",
     "HFFigures",
@@ -60,6 +64,7 @@ __all__ = [
     "gamma_sweep_point",
     "hf_generate",
     "ignoring_eos",
+    "measure_forward_curve",
     "measure_pair",
     "run_bench",
     "sequential_throughput",

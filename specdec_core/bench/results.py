@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..trace import to_jsonable
+from .curve import ForwardCurve
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class SpeculativeFigures:
     verify_forward_ms_per_round: float  # the target's verification forward only
     non_forward_ms_per_round: float  # everything that is not a model forward
     non_forward_pct: float
+    drafts_per_round: float  # drafts actually proposed per round (≤ γ; lookup: often fewer)
 
 
 @dataclass(frozen=True)
@@ -64,12 +66,14 @@ class CostModelFigures:
     verify_ms: float  # one verification forward over γ + 1 positions
     verify_over_target_step: float
     overhead_ms: float  # per round, not a model forward
-    expected_tokens_per_round: float  # (1 − α^(γ+1)) / (1 − α)
+    expected_tokens_per_round: float  # mean over rounds of (1 − α^(g+1)) / (1 − α), g drafted
     measured_tokens_per_round: float
     leviathan_speedup: float  # walltime_improvement(α, γ, c)
     forward_time_speedup: float  # measured forward times, no overhead
     forward_time_speedup_measured_advance: float  # same, measured tokens per round
-    predicted_speedup: float  # forward times and the measured overhead
+    predicted_speedup: float  # both lanes' measured costs per token, verify off the curve
+    verify_ms_from_curve: float  # target step × t(g+1)/t(1), mean over rounds (no curve: verify_ms)
+    best_gamma: int  # maximises E[tokens] / (γc + t(γ+1)/t(1)) over the measured curve
 
 
 @dataclass(frozen=True)
@@ -169,12 +173,14 @@ class BenchReport:
     drafter: str
     ignore_eos: bool
     summary: BenchSummary
+    curve: ForwardCurve | None = None  # the target's t(k) and the draft step
     hf: HFComparison = HFComparison()
     hf_error: str | None = None  # assisted generation failed: "Type: message"
 
     def to_json(self) -> dict[str, Any]:
         """The ``bench`` JSON object: settings, the summary's blocks (no ``greedy_equal``
-        when sampling), ``hf_greedy`` / ``hf_assisted`` or ``hf_assisted_error``."""
+        when sampling), the verify-cost curve ``forward_ms_by_tokens`` ({k: ms}) and
+        ``draft_step_ms``, ``hf_greedy`` / ``hf_assisted`` or ``hf_assisted_error``."""
         out: dict[str, Any] = {
             "pair": self.pair, "device": self.device, "threads": self.threads,
             "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
@@ -183,6 +189,9 @@ class BenchReport:
         }  # fmt: skip
         if self.temperature != 0.0:
             del out["greedy_equal"]
+        if self.curve is not None:
+            out["forward_ms_by_tokens"] = {str(k): ms for k, ms in self.curve.by_tokens().items()}
+            out["draft_step_ms"] = self.curve.draft_step_ms
         out.update(self.hf.to_json())
         if self.hf_error is not None:
             out["hf_assisted_error"] = self.hf_error

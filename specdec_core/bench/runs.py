@@ -50,7 +50,7 @@ def measure_pair(
 
     def once(mode: str) -> GenerationResult:
         made = make_named_drafter(pair, drafter) if mode == "speculative" else None
-        return generate(pair, prompt, config, mode, made)  # type: ignore[arg-type]
+        return generate(pair, prompt, config, mode, made, trace_timeline=True)  # type: ignore[arg-type]
 
     if warmup:
         once("autoregressive")

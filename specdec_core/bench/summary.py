@@ -12,15 +12,19 @@ from __future__ import annotations
 import torch
 
 from ..costmodel import (
+    best_gamma,
+    best_gamma_on_curve,
+    curve_ms,
+    expected_tokens_given_drafts,
     expected_tokens_per_round,
-    forward_time_speedup,
     per_token_cost_ms,
-    predicted_speedup,
+    speedup_from_measured,
     walltime_improvement,
 )
 from ..generate import GenerationResult
 from ..models import ModelPair, load_pair
 from ..session import SessionConfig
+from .curve import ForwardCurve, measure_forward_curve
 from .results import (
     AutoregressiveFigures,
     BenchReport,
@@ -41,14 +45,34 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def summarize(ar: GenerationResult, sp: GenerationResult, gamma: int) -> BenchSummary:
+def _curve_verify(
+    curve: ForwardCurve | None, drafts: list[int], target_step: float, fallback: float
+) -> float:
+    """Verification forward per round read off the curve: ``target step × t(g+1)/t(1)``
+    averaged over the rounds' draft counts ``g`` (the curve's shape at the run's level, so a
+    change of load between the curve and the run cancels); ``fallback`` without a curve."""
+    if curve is None or not drafts or target_step <= 0:
+        return fallback
+    by_k, t1 = curve.by_tokens(), curve.target_ms[0]
+    return sum(target_step * curve_ms(by_k, g + 1) / t1 for g in drafts) / len(drafts)
+
+
+def summarize(
+    ar: GenerationResult, sp: GenerationResult, gamma: int, curve: ForwardCurve | None = None
+) -> BenchSummary:
     """Compare one target-only run and one speculative run of the same prompt/settings:
     throughput of each, α and the acceptance figures (from ``GenerationStats``), the
-    per-round breakdown, the cost model's predictions from the same runs (Leviathan's
-    ``walltime_improvement(α, γ, c)``, the forward-time prediction without overhead, the
-    same with the measured tokens per round, and the one with the measured overhead) and
-    whether both produced the same ids."""
+    per-round breakdown, the cost model's predictions and whether both produced the same
+    ids.
+
+    Predictions: expected tokens per round from α and the drafts each round actually
+    proposed (:func:`expected_tokens_given_drafts`); Leviathan's ``walltime_improvement(α,
+    γ, c)``; forward times alone, with the expected and with the measured tokens per round;
+    and ``predicted_speedup``: the target-only cost per token (forward + overhead) over the
+    speculative cost per token (draft forwards + verification off ``curve`` + non-forward
+    overhead, per round, / expected tokens). ``best_gamma`` searches the whole curve."""
     a, s = ar.stats, sp.stats
+    drafts = [len(r.drafted) for r in sp.records]
     rounds = max(s.rounds, 1)
     target_step = a.target_forward_ms / max(a.target_forwards, 1)
     draft_step = s.draft_forward_ms / max(s.draft_forwards, 1)
@@ -58,8 +82,19 @@ def summarize(ar: GenerationResult, sp: GenerationResult, gamma: int) -> BenchSu
     alpha = min(max(s.acceptance_rate, 0.0), 1.0)
     c = draft_step / target_step if target_step > 0 else 0.0
     advanced = s.new_tokens / rounds  # tokens actually advanced per round
-    draft_per_round = gamma * draft_step
+    draft_per_round = s.draft_forward_ms / rounds
     has_step = target_step > 0
+    expected = (
+        expected_tokens_given_drafts(alpha, drafts)
+        if drafts
+        else expected_tokens_per_round(alpha, gamma)
+    )
+    curve_verify = _curve_verify(curve, drafts, target_step, verify)
+    search = (
+        best_gamma_on_curve(alpha, c, curve.by_tokens())
+        if curve is not None
+        else best_gamma(alpha, c)
+    )
     return BenchSummary(
         gamma=gamma,
         autoregressive=AutoregressiveFigures(
@@ -91,6 +126,7 @@ def summarize(ar: GenerationResult, sp: GenerationResult, gamma: int) -> BenchSu
             verify_forward_ms_per_round=verify,
             non_forward_ms_per_round=overhead,
             non_forward_pct=_pct(s.overhead_ms, s.total_ms),
+            drafts_per_round=sum(drafts) / len(drafts) if drafts else 0.0,
         ),
         speedup=s.tokens_per_s / a.tokens_per_s if a.tokens_per_s else 0.0,
         cost_model=CostModelFigures(
@@ -101,12 +137,12 @@ def summarize(ar: GenerationResult, sp: GenerationResult, gamma: int) -> BenchSu
             verify_ms=verify,
             verify_over_target_step=verify / target_step if has_step else 0.0,
             overhead_ms=overhead,
-            expected_tokens_per_round=expected_tokens_per_round(alpha, gamma),
+            expected_tokens_per_round=expected,
             measured_tokens_per_round=advanced,
             leviathan_speedup=walltime_improvement(alpha, gamma, c),
             forward_time_speedup=(
-                forward_time_speedup(alpha, gamma, target_step, draft_step, verify)
-                if has_step
+                target_step / per_token_cost_ms(draft_per_round, verify, 0.0, expected)
+                if has_step and expected > 0
                 else 0.0
             ),
             forward_time_speedup_measured_advance=(
@@ -115,10 +151,14 @@ def summarize(ar: GenerationResult, sp: GenerationResult, gamma: int) -> BenchSu
                 else 0.0
             ),
             predicted_speedup=(
-                predicted_speedup(alpha, gamma, target_step, draft_step, verify, overhead)
-                if has_step
+                speedup_from_measured(
+                    expected, a.ms_per_token, draft_per_round, curve_verify, overhead
+                )
+                if has_step and expected > 0
                 else 0.0
             ),
+            verify_ms_from_curve=curve_verify,
+            best_gamma=search,
         ),
         breakdown=Breakdown(
             tokens_per_round=advanced,
@@ -195,6 +235,7 @@ def run_bench(
     timed = ignoring_eos(pair) if ignore_eos else pair
     config = SessionConfig(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens)
     ar, sp = measure_pair(timed, prompt, config, repeats, drafter)
+    curve = measure_forward_curve(pair, prompt, 2 * gamma + 1, max(3, repeats), drafter)
     compared, error = HFComparison(), None
     if hf:
         try:
@@ -212,7 +253,8 @@ def run_bench(
         repeats=repeats,
         drafter=drafter,
         ignore_eos=ignore_eos,
-        summary=summarize(ar, sp, gamma),
+        summary=summarize(ar, sp, gamma, curve),
+        curve=curve,
         hf=compared,
         hf_error=error,
     )
