@@ -42,8 +42,12 @@ def target(replicas: int, log_dir: Path):
         with deploy.cluster(replicas) as run:
             yield run.url, [p.pid for p in run.replicas]
     else:
+        from warm_up import warm_up
+
         with W.app_server(log_dir / "server.log") as proc:
-            yield f"http://127.0.0.1:{proc.server_port}", [proc.pid]
+            url = f"http://127.0.0.1:{proc.server_port}"
+            asyncio.run(warm_up(url))  # as deploy/replicas.py does for each replica
+            yield url, [proc.pid]
 
 
 def run_locust(url: str, users: int, duration: int, teacher: bool, out: Path, seed: int):

@@ -4,8 +4,9 @@
 
 Each replica is a plain ``streamlit run app.py`` on 127.0.0.1 with the same
 ``server.cookieSecret`` (XSRF cookies stay valid whichever replica answers) and
-``SPECDEC_TORCH_THREADS`` = cores / R (unless set). nginx runs from Debian's package, as
-an unprivileged foreground process with its own prefix in a temp folder, with
+``SPECDEC_TORCH_THREADS`` = cores / R (unless set), and gets one warm-up session
+(``deploy/warm_up.py``: imports and models loaded) before nginx starts. nginx runs from
+Debian's package as a foreground process with its own prefix in a temp folder, with
 ``deploy/nginx-specdec.conf`` (websocket upgrade, cookie affinity). Ctrl-C (or
 ``--seconds``) stops everything. ``benchmarks/load_test.py --replicas 2`` and
 ``tests/test_replicas.py`` use :func:`cluster`.
@@ -14,6 +15,7 @@ an unprivileged foreground process with its own prefix in a temp folder, with
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import secrets
 import shutil
@@ -28,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from warm_up import warm_up  # noqa: E402
+
 SNIPPET = Path(__file__).with_name("nginx-specdec.conf")
 COOKIE = "specdec_route"
 MAIN_CONF = """\
@@ -115,8 +120,12 @@ def start_replica(port: int, log: Path, env: dict[str, str]) -> subprocess.Popen
 
 
 @contextmanager
-def cluster(replicas: int = 2, port: int | None = None, env: dict[str, str] | None = None):
+def cluster(
+    replicas: int = 2, port: int | None = None, env: dict[str, str] | None = None,
+    warm: bool = True,
+):  # fmt: skip
     """R replicas + nginx on 127.0.0.1; yields a :class:`Cluster`; stops all on exit.
+    With ``warm`` each replica runs one warm-up session (``deploy/warm_up.py``) first.
 
     Raises:
         FileNotFoundError: nginx is not installed (``apt-get install nginx``).
@@ -150,11 +159,15 @@ def cluster(replicas: int = 2, port: int | None = None, env: dict[str, str] | No
         nginx_log = open(prefix / "nginx.out", "w")  # noqa: SIM115 - closed by the stack
         stack.callback(nginx_log.close)
         run.nginx = subprocess.Popen(
-            [binary, "-p", str(prefix), "-c", str(conf)], stdout=nginx_log, stderr=nginx_log
+            [binary, "-p", str(prefix), "-e", str(prefix / "error.log"), "-c", str(conf)],
+            stdout=nginx_log,
+            stderr=nginx_log,
         )
         stack.callback(_stop, run.nginx)
         for i, (url, proc) in enumerate(zip(run.replica_urls, run.replicas, strict=True)):
             wait_healthy(url, proc, prefix / f"replica{i}.log")
+            if warm:  # imports, st.navigation, the models: before any student arrives
+                asyncio.run(warm_up(url))
         run.url = f"http://{listen}"
         wait_healthy(run.url, run.nginx, prefix / "nginx.out", timeout_s=20)
         yield run
