@@ -18,7 +18,7 @@ from .inputs import InputError, SessionConfig, prompt_ids
 from .kvcache import ModelCache, kv_state
 from .models import ModelPair
 from .records import RoundRecord
-from .rounds import gamma_for_round, stop_reason_after
+from .rounds import gamma_for_round, stop_rule
 from .slices import dist_slice
 from .trace import DistSlice, EditTrace, KVState, ProposeTrace, RoundTrace, TokenInfo, VerifyTrace
 
@@ -201,15 +201,9 @@ class SessionState:
             raise
 
     def _stop(self, generated: list[int], total_len: int) -> str | None:
-        return stop_reason_after(
-            generated,
-            total_len,
-            self.pair.eos_token_id,
-            self.config.max_new_tokens,
-            self.pair.context_length,
-            self.config.stop_strings,
-            self.pair.tokenizer.decode,
-        )
+        """Why generation stops after ``generated`` (``rounds.stop_rule`` of the session's
+        pair and settings, looked up at each call)."""
+        return stop_rule(self.pair, self.config)(generated, total_len)
 
     @property
     def records(self) -> tuple[RoundRecord, ...]:
