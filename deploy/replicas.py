@@ -67,7 +67,7 @@ def nginx_binary() -> str | None:
 
 def render_snippet(servers: list[str], listen: str) -> str:
     """``deploy/nginx-specdec.conf`` with its placeholders filled in."""
-    lines = "\n".join(f"    server {s} max_fails=0;" for s in servers)
+    lines = "\n".join(f"    server {s};" for s in servers)
     text = SNIPPET.read_text().replace("\n__SERVERS__\n", f"\n{lines}\n")
     return text.replace("listen __LISTEN__;", f"listen {listen};")
 
@@ -178,7 +178,12 @@ def main() -> None:
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--port", type=int, default=8500, help="nginx port on 127.0.0.1")
     parser.add_argument("--seconds", type=float, default=0, help="stop after (0: Ctrl-C)")
+    parser.add_argument("--render", metavar="HOST:PORT,...", help="only print the snippet")
+    parser.add_argument("--listen", default="80", help="with --render: nginx's listen")
     args = parser.parse_args()
+    if args.render:  # e.g. for deploy/compose.yaml: --render app1:8501,app2:8501
+        print(render_snippet(args.render.split(","), args.listen), end="")
+        return
     with cluster(args.replicas, args.port) as run:
         print(f"{args.replicas} replicas {' '.join(run.replica_urls)} behind nginx: {run.url}")
         print(f"logs in {run.logs}", flush=True)
