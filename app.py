@@ -23,13 +23,13 @@ st.set_page_config(
     initial_sidebar_state="collapsed" if presenter else "auto",
 )  # fmt: skip
 
-# CSS for every page (st.html sanitises, so only a <style> block). Always: long option
-# labels in the sidebar wrap instead of being cut. Presenter mode: larger type, the
+# CSS for every page (st.html sanitises, so only a <style> block). Always: a slightly
+# smaller font in the sidebar's select boxes, so the model-pair label is not cut (the box
+# is an <input>: it cannot wrap). Presenter mode: larger type, the
 # step-through controls stay in view (sticky must go on the keyed container's wrapper:
 # on the container itself it does nothing), less padding above the lesson.
 CSS = """
-[data-testid="stSidebar"] [data-baseweb="select"] div { white-space: normal !important;
-  overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stSidebar"] .stSelectbox input { font-size: 0.85rem; }
 """
 PRESENTER_CSS = """
 .block-container { padding-top: 3.2rem !important; }

@@ -18,12 +18,12 @@ from .loader import get_pair, offered_pairs
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
 # Option labels stay the same in both languages (a widget whose options change with the
 # language would lose its value), so they are written bilingually once.
-PAIR_LABELS = {
-    "embedded": "embedded · Tiny Shakespeare GPT-2 4L ← 2L (offline · 离线)",
-    "gpt2": "gpt2 (124M) ← distilgpt2 (82M)",
-    "gpt2-medium": "gpt2-medium (355M) ← gpt2 (124M)",
-    "gpt2-large": "gpt2-large (774M) ← gpt2 (124M)",
-    "gpt2-xl": "gpt2-xl (1.5B) ← gpt2 (124M)",
+PAIR_LABELS = {  # short enough for the sidebar's box (a select box cannot wrap its value)
+    "embedded": "embedded 4L ← 2L · offline 离线",
+    "gpt2": "gpt2 124M ← distilgpt2 82M",
+    "gpt2-medium": "gpt2-medium 355M ← gpt2",
+    "gpt2-large": "gpt2-large 774M ← gpt2",
+    "gpt2-xl": "gpt2-xl 1.5B ← gpt2",
 }
 METHOD_LABELS = {
     "probabilistic": "probabilistic · 概率采样 (y ~ q)",
