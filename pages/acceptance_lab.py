@@ -19,6 +19,7 @@ from specdec_core.figures import (
     rule_finals_figure,
     rule_rows_figure,
 )
+from specdec_core.numfmt import fmt_prob
 from specdec_core.ui import lab_view as LV
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import plain, show_error
@@ -140,11 +141,11 @@ c2.plotly_chart(
     key="rl_fig_stack",
 )
 m = st.columns(5)
-m[0].metric(t("rl_m_A"), f"{d.acceptance:.4f}", help=t("rl_m_A_help"))
-m[1].metric(t("rl_m_beta"), f"{d.beta:.4f}")
-m[2].metric(t("rl_m_excess"), f"{d.excess_total:.4f}", help=t("rl_m_excess_help"))
-m[3].metric(t("rl_m_tv"), f"{d.tv:.4f}", help=t("rl_m_tv_help"))
-m[4].metric(t("rl_m_1mtv"), f"{d.one_minus_tv:.4f}", help=t("rl_m_1mtv_help"))
+m[0].metric(t("rl_m_A"), fmt_prob(d.acceptance), help=t("rl_m_A_help"))
+m[1].metric(t("rl_m_beta"), fmt_prob(d.beta))
+m[2].metric(t("rl_m_excess"), fmt_prob(d.excess_total), help=t("rl_m_excess_help"))
+m[3].metric(t("rl_m_tv"), fmt_prob(d.tv), help=t("rl_m_tv_help"))
+m[4].metric(t("rl_m_1mtv"), fmt_prob(d.one_minus_tv), help=t("rl_m_1mtv_help"))
 with st.expander(t("rl_proof_table")):
     LV.show_proof_table(names, d)
 
@@ -253,7 +254,7 @@ else:
     a2.metric(t("rl_acc_fit_p"), f"{run.accepted_vs_p.p_value:.3g}",
               delta=LV.verdict(run.accepted_vs_p), delta_color="off",
               delta_arrow="off")  # fmt: skip
-    a2.metric(t("rl_col_rate"), f"{run.acceptance_rate:.4f}")
+    a2.metric(t("rl_col_rate"), fmt_prob(run.acceptance_rate))
 
 # ------------------------------------------------------------------ 6 · temperature
 st.header(t("rl_sec_temp"))
@@ -273,5 +274,5 @@ k2.plotly_chart(acceptance_temperature_figure(R.TEMPERATURE_GRID, curve, (temp, 
                                               curve_labels, t("rl_temp_curve")),
                 key="rl_fig_temp_curve")  # fmt: skip
 n1, n2 = st.columns(2)
-n1.metric(t("rl_m_A_T", t=temp), f"{a_t:.4f}")
-n2.metric(t("rl_m_A_1"), f"{d.acceptance:.4f}")
+n1.metric(t("rl_m_A_T", t=temp), fmt_prob(a_t))
+n2.metric(t("rl_m_A_1"), fmt_prob(d.acceptance))
