@@ -119,6 +119,10 @@ def start_replica(port: int, log: Path, env: dict[str, str]) -> subprocess.Popen
         )  # fmt: skip
 
 
+async def _warm_all(urls: list[str]) -> None:
+    await asyncio.gather(*(warm_up(url) for url in urls))
+
+
 @contextmanager
 def cluster(
     replicas: int = 2, port: int | None = None, env: dict[str, str] | None = None,
@@ -166,8 +170,8 @@ def cluster(
         stack.callback(_stop, run.nginx)
         for i, (url, proc) in enumerate(zip(run.replica_urls, run.replicas, strict=True)):
             wait_healthy(url, proc, prefix / f"replica{i}.log")
-            if warm:  # imports, st.navigation, the models: before any student arrives
-                asyncio.run(warm_up(url))
+        if warm:  # imports, st.navigation, the models: before any student arrives
+            asyncio.run(_warm_all(run.replica_urls))
         run.url = f"http://{listen}"
         wait_healthy(run.url, run.nginx, prefix / "nginx.out", timeout_s=20)
         yield run
