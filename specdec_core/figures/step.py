@@ -119,15 +119,20 @@ def distribution_figure(
             hovertemplate="%{x}: %{customdata}<extra>" + labels[key] + "</extra>",
         )
     ids = [int(dist.token_ids[i]) for i in keep]
-    marks = [(marked_id, "▼ " + labels["marked"], "#333")]
-    if correction_id is not None and correction_id != marked_id:
-        marks.append((correction_id, "★ " + labels.get("correction", ""), "#c2410c"))
-    for tid, text, color in marks:
-        if tid is not None and tid in ids:
-            fig.add_annotation(
-                x=names[ids.index(tid)], y=1.0, yref="paper", yanchor="bottom", text=text,
-                showarrow=False, font=dict(size=13, color=color),
-            )  # fmt: skip
+    # the drafted (▼) and correction (★) tokens are marked in their axis labels: markers
+    # above adjacent bars used to overlap
+    ticks = list(names)
+    legend_marks = []
+    for tid, sign, key in ((marked_id, "▼", "marked"), (correction_id, "★", "correction")):
+        if tid is not None and tid in ids and key in labels:
+            ticks[ids.index(tid)] = f"{sign} {ticks[ids.index(tid)]}"
+            legend_marks.append(f"{sign} {labels[key]}")
+    if legend_marks:
+        fig.add_annotation(
+            x=0, xref="paper", xanchor="left", y=1.0, yref="paper", yanchor="bottom",
+            text=" · ".join(legend_marks), showarrow=False, font=dict(size=13, color="#9a3412"),
+        )  # fmt: skip
+    fig.update_xaxes(tickmode="array", tickvals=names, ticktext=ticks)
     if others:
         fig.add_annotation(
             x=1.0, xref="paper", xanchor="right", y=1.0, yref="paper", yanchor="bottom",
