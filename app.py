@@ -32,12 +32,12 @@ CSS = """
 [data-testid="stSidebar"] .stSelectbox input { font-size: 0.85rem; }
 """
 PRESENTER_CSS = """
-.block-container { padding-top: 3.2rem !important; }
+.block-container { padding: 3.2rem 2rem 2rem 2rem !important; }
 [data-testid="stMain"] .stMarkdown p, [data-testid="stMain"] .stMarkdown li,
 [data-testid="stMain"] [data-testid="stCaptionContainer"],
 [data-testid="stMain"] [data-testid="stAlertContentInfo"] p { font-size: 1.2rem !important; }
-[data-testid="stMain"] .stButton button p { font-size: 1.1rem !important; }
-[data-testid="stMain"] .stButton button { padding: 0.2rem 0.6rem !important; }
+[data-testid="stMain"] .stButton button p { font-size: 1.05rem !important; }
+[data-testid="stMain"] .stButton button { padding: 0.2rem 0.55rem !important; }
 [data-testid="stMain"] span.tok { font-size: 22px !important; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-step_controls) { position: sticky;
   top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
