@@ -9,6 +9,7 @@ import csv
 import json
 import os
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,10 +60,17 @@ def run_locust(url: str, users: int, duration: int, teacher: bool, out: Path, se
            "--headless", "-u", str(users), "-r", str(SPAWN_RATE), "-t", f"{ramp + duration}s",
            "--host", url, "--csv", str(out / "class"), "--html", str(out / "class.html"),
            "--only-summary", "--stop-timeout", "15", "--loglevel", "WARNING", *classes]  # fmt: skip
-    subprocess.run(cmd, env=env, cwd=REPO, timeout=ramp + duration + 120,
-                   stdout=subprocess.DEVNULL, stderr=open(out / "locust.log", "w"))  # fmt: skip
-    rows = {r["Name"]: r for r in csv.DictReader(open(out / "class_stats.csv"))}
-    return rows, [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(out / "locust.log", "w") as log:
+        subprocess.run(cmd, env=env, cwd=REPO, timeout=ramp + duration + 120,
+                       stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    with open(out / "class_stats.csv") as f:
+        rows = {r["Name"]: r for r in csv.DictReader(f)}
+    path = out / "traces.jsonl"
+    traces = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return rows, traces, cpu
 
 
 async def replay_alone(url: str, trace: dict) -> str | None:
@@ -79,7 +87,11 @@ async def replay_alone(url: str, trace: dict) -> str | None:
 
 
 def one_size(url: str, pids: list[int], users: int, args, out: Path) -> dict:
-    rows, traces = run_locust(url, users, args.duration, not args.no_teacher, out, args.seed)
+    cpu0 = sum(W.cpu_seconds(pid) for pid in pids)
+    rows, traces, locust_cpu = run_locust(
+        url, users, args.duration, not args.no_teacher, out, args.seed
+    )
+    server_cpu = sum(W.cpu_seconds(pid) for pid in pids) - cpu0
     checked = random.Random(args.seed).sample(traces, min(args.check, len(traces)))
     diffs = [d for t in checked if (d := asyncio.run(replay_alone(url, t)))]
 
@@ -99,6 +111,7 @@ def one_size(url: str, pids: list[int], users: int, args, out: Path) -> dict:
         "errors": int(sum(float(r["Failure Count"]) for n, r in rows.items() if n != "Aggregated")),
         "cross_talk": {"sessions_replayed": len(checked), "differences": diffs},
         "server_peak_rss_mb": round(peak_rss_mb(pids)),
+        "cpu_s": {"servers": round(server_cpu), "locust": round(locust_cpu)},
         "load_avg_1m_after": os.getloadavg()[0],
     }  # fmt: skip
     failures = out / "class_failures.csv"
