@@ -39,6 +39,8 @@ PRESENTER_CSS = """
 [data-testid="stMain"] .stButton button p { font-size: 1.05rem !important; }
 [data-testid="stMain"] .stButton button { padding: 0.2rem 0.55rem !important; }
 [data-testid="stMain"] span.tok { font-size: 22px !important; }
+[data-testid="stMain"] [data-testid="stTable"] table { font-size: 0.95rem; }
+[data-testid="stMain"] [data-testid="stTable"] :is(td, th) { padding: 0.2rem 0.4rem; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-step_controls) { position: sticky;
   top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
   padding: 0.3rem 0; border-bottom: 1px solid #e5e7eb; }

@@ -186,6 +186,7 @@ def open_presenter(browser, server: str, lang: str, width: int, height: int):
     if lang == "zh":
         page.get_by_text("中文").first.click()
         page.get_by_text(PRESENTER["zh"]).wait_for(timeout=30_000)
+    assert page.evaluate(CUT_BUTTONS_JS) == []  # sidebar open, not presenting: none cut
     page.get_by_text(PRESENTER[lang]).click()
     page.wait_for_function(
         "() => document.querySelector('.st-key-step_controls') && getComputedStyle("
