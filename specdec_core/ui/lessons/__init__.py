@@ -63,9 +63,9 @@ def _picked(key: str) -> None:
 def picker(current: int) -> None:
     key = f"ls_pick_{lang()}"
     st.session_state[key] = current
-    st.radio(t("ls_chapter_pick"), range(1, len(CHAPTERS) + 1), key=key, horizontal=True,
-             format_func=lambda n: f"{n} · {t(f'ls_ch{n}_short')}", on_change=_picked,
-             args=(key,))  # fmt: skip
+    labels = {n: f"{n} · {t(f'ls_ch{n}_short')}" for n in range(1, len(CHAPTERS) + 1)}
+    st.radio(t("ls_chapter_pick"), list(labels), key=key, horizontal=True,
+             format_func=labels.__getitem__, on_change=_picked, args=(key,))  # fmt: skip
 
 
 def summary() -> None:

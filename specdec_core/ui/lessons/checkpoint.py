@@ -85,16 +85,18 @@ def ask(check: Check) -> bool:
     with st.container(border=True, key=f"ls_box_{check.cid}"):
         st.markdown(f"**{t('ls_predict')}** {check.question}")
         key = widget_key(check.cid)
+        labels = {o: check.label(o) for o in check.options}  # fixed now: the language of this run
         if check.kind == "number":
-            st.caption(t("ls_tolerance", tol=_fmt_number(check.tol) + check.unit))
+            st.caption(t("ls_tolerance", tol=_fmt_number(check.tol) + check.unit)
+                       if check.tol > 0 else t("ls_exact"))  # fmt: skip
             st.number_input(t("ls_your_answer"), value=None, key=key, format="%g",
                             step=None, placeholder=t("ls_type_number"))  # fmt: skip
         elif check.kind == "token":
             st.caption(t("ls_click_token"))
-            st.pills(t("ls_your_answer"), list(check.options), format_func=check.label,
+            st.pills(t("ls_your_answer"), list(check.options), format_func=labels.__getitem__,
                      key=key, label_visibility="collapsed")  # fmt: skip
         else:
-            st.radio(t("ls_your_answer"), list(check.options), format_func=check.label,
+            st.radio(t("ls_your_answer"), list(check.options), format_func=labels.__getitem__,
                      index=None, key=key)  # fmt: skip
         st.button(t("ls_check"), key=f"ls_btn_{check.cid}", on_click=_submit, args=(check,))
         if st.session_state.get(f"ls_empty_{check.cid}"):

@@ -4,6 +4,8 @@ drawn with the house token strip and KV table, plus small fast-path runs."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import replace
 
 import streamlit as st
@@ -28,14 +30,28 @@ def scenario(pair: ModelPair, key: str) -> LessonState | None:
     return next((f.state for f in scenarios(pair) if f.key == key and f.state), None)
 
 
+_replayed: OrderedDict[tuple, SpeculativeSession] = OrderedDict()
+_replay_lock = threading.Lock()
+MAX_REPLAYED = 24
+
+
 def session_at(pair: ModelPair, state: LessonState, phase: str) -> SpeculativeSession:
-    """A fresh session replayed to ``state``'s round at ``phase`` (``verify``: drafts
-    proposed, not yet checked; ``commit``: verified; ``committed``: the round committed)."""
-    out = replay(pair, replace(state, phase="commit" if phase == "committed" else phase))
-    assert out.session is not None
-    if phase == "committed":
-        out.session.commit()
-    return out.session
+    """A session replayed to ``state``'s round at ``phase`` (``verify``: drafts proposed,
+    not yet checked; ``commit``: verified; ``committed``: the round committed). Kept per
+    process (a few, least recently used dropped): the lessons only read it, never step it."""
+    key = (pair.name, id(pair), state, phase)
+    with _replay_lock:
+        if key in _replayed:
+            _replayed.move_to_end(key)
+            return _replayed[key]
+        out = replay(pair, replace(state, phase="commit" if phase == "committed" else phase))
+        assert out.session is not None
+        if phase == "committed":
+            out.session.commit()
+        _replayed[key] = out.session
+        while len(_replayed) > MAX_REPLAYED:
+            _replayed.popitem(last=False)
+        return out.session
 
 
 def context_html(session: SpeculativeSession, tail: int = 12) -> str:
