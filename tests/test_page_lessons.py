@@ -100,7 +100,8 @@ def test_chapter_1_greedy_cases_and_cost(embedded_pair, lang):
     assert s("ls_c1_slower", lang, cost="33", target=20.0, x="0.61") in md
     assert s("ls_c1_faster", lang, cost="11", target=20.0, x="1.82") in md
     assert "1.82×" in frames(at)
-    assert s("ls_progress", lang, done=5, total=5, right=5) in [p.proto.text for p in at.get("progress")]
+    bars = [p.proto.text for p in at.get("progress")]
+    assert s("ls_progress", lang, done=5, total=5, right=5) in bars
 
 
 @pytest.mark.parametrize("lang", LANGS)
@@ -140,7 +141,8 @@ def test_chapter_4_lossless_and_its_limits(embedded_pair, lang):
     wrong_then_right(at, "c4_same_text", "same_text", "same_dist", lang)
     codes = texts(at, "code")
     assert len(codes) == 4 and codes[0] == codes[1]  # greedy: the same text, token for token
-    assert s("ls_c4_pair_title", lang, temp="0", seed=0, verdict=s("ls_c4_same", lang)) in markdown(at)
+    same = s("ls_c4_pair_title", lang, temp="0", seed=0, verdict=s("ls_c4_same", lang))
+    assert same in markdown(at)
     wrong_then_right(at, "c4_quant", "original", "quantized", lang)
     assert s("ls_c4_quant_reveal", lang) in markdown(at)
     wrong_then_right(at, "c4_proc", "committed", "candidate", lang)
