@@ -24,6 +24,7 @@ from specdec_core.costmodel import (
     speedup_from_cost,
     walltime_improvement,
 )
+from specdec_core.drafters import DRAFTER_NAMES
 from specdec_core.figures import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui import jobs as J
 from specdec_core.ui.context import page_context
@@ -31,6 +32,7 @@ from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed_view import show_batch_sweep, show_gamma_sweep, show_measurement
+from specdec_core.ui.speed_why import show_predictions, show_timeline, show_verify_curve
 
 S = st.session_state
 pair, config = page_context()
@@ -154,7 +156,8 @@ def _start(kind: str) -> None:
         if kind != "batch":
             prompt_ids(pair, prompt, "sp_prompt")
         job = J.make_job(kind, _session_id(), pair, prompt, S.get("sp_n"), S.get("sp_repeats"),
-                         bool(S.get("sp_eos")), bool(S.get("sp_hf")), config)  # fmt: skip
+                         bool(S.get("sp_eos")), bool(S.get("sp_hf")), config,
+                         str(S.get("sp_drafter", "model")))  # fmt: skip
         J.QUEUE.submit(job)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["sp_job_error"] = error_message(exc)
@@ -180,6 +183,8 @@ def _label(job: J.Job) -> str:
         return t("sp_task_pair", g=arg)
     if name == "hf":
         return t("sp_task_hf_assisted" if arg else "sp_task_hf_greedy")
+    if name == "curve":
+        return t("sp_task_curve", k=2 * arg + 1)
     return t("sp_task_batched", b=arg)
 
 
@@ -202,8 +207,9 @@ def _wait(job: J.Job) -> None:
         return
     S.pop("sp_job", None)
     if job.state == "done":
-        if job.kind == "measure":
+        if job.kind == "measure" and job.result is not None:
             S["sp_measured"] = job.result
+            S.setdefault("sp_by_drafter", {})[job.drafter] = job.result
         else:
             S["sp_" + job.kind]["partial"] = False
     elif job.state == "failed":
@@ -239,6 +245,9 @@ if not isinstance(S["sp_repeats"], int) or not 1 <= S["sp_repeats"] <= max_repea
     S["sp_repeats"] = max_repeats
 o2.slider(t("sp_repeats"), 1, max_repeats, key="sp_repeats")
 st.caption(t("sp_limits", work=J.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_num_threads()))
+S.setdefault("sp_drafter", "model")
+st.selectbox(t("sp_drafter"), DRAFTER_NAMES, key="sp_drafter", help=t("sp_drafter_help"),
+             format_func=lambda name: t("sp_drafter_" + name))  # fmt: skip
 q1, q2 = st.columns(2)
 q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))
 q2.toggle(t("sp_with_hf"), True, key="sp_hf", help=t("sp_with_hf_help"),
@@ -270,6 +279,9 @@ elif job is not None:  # not a job of this server (an old or crafted state): dro
 measured = S.get("sp_measured")
 if isinstance(measured, J.Measurement):
     show_measurement(measured)
+    show_verify_curve(measured)
+    show_timeline(measured)
+    show_predictions(S.get("sp_by_drafter", {}))
 else:
     st.info(t("sp_no_results"))
 

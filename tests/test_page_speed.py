@@ -90,6 +90,19 @@ def test_tiny_measurement_is_consistent(embedded_pair):
     assert predicted.iloc[0, 1] == f"{speedup:.2f}×"  # the measured row repeats the metric
     click(at, "Use the measured α and c")
     assert at.slider(key="sp_alpha").value == pytest.approx(round(alpha, 2), abs=0.006)
+    # why: the verify-cost curve, the round timeline, predicted vs measured per drafter
+    assert any("Why: verify is not free" in h.value for h in at.subheader)
+    assert any("A round timeline from real forwards" in h.value for h in at.subheader)
+    assert len(at.get("plotly_chart")) >= 6  # cost, γ curve, breakdown, hist, position, +2
+    assert any("single steps" in c.value for c in at.caption)
+    rows = at.dataframe[-1].value
+    assert list(rows["drafter"]) == ["draft model"]
+    assert rows["speed-up (meas.)"][0] == f"{speedup:.2f}×"
+    at.selectbox(key="sp_drafter").set_value("ngram").run()
+    click(at, "Measure")
+    rows = at.dataframe[-1].value
+    assert list(rows["drafter"]) == ["draft model", "prompt lookup (n-gram)"]
+    assert float(rows["drafts / round"][1]) <= 4.0
 
 
 def test_sweeps_stop_and_chinese(embedded_pair):

@@ -22,18 +22,22 @@ from dataclasses import dataclass, field, replace
 from specdec_core.bench import (
     BENCH_PROMPTS,
     BenchSummary,
+    ForwardCurve,
     HFComparison,
     batch_sweep_point,
     compare_hf,
     gamma_sweep_point,
     hf_generate,
     ignoring_eos,
+    measure_forward_curve,
     measure_pair,
     summarize,
 )
+from specdec_core.drafters import DRAFTER_NAMES
 from specdec_core.errors import BusyError, InputError, SpecDecError
 from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig
+from specdec_core.timeline import Timeline
 
 log = logging.getLogger("specdec.jobs")
 JOBS_ENV = "SPECDEC_MAX_JOBS"
@@ -42,6 +46,7 @@ MAX_REPEATS = 7
 MAX_WORK = 768  # repeats × tokens of one measurement (e.g. 3 × 256 or 7 × 109)
 GAMMAS = range(1, 9)
 BATCHES = (1, 2, 4, 8)
+CURVE_REPEATS = 5  # the verify-cost curve: k = 1 … 2γ + 1 ≤ 17 forwards, 1 + 5 times each
 
 
 def max_jobs() -> int:
@@ -54,13 +59,16 @@ def max_jobs() -> int:
 @dataclass(frozen=True)
 class Measurement:
     """What a finished "measure" job shows: the settings it ran with (``Job.params``),
-    the bench summary, HF's runs next to ours (or HF's error) and both texts."""
+    the bench summary, HF's runs next to ours (or HF's error), both texts, the verify-cost
+    curve and the two runs' timelines (target-only, speculative)."""
 
     params: dict
     summary: BenchSummary
     hf: HFComparison
     hf_error: str | None
     texts: tuple[str, str]  # target-only, speculative
+    curve: ForwardCurve | None = None
+    timelines: tuple[Timeline, Timeline] | None = None
 
 
 @dataclass
@@ -76,6 +84,7 @@ class Job:
     ignore_eos: bool
     with_hf: bool
     config: SessionConfig
+    drafter: str = "model"
     tasks: list[tuple] = field(default_factory=list)
     total: int = 0
     done: int = 0
@@ -94,6 +103,7 @@ class Job:
             "prompt": self.prompt, "n": self.n, "repeats": self.repeats,
             "ignore_eos": self.ignore_eos, "hf": self.with_hf, "config": self.config,
             "pair": self.pair.name, "device": self.pair.device_label(), "threads": None,
+            "drafter": self.drafter,
         }  # fmt: skip
 
 
@@ -127,13 +137,24 @@ def make_job(
     ignore_eos: bool,
     with_hf: bool,
     config: SessionConfig,
+    drafter: str = "model",
 ) -> Job:
+    """A job of ``kind`` (``measure``: one pair of runs + the verify-cost curve + HF's runs
+    when asked, greedy and the draft model only; ``gamma``: the γ sweep; ``batch``).
+
+    Raises:
+        InputError: bad tokens/repeats/drafter/kind, too much work.
+    """
     n_, r_ = check_work(n, repeats)
+    if drafter not in DRAFTER_NAMES:
+        raise InputError(f"unknown drafter {drafter!r}", "bad_value", what="drafter", low=0,
+                         high=0, value=str(drafter)[:20])  # fmt: skip
     cfg = replace(config, max_new_tokens=n_)
-    hf = bool(with_hf) and cfg.temperature == 0.0
-    job = Job(kind, owner, pair, prompt, n_, r_, bool(ignore_eos), hf, cfg)
+    hf = bool(with_hf) and cfg.temperature == 0.0 and drafter == "model"
+    job = Job(kind, owner, pair, prompt, n_, r_, bool(ignore_eos), hf, cfg, drafter)
     if kind == "measure":
-        job.tasks = [("pair", cfg.gamma)] + ([("hf", False), ("hf", True)] if hf else [])
+        hf_tasks = [("hf", False), ("hf", True)] if hf else []
+        job.tasks = [("pair", cfg.gamma), ("curve", cfg.gamma)] + hf_tasks
     elif kind == "gamma":
         job.tasks = [("pair", g) for g in GAMMAS]
     elif kind == "batch":
@@ -150,10 +171,15 @@ def run_task(job: Job, task: tuple) -> None:
     timed = ignoring_eos(job.pair) if job.ignore_eos else job.pair
     name, arg = task
     if name == "pair":  # target-only and speculative, interleaved
-        ar, sp = measure_pair(timed, job.prompt, replace(job.config, gamma=arg), job.repeats)
+        ar, sp = measure_pair(timed, job.prompt, replace(job.config, gamma=arg), job.repeats,
+                              job.drafter)  # fmt: skip
         job.out["ar"], job.out[("sp", arg)] = ar, sp
         if job.kind == "gamma":
             job.points.append(gamma_sweep_point(ar, sp, arg))
+    elif name == "curve":  # bounded: k ≤ 2γ + 1 ≤ 17, CURVE_REPEATS each
+        job.out["curve"] = measure_forward_curve(
+            job.pair, job.prompt, 2 * arg + 1, CURVE_REPEATS, job.drafter
+        )
     elif name == "hf":
         try:
             job.out[("hf", arg)] = hf_generate(
@@ -171,12 +197,16 @@ def run_task(job: Job, task: tuple) -> None:
 def finish(job: Job) -> None:
     if job.kind == "measure":
         ar, sp = job.out["ar"], job.out[("sp", job.config.gamma)]
+        curve = job.out.get("curve")
+        lanes = (ar.timeline, sp.timeline)
         job.result = Measurement(
             params=job.params(),
-            summary=summarize(ar, sp, job.config.gamma),
+            summary=summarize(ar, sp, job.config.gamma, curve),
             hf=compare_hf(ar, job.out.get(("hf", False)), job.out.get(("hf", True))),
             hf_error=job.out.get("hf_error"),
             texts=(ar.text, sp.text),
+            curve=curve,
+            timelines=lanes if lanes[0] is not None and lanes[1] is not None else None,
         )
 
 
