@@ -66,14 +66,14 @@ def show_predictions(by_drafter: Mapping[str, Measurement]) -> None:
     st.subheader(t("sp_pv_header"))
     st.markdown(t("sp_pv_help"))
     rows: dict[str, list] = {t(k): [] for k in (
-        "sp_pv_drafter", "sp_col_gamma", "sp_col_alpha", "sp_pv_drafts", "sp_pv_tok_pred",
+        "sp_pv_drafter", "sp_col_gamma", "sp_pv_drafts", "sp_pv_tok_pred",
         "sp_pv_tok_meas", "sp_pv_err", "sp_pv_sp_pred", "sp_pv_sp_meas")}  # fmt: skip
     rows[t("sp_pv_err") + " "] = []
     for name, m in by_drafter.items():
         s = m.summary
         cm, sp = s.cost_model, s.speculative
         values = [
-            t("sp_drafter_" + name), s.gamma, f"{cm.alpha:.3f}", f"{sp.drafts_per_round:.2f}",
+            t("sp_drafter_" + name), s.gamma, f"{sp.drafts_per_round:.2f}",
             f"{cm.expected_tokens_per_round:.2f}", f"{cm.measured_tokens_per_round:.2f}",
             _err(cm.expected_tokens_per_round, cm.measured_tokens_per_round),
             f"{cm.predicted_speedup:.2f}×", f"{s.speedup:.2f}×",
