@@ -13,12 +13,23 @@ from streamlit.testing.v1 import AppTest
 from specdec_core.costmodel import per_token_cost_ms
 from specdec_core.lesson_link import LessonState, decode, encode
 from specdec_core.replay import replay
+from specdec_core.ui import links
 from specdec_core.ui.links import scenarios
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")
 STRINGS = json.loads((REPO / "assets/strings/lessons.json").read_text(encoding="utf-8"))
 LANGS = ("en", "zh")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _scenario_cache_as_before():
+    """The pages' per-process scenario cache is left as this module found it (other
+    tests expect the step page's "find scenarios" button of a process that never searched)."""
+    saved = dict(links._scenarios)
+    yield
+    links._scenarios.clear()
+    links._scenarios.update(saved)
 
 
 def s(key: str, lang: str, **fmt) -> str:
