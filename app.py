@@ -12,11 +12,13 @@ import streamlit as st
 
 from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
+from specdec_core.ui.links import PAGE, load_from_url, write_url
 from specdec_core.ui.sidebar import presenter_on, render_sidebar
 
 HERE = Path(__file__).resolve().parent
 _started = time.perf_counter()
 
+load_from_url()  # a lesson link: seeds the settings once per browser session
 presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
 st.set_page_config(
     page_title="SpecDec Lab", page_icon="🔮", layout="wide",
@@ -65,6 +67,8 @@ st.sidebar.title(t("app_title"))
 st.sidebar.caption(t("app_tagline"))
 render_sidebar()
 with app_context():
+    st.session_state[PAGE] = nav.url_path or "step_through"
     nav.run()
+write_url()  # the state on screen, so a reload or a copied URL keeps it
 if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
     print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)

@@ -12,10 +12,12 @@ from specdec_core.numfmt import fmt_prob
 from specdec_core.records import summarize
 from specdec_core.session import SpeculativeSession, single_token_id
 from specdec_core.ui import lesson as L
+from specdec_core.ui import links
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.guards import PROMPT_CHARS, SHORT_CHARS, whole_number
 from specdec_core.ui.i18n import t
+from specdec_core.ui.lesson_tools import render_lesson_tools, step_back_button
 from specdec_core.ui.render import (
     StripItem,
     kv_table,
@@ -126,6 +128,7 @@ else:
     st.title(t("st_title"))
     st.markdown(t("st_intro"))
 
+links.apply_pending(pair, t("st_default_prompt"))  # a lesson link, scenario or step back
 L.seed_prompt(t("st_default_prompt"))
 prompt = st.text_area(
     t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
@@ -173,6 +176,7 @@ with controls:
     n_rounds = st.number_input(t("st_n_rounds"), 1, 50, 5, key="st_n", width=110)
     st.button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
               key="btn_reset")  # fmt: skip
+    step_back_button(st, session)
 
 if not running and run_n:
     S["run_left"], S["run_total"] = int(n_rounds), int(n_rounds)
@@ -185,6 +189,7 @@ if "step_error" in S:
     st.error(S.pop("step_error"))
 if "step_notice" in S:
     st.info(S.pop("step_notice"))
+links.show_problems()
 
 if blocked:
     pass  # the prompt error above says what to fix
@@ -193,6 +198,7 @@ elif phase == "finished":
 else:
     st.info(t("st_phase") + t("phase_" + phase))
 
+render_lesson_tools(pair, session)
 
 # ------------------------------------------------------------------ token strip
 verify = session.current_verify

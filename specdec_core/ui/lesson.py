@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
 from specdec_core.errors import SpecDecError
 from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig, SpeculativeSession
@@ -44,6 +45,7 @@ class Lesson:
     pair_name: str
     config: SessionConfig
     prompt_len: int  # original prompt boundary (kept across settings changes)
+    drafter: str = "model"  # the draft source (sidebar ``cfg_drafter``)
 
 
 @dataclass
@@ -53,6 +55,17 @@ class Sync:
     error: SpecDecError | None = None
     notice: str | None = None  # a string key (``st_settings_continue`` …)
     notice_args: dict | None = None  # its format arguments
+
+
+def drafter_name() -> str:
+    """The draft source chosen in the sidebar (``model`` unless set)."""
+    name = st.session_state.get("cfg_drafter", "model")
+    return name if name in DRAFTER_NAMES else "model"
+
+
+def store_replayed(session: SpeculativeSession, prompt: str, pair_name: str, drafter: str) -> None:
+    """Make a replayed session (a lesson link, a scenario, step back) the lesson."""
+    _store(Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter))
 
 
 def current() -> Lesson | None:
@@ -82,15 +95,19 @@ def seed_prompt(default: str) -> None:
 def start(pair: ModelPair, config: SessionConfig, prompt: str) -> Lesson:
     """A new lesson from ``prompt``. Raises ``SpecDecError`` (the old lesson is kept)."""
     ids = prompt_ids(pair, prompt, PROMPT_KEY)
-    session = SpeculativeSession(pair, ids, config)
-    return _store(Lesson(session, prompt, pair.name, config, len(ids)))
+    drafter = drafter_name()
+    session = SpeculativeSession(pair, ids, config, make_named_drafter(pair, drafter))
+    return _store(Lesson(session, prompt, pair.name, config, len(ids), drafter))
 
 
 def _continue(lesson: Lesson, pair: ModelPair, config: SessionConfig) -> Lesson:
     old = lesson.session
     # the committed text stays "generated": the original prompt boundary is kept
-    session = SpeculativeSession(pair, list(old.ids), config, prompt_len=lesson.prompt_len)
-    return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len))
+    drafter = drafter_name()
+    session = SpeculativeSession(
+        pair, list(old.ids), config, make_named_drafter(pair, drafter), prompt_len=lesson.prompt_len
+    )
+    return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len, drafter))
 
 
 def _in_flight(session: SpeculativeSession) -> int | None:
@@ -108,7 +125,7 @@ def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> Sync:
         flight = _in_flight(old)
         busy = bool(old.history) or flight is not None
         if lesson.pair_name == pair.name and lesson.prompt == prompt:
-            if lesson.config == config:
+            if lesson.config == config and lesson.drafter == drafter_name():
                 return Sync(lesson)
             if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
                 new = _continue(lesson, pair, config)

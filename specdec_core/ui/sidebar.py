@@ -29,6 +29,11 @@ METHOD_LABELS = {
     "probabilistic": "probabilistic · 概率采样 (y ~ q)",
     "greedy": "greedy · 贪心 (argmax, one-hot q)",
 }
+DRAFTER_LABELS = {
+    "model": "draft model · 草稿模型",
+    "ngram": "prompt lookup (n-gram) · 提示词查找",
+    "early-exit": "early exit · 提前退出",
+}
 
 
 def _load_current() -> ModelPair:
@@ -116,6 +121,10 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.radio(
         t("draft_method"), ["probabilistic", "greedy"], key="cfg_method",
         format_func=METHOD_LABELS.get, help=t("draft_method_help"),
+    )  # fmt: skip
+    sb.selectbox(
+        t("sb_drafter"), list(DRAFTER_LABELS), key="cfg_drafter",
+        format_func=DRAFTER_LABELS.get, help=t("sb_drafter_help"),
     )  # fmt: skip
     sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
     sb.number_input(
