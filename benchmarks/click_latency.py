@@ -10,7 +10,7 @@ Measures:
   arrives after it;
 - per button (① Propose, ② Verify, ③ Commit / reject) over ``--rounds`` rounds: click →
   the chart and KV table updated, i.e. the last DOM change in the main area after the
-  click, once the next step's button is enabled and the main area has been quiet for
+  click, once the clicked step's button is disabled and the main area has been quiet for
   ``QUIET_MS`` (a MutationObserver timestamps every change, in the page's own clock).
 
 Prints p50/p95 per button and the cold start, writes a JSON (``--json``). A benchmark,
@@ -50,9 +50,9 @@ OBSERVER = """() => {
              {subtree: true, childList: true, attributes: true, characterData: true});
 }"""
 CLICK = "b => { window.__t0 = performance.now(); window.__last = window.__t0; b.click(); }"
-SETTLED = """([label, quiet]) => {
+SETTLED = """([label, enabled, quiet]) => {
   const ready = [...document.querySelectorAll('[data-testid="stMain"] button')]
-    .some(b => b.innerText.includes(label) && !b.disabled);
+    .some(b => b.innerText.includes(label) && b.disabled !== enabled);
   return ready && performance.now() - window.__last > quiet;
 }"""
 NAV_TEXTS = """() => [...document.querySelectorAll(
@@ -109,14 +109,16 @@ def click_rounds(page, rounds: int) -> dict[str, list[float]]:
     page.evaluate(OBSERVER)
     times: dict[str, list[float]] = {s: [] for s in STEPS}
     for _ in range(rounds):
-        for i, label in enumerate(STEPS):
+        for label in STEPS:
             button = page.get_by_role("button", name=label)
             if not button.is_enabled():  # the text is finished: start over (not timed)
-                page.get_by_role("button", name="Reset").click()
-                page.wait_for_function(SETTLED, arg=[STEPS[0], QUIET_MS], timeout=60_000)
+                page.get_by_role("button", name="Reset", exact=True).click()
+                page.wait_for_function(SETTLED, arg=[STEPS[0], True, QUIET_MS], timeout=60_000)
             button.evaluate(CLICK)
+            # Done: the clicked step's button is disabled (the phase moved on; after the
+            # last round of the text, ① Propose stays disabled too) and the main area quiet.
             page.wait_for_function(
-                SETTLED, arg=[STEPS[(i + 1) % 3], QUIET_MS], timeout=60_000, polling=50
+                SETTLED, arg=[label, False, QUIET_MS], timeout=60_000, polling=50
             )
             times[label].append(page.evaluate("window.__last - window.__t0"))
     return times
