@@ -117,7 +117,9 @@ def test_a_scenario_opens_from_the_picker(embedded_pair):
     at = open_app()
     if any(b.key == "btn_sc_find" for b in at.button):  # not yet searched in this process
         button(at, "btn_sc_find").click().run()
-    at.radio(key="sc_choice").set_value("sampled_rejection").run()
+    at.radio(key="sc_choice_en").set_value(
+        "Sampling: rejection at position 2, residual drawn"
+    ).run()
     next(b for b in at.button if b.label == "Open this scenario").click().run()
     v = session(at).current_verify
     assert [c.status for c in v.checks] == ["accepted", "rejected", "discarded", "discarded"]
@@ -139,8 +141,9 @@ def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
     from specdec_core.lesson_link import decode
 
     at = open_app(encode(LessonState(prompt=PROMPT, round=1, phase="verify")))
-    [code] = [c.value for c in at.code if "v=1" in c.value and "lang=" in c.value][:1]
-    state, problems = decode(parse_qs(urlsplit(code).query), ["embedded"])
-    assert problems == [] and (state.round, state.phase, state.prompt) == (1, "verify", PROMPT)
+    links = [c.value for c in at.code if "v=1" in c.value]  # + scenario links, if searched
+    states = [decode(parse_qs(urlsplit(u).query), ["embedded"]) for u in links]
+    mine = [s for s, problems in states if not problems and s.prompt == PROMPT]
+    assert [(s.round, s.phase) for s in mine] == [(1, "verify")]
     qr = [h.proto.body for h in at.get("html") if "data:image/svg+xml" in h.proto.body]
     assert len(qr) == 1 and 'alt="QR code"' in qr[0]

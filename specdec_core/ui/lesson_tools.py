@@ -21,7 +21,7 @@ from specdec_core.tracefile import MAX_TRACE_BYTES, TraceFile, export_csv, expor
 
 from . import links
 from .errors import error_message
-from .i18n import t
+from .i18n import lang, t
 from .render import round_strip, token_strip_html
 
 UPLOAD_KEY = "trace_upload"
@@ -68,8 +68,10 @@ def _scenarios(pair: ModelPair) -> None:
     if not keys:
         st.info(t("sc_none"))
         return
-    key = st.radio(t("sc_pick"), keys, format_func=lambda k: t(f"sc_{k}_title"),
-                   key="sc_choice")  # fmt: skip
+    # the translated titles are the options themselves (no format_func) and there is one
+    # widget per language: Streamlit matches a radio's value by its label
+    titles = {t(f"sc_{k}_title"): k for k in keys}
+    key = titles[st.radio(t("sc_pick"), list(titles), key=f"sc_choice_{lang()}")]
     st.markdown(t(f"sc_{key}_text"))
     state = _with_view(found[key])
     st.button(t("sc_open"), on_click=_open_scenario, args=(state,), type="primary")

@@ -1,0 +1,201 @@
+"""The step-through page's lower half: the per-position distributions with the checks
+table, the KV-cache state of both models, and the history of finished rounds. Drawing
+only; every number comes from the session's frozen traces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from specdec_core.figures import distribution_figure, visible_token
+from specdec_core.numfmt import fmt_prob
+from specdec_core.records import summarize
+from specdec_core.session import SpeculativeSession
+from specdec_core.trace import PositionCheck, RoundTrace, VerifyTrace
+
+from .i18n import t
+from .render import kv_table, round_strip, token_strip_html
+
+
+def _labels() -> dict[str, str]:
+    return {
+        "p": t("trace_p"), "q": t("trace_q"), "min": t("trace_min"), "excess": t("trace_excess"),
+        "other": t("other_bucket"), "probability": t("probability"), "token": t("token"),
+        "marked": t("drafted_marker"), "correction": t("legend_correction"),
+        "context": t("trace_context"),
+    }  # fmt: skip
+
+
+def _pick_position(
+    session: SpeculativeSession, phase: str, n: int, bonus: bool, default: int
+) -> int:
+    """One chart at a time (a Plotly figure costs ≈ 25 ms of server time per rerun)."""
+    options = list(range(1, n + 1)) + ([n + 1] if bonus else [])
+    chosen = st.segmented_control(
+        t("st_position"), options, default=min(default, len(options)),
+        format_func=lambda i: f"{i} ★" if bonus and i == n + 1 else str(i),
+        key=f"st_pos_{session.round_index}_{phase}_{n}",
+    )  # fmt: skip
+    return chosen or min(default, len(options))
+
+
+def _chart(fig) -> None:
+    st.plotly_chart(fig, width="stretch", key="dist_chart", config={"displaylogo": False})
+
+
+def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
+    """The per-position checks as a plain table (text, not a canvas: readable and
+    searchable); probabilities never printed as 0.0000 when they are not 0."""
+    after_reject = False
+    rows = {
+        t("col_pos"): [c.position for c in checks],
+        t("col_token"): [visible_token(c.token.text) for c in checks],
+    }
+    if greedy:
+        argmax = []
+        for c in checks:
+            text = visible_token(c.target_argmax.text)
+            if c.status in ("discarded", "cut"):  # its context held the rejected token
+                text += " †"
+                after_reject = True
+            argmax.append(text)
+        rows[t("col_argmax")] = argmax
+    else:
+        rows["p(y)"] = [fmt_prob(c.p) for c in checks]
+        rows["q(y)"] = [fmt_prob(c.q) for c in checks]
+        rows["a = min(1, p/q)"] = [fmt_prob(c.accept_prob) for c in checks]
+        rows["u"] = [fmt_prob(c.u) for c in checks]  # "—": not drawn (never checked)
+    rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
+    st.table(rows, border="horizontal", hide_index=True)
+    if after_reject:
+        st.caption(t("argmax_after_reject"))
+
+
+def _verified(
+    session: SpeculativeSession, shown: VerifyTrace, last: RoundTrace | None, phase: str,
+    log_y: bool, checks_box,
+) -> None:  # fmt: skip
+    """The chart of one verified position (or the bonus position), the verdict in words
+    and the checks table."""
+    labels = _labels()
+    checks, gamma = shown.checks, len(shown.checks)
+    bonus, greedy, contexts = shown.kind == "bonus", shown.greedy, shown.context_dists
+    pos = _pick_position(session, phase, gamma, bonus, shown.accepted + 1)
+    if pos <= gamma:
+        c = checks[pos - 1]
+        correction = shown.next_token.id if pos == shown.accepted + 1 else None
+        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
+        _chart(distribution_figure(
+            c.dist, labels, title, marked_id=c.token.id, correction_id=correction,
+            log_y=log_y, context=contexts[pos - 1] if contexts else None,
+        ))  # fmt: skip
+        verdict = t("verdict_" + c.status)
+        if greedy:
+            st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
+                          tok=f"`{visible_token(c.token.text)}`", verdict=verdict))  # fmt: skip
+        else:
+            st.markdown(t("check_sampling", p=fmt_prob(c.p), q=fmt_prob(c.q),
+                          a=fmt_prob(c.accept_prob),
+                          u=fmt_prob(c.u, missing=t("check_not_drawn")),
+                          verdict=verdict))  # fmt: skip
+    else:
+        bonus_labels = {**labels, "marked": t("legend_bonus")}
+        _chart(distribution_figure(
+            shown.next_dist, bonus_labels, t("fig_title_bonus", i=pos),
+            marked_id=shown.next_token.id, log_y=log_y,
+            context=contexts[gamma] if len(contexts) > gamma else None,
+        ))  # fmt: skip
+    if greedy and contexts:
+        st.caption(t("context_note"))
+    next_tok = f"`{visible_token(shown.next_token.text)}`"
+    if last is not None and last.commit.kind == "stopped":
+        pass  # the commit stopped before the correction/bonus token: nothing to explain
+    elif gamma == 0:  # a round with no drafts (max new tokens reached): a normal state
+        st.info(t("next_no_drafts", tok=next_tok))
+    elif bonus:
+        st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
+    else:
+        how = "next_correction_greedy" if greedy else "next_correction"
+        st.warning(t(how, k=shown.accepted + 1, tok=next_tok))
+    proposed = last.propose if last is not None else session.current_propose
+    st.caption(t("timing", d=proposed.draft_ms, v=shown.verify_ms,
+                 n=shown.target_forward_tokens))  # fmt: skip
+    with checks_box:
+        checks_table(checks, greedy)
+        st.caption(t("st_dists_help"))
+
+
+def distributions(
+    session: SpeculativeSession, last: RoundTrace | None, phase: str,
+    heading: Callable[[str], None], checks_box,
+) -> None:  # fmt: skip
+    """The per-position distributions: the verified round (or the last one), else the
+    drafts' ``q`` before Verify."""
+    verify = session.current_verify
+    shown = verify if verify is not None else (last.verify if last is not None else None)
+    heading(t("st_dists"))
+    log_y = st.toggle(t("fig_log"), key="st_log_y", help=t("fig_log_help"))
+    if shown is None and not session.drafts:
+        st.caption(t("st_dists_empty"))
+    elif shown is not None:
+        _verified(session, shown, last, phase, log_y, checks_box)
+    else:
+        dists = session.current_draft_dists
+        pos = _pick_position(session, phase, len(dists), False, 1)
+        d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
+        title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
+        _chart(distribution_figure(d, _labels(), title, marked_id=tok.id, log_y=log_y))
+        q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
+        st.markdown(t("check_pending", q=fmt_prob(q_y)))
+        st.caption(t("st_dists_help"))
+
+
+def kv_section(
+    session: SpeculativeSession, last: RoundTrace | None, presenter: bool,
+    heading: Callable[[str], None],
+) -> None:  # fmt: skip
+    """Counters and the KV-state table of both models."""
+    heading(t("st_kv"))
+    state = session.kv_state(session.current_statuses())
+    counts = [
+        (t("kv_committed_len"), state.committed_len), (t("kv_target_len"), state.target_kv_len),
+        (t("kv_draft_len"), state.draft_kv_len),
+    ]  # fmt: skip
+    if presenter:  # one line instead of three tall metric boxes
+        st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
+    else:
+        for col, (name, n) in zip(st.columns(3), counts, strict=True):
+            col.metric(name, n)
+    if last is not None:
+        st.caption(
+            t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
+        )
+    show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
+    # the current round's rows and the last few committed ones (after a commit: the whole
+    # last round), as a plain table: no inner scroll
+    keep = 2 + (len(last.commit.appended) if last is not None else 0)
+    table = kv_table(state, None if show_all else keep)
+    st.table(table, border="horizontal", hide_index=True)
+    st.caption(t("kv_help"))
+
+
+def history(session: SpeculativeSession) -> None:
+    """Finished rounds, newest first, with the statistics of all of them."""
+    st.subheader(t("st_history"))
+    if not session.history:
+        st.caption(t("history_empty"))
+        return
+    summary = summarize(session.records)
+    st.markdown(t(
+        "history_stats", rounds=summary.rounds, alpha=summary.acceptance_rate,
+        acc=summary.accepted, drafted=summary.drafted, checked=summary.checked,
+        mean=summary.mean_accepted,
+    ))  # fmt: skip
+    for r in reversed(session.history):
+        label = t("history_round", r=r.round_index + 1, n=r.record.accepted, g=len(r.verify.checks),
+                  k=len(r.commit.appended), kind=t("kind_" + r.commit.kind))  # fmt: skip
+        with st.expander(label, expanded=False):
+            st.html(token_strip_html(round_strip(r.verify, r.record), []))
+            st.caption(t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
+                         n=r.verify.target_forward_tokens))  # fmt: skip
