@@ -1,5 +1,7 @@
 """A hand-made Streamlit websocket client for classroom-abuse checks (loopback only).
 
+(Over 300 lines on purpose: the client and the abuse scenarios it drives are one tool.)
+
 Speaks the same protocol as ``benchmarks/load_test.py`` (``/_stcore/stream``, protobuf
 ``BackMsg``/``ForwardMsg``) but can also send crafted widget values (a huge prompt, an
 oversized table edit state), a forged clear-cache message and page switches. Widgets are

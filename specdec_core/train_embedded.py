@@ -1,5 +1,7 @@
 """Train the embedded offline GPT-2 target/draft pair shipped in ``assets/models/embedded``.
 
+(About 300 lines: data, both models' training and the report are one recipe.)
+
 Reproducible recipe (``python -m specdec_core.train_embedded``):
 
 1. a byte-level BPE tokenizer (the GPT-2 algorithm, ``tokenizers`` library) trained on

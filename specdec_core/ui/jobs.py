@@ -1,5 +1,7 @@
 """The speed page's measurements: one server-wide queue, one worker thread.
 
+(About 300 lines: the job, its caps and the queue are one mechanism.)
+
 A measurement is a :class:`Job` (a list of tasks; each task is a checkpoint for progress
 and cancellation). Jobs from every session wait in one FIFO queue (``SPECDEC_MAX_JOBS``
 queued or running at most, default 4; one per session) and run one at a time, so a class
