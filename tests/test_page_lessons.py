@@ -76,7 +76,9 @@ def wrong_then_right(at: AppTest, cid: str, wrong: object, right: object, lang: 
     got = at.session_state["ls_answers"][cid]
     assert got["correct"] is True and got["tries"] == 2
     assert len([e for e in texts(at, "error") if e.startswith("✗")]) == before
-    assert any(e.startswith("✓ " + s("ls_right", lang)) for e in texts(at, "success"))
+    # right only after the reveal: said so, and not counted as right at the first try
+    assert got["first"] is False
+    assert any(e.startswith("✓ " + s("ls_right_retry", lang)) for e in texts(at, "success"))
 
 
 def markdown(at: AppTest) -> str:
@@ -112,7 +114,7 @@ def test_chapter_1_greedy_cases_and_cost(embedded_pair, lang):
     assert s("ls_c1_faster", lang, cost="11", target=20.0, x="1.82") in md
     assert "1.82×" in frames(at)
     bars = [p.proto.text for p in at.get("progress")]
-    assert s("ls_progress", lang, done=5, total=5, right=5) in bars
+    assert s("ls_progress", lang, done=5, total=5, right=0) in bars  # all right only on a retry
 
 
 @pytest.mark.parametrize("lang", LANGS)

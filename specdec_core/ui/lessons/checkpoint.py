@@ -105,7 +105,9 @@ def ask(check: Check) -> bool:
         if done is None:
             st.caption(t("ls_reveal_after"))
             return False
-        if done["correct"]:
+        if done["correct"] and not done["first"]:  # right only after the answer was shown
+            st.success(f"✓ {t('ls_right_retry')} {check.why}")
+        elif done["correct"]:
             st.success(f"✓ {t('ls_right')} {check.why}")
         else:
             st.error(f"✗ {t('ls_wrong', answer=shown_answer(check))} {check.why}")
@@ -119,6 +121,6 @@ def chapter_progress(cids: Sequence[str]) -> tuple[int, int, int]:
 
 
 def progress_bar(cids: Sequence[str]) -> None:
-    done, right, _ = chapter_progress(cids)
+    done, _, first = chapter_progress(cids)  # a retry after the reveal does not count
     st.progress(done / len(cids) if cids else 1.0,
-                text=t("ls_progress", done=done, total=len(cids), right=right))  # fmt: skip
+                text=t("ls_progress", done=done, total=len(cids), right=first))  # fmt: skip
