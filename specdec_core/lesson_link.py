@@ -127,7 +127,8 @@ def decode(
     if packed is None:
         return state, problems
     if version != str(LINK_VERSION):
-        return state, [*problems, Problem("version", {"version": str(version)[:8]})]
+        shown = "—" if version is None else str(version)[:8]
+        return state, [*problems, Problem("version", {"version": shown})]
     data = _unpack(packed)
     if data is None:
         return state, [*problems, Problem("unreadable")]

@@ -147,3 +147,29 @@ def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
     assert [(s.round, s.phase) for s in mine] == [(1, "verify")]
     qr = [h.proto.body for h in at.get("html") if "data:image/svg+xml" in h.proto.body]
     assert len(qr) == 1 and 'alt="QR code"' in qr[0]
+
+
+def test_a_round_cut_by_end_of_text_explains_no_correction(embedded_pair):
+    """The eos_cut scenario after Verify: later drafts are cut, and the page neither marks
+    nor explains a correction token (the round ends at the stop)."""
+    found = {f.key: f.state for f in find_scenarios(embedded_pair)}
+    at = open_app(encode(found["eos_cut"]))
+    record = session(at).current_record
+    assert record.kind == "stopped" and "cut" in record.statuses
+    assert not [w for w in at.warning if "Rejected at position" in w.value]
+    cut = record.statuses.count("cut")
+    assert any(f"{cut} later draft(s) are cut" in i.value for i in at.info)
+
+
+@pytest.mark.parametrize(
+    ("params", "expected", "absent"),
+    [
+        ({"v": "1", "s": "abc"}, "the lesson state (unreadable or too large)", "prompt_empty"),
+        ({"s": "abc"}, "a link of another version (—)", "None"),
+    ],
+)
+def test_broken_links_name_what_was_dropped_in_words(embedded_pair, params, expected, absent):
+    at = open_app(params)
+    [message] = [w.value for w in at.warning if "dropped" in w.value]
+    assert expected in message and absent not in message and "the prompt" not in message
+    assert len(session(at).history) == 0 and at.text_area[0].value  # the default lesson

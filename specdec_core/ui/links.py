@@ -90,8 +90,8 @@ def load_from_url() -> None:
     state, clamped = _fit_widgets(state)
     problems += clamped
     _seed_widgets(state)
-    if state.pair != "embedded" or state.page == "step_through":
-        S[PENDING] = state
+    if state.prompt and (state.pair != "embedded" or state.page == "step_through"):
+        S[PENDING] = state  # a state without a prompt has nothing to replay
     S[PROBLEMS] = problems
 
 

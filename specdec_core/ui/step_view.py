@@ -80,11 +80,17 @@ def _verified(
     and the checks table."""
     labels = _labels()
     checks, gamma = shown.checks, len(shown.checks)
-    bonus, greedy, contexts = shown.kind == "bonus", shown.greedy, shown.context_dists
-    pos = _pick_position(session, phase, gamma, bonus, shown.accepted + 1)
+    record = last.record if last is not None else session.current_record
+    # a stop on a committed draft (e.g. an accepted end-of-text) ends the round there: the
+    # rule's correction/bonus is never emitted, so it is neither drawn nor explained
+    stopped = record is not None and record.kind == "stopped"
+    bonus = shown.kind == "bonus" and not stopped
+    greedy, contexts = shown.greedy, shown.context_dists
+    default = record.accepted if stopped else shown.accepted + 1
+    pos = _pick_position(session, phase, gamma, bonus, max(1, default))
     if pos <= gamma:
         c = checks[pos - 1]
-        correction = shown.next_token.id if pos == shown.accepted + 1 else None
+        correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
         title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
         _chart(distribution_figure(
             c.dist, labels, title, marked_id=c.token.id, correction_id=correction,
@@ -109,8 +115,8 @@ def _verified(
     if greedy and contexts:
         st.caption(t("context_note"))
     next_tok = f"`{visible_token(shown.next_token.text)}`"
-    if last is not None and last.commit.kind == "stopped":
-        pass  # the commit stopped before the correction/bonus token: nothing to explain
+    if stopped:  # the round ends at the stop: later drafts are cut, no correction/bonus
+        st.info(t("next_stopped", n=record.accepted, cut=record.statuses.count("cut")))
     elif gamma == 0:  # a round with no drafts (max new tokens reached): a normal state
         st.info(t("next_no_drafts", tok=next_tok))
     elif bonus:
