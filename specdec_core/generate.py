@@ -190,14 +190,10 @@ def generate(
     timeline = None
     if marks is not None:
         drafted = draft_kv.spans if draft_kv is not None and draft_kv.spans else []
-        timeline = build_timeline(
-            mode, started, stats.total_ms, target.spans or [], drafted, marks
-        )
+        timeline = build_timeline(mode, started, stats.total_ms, target.spans or [], drafted, marks)
         if draft_kv is not None:
             draft_kv.spans = None
-    return GenerationResult(
-        output, pair.tokenizer.decode(output), reason, stats, records, timeline
-    )
+    return GenerationResult(output, pair.tokenizer.decode(output), reason, stats, records, timeline)
 
 
 def _autoregressive(

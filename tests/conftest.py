@@ -99,3 +99,25 @@ def run_json(capsys, *args: str) -> dict:
 
     assert main(list(args)) == 0
     return json.loads(capsys.readouterr().out)
+
+
+APP = str(REPO / "app.py")
+
+
+def start_app(lang: str = "en"):
+    """An ``AppTest`` of the app after its first run in ``lang`` (no exception)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["lang"] = lang
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def click_button(at, label: str) -> None:
+    """Click the enabled button labelled ``label`` and rerun (no exception)."""
+    [button] = [b for b in at.button if b.label == label]
+    assert not button.disabled, f"{label} is disabled"
+    button.click().run()
+    assert not at.exception, at.exception

@@ -6,25 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import click_button, start_app
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PROMPT = "KING:\nWhat say you, my lords, of this"
 
 
-def start(lang: str = "en") -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["lang"] = lang
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def click(at: AppTest, label: str) -> None:
-    [button] = [b for b in at.button if b.label == label]
-    assert not button.disabled, f"{label} is disabled"
-    button.click().run()
-    assert not at.exception, at.exception
+start = start_app
+click = click_button
 
 
 def committed(at: AppTest) -> int:
