@@ -127,7 +127,8 @@ else:
     st.title(t("st_title"))
     st.markdown(t("st_intro"))
 
-links.apply_pending(pair, t("st_default_prompt"))  # a lesson link, scenario or step back
+# a lesson link, a scenario or step back: replayed with the sidebar's settings
+links.apply_pending(pair, config, t("st_default_prompt"))
 L.seed_prompt(t("st_default_prompt"))
 prompt = st.text_area(
     t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS

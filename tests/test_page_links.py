@@ -173,3 +173,16 @@ def test_broken_links_name_what_was_dropped_in_words(embedded_pair, params, expe
     [message] = [w.value for w in at.warning if "dropped" in w.value]
     assert expected in message and absent not in message and "the prompt" not in message
     assert len(session(at).history) == 0 and at.text_area[0].value  # the default lesson
+
+
+def test_values_the_pair_cannot_show_are_reset_with_one_message(embedded_pair):
+    """A link made on a larger pair (top-k and max new tokens beyond the embedded pair's
+    vocabulary of 4,096 and context of 256): the sidebar resets both, the page says so,
+    and the lesson replays with the settings on screen."""
+    state = LessonState(prompt=PROMPT, top_k=10_000, max_new_tokens=900, round=1)
+    at = open_app(encode(state))
+    [message] = [w.value for w in at.warning if "dropped" in w.value]
+    assert "top_k" in message and "max_new_tokens" in message
+    assert at.session_state["cfg_top_k"] == 0 and at.session_state["cfg_max_new"] == 80
+    s = session(at)
+    assert len(s.history) == 1 and s.config.top_k == 0 and s.config.max_new_tokens == 80

@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
+from specdec_core.inputs import SessionConfig
 from specdec_core.lesson_link import LessonState, Problem, decode, encode
 from specdec_core.models import ModelPair
 from specdec_core.replay import replay, state_of
@@ -51,26 +52,6 @@ def _seed_widgets(state: LessonState) -> None:
         S[L.PROMPT_KEY] = state.prompt
 
 
-#: (vocabulary size, context length) the sidebar's number boxes are bounded by, per preset
-WIDGET_LIMITS = {"embedded": (4096, 256)}
-GPT2_LIMITS = (50257, 1024)
-
-
-def _fit_widgets(state: LessonState) -> tuple[LessonState, list[Problem]]:
-    """Values a sidebar widget of the linked pair cannot show go back to their default."""
-    vocab, context = WIDGET_LIMITS.get(state.pair, GPT2_LIMITS)
-    default, problems = LessonState(), []
-    if state.top_k > vocab:
-        state, problems = (
-            replace(state, top_k=default.top_k),
-            [Problem("bad_value", {"name": "top_k"})],
-        )
-    if state.max_new_tokens > context - 1:
-        state = replace(state, max_new_tokens=min(default.max_new_tokens, context - 1))
-        problems.append(Problem("bad_value", {"name": "max_new_tokens"}))
-    return state, problems
-
-
 def load_from_url() -> None:
     """Read the lesson state from the URL once per browser session (``app.py``, before the
     sidebar). Problems are kept for the page to show."""
@@ -87,9 +68,7 @@ def load_from_url() -> None:
             S["lang"] = state.lang
         S[PROBLEMS] = problems
         return
-    state, clamped = _fit_widgets(state)
-    problems += clamped
-    _seed_widgets(state)
+    _seed_widgets(state)  # values the linked pair cannot show: the sidebar resets them
     if state.prompt and (state.pair != "embedded" or state.page == "step_through"):
         S[PENDING] = state  # a state without a prompt has nothing to replay
     S[PROBLEMS] = problems
@@ -141,13 +120,25 @@ def link_for(state: LessonState) -> str:
     return f"{base}?{urlencode(encode(state))}"
 
 
-def apply_pending(pair: ModelPair, default_prompt: str) -> None:
+def note_dropped(name: str) -> None:
+    """Record that a setting could not be kept (shown by :func:`show_problems`)."""
+    st.session_state.setdefault(PROBLEMS, []).append(Problem("bad_value", {"name": name}))
+
+
+def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -> None:
     """On the step page, before the lesson syncs: replay a state from a link, a scenario
-    or step back, and keep what it dropped for :func:`show_problems`."""
+    or step back with the settings the sidebar shows (seeded from that state, reset where
+    the pair's widgets could not hold a value), and keep what it dropped for
+    :func:`show_problems`."""
     S = st.session_state
     state: LessonState | None = S.pop(PENDING, None)
     if state is None or state.pair != pair.name:
         return
+    state = replace(
+        state, gamma=config.gamma, temperature=config.temperature, top_k=config.top_k,
+        top_p=config.top_p, draft_method=config.draft_method, seed=config.seed,
+        max_new_tokens=config.max_new_tokens,
+    )  # fmt: skip
     out = replay(pair, state)
     problems = list(S.get(PROBLEMS, [])) + out.problems
     if out.session is None:  # the link's prompt could not start: the default prompt

@@ -13,6 +13,7 @@ from specdec_core.session import MAX_GAMMA, SessionConfig
 
 from .errors import error_message, plain
 from .i18n import LANGUAGES, t
+from .links import note_dropped
 from .loader import get_pair, offered_pairs
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
@@ -50,6 +51,19 @@ def _load_current() -> ModelPair:
             state["pair_notice"] = (state["pair_name"], exc.code, str(exc).rstrip("."))
             state["pair_name"], state["pair_reason"] = "embedded", "fallback"
             return get_pair("embedded")
+
+
+def _fit_to_pair(pair: ModelPair) -> None:
+    """Reset the values this pair's number boxes cannot hold (top-k over the vocabulary,
+    max new tokens over the context) before they are drawn: after a switch from a larger
+    pair or from a lesson link; the page says what was reset."""
+    state = st.session_state
+    if state.get("cfg_top_k", 0) > pair.vocab_size:
+        state["cfg_top_k"] = 0
+        note_dropped("top_k")
+    if state.get("cfg_max_new", 0) > pair.context_length - 1:
+        state["cfg_max_new"] = min(80, pair.context_length - 1)
+        note_dropped("max_new_tokens")
 
 
 def _chosen_by_user() -> None:
@@ -93,6 +107,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         st.session_state["pair_name"], st.session_state["pair_reason"] = name, reason
     try:
         pair = _load_current()
+        _fit_to_pair(pair)
     except ModelLoadError as exc:
         st.error(error_message(exc))
         st.stop()
