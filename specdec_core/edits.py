@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .acceptance import Verdict, acceptance_probability
+from .errors import InputError
 from .records import RoundRecord
 from .sampling import logits_to_probs
 from .trace import DistSlice, EditTrace, PositionCheck, TokenInfo
@@ -20,6 +21,27 @@ if TYPE_CHECKING:
     from .session import SpeculativeSession
 
 Slicer = Callable[[torch.Tensor | None, torch.Tensor | None, list[int]], DistSlice]
+
+
+def check_position(position: object, gamma: int) -> None:
+    """A drafted position a student may edit: a whole number in ``1..gamma``.
+
+    Raises:
+        InputError: anything else (code ``edit_position``).
+    """
+    if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= gamma:
+        raise InputError(
+            f"position must be between 1 and {gamma}, got {position!r}", "edit_position",
+            gamma=gamma,
+        )  # fmt: skip
+
+
+@torch.inference_mode()
+def _preview_logits(session: SpeculativeSession, drafts: list[int]) -> torch.Tensor:
+    """``[γ', V]`` float32 target logits at each drafted position given ``drafts``, from a
+    cache-free forward over ``committed + drafts`` (the session's caches are untouched)."""
+    ids = torch.tensor([session.ids + drafts], device=session.pair.device)
+    return session.pair.target(input_ids=ids).logits[0, -(len(drafts) + 1) : -1].float()
 
 
 @torch.inference_mode()
@@ -34,12 +56,9 @@ def target_preview(
         ``γ'`` lists of ``top_n`` :class:`TokenInfo`, most likely first (index 0 is the
         greedy choice ``argmax p_i``). Empty when there are no drafts.
     """
-    gamma = len(drafts)
-    if gamma == 0:
+    if not drafts:
         return []
-    pair = session.pair
-    ids = torch.tensor([session.ids + drafts], device=pair.device)
-    logits = pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()  # [γ', V]
+    logits = _preview_logits(session, drafts)  # [γ', V]
     top = torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
     return [[session.token(t) for t in row] for row in top]
 
@@ -54,13 +73,9 @@ def accept_preview(
     edited position ``q_i`` is one-hot, so ``a_i = p_i(y_i)``. Position ``i`` is only
     checked if positions ``1..i−1`` were accepted.
     """
-    gamma = len(drafts)
-    if gamma == 0:
+    if not drafts:
         return []
-    pair = session.pair
-    ids = torch.tensor([session.ids + drafts], device=pair.device)
-    logits = pair.target(input_ids=ids).logits[0, -(gamma + 1) : -1].float()
-    p_rows = logits_to_probs(logits, session.config.sampling).cpu()
+    p_rows = logits_to_probs(_preview_logits(session, drafts), session.config.sampling).cpu()
     return [
         acceptance_probability(float(p_rows[i, y]), float(q_rows[i, y]))
         for i, y in enumerate(drafts)
@@ -74,11 +89,8 @@ def make_position_wrong(session: SpeculativeSession, position: int) -> EditTrace
     Raises:
         PhaseError: not after ``propose``. InputError: position out of range.
     """
+    check_position(position, len(session.drafts))  # before the preview's forward
     preview = session.target_preview(top_n=2)
-    if isinstance(position, bool) or not isinstance(position, int):
-        position = -1  # edit_draft reports it
-    if not 1 <= position <= len(preview):
-        return session.edit_draft(position, 0)  # raises the documented InputError
     return session.edit_draft(position, preview[position - 1][1].id)
 
 

@@ -26,6 +26,7 @@ import torch
 from .edits import (
     accept_preview,
     build_checks,
+    check_position,
     make_draft_agree,
     make_position_wrong,
     target_preview,
@@ -106,16 +107,7 @@ class SpeculativeSession(SessionState):
         pending = self._require("verify", "edit a draft")
         assert pending is not None
         gamma = len(pending.ids)
-        if (
-            isinstance(position, bool)
-            or not isinstance(position, int)
-            or not 1 <= position <= gamma
-        ):
-            raise InputError(
-                f"position must be between 1 and {gamma}, got {position!r}",
-                "edit_position",
-                gamma=gamma,
-            )
+        check_position(position, gamma)
         vocab = self.pair.vocab_size
         if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab:
             raise InputError(
