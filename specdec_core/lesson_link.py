@@ -78,6 +78,14 @@ class LessonState:
             max_new_tokens=self.max_new_tokens,
         )  # fmt: skip
 
+    def with_config(self, config: SessionConfig) -> LessonState:
+        """This state with ``config``'s settings (the inverse of :meth:`config`)."""
+        return replace(
+            self, gamma=config.gamma, temperature=config.temperature, top_k=config.top_k,
+            top_p=config.top_p, draft_method=config.draft_method, seed=config.seed,
+            max_new_tokens=config.max_new_tokens,
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Problem:

@@ -22,14 +22,11 @@ def state_of(session: SpeculativeSession, base: LessonState, prompt: str) -> Les
     """The position ``session`` stands at, on top of ``base``'s page, language, pair and
     drafter. ``prompt`` is the text the session's prompt came from; committed tokens
     beyond it that were made under other settings go into ``cont``."""
-    c = session.config
     made = [(r.round_index, e.position, e.new_token.id) for r in session.history for e in r.edits]
     made += [(session.round_index, e.position, e.new_token.id) for e in session.current_edits]
     cont = tuple(session.ids[session.prompt_len : _start_len(session)])
     return replace(
-        base, gamma=c.gamma, temperature=c.temperature, top_k=c.top_k, top_p=c.top_p,
-        draft_method=c.draft_method, seed=c.seed, max_new_tokens=c.max_new_tokens,
-        prompt=prompt, cont=cont, round=len(session.history),
+        base.with_config(session.config), prompt=prompt, cont=cont, round=len(session.history),
         phase="propose" if session.phase == "finished" else session.phase, edits=tuple(made),
     )  # fmt: skip
 

@@ -92,11 +92,7 @@ def current_state(page: str) -> LessonState:
     if lesson is not None and lesson.pair_name == base.pair:
         return state_of(lesson.session, base, lesson.prompt)
     if config is not None:
-        base = replace(
-            base, gamma=config.gamma, temperature=config.temperature, top_k=config.top_k,
-            top_p=config.top_p, draft_method=config.draft_method, seed=config.seed,
-            max_new_tokens=config.max_new_tokens, prompt=S.get(L.PROMPT_KEY, ""),
-        )  # fmt: skip
+        base = replace(base.with_config(config), prompt=S.get(L.PROMPT_KEY, ""))
     return base
 
 
@@ -134,11 +130,7 @@ def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -
     state: LessonState | None = S.pop(PENDING, None)
     if state is None or state.pair != pair.name:
         return
-    state = replace(
-        state, gamma=config.gamma, temperature=config.temperature, top_k=config.top_k,
-        top_p=config.top_p, draft_method=config.draft_method, seed=config.seed,
-        max_new_tokens=config.max_new_tokens,
-    )  # fmt: skip
+    state = state.with_config(config)
     out = replay(pair, state)
     problems = list(S.get(PROBLEMS, [])) + out.problems
     if out.session is None:  # the link's prompt could not start: the default prompt
