@@ -18,7 +18,7 @@ from .generate import GenerationResult, generate
 from .inputs import SessionConfig, prompt_ids
 from .models import ModelPair
 from .records import STRIP_STATES, RoundRecord, strip_states, summarize  # noqa: F401
-from .trace import TokenInfo
+from .trace import TokenInfo, token_lookup
 
 Progress = Callable[[int, int, str], None]
 
@@ -136,16 +136,7 @@ def strip_marks(
 
 def token_info(pair: ModelPair) -> Callable[[int], TokenInfo]:
     """A memoised id → :class:`TokenInfo` for ``pair``'s tokenizer."""
-    tok = pair.tokenizer
-    cache: dict[int, TokenInfo] = {}
-
-    def info(token_id: int) -> TokenInfo:
-        if token_id not in cache:
-            piece = tok.convert_ids_to_tokens(token_id)
-            cache[token_id] = TokenInfo(token_id, tok.decode([token_id]), piece)
-        return cache[token_id]
-
-    return info
+    return token_lookup(pair.tokenizer)
 
 
 def _median(runs: list[GenerationResult]) -> GenerationResult:

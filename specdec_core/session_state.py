@@ -20,7 +20,16 @@ from .models import ModelPair
 from .records import RoundRecord
 from .rounds import gamma_for_round, stop_rule
 from .slices import dist_slice
-from .trace import DistSlice, EditTrace, KVState, ProposeTrace, RoundTrace, TokenInfo, VerifyTrace
+from .trace import (
+    DistSlice,
+    EditTrace,
+    KVState,
+    ProposeTrace,
+    RoundTrace,
+    TokenInfo,
+    VerifyTrace,
+    token_lookup,
+)
 
 Phase = Literal["propose", "verify", "commit", "finished"]
 
@@ -80,7 +89,7 @@ class SessionState:
         self.stop_reason: str | None = None
         self.history: list[RoundTrace] = []
         self._pending: PendingRound | None = None
-        self._token_cache: dict[int, TokenInfo] = {}
+        self._token = token_lookup(pair.tokenizer)
 
     # ------------------------------------------------------------------ state
     @property
@@ -144,12 +153,8 @@ class SessionState:
         return self.pair.tokenizer.decode(self.generated_ids)
 
     def token(self, token_id: int) -> TokenInfo:
-        info = self._token_cache.get(token_id)
-        if info is None:
-            tok = self.pair.tokenizer
-            info = TokenInfo(token_id, tok.decode([token_id]), tok.convert_ids_to_tokens(token_id))
-            self._token_cache[token_id] = info
-        return info
+        """The :class:`TokenInfo` of ``token_id`` (memoised per session)."""
+        return self._token(token_id)
 
     def kv_state(self, tentative_states: list[str] | None = None) -> KVState:
         """The KV-state table now: committed tokens, then this round's drafts (if any)."""

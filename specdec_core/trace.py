@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,19 @@ class TokenInfo:
     id: int
     text: str
     piece: str
+
+
+def token_lookup(tokenizer: Any) -> Callable[[int], TokenInfo]:
+    """A memoised id → :class:`TokenInfo` (decoded text and BPE piece) for ``tokenizer``."""
+    cache: dict[int, TokenInfo] = {}
+
+    def info(token_id: int) -> TokenInfo:
+        if token_id not in cache:
+            piece = tokenizer.convert_ids_to_tokens(token_id)
+            cache[token_id] = TokenInfo(token_id, tokenizer.decode([token_id]), piece)
+        return cache[token_id]
+
+    return info
 
 
 @dataclass(frozen=True)
