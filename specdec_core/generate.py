@@ -166,6 +166,7 @@ def generate(
     records: tuple[RoundRecord, ...] = ()
     if mode != "autoregressive":
         drafter = drafter or ModelDrafter(pair.draft)
+        drafter.attach(target)
     draft_kv: ModelCache | None = getattr(drafter, "kv", None)
     marks: list[tuple[float, float, int, int]] | None = [] if trace_timeline else None
     if trace_timeline:

@@ -56,6 +56,13 @@ class ModelCache:
         # list here (the fast path's round timeline); no extra clock reads either way.
         self.spans: list[tuple[float, float]] | None = None
         self._cuda = self.device.type == "cuda"
+        # Feature-level drafters (EAGLE) read the target's last hidden state (the LM head's
+        # input) at every KV-computed position: set ``track_hidden`` before the first
+        # forward and ``hidden`` is kept as a ``[kv_len, d]`` float32 tensor, cropped and
+        # compacted with the cache. The verify forward already computes these states; no
+        # extra forward is run for them.
+        self.track_hidden = False
+        self.hidden: torch.Tensor | None = None
 
     @property
     def kv_len(self) -> int:
@@ -85,8 +92,12 @@ class ModelCache:
     def _forward(self, new_ids: list[int], keep: int) -> torch.Tensor:
         started = time.perf_counter()
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # [1, T]
-        out = self.model(input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+        out = self.model(
+            input_ids=input_ids, cache=self.cache, use_cache=True, logits_to_keep=keep,
+            output_hidden_states=self.track_hidden,
+        )  # fmt: skip
         logits = out.logits[0].float()  # [T or keep, V]
+        self.keep_hidden(out)
         if self._cuda:
             torch.cuda.synchronize()
         ended = time.perf_counter()
@@ -107,7 +118,17 @@ class ModelCache:
         if removed > 0:
             self.cache.crop(-removed)
             del self.ids[self.kv_len - removed :]
+            if self.hidden is not None:
+                self.hidden = self.hidden[: self.kv_len]
         return max(0, removed)
+
+    def keep_hidden(self, out) -> None:
+        """Append a forward's last hidden states (``out.hidden_states[-1]``, ``[1, T, d]``,
+        after the final layer norm: the LM head's input) when ``track_hidden`` is set."""
+        if not self.track_hidden or out.hidden_states is None:
+            return
+        new = out.hidden_states[-1][0].detach().float()  # [T, d]
+        self.hidden = new if self.hidden is None else torch.cat([self.hidden, new])
 
     def sync_to(self, context: list[int]) -> list[int]:
         """Crop to the longest prefix shared with ``context``; return the ids still to feed.

@@ -84,6 +84,7 @@ class SessionState:
         self.prompt_len = prompt_len
         self.target = ModelCache(pair.target)
         self.drafter: Drafter = drafter or ModelDrafter(pair.draft)
+        self.drafter.attach(self.target)
         self.generator = torch.Generator().manual_seed(self.config.seed)
         self.round_index = 0
         self.stop_reason: str | None = None

@@ -13,6 +13,7 @@ from typing import Literal, Protocol
 
 import torch
 
+from ..kvcache import ModelCache
 from ..sampling import SamplingConfig, logits_to_probs, one_hot
 
 DraftMethod = Literal["probabilistic", "greedy"]
@@ -43,7 +44,11 @@ class Drafter(Protocol):
     sampled fast path); ``propose_argmax`` is the same proposal at temperature 0 without
     building one-hot rows (the greedy fast path; it must return exactly the ids
     ``propose`` returns at temperature 0). ``forward_ms`` is the time spent inside draft
-    model forwards so far (0.0 for a drafter without a model).
+    model forwards so far (0.0 for a drafter without a model). ``attach`` is called by
+    every engine path once, right after it creates the target's cache (a feature-level
+    drafter keeps a reference to read the target's hidden states; others ignore it).
+    ``tree_logits`` serves tree drafting (``tree.py``): the drafter's next-token logits
+    after any context, or ``None`` for a drafter without a distribution.
     """
 
     name: str
@@ -72,6 +77,16 @@ class Drafter(Protocol):
     @property
     def forward_ms(self) -> float:
         """Milliseconds spent in draft-model forwards since the drafter was made."""
+        ...
+
+    def attach(self, target: ModelCache) -> None:
+        """Called once with the target's cache before the first proposal."""
+        ...
+
+    def tree_logits(self, context: list[int]) -> torch.Tensor | None:
+        """``[V]`` float32 logits for the token after ``context`` (committed ids followed by
+        a tree path), from and extending the drafter's own cache (one forward over the ids
+        it lacks); ``None`` when the drafter has no distribution (tree drafting refused)."""
         ...
 
 

@@ -81,6 +81,13 @@ class ModelDrafter:
         """Milliseconds inside this drafter's model forwards (:class:`ModelCache`)."""
         return self.kv.forward_ms
 
+    def attach(self, target: ModelCache) -> None:
+        """Nothing to do: a model drafter reads only token ids."""
+
+    def tree_logits(self, context: list[int]) -> torch.Tensor:
+        """``[V]`` float32 next-token logits after ``context`` (one cached forward)."""
+        return self.kv.extend(self.kv.sync_to(context))[-1]
+
 
 def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:
     """A GPT-2 made of the target's first ``layers`` blocks + its final layer norm + LM

@@ -7,6 +7,7 @@ import time
 
 import torch
 
+from ..kvcache import ModelCache
 from ..sampling import SamplingConfig, one_hot
 from .base import Draft, DraftMethod
 
@@ -48,6 +49,13 @@ class NgramDrafter:
 
     def rollback(self, length: int) -> int:
         return 0
+
+    def attach(self, target: ModelCache) -> None:
+        """Nothing to do: the lookup reads only token ids."""
+
+    def tree_logits(self, context: list[int]) -> None:
+        """No distribution: prompt lookup proposes one continuation, not a tree."""
+        return None
 
     def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
         """The lookup's ids (they do not depend on temperature); no forwards."""
