@@ -27,18 +27,21 @@ cached forward per expanded node), to keep the lesson readable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from .acceptance_tree import verify_node
+from .drafters import Drafter, ModelDrafter, make_named_drafter
 from .errors import ConfigError
 from .inputs import SessionConfig, prompt_ids
-from .kvcache import ModelCache, common_prefix_len
+from .kvcache import ModelCache
 from .models import ModelPair
-from .rounds import commit_tokens, stop_rule
+from .rounds import commit_tokens, gamma_for_round, rollback, stop_rule
 from .sampling import SamplingConfig, logits_to_probs
+from .tree_records import TreeRoundRecord, TreeStats, node_states, summarize_tree
 
 MAX_TREE_NODES = 16
 
@@ -84,15 +87,21 @@ class DraftTree:
 
 
 def draft_tree(
-    draft: ModelCache,
+    drafter: Drafter,
     context: list[int],
     shape: Sequence[int],
     sampling: SamplingConfig,
     generator: torch.Generator,
     budget: int = 12,
 ) -> tuple[DraftTree, int]:
-    """Expand a token tree after ``context`` with the draft model (see the module doc).
-    Returns ``(tree, draft forwards)``; at most ``budget`` nodes."""
+    """Expand a token tree after ``context`` with ``drafter.tree_logits`` (see the module
+    doc; one call per expanded node, from and extending the drafter's own cache).
+    Returns ``(tree, draft forwards)``; at most ``budget`` nodes.
+
+    Raises:
+        ConfigError: the drafter has no distribution (prompt lookup): it cannot give
+        more than one candidate per position.
+    """
     tree, forwards, frontier = DraftTree(), 0, [-1]
     for k in shape:
         new_frontier = []
@@ -101,7 +110,13 @@ def draft_tree(
             if room <= 0:
                 break
             path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
-            logits = draft.extend(draft.sync_to(context + path))[-1]  # [V]
+            logits = drafter.tree_logits(context + path)  # [V]
+            if logits is None:
+                raise ConfigError(
+                    f"the {drafter.name!r} drafter proposes one continuation without "
+                    "probabilities, so it cannot draft a tree; use the draft model",
+                    "tree",
+                )
             forwards += 1
             q = logits_to_probs(logits, sampling).cpu()
             if sampling.greedy:
@@ -120,6 +135,16 @@ def draft_tree(
     return tree, forwards
 
 
+def tree_allowed(tree: DraftTree) -> torch.Tensor:
+    """``[n, n]`` bool: node ``i`` may attend to node ``j`` (its ancestors and itself).
+    Every node also sees every committed token (the prefix and the pending tokens)."""
+    n = len(tree.tokens)
+    allowed = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        allowed[i, tree.path(i)] = True
+    return allowed
+
+
 def tree_mask(prefix: int, pending: int, tree: DraftTree, dtype: torch.dtype) -> torch.Tensor:
     """``[1, 1, n, prefix + n]`` additive mask, ``n = pending + len(tree)``: pending tokens
     are causal; node ``i`` sees the prefix, every pending token, its ancestors and itself."""
@@ -128,10 +153,8 @@ def tree_mask(prefix: int, pending: int, tree: DraftTree, dtype: torch.dtype) ->
     allowed[:, :prefix] = True
     for r in range(pending):
         allowed[r, prefix : prefix + r + 1] = True
-    for i in range(len(tree.tokens)):
-        allowed[pending + i, prefix : prefix + pending] = True
-        for a in tree.path(i):
-            allowed[pending + i, prefix + pending + a] = True
+    allowed[pending:, prefix : prefix + pending] = True
+    allowed[pending:, prefix + pending :] = tree_allowed(tree)
     mask = torch.zeros(n, prefix + n, dtype=dtype)
     return mask.masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
 
@@ -144,8 +167,10 @@ def tree_forward(target: ModelCache, committed: list[int], tree: DraftTree) -> t
         ``[1 + len(tree), V]`` float32 logits: row 0 predicts the first new position (the
         root's children), row ``1 + i`` the position after node ``i``. The cache then holds
         the prefix, the pending tokens and all nodes (``target.ids`` is *not* a sequence
-        until :func:`compact` is called).
+        until :func:`compact` is called); with ``target.track_hidden`` set, so does
+        ``target.hidden`` (one row per cached position, the nodes' rows last).
     """
+    started = time.perf_counter()
     pending = target.sync_to(committed)
     prefix = target.kv_len
     model = target.model
@@ -155,33 +180,77 @@ def tree_forward(target: ModelCache, committed: list[int], tree: DraftTree) -> t
     pos = torch.tensor([positions], device=target.device)
     mask = tree_mask(prefix, len(pending), tree, model.dtype).to(target.device)
     out = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=target.cache,
-                use_cache=True)  # fmt: skip
+                use_cache=True, output_hidden_states=target.track_hidden)  # fmt: skip
+    target.keep_hidden(out)
     target.ids.extend(pending)  # the tree part is reconciled by compact()
-    target.forwards += 1
     logits = out.logits[0].float()  # [n, V]
+    if target.device.type == "cuda":
+        torch.cuda.synchronize()
+    ended = time.perf_counter()
+    target.forwards += 1
+    target.forward_ms += (ended - started) * 1e3
+    if target.spans is not None:
+        target.spans.append((started, ended))
     return logits[len(pending) - 1 :]
 
 
 def compact(target: ModelCache, n_nodes: int, path: list[int], path_tokens: list[int]) -> None:
     """Keep the accepted path's keys/values (node indices ``path``) right after the
-    committed prefix, drop every other node's; ``target.ids`` becomes prefix + path."""
+    committed prefix, drop every other node's; ``target.ids`` becomes prefix + path.
+    ``target.hidden`` (when kept) is compacted the same way."""
     keep = target.kv_len  # prefix + pending (the nodes are not in target.ids)
+    rows = [keep + i for i in path]
     for layer in target.cache.layers:
         for name in ("keys", "values"):
             t = getattr(layer, name)  # [B, H, keep + n_nodes, D]
-            picked = t[:, :, [keep + i for i in path]]
-            setattr(layer, name, torch.cat([t[:, :, :keep], picked], dim=2))
+            setattr(layer, name, torch.cat([t[:, :, :keep], t[:, :, rows]], dim=2))
+    if target.hidden is not None:  # [keep + n_nodes, d]
+        target.hidden = torch.cat([target.hidden[:keep], target.hidden[rows]])
     target.ids.extend(path_tokens)
+
+
+def truncate_cache(target: ModelCache, length: int) -> None:
+    """Cut the cache back to its first ``length`` rows, tree rows included (restores a
+    cache after a failed step: :func:`tree_forward` adds rows ``target.ids`` omits)."""
+    for layer in target.cache.layers:
+        for name in ("keys", "values"):
+            t = getattr(layer, name, None)
+            if isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[2] > length:
+                setattr(layer, name, t[:, :, :length])
+    del target.ids[length:]
+    if target.hidden is not None:
+        target.hidden = target.hidden[:length]
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    """The rule's look at one node: ``p``/``q`` are ``p(x)``/``q(x)`` of its token at the
+    parent's row (``p`` before any residual); ``accept_prob`` the probability it was
+    accepted with (sampling: ``min(1, p_i(x)/q(x))`` against the current residual;
+    greedy: 1 for the target's argmax, else 0); ``u`` the uniform draw (``None`` greedy)."""
+
+    node: int
+    p: float
+    q: float
+    accept_prob: float
+    u: float | None
+    accepted: bool
 
 
 @dataclass(frozen=True)
 class TreeVerdict:
     """``path``: accepted node indices root → leaf; ``next_token``: correction or bonus;
-    ``kind``: correction | bonus."""
+    ``kind``: correction | bonus; ``checks``: every node the rule looked at, in order."""
 
     path: tuple[int, ...]
     next_token: int
     kind: str
+    checks: tuple[NodeCheck, ...] = ()
+
+    @property
+    def rejected(self) -> tuple[int, ...]:
+        """Nodes checked and rejected."""
+        return tuple(c.node for c in self.checks if not c.accepted)
 
 
 def walk(
@@ -189,82 +258,187 @@ def walk(
 ) -> TreeVerdict:
     """Follow the tree from the root with the target's rows (``logits`` from
     :func:`tree_forward`): greedy match, or the multi-candidate rule per node."""
-    node, path = -1, []
+    node, path, checks = -1, [], []
     while True:
         p = logits_to_probs(logits[node + 1], sampling).cpu()
         kids = tree.children(node)
+        q = tree.child_q.get(node, p)
         if sampling.greedy:
             want = int(p.argmax())
+            for c in kids:
+                hit = tree.tokens[c] == want
+                checks.append(NodeCheck(c, float(p[tree.tokens[c]]), float(q[tree.tokens[c]]),
+                                        float(hit), None, hit))  # fmt: skip
             match = [c for c in kids if tree.tokens[c] == want]
             if not match:
-                return TreeVerdict(tuple(path), want, "correction" if kids else "bonus")
+                kind = "correction" if kids else "bonus"
+                return TreeVerdict(tuple(path), want, kind, tuple(checks))
             node = match[0]
         else:
-            q = tree.child_q.get(node, p)
             verdict = verify_node(p, q, [tree.tokens[c] for c in kids], generator)
+            for i, u in enumerate(verdict.u):
+                x = tree.tokens[kids[i]]
+                a = verdict.accept_probs[i]
+                checks.append(NodeCheck(kids[i], float(p[x]), float(q[x]), a, u,
+                                        verdict.accepted == i))  # fmt: skip
             if verdict.accepted is None:
-                return TreeVerdict(tuple(path), verdict.token, "correction" if kids else "bonus")
+                kind = "correction" if kids else "bonus"
+                return TreeVerdict(tuple(path), verdict.token, kind, tuple(checks))
             node = kids[verdict.accepted]
         path.append(node)
+
+
+# ---------------------------------------------------------------------- one tree round
+def check_tree_settings(config: SessionConfig) -> None:
+    """Raises ConfigError: a greedy *draft method* at temperature > 0 (sibling
+    candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule)."""
+    if config.draft_method == "greedy" and not config.sampling.greedy:
+        raise ConfigError("tree drafting at temperature > 0 needs the probabilistic method", "tree")
+
+
+def resolve_drafter(pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
+    """A drafter object: the pair's draft model by default, or one made by name
+    (:func:`drafters.make_named_drafter`, e.g. ``"model"``, ``"eagle"``)."""
+    if drafter is None:
+        return ModelDrafter(pair.draft)
+    if isinstance(drafter, str):
+        return make_named_drafter(pair, drafter)
+    return drafter
+
+
+def round_shape(shape: Sequence[int], generated: int, config: SessionConfig, committed: int,
+                context_length: int) -> tuple[int, ...]:  # fmt: skip
+    """The shape for this round: ``shape`` cut to the depth a round may reach before
+    ``max_new_tokens`` or the context end (:func:`rounds.gamma_for_round`)."""
+    depth = gamma_for_round(len(shape), generated, config.max_new_tokens, committed,
+                            context_length)  # fmt: skip
+    return tuple(shape[:depth])
+
+
+def decide_round(
+    tree: DraftTree,
+    verdict: TreeVerdict,
+    committed: list[int],
+    prompt_len: int,
+    stop: Callable[[list[int], int], str | None],
+    shape: Sequence[int],
+    draft_forwards: int,
+) -> tuple[TreeRoundRecord, str | None]:
+    """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
+    its record. ``committed`` is not changed."""
+    path_tokens = [tree.tokens[i] for i in verdict.path]
+    appended, reason = commit_tokens(committed, path_tokens + [verdict.next_token],
+                                     prompt_len, stop)  # fmt: skip
+    on_path = min(len(verdict.path), len(appended))
+    stopped = len(appended) < len(verdict.path) + 1
+    record = TreeRoundRecord(
+        shape=tuple(int(k) for k in shape),
+        tokens=tuple(tree.tokens),
+        parents=tuple(tree.parents),
+        depths=tuple(tree.depths),
+        states=node_states(len(tree.tokens), verdict.path, verdict.rejected, on_path),
+        path=tuple(verdict.path),
+        next_token=int(verdict.next_token),
+        kind="stopped" if stopped else verdict.kind,  # type: ignore[arg-type]
+        appended=tuple(int(t) for t in appended),
+        draft_forwards=int(draft_forwards),
+    )
+    return record, reason
+
+
+def apply_round(
+    target: ModelCache, drafter: Drafter, committed: list[int], record: TreeRoundRecord
+) -> list[int]:
+    """Compact the target's cache to the committed path, then roll both caches back to
+    the committed history (the appended token keeps no KV). Returns the new committed
+    ids (``committed`` is not changed)."""
+    path = [i for i in record.path if record.states[i] == "accepted"]
+    compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
+    ids = committed + list(record.appended)
+    rollback(target, drafter, ids)
+    return ids
 
 
 @dataclass(frozen=True)
 class TreeRun:
     """A tree-speculative generation: ``output_ids`` (prompt excluded), ``stop_reason``,
-    per round the node count, the accepted path length and the tokens committed, and the
-    forwards run."""
+    one :class:`TreeRoundRecord` per round, the forwards run and the wall time."""
 
     output_ids: list[int]
+    text: str
     stop_reason: str
-    nodes_per_round: tuple[int, ...]
-    accepted_per_round: tuple[int, ...]
-    committed_per_round: tuple[int, ...]
+    records: tuple[TreeRoundRecord, ...]
     target_forwards: int
     draft_forwards: int
+    total_ms: float = 0.0
+
+    @property
+    def stats(self) -> TreeStats:
+        return summarize_tree(self.records)
+
+    @property
+    def nodes_per_round(self) -> tuple[int, ...]:
+        return tuple(r.nodes for r in self.records)
+
+    @property
+    def accepted_per_round(self) -> tuple[int, ...]:
+        return tuple(r.accepted for r in self.records)
+
+    @property
+    def committed_per_round(self) -> tuple[int, ...]:
+        return tuple(len(r.appended) for r in self.records)
 
     @property
     def tokens_per_target_forward(self) -> float:
         return len(self.output_ids) / self.target_forwards if self.target_forwards else 0.0
 
+    @property
+    def ms_per_token(self) -> float:
+        return self.total_ms / len(self.output_ids) if self.output_ids else 0.0
+
 
 def generate_tree(
-    pair: ModelPair, prompt: str | list[int], config: SessionConfig, shape: Sequence[int],
+    pair: ModelPair,
+    prompt: str | list[int],
+    config: SessionConfig,
+    shape: Sequence[int],
     budget: int = 12,
-) -> TreeRun:  # fmt: skip
-    """Tree-speculative decoding with the pair's draft model: draft a tree, verify it in
-    one target forward, commit the accepted path + one target token, compact both caches.
+    drafter: Drafter | str | None = None,
+) -> TreeRun:
+    """Tree-speculative decoding: draft a tree with ``drafter`` (default the pair's draft
+    model; a name goes through :func:`drafters.make_named_drafter`), verify it in one
+    target forward, commit the accepted path + one target token, compact the target's
+    cache and roll both back to the committed history.
 
     Raises:
         PromptError, ConfigError: bad prompt or settings (a greedy *draft method* at
-        temperature > 0 is refused: sibling candidates must be drawn from ``q``).
+        temperature > 0 is refused; so is a drafter without a distribution).
     """
     config = config.validate(pair.vocab_size)
+    check_tree_settings(config)
+    shape = parse_shape(",".join(str(k) for k in shape))
     sampling = config.sampling
-    if config.draft_method == "greedy" and not sampling.greedy:
-        raise ConfigError("tree drafting at temperature > 0 needs the probabilistic method", "tree")
     ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)
-    target, draft = ModelCache(pair.target), ModelCache(pair.draft)
+    target = ModelCache(pair.target)
+    drafter = resolve_drafter(pair, drafter)
+    drafter.attach(target)
     generator = torch.Generator().manual_seed(config.seed)
-    nodes, accepted, committed = [], [], []
-    reason, draft_forwards = None, 0
-
+    records: list[TreeRoundRecord] = []
+    reason = None
     stop = stop_rule(pair, config)
+    started = time.perf_counter()
     while reason is None:
-        room = min(config.max_new_tokens - (len(ids) - prompt_len), pair.context_length - len(ids))
-        depth = max(0, min(len(shape), room - 1))
-        tree, forwards = draft_tree(draft, ids, shape[:depth], sampling, generator, budget)
-        draft_forwards += forwards
+        now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
+        tree, forwards = draft_tree(drafter, ids, now, sampling, generator, budget)
         logits = tree_forward(target, ids, tree)
         verdict = walk(tree, logits, sampling, generator)
-        path_tokens = [tree.tokens[i] for i in verdict.path]
-        compact(target, len(tree.tokens), list(verdict.path), path_tokens)
-        appended, reason = commit_tokens(ids, path_tokens + [verdict.next_token], prompt_len, stop)
-        ids += appended
-        target.crop(min(common_prefix_len(target.ids, ids), len(ids) - 1))
-        draft.crop(min(common_prefix_len(draft.ids, ids), len(ids) - 1))
-        nodes.append(len(tree.tokens))
-        accepted.append(len(verdict.path))
-        committed.append(len(appended))
-    return TreeRun(ids[prompt_len:], reason, tuple(nodes), tuple(accepted), tuple(committed),
-                   len(nodes), draft_forwards)  # fmt: skip
+        record, reason = decide_round(tree, verdict, ids, prompt_len, stop, now, forwards)
+        ids = apply_round(target, drafter, ids, record)
+        records.append(record)
+    if target.device.type == "cuda":
+        torch.cuda.synchronize()
+    total_ms = (time.perf_counter() - started) * 1e3
+    output = ids[prompt_len:]
+    return TreeRun(output, pair.tokenizer.decode(output), reason, tuple(records),
+                   target.forwards, sum(r.draft_forwards for r in records), total_ms)  # fmt: skip

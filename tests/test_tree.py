@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specdec_core.drafters import ModelDrafter
 from specdec_core.errors import ConfigError
 from specdec_core.generate import generate
 from specdec_core.kvcache import ModelCache
@@ -33,7 +34,7 @@ def _chain_logits(model, ids: list[int]) -> torch.Tensor:
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_tree_forward_equals_chain_forwards(tiny_pair, shape, temperature):
     ids = tiny_pair.tokenizer.encode(PROMPTS[0])
-    target, draft = ModelCache(tiny_pair.target), ModelCache(tiny_pair.draft)
+    target, draft = ModelCache(tiny_pair.target), ModelDrafter(tiny_pair.draft)
     target.extend(ids[:-3])  # a cached prefix and three pending committed tokens
     gen = torch.Generator().manual_seed(1)
     tree, forwards = draft_tree(draft, ids, shape, SamplingConfig(temperature), gen)
@@ -49,7 +50,7 @@ def test_tree_forward_equals_chain_forwards(tiny_pair, shape, temperature):
 
 def test_compaction_leaves_the_cache_of_a_plain_decode(tiny_pair):
     ids = tiny_pair.tokenizer.encode(PROMPTS[1])
-    target, draft = ModelCache(tiny_pair.target), ModelCache(tiny_pair.draft)
+    target, draft = ModelCache(tiny_pair.target), ModelDrafter(tiny_pair.draft)
     gen = torch.Generator().manual_seed(0)
     tree, _ = draft_tree(draft, ids, (2, 2, 2), SamplingConfig(0.0), gen)
     logits = tree_forward(target, ids, tree)

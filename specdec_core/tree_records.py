@@ -1,0 +1,168 @@
+"""One tree round as the statistics see it (``tree.py``), and every tree statistic derived
+from a list of them — the tree's counterpart of ``records.py``.
+
+State of each node of a round's tree after verification:
+
+* ``accepted`` — on the accepted root-to-leaf path and committed;
+* ``rejected`` — checked by the rule and rejected: a sibling tested at a node where the
+  walk stopped (all children rejected: the correction follows) or moved on to another
+  sibling (greedy: every child that is not the target's argmax; sampling: the siblings
+  tried before the accepted one);
+* ``unchecked`` — never looked at by the rule: under a rejected or unchecked node, or a
+  sibling after the accepted one (sampling tries siblings in order and stops at the
+  first accepted);
+* ``cut`` — on the accepted path after a stop (end-of-text, a stop string) fell on an
+  earlier path node: the rule accepted it, it was never committed.
+
+``accepted + rejected + unchecked + cut = nodes``. Pure module (plain values; JSON ready).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+NodeState = Literal["accepted", "rejected", "unchecked", "cut"]
+NODE_STATES: tuple[NodeState, ...] = ("accepted", "rejected", "unchecked", "cut")
+TreeRoundKind = Literal["correction", "bonus", "stopped"]
+
+
+@dataclass(frozen=True)
+class TreeRoundRecord:
+    """The per-round record of a tree round (plain values).
+
+    Attributes:
+        shape: children per node at each depth for this round (the setting, shortened
+            near ``max_new_tokens`` or the context end; ``()``: a plain target step).
+        tokens, parents, depths: ``[n]`` per node in breadth-first order: token id,
+            parent node (−1 = a child of the root) and depth (1-based).
+        states: ``[n]`` :data:`NodeState` per node.
+        path: node indices the rule accepted, root → leaf (committed or cut).
+        next_token: the target's token after the path (correction or bonus), whether or
+            not a stop let it be committed.
+        kind: ``correction`` | ``bonus`` | ``stopped`` (a stop cut the commit short).
+        appended: ids committed this round (committed path tokens, then ``next_token``).
+        draft_forwards: drafter forwards run to draft the tree (one per expanded node).
+        target_forwards: target forwards run to verify it (always one).
+    """
+
+    shape: tuple[int, ...]
+    tokens: tuple[int, ...]
+    parents: tuple[int, ...]
+    depths: tuple[int, ...]
+    states: tuple[NodeState, ...]
+    path: tuple[int, ...]
+    next_token: int
+    kind: TreeRoundKind
+    appended: tuple[int, ...]
+    draft_forwards: int
+    target_forwards: int = 1
+
+    @property
+    def nodes(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def accepted(self) -> int:
+        """Committed path nodes (the accepted path length, 0..depth)."""
+        return self.states.count("accepted")
+
+    @property
+    def depth(self) -> int:
+        """Deepest node of the tree (0 for an empty tree)."""
+        return max(self.depths, default=0)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, tuple):
+                out[key] = list(value)
+        out["nodes"] = self.nodes
+        out["accepted"] = self.accepted
+        return out
+
+
+def node_states(
+    n_nodes: int, path: Sequence[int], rejected: Sequence[int], committed_path: int
+) -> tuple[NodeState, ...]:
+    """States of ``n_nodes`` nodes: ``path`` nodes ``accepted`` (the first
+    ``committed_path`` of them) or ``cut`` (the rest), ``rejected`` nodes, every other
+    node ``unchecked``.
+
+    Raises:
+        ValueError: a node both on the path and rejected, or out of range.
+    """
+    states: list[NodeState] = ["unchecked"] * n_nodes
+    for i in rejected:
+        states[i] = "rejected"
+    for j, i in enumerate(path):
+        if states[i] != "unchecked":
+            raise ValueError(f"node {i} is both on the accepted path and rejected")
+        states[i] = "accepted" if j < committed_path else "cut"
+    return tuple(states)
+
+
+@dataclass(frozen=True)
+class TreeStats:
+    """Statistics of a list of tree rounds (all derived by :func:`summarize_tree`).
+
+    Attributes:
+        rounds: tree rounds. target_forwards / draft_forwards: summed over rounds.
+        tokens: committed tokens. nodes: drafted nodes, summed.
+        tokens_per_target_forward: committed tokens per target forward (the tree's gain).
+        mean_accepted: mean accepted path length (committed path nodes per round).
+        mean_nodes: drafted nodes per round.
+        accepted_histogram: ``[n]`` rounds that committed exactly ``n`` path nodes.
+        depth_acceptance: ``[d]`` share of rounds whose committed path reached depth
+            ``d + 1``, among rounds whose tree had that depth.
+        state_counts: nodes per :data:`NodeState`, summed over rounds.
+    """
+
+    rounds: int
+    target_forwards: int
+    draft_forwards: int
+    tokens: int
+    nodes: int
+    tokens_per_target_forward: float
+    mean_accepted: float
+    mean_nodes: float
+    accepted_histogram: tuple[int, ...]
+    depth_acceptance: tuple[float, ...]
+    state_counts: dict[str, int]
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["accepted_histogram"] = list(self.accepted_histogram)
+        out["depth_acceptance"] = list(self.depth_acceptance)
+        return out
+
+
+def summarize_tree(records: Sequence[TreeRoundRecord]) -> TreeStats:
+    """Every tree statistic of ``records``, by the definitions above."""
+    n = len(records)
+    target = sum(r.target_forwards for r in records)
+    tokens = sum(len(r.appended) for r in records)
+    accepted = [r.accepted for r in records]
+    histogram = [0] * (max(accepted, default=0) + 1) if records else []
+    for a in accepted:
+        histogram[a] += 1
+    width = max((r.depth for r in records), default=0)
+    seen, hits = [0] * width, [0] * width
+    for r in records:
+        for d in range(r.depth):
+            seen[d] += 1
+            hits[d] += r.accepted > d
+    return TreeStats(
+        rounds=n,
+        target_forwards=target,
+        draft_forwards=sum(r.draft_forwards for r in records),
+        tokens=tokens,
+        nodes=sum(r.nodes for r in records),
+        tokens_per_target_forward=tokens / target if target else 0.0,
+        mean_accepted=sum(accepted) / n if n else 0.0,
+        mean_nodes=sum(r.nodes for r in records) / n if n else 0.0,
+        accepted_histogram=tuple(histogram),
+        depth_acceptance=tuple(h / s if s else 0.0 for h, s in zip(hits, seen, strict=True)),
+        state_counts={s: sum(r.states.count(s) for r in records) for s in NODE_STATES},
+    )
