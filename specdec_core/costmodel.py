@@ -201,3 +201,38 @@ def speedup_from_measured(
     """
     cost = per_token_cost_ms(draft_ms_per_round, verify_ms, overhead_ms_per_round, tokens_per_round)
     return speedup_from_cost(target_ms_per_token, cost)
+
+
+def predicted_run_ms(
+    new_tokens: int,
+    tokens_per_round: float,
+    prefill_ms: float,
+    draft_ms_per_round: float,
+    verify_ms: float,
+    overhead_ms_per_round: float,
+) -> float:
+    """Predicted wall time (ms) of a speculative run of ``new_tokens``: ``R = max(1, N /
+    tokens_per_round)`` rounds of ``draft + verify + overhead``, except that the first
+    round's verification is the prompt's forward, ``prefill_ms`` (measured on the
+    target-only lane, the same forward over the prompt):
+
+    ``T = prefill + R · (draft + overhead) + (R − 1) · verify``.
+
+    Beyond the per-token formula (:func:`per_token_cost_ms`): on a short run the prompt's
+    forward is a large share, and a run of ``R < N`` rounds spreads it over fewer rounds
+    than target-only decoding spreads it over tokens; leaving it in the per-round verify
+    over-predicts the speed-up of drafters that advance little per round.
+
+    Raises:
+        ValueError: ``tokens_per_round ≤ 0`` or ``new_tokens < 1``.
+    """
+    if tokens_per_round <= 0 or new_tokens < 1:
+        raise ValueError(
+            f"need tokens per round > 0 and ≥ 1 new token, got {tokens_per_round}, {new_tokens}"
+        )
+    rounds = max(1.0, new_tokens / tokens_per_round)
+    return (
+        prefill_ms
+        + rounds * (draft_ms_per_round + overhead_ms_per_round)
+        + (rounds - 1) * verify_ms
+    )

@@ -49,7 +49,9 @@ class GenerationStats:
     Times: ``draft_ms`` (propose phases), ``verify_ms`` (verify phases; the whole loop in
     autoregressive mode), ``total_ms`` (start to last token), ``ttft_ms`` (to the first
     committed token: the first forward, or the end of the first round), and the time inside
-    model forwards alone, ``target_forward_ms`` / ``draft_forward_ms`` (CUDA-synchronised).
+    model forwards alone, ``target_forward_ms`` / ``draft_forward_ms`` (CUDA-synchronised);
+    ``prefill_ms`` the first target forward alone (it runs over the whole prompt: in
+    speculative mode the first verification, prompt + drafts).
     ``overhead_ms`` = total − both forward times: everything that is not a model forward.
     """
 
@@ -67,6 +69,7 @@ class GenerationStats:
     ttft_ms: float = 0.0
     target_forward_ms: float = 0.0
     draft_forward_ms: float = 0.0
+    prefill_ms: float = 0.0
 
     @property
     def tokens_per_s(self) -> float:
@@ -226,6 +229,7 @@ def _autoregressive(
         if marks is not None:
             marks.append((t_token, time.perf_counter(), 0, 1))
         if stats.target_forwards == 1:
+            stats.prefill_ms = target.forward_ms
             _sync(pair.device)
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
     stats.verify_ms = (time.perf_counter() - started) * 1e3
@@ -291,6 +295,7 @@ def _speculative(
         if marks is not None:
             marks.append((t_draft, time.perf_counter(), len(draft_ids), len(record.appended)))
         if len(records) == 1:
+            stats.prefill_ms = target.forward_ms
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
     stats.set_acceptance(records)
     return reason, tuple(records)

@@ -148,8 +148,11 @@ def test_summary_is_consistent(tiny_pair):
     assert sh.draft + sh.verify + sh.overhead == pytest.approx(100.0)
     assert bd.tokens_per_round == pytest.approx(24 / rounds)
     cm = s.cost_model
-    assert cm.target_step_ms == pytest.approx(ar.stats.target_forward_ms / 24)
-    assert cm.verify_ms == pytest.approx(sp.stats.target_forward_ms / rounds)
+    # steady steps: after the first forward, which runs over the prompt
+    steady = (ar.stats.target_forward_ms - ar.stats.prefill_ms) / 23
+    assert cm.target_step_ms == pytest.approx(steady)
+    assert cm.verify_ms == pytest.approx(
+        (sp.stats.target_forward_ms - sp.stats.prefill_ms) / (rounds - 1))  # fmt: skip
     assert cm.leviathan_speedup == pytest.approx(walltime_improvement(cm.alpha, 3, cm.c))
     drafts = [len(r.drafted) for r in sp.records]
     assert s.speculative.drafts_per_round == pytest.approx(sum(drafts) / rounds)
@@ -160,9 +163,16 @@ def test_summary_is_consistent(tiny_pair):
         draft_round, cm.verify_ms, 0.0, cm.expected_tokens_per_round))  # fmt: skip
     # without a curve the verification is the run's own; the prediction compares both
     # lanes' measured cost per token (forwards + overhead)
-    assert cm.verify_ms_from_curve == cm.verify_ms and cm.best_gamma == best_gamma(cm.alpha, cm.c)
-    assert cm.predicted_speedup == pytest.approx(ar.stats.ms_per_token / per_token_cost_ms(
-        draft_round, cm.verify_ms, cm.overhead_ms, cm.expected_tokens_per_round))  # fmt: skip
+    # (after the first forward, which runs over the prompt and is counted once)
+    a, sps = ar.stats, sp.stats
+    assert 0 < a.prefill_ms < a.target_forward_ms and 0 < sps.prefill_ms < sps.target_forward_ms
+    steady_verify = cm.verify_ms
+    assert cm.verify_ms_from_curve == pytest.approx(steady_verify)
+    assert cm.best_gamma == best_gamma(cm.alpha, cm.c)
+    runs = 24 / cm.expected_tokens_per_round
+    predicted_ms = (a.prefill_ms + runs * (draft_round + cm.overhead_ms)
+                    + (runs - 1) * steady_verify)  # fmt: skip
+    assert cm.predicted_speedup == pytest.approx(a.total_ms / predicted_ms)
     # α and the acceptance figures are GenerationStats' (records.summarize), not recomputed
     assert s.speculative.acceptance_rate == sp.stats.acceptance_rate
     assert list(s.speculative.accepted_histogram) == list(sp.stats.accepted_histogram)

@@ -170,3 +170,15 @@ def test_expected_tokens_given_drafts_is_eq1_per_round():
             accepted += 1
         total += accepted + 1
     assert total / rounds == pytest.approx(expected_tokens_given_drafts(alpha, mixed), rel=0.01)
+
+
+def test_predicted_run_counts_the_prompt_forward_once():
+    from specdec_core.costmodel import predicted_run_ms
+
+    # 12 tokens at 3 per round = 4 rounds; the first round's verification is the prompt's
+    # forward (50 ms): 50 + 4 × (8 + 1) + 3 × 25 = 161 ms
+    assert predicted_run_ms(12, 3.0, 50.0, 8.0, 25.0, 1.0) == pytest.approx(161.0)
+    # never fewer than one round: 2 tokens at 3 per round still cost one round
+    assert predicted_run_ms(2, 3.0, 50.0, 8.0, 25.0, 1.0) == pytest.approx(59.0)
+    with pytest.raises(ValueError):
+        predicted_run_ms(0, 3.0, 50.0, 8.0, 25.0, 1.0)

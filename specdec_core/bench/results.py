@@ -61,9 +61,9 @@ class CostModelFigures:
 
     alpha: float  # α clamped to [0, 1]
     c: float  # draft step / target step
-    target_step_ms: float
+    target_step_ms: float  # target-only forward after the first (the prompt's), mean
     draft_step_ms: float
-    verify_ms: float  # one verification forward over γ + 1 positions
+    verify_ms: float  # one verification forward over γ + 1 positions, after the first round
     verify_over_target_step: float
     overhead_ms: float  # per round, not a model forward
     expected_tokens_per_round: float  # mean over rounds of (1 − α^(g+1)) / (1 − α), g drafted
@@ -71,7 +71,7 @@ class CostModelFigures:
     leviathan_speedup: float  # walltime_improvement(α, γ, c)
     forward_time_speedup: float  # measured forward times, no overhead
     forward_time_speedup_measured_advance: float  # same, measured tokens per round
-    predicted_speedup: float  # both lanes' measured costs per token, verify off the curve
+    predicted_speedup: float  # target-only time / costmodel.predicted_run_ms
     verify_ms_from_curve: float  # target step × t(g+1)/t(1), mean over rounds (no curve: verify_ms)
     best_gamma: int  # maximises E[tokens] / (γc + t(γ+1)/t(1)) over the measured curve
 

@@ -18,7 +18,7 @@ from ..costmodel import (
     expected_tokens_given_drafts,
     expected_tokens_per_round,
     per_token_cost_ms,
-    speedup_from_measured,
+    predicted_run_ms,
     walltime_improvement,
 )
 from ..generate import GenerationResult
@@ -57,6 +57,14 @@ def _curve_verify(
     return sum(target_step * curve_ms(by_k, g + 1) / t1 for g in drafts) / len(drafts)
 
 
+def _steady(forward_ms: float, prefill_ms: float, forwards: int, fallback: float) -> float:
+    """Mean ms of a forward after the first (the prompt's): ``(total − prefill) / (n − 1)``;
+    ``fallback`` when there is no later forward or no prefill was recorded."""
+    if forwards < 2 or prefill_ms <= 0:
+        return fallback
+    return (forward_ms - prefill_ms) / (forwards - 1)
+
+
 def summarize(
     ar: GenerationResult, sp: GenerationResult, gamma: int, curve: ForwardCurve | None = None
 ) -> BenchSummary:
@@ -68,13 +76,20 @@ def summarize(
     Predictions: expected tokens per round from α and the drafts each round actually
     proposed (:func:`expected_tokens_given_drafts`); Leviathan's ``walltime_improvement(α,
     γ, c)``; forward times alone, with the expected and with the measured tokens per round;
-    and ``predicted_speedup``: the target-only cost per token (forward + overhead) over the
-    speculative cost per token (draft forwards + verification off ``curve`` + non-forward
-    overhead, per round, / expected tokens). ``best_gamma`` searches the whole curve."""
+    and ``predicted_speedup``: the target-only run's measured wall time over the speculative
+    run's predicted one (:func:`predicted_run_ms`: the prompt's forward once, then rounds of
+    draft forwards + verification off ``curve`` at the steady target step + non-forward
+    overhead, as many as the expected tokens per round need). ``best_gamma`` searches the
+    whole curve."""
     a, s = ar.stats, sp.stats
     drafts = [len(r.drafted) for r in sp.records]
     rounds = max(s.rounds, 1)
-    target_step = a.target_forward_ms / max(a.target_forwards, 1)
+    # Steady-state steps: the first target forward of each lane runs over the prompt
+    # (``prefill_ms``); it is counted once by :func:`predicted_run_ms`, not in every step.
+    target_step = _steady(
+        a.target_forward_ms, a.prefill_ms, a.target_forwards,
+        a.target_forward_ms / max(a.target_forwards, 1),
+    )  # fmt: skip
     draft_step = s.draft_forward_ms / max(s.draft_forwards, 1)
     verify = s.target_forward_ms / rounds
     forward_per_round = (s.target_forward_ms + s.draft_forward_ms) / rounds
@@ -89,7 +104,8 @@ def summarize(
         if drafts
         else expected_tokens_per_round(alpha, gamma)
     )
-    curve_verify = _curve_verify(curve, drafts, target_step, verify)
+    steady_verify = _steady(s.target_forward_ms, s.prefill_ms, rounds, verify)
+    curve_verify = _curve_verify(curve, drafts, target_step, steady_verify)
     search = (
         best_gamma_on_curve(alpha, c, curve.by_tokens())
         if curve is not None
@@ -134,27 +150,30 @@ def summarize(
             c=c,
             target_step_ms=target_step,
             draft_step_ms=draft_step,
-            verify_ms=verify,
-            verify_over_target_step=verify / target_step if has_step else 0.0,
+            verify_ms=steady_verify,
+            verify_over_target_step=steady_verify / target_step if has_step else 0.0,
             overhead_ms=overhead,
             expected_tokens_per_round=expected,
             measured_tokens_per_round=advanced,
             leviathan_speedup=walltime_improvement(alpha, gamma, c),
             forward_time_speedup=(
-                target_step / per_token_cost_ms(draft_per_round, verify, 0.0, expected)
+                target_step / per_token_cost_ms(draft_per_round, steady_verify, 0.0, expected)
                 if has_step and expected > 0
                 else 0.0
             ),
             forward_time_speedup_measured_advance=(
-                target_step / per_token_cost_ms(draft_per_round, verify, 0.0, advanced)
+                target_step / per_token_cost_ms(draft_per_round, steady_verify, 0.0, advanced)
                 if has_step and forward_per_round > 0
                 else 0.0
             ),
             predicted_speedup=(
-                speedup_from_measured(
-                    expected, a.ms_per_token, draft_per_round, curve_verify, overhead
+                a.total_ms
+                * s.new_tokens
+                / a.new_tokens
+                / predicted_run_ms(
+                    s.new_tokens, expected, a.prefill_ms, draft_per_round, curve_verify, overhead
                 )
-                if has_step and expected > 0
+                if has_step and expected > 0 and s.new_tokens and a.new_tokens
                 else 0.0
             ),
             verify_ms_from_curve=curve_verify,
