@@ -5,15 +5,18 @@ tokens after the committed context, with the distributions ``q_1..q_γ`` they we
 from. A drafter without a distribution returns one-hot rows.
 
 Modules: ``base`` (the interface, :class:`Draft`, :func:`draw_proposal`), ``model`` (draft
-model and early exit), ``ngram`` (prompt lookup), ``registry`` (drafters by name).
+model and early exit), ``ngram`` (prompt lookup), ``eagle`` (EAGLE feature head on the
+target's hidden states), ``registry`` (drafters by name).
 """
 
 from .base import Draft, Drafter, DraftMethod, draw_proposal
+from .eagle import EagleDrafter, has_eagle_head, make_eagle_drafter
 from .model import EarlyExitDrafter, ModelDrafter, early_exit_model
 from .ngram import NgramDrafter
-from .registry import DRAFTER_NAMES, default_knob, make_named_drafter
+from .registry import DRAFTER_NAMES, default_knob, drafters_for, make_named_drafter
 
 __all__ = [
-    "DRAFTER_NAMES", "Draft", "DraftMethod", "Drafter", "EarlyExitDrafter", "ModelDrafter",
-    "NgramDrafter", "default_knob", "draw_proposal", "early_exit_model", "make_named_drafter",
+    "DRAFTER_NAMES", "Draft", "DraftMethod", "Drafter", "EagleDrafter", "EarlyExitDrafter",
+    "ModelDrafter", "NgramDrafter", "default_knob", "drafters_for", "draw_proposal",
+    "early_exit_model", "has_eagle_head", "make_eagle_drafter", "make_named_drafter",
 ]  # fmt: skip

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .base import Drafter
+from .eagle import has_eagle_head, make_eagle_drafter
 from .model import EarlyExitDrafter, ModelDrafter
 from .ngram import NgramDrafter
 
 if TYPE_CHECKING:
     from ..models import ModelPair
 
-DRAFTER_NAMES = ("model", "ngram", "early-exit")
+DRAFTER_NAMES = ("model", "ngram", "early-exit", "eagle")
 
 
 def default_knob(pair: ModelPair, name: str) -> int | None:
@@ -27,10 +28,12 @@ def default_knob(pair: ModelPair, name: str) -> int | None:
 def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> Drafter:
     """A fresh drafter (its own cache; the pair's models are shared, not copied):
     ``model`` (the pair's draft model; no knob), ``ngram`` (knob = max n, default 3) or
-    ``early-exit`` (knob = layers, default half the target's).
+    ``early-exit`` (knob = layers, default half the target's) or ``eagle`` (the pair's
+    EAGLE feature head, loaded once per process; no knob).
 
     Raises:
         ValueError: unknown name or knob out of range (``0`` is out of range, not "default").
+        ConfigError: ``eagle`` on a pair without a head (a ``ValueError`` too).
     """
     if knob is None:
         knob = default_knob(pair, name)
@@ -40,4 +43,11 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
         return NgramDrafter(pair.vocab_size, knob)
     if name == "early-exit":
         return EarlyExitDrafter(pair.target, knob)
-    raise ValueError(f"unknown drafter {name!r}; choose model, ngram or early-exit")
+    if name == "eagle":
+        return make_eagle_drafter(pair)
+    raise ValueError(f"unknown drafter {name!r}; choose model, ngram, early-exit or eagle")
+
+
+def drafters_for(pair: ModelPair) -> tuple[str, ...]:
+    """The drafter names this pair can run (``eagle`` only with a head beside it)."""
+    return tuple(n for n in DRAFTER_NAMES if n != "eagle" or has_eagle_head(pair))

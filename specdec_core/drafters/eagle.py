@@ -1,0 +1,309 @@
+"""EAGLE drafting: a feature-level head reads the target's own last hidden states and
+predicts the next ones; the target's frozen LM head turns them into draft tokens (Li et
+al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty"; the head
+is :mod:`specdec_core.eagle_head`).
+
+Where the features come from (no target forward is repeated for them):
+
+* every position the target has KV for: ``ModelCache.hidden`` — the verification forward
+  of the previous round already computed them (``attach`` sets ``track_hidden``);
+* the newest committed token (the correction or bonus) has no target KV yet: its feature
+  is the head's own prediction, as in EAGLE; so are the features of drafted tokens within
+  a round, and of an edited prefix the target has not verified;
+* the very first round, when the target has run nothing: the drafter runs the target's
+  prefill over ``context[:-1]`` through the target's own :class:`ModelCache` (one target
+  forward, counted there and in :attr:`EagleDrafter.target_forwards`); the verification
+  that follows reuses that KV through ``sync_to``. A one-token context has no feature at
+  all yet (the target must leave the last token for the verification to feed): that
+  round drafts nothing and is one plain target step, which computes ``f_0``.
+
+The head's KV cache: entry ``t`` was computed from ``(f_t, token_{t+1})``. Entries whose
+``f_t`` was real are kept across rounds; entries computed from a *predicted* ``f_t`` are
+dropped by :meth:`rollback` (and at the next proposal, once the target has the real
+feature), so after each round the head's cache holds real-feature entries only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import PreTrainedModel
+
+from ..eagle_head import EagleHead, target_parts
+from ..errors import ConfigError
+from ..kvcache import ModelCache, common_prefix_len
+from ..sampling import SamplingConfig
+from .base import Draft, DraftMethod, draw_proposal, sync_device
+
+if TYPE_CHECKING:
+    from ..models import ModelPair
+
+
+class EagleDrafter:
+    """Drafts from the target's hidden states with an EAGLE-1 head (see the module doc).
+
+    ``cached_ids()`` are the tokens the head's cache has seen: ``context[: entries + 1]``
+    (entry ``t`` holds ``f_t``, which covers tokens ``0..t``, and the embedding of token
+    ``t + 1``); empty when it holds no entry.
+    """
+
+    name = "eagle"
+
+    def __init__(self, head: EagleHead, target_model: PreTrainedModel) -> None:
+        self.head = head
+        self.wte, self.lm_head = target_parts(target_model)
+        self.device = target_model.device
+        self.target: ModelCache | None = None
+        self._reset()
+        self._forward_ms = 0.0
+        self.forwards = 0  # head forwards run
+        self.target_forwards = 0  # target prefills this drafter ran (first round)
+
+    def _reset(self) -> None:
+        self.cache = self.head.new_cache()
+        self.ids: list[int] = []  # tokens covered: context[: entries + 1], or []
+        self.real: list[bool] = []  # per entry: f_t came from the target
+        self.pred: torch.Tensor | None = None  # [entries, d]: entry t's output, f̂_{t+1}
+
+    # ------------------------------------------------------------------ protocol
+    def attach(self, target: ModelCache) -> None:
+        """Read the target's hidden states from now on (sets ``track_hidden``).
+
+        Raises:
+            ValueError: the target already ran forwards without keeping hidden states.
+        """
+        target.track_hidden = True
+        rows = 0 if target.hidden is None else len(target.hidden)
+        if rows != target.kv_len:
+            raise ValueError("attach the EAGLE drafter before the target's first forward")
+        self.target = target
+        self._reset()
+
+    def cached_ids(self) -> list[int] | None:
+        return list(self.ids)
+
+    @property
+    def entries(self) -> int:
+        """Positions in the head's cache."""
+        return len(self.real)
+
+    def real_entries(self) -> int:
+        """Leading head-cache entries computed from the target's real features."""
+        n = 0
+        while n < len(self.real) and self.real[n]:
+            n += 1
+        return n
+
+    def rollback(self, length: int) -> int:
+        """Keep the entries covering ``cached_ids()[:length]`` that were computed from real
+        target features (predicted-feature entries always go); returns tokens removed."""
+        before = len(self.ids)
+        self._crop(min(max(0, length - 1), self.real_entries()))
+        return before - len(self.ids)
+
+    @property
+    def forward_ms(self) -> float:
+        """Milliseconds inside the head's forwards and the LM head rows it needs (the
+        target's prefill is a target forward, counted in the target's cache)."""
+        return self._forward_ms
+
+    @torch.inference_mode()
+    def propose(
+        self,
+        context: list[int],
+        gamma: int,
+        sampling: SamplingConfig,
+        method: DraftMethod,
+        generator: torch.Generator,
+    ) -> Draft:
+        """Draft ``gamma`` tokens after ``context`` (``L ≥ 1`` ids): one head forward per
+        token (the first also catches the cache up on the tokens committed last round,
+        from their real features); the last draft is not fed."""
+        started = time.perf_counter()
+        ids: list[int] = []
+        rows: list[torch.Tensor] = []
+        forwards = self.forwards
+        feature, real = self._next_feature(context)
+        for i in range(gamma if feature is not None else 0):
+            token, q = draw_proposal(self._logits(feature), sampling, method, generator)
+            ids.append(token)
+            rows.append(q)
+            if i < gamma - 1:
+                feature, real = self._feed(feature[None], [token], real, context[0])[-1], False
+        sync_device()
+        vocab = self.lm_head.weight.shape[0]
+        probs = torch.stack(rows) if rows else torch.zeros(0, vocab)
+        return Draft(
+            torch.tensor(ids, dtype=torch.long), probs, self.forwards - forwards,
+            (time.perf_counter() - started) * 1e3,
+        )  # fmt: skip
+
+    @torch.inference_mode()
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        """The same ids as :meth:`propose` at temperature 0, without ``q`` rows."""
+        ids: list[int] = []
+        forwards = self.forwards
+        feature, real = self._next_feature(context)
+        for i in range(gamma if feature is not None else 0):
+            token = int(self._logits(feature).argmax())
+            ids.append(token)
+            if i < gamma - 1:
+                feature, real = self._feed(feature[None], [token], real, context[0])[-1], False
+        return ids, self.forwards - forwards
+
+    @torch.inference_mode()
+    def tree_logits(self, context: list[int]) -> torch.Tensor | None:
+        """``[V]`` float32 next-token logits after ``context`` (committed ids + a tree
+        path), extending the head's cache over the path (predicted features); ``None``
+        for a one-token context the target has not run yet (no feature to start from)."""
+        feature, _ = self._next_feature(context)
+        return None if feature is None else self._logits(feature)
+
+    # ------------------------------------------------------------------ internals
+    def _crop(self, entries: int) -> None:
+        if entries >= self.entries:
+            return
+        if entries <= 0:
+            self._reset()
+            return
+        self.cache.crop(-(self.entries - entries))
+        del self.real[entries:]
+        self.pred = None if self.pred is None else self.pred[:entries]
+        del self.ids[entries + 1 :]
+
+    def _real_len(self, context: list[int]) -> int:
+        """Context positions whose real target feature exists; runs the target's prefill
+        when the target has none (the first round)."""
+        target = self.target
+        if target is None:
+            raise RuntimeError("EagleDrafter.attach(target cache) must be called first")
+        known = min(common_prefix_len(target.ids, context), len(context))
+        if known == 0 and len(context) > 1:
+            target.crop(0)
+            target.extend(context[:-1])
+            self.target_forwards += 1
+            known = target.kv_len
+        return known
+
+    def _next_feature(self, context: list[int]) -> tuple[torch.Tensor | None, bool]:
+        """Catch the head's cache up on ``context`` and return the feature whose LM head
+        row predicts the token after it: ``([d] float32, real?)``; ``(None, False)`` for a
+        one-token context the target has not run (no feature to start from)."""
+        n = len(context)
+        known = self._real_len(context)
+        if known == 0:
+            self._reset()
+            return None, False
+        # keep the longest valid prefix of entries: same tokens, and a predicted feature
+        # only where the target still has no real one
+        keep = 0
+        if self.ids and self.ids[0] == context[0]:
+            limit = min(self.entries, n - 1)
+            while (
+                keep < limit
+                and self.ids[keep + 1] == context[keep + 1]
+                and (self.real[keep] or keep >= known)
+            ):
+                keep += 1
+        self._crop(keep)
+        hidden = self.target.hidden  # [kv_len, d]
+        stop = min(known, n - 1)  # entries t < stop have a real f_t
+        if keep < stop:
+            self._feed(hidden[keep:stop], context[keep + 1 : stop + 1], True, context[0])
+        for t in range(max(keep, stop), n - 1):  # predicted f_t: serial
+            self._feed(self.pred[t - 1][None], [context[t + 1]], False, context[0])
+        if known >= n:
+            return hidden[n - 1], True
+        return self.pred[n - 2], False
+
+    def _feed(
+        self, features: torch.Tensor, tokens: list[int], real: bool, first: int
+    ) -> torch.Tensor:
+        """One head forward over new entries (``[T, d]`` features, ``T`` next tokens;
+        ``first`` = the context's first token, recorded when the cache was empty); returns
+        ``[T, d]`` predicted next features."""
+        started = time.perf_counter()
+        emb = self.wte(torch.tensor([tokens], dtype=torch.long, device=self.device))
+        out = self.head(features[None].to(emb.dtype), emb, self.cache)[0]  # [T, d]
+        sync_device()
+        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.forwards += 1
+        if not self.ids:
+            self.ids.append(first)
+        self.ids.extend(tokens)
+        self.real.extend([real] * len(tokens))
+        self.pred = out if self.pred is None else torch.cat([self.pred, out])
+        return out
+
+    def _logits(self, feature: torch.Tensor) -> torch.Tensor:
+        """``[V]`` float32 logits of the target's LM head on one ``[d]`` feature."""
+        started = time.perf_counter()
+        logits = self.lm_head(feature).float()
+        self._forward_ms += (time.perf_counter() - started) * 1e3
+        return logits
+
+
+# ---------------------------------------------------------------------- heads by pair
+_HEADS: dict[tuple[str, str], EagleHead] = {}  # (folder, device) → head, loaded once
+_HEADS_LOCK = threading.Lock()
+
+
+def eagle_head_dir(pair: ModelPair) -> Path | None:
+    """Where a pair's head lives: ``eagle/`` beside the target's folder (the embedded
+    pair: ``assets/models/embedded/eagle``); ``None`` when the folder has no head (hub
+    presets, test pairs)."""
+    source = Path(pair.target_source)
+    if not source.is_dir():
+        return None
+    folder = source.parent / "eagle"
+    return folder if (folder / "config.json").is_file() else None
+
+
+def has_eagle_head(pair: ModelPair) -> bool:
+    """Whether :func:`make_eagle_drafter` can serve this pair."""
+    return eagle_head_dir(pair) is not None
+
+
+def load_eagle_head(pair: ModelPair) -> EagleHead:
+    """The pair's head, loaded once per process (shared read-only, like the models).
+
+    Raises:
+        ConfigError: the pair has no head, or its head was trained for another target.
+    """
+    folder = eagle_head_dir(pair)
+    if folder is None:
+        raise ConfigError(
+            f"the pair {pair.name!r} has no EAGLE draft head (only the embedded pair ships "
+            "one, in assets/models/embedded/eagle); choose another drafter",
+            "no_eagle_head", pair=pair.name,
+        )  # fmt: skip
+    key = (str(folder.resolve()), str(pair.device))
+    with _HEADS_LOCK:
+        head = _HEADS.get(key)
+        if head is None:
+            try:
+                head = EagleHead.load(folder, pair.device)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(f"the EAGLE head in {folder.name}/ cannot be loaded: {exc}",
+                                  "no_eagle_head", pair=pair.name) from exc  # fmt: skip
+            _HEADS[key] = head
+    if not head.config.matches(pair.target.config):
+        raise ConfigError(
+            f"the EAGLE head beside {pair.name!r} was trained for another target "
+            f"(width {head.config.width}, vocabulary {head.config.target_vocab})",
+            "no_eagle_head", pair=pair.name,
+        )  # fmt: skip
+    return head
+
+
+def make_eagle_drafter(pair: ModelPair) -> EagleDrafter:
+    """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head.
+
+    Raises:
+        ConfigError: see :func:`load_eagle_head`.
+    """
+    return EagleDrafter(load_eagle_head(pair), pair.target)
