@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import torch
 
 from .bench import run_bench
-from .drafters import make_named_drafter
+from .drafters import DRAFTER_NAMES, make_named_drafter
 from .errors import InputError, SpecDecError
 from .generate import generate
 from .lesson_link import LessonState, encode
@@ -27,6 +27,9 @@ from .records import summarize
 from .scenarios import find_scenarios
 from .session import SessionConfig, SpeculativeSession
 from .trace import RoundTrace
+from .tree import MAX_TREE_NODES, parse_shape
+from .tree_bench import compare as compare_tree
+from .tree_session import TreeSession
 
 BENCH_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 _EDIT = re.compile(r"^(\d+):(\d+)=(\d+)$")
@@ -72,6 +75,8 @@ def run_command(args: argparse.Namespace) -> dict:
         max_new_tokens=args.max_new_tokens,
     )
     edits = parse_edits(args.edit or [])
+    if args.tree is not None:
+        return tree_run_command(args, pair, config, edits)
     if edits and args.mode == "autoregressive":
         raise InputError("--edit changes drafted tokens: it needs --mode speculative")
     if args.mode == "autoregressive":
@@ -115,13 +120,62 @@ def run_command(args: argparse.Namespace) -> dict:
         "stop_reason": session.stop_reason,
         "stats": {
             "rounds": summary.rounds,
-            "target_forwards": summary.rounds,
+            # one per round, + a drafter's own target prefill (eagle's first round)
+            "target_forwards": session.target.forwards,
             "draft_forwards": draft_forwards,
             "acceptance_rate": summary.acceptance_rate,
             "mean_accepted": summary.mean_accepted,
         },
         "rounds": [round_json(r) for r in session.history],
     }
+
+
+def tree_run_command(args: argparse.Namespace, pair, config: SessionConfig, edits: dict) -> dict:
+    """``run --tree SHAPE``: tree rounds on a :class:`TreeSession` (docs/ARCHITECTURE.md
+    "CLI contract"); ``--gamma`` is not used (the depth is the shape's length)."""
+    shape = parse_shape(args.tree)
+    if args.mode == "autoregressive":
+        raise InputError("--tree drafts a tree: it needs --mode speculative")
+    if edits:
+        raise InputError("--edit changes chain drafts: it cannot be used with --tree")
+    drafter = make_named_drafter(pair, args.drafter)
+    session = TreeSession(pair, args.prompt, config, drafter, shape, args.tree_budget)
+    rounds = []
+    while session.phase == "propose":
+        trace = session.run_round()
+        after = trace.kv_after
+        lengths = {"committed_len": after.committed_len, "target_kv_len": after.target_kv_len,
+                   "draft_kv_len": after.draft_kv_len}  # fmt: skip
+        rounds.append({**trace.record.to_json(), **lengths})
+    stats = session.summary()
+    return {
+        "output_ids": session.generated_ids,
+        "text": session.text,
+        "stop_reason": session.stop_reason,
+        "tree": list(shape),
+        "tree_budget": session.budget,
+        "drafter": args.drafter,
+        "stats": {
+            "rounds": stats.rounds,
+            "target_forwards": stats.target_forwards,
+            "draft_forwards": stats.draft_forwards,
+            "tokens_per_target_forward": stats.tokens_per_target_forward,
+            "mean_accepted": stats.mean_accepted,
+            "mean_nodes": stats.mean_nodes,
+        },
+        "rounds": rounds,
+    }
+
+
+def tree_bench_command(args: argparse.Namespace) -> dict:
+    """``bench --tree SHAPE``: target-only vs chain (γ) vs tree on one prompt, fast paths."""
+    shape = parse_shape(args.tree)
+    pair = load_pair(_pair_arg(args.pair))
+    config = SessionConfig(gamma=args.gamma, temperature=args.temperature,
+                           max_new_tokens=args.max_new_tokens)  # fmt: skip
+    rows = compare_tree(pair, [args.prompt], config, [shape], [args.drafter], args.tree_budget,
+                        args.repeats, not args.stop_at_eos)  # fmt: skip
+    return {"pair": args.pair, "device": pair.device, "rows": [r.to_json() for r in rows]}
 
 
 def round_json(r: RoundTrace) -> dict:
@@ -164,8 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--max-new-tokens", type=int, default=40)
     run.add_argument("--draft-method", choices=["probabilistic", "greedy"], default="probabilistic")
-    run.add_argument("--drafter", choices=["model", "ngram", "early-exit"], default="model")
+    run.add_argument("--drafter", choices=list(DRAFTER_NAMES), default="model")
     run.add_argument("--edit", action="append", metavar="ROUND:POS=TOKEN_ID")
+    tree_help = "draft a tree: children per node at each depth, e.g. 2,2,1,1"
+    run.add_argument("--tree", metavar="K1,K2,...", default=None, help=tree_help)
+    run.add_argument("--tree-budget", type=int, default=12,
+                     help=f"most nodes per tree (1..{MAX_TREE_NODES})")  # fmt: skip
     run.add_argument("--json", action="store_true", help="print one JSON object")
     bench = sub.add_parser("bench", help="time target-only vs speculative decoding")
     bench.add_argument("--pair", default="embedded")
@@ -175,12 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=3)
     bench.add_argument("--temperature", type=float, default=0.0)
     bench.add_argument("--no-hf", action="store_true", help="skip HF assisted generation")
-    bench.add_argument("--drafter", choices=["model", "ngram", "early-exit"], default="model")
+    bench.add_argument("--drafter", choices=list(DRAFTER_NAMES), default="model")
     bench.add_argument(
         "--stop-at-eos", action="store_true",
         help="stop at EOS (default: ignore it, so every run makes max-new-tokens tokens)",
     )  # fmt: skip
     bench.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    bench.add_argument("--tree", metavar="K1,K2,...", default=None,
+                       help="time target-only vs chain (γ) vs this tree instead")  # fmt: skip
+    bench.add_argument("--tree-budget", type=int, default=12)
     bench.add_argument("--json", action="store_true")
     scen = sub.add_parser("scenarios", help="the lesson scenarios found on a pair, as links")
     scen.add_argument("--pair", default="embedded")
@@ -210,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             if args.threads:
                 torch.set_num_threads(args.threads)
-            out = run_bench(
+            out = tree_bench_command(args) if args.tree is not None else run_bench(
                 _pair_arg(args.pair), args.prompt, args.gamma, args.max_new_tokens,
                 args.repeats, args.temperature, hf=not args.no_hf,
                 ignore_eos=not args.stop_at_eos, drafter=args.drafter,
@@ -225,6 +286,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps(out, ensure_ascii=False))
     elif args.command == "scenarios":
         print("\n".join(f"{key}\t{url or '(not found on this pair)'}" for key, url in out.items()))
+    elif args.command == "run" and "tree" in out:
+        print(out["text"])
+        s = out["stats"]
+        print(
+            f"[{out['stop_reason']}] rounds={s['rounds']} tokens/target forward="
+            f"{s['tokens_per_target_forward']:.2f} mean_accepted={s['mean_accepted']:.2f}",
+            file=sys.stderr,
+        )
     elif args.command == "run":
         print(out["text"])
         s = out["stats"]

@@ -289,6 +289,13 @@ def walk(
 
 
 # ---------------------------------------------------------------------- one tree round
+def check_budget(budget: int) -> int:
+    """The node budget, 1..:data:`MAX_TREE_NODES`. Raises ConfigError otherwise."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_TREE_NODES:
+        raise ConfigError(f"tree node budget must be 1..{MAX_TREE_NODES}, got {budget!r}", "tree")
+    return budget
+
+
 def check_tree_settings(config: SessionConfig) -> None:
     """Raises ConfigError: a greedy *draft method* at temperature > 0 (sibling
     candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule)."""
@@ -417,6 +424,7 @@ def generate_tree(
     config = config.validate(pair.vocab_size)
     check_tree_settings(config)
     shape = parse_shape(",".join(str(k) for k in shape))
+    budget = check_budget(budget)
     sampling = config.sampling
     ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)

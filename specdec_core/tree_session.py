@@ -1,0 +1,427 @@
+"""``TreeSession``: the step machine of a *tree* round, for the step-through page — the
+tree counterpart of :class:`~specdec_core.session.SpeculativeSession` (``tree.py`` has
+the round's pieces; :func:`tree.generate_tree` runs the same pieces without views).
+
+1. ``propose()`` — the drafter expands a token tree (``shape`` = children per node at
+   each depth, at most ``budget`` nodes; one drafter forward per expanded node).
+2. ``verify()``  — ONE target forward over the pending committed token(s) and every
+   node, with the tree attention mask; the walk from the root decides the accepted
+   path and the correction/bonus token. Every node gets its state (``tree_records.py``).
+3. ``commit()``  — append the committed path + the target's token, move the path's KV
+   rows into place after the committed prefix and drop the rest (compaction), roll both
+   caches back to the committed history.
+
+Any step that raises leaves the session as it was; a step out of phase raises
+:class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
+:meth:`attention_mask`, :meth:`compaction`, :meth:`kv_state`, ``history``, ``records``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+
+from .drafters import Drafter
+from .errors import PhaseError
+from .inputs import InputError, SessionConfig, prompt_ids
+from .kvcache import ModelCache, kv_state
+from .models import ModelPair
+from .rounds import stop_rule
+from .trace import KVState, TokenInfo, token_lookup
+from .tree import (
+    DraftTree,
+    TreeVerdict,
+    apply_round,
+    check_budget,
+    check_tree_settings,
+    decide_round,
+    draft_tree,
+    parse_shape,
+    resolve_drafter,
+    round_shape,
+    tree_allowed,
+    tree_forward,
+    truncate_cache,
+    walk,
+)
+from .tree_records import TreeRoundRecord, TreeStats, summarize_tree
+
+TreePhase = Literal["propose", "verify", "commit", "finished"]
+SlotAction = Literal["kept", "moved", "dropped"]
+
+
+@dataclass(frozen=True)
+class TreeNodeView:
+    """One node of the drafted tree.
+
+    Attributes:
+        index: node index (breadth-first order, the order of the verify forward's rows).
+        token: the node's token. parent: parent node (−1: a child of the root).
+        depth: 1-based depth. position: 0-based position in the text the node would take
+            (= its position id in the verify forward: committed length − 1 + depth).
+        q: the draft's probability of the token at the parent (after temperature/top-k/
+            top-p; greedy drafts: the one-hot row, so 1 for the argmax child, else 0).
+        p: the target's probability of the token at the parent (``None`` before verify;
+            greedy: one-hot on the target's argmax).
+        accept_prob: probability the rule accepted it with (sampling: ``min(1, p_i/q)``
+            against the current residual; greedy 1 or 0); ``None`` if never checked.
+        u: the uniform draw that decided it (sampling only), else ``None``.
+        state: ``tentative`` before verify; then ``accepted`` | ``rejected`` |
+            ``unchecked`` | ``cut`` (``tree_records.py``).
+    """
+
+    index: int
+    token: TokenInfo
+    parent: int
+    depth: int
+    position: int
+    q: float
+    p: float | None
+    accept_prob: float | None
+    u: float | None
+    state: str
+
+
+@dataclass(frozen=True)
+class TreeView:
+    """The round's tree: ``nodes`` in breadth-first order; after verify, the accepted
+    ``path`` (node indices root → leaf), the target's ``next_token`` and its ``kind``
+    (``correction`` | ``bonus`` | ``stopped``); before verify those are empty/``None``.
+    ``committed_len``: committed tokens before the round (prompt included)."""
+
+    round_index: int
+    shape: tuple[int, ...]
+    committed_len: int
+    nodes: tuple[TreeNodeView, ...]
+    path: tuple[int, ...] = ()
+    next_token: TokenInfo | None = None
+    kind: str | None = None
+
+
+@dataclass(frozen=True)
+class MaskView:
+    """The tree attention mask, restricted to the tree part.
+
+    ``grid`` ``[n, 1 + n]`` bool: row ``i`` = node ``i``; column 0 = the committed prefix
+    (all ``prefix_len`` committed tokens, which every node sees: always True), column
+    ``1 + j`` = node ``j`` (True for ``i``'s ancestors and ``i`` itself). The full mask
+    of the verify forward is ``[n, prefix_len + n]`` with the prefix column repeated
+    ``prefix_len`` times. ``labels[i]``: node ``i``'s token text; ``positions[i]``: its
+    position id (siblings share one)."""
+
+    prefix_len: int
+    grid: np.ndarray
+    labels: tuple[str, ...]
+    positions: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class KVSlot:
+    """One row of the target's cache right after the verify forward.
+
+    ``slot``: row index then (committed rows first, then one row per node in node
+    order); ``node``: the tree node (``None`` for a committed token); ``state``:
+    ``prompt`` | ``committed`` | the node's state; ``action``: ``kept`` (same row after
+    compaction), ``moved`` (an accepted path node moved up to ``new_slot``) or
+    ``dropped``; ``new_slot``: its row after the commit (``None`` when dropped)."""
+
+    slot: int
+    token: TokenInfo
+    node: int | None
+    state: str
+    action: SlotAction
+    new_slot: int | None
+
+
+@dataclass(frozen=True)
+class CompactionView:
+    """The target's KV table before and after the path compaction of one round:
+    ``slots`` (``rows_before`` of them) and the cache length after the commit
+    (``rows_after``; = committed tokens − 1: the appended token has no KV yet).
+    ``applied``: False while only planned (phase ``commit``), True once committed."""
+
+    slots: tuple[KVSlot, ...]
+    rows_before: int
+    rows_after: int
+    applied: bool
+
+
+@dataclass(frozen=True)
+class TreeRoundTrace:
+    """A finished round: its views and record, timings (ms) and the KV tables."""
+
+    round_index: int
+    tree: TreeView
+    mask: MaskView
+    compaction: CompactionView
+    record: TreeRoundRecord
+    draft_ms: float
+    verify_ms: float
+    stop_reason: str | None
+    kv_before: KVState
+    kv_after: KVState
+
+
+@dataclass
+class _Pending:
+    shape: tuple[int, ...]
+    tree: DraftTree
+    draft_forwards: int
+    draft_ms: float
+    kv_before: KVState
+    verdict: TreeVerdict | None = None
+    record: TreeRoundRecord | None = None
+    stop_reason: str | None = None
+    verify_ms: float = 0.0
+
+
+class TreeSession:
+    """Step-by-step tree-speculative decoding over a shared, read-only :class:`ModelPair`.
+
+    Args:
+        drafter: a :class:`Drafter`, a name for :func:`drafters.make_named_drafter`
+            (``"model"``, ``"eagle"``, ...) or ``None`` (the pair's draft model).
+        shape: children per node at each depth (``tree.parse_shape`` rules).
+        budget: most nodes per tree. prompt_len: as for ``SpeculativeSession`` (the
+            first ``prompt_len`` ids are the prompt, the rest already generated).
+
+    Raises:
+        PromptError, ConfigError, InputError: bad prompt, settings, shape or
+        ``prompt_len``. A drafter without a distribution (prompt lookup) makes
+        :meth:`propose` raise :class:`ConfigError`.
+    """
+
+    def __init__(
+        self,
+        pair: ModelPair,
+        prompt: str | list[int],
+        config: SessionConfig | None = None,
+        drafter: Drafter | str | None = None,
+        shape: Sequence[int] = (2, 2, 1, 1),
+        budget: int = 12,
+        prompt_len: int | None = None,
+    ) -> None:
+        self.pair = pair
+        self.config = (config or SessionConfig()).validate(pair.vocab_size)
+        check_tree_settings(self.config)
+        self.shape = parse_shape(",".join(str(k) for k in shape))
+        self.budget = check_budget(budget)
+        ids = prompt_ids(pair, prompt)
+        prompt_len = len(ids) if prompt_len is None else prompt_len
+        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int):
+            raise InputError(f"prompt length must be a whole number, got {prompt_len!r}")
+        if not 1 <= prompt_len <= len(ids):
+            raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
+        self.ids: list[int] = ids
+        self.prompt_len = prompt_len
+        self.target = ModelCache(pair.target)
+        self.drafter: Drafter = resolve_drafter(pair, drafter)
+        self.drafter.attach(self.target)
+        self.generator = torch.Generator().manual_seed(self.config.seed)
+        self.round_index = 0
+        self.stop_reason: str | None = None
+        self.history: list[TreeRoundTrace] = []
+        self._pending: _Pending | None = None
+        self._stop = stop_rule(pair, self.config)
+        self.token = token_lookup(pair.tokenizer)
+
+    # ------------------------------------------------------------------ steps
+    def propose(self) -> TreeView:
+        """Phase 1: draft the round's tree. Raises PhaseError out of phase, ConfigError
+        for a drafter without a distribution (the session is unchanged)."""
+        self._require("propose", "propose")
+        kv_before = self.kv_state()
+        shape = round_shape(self.shape, len(self.generated_ids), self.config, len(self.ids),
+                            self.pair.context_length)  # fmt: skip
+        with self._atomic():
+            started = time.perf_counter()
+            tree, forwards = draft_tree(self.drafter, self.ids, shape, self.config.sampling,
+                                        self.generator, self.budget)  # fmt: skip
+            ms = (time.perf_counter() - started) * 1e3
+        self._pending = _Pending(shape, tree, forwards, ms, kv_before)
+        view = self.tree_view()
+        assert view is not None
+        return view
+
+    def verify(self) -> TreeView:
+        """Phase 2: one target forward over the pending tokens and the whole tree, then
+        the walk; decides what the commit appends. Raises PhaseError out of phase."""
+        pending = self._require("verify", "verify")
+        assert pending is not None
+        with self._atomic():
+            started = time.perf_counter()
+            logits = tree_forward(self.target, self.ids, pending.tree)
+            verdict = walk(pending.tree, logits, self.config.sampling, self.generator)
+            ms = (time.perf_counter() - started) * 1e3
+            record, reason = decide_round(
+                pending.tree, verdict, self.ids, self.prompt_len, self._stop, pending.shape,
+                pending.draft_forwards,
+            )  # fmt: skip
+        pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
+        pending.verify_ms = ms
+        view = self.tree_view()
+        assert view is not None
+        return view
+
+    def commit(self) -> CompactionView:
+        """Phase 3: append the committed path + the target's token, compact the target's
+        cache and roll both caches back. Returns the compaction as applied."""
+        pending = self._require("commit", "commit")
+        assert pending is not None and pending.record is not None
+        tree, mask, plan = self.tree_view(), self.attention_mask(), self.compaction()
+        assert tree is not None and mask is not None and plan is not None
+        self.ids = apply_round(self.target, self.drafter, self.ids, pending.record)
+        done = CompactionView(plan.slots, plan.rows_before, self.target.kv_len, True)
+        self._pending = None
+        self.stop_reason = pending.stop_reason
+        self.history.append(TreeRoundTrace(
+            self.round_index, tree, mask, done, pending.record, pending.draft_ms,
+            pending.verify_ms, pending.stop_reason, pending.kv_before, self.kv_state(),
+        ))  # fmt: skip
+        self.round_index += 1
+        return done
+
+    def run_round(self) -> TreeRoundTrace:
+        """Propose, verify and commit in one call."""
+        self.propose()
+        self.verify()
+        self.commit()
+        return self.history[-1]
+
+    def run(self, max_rounds: int | None = None) -> list[TreeRoundTrace]:
+        """Rounds until a stop (or ``max_rounds``)."""
+        out = []
+        while self.phase == "propose" and (max_rounds is None or len(out) < max_rounds):
+            out.append(self.run_round())
+        return out
+
+    # ------------------------------------------------------------------ views
+    @property
+    def phase(self) -> TreePhase:
+        if self._pending is None:
+            return "finished" if self.stop_reason else "propose"
+        return "commit" if self._pending.record is not None else "verify"
+
+    @property
+    def generated_ids(self) -> list[int]:
+        return self.ids[self.prompt_len :]
+
+    @property
+    def text(self) -> str:
+        """The generated text (prompt excluded)."""
+        return self.pair.tokenizer.decode(self.generated_ids)
+
+    @property
+    def records(self) -> tuple[TreeRoundRecord, ...]:
+        return tuple(r.record for r in self.history)
+
+    @property
+    def current_record(self) -> TreeRoundRecord | None:
+        """The pending round's record once verified (phase ``commit``)."""
+        return self._pending.record if self._pending else None
+
+    def summary(self) -> TreeStats:
+        """:func:`tree_records.summarize_tree` of the finished rounds."""
+        return summarize_tree(self.records)
+
+    def tree_view(self) -> TreeView | None:
+        """The pending round's tree (phases ``verify``/``commit``), else ``None``."""
+        pending = self._pending
+        if pending is None:
+            return None
+        tree, verdict, record = pending.tree, pending.verdict, pending.record
+        checks = {c.node: c for c in verdict.checks} if verdict else {}
+        base = len(self.ids) - 1
+        nodes = []
+        for i, token in enumerate(tree.tokens):
+            c = checks.get(i)
+            q = float(tree.child_q[tree.parents[i]][token])
+            p = None
+            if c is not None:
+                p = c.p
+            state = record.states[i] if record else "tentative"
+            nodes.append(TreeNodeView(
+                i, self.token(token), tree.parents[i], tree.depths[i], base + tree.depths[i], q,
+                p, c.accept_prob if c else None, c.u if c else None, state,
+            ))  # fmt: skip
+        if record is None:
+            return TreeView(self.round_index, pending.shape, len(self.ids), tuple(nodes))
+        return TreeView(self.round_index, pending.shape, len(self.ids), tuple(nodes),
+                        record.path, self.token(record.next_token), record.kind)  # fmt: skip
+
+    def attention_mask(self) -> MaskView | None:
+        """The pending round's tree mask (phases ``verify``/``commit``), else ``None``."""
+        if self._pending is None:
+            return None
+        tree = self._pending.tree
+        n = len(tree.tokens)
+        grid = np.ones((n, 1 + n), dtype=bool)
+        grid[:, 1:] = tree_allowed(tree).numpy()
+        base = len(self.ids) - 1
+        return MaskView(len(self.ids), grid, tuple(self.token(t).text for t in tree.tokens),
+                        tuple(base + d for d in tree.depths))  # fmt: skip
+
+    def compaction(self) -> CompactionView | None:
+        """Phase ``commit``: the planned compaction of the target's cache (which rows the
+        commit keeps, moves, drops); otherwise the last finished round's, or ``None``."""
+        pending = self._pending
+        if pending is None or pending.record is None:
+            return self.history[-1].compaction if self.history else None
+        record = pending.record
+        committed = len(self.ids)
+        on_path = [i for i in record.path if record.states[i] == "accepted"]
+        rows_after = committed + len(record.appended) - 1
+        slots = []
+        for slot, token in enumerate(self.ids):
+            new = slot if slot < rows_after else None
+            state = "prompt" if slot < self.prompt_len else "committed"
+            slots.append(KVSlot(slot, self.token(token), None, state,
+                                "kept" if new is not None else "dropped", new))  # fmt: skip
+        for i, token in enumerate(record.tokens):
+            new = committed + on_path.index(i) if i in on_path else None
+            new = new if new is not None and new < rows_after else None
+            action: SlotAction = "dropped" if new is None else (
+                "kept" if new == committed + i else "moved")  # fmt: skip
+            slots.append(KVSlot(committed + i, self.token(token), i, record.states[i], action, new))
+        return CompactionView(tuple(slots), committed + len(record.tokens), rows_after, False)
+
+    def kv_state(self) -> KVState:
+        """The KV-state table of the committed tokens (both caches; the chain's format).
+        During phase ``commit`` the target's cache also holds one row per node: see
+        :meth:`compaction`."""
+        tokens = [self.token(t) for t in self.ids]
+        return kv_state(tokens, self.prompt_len, len(self.ids), self.target,
+                        self.drafter.cached_ids())  # fmt: skip
+
+    # ------------------------------------------------------------------ helpers
+    def _require(self, phase: TreePhase, action: str) -> _Pending | None:
+        if self.phase != phase:
+            hint = {
+                "propose": "propose first",
+                "verify": "verify the tree first",
+                "commit": "commit the verified round first",
+                "finished": "generation has finished (reset to start again)",
+            }[self.phase]
+            raise PhaseError(f"cannot {action} in phase {self.phase!r}: {hint}")
+        return self._pending
+
+    @contextmanager
+    def _atomic(self) -> Iterator[None]:
+        """If the step raises: the generator's state, the target's cache (tree rows
+        included) and the drafter's cache are restored."""
+        generator_state = self.generator.get_state()
+        target_len = self.target.kv_len
+        draft_len = len(self.drafter.cached_ids() or [])
+        try:
+            yield
+        except BaseException:
+            self.generator.set_state(generator_state)
+            truncate_cache(self.target, target_len)
+            self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
+            raise
