@@ -1,5 +1,6 @@
-"""Where drafts come from: the draft model, prompt lookup (n-gram) and early exit on the
-same prompt, side by side with the target alone.
+"""Where drafts come from: the draft model, prompt lookup (n-gram), early exit and (on a
+pair that ships one) the EAGLE feature head on the same prompt, side by side with the
+target alone.
 
 Widgets and rendering only: every number comes from ``specdec_core.compare``.
 """
@@ -12,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.compare import DrafterResult, compare_drafters
-from specdec_core.drafters import default_knob
+from specdec_core.drafters import default_knob, drafters_for, load_eagle_head
 from specdec_core.figures import drafter_time_figure
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
@@ -24,7 +25,7 @@ S = st.session_state
 pair, config = page_context()
 N_LAYERS = pair.target.config.n_layer
 PRESETS = ("repetitive", "novel", "custom")
-DRAFTERS = ("model", "ngram", "early-exit")
+DRAFTERS = drafters_for(pair)  # eagle only where the pair has a head
 OTHER_ROWS = ("eagle", "medusa", "mtp", "block", "random")
 OTHER_COLS = ("method", "how", "needs", "note")
 LEGEND = ("accepted", "rejected", "discarded", "correction", "bonus", "committed")
@@ -62,7 +63,7 @@ st.radio(
 prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130, max_chars=PROMPT_CHARS)
 st.caption(t("dr_prompt_note"))
 
-cols = st.columns(3)
+cols = st.columns(len(DRAFTERS))
 chosen: list[tuple[str, int | None]] = []
 for col, name in zip(cols, DRAFTERS, strict=True):
     with col.container(border=True):
@@ -78,6 +79,8 @@ for col, name in zip(cols, DRAFTERS, strict=True):
                 help=t("dr_knob_n_help"), disabled=not use,
             )  # fmt: skip
             st.caption(t("dr_desc_ngram"))
+        elif name == "eagle":
+            st.caption(t("dr_desc_eagle", params=_params(load_eagle_head(pair))))
         else:
             knob = st.select_slider(
                 t("dr_knob_k"), options=list(range(1, N_LAYERS + 1)),

@@ -1,8 +1,8 @@
 """Where drafts come from: run one prompt through several draft sources and compare.
 
-For each drafter (draft model, prompt lookup / n-gram, early exit) the same prompt and
-settings go through the fast path :func:`generate.generate` once per timing pass; its
-per-round records (``records.py``) give the acceptance numbers and the token strip
+For each drafter (draft model, prompt lookup / n-gram, early exit, EAGLE head) the same
+prompt and settings go through the fast path :func:`generate.generate` once per timing
+pass; its per-round records (``records.py``) give the acceptance numbers and the token strip
 (which drafts were accepted, rejected, discarded or cut), so the strip and the numbers
 describe the same generation. The target alone, run in the same timing passes, is the
 baseline that speed-ups are measured against.
@@ -52,7 +52,8 @@ class DrafterResult:
     """One drafter on the prompt.
 
     Attributes:
-        name: ``model``, ``ngram`` or ``early-exit``; knob: n / layers (``None``: model).
+        name: ``model``, ``ngram``, ``early-exit`` or ``eagle``; knob: n / layers
+            (``None``: model, eagle).
         output_ids, text, stop_reason, new_tokens: the generation (prompt excluded).
         rounds: verification rounds (= target forwards). empty_rounds: rounds whose
             drafter was asked for γ > 0 drafts and proposed none (prompt lookup without a

@@ -297,5 +297,6 @@ def _speculative(
         if len(records) == 1:
             stats.prefill_ms = target.forward_ms
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
+    stats.target_forwards = target.forwards  # + a drafter's own prefill (eagle's 1st round)
     stats.set_acceptance(records)
     return reason, tuple(records)

@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from .drafters import DRAFTER_NAMES
+from .drafters import DRAFTER_NAMES, preset_has_eagle_head
 from .inputs import SessionConfig
 
 LINK_VERSION = 1
@@ -149,6 +149,11 @@ def decode(
             problems.append(Problem("bad_value", {"name": f.name}))
         else:
             values[f.name] = checked
+    if values.get("drafter") == "eagle" and not preset_has_eagle_head(
+        str(values.get("pair", state.pair))
+    ):  # the EAGLE head exists only beside a pair that ships one
+        del values["drafter"]
+        problems.append(Problem("bad_value", {"name": "drafter"}))
     unknown = sorted(set(data) - {f.name for f in fields(LessonState)})
     if unknown:
         problems.append(Problem("bad_value", {"name": ", ".join(unknown)[:60]}))

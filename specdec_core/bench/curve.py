@@ -90,9 +90,11 @@ def measure_forward_curve(
     r = max(1, repeats)
     with torch.inference_mode():
         target = ModelCache(pair.target)
+        made = make_named_drafter(pair, drafter)
+        made.attach(target)  # before the first forward (eagle keeps the hidden states)
         target.extend(prefix)
         curve = _medians(target, prefix, [filler[:k] for k in ks], r, False)
-        draft_kv = getattr(make_named_drafter(pair, drafter), "kv", None)
+        draft_kv = getattr(made, "kv", None)
         step = 0.0
         if isinstance(draft_kv, ModelCache):
             draft_kv.extend(prefix)

@@ -10,7 +10,13 @@ target's hidden states), ``registry`` (drafters by name).
 """
 
 from .base import Draft, Drafter, DraftMethod, draw_proposal
-from .eagle import EagleDrafter, has_eagle_head, make_eagle_drafter
+from .eagle import (
+    EagleDrafter,
+    has_eagle_head,
+    load_eagle_head,
+    make_eagle_drafter,
+    preset_has_eagle_head,
+)
 from .model import EarlyExitDrafter, ModelDrafter, early_exit_model
 from .ngram import NgramDrafter
 from .registry import DRAFTER_NAMES, default_knob, drafters_for, make_named_drafter
@@ -18,5 +24,6 @@ from .registry import DRAFTER_NAMES, default_knob, drafters_for, make_named_draf
 __all__ = [
     "DRAFTER_NAMES", "Draft", "DraftMethod", "Drafter", "EagleDrafter", "EarlyExitDrafter",
     "ModelDrafter", "NgramDrafter", "default_knob", "drafters_for", "draw_proposal",
-    "early_exit_model", "has_eagle_head", "make_eagle_drafter", "make_named_drafter",
+    "early_exit_model", "has_eagle_head", "load_eagle_head", "make_eagle_drafter",
+    "make_named_drafter", "preset_has_eagle_head",
 ]  # fmt: skip

@@ -127,7 +127,7 @@ class EagleDrafter:
         ids: list[int] = []
         rows: list[torch.Tensor] = []
         forwards = self.forwards
-        feature, real = self._next_feature(context)
+        feature, real = self._next_feature(context) if gamma > 0 else (None, False)
         for i in range(gamma if feature is not None else 0):
             token, q = draw_proposal(self._logits(feature), sampling, method, generator)
             ids.append(token)
@@ -147,7 +147,7 @@ class EagleDrafter:
         """The same ids as :meth:`propose` at temperature 0, without ``q`` rows."""
         ids: list[int] = []
         forwards = self.forwards
-        feature, real = self._next_feature(context)
+        feature, real = self._next_feature(context) if gamma > 0 else (None, False)
         for i in range(gamma if feature is not None else 0):
             token = int(self._logits(feature).argmax())
             ids.append(token)
@@ -156,12 +156,15 @@ class EagleDrafter:
         return ids, self.forwards - forwards
 
     @torch.inference_mode()
-    def tree_logits(self, context: list[int]) -> torch.Tensor | None:
+    def tree_logits(self, context: list[int]) -> torch.Tensor:
         """``[V]`` float32 next-token logits after ``context`` (committed ids + a tree
-        path), extending the head's cache over the path (predicted features); ``None``
-        for a one-token context the target has not run yet (no feature to start from)."""
+        path), extending the head's cache over the path (predicted features). A one-token
+        context the target has not run yet has no feature to start from: zeros (a uniform
+        ``q``; the rule stays lossless, the first level is then a guess)."""
         feature, _ = self._next_feature(context)
-        return None if feature is None else self._logits(feature)
+        if feature is None:
+            return torch.zeros(self.lm_head.weight.shape[0], device=self.device)
+        return self._logits(feature)
 
     # ------------------------------------------------------------------ internals
     def _crop(self, entries: int) -> None:
@@ -261,6 +264,17 @@ def eagle_head_dir(pair: ModelPair) -> Path | None:
         return None
     folder = source.parent / "eagle"
     return folder if (folder / "config.json").is_file() else None
+
+
+def preset_has_eagle_head(name: str) -> bool:
+    """Whether the preset ``name`` ships a head (by name, without loading the pair: the
+    lesson-link check)."""
+    from ..models import PRESETS
+
+    preset = PRESETS.get(name)
+    if preset is None or not preset.local:
+        return False
+    return (Path(preset.target).parent / "eagle" / "config.json").is_file()
 
 
 def has_eagle_head(pair: ModelPair) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specdec_core.drafters import drafters_for
 from specdec_core.models import ModelLoadError, ModelPair, default_pair_name
 from specdec_core.session import MAX_GAMMA, SessionConfig
 
@@ -34,6 +35,7 @@ DRAFTER_LABELS = {
     "model": "draft model · 草稿模型",
     "ngram": "prompt lookup (n-gram) · 提示词查找",
     "early-exit": "early exit · 提前退出",
+    "eagle": "EAGLE head · EAGLE 特征头",
 }
 
 
@@ -64,6 +66,9 @@ def _fit_to_pair(pair: ModelPair) -> None:
     if state.get("cfg_max_new", 0) > pair.context_length - 1:
         state["cfg_max_new"] = min(80, pair.context_length - 1)
         note_dropped("max_new_tokens")
+    if state.get("cfg_drafter", "model") not in drafters_for(pair):  # eagle needs a head
+        state["cfg_drafter"] = "model"
+        note_dropped("drafter")
 
 
 def _chosen_by_user() -> None:
@@ -138,7 +143,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         format_func=METHOD_LABELS.get, help=t("draft_method_help"),
     )  # fmt: skip
     sb.selectbox(
-        t("sb_drafter"), list(DRAFTER_LABELS), key="cfg_drafter",
+        t("sb_drafter"), [n for n in DRAFTER_LABELS if n in drafters_for(pair)], key="cfg_drafter",
         format_func=DRAFTER_LABELS.get, help=t("sb_drafter_help"),
     )  # fmt: skip
     sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
