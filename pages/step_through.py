@@ -10,10 +10,11 @@ import streamlit as st
 from specdec_core.figures import visible_token
 from specdec_core.numfmt import fmt_prob
 from specdec_core.session import SpeculativeSession, single_token_id
+from specdec_core.trace import RoundTrace
 from specdec_core.ui import lesson as L
 from specdec_core.ui import links
 from specdec_core.ui import step_view as view
-from specdec_core.ui.context import page_context
+from specdec_core.ui.context import fragment_run, page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.guards import PROMPT_CHARS, SHORT_CHARS, whole_number
 from specdec_core.ui.i18n import t
@@ -113,7 +114,7 @@ def _stop_run() -> None:
     S["step_notice"] = t("st_run_stopped")
 
 
-# ------------------------------------------------------------------ header + controls
+# ------------------------------------------------------------------ header + prompt
 def _heading(text: str) -> None:
     if presenter:  # headings cost height on a projector: bold text instead
         st.markdown(f"**{text}**")
@@ -121,121 +122,157 @@ def _heading(text: str) -> None:
         st.subheader(text)
 
 
-if presenter:  # the projector gets the lesson, not the introduction
-    st.markdown(f"### {t('st_title')}")
-else:
-    st.title(t("st_title"))
-    st.markdown(t("st_intro"))
+# The header is one container, so the step panel below always sits at the same place on
+# the page: a fragment that moves between full runs (presenter mode drops the introduction)
+# leaves a stale copy of itself behind in the browser.
+with st.container():
+    if presenter:  # the projector gets the lesson, not the introduction
+        st.markdown(f"### {t('st_title')}")
+    else:
+        st.title(t("st_title"))
+        st.markdown(t("st_intro"))
 
-# a lesson link, a scenario or step back: replayed with the sidebar's settings
-links.apply_pending(pair, config, t("st_default_prompt"))
-L.seed_prompt(t("st_default_prompt"))
-prompt = st.text_area(
-    t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
-)
-if pair.name == "embedded" and not presenter:
-    st.caption(t("st_prompt_note"))
+    # a lesson link, a scenario or step back: replayed with the sidebar's settings
+    links.apply_pending(pair, config, t("st_default_prompt"))
+    L.seed_prompt(t("st_default_prompt"))
+    st.text_area(
+        t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
+    )
+    if pair.name == "embedded" and not presenter:
+        st.caption(t("st_prompt_note"))
 
-synced = L.sync(pair, config, prompt)
-if synced.lesson is None:  # the very first prompt was bad
-    st.error(error_message(synced.error))
-    st.stop()
-_say(synced)
-session: SpeculativeSession = synced.lesson.session
-# The inputs on screen could not start a session (bad prompt): say so on every rerun and
-# block the actions, so nothing runs on the old prompt while the box shows another.
-blocked = synced.blocked
-if blocked and synced.error is not None:
-    S["step_error"] = error_message(synced.error)
-phase = "finished" if blocked else session.phase
 
-# One wrapping row of buttons sized to their labels (no label is cut at 1024 px); in
-# presenter mode app.py's CSS keeps this row in view (sticky) while the page scrolls.
-controls = st.container(
-    horizontal=True, vertical_alignment="bottom", gap="small", key="step_controls"
-)
-with controls:
-    for step in ("propose", "verify", "commit"):
+# ------------------------------------------------------------------ the step panel
+# Everything a step click changes (controls, messages, strip, edits, chart, KV table,
+# history, the Lesson panel's link) is one fragment: a click reruns only the fragment, not
+# app.py, the sidebar or the prompt above. A fragment rerun reuses this script's globals
+# from the last full run, so the panel reads the settings and the lesson from session
+# state (the sidebar's widgets keep their values there).
+@st.fragment
+def step_panel() -> None:
+    with fragment_run("step_panel") as fragment_only:
+        if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
+            st.rerun(scope="app")
+        synced = L.sync(pair, current_config(pair), S[L.PROMPT_KEY])
+        if synced.lesson is None:  # the very first prompt was bad
+            st.error(error_message(synced.error))
+            return
+        _say(synced)
+        session: SpeculativeSession = synced.lesson.session
+        # The inputs on screen could not start a session (bad prompt): say so on every
+        # rerun and block the actions, so nothing runs on the old prompt while the box
+        # shows another.
+        blocked = synced.blocked
+        if blocked and synced.error is not None:
+            S["step_error"] = error_message(synced.error)
+        phase = "finished" if blocked else session.phase
+        running = _controls(session, phase)
+        _messages(session, phase, blocked)
+        render_lesson_tools(pair, session)
+        last = _strip(session, phase)
+        _edit_controls(session, phase)
+        _lower_views(session, last, phase)
+        if running:  # "Run N rounds", one round a rerun (Stop ends it between rounds)
+            _act("round")
+            S["run_left"] = 0 if S.get("step_error") else S["run_left"] - 1
+            st.rerun(scope="fragment" if fragment_only else "app")  # the URL: fragment_run
+
+
+def _controls(session: SpeculativeSession, phase: str) -> bool:
+    """One wrapping row of buttons sized to their labels (no label is cut at 1024 px); in
+    presenter mode app.py's CSS keeps this row in view (sticky) while the page scrolls.
+    Returns whether "Run N rounds" is running."""
+    controls = st.container(
+        horizontal=True, vertical_alignment="bottom", gap="small", key="step_controls"
+    )
+    with controls:
+        for step in ("propose", "verify", "commit"):
+            st.button(
+                t("st_" + step),
+                on_click=_act,
+                args=(step,),
+                disabled=phase != step,
+                type="primary" if phase == step else "secondary",
+                key=f"btn_{step}",
+            )
         st.button(
-            t("st_" + step),
-            on_click=_act,
-            args=(step,),
-            disabled=phase != step,
-            type="primary" if phase == step else "secondary",
-            key=f"btn_{step}",
-        )
-    st.button(
-        t("st_run_round"), on_click=_act, args=("round",), disabled=phase == "finished",
-        key="btn_round",
-    )  # fmt: skip
-    running, run_n = bool(S.get("run_left")) and phase != "finished", False
-    if running:  # "Run N rounds" goes one round per rerun, so Stop ends it between rounds
-        st.button(t("st_stop_run"), on_click=_stop_run, type="primary", key="btn_stop_run")
+            t("st_run_round"), on_click=_act, args=("round",), disabled=phase == "finished",
+            key="btn_round",
+        )  # fmt: skip
+        running, run_n = bool(S.get("run_left")) and phase != "finished", False
+        if running:
+            st.button(t("st_stop_run"), on_click=_stop_run, type="primary", key="btn_stop_run")
+        else:
+            run_n = st.button(t("st_run_n"), disabled=phase == "finished", key="btn_run_n")
+        n_rounds = st.number_input(t("st_n_rounds"), 1, 50, 5, key="st_n", width=110)
+        st.button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
+                  key="btn_reset")  # fmt: skip
+        step_back_button(st, session)
+    if not running and run_n:
+        S["run_left"], S["run_total"] = int(n_rounds), int(n_rounds)
+        running = phase != "finished"
+    if running:
+        done = S["run_total"] - S["run_left"]
+        st.progress(done / S["run_total"], text=t("st_running", i=done + 1, n=S["run_total"]))
+    return running
+
+
+def _messages(session: SpeculativeSession, phase: str, blocked: bool) -> None:
+    if "step_error" in S:
+        st.error(S.pop("step_error"))
+    if "step_notice" in S:
+        st.info(S.pop("step_notice"))
+    links.show_problems()
+    if blocked:
+        pass  # the prompt error above says what to fix
+    elif phase == "finished":
+        st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
     else:
-        run_n = st.button(t("st_run_n"), disabled=phase == "finished", key="btn_run_n")
-    n_rounds = st.number_input(t("st_n_rounds"), 1, 50, 5, key="st_n", width=110)
-    st.button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
-              key="btn_reset")  # fmt: skip
-    step_back_button(st, session)
+        st.info(t("st_phase") + t("phase_" + phase))
 
-if not running and run_n:
-    S["run_left"], S["run_total"] = int(n_rounds), int(n_rounds)
-    running = phase != "finished"
-if running:
-    done = S["run_total"] - S["run_left"]
-    st.progress(done / S["run_total"], text=t("st_running", i=done + 1, n=S["run_total"]))
 
-if "step_error" in S:
-    st.error(S.pop("step_error"))
-if "step_notice" in S:
-    st.info(S.pop("step_notice"))
-links.show_problems()
-
-if blocked:
-    pass  # the prompt error above says what to fix
-elif phase == "finished":
-    st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
-else:
-    st.info(t("st_phase") + t("phase_" + phase))
-
-render_lesson_tools(pair, session)
-
-# ------------------------------------------------------------------ token strip
-verify = session.current_verify
-last = session.history[-1] if session.history and phase in ("propose", "finished") else None
-items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
-generated = session.ids[session.prompt_len :]
-if last is not None:  # show how the last commit changed the text
-    n_new = len(last.commit.appended)
-    older = generated[: len(generated) - n_new]
-    items += [StripItem(session.token(i), "committed") for i in older]
-    items += round_strip(last.verify, last.record)
-else:
-    items += [StripItem(session.token(i), "committed") for i in generated]
-    edited = session.edited_positions
-    if verify is None:
-        items += [
-            StripItem(session.token(y), "tentative", i + 1 in edited)
-            for i, y in enumerate(session.drafts)
-        ]
+def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:
+    """The token strip; returns the last finished round when the strip shows it."""
+    verify = session.current_verify
+    last = session.history[-1] if session.history and phase in ("propose", "finished") else None
+    items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
+    generated = session.ids[session.prompt_len :]
+    if last is not None:  # show how the last commit changed the text
+        n_new = len(last.commit.appended)
+        older = generated[: len(generated) - n_new]
+        items += [StripItem(session.token(i), "committed") for i in older]
+        items += round_strip(last.verify, last.record)
     else:
-        items += round_strip(verify, session.current_record)
-_heading(t("st_strip"))
-stopped_early = last is not None and last.commit.kind == "stopped"
-if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
-    st.info(t("st_stopped_in_round", n=len(last.commit.appended), cut=len(last.commit.cut),
-              reason=t("stop_" + (last.commit.stop_reason or "eos"))))  # fmt: skip
-elif last is not None and last.commit.discarded:
-    gone = " ".join(f"`{visible_token(tok.text)}`" for tok in last.commit.discarded)
-    st.warning(t("st_reject_step", tokens=gone, n=len(last.commit.discarded),
-                 t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft))  # fmt: skip
-legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "cut",
-          "correction", "bonus"]  # fmt: skip
-st.html(token_strip_html(items, legend))
+        items += [StripItem(session.token(i), "committed") for i in generated]
+        edited = session.edited_positions
+        if verify is None:
+            items += [
+                StripItem(session.token(y), "tentative", i + 1 in edited)
+                for i, y in enumerate(session.drafts)
+            ]
+        else:
+            items += round_strip(verify, session.current_record)
+    _heading(t("st_strip"))
+    stopped_early = last is not None and last.commit.kind == "stopped"
+    if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
+        st.info(t("st_stopped_in_round", n=len(last.commit.appended), cut=len(last.commit.cut),
+                  reason=t("stop_" + (last.commit.stop_reason or "eos"))))  # fmt: skip
+    elif last is not None and last.commit.discarded:
+        gone = " ".join(f"`{visible_token(tok.text)}`" for tok in last.commit.discarded)
+        commit = last.commit
+        st.warning(t("st_reject_step", tokens=gone, n=len(commit.discarded),
+                     t=commit.rolled_back_target, d=commit.rolled_back_draft))  # fmt: skip
+    legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "cut",
+              "correction", "bonus"]  # fmt: skip
+    st.html(token_strip_html(items, legend))
+    return last
 
-# ------------------------------------------------------------------ edit controls
-sampling = not session.config.sampling.greedy
-if phase == "verify" and session.drafts:
+
+def _edit_controls(session: SpeculativeSession, phase: str) -> None:
+    """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on."""
+    sampling = not session.config.sampling.greedy
+    if phase != "verify" or not session.drafts:
+        return
     with st.expander(t("st_edit"), expanded=not presenter):
         st.caption(t("st_edit_help"))
         gamma = len(session.drafts)
@@ -268,24 +305,21 @@ if phase == "verify" and session.drafts:
             probs=", ".join(f"a{k} = {fmt_prob(probs[k - 1])}" for k in edited),
         ))  # fmt: skip
 
-# ------------------------------------------------------------------ layout
-# Presenter mode: the chart and the KV table side by side (one look, no scroll), the
-# checks table below them. Otherwise one column, in reading order.
-if presenter:
-    dist_box, kv_box = st.columns([1, 1], gap="medium")
-    checks_box = st.container()
-else:
-    checks_box, dist_box, kv_box = st.container(), st.container(), st.container()
 
-# ------------------------------------------------------------------ distributions, KV, history
-with dist_box:
-    view.distributions(session, last, phase, _heading, checks_box)
-with kv_box:
-    view.kv_section(session, last, presenter, _heading)
-view.history(session)
+def _lower_views(session: SpeculativeSession, last: RoundTrace | None, phase: str) -> None:
+    """The distributions with the checks table, the KV table and the history. Presenter
+    mode: the chart and the KV table side by side (one look, no scroll), the checks table
+    below them. Otherwise one column, in reading order."""
+    if presenter:
+        dist_box, kv_box = st.columns([1, 1], gap="medium")
+        checks_box = st.container()
+    else:
+        checks_box, dist_box, kv_box = st.container(), st.container(), st.container()
+    with dist_box:
+        view.distributions(session, last, phase, _heading, checks_box)
+    with kv_box:
+        view.kv_section(session, last, presenter, _heading)
+    view.history(session)
 
-# ------------------------------------------------------------------ "Run N rounds", one a rerun
-if running:
-    _act("round")
-    S["run_left"] = 0 if S.get("step_error") else S["run_left"] - 1
-    st.rerun()
+
+step_panel()

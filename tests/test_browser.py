@@ -29,18 +29,26 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def server_log(tmp_path_factory) -> Path:
+    """The server's output; ``SPECDEC_PROFILE=1`` logs one ``specdec-render-ms`` line per
+    full run of app.py and one ``... fragment=KEY`` line per fragment-only rerun."""
+    return tmp_path_factory.mktemp("server") / "server.log"
+
+
+@pytest.fixture(scope="module")
+def server(server_log):
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: .ci/run must install it")
         pytest.skip("Debian's chromium is not installed")
     port = _free_port()
+    log = open(server_log, "w")  # a file, not an unread pipe that could fill up
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
          "--browser.gatherUsageStats", "false"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1"},
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
@@ -56,6 +64,7 @@ def server():
     yield url
     proc.terminate()
     proc.wait(timeout=20)
+    log.close()
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +120,50 @@ def test_click_through_one_round(server, browser, tmp_path, lang):
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
+    page.close()
+
+
+def _runs(log: Path) -> tuple[int, int]:
+    """(full runs of app.py, fragment-only reruns of the step panel) the server logged."""
+    lines = [x for x in log.read_text().splitlines() if x.startswith("specdec-render-ms")]
+    fragment = sum("fragment=step_panel" in x for x in lines)
+    return len(lines) - fragment, fragment
+
+
+def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, server_log, browser):
+    """Propose, Verify, Commit: the strip, chart and KV table change and the lesson link in
+    the URL follows every step, while app.py (sidebar, navigation, prompt) never reruns:
+    the step panel is an st.fragment (AppTest reruns the whole script, so this is checked
+    in the browser)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from specdec_core.lesson_link import decode
+
+    def state() -> tuple[int, str]:
+        s, problems = decode(parse_qs(urlsplit(page.url).query), ["embedded"])
+        assert not problems
+        return s.round, s.phase
+
+    page = browser.new_page(viewport={"width": 1400, "height": 2000})
+    page.goto(server)
+    page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
+    page.wait_for_function("() => location.search.includes('s=')", timeout=30_000)
+    page.wait_for_timeout(1000)  # the first run's log line
+    full, fragments = _runs(server_log)
+    assert full >= 1 and state() == (0, "propose")
+    kv = page.locator('[data-testid="stTable"]').last
+    seen = []
+    for name, after in [("propose", (0, "verify")), ("verify", (0, "commit")),
+                        ("commit", (1, "propose"))]:  # fmt: skip
+        url, table = page.url, kv.inner_text()
+        step(page, name)
+        page.wait_for_function("u => location.href !== u", arg=url, timeout=30_000)
+        assert state() == after
+        assert kv.inner_text() != table  # the KV table follows the step
+        seen.append(page.locator("div.strip").first.inner_html())
+    assert seen[0] != seen[1]  # tentative drafts → verdicts (a commit keeps the verdicts)
+    assert page.locator("div.strip").first.locator("span.tok-correction, span.tok-bonus").count()
+    assert _runs(server_log) == (full, fragments + 3)  # three fragment reruns, no full run
     page.close()
 
 

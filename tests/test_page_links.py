@@ -37,6 +37,13 @@ def button(at: AppTest, key: str):
     return next(b for b in at.button if b.key == key)
 
 
+def open_panel(at: AppTest) -> None:
+    """Open the Lesson panel (a lazy expander: closed, nothing in it is drawn)."""
+    at.session_state["lt_open"] = True
+    at.run()
+    assert not at.exception, at.exception
+
+
 def test_a_link_replays_its_state_and_a_reload_keeps_it(embedded_pair):
     state = LessonState(lang="zh", gamma=3, temperature=1.0, seed=12, prompt=PROMPT,
                         round=2, phase="verify", edits=((2, 1, 42),))  # fmt: skip
@@ -115,6 +122,7 @@ def test_scenario_links_show_their_outcome(embedded_pair):
 
 def test_a_scenario_opens_from_the_picker(embedded_pair):
     at = open_app()
+    open_panel(at)
     if any(b.key == "btn_sc_find" for b in at.button):  # not yet searched in this process
         button(at, "btn_sc_find").click().run()
     at.radio(key="sc_choice_en").set_value(
@@ -141,6 +149,9 @@ def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
     from specdec_core.lesson_link import decode
 
     at = open_app(encode(LessonState(prompt=PROMPT, round=1, phase="verify")))
+    qr = [h for h in at.get("html") if "data:image/svg+xml" in h.proto.body]
+    assert not qr and not at.code  # the panel is closed: no link, no QR code built
+    open_panel(at)
     links = [c.value for c in at.code if "v=1" in c.value]  # + scenario links, if searched
     states = [decode(parse_qs(urlsplit(u).query), ["embedded"]) for u in links]
     mine = [s for s, problems in states if not problems and s.prompt == PROMPT]

@@ -4,11 +4,18 @@ A deep link (``/speed``) on a fresh server can make Streamlit run ``pages/speed.
 directly through its legacy ``pages/`` discovery, without ``app.py``: no sidebar, no pair.
 Pages call :func:`page_context` first; outside the app it runs ``app.py`` (which renders
 the sidebar and, through ``st.navigation``, this same page) and stops the direct run.
+
+:func:`fragment_run` wraps an ``st.fragment``'s body: it tells a fragment-only rerun (a
+click inside the fragment: ``app.py`` and the rest of the page do not run) from a full
+run, and does for such a rerun what ``app.py`` does after the page (the URL, the profile).
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,14 +25,19 @@ import streamlit as st
 from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig
 
+from .links import write_url
+
 APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
+APP_RUNS = "app_runs"  # full runs of app.py in this browser session (session state)
 _local = threading.local()
 _run_lock = threading.Lock()  # compile() of app.py from several session threads at once
 
 
 @contextmanager
 def app_context() -> Iterator[None]:
-    """Used by ``app.py`` around ``nav.run()``: pages run inside the app."""
+    """Used by ``app.py`` around ``nav.run()``: pages run inside the app (and the full runs
+    are counted, see :func:`fragment_run`)."""
+    st.session_state[APP_RUNS] = st.session_state.get(APP_RUNS, 0) + 1
     _local.inside = True
     try:
         yield
@@ -45,3 +57,25 @@ def page_context() -> tuple[ModelPair, SessionConfig]:
         exec(code, {"__name__": "__main__", "__file__": str(APP_PATH)})
         st.stop()
     return st.session_state["pair"], st.session_state["config"]
+
+
+@contextmanager
+def fragment_run(key: str) -> Iterator[bool]:
+    """Around the body of the ``st.fragment`` ``key``: yields ``True`` on a fragment-only
+    rerun (no full run of ``app.py`` since this fragment last ran), ``False`` inside a full
+    run. After a fragment-only rerun it writes the lesson state into the URL (``app.py``'s
+    ``write_url`` runs only in a full run) and, with ``SPECDEC_PROFILE`` set, logs the
+    fragment's server time as ``app.py`` logs a full run's."""
+    S = st.session_state
+    seen = f"{key}__app_run"
+    only = S.get(seen) == S.get(APP_RUNS, 0)
+    S[seen] = S.get(APP_RUNS, 0)
+    started = time.perf_counter()
+    try:
+        yield only
+    finally:
+        if only:
+            write_url()
+            if os.environ.get("SPECDEC_PROFILE"):
+                ms = (time.perf_counter() - started) * 1e3
+                print(f"specdec-render-ms {ms:.1f} fragment={key}", file=sys.stderr)

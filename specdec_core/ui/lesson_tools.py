@@ -27,6 +27,7 @@ from .render import round_strip, token_strip_html
 
 UPLOAD_KEY = "trace_upload"
 VIEW_KEY = "trace_view"
+OPEN_KEY = "lt_open"  # the Lesson panel is open (lazy expander state)
 
 
 def _with_view(state: LessonState) -> LessonState:
@@ -161,8 +162,15 @@ def show_trace(trace: TraceFile) -> None:
 
 
 def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
-    """The "Lesson: scenarios, link, files" expander."""
-    with st.expander(t("lt_title"), expanded=False, icon=":material/school:"):
+    """The "Lesson: scenarios, link, files" expander. Drawn only while it is open (a lazy
+    expander: opening it reruns the step panel): closed, a step click builds no link, QR
+    code or download; open, the link follows every step."""
+    box = st.expander(
+        t("lt_title"), expanded=False, icon=":material/school:", key=OPEN_KEY, on_change="rerun"
+    )
+    if not box.open:
+        return
+    with box:
         tabs = st.tabs([t("lt_tab_scenarios"), t("lt_tab_link"), t("lt_tab_files")])
         with tabs[0]:
             _scenarios(pair)

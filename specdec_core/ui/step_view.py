@@ -12,7 +12,7 @@ from specdec_core.figures import distribution_figure, visible_token
 from specdec_core.numfmt import fmt_prob
 from specdec_core.records import summarize
 from specdec_core.session import SpeculativeSession
-from specdec_core.trace import PositionCheck, RoundTrace, VerifyTrace
+from specdec_core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace
 
 from .i18n import t
 from .render import kv_table, round_strip, token_strip_html
@@ -40,8 +40,27 @@ def _pick_position(
     return chosen or min(default, len(options))
 
 
-def _chart(fig) -> None:
-    st.plotly_chart(fig, width="stretch", key="dist_chart", config={"displaylogo": False})
+FIGURES = "step_figures"  # session state: the last few distribution figures, by state
+_KEEP_FIGURES = 8
+
+
+def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
+    """Draw one position's distribution figure, built once per state: a figure is kept in
+    session state by the identity of the frozen trace slices it draws (``dist``, the greedy
+    ``context``) and every other argument, so a rerun that shows the same position of the
+    same round (a step that leaves the chart, a toggle elsewhere) reuses it; a Plotly
+    figure costs tens of ms to build."""
+    context = kw.get("context")
+    key = (id(dist), id(context), title, tuple(labels.items()),
+           tuple(sorted((k, v) for k, v in kw.items() if k != "context")))  # fmt: skip
+    cache: dict = st.session_state.setdefault(FIGURES, {})
+    hit = cache.pop(key, None)
+    if hit is None or hit[0] is not dist or hit[1] is not context:  # ids can be reused
+        hit = (dist, context, distribution_figure(dist, labels, title, **kw))
+    cache[key] = hit  # newest last
+    while len(cache) > _KEEP_FIGURES:
+        cache.pop(next(iter(cache)))
+    st.plotly_chart(hit[2], width="stretch", key="dist_chart", config={"displaylogo": False})
 
 
 def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
@@ -92,10 +111,10 @@ def _verified(
         c = checks[pos - 1]
         correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
         title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
-        _chart(distribution_figure(
+        _chart(
             c.dist, labels, title, marked_id=c.token.id, correction_id=correction,
             log_y=log_y, context=contexts[pos - 1] if contexts else None,
-        ))  # fmt: skip
+        )  # fmt: skip
         verdict = t("verdict_" + c.status)
         if greedy:
             st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
@@ -107,11 +126,11 @@ def _verified(
                           verdict=verdict))  # fmt: skip
     else:
         bonus_labels = {**labels, "marked": t("legend_bonus")}
-        _chart(distribution_figure(
+        _chart(
             shown.next_dist, bonus_labels, t("fig_title_bonus", i=pos),
             marked_id=shown.next_token.id, log_y=log_y,
             context=contexts[gamma] if len(contexts) > gamma else None,
-        ))  # fmt: skip
+        )  # fmt: skip
     if greedy and contexts:
         st.caption(t("context_note"))
     next_tok = f"`{visible_token(shown.next_token.text)}`"
@@ -151,7 +170,7 @@ def distributions(
         pos = _pick_position(session, phase, len(dists), False, 1)
         d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
         title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
-        _chart(distribution_figure(d, _labels(), title, marked_id=tok.id, log_y=log_y))
+        _chart(d, _labels(), title, marked_id=tok.id, log_y=log_y)
         q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
         st.markdown(t("check_pending", q=fmt_prob(q_y)))
         st.caption(t("st_dists_help"))
