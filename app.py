@@ -62,7 +62,14 @@ pages = [
     for i, (path, key, icon) in enumerate(PAGES)
     if (HERE / path).is_file()
 ]
-nav = st.navigation(pages)
+# Our own menu: `client.showSidebarNavigation = false` (.streamlit/config.toml) hides
+# Streamlit's, which on a cold server listed the raw `pages/` file names until a session
+# reached this line (streamlit#8388), and with it the st.navigation menu; these links
+# replace that menu (same pages, titles, icons, current page highlighted).
+nav = st.navigation(pages, position="hidden")
+for page in pages:
+    st.sidebar.page_link(page)
+st.sidebar.divider()
 st.sidebar.title(t("app_title"))
 st.sidebar.caption(t("app_tagline"))
 render_sidebar()

@@ -56,8 +56,8 @@ SETTLED = """([label, enabled, quiet]) => {
   return ready && performance.now() - window.__last > quiet;
 }"""
 NAV_TEXTS = """() => [...document.querySelectorAll(
-  '[data-testid="stSidebarNav"] a, [data-testid="stSidebarNavItems"] a')]
-  .map(a => a.innerText.trim().toLowerCase())"""
+  '[data-testid="stSidebarNav"] a, [data-testid="stSidebar"] a')]
+  .map(a => a.innerText.trim().toLowerCase())"""  # Streamlit's menu or app.py's own links
 
 
 def pct(values: list[float], q: float) -> float:
