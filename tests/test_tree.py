@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specdec_core.drafters import ModelDrafter
+from specdec_core.drafters import ModelDrafter, make_named_drafter
 from specdec_core.errors import ConfigError
 from specdec_core.generate import generate
 from specdec_core.kvcache import ModelCache
@@ -122,18 +122,30 @@ def heldout(embedded_pair):
 
 
 @pytest.mark.parametrize(
-    ("shape", "budget"), [((3,), 12), ((2, 2, 1, 1), 12), ((2, 1, 1, 1, 1, 1, 1, 1), 16)]
+    ("shape", "budget", "drafter"),
+    [
+        ((3,), 12, "model"),
+        ((2, 2, 1, 1), 12, "model"),
+        ((2, 1, 1, 1, 1, 1, 1, 1), 16, "model"),
+        ((2, 2, 1, 1), 12, "eagle"),
+    ],
 )
 def test_greedy_tree_equals_target_greedy_on_the_heldout_prompts(
-    embedded_pair, heldout, shape, budget
+    embedded_pair, heldout, shape, budget, drafter
 ):
-    """Depth γ = 1, 4, 8 on the embedded pair: the committed text is the target's own."""
+    """Depth γ = 1, 4, 8 on the embedded pair (and the EAGLE head's tree, by name): the
+    committed text is the target's own."""
+    if drafter == "eagle":
+        try:
+            make_named_drafter(embedded_pair, "eagle")
+        except ValueError as exc:
+            pytest.skip(f"no EAGLE head: {exc}")
     prompts, config, plain = heldout
     tokens = forwards = deepest = 0
     for prompt, want in zip(prompts, plain, strict=True):
-        run = generate_tree(embedded_pair, prompt, config, shape, budget, drafter="model")
+        run = generate_tree(embedded_pair, prompt, config, shape, budget, drafter=drafter)
         assert run.output_ids == want, prompt
         tokens, forwards = tokens + len(run.output_ids), forwards + run.target_forwards
         deepest = max(deepest, *(r.depth for r in run.records))
     assert deepest == len(shape)  # the deepest level was drafted and verified
-    assert tokens / forwards > 1.5  # measured: 1.9 (γ = 1), 3.6 (2,2,1,1), 3.8 (γ = 8)
+    assert tokens / forwards > 1.5  # measured: 1.9 (γ = 1), 3.6 (2,2,1,1), 3.8 (γ = 8), eagle 2.9
