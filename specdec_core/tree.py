@@ -4,8 +4,9 @@ forward with a tree attention mask, and the longest accepted root-to-leaf path p
 target token is committed.
 
 * **Draft a tree.** ``shape = (k_1, k_2, …)``: every node at depth ``d − 1`` gets ``k_d``
-  children, breadth first, until the node budget is spent. Greedy (temperature 0): the
-  ``k`` most likely distinct tokens of the draft at that node. Sampling: ``k`` children
+  children, breadth first, until the node budget is spent (any drafter with a
+  distribution; prompt lookup is refused). Greedy (temperature 0): the ``k`` most likely
+  distinct tokens of the draft at that node. Sampling: ``k`` children
   drawn i.i.d. from the draft's ``q`` at that node (the multi-candidate rule needs
   i.i.d. siblings, ``acceptance_tree.py``).
 * **Verify in one forward.** Inputs: the committed tokens without target KV, then every
@@ -22,7 +23,11 @@ target token is committed.
   plain decode of the committed text (tested); the draft's cache is rolled back as usual.
 
 Beyond the paper: no dynamic tree shape and no tree attention in the *draft* (it runs one
-cached forward per expanded node), to keep the lesson readable.
+cached forward per expanded node, ``Drafter.tree_logits``: the draft model, early exit or
+the EAGLE head), to keep the lesson readable.
+
+(About 450 lines: the round's pieces — draft, mask, forward, walk, compaction, commit —
+read top to bottom like the round, shared by :func:`generate_tree` and ``tree_session``.)
 """
 
 from __future__ import annotations

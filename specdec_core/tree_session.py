@@ -14,6 +14,9 @@ the round's pieces; :func:`tree.generate_tree` runs the same pieces without view
 Any step that raises leaves the session as it was; a step out of phase raises
 :class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
 :meth:`attention_mask`, :meth:`compaction`, :meth:`kv_state`, ``history``, ``records``.
+
+(About 430 lines: the view dataclasses the page draws are defined here, beside the steps
+that fill them.)
 """
 
 from __future__ import annotations
