@@ -63,6 +63,19 @@ def _set_threads_once() -> None:
         torch.set_num_threads(int(threads))
 
 
+def _warmed(pair: ModelPair) -> ModelPair:
+    """``pair`` after one short forward of each model: torch's first call on a model is
+    slow (kernel selection, allocations), so it is paid at load time (before the first
+    visitor, with ``deploy/warm_up.py``), not by the first student's first click."""
+    import torch
+
+    ids = torch.zeros((1, 4), dtype=torch.long, device=pair.device)
+    with torch.inference_mode():
+        pair.target(input_ids=ids)
+        pair.draft(input_ids=ids)
+    return pair
+
+
 def get_pair(name: str) -> ModelPair:
     """The loaded preset ``name`` (loaded on first use, once per process).
 
@@ -78,7 +91,7 @@ def get_pair(name: str) -> ModelPair:
     with _lock:
         if name not in _pairs:  # another session may have loaded it while we waited
             _set_threads_once()
-            _pairs[name] = load_pair(name)
+            _pairs[name] = _warmed(load_pair(name))
             load_count[name] = load_count.get(name, 0) + 1
             if os.environ.get("SPECDEC_PROFILE"):
                 print(f"specdec-pair-load {name}", file=sys.stderr, flush=True)
