@@ -12,7 +12,7 @@ from specdec_core.numfmt import fmt_prob
 from specdec_core.session import SpeculativeSession, single_token_id
 from specdec_core.trace import RoundTrace
 from specdec_core.ui import lesson as L
-from specdec_core.ui import links
+from specdec_core.ui import links, tree_view
 from specdec_core.ui import step_view as view
 from specdec_core.ui.context import fragment_run, page_context
 from specdec_core.ui.errors import error_message, plain
@@ -153,6 +153,9 @@ def step_panel() -> None:
     with fragment_run("step_panel") as fragment_only:
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
+        if tree_view.mode_row() == "tree":  # verify a tree (ui/tree_view.py, issue 17)
+            tree_view.panel(pair, presenter, _heading)
+            return
         synced = L.sync(pair, current_config(pair), S[L.PROMPT_KEY])
         if synced.lesson is None:  # the very first prompt was bad
             st.error(error_message(synced.error))

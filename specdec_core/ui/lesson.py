@@ -110,6 +110,19 @@ def _continue(lesson: Lesson, pair: ModelPair, config: SessionConfig) -> Lesson:
     return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len, drafter))
 
 
+def adopt(
+    pair: ModelPair, config: SessionConfig, prompt: str, ids: list[int], prompt_len: int
+) -> Lesson:
+    """The chain lesson continues from committed ``ids`` (e.g. the tree mode's) with the
+    original prompt boundary ``prompt_len``. Raises ``SpecDecError`` (the old lesson is
+    kept)."""
+    drafter = drafter_name()
+    session = SpeculativeSession(
+        pair, list(ids), config, make_named_drafter(pair, drafter), prompt_len=prompt_len
+    )
+    return _store(Lesson(session, prompt, pair.name, config, prompt_len, drafter))
+
+
 def _in_flight(session: SpeculativeSession) -> int | None:
     """The 1-based number of the round in flight (proposed, not committed), else ``None``."""
     return session.round_index + 1 if session.phase in ("verify", "commit") else None

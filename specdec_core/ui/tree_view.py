@@ -1,0 +1,407 @@
+"""The step-through page's tree mode, drawn inside the page's step fragment: the mode
+control (chain | tree) and shape, the tree buttons, the committed text, the drafted tree
+(Plotly), the tree attention mask (an HTML grid), the target's KV cache before and after
+the path compaction, tokens per target forward, and "chain vs tree on this prompt".
+Drawing only; every number comes from the :class:`TreeSession`'s views and from the fast
+paths (``generate.generate`` and ``tree.generate_tree``)."""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core.bench.runs import ignoring_eos
+from specdec_core.drafters import make_named_drafter
+from specdec_core.figures import visible_token
+from specdec_core.figures.tree import STATE_COLORS, STATE_STYLE, chain_tree_figure, tree_figure
+from specdec_core.generate import generate
+from specdec_core.models import ModelPair
+from specdec_core.tree import generate_tree
+from specdec_core.tree_session import CompactionView, MaskView, TreeSession, TreeView
+
+from . import lesson as L
+from . import tree_lesson as TL
+from .errors import error_message, plain
+from .i18n import t
+from .render import KV_ROW_COLORS, StripItem, kv_table, token_strip_html
+from .sidebar import current_config
+
+COMPARE_TOKENS = 32  # new tokens per fast-path run in "chain vs tree"
+
+
+def mode_row() -> str:
+    """The "Verify: a chain | a tree" control (and, in tree mode, the shape box) in one
+    row at the top of the step panel. Returns the mode."""
+    TL.seed_widgets()
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="medium",
+                       key="step_mode_row")  # fmt: skip
+    with row:
+        names = {m: t("tree_mode_" + m) for m in TL.MODES}  # bound now: one widget per language
+        st.segmented_control(
+            t("tree_mode_label"), list(TL.MODES), key=TL.mode_key(), on_change=TL.switch_mode,
+            format_func=names.__getitem__, help=t("tree_mode_help"),
+        )  # fmt: skip
+        mode = TL.mode()
+        if mode == "tree":
+            st.selectbox(
+                t("tree_shape_label"), list(TL.SHAPES), key=TL.SHAPE_KEY, on_change=TL.keep_shape,
+                help=t("tree_shape_help"), width=380,
+            )  # fmt: skip
+    return mode
+
+
+# ------------------------------------------------------------------ the tree panel
+def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> None:
+    """Everything of tree mode below the mode row."""
+    S = st.session_state
+    config = current_config(pair)
+    why = TL.tree_ready(L.drafter_name(), config)
+    if why is not None:  # prompt lookup (or a greedy draft method at T > 0): say so once
+        st.warning(t("err_" + why))
+        st.button(t("tree_use_chain"), on_click=TL.use_chain, type="primary",
+                  key="btn_tree_use_chain")  # fmt: skip
+        return
+    synced = TL.sync(pair, config, S[L.PROMPT_KEY])
+    if synced.lesson is None:
+        st.error(error_message(synced.error))
+        return
+    if synced.notice:
+        S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
+    if synced.blocked and synced.error is not None:
+        S["step_error"] = error_message(synced.error)
+    session: TreeSession = synced.lesson.session
+    phase = "finished" if synced.blocked else session.phase
+    _controls(phase)
+    _messages(session, phase, synced.blocked)
+    if not presenter:
+        st.caption(t("tree_intro"))
+    _strip(session, phase, heading)
+    tree = session.tree_view()
+    mask = session.attention_mask()
+    last = session.history[-1] if session.history and tree is None else None
+    if last is not None:  # after a commit: the round just committed, as verified
+        tree, mask = last.tree, last.mask
+    # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
+    # otherwise the tree across the page and the mask beside the outcome under it (a
+    # 13-column grid does not fit beside the tree next to an open sidebar)
+    if presenter:
+        tree_box, mask_box = st.columns([3, 2], gap="medium")
+        outcome_box = tree_box
+    else:
+        tree_box = st.container()
+        mask_box, outcome_box = st.columns([1, 1], gap="medium")
+    with tree_box:
+        heading(t("tree_fig_heading"))
+        if tree is None:
+            st.caption(t("tree_empty"))
+        else:
+            if last is not None:
+                st.caption(t("tree_last_round", r=last.round_index + 1))
+            # the root: the last committed token before the round (committed ids only grow)
+            root = session.token(session.ids[tree.committed_len - 1])
+            _tree_chart(tree, root, presenter)
+    if tree is not None:
+        with outcome_box:
+            _outcome(session, tree, last)
+    with mask_box:
+        if not presenter:
+            st.markdown(f"**{t('tree_mask_heading')}**")
+        else:
+            heading(t("tree_mask_heading"))
+        if mask is not None:
+            st.html(mask_html(mask, tree, presenter))
+        st.caption(t("tree_mask_caption"))
+    _kv(session, phase, heading)
+    _stats(pair, session, synced.lesson, heading)
+
+
+def _controls(phase: str) -> None:
+    """The tree's buttons, in the chain's row (same key: presenter mode keeps it sticky)."""
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="small",
+                      key="step_controls"):  # fmt: skip
+        for step in ("propose", "verify", "commit"):
+            st.button(
+                t("tree_" + step), on_click=TL.act, args=(step,), disabled=phase != step,
+                type="primary" if phase == step else "secondary", key=f"btn_tree_{step}",
+            )  # fmt: skip
+        st.button(t("st_run_round"), on_click=TL.act, args=("round",),
+                  disabled=phase == "finished", key="btn_tree_round")  # fmt: skip
+        st.button(t("st_reset"), on_click=TL.act, args=("reset",), help=t("tree_reset_help"),
+                  key="btn_tree_reset")  # fmt: skip
+
+
+def _messages(session: TreeSession, phase: str, blocked: bool) -> None:
+    S = st.session_state
+    if "step_error" in S:
+        st.error(S.pop("step_error"))
+    if "step_notice" in S:
+        st.info(S.pop("step_notice"))
+    if blocked:
+        return
+    if phase == "finished":
+        st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
+    elif phase == "propose":
+        shape = ",".join(map(str, session.shape))
+        st.info(t("st_phase") + t("tree_phase_propose", shape=shape, budget=session.budget))
+    else:
+        st.info(t("st_phase") + t("tree_phase_" + phase))
+
+
+def _strip(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+    """The committed text; after a commit the round's accepted path and ★ token."""
+    last = session.history[-1] if session.history and phase in ("propose", "finished") else None
+    items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
+    generated = session.ids[session.prompt_len :]
+    n_new = len(last.record.appended) if last is not None else 0
+    items += [StripItem(session.token(i), "committed") for i in generated[: len(generated) - n_new]]
+    if last is not None:
+        record = last.record
+        on_path = sum(1 for i in record.path if record.states[i] == "accepted")
+        for j, tok in enumerate(record.appended):
+            state = "accepted" if j < on_path else record.kind
+            state = state if state in ("accepted", "correction", "bonus") else "committed"
+            items.append(StripItem(session.token(tok), state))
+    heading(t("st_strip"))
+    legend = ["prompt", "committed", "accepted", "correction", "bonus"]
+    st.html(token_strip_html(items, legend))
+
+
+def _labels() -> dict[str, str]:
+    out = {state: t("tree_state_" + state) for state in STATE_STYLE}
+    for key in ("root", "depth", "node", "position", "accept", "not_checked",
+                "next_correction", "next_bonus"):  # fmt: skip
+        out[key] = t("tree_" + key)
+    return out
+
+
+def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
+    """The tree figure, built once per (view, language, presenter) and kept in session
+    state (a Plotly figure costs tens of ms; the views are frozen)."""
+    labels = _labels()
+    key = (id(tree), tuple(labels.items()), presenter)
+    cached = st.session_state.get("tree_fig")
+    if cached is None or cached[0] != key or cached[1] is not tree:
+        cached = (key, tree, tree_figure(tree, root, labels, presenter))
+        st.session_state["tree_fig"] = cached
+    st.plotly_chart(cached[2], width="stretch", key="tree_chart",
+                    config={"displaylogo": False, "displayModeBar": False})  # fmt: skip
+
+
+def _outcome(session: TreeSession, tree: TreeView, last) -> None:
+    record = last.record if last is not None else session.current_record
+    if record is None:
+        return
+    depth = max((n.depth for n in tree.nodes), default=0)
+    if record.kind == "stopped":
+        reason = (last.stop_reason if last is not None else None) or "eos"
+        st.info(t("tree_outcome_stopped", reason=t("stop_" + reason), n=len(record.appended)))
+    else:
+        tok = f"`{plain(visible_token(tree.next_token.text))}`"
+        box = st.success if record.kind == "bonus" else st.warning
+        box(t("tree_outcome", k=record.accepted, depth=depth, nodes=record.nodes,
+              kind=t("tree_kind_" + record.kind), tok=tok, n=len(record.appended)))  # fmt: skip
+    if last is not None:
+        st.caption(t("tree_timing", d=last.draft_ms, f=record.draft_forwards, v=last.verify_ms,
+                     n=record.nodes))  # fmt: skip
+
+
+def mask_html(mask: MaskView, tree: TreeView | None, presenter: bool = False) -> str:
+    """The tree attention mask as a small HTML grid: rows = nodes (token and position id,
+    coloured by state), columns = the committed prefix + every node; ✓ where the row's
+    node attends, · where it does not. All token text is escaped."""
+    states = [n.state for n in tree.nodes] if tree is not None else ["tentative"] * len(mask.labels)
+    size = 14 if presenter else 13
+    cell = f"padding:1px 3px;text-align:center;font-size:{size}px;border:1px solid #e5e7eb;"
+    head = (f'<th style="{cell}">{html.escape(t("tree_mask_node"))}</th>'
+            f'<th style="{cell}" title="{mask.prefix_len}">'
+            f'{html.escape(t("tree_mask_prefix", n=mask.prefix_len))}</th>')  # fmt: skip
+    head += "".join(f'<th style="{cell}" title="{html.escape(visible_token(lab))}">{j}</th>'
+                    for j, lab in enumerate(mask.labels))  # fmt: skip
+    rows = []
+    for i, lab in enumerate(mask.labels):
+        fill, border, color = STATE_COLORS[STATE_STYLE.get(states[i], "tentative")]
+        text = visible_token(lab)
+        text = text if len(text) <= 9 else text[:8] + "…"
+        name = (f'<td style="{cell}text-align:left;white-space:pre;font-family:monospace;'
+                f'background:{fill};color:{color};border-left:3px solid {border}">'
+                f"{i} {html.escape(text)} · {mask.positions[i]}</td>")  # fmt: skip
+        cells = "".join(
+            f'<td style="{cell}background:#dcfce7;color:#14532d;font-weight:700">✓</td>'
+            if v else f'<td style="{cell}color:#9ca3af">·</td>'
+            for v in mask.grid[i].tolist()
+        )  # fmt: skip
+        rows.append(f"<tr>{name}{cells}</tr>")
+    return (f'<div class="tree-mask" style="overflow:visible"><table style="border-collapse:'
+            f'collapse;line-height:1.25"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+            "</tbody></table></div>")  # fmt: skip
+
+
+# ------------------------------------------------------------------ KV before / after
+_KEEP_COMMITTED = 2  # committed rows shown before the tree's rows
+
+
+def _slot_state(state: str) -> str:
+    if state in ("prompt", "committed"):
+        return t("tree_slot_" + state)
+    return t("tree_state_" + state)
+
+
+def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(before, after) of a compaction plan as plain tables: before = the cache right
+    after the verify forward (the last committed rows and one row per node) with what the
+    commit does to each row; after = the rows it keeps, in their new slots."""
+    slots = list(plan.slots)
+    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
+    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
+    action = {
+        "kept": lambda s: t("tree_action_kept"),
+        "moved": lambda s: t("tree_action_moved", n=s.new_slot),
+        "dropped": lambda s: t("tree_action_dropped"),
+    }
+    before = pd.DataFrame({
+        t("tree_col_slot"): [s.slot for s in shown],
+        t("col_token"): [visible_token(s.token.text) for s in shown],
+        t("tree_col_state"): [_slot_state(s.state) for s in shown],
+        t("tree_col_action"): [action[s.action](s) for s in shown],
+    })  # fmt: skip
+    after_slots = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
+    after_slots = [s for s in after_slots if s.new_slot >= shown[0].slot] if shown else []
+    after = pd.DataFrame({
+        t("tree_col_slot"): [s.new_slot for s in after_slots],
+        t("col_token"): [visible_token(s.token.text) for s in after_slots],
+        t("tree_col_state"): [_slot_state(s.state) for s in after_slots],
+        t("tree_col_from"): [s.slot for s in after_slots],
+    })  # fmt: skip
+    return before, after
+
+
+def _styled(df: pd.DataFrame, states: list[str]):
+    colours = {"accepted": KV_ROW_COLORS["accepted"], "rejected": KV_ROW_COLORS["rejected"],
+               "unchecked": KV_ROW_COLORS["discarded"], "cut": KV_ROW_COLORS["cut"],
+               "tentative": KV_ROW_COLORS["tentative"]}  # fmt: skip
+    rows = [colours.get(s, "") for s in states]
+    return df.style.apply(lambda r: [rows[r.name]] * len(r), axis=1).hide(axis="index")
+
+
+def _kv(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+    heading(t("tree_kv_heading"))
+    state = session.kv_state()
+    plan = session.compaction() if phase != "verify" else None
+    target_len = plan.rows_before if plan is not None and not plan.applied else state.target_kv_len
+    st.markdown(t("tree_kv_counts", c=state.committed_len, t=target_len, d=state.draft_kv_len))
+    if plan is None:
+        if phase == "verify":
+            st.caption(t("tree_kv_no_tree"))
+        st.table(kv_table(state, 3), border="horizontal", hide_index=True)
+        return
+    if plan.applied:
+        moved = sum(s.action == "moved" for s in plan.slots)
+        dropped = sum(s.action == "dropped" for s in plan.slots)
+        st.caption(t("tree_kv_applied", r=len(session.history), moved=moved, dropped=dropped))
+    else:
+        st.caption(t("tree_kv_planned"))
+    before, after = compaction_tables(plan)
+    slots = list(plan.slots)
+    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
+    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
+    kept = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
+    kept = [s for s in kept if shown and s.new_slot >= shown[0].slot]
+    c1, c2 = st.columns([5, 4], gap="medium")
+    with c1:
+        st.markdown(f"**{t('tree_kv_before')}**")
+        st.table(_styled(before, [s.state for s in shown]), border="horizontal")
+    with c2:
+        st.markdown(f"**{t('tree_kv_after')}**")
+        st.table(_styled(after, [s.state for s in kept]), border="horizontal")
+
+
+# ------------------------------------------------------------------ statistics
+@dataclass(frozen=True)
+class CompareRow:
+    label: str
+    tokens_per_target_forward: float
+    ms_per_token: float
+    tokens: int
+    target_forwards: int
+
+
+_compare_lock = threading.Lock()
+_compared: dict[tuple, tuple[CompareRow, CompareRow]] = {}
+
+
+def compare_key(pair: ModelPair, prompt: str, drafter: str, shape: tuple[int, ...]) -> tuple:
+    return (pair.name, prompt, drafter, tuple(shape), COMPARE_TOKENS)
+
+
+def chain_vs_tree(pair: ModelPair, prompt: str, config, drafter: str,
+                  shape: tuple[int, ...]) -> tuple[CompareRow, CompareRow]:  # fmt: skip
+    """The chain (γ = the tree's depth) and the tree, greedy, ``COMPARE_TOKENS`` new tokens
+    each (end-of-text ignored), on the fast paths; measured once per process and key."""
+    key = compare_key(pair, prompt, drafter, shape)
+    with _compare_lock:
+        if key not in _compared:
+            timed = ignoring_eos(pair)
+            cfg = replace(config, gamma=len(shape), temperature=0.0, top_k=0, top_p=1.0,
+                          max_new_tokens=COMPARE_TOKENS)  # fmt: skip
+            chain = generate(timed, prompt, cfg, mode="speculative",
+                             drafter=make_named_drafter(pair, drafter)).stats  # fmt: skip
+            tree = generate_tree(timed, prompt, cfg, shape, TL.BUDGET, drafter)
+            text = ",".join(map(str, shape))
+            _compared[key] = (
+                CompareRow(f"chain γ={len(shape)}", chain.new_tokens / chain.target_forwards,
+                           chain.total_ms / chain.new_tokens, chain.new_tokens,
+                           chain.target_forwards),
+                CompareRow(f"tree {text}", tree.tokens_per_target_forward, tree.ms_per_token,
+                           len(tree.output_ids), tree.target_forwards),
+            )  # fmt: skip
+        return _compared[key]
+
+
+def _run_compare() -> None:
+    st.session_state["tree_compare_wanted"] = True
+
+
+def _stats(pair: ModelPair, session: TreeSession, lesson, heading) -> None:
+    heading(t("tree_stats_heading"))
+    if session.history:
+        s = session.summary()
+        st.markdown(t("tree_stats", tpf=s.tokens_per_target_forward, tokens=s.tokens,
+                      rounds=s.rounds, forwards=s.target_forwards, mean=s.mean_accepted,
+                      nodes=s.mean_nodes))  # fmt: skip
+        with st.expander(t("st_history"), expanded=False):
+            for r in reversed(session.history):
+                rec = r.record
+                st.markdown(t("tree_history_round", r=r.round_index + 1, k=rec.accepted,
+                              depth=rec.depth, nodes=rec.nodes, n=len(rec.appended),
+                              kind=t("tree_kind_" + rec.kind)))  # fmt: skip
+    else:
+        st.caption(t("tree_stats_empty"))
+    st.markdown(f"**{t('tree_compare_heading')}**")
+    key = compare_key(pair, lesson.prompt, lesson.drafter, lesson.shape)
+    have = key in _compared
+    if not have and st.session_state.pop("tree_compare_wanted", False):
+        with st.spinner(t("tree_compare_running")):
+            chain_vs_tree(pair, lesson.prompt, lesson.config, lesson.drafter, lesson.shape)
+        have = True
+    if not have:
+        st.button(
+            t("tree_compare_button", n=COMPARE_TOKENS), on_click=_run_compare,
+            help=t("tree_compare_help", n=COMPARE_TOKENS), key="btn_tree_compare",
+        )  # fmt: skip
+        return
+    chain, tree = _compared[key]
+    shape = ",".join(map(str, lesson.shape))
+    labels = [t("tree_compare_chain", g=len(lesson.shape)), t("tree_compare_tree", shape=shape)]
+    shown = [replace(chain, label=labels[0]), replace(tree, label=labels[1])]
+    fig = chain_tree_figure(shown, {"per_forward": t("tree_compare_per_forward"),
+                                    "ms_per_token": t("tree_compare_ms")})  # fmt: skip
+    st.plotly_chart(fig, width="stretch", key="tree_compare_chart",
+                    config={"displaylogo": False, "displayModeBar": False})  # fmt: skip
+    st.caption(t("tree_compare_result", g=len(lesson.shape), c_tpf=chain.tokens_per_target_forward,
+                 c_ms=chain.ms_per_token, shape=shape, t_tpf=tree.tokens_per_target_forward,
+                 t_ms=tree.ms_per_token) + " — " + t("tree_compare_note"))  # fmt: skip
