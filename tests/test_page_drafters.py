@@ -39,7 +39,7 @@ def click_run(at: AppTest, lang: str) -> list:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_three_drafters_side_by_side(embedded_pair, lang):
+def test_drafters_side_by_side(embedded_pair, lang):
     at = start(lang)
     assert at.text_area(key="dr_prompt").value == s("dr_prompt_repetitive", lang)
     n_layer = embedded_pair.target.config.n_layer
@@ -47,7 +47,7 @@ def test_three_drafters_side_by_side(embedded_pair, lang):
     at.select_slider(key="dr_knob_early").set_value(n_layer)  # all layers: the target
     results = click_run(at, lang)
     assert [(r.name, r.knob) for r in results] == [
-        ("model", None), ("ngram", 3), ("early-exit", n_layer)
+        ("model", None), ("ngram", 3), ("early-exit", n_layer), ("eagle", None)
     ]  # fmt: skip
     assert all(r.new_tokens == 16 and r.same_as_target for r in results)
     assert results[2].acceptance_rate == 1.0
@@ -65,19 +65,19 @@ def test_three_drafters_side_by_side(embedded_pair, lang):
 
     # the table: target alone first, then one row per drafter
     df = at.dataframe[0].value
-    assert len(df) == 4 and df["speedup"].iloc[0] == "1.00×" and df["alpha"].iloc[0] == "—"
+    assert len(df) == 5 and df["speedup"].iloc[0] == "1.00×" and df["alpha"].iloc[0] == "—"
     assert list(df["speedup"].iloc[1:]) == [f"{r.speedup:.2f}×" for r in results]
     assert list(df["alpha"].iloc[1:]) == [f"{r.acceptance_rate:.2f}" for r in results]
     assert list(df["mean"].iloc[1:]) == [f"{r.mean_accepted:.2f}" for r in results]
     assert list(df["empty"].iloc[1:]) == [str(r.empty_rounds) for r in results]
     assert list(df["rounds"]) == ["16"] + [str(r.rounds) for r in results]
     assert list(df["draft_ms"].iloc[1:]) == [f"{r.draft_ms_per_round:.2f}" for r in results]
-    assert list(df["same"]) == ["✓"] * 4
+    assert list(df["same"]) == ["✓"] * 5
     assert any(c.value == s("dr_greedy_note", lang) for c in at.caption)
 
     # one token strip per drafter: accepted spans = accepted drafts
     strips = [h.proto.body for h in at.html if 'class="tok ' in h.proto.body]
-    assert len(strips) == 3
+    assert len(strips) == 4
     for body, r in zip(strips, results, strict=True):
         assert body.count("tok-accepted") == r.accepted
         assert body.count("tok-rejected") == sum(
@@ -96,6 +96,7 @@ def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
     assert at.text_area(key="dr_prompt").value == s("dr_prompt_novel", "en")
     at.checkbox(key="dr_use_model").uncheck()
     at.checkbox(key="dr_use_early-exit").uncheck()
+    at.checkbox(key="dr_use_eagle").uncheck()
     at.select_slider(key="dr_knob_ngram").set_value(1)
     at.number_input(key="cfg_max_new").set_value(24)
     [r] = click_run(at, "en")
