@@ -62,7 +62,9 @@ def test_round_with_position_one_wrong(embedded_pair, lang):
 
     click(at, lab["propose"])
     assert metrics(at, lab) == (prompt_len, 0, prompt_len + gamma - 1)  # y_γ is not fed
-    [positions] = at.get("segmented_control")  # one chart per drafted position, chosen here
+    [positions] = [  # one chart per drafted position, chosen here (not the chain/tree mode)
+        s for s in at.get("segmented_control") if not (s.key or "").startswith("step_mode")
+    ]
     assert positions.options == [str(i) for i in range(1, gamma + 1)]
 
     click(at, lab["wrong"])

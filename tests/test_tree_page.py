@@ -216,7 +216,7 @@ def test_tree_layout_and_figure_escape_token_text(embedded_pair):
     labels = {k: k for k in list(STATE_STYLE) + ["root", "depth", "node", "position", "accept",
                                                  "not_checked", "next_correction",
                                                  "next_bonus"]}  # fmt: skip
-    labels["depth"] = "d{d} p{pos}"
+    labels["depth"], labels["root_tick"] = "d{d} p{pos}", "root {pos}"
     fig = tree_figure(view, session.token(session.ids[-1]), labels)
     texts = [a.text for a in fig.layout.annotations]
     assert "&lt;b&gt;x&lt;/b&gt;" in texts and "<b>x</b>" not in texts

@@ -94,9 +94,10 @@ def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = F
     last node (its column is its position), joined by a dotted edge.
     Hover: node, token, position id, ``q``, ``p``, accept probability, ``u``.
 
-    ``labels``: every state name of :data:`STATE_STYLE` (legend), ``root``, ``depth``
-    (a format string with ``{d}`` and ``{pos}``), ``node``, ``position``, ``accept``,
-    ``not_checked``, ``next_correction`` and ``next_bonus`` (hover of the ★ node)."""
+    ``labels``: every state name of :data:`STATE_STYLE` (legend), ``root``, ``root_tick``
+    (with ``{pos}``), ``depth`` (a format string with ``{d}`` and ``{pos}``), ``node``,
+    ``position``, ``accept``, ``not_checked``, ``next_correction`` and ``next_bonus``
+    (hover of the ★ node)."""
     nodes = tree.nodes
     parents = [n.parent for n in nodes]
     end = tree.path[-1] if tree.path else -1  # the accepted path's last node (−1: the root)
@@ -183,7 +184,7 @@ def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = F
         )  # fmt: skip
     columns = max(depth, int(star[0]) if star is not None else 0)
     ticks = list(range(columns + 1))
-    text = [labels["root"] + f"<br>pos {base}"]
+    text = [labels["root_tick"].format(pos=base)]
     text += [labels["depth"].format(d=d, pos=base + d) for d in range(1, columns + 1)]
     leaves = max(y, default=0.0) + 1
     height = int(max(230, 46 * leaves + 120))

@@ -173,7 +173,7 @@ def _strip(session: TreeSession, phase: str, heading: Callable[[str], None]) -> 
 
 def _labels() -> dict[str, str]:
     out = {state: t("tree_state_" + state) for state in STATE_STYLE}
-    for key in ("root", "depth", "node", "position", "accept", "not_checked",
+    for key in ("root", "root_tick", "depth", "node", "position", "accept", "not_checked",
                 "next_correction", "next_bonus"):  # fmt: skip
         out[key] = t("tree_" + key)
     return out
