@@ -28,21 +28,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server_log(tmp_path_factory) -> Path:
+def _log_path(tmp_path_factory) -> Path:
     """The server's output; ``SPECDEC_PROFILE=1`` logs one ``specdec-render-ms`` line per
     full run of app.py and one ``... fragment=KEY`` line per fragment-only rerun."""
-    return tmp_path_factory.mktemp("server") / "server.log"
+    return tmp_path_factory.getbasetemp() / "streamlit-server.log"
 
 
 @pytest.fixture(scope="module")
-def server(server_log):
+def server_log(server, tmp_path_factory) -> Path:
+    return _log_path(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):  # other test modules import this fixture alone
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: .ci/run must install it")
         pytest.skip("Debian's chromium is not installed")
     port = _free_port()
-    log = open(server_log, "w")  # a file, not an unread pipe that could fill up
+    log = open(_log_path(tmp_path_factory), "w")  # a file, not a pipe nobody reads
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1",
