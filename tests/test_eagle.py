@@ -22,6 +22,7 @@ from specdec_core.drafters import (
 from specdec_core.eagle_head import EagleConfig, EagleHead
 from specdec_core.errors import ConfigError
 from specdec_core.generate import generate
+from specdec_core.kvcache import ModelCache
 from specdec_core.lesson_link import LessonState, decode, encode
 from specdec_core.models import EMBEDDED_DIR
 from specdec_core.session import SessionConfig, SpeculativeSession
@@ -242,3 +243,16 @@ def test_sidebar_offers_eagle_only_with_a_head(embedded_pair):
 
     at = start_app("en")
     assert DRAFTER_LABELS["eagle"] in at.selectbox(key="cfg_drafter").options
+
+
+def test_propose_argmax_equals_propose_at_temperature_zero(embedded_pair, prompts):
+    greedy = SessionConfig(gamma=6).sampling
+    for prompt in prompts[:3]:
+        ids = embedded_pair.tokenizer.encode(prompt)
+        drafters = [make_named_drafter(embedded_pair, "eagle") for _ in range(2)]
+        for d in drafters:
+            d.attach(ModelCache(embedded_pair.target))
+        fast, forwards = drafters[0].propose_argmax(ids, 6)
+        draft = drafters[1].propose(ids, 6, greedy, "probabilistic", torch.Generator())
+        assert fast == draft.ids.tolist() and forwards == draft.forwards == 6
+        assert torch.equal(draft.probs.sum(-1), torch.ones(6))  # one-hot rows at T = 0
