@@ -143,4 +143,6 @@ def test_cli_drafter_option(capsys, pair_arg, drafter):
         assert out["stats"]["draft_forwards"] > 0
         assert all(0 < r["draft_kv_len"] < r["committed_len"] for r in rounds)
     with pytest.raises(SystemExit):
-        main(["run", *common, "--drafter", "eagle"])
+        main(["run", *common, "--drafter", "medusa"])
+    assert main(["run", *common, "--drafter", "eagle"]) == 2  # the tiny pair has no head
+    assert "has no EAGLE draft head" in capsys.readouterr().err
