@@ -24,7 +24,7 @@ from specdec_core.costmodel import (
     speedup_from_cost,
     walltime_improvement,
 )
-from specdec_core.drafters import DRAFTER_NAMES
+from specdec_core.drafters import drafters_for
 from specdec_core.figures import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui import jobs as J
 from specdec_core.ui.context import page_context
@@ -245,8 +245,10 @@ if not isinstance(S["sp_repeats"], int) or not 1 <= S["sp_repeats"] <= max_repea
     S["sp_repeats"] = max_repeats
 o2.slider(t("sp_repeats"), 1, max_repeats, key="sp_repeats")
 st.caption(t("sp_limits", work=J.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_num_threads()))
-S.setdefault("sp_drafter", "model")
-st.selectbox(t("sp_drafter"), DRAFTER_NAMES, key="sp_drafter", help=t("sp_drafter_help"),
+offered = drafters_for(pair)  # eagle only where the pair has a head
+if S.get("sp_drafter") not in offered:
+    S["sp_drafter"] = "model"
+st.selectbox(t("sp_drafter"), offered, key="sp_drafter", help=t("sp_drafter_help"),
              format_func=lambda name: t("sp_drafter_" + name))  # fmt: skip
 q1, q2 = st.columns(2)
 q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))

@@ -256,3 +256,14 @@ def test_propose_argmax_equals_propose_at_temperature_zero(embedded_pair, prompt
         draft = drafters[1].propose(ids, 6, greedy, "probabilistic", torch.Generator())
         assert fast == draft.ids.tolist() and forwards == draft.forwards == 6
         assert torch.equal(draft.probs.sum(-1), torch.ones(6))  # one-hot rows at T = 0
+
+
+def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
+    """The speed page's cost model needs the head's step: the curve measures it from the
+    drafter's own forward time (it has no plain model cache), and prompt lookup stays 0."""
+    from specdec_core.bench import measure_forward_curve
+
+    eagle = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "eagle")
+    assert len(eagle.target_ms) == 3 and eagle.draft_step_ms > 0
+    ngram = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "ngram")
+    assert ngram.draft_step_ms == 0.0

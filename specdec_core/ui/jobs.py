@@ -48,7 +48,7 @@ MAX_REPEATS = 7
 MAX_WORK = 768  # repeats × tokens of one measurement (e.g. 3 × 256 or 7 × 109)
 GAMMAS = range(1, 9)
 BATCHES = (1, 2, 4, 8)
-CURVE_REPEATS = 5  # the verify-cost curve: k = 1 … 2γ + 1 ≤ 17 forwards, 1 + 5 times each
+CURVE_REPEATS = 11  # the verify-cost curve: k = 1 … 2γ + 1 ≤ 17 forwards, 1 + 11 times each
 
 
 def max_jobs() -> int:
