@@ -276,3 +276,31 @@ k2.plotly_chart(acceptance_temperature_figure(R.TEMPERATURE_GRID, curve, (temp, 
 n1, n2 = st.columns(2)
 n1.metric(t("rl_m_A_T", t=temp), fmt_prob(a_t))
 n2.metric(t("rl_m_A_1"), fmt_prob(d.acceptance))
+
+# ------------------------------------------------------------------ 7 · tree node
+st.header(t("rl_sec_tree"))
+st.markdown(t("rl_tree_help"))
+k_state = S.get("rl_tree_k")  # None on first load, or a crafted value: not one of the choices
+if type(k_state) is not int or not 1 <= k_state <= R.MAX_SIBLINGS:
+    S["rl_tree_k"] = 2  # two siblings: the smallest tree where the naive rule goes wrong
+k_tree = st.columns([1, 2])[0].selectbox(
+    t("rl_tree_k"), list(range(1, R.MAX_SIBLINGS + 1)), key="rl_tree_k", help=t("rl_tree_k_help")
+)
+try:
+    tree = LV.tree_node(p, q, k_tree)
+except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+    show_error(exc)
+    st.stop()
+# the figure colours rules by the lab's palette: residual as "correct", naive as "resample_p"
+tree_labels = {**fig_labels, "correct": t("rl_tree_rule_residual"),
+               "resample_p": t("rl_tree_rule_naive")}  # fmt: skip
+tree_finals = {"correct": tree["residual"].final, "resample_p": tree["naive"].final}
+g1, g2 = st.columns([3, 2])
+g1.plotly_chart(rule_finals_figure(names, p, tree_finals, tree_labels,
+                                   t("rl_tree_fig", k=k_tree)), key="rl_fig_tree")  # fmt: skip
+with g2:
+    st.write("")
+    st.markdown(t("rl_tree_why", beta=fmt_prob(d.beta)))
+if tree["naive"].tv_to_p < 1e-12:
+    st.caption(t("rl_tree_same"))
+LV.show_tree_tables(names, p, tree)

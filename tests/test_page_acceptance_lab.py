@@ -54,6 +54,8 @@ COLUMNS = {
     "rl_final_table": ["token", "p", *RULES],
     "rl_rule_summary": ["rule", "acceptance", "tv"],
     "rl_mc_table": ["rule", "rate", "exact", "chi2", "dof", "pvalue", "verdict"],
+    "rl_tree_table": ["token", "p", "residual", "naive"],
+    "rl_tree_summary": ["rule", "accept_any", "tv_to_p"],
 }
 
 
@@ -173,3 +175,29 @@ def test_temperature_and_chinese(app_on_tiny_pair):
     assert metric(at, "T = 0.00 时的 A") == 0.0  # greedy rows: argmax t1 vs t2
     assert metric(at, "T = 1 时的 A（即编辑后的分布）") == pytest.approx(0.6)
     assert not at.exception
+
+
+@pytest.mark.parametrize(
+    ("lang", "header"),
+    [("en", "Several candidates at one node (a token tree)"), ("zh", "同一节点的多个候选（树）")],
+)
+def test_tree_node_section(app_on_tiny_pair, lang, header):
+    at = open_page(lang)
+    assert any(header in h.value for h in at.header)
+    assert at.selectbox(key="rl_tree_k").value == 2  # textbook rows, two siblings
+    tree = table(at, "rl_tree_table")
+    np.testing.assert_allclose(tree["p"], [0.6, 0.3, 0.1], atol=1e-12)
+    np.testing.assert_allclose(tree["residual"], [0.6, 0.3, 0.1], atol=1e-12)
+    np.testing.assert_allclose(tree["naive"], [0.44, 0.42, 0.14], atol=1e-12)
+    summary = table(at, "rl_tree_summary")
+    np.testing.assert_allclose(summary["tv_to_p"], [0.0, 0.16], atol=1e-12)
+    np.testing.assert_allclose(summary["accept_any"], [0.68, 0.84], atol=1e-12)
+    assert any("β = 0.4000" in m.value for m in at.markdown)  # the closed form's β
+    if lang == "en":
+        at.selectbox(key="rl_tree_k").set_value(3).run()
+        assert not at.exception
+        tree = table(at, "rl_tree_table")
+        np.testing.assert_allclose(tree["naive"], [0.376, 0.468, 0.156], atol=1e-12)
+        np.testing.assert_allclose(tree["residual"], [0.6, 0.3, 0.1], atol=1e-12)
+        at.selectbox(key="rl_tree_k").set_value(1).run()
+        assert any("both rules give p" in c.value for c in at.caption)

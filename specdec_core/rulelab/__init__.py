@@ -17,16 +17,19 @@ numpy arrays ``[V]`` (``V`` = number of tokens, 3..8 for hand-made rows).
 
 Modules: ``rows`` (presets, normalising, rows from a model position), ``exact`` (the
 decomposition and each rule's exact final distribution), ``montecarlo`` (simulation and
-χ²), ``temperature`` (``A(T)``). Their public names are re-exported here.
+χ²), ``temperature`` (``A(T)``), ``tree_node`` (several sibling candidates at one tree node:
+the residual rule against the naive one). Their public names are re-exported here.
 """
 
 from ..acceptance_batch import accept_mask, sample_position
 from ..errors import RuleInputError
-from . import exact, montecarlo, rows, temperature
+from . import exact, montecarlo, rows, temperature, tree_node
 from .exact import *  # noqa: F403
 from .montecarlo import *  # noqa: F403
 from .rows import *  # noqa: F403
 from .temperature import *  # noqa: F403
+from .tree_node import *  # noqa: F403
 
 __all__ = ["RuleInputError", "accept_mask", "sample_position"]
 __all__ += rows.__all__ + exact.__all__ + montecarlo.__all__ + temperature.__all__
+__all__ += tree_node.__all__

@@ -155,3 +155,47 @@ def show_mc_table(mc: dict, results: dict) -> None:
             "verdict": t("rl_col_verdict"),
         },
     )  # fmt: skip
+
+
+# ------------------------------------------------------------------ tree node
+def tree_node(p, q, k: int) -> dict:
+    """:func:`rulelab.node_rules` for these rows, kept in the session (up to 4,096 candidate
+    tuples per rule: about a second on a busy CPU, so not on every rerun)."""
+    key = (tuple(p), tuple(q), k)
+    if S.get("rl_tree_key") != key:
+        S["rl_tree"], S["rl_tree_key"] = R.node_rules(p, q, k), key
+    return S["rl_tree"]
+
+
+def show_tree_tables(names: list[str], p, results: dict) -> None:
+    """The tree node's exact output per token, and each rule's TV to p and P(accept)."""
+    rule_label = {rule: t(f"rl_tree_rule_{rule}") for rule in R.TREE_RULES}
+    st.dataframe(
+        pd.DataFrame({
+            "rule": [rule_label[rule] for rule in R.TREE_RULES],
+            "accept_any": [results[rule].accept_prob for rule in R.TREE_RULES],
+            "tv_to_p": [results[rule].tv_to_p for rule in R.TREE_RULES],
+        }),
+        key="rl_tree_summary",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "rule": t("rl_col_rule"),
+            "accept_any": st.column_config.NumberColumn(t("rl_col_accept_any"), format=NUM),
+            "tv_to_p": st.column_config.NumberColumn(t("rl_col_tv"), format=NUM),
+        },
+    )  # fmt: skip
+    st.markdown(f"**{t('rl_tree_table_title')}**")
+    st.dataframe(
+        pd.DataFrame({"token": names, "p": p,
+                      **{rule: results[rule].final for rule in R.TREE_RULES}}),
+        key="rl_tree_table",
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "token": t("rl_col_name"),
+            "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM),
+            **{rule: st.column_config.NumberColumn(rule_label[rule], format=NUM)
+               for rule in R.TREE_RULES},
+        },
+    )  # fmt: skip
