@@ -335,9 +335,12 @@ def decide_round(
     stop: Callable[[list[int], int], str | None],
     shape: Sequence[int],
     draft_forwards: int,
+    target_forwards: int = 1,
 ) -> tuple[TreeRoundRecord, str | None]:
     """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
-    its record. ``committed`` is not changed."""
+    its record. ``committed`` is not changed. ``target_forwards``: the round's target
+    forwards (the verify forward, plus the prompt's prefill an EAGLE drafter runs in its
+    first proposal)."""
     path_tokens = [tree.tokens[i] for i in verdict.path]
     appended, reason = commit_tokens(committed, path_tokens + [verdict.next_token],
                                      prompt_len, stop)  # fmt: skip
@@ -354,6 +357,7 @@ def decide_round(
         kind="stopped" if stopped else verdict.kind,  # type: ignore[arg-type]
         appended=tuple(int(t) for t in appended),
         draft_forwards=int(draft_forwards),
+        target_forwards=int(target_forwards),
     )
     return record, reason
 
@@ -443,10 +447,12 @@ def generate_tree(
     started = time.perf_counter()
     while reason is None:
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
+        before = target.forwards
         tree, forwards = draft_tree(drafter, ids, now, sampling, generator, budget)
         logits = tree_forward(target, ids, tree)
         verdict = walk(tree, logits, sampling, generator)
-        record, reason = decide_round(tree, verdict, ids, prompt_len, stop, now, forwards)
+        record, reason = decide_round(tree, verdict, ids, prompt_len, stop, now, forwards,
+                                      target.forwards - before)  # fmt: skip
         ids = apply_round(target, drafter, ids, record)
         records.append(record)
     if target.device.type == "cuda":

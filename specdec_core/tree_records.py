@@ -44,7 +44,8 @@ class TreeRoundRecord:
         kind: ``correction`` | ``bonus`` | ``stopped`` (a stop cut the commit short).
         appended: ids committed this round (committed path tokens, then ``next_token``).
         draft_forwards: drafter forwards run to draft the tree (one per expanded node).
-        target_forwards: target forwards run to verify it (always one).
+        target_forwards: target forwards the round ran: one verify forward (plus the
+            prompt's prefill an EAGLE drafter runs in its first round).
     """
 
     shape: tuple[int, ...]

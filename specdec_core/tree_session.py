@@ -178,6 +178,7 @@ class _Pending:
     draft_forwards: int
     draft_ms: float
     kv_before: KVState
+    target_forwards: int = 0  # run while proposing (an EAGLE drafter's first-round prefill)
     verdict: TreeVerdict | None = None
     record: TreeRoundRecord | None = None
     stop_reason: str | None = None
@@ -244,10 +245,12 @@ class TreeSession:
                             self.pair.context_length)  # fmt: skip
         with self._atomic():
             started = time.perf_counter()
+            before = self.target.forwards
             tree, forwards = draft_tree(self.drafter, self.ids, shape, self.config.sampling,
                                         self.generator, self.budget)  # fmt: skip
             ms = (time.perf_counter() - started) * 1e3
-        self._pending = _Pending(shape, tree, forwards, ms, kv_before)
+        self._pending = _Pending(shape, tree, forwards, ms, kv_before,
+                                 self.target.forwards - before)  # fmt: skip
         view = self.tree_view()
         assert view is not None
         return view
@@ -264,7 +267,7 @@ class TreeSession:
             ms = (time.perf_counter() - started) * 1e3
             record, reason = decide_round(
                 pending.tree, verdict, self.ids, self.prompt_len, self._stop, pending.shape,
-                pending.draft_forwards,
+                pending.draft_forwards, pending.target_forwards + 1,
             )  # fmt: skip
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         pending.verify_ms = ms

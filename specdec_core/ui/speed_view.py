@@ -69,7 +69,8 @@ def show_measurement(measured: Measurement) -> None:
     st.caption(t("sp_results_for", settings=t(
         "sp_settings_fmt", gamma=p["config"].gamma, temp=p["config"].temperature, n=p["n"],
         r=p["repeats"], pair=p["pair"], device=p["device"],
-    ) + (t("sp_settings_threads", n=p["threads"]) if p["threads"] else "")))  # fmt: skip
+    ) + t("sp_settings_drafter", drafter=t("sp_drafter_" + p.get("drafter", "model")))
+      + (t("sp_settings_threads", n=p["threads"]) if p["threads"] else "")))  # fmt: skip
     r1, r2, r3, r4, r5 = st.columns(5)
     r1.metric(t("sp_m_ar_tps"), fmt(ar.tokens_per_s, 1))
     r2.metric(t("sp_m_sp_tps"), fmt(sp.tokens_per_s, 1))
