@@ -222,3 +222,20 @@ def test_tree_layout_and_figure_escape_token_text(embedded_pair):
     assert "&lt;b&gt;x&lt;/b&gt;" in texts and "<b>x</b>" not in texts
     assert any(x.startswith("<b>★") for x in texts)  # the correction/bonus token
     assert len(texts) == len(view.nodes) + 2  # root + nodes + ★
+
+
+def test_gamma_change_keeps_the_tree_round_in_flight(embedded_pair):
+    """γ plays no part in a tree round (the shape sets the depth): moving the γ slider after
+    ① keeps the drafted tree (a fresh user saw it dropped)."""
+    lab = LABELS["en"]
+    at = start_app("en")
+    to_tree(at)
+    click_button(at, lab["propose"])
+    session = tree_session(at)
+    tokens = [n.token.id for n in session.tree_view().nodes]
+    at.slider(key="cfg_gamma").set_value(2).run()
+    assert not at.exception, at.exception
+    assert tree_session(at) is session and session.phase == "verify"
+    assert [n.token.id for n in session.tree_view().nodes] == tokens
+    click_button(at, lab["verify"])
+    assert tree_session(at).phase == "commit"

@@ -15,7 +15,7 @@ actions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import streamlit as st
 
@@ -164,7 +164,9 @@ def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> L.Sync:
         flight = _in_flight(old)
         busy = bool(old.history) or flight is not None
         if lesson.pair_name == pair.name and lesson.prompt == prompt:
-            now = (config, L.drafter_name(), wanted)
+            # γ plays no part in a tree round (the shape sets the depth): a γ change alone
+            # keeps the round in flight
+            now = (replace(config, gamma=lesson.config.gamma), L.drafter_name(), wanted)
             if (lesson.config, lesson.drafter, lesson.shape) == now:
                 return L.Sync(lesson)
             if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
