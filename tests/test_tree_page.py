@@ -172,9 +172,9 @@ def test_greedy_draft_method_at_temperature_is_explained(embedded_pair):
 
 
 def test_chain_vs_tree_measured_on_the_fast_paths(embedded_pair, monkeypatch):
-    from specdec_core.ui import tree_view
+    from specdec_core.ui import tree_stats
 
-    monkeypatch.setattr(tree_view, "COMPARE_TOKENS", 8)
+    monkeypatch.setattr(tree_stats, "COMPARE_TOKENS", 8)
     at = start_app("en")
     to_tree(at)
     click_button(at, "▶ Measure chain vs tree (8 tokens, greedy)")
