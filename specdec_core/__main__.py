@@ -27,8 +27,9 @@ from .records import summarize
 from .scenarios import find_scenarios
 from .session import SessionConfig, SpeculativeSession
 from .trace import RoundTrace
-from .tree import MAX_TREE_NODES, parse_shape
+from .tree import parse_shape
 from .tree_bench import compare as compare_tree
+from .tree_generate import MAX_TREE_NODES
 from .tree_session import TreeSession
 
 BENCH_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"

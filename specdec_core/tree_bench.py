@@ -15,7 +15,7 @@ from .drafters import make_named_drafter
 from .generate import generate
 from .inputs import SessionConfig
 from .models import ModelPair
-from .tree import generate_tree
+from .tree_generate import generate_tree
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """``TreeSession``: the step machine of a *tree* round, for the step-through page — the
 tree counterpart of :class:`~specdec_core.session.SpeculativeSession` (``tree.py`` has
-the round's pieces; :func:`tree.generate_tree` runs the same pieces without views).
+the round's pieces; :func:`tree_generate.generate_tree` runs the same pieces without
+views).
 
 1. ``propose()`` — the drafter expands a token tree (``shape`` = children per node at
    each depth, at most ``budget`` nodes; one drafter forward per expanded node).
@@ -15,8 +16,8 @@ Any step that raises leaves the session as it was; a step out of phase raises
 :class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
 :meth:`attention_mask`, :meth:`compaction`, :meth:`kv_state`, ``history``, ``records``.
 
-(About 430 lines: the view dataclasses the page draws are defined here, beside the steps
-that fill them.)
+The view dataclasses and the pure functions that build them live in ``tree_views.py``;
+the round driver's shared pieces in ``tree_generate.py``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
 import torch
 
 from .drafters import Drafter
@@ -36,139 +36,36 @@ from .inputs import InputError, SessionConfig, prompt_ids
 from .kvcache import ModelCache, kv_state
 from .models import ModelPair
 from .rounds import stop_rule
-from .trace import KVState, TokenInfo, token_lookup
+from .trace import KVState, token_lookup
 from .tree import (
     DraftTree,
     TreeVerdict,
-    apply_round,
-    check_budget,
-    check_tree_settings,
-    decide_round,
     draft_tree,
     parse_shape,
-    resolve_drafter,
-    round_shape,
-    tree_allowed,
     tree_forward,
     truncate_cache,
     walk,
 )
+from .tree_generate import (
+    apply_round,
+    check_budget,
+    check_tree_settings,
+    decide_round,
+    resolve_drafter,
+    round_shape,
+)
 from .tree_records import TreeRoundRecord, TreeStats, summarize_tree
+from .tree_views import (
+    CompactionView,
+    MaskView,
+    TreeRoundTrace,
+    TreeView,
+    build_mask_view,
+    build_tree_view,
+    plan_compaction,
+)
 
 TreePhase = Literal["propose", "verify", "commit", "finished"]
-SlotAction = Literal["kept", "moved", "dropped"]
-
-
-@dataclass(frozen=True)
-class TreeNodeView:
-    """One node of the drafted tree.
-
-    Attributes:
-        index: node index (breadth-first order, the order of the verify forward's rows).
-        token: the node's token. parent: parent node (−1: a child of the root).
-        depth: 1-based depth. position: 0-based position in the text the node would take
-            (= its position id in the verify forward: committed length − 1 + depth).
-        q: the draft's probability of the token at the parent (after temperature/top-k/
-            top-p; greedy drafts: the one-hot row, so 1 for the argmax child, else 0).
-        p: the target's probability of the token at the parent (``None`` before verify;
-            greedy: one-hot on the target's argmax).
-        accept_prob: probability the rule accepted it with (sampling: ``min(1, p_i/q)``
-            against the current residual; greedy 1 or 0); ``None`` if never checked.
-        u: the uniform draw that decided it (sampling only), else ``None``.
-        state: ``tentative`` before verify; then ``accepted`` | ``rejected`` |
-            ``unchecked`` | ``cut`` (``tree_records.py``).
-    """
-
-    index: int
-    token: TokenInfo
-    parent: int
-    depth: int
-    position: int
-    q: float
-    p: float | None
-    accept_prob: float | None
-    u: float | None
-    state: str
-
-
-@dataclass(frozen=True)
-class TreeView:
-    """The round's tree: ``nodes`` in breadth-first order; after verify, the accepted
-    ``path`` (node indices root → leaf), the target's ``next_token`` and its ``kind``
-    (``correction`` | ``bonus`` | ``stopped``); before verify those are empty/``None``.
-    ``committed_len``: committed tokens before the round (prompt included)."""
-
-    round_index: int
-    shape: tuple[int, ...]
-    committed_len: int
-    nodes: tuple[TreeNodeView, ...]
-    path: tuple[int, ...] = ()
-    next_token: TokenInfo | None = None
-    kind: str | None = None
-
-
-@dataclass(frozen=True)
-class MaskView:
-    """The tree attention mask, restricted to the tree part.
-
-    ``grid`` ``[n, 1 + n]`` bool: row ``i`` = node ``i``; column 0 = the committed prefix
-    (all ``prefix_len`` committed tokens, which every node sees: always True), column
-    ``1 + j`` = node ``j`` (True for ``i``'s ancestors and ``i`` itself). The full mask
-    of the verify forward is ``[n, prefix_len + n]`` with the prefix column repeated
-    ``prefix_len`` times. ``labels[i]``: node ``i``'s token text; ``positions[i]``: its
-    position id (siblings share one)."""
-
-    prefix_len: int
-    grid: np.ndarray
-    labels: tuple[str, ...]
-    positions: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class KVSlot:
-    """One row of the target's cache right after the verify forward.
-
-    ``slot``: row index then (committed rows first, then one row per node in node
-    order); ``node``: the tree node (``None`` for a committed token); ``state``:
-    ``prompt`` | ``committed`` | the node's state; ``action``: ``kept`` (same row after
-    compaction), ``moved`` (an accepted path node moved up to ``new_slot``) or
-    ``dropped``; ``new_slot``: its row after the commit (``None`` when dropped)."""
-
-    slot: int
-    token: TokenInfo
-    node: int | None
-    state: str
-    action: SlotAction
-    new_slot: int | None
-
-
-@dataclass(frozen=True)
-class CompactionView:
-    """The target's KV table before and after the path compaction of one round:
-    ``slots`` (``rows_before`` of them) and the cache length after the commit
-    (``rows_after``; = committed tokens − 1: the appended token has no KV yet).
-    ``applied``: False while only planned (phase ``commit``), True once committed."""
-
-    slots: tuple[KVSlot, ...]
-    rows_before: int
-    rows_after: int
-    applied: bool
-
-
-@dataclass(frozen=True)
-class TreeRoundTrace:
-    """A finished round: its views and record, timings (ms) and the KV tables."""
-
-    round_index: int
-    tree: TreeView
-    mask: MaskView
-    compaction: CompactionView
-    record: TreeRoundRecord
-    draft_ms: float
-    verify_ms: float
-    stop_reason: str | None
-    kv_before: KVState
-    kv_after: KVState
 
 
 @dataclass
@@ -341,37 +238,14 @@ class TreeSession:
         pending = self._pending
         if pending is None:
             return None
-        tree, verdict, record = pending.tree, pending.verdict, pending.record
-        checks = {c.node: c for c in verdict.checks} if verdict else {}
-        base = len(self.ids) - 1
-        nodes = []
-        for i, token in enumerate(tree.tokens):
-            c = checks.get(i)
-            q = float(tree.child_q[tree.parents[i]][token])
-            p = None
-            if c is not None:
-                p = c.p
-            state = record.states[i] if record else "tentative"
-            nodes.append(TreeNodeView(
-                i, self.token(token), tree.parents[i], tree.depths[i], base + tree.depths[i], q,
-                p, c.accept_prob if c else None, c.u if c else None, state,
-            ))  # fmt: skip
-        if record is None:
-            return TreeView(self.round_index, pending.shape, len(self.ids), tuple(nodes))
-        return TreeView(self.round_index, pending.shape, len(self.ids), tuple(nodes),
-                        record.path, self.token(record.next_token), record.kind)  # fmt: skip
+        return build_tree_view(pending.tree, pending.shape, pending.verdict, pending.record,
+                               self.round_index, self.ids, self.token)  # fmt: skip
 
     def attention_mask(self) -> MaskView | None:
         """The pending round's tree mask (phases ``verify``/``commit``), else ``None``."""
         if self._pending is None:
             return None
-        tree = self._pending.tree
-        n = len(tree.tokens)
-        grid = np.ones((n, 1 + n), dtype=bool)
-        grid[:, 1:] = tree_allowed(tree).numpy()
-        base = len(self.ids) - 1
-        return MaskView(len(self.ids), grid, tuple(self.token(t).text for t in tree.tokens),
-                        tuple(base + d for d in tree.depths))  # fmt: skip
+        return build_mask_view(self._pending.tree, self.ids, self.token)
 
     def compaction(self) -> CompactionView | None:
         """Phase ``commit``: the planned compaction of the target's cache (which rows the
@@ -379,23 +253,7 @@ class TreeSession:
         pending = self._pending
         if pending is None or pending.record is None:
             return self.history[-1].compaction if self.history else None
-        record = pending.record
-        committed = len(self.ids)
-        on_path = [i for i in record.path if record.states[i] == "accepted"]
-        rows_after = committed + len(record.appended) - 1
-        slots = []
-        for slot, token in enumerate(self.ids):
-            new = slot if slot < rows_after else None
-            state = "prompt" if slot < self.prompt_len else "committed"
-            slots.append(KVSlot(slot, self.token(token), None, state,
-                                "kept" if new is not None else "dropped", new))  # fmt: skip
-        for i, token in enumerate(record.tokens):
-            new = committed + on_path.index(i) if i in on_path else None
-            new = new if new is not None and new < rows_after else None
-            action: SlotAction = "dropped" if new is None else (
-                "kept" if new == committed + i else "moved")  # fmt: skip
-            slots.append(KVSlot(committed + i, self.token(token), i, record.states[i], action, new))
-        return CompactionView(tuple(slots), committed + len(record.tokens), rows_after, False)
+        return plan_compaction(self.ids, self.prompt_len, pending.record, self.token)
 
     def kv_state(self) -> KVState:
         """The KV-state table of the committed tokens (both caches; the chain's format).

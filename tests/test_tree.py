@@ -19,11 +19,11 @@ from specdec_core.session import SessionConfig
 from specdec_core.tree import (
     compact,
     draft_tree,
-    generate_tree,
     parse_shape,
     tree_forward,
     walk,
 )
+from specdec_core.tree_generate import generate_tree
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["First Citizen:\nWe are accounted poor", "ROMEO:\nBut soft", "To be, or not"]

@@ -15,7 +15,7 @@ from conftest import click_button, start_app
 from specdec_core.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure, tree_layout
 from specdec_core.generate import generate
 from specdec_core.inputs import SessionConfig
-from specdec_core.tree import generate_tree
+from specdec_core.tree_generate import generate_tree
 from specdec_core.tree_session import TreeSession
 from specdec_core.ui.render import STYLES
 

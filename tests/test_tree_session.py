@@ -16,7 +16,7 @@ from specdec_core.drafters import ModelDrafter, NgramDrafter
 from specdec_core.errors import ConfigError, PhaseError
 from specdec_core.kvcache import ModelCache
 from specdec_core.session import SessionConfig
-from specdec_core.tree import generate_tree
+from specdec_core.tree_generate import generate_tree
 from specdec_core.tree_records import summarize_tree
 from specdec_core.tree_session import TreeSession
 

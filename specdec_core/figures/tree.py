@@ -87,7 +87,7 @@ def _root_y(parents: Sequence[int], y: Sequence[float]) -> float:
 
 
 def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = False) -> go.Figure:
-    """The round's token tree (a ``tree_session.TreeView``): the root (``root_token``, the
+    """The round's token tree (a ``tree_views.TreeView``): the root (``root_token``, the
     last committed token) on the left, one column per depth (= position id), each node a
     box with its token coloured by its state, the accepted path's edges thick; after
     verify, the target's correction/bonus token marked ★ as one more child of the path's

@@ -16,7 +16,7 @@ from specdec_core.drafters import make_named_drafter
 from specdec_core.figures.tree import chain_tree_figure
 from specdec_core.generate import generate
 from specdec_core.models import ModelPair
-from specdec_core.tree import generate_tree
+from specdec_core.tree_generate import generate_tree
 from specdec_core.tree_session import TreeSession
 
 from . import tree_lesson as TL

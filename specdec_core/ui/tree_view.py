@@ -16,7 +16,8 @@ import streamlit as st
 from specdec_core.figures import visible_token
 from specdec_core.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
 from specdec_core.models import ModelPair
-from specdec_core.tree_session import CompactionView, MaskView, TreeSession, TreeView
+from specdec_core.tree_session import TreeSession
+from specdec_core.tree_views import CompactionView, MaskView, TreeView
 
 from . import lesson as L
 from . import tree_lesson as TL
