@@ -81,14 +81,13 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
     if last is not None:  # after a commit: the round just committed, as verified
         tree, mask = last.tree, last.mask
     # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
-    # otherwise the tree across the page and the mask beside the outcome under it (a
-    # 13-column grid does not fit beside the tree next to an open sidebar)
+    # otherwise the tree, its outcome and the mask stacked across the page (a 13-column
+    # grid fits beside nothing next to an open sidebar at 1024 px: it ran under the outcome)
     if presenter:
         tree_box, mask_box = st.columns([3, 2], gap="medium")
-        outcome_box = tree_box
     else:
-        tree_box = st.container()
-        mask_box, outcome_box = st.columns([1, 1], gap="medium")
+        tree_box, mask_box = st.container(), st.container()
+    outcome_box = tree_box
     with tree_box:
         heading(t("tree_fig_heading"))
         if tree is None:
