@@ -104,8 +104,14 @@ def section(pair: ModelPair, session: TreeSession, lesson, heading: Callable[[st
     shape = ",".join(map(str, lesson.shape))
     labels = [t("tree_compare_chain", g=len(lesson.shape)), t("tree_compare_tree", shape=shape)]
     shown = [replace(chain, label=labels[0]), replace(tree, label=labels[1])]
-    fig = chain_tree_figure(shown, {"per_forward": t("tree_compare_per_forward"),
-                                    "ms_per_token": t("tree_compare_ms")})  # fmt: skip
+    # built once per result and language (a rerun of the panel draws the same figure)
+    fig_key = (key, tuple(labels), t("tree_compare_ms"))
+    cached = st.session_state.get("tree_compare_fig")
+    if cached is None or cached[0] != fig_key:
+        names = {"per_forward": t("tree_compare_per_forward"), "ms_per_token": t("tree_compare_ms")}
+        cached = (fig_key, chain_tree_figure(shown, names))
+        st.session_state["tree_compare_fig"] = cached
+    fig = cached[1]
     st.plotly_chart(fig, width="stretch", key="tree_compare_chart",
                     config={"displaylogo": False, "displayModeBar": False})  # fmt: skip
     st.caption(t("tree_compare_result", g=len(lesson.shape), c_tpf=chain.tokens_per_target_forward,
