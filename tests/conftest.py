@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+from html.parser import HTMLParser
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported
 
+import pandas as pd
 import pytest
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -121,3 +123,42 @@ def click_button(at, label: str) -> None:
     assert not button.disabled, f"{label} is disabled"
     button.click().run()
     assert not at.exception, at.exception
+
+
+class _TableParser(HTMLParser):
+    """Cell texts of every ``<table>`` in an HTML string, with each table's class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, list[list[str]]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append((dict(attrs).get("class") or "", []))
+        elif tag == "tr" and self.tables:
+            self.tables[-1][1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def html_tables(at, name: str) -> list[pd.DataFrame]:
+    """The HTML tables of class ``name`` (e.g. ``kv-table``, ``checks-table``) that the
+    last run drew with ``st.html``, in page order, as DataFrames of cell texts."""
+    found = []
+    for element in at.get("html"):
+        parser = _TableParser()
+        parser.feed(element.value)
+        for classes, rows in parser.tables:
+            if name in classes.split():
+                found.append(pd.DataFrame(rows[1:], columns=rows[0]))
+    return found

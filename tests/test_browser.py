@@ -155,7 +155,7 @@ def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, se
     page.wait_for_timeout(1000)  # the first run's log line
     full, fragments = _runs(server_log)
     assert full >= 1 and state() == (0, "propose")
-    kv = page.locator('[data-testid="stTable"]').last
+    kv = page.locator("table.kv-table")
     seen = []
     for name, after in [("propose", (0, "verify")), ("verify", (0, "commit")),
                         ("commit", (1, "propose"))]:  # fmt: skip
@@ -306,7 +306,7 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     make_wrong(page, lang)
     step(page, "verify")
     chart = page.locator(".stPlotlyChart").first
-    kv = page.locator('[data-testid="stTable"]').first
+    kv = page.locator("table.kv-table")
     chart.evaluate("e => e.scrollIntoView({block: 'end'})")
     page.wait_for_timeout(500)
     c_top, c_bottom = in_view(page, chart)
@@ -328,10 +328,10 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     )  # fmt: skip
     page.wait_for_timeout(1000)
     step(page, "propose")
-    kv = page.locator('[data-testid="stTable"]').first
+    kv = page.locator("table.kv-table")
     tentative = {"en": "tentative", "zh": "暂定"}[lang]
     page.wait_for_function(  # the rerun after Propose has redrawn the table
-        "t => [...document.querySelectorAll('[data-testid=\"stTable\"] td')]"
+        "t => [...document.querySelectorAll('table.kv-table td')]"
         ".some(td => td.innerText.trim() == t)", arg=tentative, timeout=60_000,
     )  # fmt: skip
     page.wait_for_timeout(1000)  # the chart above has painted: the layout is final

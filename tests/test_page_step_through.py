@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import html_tables
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -44,7 +45,7 @@ def metrics(at: AppTest, lab: dict) -> tuple[int, int, int]:
 
 
 def states(at: AppTest) -> list[str]:
-    df = at.table[-1].value  # the KV-state table (the checks table comes first)
+    [df] = html_tables(at, "kv-table")
     return list(df[df.columns[-1]])
 
 
@@ -71,7 +72,7 @@ def test_round_with_position_one_wrong(embedded_pair, lang):
     click(at, lab["verify"])
     assert metrics(at, lab) == (prompt_len, prompt_len + gamma, prompt_len + gamma - 1)
     assert states(at).count(lab["discarded"]) == gamma - 1  # greedy: rejected at 1
-    checks = at.table[0].value
+    checks = html_tables(at, "checks-table")[0]
     verdicts = list(checks[checks.columns[-1]])
     assert len(verdicts) == gamma and len(set(verdicts[1:])) == 1 and verdicts[0] != verdicts[1]
 
@@ -210,7 +211,7 @@ def test_sampling_tables_never_print_zero_for_a_nonzero_probability(embedded_pai
     [note] = [w.value for w in at.warning if "random" in w.value]
     assert "a1 = " in note and "0.0000" not in note
     click(at, LABELS["en"]["verify"])
-    checks = at.table[0].value
+    checks = html_tables(at, "checks-table")[0]
     cells = [str(x) for col in checks.columns for x in checks[col]]
     assert "0.0000" not in cells and "None" not in cells
     statuses = list(checks[checks.columns[-1]])
@@ -224,7 +225,7 @@ def test_greedy_marks_the_argmax_at_discarded_positions(embedded_pair):
     click(at, LABELS["en"]["propose"])
     click(at, LABELS["en"]["wrong"])
     click(at, LABELS["en"]["verify"])
-    checks = at.table[0].value
+    checks = html_tables(at, "checks-table")[0]
     argmax = list(checks[checks.columns[2]])
     assert not argmax[0].endswith("†") and all(a.endswith("†") for a in argmax[1:])
     assert any("computed by the same forward after the rejected token" in c.value
@@ -240,7 +241,8 @@ def test_presenter_mode_from_the_url_and_compact_kv_table(embedded_pair):
     click(at, "Run N rounds")
     click(at, LABELS["en"]["propose"])
     session = at.session_state["step_session"]
-    rows = list(at.table[-1].value[at.table[-1].value.columns[-1]])
+    [kv] = html_tables(at, "kv-table")
+    rows = list(kv[kv.columns[-1]])
     assert rows.count("tentative") == len(session.drafts)  # the round in flight: all shown
     assert len(rows) <= len(session.drafts) + 3  # and only a few settled rows before it
     at2 = AppTest.from_file(APP, default_timeout=120)

@@ -15,7 +15,7 @@ from specdec_core.session import SpeculativeSession
 from specdec_core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace
 
 from .i18n import t
-from .render import kv_table, round_strip, token_strip_html
+from .render import history_html, html_table, kv_table_html, round_strip, token_strip_html
 
 
 def _labels() -> dict[str, str]:
@@ -86,7 +86,7 @@ def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
         rows["a = min(1, p/q)"] = [fmt_prob(c.accept_prob) for c in checks]
         rows["u"] = [fmt_prob(c.u) for c in checks]  # "—": not drawn (never checked)
     rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
-    st.table(rows, border="horizontal", hide_index=True)
+    st.html(html_table(rows, name="checks-table"))
     if after_reject:
         st.caption(t("argmax_after_reject"))
 
@@ -200,8 +200,7 @@ def kv_section(
     # the current round's rows and the last few committed ones (after a commit: the whole
     # last round), as a plain table: no inner scroll
     keep = 2 + (len(last.commit.appended) if last is not None else 0)
-    table = kv_table(state, None if show_all else keep)
-    st.table(table, border="horizontal", hide_index=True)
+    st.html(kv_table_html(state, None if show_all else keep))
     st.caption(t("kv_help"))
 
 
@@ -217,10 +216,19 @@ def history(session: SpeculativeSession) -> None:
         acc=summary.accepted, drafted=summary.drafted, checked=summary.checked,
         mean=summary.mean_accepted,
     ))  # fmt: skip
-    for r in reversed(session.history):
-        label = t("history_round", r=r.round_index + 1, n=r.record.accepted, g=len(r.verify.checks),
-                  k=len(r.commit.appended), kind=t("kind_" + r.commit.kind))  # fmt: skip
-        with st.expander(label, expanded=False):
-            st.html(token_strip_html(round_strip(r.verify, r.record), []))
-            st.caption(t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
-                         n=r.verify.target_forward_tokens))  # fmt: skip
+    # one HTML element for all rounds (native <details>), built once per history length
+    # and language: a step click re-renders every element of the panel in the browser
+    key = (len(session.history), t("st_history"))
+    cached = st.session_state.get("step_history_html")
+    if cached is None or cached[0] != key or cached[1] is not session.history[-1]:
+        rounds = [
+            (t("history_round", r=r.round_index + 1, n=r.record.accepted,
+               g=len(r.verify.checks), k=len(r.commit.appended), kind=t("kind_" + r.commit.kind)),
+             token_strip_html(round_strip(r.verify, r.record), []),
+             t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
+               n=r.verify.target_forward_tokens))
+            for r in reversed(session.history)
+        ]  # fmt: skip
+        cached = (key, session.history[-1], history_html(rounds))
+        st.session_state["step_history_html"] = cached
+    st.html(cached[2])
