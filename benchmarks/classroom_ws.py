@@ -7,6 +7,14 @@ Speaks the same protocol as ``benchmarks/load_test.py`` (``/_stcore/stream``, pr
 oversized table edit state), a forged clear-cache message and page switches. Widgets are
 found by their ``key=`` (the suffix of Streamlit's element id), buttons by label.
 
+A click is sent as a browser sends it (Streamlit 1.67's frontend): ``rerun_script`` with
+every widget value the tab knows (the last value drawn or sent; a button's trigger only
+with its click), the URL's query string as the app last wrote it (``page_info_changed``),
+and, for a widget drawn inside an ``st.fragment`` (``Delta.fragment_id``), that fragment's
+id in ``ClientState.fragment_id``: the server then reruns only the fragment (the step
+panel's buttons), not ``app.py`` and the whole page. ``SPECDEC_FULL_RERUNS=1`` sends every
+click as a full rerun instead (to compare the two).
+
     python benchmarks/classroom_ws.py   # before/after figures for issue 19's high items
 
 Every loop is bounded; the server is started on 127.0.0.1 and stopped at the end.
@@ -31,25 +39,81 @@ from pathlib import Path
 import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.NumberInput_pb2 import NumberInput
+from streamlit.proto.Slider_pb2 import Slider
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120
 
 
-class Client:
-    """One session: page hashes, widget ids (by key and by label) and the last run's
-    alerts, metrics and exception elements."""
+def shown_state(which: str, w) -> tuple[WidgetState | None, bool]:
+    """The value a widget element shows, as the browser's widget state would hold it, and
+    whether the server set it (``set_value``: it replaces what the tab had). ``None``:
+    no value (an empty select box) or a widget whose state this client does not model
+    (buttons send triggers only; a data editor or an uploader, only what was sent)."""
+    ws, value, is_set = WidgetState(id=w.id), None, bool(getattr(w, "set_value", False))
+    if which == "checkbox":
+        ws.bool_value = w.value if is_set else w.default
+        return ws, is_set
+    if which in ("radio", "selectbox"):
+        if is_set:
+            value = w.raw_value if w.HasField("raw_value") else None
+        elif w.HasField("default") and 0 <= w.default < len(w.options):
+            value = w.options[w.default]
+        if value is not None:
+            ws.string_value = value
+    elif which in ("text_area", "text_input"):
+        field = "value" if is_set else "default"
+        if w.HasField(field):
+            ws.string_value = value = getattr(w, field)
+    elif which == "number_input":
+        field = "value" if is_set else "default"
+        if w.HasField(field):
+            value = getattr(w, field)
+            if w.data_type == NumberInput.INT:
+                ws.int_value = int(value)
+            else:
+                ws.double_value = value
+    elif which == "slider" and w.type == Slider.SELECT_SLIDER:
+        value = list(w.raw_value) if is_set else [w.options[int(i)] for i in w.default]
+        ws.string_array_value.data[:] = value
+    elif which == "slider":
+        value = list(w.value if is_set else w.default)
+        ws.double_array_value.data[:] = value
+    elif which == "button_group":
+        value = list(w.raw_values) if is_set else [w.options[i].content for i in w.default]
+        ws.string_array_value.data[:] = value
+    elif which == "multiselect":
+        value = list(w.raw_values) if is_set else [w.options[i] for i in w.default]
+        ws.string_array_value.data[:] = value
+    return (ws if value is not None else None), is_set
 
-    def __init__(self, ws) -> None:
+
+class Client:
+    """One session (one browser tab): page hashes, widget ids (by key and by label) with
+    the fragment each widget lives in and its last known value, the URL's query string,
+    and the last run's alerts, metrics and exception elements."""
+
+    def __init__(self, ws, fragment_reruns: bool | None = None) -> None:
         self.ws = ws
         self.page_hash = ""
         self.pages: dict[str, str] = {}  # url path → page hash
         self.ids: dict[str, str] = {}  # widget key or label → element id
         self.disabled: dict[str, bool] = {}
+        self.fragments: dict[str, str] = {}  # element id → its fragment's id ("": none)
+        self.states: dict[str, WidgetState] = {}  # element id → last known value
+        self.query_string = ""  # the tab's URL, as the app last wrote it
         self.metrics: dict[str, str] = {}
         self.alerts: list[str] = []
         self.exceptions: list[str] = []
         self.markdown: list[str] = []  # markdown, HTML, text, code of the last run
+        if fragment_reruns is None:
+            fragment_reruns = os.environ.get("SPECDEC_FULL_RERUNS") != "1"
+        self.fragment_reruns = fragment_reruns
+        self.last_fragment = ""  # the fragment the last rerun asked for ("": a full run)
+        self.runs: list[tuple[int, tuple[str, ...]]] = []  # (status, fragments) per run
+        self._drawn: set[str] = set()  # widget ids drawn by the run in progress
 
     async def send(self, msg: BackMsg) -> None:
         await self.ws.send(msg.SerializeToString())
@@ -57,7 +121,8 @@ class Client:
     async def rerun(self, page: str | None = None, **values) -> float:
         """Rerun (optionally on another page) with widget values: ``click=label`` for a
         button, ``<key>=str`` for a text widget, ``<key>=dict`` for a data editor (JSON).
-        Returns the click → script-finished time in ms."""
+        A change to a widget inside a fragment reruns only that fragment. Returns the
+        click → script-finished time in ms."""
         msg = self.rerun_msg(page, **values)
         started = time.perf_counter()
         await self.send(msg)
@@ -65,24 +130,43 @@ class Client:
         return (time.perf_counter() - started) * 1e3
 
     def rerun_msg(self, page: str | None = None, **values) -> BackMsg:
-        """The ``BackMsg`` of :meth:`rerun` (shared with the Locust client)."""
+        """The ``BackMsg`` of :meth:`rerun` (shared with the Locust client): every widget
+        value the tab knows, the changed ones replaced, a click's trigger last; scoped to
+        the fragment of the changed widgets when they all live in one (and no page
+        change), as the browser does."""
         msg = BackMsg()
-        if page is not None:
-            self.page_hash = self.pages[page]
-        msg.rerun_script.page_script_hash = self.page_hash
-        for name, value in values.items():
-            w = msg.rerun_script.widget_states.widgets.add()
-            if name == "click":
-                w.id, w.trigger_value = self.ids[value], True
-            elif isinstance(value, dict):
-                w.id, w.string_value = self.ids[name], json.dumps(value)
-            elif isinstance(value, float):
-                w.id, w.double_value = self.ids[name], value
-            elif isinstance(value, int):
-                w.id, w.int_value = self.ids[name], value
-            else:
-                w.id, w.string_value = self.ids[name], value
+        rerun = msg.rerun_script
+        if page is not None:  # a page change drops the page's query parameters
+            self.page_hash, self.query_string = self.pages[page], ""
+        rerun.page_script_hash = self.page_hash
+        rerun.query_string = self.query_string
+        changed = [self._state(name, value) for name, value in values.items()]
+        for w in changed:
+            if w.WhichOneof("value") != "trigger_value":
+                self.states[w.id] = w
+        rerun.widget_states.widgets.extend(self.states.values())
+        rerun.widget_states.widgets.extend(w for w in changed if w.id not in self.states)
+        scopes = {self.fragments.get(w.id, "") for w in changed}
+        if self.fragment_reruns and page is None and len(scopes) == 1:
+            rerun.fragment_id = scopes.pop()  # "" (a full rerun) outside any fragment
+        self.last_fragment = rerun.fragment_id
         return msg
+
+    def _state(self, name: str, value) -> WidgetState:
+        w = WidgetState()
+        if name == "click":
+            w.id, w.trigger_value = self.ids[value], True
+        elif isinstance(value, dict):
+            w.id, w.string_value = self.ids[name], json.dumps(value)
+        elif isinstance(value, bool):  # a checkbox or toggle
+            w.id, w.bool_value = self.ids[name], value
+        elif isinstance(value, float):
+            w.id, w.double_value = self.ids[name], value
+        elif isinstance(value, int):
+            w.id, w.int_value = self.ids[name], value
+        else:
+            w.id, w.string_value = self.ids[name], value
+        return w
 
     async def clear_cache(self) -> None:
         msg = BackMsg()
@@ -92,31 +176,67 @@ class Client:
     def reset_run(self) -> None:
         """Forget the last run's elements (a new rerun starts)."""
         self.metrics, self.alerts, self.exceptions, self.markdown = {}, [], [], []
+        self.runs = []
 
     def handle(self, raw: bytes) -> bool:
-        """Read one ``ForwardMsg``; True when it ends the script run (a run that ends in
-        ``st.rerun()`` is not the end: its rerun follows)."""
+        """Read one ``ForwardMsg``; True when it ends the script run, a full run
+        (``FINISHED_SUCCESSFULLY``) or a fragment run (``FINISHED_FRAGMENT_RUN_SUCCESSFULLY``)
+        alike. A run that ends in ``st.rerun()`` (``FINISHED_EARLY_FOR_RERUN``) is not the
+        end: its rerun follows, e.g. the full run of a fragment's ``st.rerun(scope="app")``."""
         fm = ForwardMsg()
         fm.ParseFromString(raw)
         kind = fm.WhichOneof("type")
-        if kind == "new_session" and fm.new_session.page_script_hash:
-            self.page_hash = fm.new_session.page_script_hash
+        if kind == "new_session":
+            if fm.new_session.page_script_hash:
+                self.page_hash = fm.new_session.page_script_hash
+            self._drawn = set()
         elif kind == "navigation":
             self.page_hash = fm.navigation.page_script_hash or self.page_hash
             for p in fm.navigation.app_pages:
                 self.pages[p.url_pathname] = p.page_script_hash
+        elif kind == "page_info_changed":  # the app wrote st.query_params: the tab's URL
+            self.query_string = fm.page_info_changed.query_string
         elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
-            self._element(fm.delta.new_element)
-        return (
-            kind == "script_finished" and fm.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
-        )
+            self._element(fm.delta.new_element, fm.delta.fragment_id)
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "add_block":
+            block = fm.delta.add_block
+            if block.WhichOneof("type") == "expandable" and block.expandable.id:
+                state = WidgetState(id=block.expandable.id, bool_value=block.expandable.expanded)
+                self._widget(block.expandable.id, fm.delta.fragment_id, state, True)
+        elif kind == "script_finished":
+            status, fragments = fm.script_finished, tuple(fm.metadata.run.fragment_ids)
+            self.runs.append((status, fragments))
+            self._forget_removed(status, fragments)
+            return status != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+        return False
+
+    def _forget_removed(self, status: int, fragments: tuple[str, ...]) -> None:
+        """As the browser at the end of a run: drop the values of widgets no longer on the
+        page (after a fragment run, only of widgets of that fragment)."""
+        if status == ForwardMsg.FINISHED_SUCCESSFULLY:
+            gone = [i for i in self.states if i not in self._drawn]
+        elif status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
+            gone = [i for i in self.states
+                    if self.fragments.get(i) in fragments and i not in self._drawn]  # fmt: skip
+        else:
+            return
+        for i in gone:
+            del self.states[i]
 
     async def _read(self) -> None:
         self.reset_run()
         while not self.handle(await asyncio.wait_for(self.ws.recv(), TIMEOUT_S)):
             pass
 
-    def _element(self, el) -> None:
+    def _widget(self, eid: str, fragment: str, state: WidgetState | None, is_set: bool) -> None:
+        self.fragments[eid] = fragment
+        self._drawn.add(eid)
+        if is_set and state is None:
+            self.states.pop(eid, None)
+        elif state is not None and (is_set or eid not in self.states):
+            self.states[eid] = state  # a value the tab had (typed, picked) stays
+
+    def _element(self, el, fragment: str = "") -> None:
         which = el.WhichOneof("type")
         inner = getattr(el, which)
         if which == "metric":
@@ -135,18 +255,22 @@ class Client:
             if getattr(inner, "label", ""):
                 self.ids[inner.label] = eid
                 self.disabled[inner.label] = bool(getattr(inner, "disabled", False))
+            self._widget(eid, fragment, *shown_state(which, inner))
 
 
 def observe(c: Client) -> str:
     """A digest of what a step-through session saw that depends only on its own clicks:
     the KV metrics, the token strips, the verdicts and the lesson link's state (timings,
-    which differ from run to run, left out). Equal digests: the same lesson."""
+    which differ from run to run, left out). Equal digests: the same lesson. The lesson
+    link is the tab's URL (the step panel writes it with ``st.query_params``, in a fragment
+    run too), and the link box when the Lesson panel is open."""
     seen: list = [sorted(c.metrics.items())]
     for body in c.markdown:
         if body.startswith('<div class="strip"') or "→ **" in body:
             seen.append(body)
         elif "?v=1" in body:
             seen.append(body[body.index("?v=1") :])
+    seen.append(c.query_string)
     return hashlib.sha1(json.dumps(seen, ensure_ascii=False).encode()).hexdigest()[:16]
 
 
@@ -266,11 +390,7 @@ async def _speed_jobs(url: str, pid: int, n_jobs: int = 6, clicks: int = 6) -> d
     for _ in range(n_jobs):
         c, ws = await open_client(url)
         await c.rerun(page="speed")
-        msg = BackMsg()
-        msg.rerun_script.page_script_hash = c.page_hash
-        w = msg.rerun_script.widget_states.widgets.add()
-        w.id, w.trigger_value = c.ids["Sweep γ = 1…8"], True
-        await c.send(msg)  # do not wait: the sweep runs on
+        await c.send(c.rerun_msg(click="Sweep γ = 1…8"))  # do not wait: the sweep runs on
         attackers.append(ws)
     await asyncio.sleep(0.5)
     loaded = await _victim_clicks(victim, clicks)

@@ -2,12 +2,15 @@
 
 Starts ``streamlit run app.py`` on 127.0.0.1 (a free port), then opens N concurrent
 sessions over Streamlit's own websocket protocol (``/_stcore/stream``, protobuf
-``BackMsg``/``ForwardMsg``, exactly what a browser tab sends: a rerun with the clicked
-button's trigger). Each student presses ① Propose, ② Verify, ③ Commit, then "Run one
+``BackMsg``/``ForwardMsg``, what a browser tab sends: ``benchmarks/classroom_ws.py``'s
+client, a rerun with the clicked button's trigger and the tab's widget values, scoped to
+the step panel's ``st.fragment`` as a browser scopes it, so the server reruns only the
+panel). Each student presses ① Propose, ② Verify, ③ Commit, then "Run one
 round" R times, and checks that the committed length grew every round. Prints errors
 (must be 0), p50/p95/max step latency (click → script finished as the client sees it, ms),
-the server's own time per rerun (``SPECDEC_PROFILE=1`` makes ``app.py`` log it) and the
-server's peak memory. Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
+the server's own time per rerun (``SPECDEC_PROFILE=1`` makes ``app.py`` log it, and the
+step panel its fragment runs, ``fragment=step_panel``) and the server's peak memory.
+Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
 
     python benchmarks/load_test.py [--students 20] [--rounds 10]
 
@@ -22,6 +25,10 @@ runs the same through nginx in front of two replicas (``deploy/replicas.py``).
 
     python benchmarks/load_test.py --profile classroom [--class-sizes 10,30,60,100]
         [--duration 60] [--replicas 0|2] [--no-teacher] [--json out.json]
+
+A step click is a fragment rerun, as in a browser; ``--full-reruns`` sends every click as a
+full rerun instead (``app.py`` and the whole page each time: the load before the step
+panel became a fragment), to compare.
 """
 
 from __future__ import annotations
@@ -39,9 +46,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import classroom_ws as W
 import websockets
-from streamlit.proto.BackMsg_pb2 import BackMsg
-from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = ["① Propose", "② Verify", "③ Commit / reject"]
@@ -49,66 +55,28 @@ TIMEOUT_S = 120
 
 
 class Student:
-    """One browser-less session: keeps the page hash and the widgets of the last run."""
+    """One browser-less session (:class:`classroom_ws.Client`, which keeps the page hash,
+    the widgets of the last run and the fragment each lives in)."""
 
     def __init__(self, url: str, seed: int) -> None:
         self.url, self.seed = url, seed
-        self.page_hash = ""
-        self.buttons: dict[str, tuple[str, bool]] = {}
-        self.metrics: dict[str, str] = {}
-        self.exceptions: list[str] = []
-        self.alerts: list[str] = []
-
-    async def run(self, ws, clicked: str | None = None) -> float:
-        msg = BackMsg()
-        msg.rerun_script.page_script_hash = self.page_hash
-        if clicked:
-            widget = msg.rerun_script.widget_states.widgets.add()
-            widget.id = self.buttons[clicked][0]
-            widget.trigger_value = True
-        started = time.perf_counter()
-        await ws.send(msg.SerializeToString())
-        self.buttons, self.metrics, self.alerts = {}, {}, []
-        while True:
-            fm = ForwardMsg()
-            fm.ParseFromString(await asyncio.wait_for(ws.recv(), TIMEOUT_S))
-            kind = fm.WhichOneof("type")
-            if kind == "new_session" and fm.new_session.page_script_hash:
-                self.page_hash = fm.new_session.page_script_hash
-            elif kind == "navigation" and fm.navigation.page_script_hash:
-                self.page_hash = fm.navigation.page_script_hash
-            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
-                el = fm.delta.new_element
-                which = el.WhichOneof("type")
-                if which == "button":
-                    self.buttons[el.button.label] = (el.button.id, el.button.disabled)
-                elif which == "metric":
-                    self.metrics[el.metric.label] = el.metric.body
-                elif which == "alert":
-                    self.alerts.append(el.alert.body)
-                elif which == "exception":
-                    trace = " | ".join(el.exception.stack_trace[-3:])
-                    self.exceptions.append(f"{el.exception.message} @ {trace}")
-            elif kind == "script_finished":
-                return (time.perf_counter() - started) * 1e3
 
     async def lesson(self, rounds: int, latencies: list[float]) -> None:
         async with websockets.connect(
             self.url, subprotocols=["streamlit"], max_size=None, open_timeout=TIMEOUT_S
         ) as ws:
-            await self.run(ws)
+            c = W.Client(ws)
+            await c.rerun()
             for label in STEPS + ["Run one round"] * rounds:
-                before = int(self.metrics.get("committed length", "0"))
-                if self.buttons.get(label, ("", True))[1]:
+                before = int(c.metrics.get("committed length", "0"))
+                if c.disabled.get(label, True):
                     break  # finished (max new tokens): the button is disabled
-                latencies.append(await self.run(ws, label))
-                if self.exceptions:
-                    raise RuntimeError(self.exceptions[0])
-                after = int(self.metrics["committed length"])
+                latencies.append(await c.rerun(click=label))
+                if c.exceptions:
+                    raise RuntimeError(c.exceptions[0])
+                after = int(c.metrics["committed length"])
                 if label != STEPS[0] and label != STEPS[1] and after <= before:
-                    raise RuntimeError(
-                        f"{label}: committed length {before} → {after}; {self.alerts}"
-                    )
+                    raise RuntimeError(f"{label}: committed length {before} → {after}; {c.alerts}")
 
 
 def free_port() -> int:
@@ -146,11 +114,16 @@ def main() -> None:
     parser.add_argument("--check", type=int, default=10, help="sessions replayed alone")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--full-reruns", action="store_true", help="step clicks as full reruns (no fragment)"
+    )
     args = parser.parse_args()
+    if args.full_reruns:  # read by classroom_ws.Client, here and in the Locust process
+        os.environ["SPECDEC_FULL_RERUNS"] = "1"
     if args.profile == "classroom":
-        import classroom
+        import classroom as classroom_profile  # not ``classroom``: the function below
 
-        classroom.main(args)
+        classroom_profile.main(args)
         return
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log")
@@ -183,11 +156,15 @@ def main() -> None:
     print(f"step latency ms: p50 {statistics.median(latencies):.0f}  p95 {q[18]:.0f}  "
           f"max {max(latencies):.0f}")  # fmt: skip
     log.seek(0)
-    renders = [float(x) for x in re.findall(r"specdec-render-ms (\d+\.\d)", log.read())][2:]
-    if len(renders) > 1:
-        r = statistics.quantiles(renders, n=20)
-        print(f"server time per rerun ms (app.py start → end, SPECDEC_PROFILE): "
-              f"p50 {statistics.median(renders):.0f}  p95 {r[18]:.0f}")  # fmt: skip
+    runs = re.findall(r"specdec-render-ms (\d+\.\d)( fragment=)?", log.read())
+    kinds = [("full reruns, app.py start → end", "", 2),  # the first two: cold
+             ("fragment reruns, step panel start → end", " fragment=", 0)]  # fmt: skip
+    for what, fragment, cold in kinds:
+        renders = [float(ms) for ms, f in runs if f == fragment][cold:]
+        if len(renders) > 1:
+            r = statistics.quantiles(renders, n=20)
+            print(f"server time per rerun ms ({what}, SPECDEC_PROFILE): n {len(renders)}  "
+                  f"p50 {statistics.median(renders):.0f}  p95 {r[18]:.0f}")  # fmt: skip
     print(f"server peak memory {peak:.0f} MB")
     for e in errors[:10]:
         print("  ", e)

@@ -13,10 +13,15 @@ round", Reset when the text is finished), ``LabStudent`` (some: a new Monte Carl
 rule lab, by changing N), ``Teacher`` (exactly one: "Measure" on the speed page). Each
 waits 3–8 s between clicks (seeded, ``SPECDEC_LOAD_SEED``). Locust runs on gevent, so
 the client is ``websocket-client`` (not the asyncio ``websockets``, locust#2383).
+Clicks go as a browser sends them (:class:`classroom_ws.Client`): the step buttons live
+in the step panel's ``st.fragment``, so a step click is a fragment rerun (only the panel
+runs on the server); the rule lab and the speed page have no fragment, so their clicks
+are full reruns. ``SPECDEC_FULL_RERUNS=1``: every click a full rerun (to compare).
 Request names: ``step click``, ``lab click``, ``teacher Measure``; a failure is a
 traceback element, a timeout, a closed socket, or a commit that did not grow the text.
-Each step student's trace (button → what it saw) is written to ``SPECDEC_TRACE_FILE`` at
-the end, for the replay-alone comparison.
+Each step student's trace (button → what it saw, and how many clicks ended as a
+fragment run) is written to ``SPECDEC_TRACE_FILE`` at the end, for the replay-alone
+comparison.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 import websocket
 from locust import User, events, task
 from locust.exception import StopUser
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from classroom_ws import Client, observe  # noqa: E402
@@ -62,6 +68,8 @@ class SyncClient(Client):
         super().__init__(ws)
 
     def click(self, page: str | None = None, timeout_s: float = TIMEOUT_S, **values) -> float:
+        """One click: its rerun (scoped to the widget's fragment, if any) until the run
+        ends, a fragment run or a full one (also the full run after ``st.rerun``)."""
         msg = self.rerun_msg(page, **values)
         started = time.perf_counter()
         self.ws.settimeout(timeout_s)
@@ -126,7 +134,7 @@ class StepStudent(Student):
     weight = 9
 
     def on_start(self) -> None:
-        self.trace = {"user": -1, "clicks": []}
+        self.trace = {"user": -1, "clicks": [], "fragment_runs": 0}
         super().on_start()
         self.trace["user"] = self.index
         TRACES.append(self.trace)
@@ -149,6 +157,8 @@ class StepStudent(Student):
         self.timed("step click", grew, click=label)
         if not c.exceptions:
             self.trace["clicks"].append([label, observe(c)])
+        if c.runs and c.runs[-1][0] == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
+            self.trace["fragment_runs"] += 1
 
 
 class LabStudent(Student):
