@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from specdec_core.figures import distribution_figure
+from specdec_core.figures import distribution_figure, distribution_option
 from specdec_core.session import SessionConfig, SpeculativeSession
 from specdec_core.trace import VerifyTrace, from_jsonable, to_jsonable
 
@@ -35,6 +35,13 @@ def test_greedy_verify_has_t1_context_and_sampling_has_none(embedded_pair):
     fig = distribution_figure(v.checks[0].dist, LABELS, "t", v.checks[0].token.id,
                               context=v.context_dists[0])  # fmt: skip
     assert len(fig.data[0].x) > 2  # the context brings its top tokens onto the axis
+    option = distribution_option(v.checks[0].dist, LABELS, "t", v.checks[0].token.id,
+                                 context=v.context_dists[0])  # fmt: skip
+    # the ECharts option: the same tokens, the faint T = 1 bars first, with the same values
+    assert [r[1] for r in option["dataset"]["source"]] == list(fig.data[0].x)
+    assert option["series"][0]["name"] == "context" == fig.data[0].name
+    ctx_col = option["dataset"]["dimensions"].index("context")
+    assert [r[ctx_col] for r in option["dataset"]["source"]] == list(fig.data[0].y)
     back = from_jsonable(VerifyTrace, to_jsonable(v))
     assert len(back.context_dists) == len(v.context_dists)
 

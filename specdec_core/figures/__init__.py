@@ -1,5 +1,7 @@
-"""Plotly figure builders: trace in, ``go.Figure`` out (pure; the only package that imports
-plotly). Every visible word comes in through ``labels`` so pages can pass zh or en.
+"""Figure builders: trace in, ``go.Figure`` out (pure; the only package that imports
+plotly), or an ECharts option ``dict`` for ``st.echarts_chart`` (``step``'s
+``distribution_option``). Every visible word comes in through ``labels`` so pages can pass
+zh or en.
 
 One module per lesson: ``step`` (step-through distributions), ``lab`` (acceptance-rule
 lab), ``drafters`` (where drafts come from), ``speed`` (speed page); ``common`` holds the
