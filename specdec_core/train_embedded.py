@@ -53,8 +53,11 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped pair."""
-    ap = argparse.ArgumentParser(prog="python -m specdec_core.train_embedded", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m specdec_core.train_embedded",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--seed", type=int, default=0)
@@ -86,9 +89,13 @@ def train_tokenizer(speeches: list[str], vocab_size: int) -> Tokenizer:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOS], min_frequency=2,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        min_frequency=2,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(speeches, trainer=trainer)
     assert tok.token_to_id(EOS) == 0, "the end-of-text token must be id 0"
     return tok
@@ -97,9 +104,14 @@ def train_tokenizer(speeches: list[str], vocab_size: int) -> Tokenizer:
 def wrap_tokenizer(tok: Tokenizer, context: int) -> PreTrainedTokenizerFast:
     """The ``transformers`` tokenizer saved next to each model. (Do not build it from
     vocab/merges files: ``GPT2TokenizerFast(vocab_file, merges_file)`` is empty here.)"""
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=EOS, eos_token=EOS,
-                                   unk_token=EOS, model_max_length=context,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=EOS,
+        eos_token=EOS,
+        unk_token=EOS,
+        model_max_length=context,
+        clean_up_tokenization_spaces=False,
+    )
 
 
 def encode_corpus(tok: Tokenizer, speeches: list[str]) -> np.ndarray:
@@ -112,17 +124,28 @@ def encode_corpus(tok: Tokenizer, speeches: list[str]) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def gpt2(vocab: int, context: int, layers: int, width: int, heads: int,
-         dropout: float) -> GPT2LMHeadModel:
+def gpt2(
+    vocab: int, context: int, layers: int, width: int, heads: int, dropout: float
+) -> GPT2LMHeadModel:
     """A freshly initialised GPT-2 (initialisation drawn from torch's global RNG)."""
-    cfg = GPT2Config(vocab_size=vocab, n_positions=context, n_embd=width, n_layer=layers,
-                     n_head=heads, resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        vocab_size=vocab,
+        n_positions=context,
+        n_embd=width,
+        n_layer=layers,
+        n_head=heads,
+        resid_pdrop=dropout,
+        embd_pdrop=dropout,
+        attn_pdrop=dropout,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(cfg)
 
 
-def random_batch(data: torch.Tensor, batch: int, context: int,
-                 gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def random_batch(
+    data: torch.Tensor, batch: int, context: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows: inputs x and next-token labels y, both (B, T) int64."""
     starts = torch.randint(0, len(data) - context - 1, (batch,), generator=gen)
     rows = torch.stack([data[s : s + context + 1] for s in starts.tolist()])  # (B, T + 1)
@@ -131,8 +154,10 @@ def random_batch(data: torch.Tensor, batch: int, context: int,
 
 def lm_loss(model: GPT2LMHeadModel) -> LossFn:
     """Mean next-token cross-entropy (nats) of ``model``."""
+
     def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(model(input_ids=x).logits.flatten(0, 1), y.flatten())  # (BT, V)
+
     return loss
 
 
@@ -148,18 +173,25 @@ def distill_loss(draft: GPT2LMHeadModel, target: GPT2LMHeadModel, ce_weight: flo
         logq = F.log_softmax(logits, -1)
         kl = F.kl_div(logq, logp, log_target=True, reduction="batchmean")
         return kl + ce_weight * F.cross_entropy(logits, y.flatten())
+
     return loss
 
 
-def train(name: str, model: GPT2LMHeadModel, loss_fn: LossFn, data: torch.Tensor,
-          args: argparse.Namespace, minutes: float, seed: int) -> dict[str, float]:
+def train(
+    name: str,
+    model: GPT2LMHeadModel,
+    loss_fn: LossFn,
+    data: torch.Tensor,
+    args: argparse.Namespace,
+    minutes: float,
+    seed: int,
+) -> dict[str, float]:
     """Train ``model`` for ``minutes`` of wall time (or ``--max-steps``) with AdamW, a
     linear warmup and a cosine decay to 10% of ``--lr``. The number of steps the budget
     allows is estimated from the measured step time and re-estimated every 50 steps.
     Returns {"steps", "seconds", "final_loss"} (seconds of wall time, loss in nats)."""
     gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95),
-                            weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
     budget_s = minutes * 60.0
     est_steps = cap = args.max_steps if args.max_steps is not None else 10**9
     model.train()
@@ -188,8 +220,11 @@ def train(name: str, model: GPT2LMHeadModel, loss_fn: LossFn, data: torch.Tensor
         if step == 5 or step % 50 == 0:  # re-estimate the steps the budget allows
             est_steps = min(cap, max(step + 1, int(budget_s / (elapsed / step))))
         if step % 50 == 0 or step in (1, 5):
-            print(f"[{name}] step {step:5d}/{est_steps}  loss {loss.item():.3f} (ema {ema:.3f})"
-                  f"  lr {lr:.2e}  {elapsed:6.0f}s", flush=True)
+            print(
+                f"[{name}] step {step:5d}/{est_steps}  loss {loss.item():.3f} (ema {ema:.3f})"
+                f"  lr {lr:.2e}  {elapsed:6.0f}s",
+                flush=True,
+            )
     seconds = time.perf_counter() - t0
     print(f"[{name}] done: {step} steps in {seconds:.0f}s, loss ema {ema:.3f}", flush=True)
     model.eval()
@@ -206,8 +241,9 @@ def val_windows(val: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Te
 
 
 @torch.no_grad()
-def evaluate(target: GPT2LMHeadModel, draft: GPT2LMHeadModel, val: torch.Tensor,
-             context: int, batch: int) -> dict[str, float]:
+def evaluate(
+    target: GPT2LMHeadModel, draft: GPT2LMHeadModel, val: torch.Tensor, context: int, batch: int
+) -> dict[str, float]:
     """Validation perplexity of both models (exp of the mean next-token CE over all positions
     of the fixed windows); teacher-forced on the same positions, how often the draft's argmax
     equals the target's (a proxy for greedy acceptance) and the mean Σ min(p, q) at
@@ -223,10 +259,13 @@ def evaluate(target: GPT2LMHeadModel, draft: GPT2LMHeadModel, val: torch.Tensor,
         agree += (lt.argmax(-1) == ld.argmax(-1)).sum().item()
         overlap += torch.minimum(lt.softmax(-1), ld.softmax(-1)).sum().item()
     n = ys.numel()
-    return {"target_val_ppl": round(math.exp(ce_t / n), 3),
-            "draft_val_ppl": round(math.exp(ce_d / n), 3),
-            "draft_target_top1_agreement": round(agree / n, 4),
-            "draft_target_mean_min_pq": round(overlap / n, 4), "val_positions": n}
+    return {
+        "target_val_ppl": round(math.exp(ce_t / n), 3),
+        "draft_val_ppl": round(math.exp(ce_d / n), 3),
+        "draft_target_top1_agreement": round(agree / n, 4),
+        "draft_target_mean_min_pq": round(overlap / n, 4),
+        "val_positions": n,
+    }
 
 
 def save(model: GPT2LMHeadModel, tok: PreTrainedTokenizerFast, folder: Path) -> None:
@@ -254,20 +293,33 @@ def main(argv: list[str] | None = None) -> dict:
     ids = torch.from_numpy(encode_corpus(tok, speeches))
     n_train = int(len(ids) * 0.9)
     train_ids, val_ids = ids[:n_train], ids[n_train:]
-    print(f"corpus {len(raw)} bytes, {len(speeches)} speeches, vocab {vocab}, "
-          f"train {len(train_ids)} / val {len(val_ids)} tokens", flush=True)
+    print(
+        f"corpus {len(raw)} bytes, {len(speeches)} speeches, vocab {vocab}, "
+        f"train {len(train_ids)} / val {len(val_ids)} tokens",
+        flush=True,
+    )
 
     torch.manual_seed(args.seed)
-    target = gpt2(vocab, args.context, args.target_layers, args.target_width,
-                  args.target_heads, dropout=0.1)
-    target_run = train("target", target, lm_loss(target), train_ids, args,
-                       args.target_minutes, args.seed)
+    target = gpt2(
+        vocab, args.context, args.target_layers, args.target_width, args.target_heads, dropout=0.1
+    )
+    target_run = train(
+        "target", target, lm_loss(target), train_ids, args, args.target_minutes, args.seed
+    )
     torch.manual_seed(args.seed + 1)
     # No dropout in the draft: it is small, trained briefly, and should copy the target.
-    draft = gpt2(vocab, args.context, args.draft_layers, args.draft_width, args.draft_heads,
-                 dropout=0.0)
-    draft_run = train("draft", draft, distill_loss(draft, target, ce_weight=0.1), train_ids,
-                      args, args.draft_minutes, args.seed + 1)
+    draft = gpt2(
+        vocab, args.context, args.draft_layers, args.draft_width, args.draft_heads, dropout=0.0
+    )
+    draft_run = train(
+        "draft",
+        draft,
+        distill_loss(draft, target, ce_weight=0.1),
+        train_ids,
+        args,
+        args.draft_minutes,
+        args.seed + 1,
+    )
 
     out = args.out
     save(target, hf_tok, out / "target")
@@ -282,22 +334,37 @@ def main(argv: list[str] | None = None) -> dict:
 
     report = {
         "corpus": os.path.relpath(args.corpus.resolve(), REPO_ROOT),
-        "corpus_bytes": len(raw), "corpus_sha256": hashlib.sha256(raw).hexdigest(),
-        "speeches": len(speeches), "vocab_size": vocab, "eos_token": EOS,
+        "corpus_bytes": len(raw),
+        "corpus_sha256": hashlib.sha256(raw).hexdigest(),
+        "speeches": len(speeches),
+        "vocab_size": vocab,
+        "eos_token": EOS,
         "eos_token_id": tok.token_to_id(EOS),
-        "train_tokens": len(train_ids), "val_tokens": len(val_ids), "seed": args.seed,
-        "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()
-                 if k not in ("corpus", "out")},
-        "target": {"config": json.loads((out / "target/config.json").read_text()),
-                   "parameters": sum(p.numel() for p in target.parameters()),
-                   "loss": "cross-entropy, dropout 0.1", **target_run},
-        "draft": {"config": json.loads((out / "draft/config.json").read_text()),
-                  "parameters": sum(p.numel() for p in draft.parameters()),
-                  "loss": "KL(p_target || q_draft) + 0.1 * cross-entropy, dropout 0",
-                  **draft_run},
+        "train_tokens": len(train_ids),
+        "val_tokens": len(val_ids),
+        "seed": args.seed,
+        "args": {
+            k: str(v) if isinstance(v, Path) else v
+            for k, v in vars(args).items()
+            if k not in ("corpus", "out")
+        },
+        "target": {
+            "config": json.loads((out / "target/config.json").read_text()),
+            "parameters": sum(p.numel() for p in target.parameters()),
+            "loss": "cross-entropy, dropout 0.1",
+            **target_run,
+        },
+        "draft": {
+            "config": json.loads((out / "draft/config.json").read_text()),
+            "parameters": sum(p.numel() for p in draft.parameters()),
+            "loss": "KL(p_target || q_draft) + 0.1 * cross-entropy, dropout 0",
+            **draft_run,
+        },
         **metrics,
-        "weights_dtype": "float16", "load_seconds_both": round(load_s, 3),
-        "torch_version": torch.__version__, "transformers_version": transformers.__version__,
+        "weights_dtype": "float16",
+        "load_seconds_both": round(load_s, 3),
+        "torch_version": torch.__version__,
+        "transformers_version": transformers.__version__,
     }
     (out / "training_report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     return report

@@ -305,7 +305,7 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     assert page.evaluate(CUT_BUTTONS_JS) == []
     make_wrong(page, lang)
     step(page, "verify")
-    chart = page.locator(".stPlotlyChart").first
+    chart = page.locator('[data-testid="stEChartsChart"]').first
     kv = page.locator("table.kv-table")
     chart.evaluate("e => e.scrollIntoView({block: 'end'})")
     page.wait_for_timeout(500)

@@ -6,7 +6,7 @@ zh or en.
 One module per lesson: ``step`` (step-through distributions), ``lab`` (acceptance-rule
 lab), ``drafters`` (where drafts come from), ``speed`` (speed page); ``common`` holds the
 colours and token labels they share. Each module's ``__all__`` is re-exported here, so
-``from specdec_core.figures import distribution_figure`` works."""
+``from specdec_core.figures import distribution_option`` works."""
 
 from . import common, drafters, lab, speed, step
 from .common import *  # noqa: F403

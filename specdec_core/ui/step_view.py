@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from specdec_core.figures import distribution_figure, visible_token
+from specdec_core.figures import distribution_option, visible_token
+from specdec_core.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.numfmt import fmt_prob
 from specdec_core.records import summarize
 from specdec_core.session import SpeculativeSession
@@ -30,7 +31,7 @@ def _labels() -> dict[str, str]:
 def _pick_position(
     session: SpeculativeSession, phase: str, n: int, bonus: bool, default: int
 ) -> int:
-    """One chart at a time (a Plotly figure costs ≈ 25 ms of server time per rerun)."""
+    """One chart at a time: one position's bars are what a student reads at once."""
     options = list(range(1, n + 1)) + ([n + 1] if bonus else [])
     chosen = st.segmented_control(
         t("st_position"), options, default=min(default, len(options)),
@@ -48,19 +49,18 @@ def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
     """Draw one position's distribution figure, built once per state: a figure is kept in
     session state by the identity of the frozen trace slices it draws (``dist``, the greedy
     ``context``) and every other argument, so a rerun that shows the same position of the
-    same round (a step that leaves the chart, a toggle elsewhere) reuses it; a Plotly
-    figure costs tens of ms to build."""
+    same round (a step that leaves the chart, a toggle elsewhere) reuses it."""
     context = kw.get("context")
     key = (id(dist), id(context), title, tuple(labels.items()),
            tuple(sorted((k, v) for k, v in kw.items() if k != "context")))  # fmt: skip
     cache: dict = st.session_state.setdefault(FIGURES, {})
     hit = cache.pop(key, None)
     if hit is None or hit[0] is not dist or hit[1] is not context:  # ids can be reused
-        hit = (dist, context, distribution_figure(dist, labels, title, **kw))
+        hit = (dist, context, distribution_option(dist, labels, title, **kw))
     cache[key] = hit  # newest last
     while len(cache) > _KEEP_FIGURES:
         cache.pop(next(iter(cache)))
-    st.plotly_chart(hit[2], width="stretch", key="dist_chart", config={"displaylogo": False})
+    st.echarts_chart(hit[2], height=CHART_HEIGHT, key="dist_chart")
 
 
 def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
