@@ -1,14 +1,23 @@
-"""The speed page's measurements: one server-wide queue, one worker thread.
+"""The speed page's measurements: one server-wide queue, run in one worker process.
 
-(About 300 lines: the job, its caps and the queue are one mechanism.)
+(About 360 lines: the job, its caps and the queue are one mechanism; the process itself is
+``job_worker``.)
 
 A measurement is a :class:`Job` (a list of tasks; each task is a checkpoint for progress
 and cancellation). Jobs from every session wait in one FIFO queue (``SPECDEC_MAX_JOBS``
 queued or running at most, default 4; one per session) and run one at a time, so a class
 that presses "Measure" together slows nobody's stepping by more than one job. A job is
-cancelled by Stop, and also when its session ends (the tab closed): the worker checks
-the owner before every task. The work per job is capped (repeats × tokens ≤
-``MAX_WORK``); CPU threads are never changed here (set once at start, see ``loader``).
+cancelled by Stop, and also when its session ends (the tab closed): the queue's thread
+checks the owner before every task (a task already running finishes, and its result is
+dropped). The work per job is capped (repeats × tokens ≤ ``MAX_WORK``); CPU threads are
+never changed here (set once at start, see ``loader``).
+
+Where the tasks run: the queue's thread in the server only hands them to
+:class:`~specdec_core.ui.job_worker.Worker`, a separate process at ``nice`` +10 that loads
+the pair by its preset name, so the measurement's forwards never hold the server's GIL and
+lose a contested core to the students' script threads. In this thread instead: a pair that is
+not a named preset (a custom pair: the worker cannot load it by name), or every job when
+``SPECDEC_JOB_WORKER=thread`` (e.g. a platform without processes).
 
 No Streamlit widgets here: the page renders, this module decides.
 """
@@ -37,12 +46,15 @@ from specdec_core.bench import (
 )
 from specdec_core.drafters import DRAFTER_NAMES
 from specdec_core.errors import BusyError, InputError, SpecDecError
-from specdec_core.models import ModelPair
+from specdec_core.models import PRESETS, ModelPair
 from specdec_core.session import SessionConfig
 from specdec_core.timeline import Timeline
 
+from .job_worker import Worker, WorkerError  # noqa: F401 - WorkerError re-exported
+
 log = logging.getLogger("specdec.jobs")
 JOBS_ENV = "SPECDEC_MAX_JOBS"
+WORKER_ENV = "SPECDEC_JOB_WORKER"  # "process" (default) or "thread"
 MAX_TOKENS = 256
 MAX_REPEATS = 7
 MAX_WORK = 768  # repeats × tokens of one measurement (e.g. 3 × 256 or 7 × 109)
@@ -196,6 +208,22 @@ def run_task(job: Job, task: tuple) -> None:
         )
 
 
+def in_process(job: Job) -> bool:
+    """Whether ``job`` runs in the worker process (see the module docstring)."""
+    if os.environ.get(WORKER_ENV, "process").strip().lower() == "thread":
+        return False
+    return job.pair.name in PRESETS
+
+
+def _fields(job: Job) -> dict:
+    """What the worker needs of ``job`` besides its pair and task (all picklable)."""
+    return {
+        "kind": job.kind, "owner": job.owner, "prompt": job.prompt, "n": job.n,
+        "repeats": job.repeats, "ignore_eos": job.ignore_eos, "with_hf": job.with_hf,
+        "config": job.config, "drafter": job.drafter,
+    }  # fmt: skip
+
+
 def finish(job: Job) -> None:
     if job.kind == "measure":
         ar, sp = job.out["ar"], job.out[("sp", job.config.gamma)]
@@ -226,15 +254,22 @@ def _session_alive(session_id: str) -> bool:
 
 
 class JobQueue:
-    """FIFO of jobs from every session, run by one daemon worker thread."""
+    """FIFO of jobs from every session, taken one at a time by a daemon thread that runs
+    their tasks in ``worker`` (a process) or, where it cannot, in itself."""
 
-    def __init__(self) -> None:
+    def __init__(self, worker: Worker | None = None) -> None:
         self._lock = threading.Condition()
         self._queue: deque[Job] = deque()
         self._running: Job | None = None
         self._cancelled: set[int] = set()
         self._worker: threading.Thread | None = None
         self.alive = _session_alive
+        self.process = worker if worker is not None else Worker()
+
+    def start(self, pair_name: str | None = "embedded") -> None:
+        """Start the worker process now and let it load ``pair_name`` (a warm-up calls
+        this so the first "Measure" does not wait for the child's imports and load)."""
+        self.process.start(pair_name)
 
     def submit(self, job: Job) -> Job:
         """Queue ``job``. Raises :class:`BusyError` when the queue is full or the owner
@@ -291,13 +326,25 @@ class JobQueue:
                     self._running = None
                     self._cancelled.discard(id(job))
 
+    def _stopped(self, job: Job) -> bool:
+        return id(job) in self._cancelled or not self.alive(job.owner)
+
     def _run(self, job: Job) -> None:
+        remote = in_process(job)
         try:
             for task in list(job.tasks):
-                if id(job) in self._cancelled or not self.alive(job.owner):
+                if self._stopped(job):
                     job.state = "cancelled"
                     return
-                run_task(job, task)
+                if remote:
+                    out, points = self.process.run(job.pair.name, _fields(job), task)
+                    if self._stopped(job):  # cancelled while it ran: its result is dropped
+                        job.state = "cancelled"
+                        return
+                    job.out.update(out)
+                    job.points.extend(points)  # in place: the page holds this list
+                else:
+                    run_task(job, task)
                 job.done += 1
             finish(job)
             job.state = "done"
