@@ -36,6 +36,12 @@ from specdec_core.ui.speed_why import show_predictions, show_timeline, show_veri
 
 S = st.session_state
 pair, config = page_context()
+if S.get("sp_worker_for") != pair.name:  # imports and loads while the teacher sets options
+    S["sp_worker_for"] = pair.name
+    try:
+        J.QUEUE.start(pair.name)
+    except OSError:  # no process could start: the first measurement says so
+        pass
 
 TEXTBOOK_COST = {"sp_tstep": 20.0, "sp_dms": 8.0, "sp_vms": 25.0, "sp_oms": 0.0, "sp_adv": 3}
 WAIT_S = 0.2  # how often a waiting page redraws the queue position / progress

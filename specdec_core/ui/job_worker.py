@@ -52,7 +52,7 @@ _ENTRY = "from specdec_core.ui.job_worker import main; main()"
 class WorkerError(SpecDecError, RuntimeError):
     """The measurement worker process stopped (killed, crashed) or overran its time; the
     job failed, the next one starts a new worker. Code ``job_worker``: the page shows
-    ``err_job_worker`` if the strings have it, else the generic ``err_unexpected``."""
+    ``err_job_worker``."""
 
     default_code = "unexpected"
 

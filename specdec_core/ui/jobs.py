@@ -208,11 +208,15 @@ def run_task(job: Job, task: tuple) -> None:
         )
 
 
+def _in_process(pair_name: str) -> bool:
+    return (
+        os.environ.get(WORKER_ENV, "process").strip().lower() != "thread" and pair_name in PRESETS
+    )
+
+
 def in_process(job: Job) -> bool:
     """Whether ``job`` runs in the worker process (see the module docstring)."""
-    if os.environ.get(WORKER_ENV, "process").strip().lower() == "thread":
-        return False
-    return job.pair.name in PRESETS
+    return _in_process(job.pair.name)
 
 
 def _fields(job: Job) -> dict:
@@ -266,10 +270,12 @@ class JobQueue:
         self.alive = _session_alive
         self.process = worker if worker is not None else Worker()
 
-    def start(self, pair_name: str | None = "embedded") -> None:
-        """Start the worker process now and let it load ``pair_name`` (a warm-up calls
-        this so the first "Measure" does not wait for the child's imports and load)."""
-        self.process.start(pair_name)
+    def start(self, pair_name: str = "embedded") -> None:
+        """Start the worker process now and let it load ``pair_name`` (the speed page calls
+        this when it opens, so the first "Measure" does not wait for the child's imports
+        and load). Nothing happens where jobs of that pair would run in the thread."""
+        if _in_process(pair_name):
+            self.process.start(pair_name)
 
     def submit(self, job: Job) -> Job:
         """Queue ``job``. Raises :class:`BusyError` when the queue is full or the owner
