@@ -313,11 +313,17 @@ def _lower_views(session: SpeculativeSession, last: RoundTrace | None, phase: st
     """The distributions with the checks table, the KV table and the history. Presenter
     mode: the chart and the KV table side by side (one look, no scroll), the checks table
     below them. Otherwise one column, in reading order."""
+    # Keyed containers: the browser keeps a keyed block (and the chart inside it) across
+    # reruns even when the elements above it change in number (a message, the edit box);
+    # an unkeyed one at a new index is rebuilt, and the chart with it (≈ 100 ms a click).
     if presenter:
-        dist_box, kv_box = st.columns([1, 1], gap="medium")
-        checks_box = st.container()
+        with st.container(key="step_lower"):
+            dist_box, kv_box = st.columns([1, 1], gap="medium")
+        checks_box = st.container(key="step_checks_box")
     else:
-        checks_box, dist_box, kv_box = st.container(), st.container(), st.container()
+        checks_box = st.container(key="step_checks_box")
+        dist_box = st.container(key="step_dist_box")
+        kv_box = st.container(key="step_kv_box")
     with dist_box:
         view.distributions(session, last, phase, _heading, checks_box)
     with kv_box:

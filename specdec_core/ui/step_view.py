@@ -60,7 +60,8 @@ def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
     cache[key] = hit  # newest last
     while len(cache) > _KEEP_FIGURES:
         cache.pop(next(iter(cache)))
-    st.echarts_chart(hit[2], height=CHART_HEIGHT, key="dist_chart")
+    with st.container(key="dist_chart_box"):  # kept by the browser: see _lower_views
+        st.echarts_chart(hit[2], height=CHART_HEIGHT, key="dist_chart")
 
 
 def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
