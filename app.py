@@ -43,6 +43,9 @@ PRESENTER_CSS = """
 [data-testid="stMain"] span.tok { font-size: 22px !important; }
 [data-testid="stMain"] [data-testid="stTable"] table { font-size: 0.95rem; }
 [data-testid="stMain"] [data-testid="stTable"] :is(td, th) { padding: 0.2rem 0.4rem; }
+[data-testid="stMain"] table.sd-table { font-size: 1.05rem; }
+[data-testid="stMain"] table.sd-table :is(td, th) { padding: 0.2rem 0.4rem; }
+[data-testid="stMain"] details.history-round { font-size: 1.1rem; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-step_controls) { position: sticky;
   top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
   padding: 0.3rem 0; border-bottom: 1px solid #e5e7eb; }

@@ -147,36 +147,43 @@ def kv_table_html(state: KVState, keep: int | None = 3) -> str:
 
 # Looks like st.table (horizontal rules, muted header, numbers right-aligned).
 _TABLE_CSS = (
-    "<style>.sd-table{width:100%;border-collapse:collapse;font-size:0.875rem;"
-    "margin-bottom:0.5rem}.sd-table th{font-weight:400;color:rgba(49,51,63,0.6);"
-    "text-align:left;padding:0.3rem 0.75rem;border-bottom:1px solid rgba(49,51,63,0.2)}"
-    ".sd-table td{padding:0.25rem 0.75rem;border-bottom:1px solid rgba(49,51,63,0.1);"
-    "white-space:pre}.sd-table .num{text-align:right}</style>"
+    "<style>.sd-wrap{overflow-x:auto;max-width:100%}.sd-table{width:100%;"
+    "border-collapse:collapse;font-size:0.875rem;margin-bottom:0.5rem}.sd-table th{"
+    "font-weight:400;color:rgba(49,51,63,0.6);text-align:left;padding:0.3rem 0.6rem;"
+    "border-bottom:1px solid rgba(49,51,63,0.2)}.sd-table td{padding:0.25rem 0.6rem;"
+    "border-bottom:1px solid rgba(49,51,63,0.1)}"
+    ".sd-table .num{text-align:right}.sd-table td.nw{white-space:nowrap}</style>"
 )
 
 
 def html_table(columns: dict[str, list], row_css: list[str] | None = None, name: str = "") -> str:
     """``columns`` (header → cells, all of one length) as an HTML table of class
     ``sd-table`` and ``name``; every header and cell is escaped; integer columns are
-    right-aligned; ``row_css[i]`` (a trusted style from this module) styles row ``i``."""
+    right-aligned; a column without spaces (numbers such as ``1.36e-4``, tokens) never
+    breaks inside a cell, text columns wrap; ``row_css[i]`` (a trusted style from this
+    module) styles row ``i``."""
     heads = list(columns)
     cells = list(zip(*columns.values(), strict=True)) if heads else []
-    numeric = [all(isinstance(v, int) for v in columns[h]) for h in heads]
+    kinds = [
+        ("num" if all(isinstance(v, int) for v in columns[h]) else "")
+        + ("" if any(" " in str(v) for v in columns[h]) else " nw")
+        for h in heads
+    ]
     head = "".join(
-        f"<th{' class=num' if num else ''}>{html.escape(str(h))}</th>"
-        for h, num in zip(heads, numeric, strict=True)
+        f'<th class="{kind}">{html.escape(str(h))}</th>'
+        for h, kind in zip(heads, kinds, strict=True)
     )
     body = []
     for i, row in enumerate(cells):
         style = f' style="{html.escape(row_css[i])}"' if row_css and row_css[i] else ""
         tds = "".join(
-            f"<td{' class=num' if num else ''}>{html.escape(str(v))}</td>"
-            for v, num in zip(row, numeric, strict=True)
+            f'<td class="{kind}">{html.escape(str(v))}</td>'
+            for v, kind in zip(row, kinds, strict=True)
         )
         body.append(f"<tr{style}>{tds}</tr>")
     return (
-        f'{_TABLE_CSS}<table class="sd-table {html.escape(name)}"><thead><tr>{head}</tr>'
-        f"</thead><tbody>{''.join(body)}</tbody></table>"
+        f'{_TABLE_CSS}<div class="sd-wrap"><table class="sd-table {html.escape(name)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -187,8 +194,8 @@ def history_html(rounds: list[tuple[str, str, str]]) -> str:
     box = ("border:1px solid rgba(49,51,63,0.2);border-radius:0.5rem;margin-bottom:0.5rem;"
            "padding:0.5rem 1rem")  # fmt: skip
     return "".join(
-        f'<details class="history-round" style="{box}"><summary style="cursor:pointer;'
-        f'font-size:0.875rem">{html.escape(label)}</summary>{strip}'
+        f'<details class="history-round" style="{box}"><summary style="cursor:pointer">'
+        f"{html.escape(label)}</summary>{strip}"
         f'<div style="font-size:0.875rem;color:rgba(49,51,63,0.6)">{html.escape(caption)}'
         "</div></details>"
         for label, strip, caption in rounds

@@ -126,10 +126,11 @@ def _verified(
                           u=fmt_prob(c.u, missing=t("check_not_drawn")),
                           verdict=verdict))  # fmt: skip
     else:
-        bonus_labels = {**labels, "marked": t("legend_bonus")}
+        # ★ marks the target's own token (correction or bonus), ▼ a drafted one
+        bonus_labels = {**labels, "correction": t("legend_bonus")}
         _chart(
             shown.next_dist, bonus_labels, t("fig_title_bonus", i=pos),
-            marked_id=shown.next_token.id, log_y=log_y,
+            correction_id=shown.next_token.id, log_y=log_y,
             context=contexts[gamma] if len(contexts) > gamma else None,
         )  # fmt: skip
     if greedy and contexts:
