@@ -178,7 +178,8 @@ def _stop() -> None:
     if job is not None:
         if isinstance(job, J.Job):
             J.QUEUE.cancel(job)
-        S["sp_notice"] = t("sp_stopped")
+        sweep = not isinstance(job, J.Job) or job.kind != "measure"  # sweeps keep points
+        S["sp_notice"] = t("sp_stopped" if sweep else "sp_stopped_measure")
 
 
 def _label(job: J.Job) -> str:

@@ -56,6 +56,8 @@ def _synced_session() -> SpeculativeSession | None:
 
 def _act(action: str) -> None:
     """Button callback: run one phase (or finish the round); errors leave state as is."""
+    S.pop("edit_error", None)  # an edit's message belongs to the edit it answered
+    S.pop("edit_notice", None)
     if action == "reset":
         try:
             L.reset(pair, current_config(pair), S[L.PROMPT_KEY])
@@ -120,16 +122,16 @@ def _edit(kind: str) -> None:
             trace = session.make_position_wrong(pos)
         else:
             edits = session.make_draft_agree()
-            S["step_notice"] = t("edit_agree_done", n=len(edits))
+            S["edit_notice"] = t("edit_agree_done", n=len(edits))
             _previews(session)
             return
-        S["step_notice"] = t(
+        S["edit_notice"] = t(
             "edit_done", k=pos, old=plain(visible_token(trace.old_token.text)),
             new=plain(visible_token(trace.new_token.text)),
         )  # fmt: skip
         _previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-        _error(exc)
+        S["edit_error"] = error_message(exc)
 
 
 def _stop_run() -> None:
@@ -300,6 +302,12 @@ def _edit_controls(session: SpeculativeSession, phase: str) -> None:
     if phase != "verify" or not session.drafts:
         return
     with st.expander(t("st_edit"), expanded=not presenter):
+        # an edit's outcome is said here, next to the buttons (the page's message row is
+        # above the strip, out of view while a student edits)
+        if "edit_error" in S:
+            st.error(S.pop("edit_error"))
+        if "edit_notice" in S:
+            st.info(S.pop("edit_notice"))
         st.caption(t("st_edit_help"))
         gamma = len(session.drafts)
         preview, probs = _previews(session)  # computed by the click's callback already
