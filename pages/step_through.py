@@ -301,13 +301,14 @@ def _edit_controls(session: SpeculativeSession, phase: str) -> None:
     sampling = not session.config.sampling.greedy
     if phase != "verify" or not session.drafts:
         return
+    # an edit's outcome is said here, just above the edit box (the page's message row is
+    # above the strip, out of view while a student edits; inside a closed box it would
+    # be hidden)
+    if "edit_error" in S:
+        st.error(S.pop("edit_error"))
+    if "edit_notice" in S:
+        st.info(S.pop("edit_notice"))
     with st.expander(t("st_edit"), expanded=not presenter):
-        # an edit's outcome is said here, next to the buttons (the page's message row is
-        # above the strip, out of view while a student edits)
-        if "edit_error" in S:
-            st.error(S.pop("edit_error"))
-        if "edit_notice" in S:
-            st.info(S.pop("edit_notice"))
         st.caption(t("st_edit_help"))
         gamma = len(session.drafts)
         preview, probs = _previews(session)  # computed by the click's callback already

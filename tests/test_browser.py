@@ -273,6 +273,8 @@ def make_wrong(page, lang: str) -> None:
     if not button.is_visible():
         title = {"en": "Edit a draft", "zh": "编辑草稿"}[lang]
         page.locator('[data-testid="stExpander"] summary').filter(has_text=title).click()
+        button.wait_for(state="visible", timeout=30_000)
+        page.wait_for_timeout(800)  # the box's opening animation: a click during it is lost
     button.click()
     page.get_by_text({"en": "Position 1:", "zh": "位置 1："}[lang]).first.wait_for(timeout=60_000)
     page.wait_for_timeout(500)
