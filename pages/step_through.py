@@ -8,15 +8,14 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.figures import visible_token
-from specdec_core.numfmt import fmt_prob
 from specdec_core.session import SpeculativeSession, single_token_id
 from specdec_core.trace import RoundTrace
 from specdec_core.ui import lesson as L
-from specdec_core.ui import links, tree_view
+from specdec_core.ui import links, step_edit, tree_view
 from specdec_core.ui import step_view as view
 from specdec_core.ui.context import fragment_run, page_context
 from specdec_core.ui.errors import error_message, plain
-from specdec_core.ui.guards import PROMPT_CHARS, SHORT_CHARS, whole_number
+from specdec_core.ui.guards import PROMPT_CHARS, whole_number
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lesson_tools import render_lesson_tools, step_back_button
 from specdec_core.ui.render import (
@@ -81,29 +80,9 @@ def _act(action: str) -> None:
             getattr(session, step)()
             if step == action:
                 break
-        _previews(session)
+        step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         _error(exc)
-
-
-def _previews(session: SpeculativeSession) -> tuple[list | None, list | None]:
-    """The edit box's target preview (top 5 of p at each drafted position) and, at T > 0
-    after an edit, the exact acceptance probabilities; each computed once per drafts and
-    kept in session state. The click callbacks call this, so the forward runs before the
-    panel starts sending its elements: run while the server is sending them, the two
-    threads take turns on the GIL at every torch op and the same forward took 10× longer
-    (≈ 70 ms instead of ≈ 6 ms on 2 cores)."""
-    if session.phase != "verify" or not session.drafts:
-        return None, None
-    key = tuple(session.ids[-1:] + session.drafts)
-    if S.get("step_preview", (None,))[0] != key:
-        S["step_preview"] = (key, session.target_preview(top_n=5))
-    accept = None
-    if not session.config.sampling.greedy and session.edited_positions:
-        if S.get("step_accept", (None,))[0] != key:
-            S["step_accept"] = (key, session.accept_preview())
-        accept = S["step_accept"][1]
-    return S["step_preview"][1], accept
 
 
 def _edit(kind: str) -> None:
@@ -123,13 +102,13 @@ def _edit(kind: str) -> None:
         else:
             edits = session.make_draft_agree()
             S["edit_notice"] = t("edit_agree_done", n=len(edits))
-            _previews(session)
+            step_edit.previews(session)
             return
         S["edit_notice"] = t(
             "edit_done", k=pos, old=plain(visible_token(trace.old_token.text)),
             new=plain(visible_token(trace.new_token.text)),
         )  # fmt: skip
-        _previews(session)
+        step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["edit_error"] = error_message(exc)
 
@@ -198,7 +177,7 @@ def step_panel() -> None:
         _messages(session, phase, blocked)
         render_lesson_tools(pair, session)
         last = _strip(session, phase)
-        _edit_controls(session, phase)
+        step_edit.edit_box(session, phase, presenter, _edit)
         _lower_views(session, last, phase)
         if running:  # "Run N rounds", one round a rerun (Stop ends it between rounds)
             _act("round")
@@ -294,45 +273,6 @@ def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:
               "correction", "bonus"]  # fmt: skip
     st.html(token_strip_html(items, legend))
     return last
-
-
-def _edit_controls(session: SpeculativeSession, phase: str) -> None:
-    """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on."""
-    sampling = not session.config.sampling.greedy
-    if phase != "verify" or not session.drafts:
-        return
-    # an edit's outcome is said here, just above the edit box (the page's message row is
-    # above the strip, out of view while a student edits; inside a closed box it would
-    # be hidden)
-    if "edit_error" in S:
-        st.error(S.pop("edit_error"))
-    if "edit_notice" in S:
-        st.info(S.pop("edit_notice"))
-    with st.expander(t("st_edit"), expanded=not presenter):
-        st.caption(t("st_edit_help"))
-        gamma = len(session.drafts)
-        preview, probs = _previews(session)  # computed by the click's callback already
-        e1, e2, e3 = st.columns([1, 3, 2])
-        pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
-        dists = session.current_draft_dists
-        options: dict[int, str] = {}
-        for tok in dists[pos - 1].tokens[:6]:
-            options.setdefault(tok.id, f"{visible_token(tok.text)}  (q)")
-        for tok in preview[pos - 1]:
-            options.setdefault(tok.id, f"{visible_token(tok.text)}  (p)")
-        e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
-        e2.button(t("edit_apply"), on_click=_edit, args=("choice",))
-        e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)
-        e3.button(t("edit_apply_text"), on_click=_edit, args=("text",))
-        q1, q2 = st.columns(2)
-        q1.button(t("edit_wrong", k=pos), on_click=_edit, args=("wrong",), width="stretch")
-        q2.button(t("edit_agree"), on_click=_edit, args=("agree",), width="stretch")
-    edited = sorted(session.edited_positions)
-    if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
-        st.warning(t(
-            "st_edit_random", temp=session.config.temperature,
-            probs=", ".join(f"a{k} = {fmt_prob(probs[k - 1])}" for k in edited),
-        ))  # fmt: skip
 
 
 def _lower_views(session: SpeculativeSession, last: RoundTrace | None, phase: str) -> None:

@@ -40,14 +40,8 @@ import transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from .eagle_head import WEIGHTS, EagleConfig, EagleHead, parameter_count, target_parts
-from .train_embedded import (
-    DEFAULT_CORPUS,
-    REPO_ROOT,
-    encode_corpus,
-    split_speeches,
-    train,
-    val_windows,
-)
+from .embedded_corpus import encode_corpus, split_speeches
+from .train_embedded import DEFAULT_CORPUS, REPO_ROOT, train, val_windows
 
 DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
 DEFAULT_DRAFT = REPO_ROOT / "assets/models/embedded/draft"

@@ -1,6 +1,6 @@
 """Train the embedded offline GPT-2 target/draft pair shipped in ``assets/models/embedded``.
 
-(About 300 lines: data, both models' training and the report are one recipe.)
+(The corpus and tokenizer steps are ``embedded_corpus``; this module trains and reports.)
 
 Reproducible recipe (``python -m specdec_core.train_embedded``):
 
@@ -26,7 +26,6 @@ import json
 import math
 import os
 import random
-import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +34,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     GPT2Config,
@@ -43,10 +41,11 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from .embedded_corpus import EOS, encode_corpus, split_speeches, train_tokenizer, wrap_tokenizer
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO_ROOT / "data/tinyshakespeare.txt"
 DEFAULT_OUT = REPO_ROOT / "assets/models/embedded"
-EOS = "<|endoftext|>"
 WARMUP_STEPS = 50  # at most; never more than 10% of the estimated steps
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -> scalar
 
@@ -76,52 +75,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--max-steps", type=int, default=None, help="cap on steps per model")
     ap.add_argument("--threads", type=int, default=2)
     return ap.parse_args(argv)
-
-
-def split_speeches(text: str) -> list[str]:
-    """Speeches: the blocks between blank lines, outer newlines stripped, empties dropped."""
-    return [s.strip("\n") for s in re.split(r"\n\s*\n", text) if s.strip()]
-
-
-def train_tokenizer(speeches: list[str], vocab_size: int) -> Tokenizer:
-    """Byte-level BPE as in GPT-2: every byte is in the alphabet (any text encodes, and
-    decoding is exact), no prefix space, ``<|endoftext|>`` is id 0."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=[EOS],
-        min_frequency=2,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(speeches, trainer=trainer)
-    assert tok.token_to_id(EOS) == 0, "the end-of-text token must be id 0"
-    return tok
-
-
-def wrap_tokenizer(tok: Tokenizer, context: int) -> PreTrainedTokenizerFast:
-    """The ``transformers`` tokenizer saved next to each model. (Do not build it from
-    vocab/merges files: ``GPT2TokenizerFast(vocab_file, merges_file)`` is empty here.)"""
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        bos_token=EOS,
-        eos_token=EOS,
-        unk_token=EOS,
-        model_max_length=context,
-        clean_up_tokenization_spaces=False,
-    )
-
-
-def encode_corpus(tok: Tokenizer, speeches: list[str]) -> np.ndarray:
-    """All speeches as one token stream, EOS (id 0) after each. Returns (N,) int64."""
-    eos = tok.token_to_id(EOS)
-    ids: list[int] = []
-    for enc in tok.encode_batch(speeches):
-        ids.extend(enc.ids)
-        ids.append(eos)
-    return np.asarray(ids, dtype=np.int64)
 
 
 def gpt2(

@@ -87,7 +87,7 @@ def main() -> None:
 
     if threads > 0:
         torch.set_num_threads(threads)
-    from specdec_core.ui import jobs, loader
+    from specdec_core.ui import job_tasks, loader
 
     conn = Connection(fd)
     while True:
@@ -102,8 +102,8 @@ def main() -> None:
             pair = loader.get_pair(name)
             if op == "load":  # warm-up: no reply (a failed load is reported by the task)
                 continue
-            job = jobs.Job(pair=pair, **fields)
-            jobs.run_task(job, task)
+            job = job_tasks.Job(pair=pair, **fields)
+            job_tasks.run_task(job, task)
             reply: tuple = ("ok", job.out, job.points)
         except Exception as exc:  # noqa: BLE001 - sent to the parent, which reports it
             if op == "load":
