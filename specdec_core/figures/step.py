@@ -15,7 +15,6 @@ from dataclasses import dataclass, replace
 from unicodedata import east_asian_width
 
 import numpy as np
-import plotly.io as pio
 
 from ..numfmt import fmt_prob
 from ..trace import DistSlice
@@ -29,10 +28,6 @@ CONTEXT_FILL, CONTEXT_LINE = "rgba(31,119,180,0.22)", COLORS["p"]  # greedy: fai
 MARK_COLOR, NOTE_COLOR = "#9a3412", "#374151"  # "▼ drafted · ★ correction"; "other" line
 HEIGHT = 360  # px: pass it to st.echarts_chart (an ECharts option has no height)
 MARKED_TICK = {"color": MARK_COLOR, "fontWeight": "bold"}
-# The tree figure's Plotly template (figures/tree.py). Loaded once at import (the first
-# lookup parses the template, ≈ 0.1–0.2 s: at start-up, not in a student's first click);
-# an object is also cheaper to apply than a name.
-TEMPLATE = pio.templates["plotly_white"]
 
 
 def shown_indices(dist: DistSlice, keep: tuple[int | None, ...] = (), top: int = TOP_TOKENS):

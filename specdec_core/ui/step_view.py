@@ -41,27 +41,12 @@ def _pick_position(
     return chosen or min(default, len(options))
 
 
-FIGURES = "step_figures"  # session state: the last few distribution figures, by state
-_KEEP_FIGURES = 8
-
-
 def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
-    """Draw one position's distribution figure, built once per state: a figure is kept in
-    session state by the identity of the frozen trace slices it draws (``dist``, the greedy
-    ``context``) and every other argument, so a rerun that shows the same position of the
-    same round (a step that leaves the chart, a toggle elsewhere) reuses it."""
-    context = kw.get("context")
-    key = (id(dist), id(context), title, tuple(labels.items()),
-           tuple(sorted((k, v) for k, v in kw.items() if k != "context")))  # fmt: skip
-    cache: dict = st.session_state.setdefault(FIGURES, {})
-    hit = cache.pop(key, None)
-    if hit is None or hit[0] is not dist or hit[1] is not context:  # ids can be reused
-        hit = (dist, context, distribution_option(dist, labels, title, **kw))
-    cache[key] = hit  # newest last
-    while len(cache) > _KEEP_FIGURES:
-        cache.pop(next(iter(cache)))
+    """Draw one position's distribution chart (an ECharts option: < 1 ms to build, so it
+    is built on every rerun; the Plotly figure it replaced was cached per state)."""
+    option = distribution_option(dist, labels, title, **kw)
     with st.container(key="dist_chart_box"):  # kept by the browser: see _lower_views
-        st.echarts_chart(hit[2], height=CHART_HEIGHT, key="dist_chart")
+        st.echarts_chart(option, height=CHART_HEIGHT, key="dist_chart")
 
 
 def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
