@@ -25,11 +25,14 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 pytestmark = pytest.mark.timeout(300)
 
 
+PACKAGES = {"nginx": "nginx", "Chromium": "chromium fonts-noto-cjk"}  # Debian packages
+
+
 def _require(what: str, present: bool) -> None:
     if not present:
         if os.environ.get("CI"):
             pytest.fail(f"{what} is missing: .ci/run must install it")
-        pytest.skip(f"{what} is not installed (Debian: apt-get install nginx chromium)")
+        pytest.skip(f"{what} is not installed: run `apt-get install -y {PACKAGES[what]}`")
 
 
 @pytest.fixture(scope="module")
