@@ -110,9 +110,28 @@ def write_url() -> None:
         st.query_params.from_dict(params)
 
 
+DEFAULT_PAGE = "step_through"  # app.py's default page: served at the app's root URL
+
+
+def page_url(current_url: str, current_page: str, page: str) -> str:
+    """The URL of app page ``page`` (a ``pages/`` file stem) given the URL of the page on
+    screen (``st.context.url``: no query string) and that page's stem. The default page
+    lives at the app's root (``http://host/base/``), another at ``root + stem``; a proxy's
+    base path is kept. ``current_url`` empty: ``http://localhost:8501/``."""
+    base = (current_url or "http://localhost:8501/").split("?")[0].split("#")[0].rstrip("/")
+    head, _, last = base.rpartition("/")
+    if head.endswith(("http:/", "https:/")) or not head:
+        head, last = base, ""  # no path: the URL is the app's root already
+    if last and last in (current_page, DEFAULT_PAGE):
+        base = head
+    return f"{base}/" + ("" if page == DEFAULT_PAGE else page)
+
+
 def link_for(state: LessonState) -> str:
-    """The shareable URL of ``state`` on this server."""
-    base = (st.context.url or "").split("?")[0] or "http://localhost:8501/"
+    """The shareable URL of ``state`` on this server: the page ``state.page`` (not the page
+    on screen: the Lessons page links to the step-through page)."""
+    current = st.session_state.get(PAGE, DEFAULT_PAGE)
+    base = page_url(st.context.url or "", current, state.page)
     return f"{base}?{urlencode(encode(state))}"
 
 
