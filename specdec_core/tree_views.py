@@ -55,9 +55,12 @@ class TreeNodeView:
 @dataclass(frozen=True)
 class TreeView:
     """The round's tree: ``nodes`` in breadth-first order; after verify, the accepted
-    ``path`` (node indices root → leaf), the target's ``next_token`` and its ``kind``
-    (``correction`` | ``bonus`` | ``stopped``); before verify those are empty/``None``.
-    ``committed_len``: committed tokens before the round (prompt included)."""
+    ``path`` (node indices root → leaf, committed or ``cut``), the target's ``next_token``
+    and the round's ``kind`` (``correction`` | ``bonus`` | ``stopped``: a stop cut the
+    commit short, so ``next_token`` was *not* appended); ``next_kind`` is the rule's own
+    verdict on ``next_token`` (``correction`` | ``bonus``), kept when a stop came first.
+    Before verify those are empty/``None``. ``committed_len``: committed tokens before the
+    round (prompt included)."""
 
     round_index: int
     shape: tuple[int, ...]
@@ -66,6 +69,13 @@ class TreeView:
     path: tuple[int, ...] = ()
     next_token: TokenInfo | None = None
     kind: str | None = None
+    next_kind: str | None = None
+
+    @property
+    def next_appended(self) -> bool:
+        """Whether ``next_token`` (★) was committed (False before verify and after a stop
+        on the path)."""
+        return self.kind in ("correction", "bonus")
 
 
 @dataclass(frozen=True)
@@ -159,8 +169,9 @@ def build_tree_view(
         ))  # fmt: skip
     if record is None:
         return TreeView(round_index, shape, len(committed), tuple(nodes))
-    return TreeView(round_index, shape, len(committed), tuple(nodes),
-                    record.path, token(record.next_token), record.kind)  # fmt: skip
+    return TreeView(round_index, shape, len(committed), tuple(nodes), record.path,
+                    token(record.next_token), record.kind,
+                    verdict.kind if verdict is not None else None)  # fmt: skip
 
 
 def build_mask_view(

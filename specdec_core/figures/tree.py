@@ -4,7 +4,9 @@ Node colours are the token strip's (``ui/render.py`` ``STYLES``: fill, border, t
 the tree's legend reads like the chain's: a node never looked at by the rule
 (``unchecked``) wears the strip's ``discarded`` colours, the root (the last committed
 token) the ``committed`` ones, the target's token after the path (★) ``correction`` or
-``bonus``. ``tests/test_tree_page.py`` checks the two tables agree.
+``bonus`` -- or ``cut`` when a stop on the path came first and ★ was never appended
+(``correction_cut`` / ``bonus_cut``: the rule's verdict is kept in the label).
+``tests/test_tree_page.py`` checks the two tables agree.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ STATE_STYLE = {
     "cut": "cut",
     "correction": "correction",
     "bonus": "bonus",
+    "correction_cut": "cut",  # ★ not appended: a stop on the path came first
+    "bonus_cut": "cut",
 }
 #: style name → (fill, border, text) — the strip's colours
 STATE_COLORS = {
@@ -93,15 +97,20 @@ def _root_y(parents: Sequence[int], y: Sequence[float]) -> float:
 def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = False) -> go.Figure:
     """The round's token tree (a ``tree_views.TreeView``): the root (``root_token``, the
     last committed token) on the left, one column per depth (= position id), each node a
-    box with its token coloured by its state, the accepted path's edges thick; after
-    verify, the target's correction/bonus token marked ★ as one more child of the path's
-    last node (its column is its position), joined by a dotted edge.
+    box with its token coloured by its state, the committed path's edges thick and green
+    (edges to ``cut`` nodes -- accepted by the rule but after a stop -- grey and dashed);
+    after verify, the target's correction/bonus token marked ★ as one more child of the
+    path's last node (its column is its position), joined by a dotted edge, drawn ``cut``
+    (``correction_cut`` / ``bonus_cut``) when a stop kept it from being appended.
     Hover: node, token, position id, ``q``, ``p``, accept probability, ``u``.
 
     ``labels``: every state name of :data:`STATE_STYLE` (legend), ``root``, ``root_tick``
     (with ``{pos}``), ``depth`` (a format string with ``{d}`` and ``{pos}``), ``node``,
     ``position``, ``accept``, ``not_checked``, ``next_correction`` and ``next_bonus``
-    (hover of the ★ node)."""
+    (hover of the ★ node).
+
+    Raises:
+        KeyError: a label missing from ``labels``."""
     nodes = tree.nodes
     parents = [n.parent for n in nodes]
     end = tree.path[-1] if tree.path else -1  # the accepted path's last node (−1: the root)
@@ -113,29 +122,35 @@ def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = F
     base = tree.committed_len - 1  # the root's position
     path = set(tree.path)
     fig = go.Figure()
-    # edges: plain ones thin and grey, the accepted path thick and green
-    for on_path in (False, True):
+    # edges: plain ones thin and grey, the committed path thick and green, the part of the
+    # accepted path a stop cut off dashed grey (never drawn as the path: it was not kept)
+    edge_style = {"plain": dict(color="#9ca3af", width=1.5),
+                  "path": dict(color="#16a34a", width=4),
+                  "cut": dict(color=STATE_COLORS["cut"][1], width=2.5, dash="dash")}  # fmt: skip
+    for group, style in edge_style.items():
         xs: list[float | None] = []
         ys: list[float | None] = []
         for n in nodes:
-            if (n.index in path) != on_path:
+            on = "plain" if n.index not in path else ("cut" if n.state == "cut" else "path")
+            if on != group:
                 continue
             px, py = (0.0, root_y) if n.parent < 0 else (float(nodes[n.parent].depth), y[n.parent])
             xs += [px, float(n.depth), None]
             ys += [py, y[n.index], None]
         if xs:
-            fig.add_scatter(
-                x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
-                line=dict(color="#16a34a" if on_path else "#9ca3af", width=4 if on_path else 1.5),
-            )  # fmt: skip
+            fig.add_scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
+                            line=style)  # fmt: skip
     star = None
+    # ★'s state: the rule's verdict (correction | bonus), "…_cut" when a stop came first
+    verdict = tree.next_kind or (tree.kind if tree.kind in ("correction", "bonus") else None)
+    verdict = verdict if verdict in ("correction", "bonus") else "correction"
+    star_state = verdict if tree.next_appended else verdict + "_cut"
     if tree.next_token is not None:  # in the column of its position, under the path's end
-        kind = tree.kind if tree.kind in ("correction", "bonus") else "correction"
         sx, sy = len(tree.path) + 1.0, y[-1]
         fx, fy = (float(nodes[end].depth), y[end]) if end >= 0 else (0.0, root_y)
         fig.add_scatter(
             x=[fx, sx], y=[fy, sy], mode="lines", hoverinfo="skip", showlegend=False,
-            line=dict(color=STATE_COLORS[kind][1], width=2.5, dash="dot"),
+            line=dict(color=STATE_COLORS[STATE_STYLE[star_state]][1], width=2.5, dash="dot"),
         )  # fmt: skip
         star = (sx, sy, base + len(tree.path) + 1)
     # boxes: one annotation per node (sized to its text), hover from a transparent marker
@@ -162,13 +177,15 @@ def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = F
         hy.append(y[n.index])
         htext.append("<br>".join(lines))
     if star is not None:
-        kind = tree.kind if tree.kind in ("correction", "bonus") else "correction"
-        boxes.append((star[0], star[1], "★ " + _short(tree.next_token.text), kind))
-        shown_states.append(kind)
+        boxes.append((star[0], star[1], "★ " + _short(tree.next_token.text), star_state))
+        shown_states.append(star_state)
         hx.append(star[0])
         hy.append(star[1])
-        htext.append(f"★ {_short(tree.next_token.text)} (id {tree.next_token.id})<br>"
-                     f"{labels['position']} {star[2]}<br>{labels['next_' + kind]}")  # fmt: skip
+        hover = [f"★ {_short(tree.next_token.text)} (id {tree.next_token.id})",
+                 f"{labels['position']} {star[2]}", labels["next_" + verdict]]  # fmt: skip
+        if star_state != verdict:
+            hover.append(labels[star_state])
+        htext.append("<br>".join(hover))
     for x, yy, text, state in boxes:
         fill, border, color = STATE_COLORS[STATE_STYLE[state]]
         fig.add_annotation(

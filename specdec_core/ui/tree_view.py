@@ -74,6 +74,8 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
     _messages(session, phase, synced.blocked)
     if not presenter:
         st.caption(t("tree_intro"))
+        with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
+            st.markdown(t("tree_rule_body"))
     _strip(session, phase, heading)
     tree = session.tree_view()
     mask = session.attention_mask()
@@ -190,11 +192,12 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
     if record is None:
         return
     depth = max((n.depth for n in tree.nodes), default=0)
-    if record.kind == "stopped":
+    tok = f"`{plain(visible_token(tree.next_token.text))}`"
+    if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
         reason = (last.stop_reason if last is not None else None) or "eos"
-        st.info(t("tree_outcome_stopped", reason=t("stop_" + reason), n=len(record.appended)))
+        st.info(t("tree_outcome_stopped", reason=t("stop_" + reason), n=len(record.appended),
+                  kind=t("tree_kind_" + (tree.next_kind or "correction")), tok=tok))  # fmt: skip
     else:
-        tok = f"`{plain(visible_token(tree.next_token.text))}`"
         box = st.success if record.kind == "bonus" else st.warning
         box(t("tree_outcome", k=record.accepted, depth=depth, nodes=record.nodes,
               kind=t("tree_kind_" + record.kind), tok=tok, n=len(record.appended)))  # fmt: skip
@@ -295,7 +298,13 @@ def _kv(session: TreeSession, phase: str, heading: Callable[[str], None]) -> Non
     if plan.applied:
         moved = sum(s.action == "moved" for s in plan.slots)
         dropped = sum(s.action == "dropped" for s in plan.slots)
-        st.caption(t("tree_kv_applied", r=len(session.history), moved=moved, dropped=dropped))
+        if session.stop_reason:  # no next round: nothing "is the next round's first input"
+            tok = f"`{plain(visible_token(session.token(session.ids[-1]).text))}`"
+            st.caption(t("tree_kv_applied_end", r=len(session.history), moved=moved,
+                         dropped=dropped, reason=t("stop_" + session.stop_reason), tok=tok))
+        else:
+            st.caption(t("tree_kv_applied", r=len(session.history), moved=moved,
+                         dropped=dropped))  # fmt: skip
     else:
         st.caption(t("tree_kv_planned"))
     before, after = compaction_tables(plan)
