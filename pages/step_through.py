@@ -235,7 +235,7 @@ def _messages(session: SpeculativeSession, phase: str, blocked: bool) -> None:
     elif phase == "finished":
         st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
     else:
-        st.info(t("st_phase") + t("phase_" + phase))
+        st.info(t("st_phase") + view.phase_text(session, phase))
 
 
 def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:

@@ -12,6 +12,7 @@ from specdec_core.figures import distribution_option, visible_token
 from specdec_core.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.numfmt import fmt_prob
 from specdec_core.records import summarize
+from specdec_core.rounds import gamma_for_round
 from specdec_core.session import SpeculativeSession
 from specdec_core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace
 
@@ -77,6 +78,33 @@ def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
         st.caption(t("argmax_after_reject"))
 
 
+def no_drafts_reason(session: SpeculativeSession, back: int = 0) -> str | None:
+    """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
+    context), ``"ngram"`` (prompt lookup found no n-gram match), ``"drafter"`` (another
+    drafter proposed nothing). ``back = 0``: the pending round (``None`` when it has drafts
+    or no round is pending); ``back = k``: the finished round that appended the last ``k``
+    tokens (the caller knows it had no drafts)."""
+    if back == 0 and (session.phase not in ("verify", "commit") or session.drafts):
+        return None
+    cfg = session.config
+    planned = gamma_for_round(
+        cfg.gamma, len(session.generated_ids) - back, cfg.max_new_tokens,
+        len(session.ids) - back, session.pair.context_length,
+    )  # fmt: skip
+    if planned == 0:
+        return "budget"
+    return "ngram" if getattr(session.drafter, "name", "") == "ngram" else "drafter"
+
+
+def phase_text(session: SpeculativeSession, phase: str) -> str:
+    """The phase line above the strip (a round with no drafts says why, and that the
+    target's forward still yields one token)."""
+    reason = no_drafts_reason(session)
+    if reason is None or phase not in ("verify", "commit"):
+        return t("phase_" + phase)
+    return t(f"phase_{phase}_no_drafts_{reason}")
+
+
 def _verified(
     session: SpeculativeSession, shown: VerifyTrace, last: RoundTrace | None, phase: str,
     log_y: bool, checks_box,
@@ -123,8 +151,11 @@ def _verified(
     next_tok = f"`{visible_token(shown.next_token.text)}`"
     if stopped:  # the round ends at the stop: later drafts are cut, no correction/bonus
         st.info(t("next_stopped", n=record.accepted, cut=record.statuses.count("cut")))
-    elif gamma == 0:  # a round with no drafts (max new tokens reached): a normal state
-        st.info(t("next_no_drafts", tok=next_tok))
+    elif gamma == 0:  # a round with no drafts (budget, or no n-gram match): a normal state
+        back = len(last.commit.appended) if last is not None else 0
+        reason = no_drafts_reason(session, back) or "budget"
+        st.info(t("next_no_drafts" + ("" if reason == "budget" else "_" + reason),
+                  tok=next_tok))  # fmt: skip
     elif bonus:
         st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
     else:
