@@ -47,3 +47,20 @@ def test_lab_figures_print_the_numbers_on_the_bars():
     assert list(fig.data[0].text) == ["0.60", "0.30", "0.10"]
     assert list(fig.data[1].text) == ["0.44", "0.42", "0.14"]
     assert fig.layout.yaxis.title.text is None  # written horizontally above the axis
+
+
+def test_fmt_sig_shows_enough_digits_to_reproduce_a():
+    """Issue 24 item 7: p = 0.0017, q = 0.0022 was shown beside a = 0.8060 (dividing the
+    shown numbers gives 0.77). With 4 significant digits the division agrees with the
+    shown a to 0.1 %."""
+    from specdec_core.numfmt import fmt_sig
+
+    p, q = 0.0017354, 0.0021531
+    a = min(1.0, p / q)
+    shown = [fmt_sig(x) for x in (p, q, a)]
+    assert shown == ["0.001735", "0.002153", "0.8060"]
+    assert float(shown[0]) / float(shown[1]) == pytest.approx(float(shown[2]), rel=1e-3)
+    old = [fmt_prob(x) for x in (p, q, a)]  # what the step page showed before
+    assert float(old[0]) / float(old[1]) != pytest.approx(float(old[2]), rel=1e-2)
+    assert [fmt_sig(x) for x in (0, 1, 0.5, 1.04e-5, 0.099996, None)] == [
+        "0", "1.000", "0.5000", "1.040e-5", "0.1000", "—"]  # fmt: skip

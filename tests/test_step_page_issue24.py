@@ -59,3 +59,32 @@ def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lan
     click(at, commit)  # the finished round is still explained the same way
     assert any(no_match in m for m in infos(at))
     assert not any(w in m for m in infos(at) for w in wrong)
+
+
+def _check(position: int, status: str, p: float, q: float, u: float | None):
+    from specdec_core.trace import PositionCheck, TokenInfo
+
+    tok = TokenInfo(40 + position, f"t{position}", f"t{position}")
+    return PositionCheck(position, tok, p, q, min(1.0, p / q), u, status, tok, False, 0.5, None)
+
+
+def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
+    """Issue 24 item 7: at T > 0 a discarded or cut position showed p, q and a with no mark
+    (greedy marks them †) and a cut position showed its u."""
+    from specdec_core.ui.step_view import check_columns
+
+    checks = (
+        _check(1, "accepted", 0.6, 0.5, 0.31), _check(2, "rejected", 0.0017354, 0.0021531, 0.9),
+        _check(3, "discarded", 0.2, 0.4, None), _check(4, "cut", 0.3, 0.2, 0.4238),
+    )  # fmt: skip
+    sampled = check_columns(checks, greedy=False)
+    for col in ("p(y)", "q(y)", "a = min(1, p/q)"):
+        marks = [str(x).endswith(" †") for x in sampled[col]]
+        assert marks == [False, False, True, True], col
+    assert sampled["u"] == ["0.3100", "0.9000", "—", "—"]  # no u at a never-checked position
+    p, q, a = (sampled[c][1] for c in ("p(y)", "q(y)", "a = min(1, p/q)"))
+    assert (p, q, a) == ("0.001735", "0.002153", "0.8060")
+    assert float(p) / float(q) == pytest.approx(float(a), rel=1e-3)
+    greedy = check_columns(checks, greedy=True)
+    argmax = next(v for k, v in greedy.items() if k not in sampled and v[0] == "t1")
+    assert [str(x).endswith(" †") for x in argmax] == [False, False, True, True]

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.figures import visible_token
-from specdec_core.numfmt import fmt_prob
+from specdec_core.numfmt import fmt_sig
 from specdec_core.session import SpeculativeSession
 
 from .guards import SHORT_CHARS
@@ -79,5 +79,5 @@ def edit_box(
     if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
         st.warning(t(
             "st_edit_random", temp=session.config.temperature,
-            probs=", ".join(f"a{k} = {fmt_prob(probs[k - 1])}" for k in edited),
+            probs=", ".join(f"a{k} = {fmt_sig(probs[k - 1])}" for k in edited),
         ))  # fmt: skip

@@ -10,7 +10,7 @@ import streamlit as st
 
 from specdec_core.figures import distribution_option, visible_token
 from specdec_core.figures.step import HEIGHT as CHART_HEIGHT
-from specdec_core.numfmt import fmt_prob
+from specdec_core.numfmt import fmt_sig
 from specdec_core.records import summarize
 from specdec_core.rounds import gamma_for_round
 from specdec_core.session import SpeculativeSession
@@ -50,32 +50,45 @@ def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
         st.echarts_chart(option, height=CHART_HEIGHT, key="dist_chart")
 
 
-def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
-    """The per-position checks as a plain table (text, not a canvas: readable and
-    searchable); probabilities never printed as 0.0000 when they are not 0."""
-    after_reject = False
-    rows = {
+UNCHECKED = ("discarded", "cut")  # never checked: after the rejection, or after a stop
+
+
+def shown_u(c: PositionCheck) -> float | None:
+    """The ``u`` a student may compare with ``a``: only at a checked position (a
+    discarded or cut position was never checked, whatever the engine drew there)."""
+    return c.u if c.status not in UNCHECKED else None
+
+
+def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, list]:
+    """The checks table's columns (header → cells). Values at unchecked positions
+    (discarded, cut) carry ``†`` in both modes (their forward's context held the rejected
+    token, or text after the stop: never compared); ``u`` there is "—". Probabilities have
+    4 significant digits (``numfmt.fmt_sig``), so the shown ``p`` and ``q`` reproduce the
+    shown ``a``."""
+    def mark(c: PositionCheck, text: str) -> str:
+        return text + " †" if c.status in UNCHECKED else text
+
+    rows: dict[str, list] = {
         t("col_pos"): [c.position for c in checks],
         t("col_token"): [visible_token(c.token.text) for c in checks],
     }
     if greedy:
-        argmax = []
-        for c in checks:
-            text = visible_token(c.target_argmax.text)
-            if c.status in ("discarded", "cut"):  # its context held the rejected token
-                text += " †"
-                after_reject = True
-            argmax.append(text)
-        rows[t("col_argmax")] = argmax
+        rows[t("col_argmax")] = [mark(c, visible_token(c.target_argmax.text)) for c in checks]
     else:
-        rows["p(y)"] = [fmt_prob(c.p) for c in checks]
-        rows["q(y)"] = [fmt_prob(c.q) for c in checks]
-        rows["a = min(1, p/q)"] = [fmt_prob(c.accept_prob) for c in checks]
-        rows["u"] = [fmt_prob(c.u) for c in checks]  # "—": not drawn (never checked)
+        rows["p(y)"] = [mark(c, fmt_sig(c.p)) for c in checks]
+        rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
+        rows["a = min(1, p/q)"] = [mark(c, fmt_sig(c.accept_prob)) for c in checks]
+        rows["u"] = [fmt_sig(shown_u(c)) for c in checks]  # "—": never checked
     rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
-    st.html(html_table(rows, name="checks-table"))
-    if after_reject:
-        st.caption(t("argmax_after_reject"))
+    return rows
+
+
+def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
+    """The per-position checks as a plain table (text, not a canvas: readable and
+    searchable); probabilities never printed as 0.0000 when they are not 0."""
+    st.html(html_table(check_columns(checks, greedy), name="checks-table"))
+    if any(c.status in UNCHECKED for c in checks):
+        st.caption(t("unchecked_mark"))
 
 
 def no_drafts_reason(session: SpeculativeSession, back: int = 0) -> str | None:
@@ -134,10 +147,12 @@ def _verified(
             st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
                           tok=f"`{visible_token(c.token.text)}`", verdict=verdict))  # fmt: skip
         else:
-            st.markdown(t("check_sampling", p=fmt_prob(c.p), q=fmt_prob(c.q),
-                          a=fmt_prob(c.accept_prob),
-                          u=fmt_prob(c.u, missing=t("check_not_drawn")),
+            st.markdown(t("check_sampling", p=fmt_sig(c.p), q=fmt_sig(c.q),
+                          a=fmt_sig(c.accept_prob),
+                          u=fmt_sig(shown_u(c), missing=t("check_not_drawn")),
                           verdict=verdict))  # fmt: skip
+            if c.status in UNCHECKED:
+                st.caption(t("unchecked_mark"))
     else:
         # ★ marks the target's own token (correction or bonus), ▼ a drafted one
         bonus_labels = {**labels, "correction": t("legend_bonus")}
@@ -190,7 +205,7 @@ def distributions(
         title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
         _chart(d, _labels(), title, marked_id=tok.id, log_y=log_y)
         q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
-        st.markdown(t("check_pending", q=fmt_prob(q_y)))
+        st.markdown(t("check_pending", q=fmt_sig(q_y)))
         st.caption(t("st_dists_help"))
 
 
@@ -222,6 +237,9 @@ def kv_section(
     st.caption(t("kv_help"))
 
 
+HISTORY_SHOWN = 20  # rounds of the history drawn unless older ones are asked for
+
+
 def history(session: SpeculativeSession) -> None:
     """Finished rounds, newest first, with the statistics of all of them."""
     st.subheader(t("st_history"))
@@ -234,9 +252,14 @@ def history(session: SpeculativeSession) -> None:
         acc=summary.accepted, drafted=summary.drafted, checked=summary.checked,
         mean=summary.mean_accepted,
     ))  # fmt: skip
+    # the newest HISTORY_SHOWN rounds unless the student asks for older ones: every round
+    # is sent on every click (a 515-round history was 1.4 MB a click)
+    older = len(session.history) > HISTORY_SHOWN and st.toggle(
+        t("lt_older_rounds"), key="st_history_older")
+    shown = session.history if older else session.history[-HISTORY_SHOWN:]
     # one HTML element for all rounds (native <details>), built once per history length
     # and language: a step click re-renders every element of the panel in the browser
-    key = (len(session.history), t("st_history"))
+    key = (len(session.history), t("st_history"), older)
     cached = st.session_state.get("step_history_html")
     if cached is None or cached[0] != key or cached[1] is not session.history[-1]:
         rounds = [
@@ -245,7 +268,7 @@ def history(session: SpeculativeSession) -> None:
              token_strip_html(round_strip(r.verify, r.record), []),
              t("timing", d=r.propose.draft_ms, v=r.verify.verify_ms,
                n=r.verify.target_forward_tokens))
-            for r in reversed(session.history)
+            for r in reversed(shown)
         ]  # fmt: skip
         cached = (key, session.history[-1], history_html(rounds))
         st.session_state["step_history_html"] = cached
