@@ -86,6 +86,13 @@ BENCH_JSON_KEYS = {
         "shares_pct": {"draft": None, "verify": None, "overhead": None},
     },
     "greedy_equal": None,
+    "timing": {  # added by issue 24.6: the spreads, how measured, the "too busy" verdict
+        "source": None, "busy": None, "reasons": None, "run_target_step_ms": None,
+        **{k: {f: None for f in ("median", "low", "high", "q1", "q3", "n")} for k in (
+            "target_step", "draft_step", "ar_ms_per_token", "sp_ms_per_token")},
+        **{k: {f: None for f in ("at", "repeats", "warmup", "tokens", "load", "cpus")}
+           for k in ("runs_how", "curve_how")},
+    },
     "forward_ms_by_tokens": {str(k): None for k in range(1, 2 * 4 + 2)},  # k = 1 … 2γ + 1
     "draft_step_ms": None,
     "hf_greedy": {k: None for k in (

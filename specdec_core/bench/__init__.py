@@ -8,6 +8,8 @@ time, through ``ui/jobs.py``, so it can show progress and stop between them).
 - ``summary``: figures from runs (:func:`summarize`, :func:`compare_hf`) and
   :func:`run_bench`, the whole benchmark;
 - ``curve``: the verify-cost curve ``t(k)`` and the draft step (:func:`measure_forward_curve`);
+- ``timing``: the spread of repeats, how a timing was measured, and whether the timings
+  support a conclusion (:func:`judge`: "this machine is too busy to measure this now");
 - ``sweeps``: the γ and batch-size sweeps.
 """
 
@@ -24,10 +26,12 @@ from .results import (
     HFFigures,
     HFRun,
     RoundParts,
+    RunSpread,
     SpeculativeFigures,
     TargetOnlyParts,
+    TimingFigures,
 )
-from .runs import hf_generate, ignoring_eos, measure_pair
+from .runs import PairRuns, hf_generate, ignoring_eos, measure_pair, measure_pair_runs
 from .summary import compare_hf, run_bench, summarize
 from .sweeps import (
     BENCH_PROMPTS,
@@ -38,10 +42,19 @@ from .sweeps import (
     gamma_sweep_point,
     sequential_throughput,
 )
+from .timing import BUSY_SPREAD, MONOTONE_TOL, HowMeasured, Spread, Verdict, judge
 
 __all__ = [
     "AutoregressiveFigures",
     "BENCH_PROMPTS",
+    "BUSY_SPREAD",
+    "HowMeasured",
+    "MONOTONE_TOL",
+    "PairRuns",
+    "RunSpread",
+    "Spread",
+    "TimingFigures",
+    "Verdict",
     "BatchPoint",
     "BenchReport",
     "BenchSummary",
@@ -64,8 +77,10 @@ __all__ = [
     "gamma_sweep_point",
     "hf_generate",
     "ignoring_eos",
+    "judge",
     "measure_forward_curve",
     "measure_pair",
+    "measure_pair_runs",
     "run_bench",
     "sequential_throughput",
     "summarize",

@@ -1,6 +1,10 @@
 """Verify is not free: the target's forward time for ``k`` new tokens on top of a cached
 prefix, ``k = 1 … 2γ + 1``, and the draft's single-token step, each the median of a few
-repeats after a warm-up (CUDA synchronised inside ``ModelCache``, as in the runs).
+repeats after warm-up passes (CUDA synchronised inside ``ModelCache``, as in the runs).
+Every ``k`` and the draft step are timed round-robin within each repeat, so a burst of
+load on a shared machine hits them alike; the spread of each and how the curve was
+measured are kept, and :meth:`ForwardCurve.verdict` says whether the curve supports a
+conclusion (``timing.judge``).
 
 On a 2-core CPU a 5-token verification costs about two single steps; on a GPU with a large
 target the curve ``t(k) / t(1)`` is nearly flat, which is what Leviathan et al.'s Thm 3.8
@@ -9,7 +13,7 @@ assumes. The cost model reads ``t(γ + 1)`` (or ``t(drafts + 1)``) off this curv
 
 from __future__ import annotations
 
-import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -18,9 +22,11 @@ from ..drafters import make_named_drafter
 from ..kvcache import ModelCache
 from ..models import ModelPair
 from ..session import encode_prompt
+from .timing import HowMeasured, Spread, Verdict, judge
 
 MAX_K = 17  # 2γ + 1 at γ = 8, the largest γ the page offers
 CURVE_REPEATS = 15  # repeats per k for the benchmark's curve (a forward takes ~2-3 ms here)
+WARMUP_PASSES = 2  # untimed round-robin passes first (the first forwards run cold)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,15 @@ class ForwardCurve:
     target_ms: tuple[float, ...]
     draft_step_ms: float
     repeats: int
+    target_spread: tuple[Spread, ...] = ()  # per k, the repeats' spread (ms)
+    draft_spread: Spread | None = None  # the draft step's (None: no model drafts)
+    how: HowMeasured | None = None
+
+    def verdict(self) -> Verdict:
+        """Whether this curve supports a conclusion (:func:`timing.judge`: repeats agree,
+        monotone, not superlinear)."""
+        spreads = self.target_spread + ((self.draft_spread,) if self.draft_spread else ())
+        return judge(spreads, self.target_ms)
 
     def by_tokens(self) -> dict[int, float]:
         """``{k: ms}``, the cost model's curve."""
@@ -55,34 +70,34 @@ def _timed(cache: ModelCache, prefix: list[int], new: list[int], last_only: bool
     return ms
 
 
-def _medians(
-    cache: ModelCache, prefix: list[int], inputs: list[list[int]], repeats: int, last_only: bool
-) -> tuple[float, ...]:
-    """Median ms per input after one warm-up pass; the repeats go round-robin over the
-    inputs so a burst of load on a shared machine hits every ``k`` alike."""
-    for new in inputs:
-        _timed(cache, prefix, new, last_only)
-    times: list[list[float]] = [[] for _ in inputs]
-    for _ in range(repeats):
-        for i, new in enumerate(inputs):
-            times[i].append(_timed(cache, prefix, new, last_only))
-    return tuple(statistics.median(t) for t in times)
+def round_robin(
+    timers: Sequence[Callable[[], float]], repeats: int, warmup: int = WARMUP_PASSES
+) -> list[list[float]]:
+    """``warmup`` untimed passes over ``timers``, then ``repeats`` passes each calling every
+    timer once, in order (interleaved: a burst of load hits every timer alike). Returns
+    each timer's ``repeats`` results (ms)."""
+    for _ in range(max(0, warmup)):
+        for timer in timers:
+            timer()
+    times: list[list[float]] = [[] for _ in timers]
+    for _ in range(max(1, repeats)):
+        for i, timer in enumerate(timers):
+            times[i].append(timer())
+    return times
 
 
-def _proposal_step_ms(drafter, context: list[int], repeats: int, gamma: int = 4) -> float:
-    """Drafter time (ms, its own ``forward_ms``) per drafted token of a ``gamma``-token
-    greedy proposal after ``context``, median of ``repeats`` after a warm-up: the draft step
-    of a drafter without a plain model cache (the EAGLE head: head forwards + the target's
-    LM head rows). 0 for a drafter that runs no model (prompt lookup) or proposes nothing."""
-    drafter.propose_argmax(context, gamma)  # warm-up; catches its cache up on the context
-    times = []
-    for _ in range(repeats):
+def _proposal_timer(drafter, context: list[int], gamma: int = 4) -> Callable[[], float]:
+    """A timer of the drafter's time (ms, its own ``forward_ms``) per drafted token of a
+    ``gamma``-token greedy proposal after ``context``: the draft step of a drafter without
+    a plain model cache (the EAGLE head: head forwards + the target's LM head rows). 0 for
+    a drafter that runs no model (prompt lookup) or proposes nothing."""
+
+    def timer() -> float:
         before = drafter.forward_ms
         drafted, _ = drafter.propose_argmax(context, gamma)
-        if not drafted:
-            return 0.0
-        times.append((drafter.forward_ms - before) / len(drafted))
-    return statistics.median(times)
+        return (drafter.forward_ms - before) / len(drafted) if drafted else 0.0
+
+    return timer
 
 
 def measure_forward_curve(
@@ -110,12 +125,24 @@ def measure_forward_curve(
         made = make_named_drafter(pair, drafter)
         made.attach(target)  # before the first forward (eagle keeps the hidden states)
         target.extend(prefix)
-        curve = _medians(target, prefix, [filler[:k] for k in ks], r, False)
+        timers: list[Callable[[], float]] = [
+            (lambda new=filler[:k]: _timed(target, prefix, new, False)) for k in ks
+        ]
         draft_kv = getattr(made, "kv", None)
-        step = 0.0
         if isinstance(draft_kv, ModelCache):
             draft_kv.extend(prefix)
-            (step,) = _medians(draft_kv, prefix, [filler[:1]], r, True)
+            timers.append(lambda: _timed(draft_kv, prefix, filler[:1], True))
         elif len(ids) > 1:
-            step = _proposal_step_ms(made, ids, r)
-    return ForwardCurve(target_ms=curve, draft_step_ms=step, repeats=r)
+            timers.append(_proposal_timer(made, ids))
+        times = round_robin(timers, r)
+    spreads = tuple(Spread.of(ts) for ts in times)
+    target_spread, draft = spreads[: len(ks)], spreads[len(ks) :]
+    draft_spread = draft[0] if draft and draft[0].high > 0 else None
+    return ForwardCurve(
+        target_ms=tuple(sp.median for sp in target_spread),
+        draft_step_ms=draft_spread.median if draft_spread else 0.0,
+        repeats=r,
+        target_spread=target_spread,
+        draft_spread=draft_spread,
+        how=HowMeasured.now(r, WARMUP_PASSES, ks[-1]),
+    )

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..trace import to_jsonable
 from .curve import ForwardCurve
+from .timing import HowMeasured, Spread
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,39 @@ class Breakdown:
 
 
 @dataclass(frozen=True)
+class RunSpread:
+    """The repeats of a pair of interleaved runs: each lane's ms per generated token
+    (median, min, max, quartiles) and how the runs were measured."""
+
+    ar_ms_per_token: Spread
+    sp_ms_per_token: Spread
+    how: HowMeasured
+
+
+@dataclass(frozen=True)
+class TimingFigures:
+    """Where the step times come from and whether they support a conclusion.
+
+    ``source``: ``curve`` (every step time -- target step, draft step, ``c``, the
+    verification, the breakdown, the predictions, best γ -- is read off the one
+    verify-cost curve: ``target_step_ms`` is its ``t(1)``) or ``runs`` (no curve: the
+    runs' own forwards). ``busy`` / ``reasons``: :func:`timing.judge` over the runs'
+    repeats, the curve's repeats and shape, and the target-only run's steady step against
+    ``t(1)`` (``run_target_step_ms``)."""
+
+    source: str
+    busy: bool
+    reasons: tuple[str, ...]
+    run_target_step_ms: float  # the target-only run's own steady step (a check, not shown)
+    target_step: Spread | None  # t(1)'s repeats (curve)
+    draft_step: Spread | None
+    ar_ms_per_token: Spread | None
+    sp_ms_per_token: Spread | None
+    runs_how: HowMeasured | None
+    curve_how: HowMeasured | None
+
+
+@dataclass(frozen=True)
 class BenchSummary:
     """One target-only run against one speculative run of the same prompt and settings."""
 
@@ -114,6 +148,7 @@ class BenchSummary:
     cost_model: CostModelFigures
     breakdown: Breakdown
     greedy_equal: bool  # same output ids (meaningful at temperature 0)
+    timing: TimingFigures | None = None  # spread, how measured, the "too busy" verdict
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)

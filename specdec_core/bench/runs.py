@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -15,7 +15,8 @@ from ..drafters import make_named_drafter
 from ..generate import GenerationResult, generate
 from ..models import ModelPair, quiet_transformers
 from ..session import SessionConfig, encode_prompt
-from .results import HFRun
+from .results import HFRun, RunSpread
+from .timing import HowMeasured, Spread
 
 
 def ignoring_eos(pair: ModelPair) -> ModelPair:
@@ -29,20 +30,29 @@ def _sync(pair: ModelPair) -> None:
         torch.cuda.synchronize()
 
 
-def measure_pair(
+@dataclass(frozen=True)
+class PairRuns:
+    """:func:`measure_pair_runs`: the median target-only and speculative runs and
+    ``spread``: each lane's ms per generated token over the repeats, how they were
+    measured."""
+
+    autoregressive: GenerationResult
+    speculative: GenerationResult
+    spread: RunSpread
+
+
+def measure_pair_runs(
     pair: ModelPair,
     prompt: str | list[int],
     config: SessionConfig,
     repeats: int = 3,
     drafter: str = "model",
     warmup: bool = True,
-) -> tuple[GenerationResult, GenerationResult]:
+) -> PairRuns:
     """Target-only and speculative runs of the same prompt and settings, *interleaved*
     (AR, speculative, AR, …) so a burst of load on a shared machine hits both alike; each
-    the run with the median ``total_ms`` of ``repeats``, after one warm-up run of each.
-
-    Returns:
-        ``(autoregressive, speculative)`` :class:`GenerationResult` s.
+    lane's run with the median ``total_ms`` of ``repeats``, after one warm-up run of each,
+    with the spread of ms per generated token over the repeats.
 
     Raises:
         PromptError, ConfigError: from :func:`generate`.
@@ -60,7 +70,30 @@ def measure_pair(
         for mode, done in runs.items():
             done.append(once(mode))
     ar, sp = (sorted(r, key=lambda g: g.stats.total_ms) for r in runs.values())
-    return ar[len(ar) // 2], sp[len(sp) // 2]
+    ar_sp = [Spread.of([g.stats.total_ms / max(g.stats.new_tokens, 1) for g in lane])
+             for lane in (ar, sp)]  # fmt: skip
+    how = HowMeasured.now(len(ar), int(warmup), config.max_new_tokens)
+    return PairRuns(ar[len(ar) // 2], sp[len(sp) // 2], RunSpread(ar_sp[0], ar_sp[1], how))
+
+
+def measure_pair(
+    pair: ModelPair,
+    prompt: str | list[int],
+    config: SessionConfig,
+    repeats: int = 3,
+    drafter: str = "model",
+    warmup: bool = True,
+) -> tuple[GenerationResult, GenerationResult]:
+    """:func:`measure_pair_runs` without the spread.
+
+    Returns:
+        ``(autoregressive, speculative)`` :class:`GenerationResult` s.
+
+    Raises:
+        PromptError, ConfigError: from :func:`generate`.
+    """
+    runs = measure_pair_runs(pair, prompt, config, repeats, drafter, warmup)
+    return runs.autoregressive, runs.speculative
 
 
 def hf_generate(

@@ -1,10 +1,17 @@
 """From timed runs to figures: :func:`summarize` (ours), :func:`compare_hf` (Hugging
 Face's next to ours) and :func:`run_bench`, the whole benchmark of one pair.
 
-The cost model is fed from the same runs (Leviathan et al. 2023, §3.3–3.4):
-``target_step_ms`` is a target forward of the autoregressive run, ``draft_step_ms`` a draft
-forward, ``verify_ms`` a verification forward over ``γ + 1`` positions (all measured inside
-the model calls), α the measured mean ``Σ min(p, q)``, ``c = draft step / target step``.
+The cost model (Leviathan et al. 2023, §3.3–3.4) takes α (the measured mean
+``Σ min(p, q)``), tokens per round and the loop's overhead from the runs, and its step
+times from ONE measurement: with a verify-cost curve, every step time shown -- the target
+step ``t(1)``, the draft step, ``c = draft step / target step``, the verification ``t(g +
+1)``, the round breakdown, the forward-time predictions and the best γ -- is read off that
+curve (a warmed-up, interleaved, repeated measurement); without one (the γ sweep), off the
+runs' own forwards (``target_step_ms`` a target forward of the autoregressive run,
+``draft_step_ms`` a draft forward, ``verify_ms`` a verification forward, all measured
+inside the model calls). Two sources for one step contradicted each other on a busy
+machine (7.7 ms vs ``t(1)`` = 2.13 ms). :class:`TimingFigures` carries the spreads and the
+"too busy" verdict (``timing.judge``).
 """
 
 from __future__ import annotations
@@ -35,26 +42,52 @@ from .results import (
     HFFigures,
     HFRun,
     RoundParts,
+    RunSpread,
     SpeculativeFigures,
     TargetOnlyParts,
+    TimingFigures,
 )
-from .runs import hf_generate, ignoring_eos, measure_pair
+from .runs import hf_generate, ignoring_eos, measure_pair_runs
+from .timing import judge
 
 
 def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def _curve_verify(
-    curve: ForwardCurve | None, drafts: list[int], target_step: float, fallback: float
-) -> float:
-    """Verification forward per round read off the curve: ``target step × t(g+1)/t(1)``
-    averaged over the rounds' draft counts ``g`` (the curve's shape at the run's level, so a
-    change of load between the curve and the run cancels); ``fallback`` without a curve."""
-    if curve is None or not drafts or target_step <= 0:
+def _curve_verify(curve: ForwardCurve, drafts: list[int], fallback: float) -> float:
+    """Verification forward per round read off the curve: ``t(g + 1)`` (ms) averaged over
+    the rounds' draft counts ``g``; ``fallback`` when no round drafted."""
+    if not drafts:
         return fallback
-    by_k, t1 = curve.by_tokens(), curve.target_ms[0]
-    return sum(target_step * curve_ms(by_k, g + 1) / t1 for g in drafts) / len(drafts)
+    by_k = curve.by_tokens()
+    return sum(curve_ms(by_k, g + 1) for g in drafts) / len(drafts)
+
+
+def _timing(
+    curve: ForwardCurve | None, spread: RunSpread | None, run_step: float
+) -> TimingFigures:
+    """The spreads and the verdict of one measurement (see :class:`TimingFigures`)."""
+    spreads = [spread.ar_ms_per_token, spread.sp_ms_per_token] if spread is not None else []
+    curve_ms_: tuple[float, ...] = ()
+    same = None
+    if curve is not None:
+        spreads += list(curve.target_spread) + ([curve.draft_spread] if curve.draft_spread else [])
+        curve_ms_ = curve.target_ms
+        same = (run_step, curve.target_ms[0]) if run_step > 0 else None
+    verdict = judge(spreads, curve_ms_, same)
+    return TimingFigures(
+        source="curve" if curve is not None else "runs",
+        busy=verdict.busy,
+        reasons=verdict.reasons,
+        run_target_step_ms=run_step,
+        target_step=curve.target_spread[0] if curve is not None and curve.target_spread else None,
+        draft_step=curve.draft_spread if curve is not None else None,
+        ar_ms_per_token=spread.ar_ms_per_token if spread is not None else None,
+        sp_ms_per_token=spread.sp_ms_per_token if spread is not None else None,
+        runs_how=spread.how if spread is not None else None,
+        curve_how=curve.how if curve is not None else None,
+    )
 
 
 def _steady(forward_ms: float, prefill_ms: float, forwards: int, fallback: float) -> float:
@@ -66,46 +99,64 @@ def _steady(forward_ms: float, prefill_ms: float, forwards: int, fallback: float
 
 
 def summarize(
-    ar: GenerationResult, sp: GenerationResult, gamma: int, curve: ForwardCurve | None = None
+    ar: GenerationResult,
+    sp: GenerationResult,
+    gamma: int,
+    curve: ForwardCurve | None = None,
+    spread: RunSpread | None = None,
 ) -> BenchSummary:
     """Compare one target-only run and one speculative run of the same prompt/settings:
     throughput of each, α and the acceptance figures (from ``GenerationStats``), the
     per-round breakdown, the cost model's predictions and whether both produced the same
-    ids.
+    ids; ``timing``: the spreads (``spread``: the runs' repeats; the curve's) and the
+    "too busy" verdict.
+
+    Step times (see the module docstring): with ``curve`` all of them come from it --
+    ``target_step_ms = t(1)``, ``draft_step_ms`` its draft step, ``c`` their ratio, the
+    verification ``t(g + 1)`` averaged over the rounds' draft counts ``g``, a round's draft
+    time ``drafts per round × draft step``; without, from the runs' forwards.
 
     Predictions: expected tokens per round from α and the drafts each round actually
     proposed (:func:`expected_tokens_given_drafts`); Leviathan's ``walltime_improvement(α,
     γ, c)``; forward times alone, with the expected and with the measured tokens per round;
     and ``predicted_speedup``: the target-only run's measured wall time over the speculative
     run's predicted one (:func:`predicted_run_ms`: the prompt's forward once, then rounds of
-    draft forwards + verification off ``curve`` at the steady target step + non-forward
-    overhead, as many as the expected tokens per round need). ``best_gamma`` searches the
-    whole curve."""
+    draft + verification + the measured non-forward overhead, as many as the expected
+    tokens per round need). ``best_gamma`` searches the whole curve."""
     a, s = ar.stats, sp.stats
     drafts = [len(r.drafted) for r in sp.records]
     rounds = max(s.rounds, 1)
+    drafts_per_round = sum(drafts) / len(drafts) if drafts else 0.0
     # Steady-state steps: the first target forward of each lane runs over the prompt
     # (``prefill_ms``); it is counted once by :func:`predicted_run_ms`, not in every step.
-    target_step = _steady(
+    run_step = _steady(
         a.target_forward_ms, a.prefill_ms, a.target_forwards,
         a.target_forward_ms / max(a.target_forwards, 1),
     )  # fmt: skip
-    draft_step = s.draft_forward_ms / max(s.draft_forwards, 1)
-    verify = s.target_forward_ms / rounds
-    forward_per_round = (s.target_forward_ms + s.draft_forward_ms) / rounds
     overhead = s.overhead_ms / rounds
     alpha = min(max(s.acceptance_rate, 0.0), 1.0)
-    c = draft_step / target_step if target_step > 0 else 0.0
     advanced = s.new_tokens / rounds  # tokens actually advanced per round
-    draft_per_round = s.draft_forward_ms / rounds
-    has_step = target_step > 0
     expected = (
         expected_tokens_given_drafts(alpha, drafts)
         if drafts
         else expected_tokens_per_round(alpha, gamma)
     )
-    steady_verify = _steady(s.target_forward_ms, s.prefill_ms, rounds, verify)
-    curve_verify = _curve_verify(curve, drafts, target_step, steady_verify)
+    run_verify = _steady(s.target_forward_ms, s.prefill_ms, rounds, s.target_forward_ms / rounds)
+    if curve is not None:  # one measurement feeds every step time
+        target_step, draft_step = curve.target_ms[0], curve.draft_step_ms
+        verify = _curve_verify(curve, drafts, target_step)
+        draft_per_round = drafts_per_round * draft_step
+        parts = RoundParts(draft=draft_per_round, verify=verify, overhead=overhead)
+    else:
+        target_step = run_step
+        draft_step = s.draft_forward_ms / max(s.draft_forwards, 1)
+        verify = run_verify
+        draft_per_round = s.draft_forward_ms / rounds
+        parts = RoundParts(draft=draft_per_round, verify=s.target_forward_ms / rounds,
+                           overhead=overhead)  # fmt: skip
+    c = draft_step / target_step if target_step > 0 else 0.0
+    has_step = target_step > 0
+    whole = parts.draft + parts.verify + parts.overhead
     search = (
         best_gamma_on_curve(alpha, c, curve.by_tokens())
         if curve is not None
@@ -139,10 +190,10 @@ def summarize(
             overhead_ms_per_round=max(0.0, s.total_ms - s.draft_ms - s.verify_ms) / rounds,
             round_ms=s.total_ms / rounds,
             draft_forward_ms_per_round=s.draft_forward_ms / rounds,
-            verify_forward_ms_per_round=verify,
+            verify_forward_ms_per_round=s.target_forward_ms / rounds,
             non_forward_ms_per_round=overhead,
             non_forward_pct=_pct(s.overhead_ms, s.total_ms),
-            drafts_per_round=sum(drafts) / len(drafts) if drafts else 0.0,
+            drafts_per_round=drafts_per_round,
         ),
         speedup=s.tokens_per_s / a.tokens_per_s if a.tokens_per_s else 0.0,
         cost_model=CostModelFigures(
@@ -150,20 +201,20 @@ def summarize(
             c=c,
             target_step_ms=target_step,
             draft_step_ms=draft_step,
-            verify_ms=steady_verify,
-            verify_over_target_step=steady_verify / target_step if has_step else 0.0,
+            verify_ms=verify,
+            verify_over_target_step=verify / target_step if has_step else 0.0,
             overhead_ms=overhead,
             expected_tokens_per_round=expected,
             measured_tokens_per_round=advanced,
             leviathan_speedup=walltime_improvement(alpha, gamma, c),
             forward_time_speedup=(
-                target_step / per_token_cost_ms(draft_per_round, steady_verify, 0.0, expected)
-                if has_step and expected > 0
+                target_step / per_token_cost_ms(draft_per_round, verify, 0.0, expected)
+                if has_step and expected > 0 and draft_per_round + verify > 0
                 else 0.0
             ),
             forward_time_speedup_measured_advance=(
-                target_step / per_token_cost_ms(draft_per_round, steady_verify, 0.0, advanced)
-                if has_step and forward_per_round > 0
+                target_step / per_token_cost_ms(draft_per_round, verify, 0.0, advanced)
+                if has_step and advanced > 0 and draft_per_round + verify > 0
                 else 0.0
             ),
             predicted_speedup=(
@@ -171,28 +222,29 @@ def summarize(
                 * s.new_tokens
                 / a.new_tokens
                 / predicted_run_ms(
-                    s.new_tokens, expected, a.prefill_ms, draft_per_round, curve_verify, overhead
+                    s.new_tokens, expected, a.prefill_ms, draft_per_round, verify, overhead
                 )
                 if has_step and expected > 0 and s.new_tokens and a.new_tokens
                 else 0.0
             ),
-            verify_ms_from_curve=curve_verify,
+            verify_ms_from_curve=verify,
             best_gamma=search,
         ),
         breakdown=Breakdown(
             tokens_per_round=advanced,
-            round=RoundParts(draft=s.draft_forward_ms / rounds, verify=verify, overhead=overhead),
+            round=parts,
             target_only=TargetOnlyParts(
                 target=target_step * advanced,
                 overhead=a.overhead_ms / max(a.new_tokens, 1) * advanced,
             ),
             shares_pct=RoundParts(
-                draft=_pct(s.draft_forward_ms, s.total_ms),
-                verify=_pct(s.target_forward_ms, s.total_ms),
-                overhead=_pct(s.overhead_ms, s.total_ms),
+                draft=_pct(parts.draft, whole),
+                verify=_pct(parts.verify, whole),
+                overhead=_pct(parts.overhead, whole),
             ),
         ),
         greedy_equal=sp.output_ids == ar.output_ids,
+        timing=_timing(curve, spread, run_step),
     )
 
 
@@ -253,7 +305,8 @@ def run_bench(
     pair = pair_spec if isinstance(pair_spec, ModelPair) else load_pair(pair_spec)
     timed = ignoring_eos(pair) if ignore_eos else pair
     config = SessionConfig(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens)
-    ar, sp = measure_pair(timed, prompt, config, repeats, drafter)
+    runs = measure_pair_runs(timed, prompt, config, repeats, drafter)
+    ar, sp = runs.autoregressive, runs.speculative
     # the curve's forwards take milliseconds: a median of 5 moved t(2)/t(1) by ±0.15 on a
     # shared CPU (1.04-1.49 seen), a median of 15 by ±0.03
     curve = measure_forward_curve(pair, prompt, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter)
@@ -274,7 +327,7 @@ def run_bench(
         repeats=repeats,
         drafter=drafter,
         ignore_eos=ignore_eos,
-        summary=summarize(ar, sp, gamma, curve),
+        summary=summarize(ar, sp, gamma, curve, runs.spread),
         curve=curve,
         hf=compared,
         hf_error=error,

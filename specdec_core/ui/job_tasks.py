@@ -20,7 +20,7 @@ from specdec_core.bench import (
     hf_generate,
     ignoring_eos,
     measure_forward_curve,
-    measure_pair,
+    measure_pair_runs,
     summarize,
 )
 from specdec_core.drafters import DRAFTER_NAMES
@@ -152,9 +152,11 @@ def run_task(job: Job, task: tuple) -> None:
     timed = ignoring_eos(job.pair) if job.ignore_eos else job.pair
     name, arg = task
     if name == "pair":  # target-only and speculative, interleaved
-        ar, sp = measure_pair(timed, job.prompt, replace(job.config, gamma=arg), job.repeats,
-                              job.drafter)  # fmt: skip
+        runs = measure_pair_runs(timed, job.prompt, replace(job.config, gamma=arg),
+                                 job.repeats, job.drafter)  # fmt: skip
+        ar, sp = runs.autoregressive, runs.speculative
         job.out["ar"], job.out[("sp", arg)] = ar, sp
+        job.out[("spread", arg)] = runs.spread  # the repeats' spread, how they were measured
         if job.kind == "gamma":
             job.points.append(gamma_sweep_point(ar, sp, arg))
     elif name == "curve":  # bounded: k ≤ 2γ + 1 ≤ 17, CURVE_REPEATS each
@@ -182,7 +184,8 @@ def finish(job: Job) -> None:
         lanes = (ar.timeline, sp.timeline)
         job.result = Measurement(
             params=job.params(),
-            summary=summarize(ar, sp, job.config.gamma, curve),
+            summary=summarize(ar, sp, job.config.gamma, curve,
+                              job.out.get(("spread", job.config.gamma))),  # fmt: skip
             hf=compare_hf(ar, job.out.get(("hf", False)), job.out.get(("hf", True))),
             hf_error=job.out.get("hf_error"),
             texts=(ar.text, sp.text),
