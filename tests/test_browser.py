@@ -268,7 +268,8 @@ def step(page, name: str) -> None:
 
 def make_wrong(page, lang: str) -> None:
     """Open the edit expander and make position 1 wrong (a certain rejection in greedy)."""
-    label = {"en": "Make position 1 wrong", "zh": "让位置 1 出错"}[lang]
+    label = {"en": "Use the target's 2nd choice at position 1",
+             "zh": "位置 1 改用目标模型的第二选择"}[lang]  # fmt: skip
     button = page.get_by_role("button", name=label)
     if not button.is_visible():
         title = {"en": "Edit a draft", "zh": "编辑草稿"}[lang]

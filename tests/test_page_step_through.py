@@ -12,12 +12,13 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LABELS = {
     "en": {"propose": "① Propose", "verify": "② Verify", "commit": "③ Commit / reject",
-           "wrong": "Make position 1 wrong", "agree": "Make the draft agree with the target",
+           "wrong": "Use the target's 2nd choice at position 1",
+           "agree": "Use the target's top token at every position",
            "discarded": "tentative → discarded (rolled back)", "committed": "committed length",
            "target": "target KV length", "draft": "draft KV length",
            "apply_text": "Use typed token", "reset": "Reset"},
     "zh": {"propose": "① 提议", "verify": "② 验证", "commit": "③ 提交 / 拒绝",
-           "wrong": "让位置 1 出错", "agree": "让草稿与目标模型一致",
+           "wrong": "位置 1 改用目标模型的第二选择", "agree": "每个位置都改用目标模型的首选 token",
            "discarded": "暂定 → 被丢弃（回滚）", "committed": "已提交长度",
            "target": "目标模型 KV 长度", "draft": "草稿模型 KV 长度",
            "apply_text": "使用输入的 token", "reset": "重置"},

@@ -88,3 +88,35 @@ def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
     greedy = check_columns(checks, greedy=True)
     argmax = next(v for k, v in greedy.items() if k not in sampled and v[0] == "t1")
     assert [str(x).endswith(" †") for x in argmax] == [False, False, True, True]
+
+
+@pytest.mark.parametrize(
+    ("lang", "agree", "wrong", "greedy_says", "sampling_says"),
+    [("en", "Use the target's top token at every position",
+      "Use the target's 2nd choice at position 1", "Now (T = 0, greedy)",
+      "Now (T = 1.0, sampling)"),
+     ("zh", "每个位置都改用目标模型的首选 token", "位置 1 改用目标模型的第二选择",
+      "现在（T = 0，贪心）", "现在（T = 1.0，采样）")],
+)  # fmt: skip
+def test_quick_edits_are_named_for_what_they_do_and_say_what_they_do_now(
+    embedded_pair, lang, agree, wrong, greedy_says, sampling_says
+):
+    """Issue 24 item 8: "Make the draft agree with the target" at T > 0 lowered acceptance
+    (a = p(argmax) = 0.0547): the names assumed greedy."""
+    at = start(lang)
+    click(at, STEP[lang][0])
+    labels = [b.label for b in at.button]
+    assert agree in labels and wrong in labels
+    captions = [c.value for c in at.caption]
+    assert any(greedy_says in c for c in captions)
+    assert not any(sampling_says in c for c in captions)
+    at.sidebar.slider(key="cfg_temperature").set_value(1.0).run()
+    click(at, STEP[lang][0])
+    captions = [c.value for c in at.caption]
+    assert any(sampling_says in c and "p(y)" in c for c in captions)
+    assert not any(greedy_says in c for c in captions)
+    click(at, agree)  # the top token everywhere: a one-hot proposal accepted with p(y) < 1
+    session = at.session_state["step_session"]
+    probs = session.accept_preview()
+    assert session.edited_positions
+    assert all(0 < probs[k - 1] < 1 for k in session.edited_positions)

@@ -1,7 +1,8 @@
 """The step-through page's edit box: edit a drafted token before Verify (pick one of the
-draft's or the target's top tokens, type one token, "make position k wrong", "make the
-draft agree"), and the preview it needs (the target's top tokens at each drafted
-position; at T > 0 after an edit, the exact acceptance probabilities)."""
+draft's or the target's top tokens, type one token, "use the target's 2nd choice at
+position k", "use the target's top token at every position"), and the preview it needs
+(the target's top tokens at each drafted position; at T > 0 after an edit, the exact
+acceptance probabilities)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,11 @@ def edit_box(
         q1, q2 = st.columns(2)
         q1.button(t("edit_wrong", k=pos), on_click=on_edit, args=("wrong",), width="stretch")
         q2.button(t("edit_agree"), on_click=on_edit, args=("agree",), width="stretch")
+        # what the two quick edits do now: the names hold at any T, the outcome does not
+        if sampling:
+            st.caption(t("edit_quick_sampling", temp=session.config.temperature))
+        else:
+            st.caption(t("edit_quick_greedy"))
     edited = sorted(session.edited_positions)
     if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
         st.warning(t(
