@@ -8,7 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.figures import visible_token
-from specdec_core.session import SpeculativeSession, single_token_id
+from specdec_core.session import SpeculativeSession
 from specdec_core.trace import RoundTrace
 from specdec_core.ui import lesson as L
 from specdec_core.ui import links, step_edit, tree_view
@@ -53,8 +53,10 @@ def _synced_session() -> SpeculativeSession | None:
     return synced.lesson.session
 
 
+@L.one_at_a_time
 def _act(action: str) -> None:
-    """Button callback: run one phase (or finish the round); errors leave state as is."""
+    """Button callback: run one phase (or finish the round); errors leave state as is.
+    Runs under the session's engine lock (a click that cannot get it is dropped)."""
     S.pop("edit_error", None)  # an edit's message belongs to the edit it answered
     S.pop("edit_notice", None)
     if action == "reset":
@@ -85,6 +87,7 @@ def _act(action: str) -> None:
         _error(exc)
 
 
+@L.one_at_a_time
 def _edit(kind: str) -> None:
     session = _synced_session()
     if session is None or session.phase != "verify":
@@ -96,7 +99,8 @@ def _edit(kind: str) -> None:
             choice = whole_number(S.get("edit_choice"), 0, pair.vocab_size - 1, "token")
             trace = session.edit_draft(pos, choice)
         elif kind == "text":
-            trace = session.edit_draft(pos, single_token_id(pair, str(S.get("edit_text", ""))))
+            typed = step_edit.typed_token_id(pair, str(S.get("edit_text", "")))
+            trace = session.edit_draft(pos, typed)
         elif kind == "wrong":
             trace = session.make_position_wrong(pos)
         else:
@@ -105,8 +109,8 @@ def _edit(kind: str) -> None:
             step_edit.previews(session)
             return
         S["edit_notice"] = t(
-            "edit_done", k=pos, old=plain(visible_token(trace.old_token.text)),
-            new=plain(visible_token(trace.new_token.text)),
+            "edit_done", k=pos, old=plain(visible_token(trace.old_token)),
+            new=plain(visible_token(trace.new_token)),
         )  # fmt: skip
         step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
@@ -137,7 +141,9 @@ with st.container():
         st.markdown(t("st_intro"))
 
     # a lesson link, a scenario or step back: replayed with the sidebar's settings
-    links.apply_pending(pair, config, t("st_default_prompt"))
+    with L.engine() as held:  # the replay replaces the session: not while a click runs
+        if held:
+            links.apply_pending(pair, config, t("st_default_prompt"))
     L.seed_prompt(t("st_default_prompt"))
     st.text_area(
         t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
@@ -154,7 +160,12 @@ with st.container():
 # state (the sidebar's widgets keep their values there).
 @st.fragment
 def step_panel() -> None:
-    with fragment_run("step_panel") as fragment_only:
+    # the session is read (and synced, previewed, stepped) under its engine lock: another
+    # script thread of this tab (a fast full rerun) waits, never runs beside it
+    with fragment_run("step_panel") as fragment_only, L.engine() as held:
+        if not held:
+            st.info(t("busy_panel"))
+            return
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
         if tree_view.mode_row() == "tree":  # verify a tree (ui/tree_view.py, issue 17)
@@ -265,7 +276,7 @@ def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:
         st.info(t("st_stopped_in_round", n=len(last.commit.appended), cut=len(last.commit.cut),
                   reason=t("stop_" + (last.commit.stop_reason or "eos"))))  # fmt: skip
     elif last is not None and last.commit.discarded:
-        gone = " ".join(f"`{visible_token(tok.text)}`" for tok in last.commit.discarded)
+        gone = " ".join(f"`{visible_token(tok)}`" for tok in last.commit.discarded)
         commit = last.commit
         st.warning(t("st_reject_step", tokens=gone, n=len(commit.discarded),
                      t=commit.rolled_back_target, d=commit.rolled_back_draft))  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import html_tables
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -120,3 +121,47 @@ def test_quick_edits_are_named_for_what_they_do_and_say_what_they_do_now(
     probs = session.accept_preview()
     assert session.edited_positions
     assert all(0 < probs[k - 1] < 1 for k in session.edited_positions)
+
+
+POEM = "春眠不觉晓，处处闻啼鸟"
+
+
+def test_byte_tokens_are_shown_as_bytes_with_the_character_they_complete(embedded_pair):
+    """Issue 24 item 9: 春眠不觉晓，处处闻啼鸟 was 33 identical "�" chips in the strip and the
+    KV table, the hover said "BPE æ", and typing 春 as an edit said "3 tokens: � | � | �"."""
+    ids = embedded_pair.tokenizer.encode("春", add_special_tokens=False)
+    assert len(ids) == 3  # E6 98 A5: three byte tokens in this vocabulary
+    at = start("en", prompt=POEM)
+    click(at, "① Propose")
+    strip = next(h.value for h in at.get("html") if 'class="strip"' in h.value)
+    assert "�" not in strip
+    assert strip.count('class="tok-group"') == 11  # one group per character of the poem
+    for char in POEM:
+        assert f'class="tok-char" style="text-align:center;border-top:1px solid #64748b;' \
+               f'font-size:14px;color:#334155">{char}</span>' in strip
+    assert "‹E6›" in strip and "bytes E6" in strip  # chip text and hover
+    assert "one byte of a character" in strip  # the legend says what ‹E6› is
+    [kv] = html_tables(at, "kv-table")
+    tokens = list(kv[kv.columns[1]])
+    assert not any("�" in x for x in tokens)
+    at.toggle(key="kv_all").set_value(True).run()
+    [kv] = html_tables(at, "kv-table")
+    tokens = list(kv[kv.columns[1]])
+    assert tokens[:3] == ["‹E6›", "‹98›", "‹A5›\u00a0→\u00a0春"]
+    at.text_input(key="edit_text").set_value("春").run()
+    click(at, "Use typed token")
+    [error] = [e.value for e in at.error]
+    assert "�" not in error and "3 tokens" in error
+    assert "春 \\= ‹E6› ‹98› ‹A5›" in error and "byte-level BPE" in error  # markdown-escaped "="
+
+
+def test_chart_labels_and_checks_show_bytes():
+    from specdec_core.figures import token_labels, visible_token
+    from specdec_core.trace import TokenInfo
+
+    e6, a5 = TokenInfo(163, "\ufffd", "æ"), TokenInfo(99, "\ufffd", "¥")
+    mixed = TokenInfo(7, "\ufffd", "Ġæĺ")  # a space, then two bytes of a character
+    assert token_labels([e6, a5]) == ["‹E6›", "‹A5›"]
+    assert visible_token(mixed) == "␣‹E6\u00a098›"
+    assert visible_token(TokenInfo(5, " ca", "Ġca")) == "␣ca"  # whole characters unchanged
+    assert not TokenInfo(0, "<|endoftext|>", "<|endoftext|>").partial

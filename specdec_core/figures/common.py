@@ -1,11 +1,12 @@
 """What every figure shares: the colours of ``p``, ``q``, ``min(p, q)`` and ``[p − q]+``
-and how a token is written on an axis (whitespace made visible, duplicates told apart)."""
+and how a token is written on an axis (whitespace made visible, bytes of a partial UTF-8
+character in hex, duplicates told apart)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..trace import TokenInfo
+from ..trace import TokenInfo, byte_segments
 
 __all__ = ["COLORS", "visible_token", "token_labels", "horizontal_y_title"]
 
@@ -17,15 +18,35 @@ COLORS = {
 }
 
 
-def visible_token(text: str) -> str:
-    """Make whitespace visible: ``␣`` for a space, ``↵`` for a newline, ``⇥`` for a tab."""
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
+NBSP = "\u00a0"  # between the hex bytes of one token: a cell never breaks inside it
+
+
+def _visible_text(text: str) -> str:
+    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+
+
+def visible_token(token: str | TokenInfo) -> str:
+    """Make whitespace visible: ``␣`` for a space, ``↵`` for a newline, ``⇥`` for a tab.
+    Given a :class:`TokenInfo` that holds part of a multi-byte UTF-8 character (byte-level
+    BPE: "春" is three tokens), its bytes are written in hex between ``‹ ›`` (``‹E6›``,
+    ``␣‹E6 98›``) instead of "�"."""
+    if isinstance(token, TokenInfo):
+        if not token.partial:
+            return visible_token(token.text)
+        raw = token.raw
+        assert raw is not None  # partial implies byte-level
+        return "".join(
+            f"‹{part.replace(' ', NBSP)}›" if is_bytes else _visible_text(part)
+            for part, is_bytes in byte_segments(raw)
+        )
+    return _visible_text(token) or "∅"
 
 
 def token_labels(tokens: Sequence[TokenInfo]) -> list[str]:
-    """Unique axis labels for tokens (Plotly merges equal categories): the visible text,
-    plus ``#id`` when two tokens would look the same."""
-    texts = [visible_token(t.text) for t in tokens]
+    """Unique axis labels for tokens (Plotly merges equal categories): the visible text
+    (bytes of a partial UTF-8 character in hex, :func:`visible_token`), plus ``#id`` when
+    two tokens would look the same."""
+    texts = [visible_token(t) for t in tokens]
     return [f"{x} #{t.id}" if texts.count(x) > 1 else x for x, t in zip(texts, tokens, strict=True)]
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from specdec_core.figures import visible_token
 from specdec_core.records import RoundRecord, strip_order
-from specdec_core.trace import KVState, TokenInfo, VerifyTrace
+from specdec_core.trace import KVState, TokenInfo, VerifyTrace, byte_groups
 
 from .i18n import t
 
@@ -53,15 +53,23 @@ class StripItem:
     edited: bool = False
 
 
+def hover_title(token: TokenInfo) -> str:
+    """A token's tooltip: id and BPE piece, and for a byte token its bytes in hex."""
+    title = t("hover_token", id=token.id, piece=token.piece)
+    if token.partial and token.raw is not None:
+        title += " · " + t("hover_bytes", hex=" ".join(f"{b:02X}" for b in token.raw))
+    return title
+
+
 def _span(item: StripItem) -> str:
-    title = t("hover_token", id=item.token.id, piece=item.token.piece)
+    title = hover_title(item.token)
     if item.state == "discarded":
         title += " — " + t("why_discarded")
     elif item.state == "cut":
         title += " — " + t("why_cut")
     elif item.state == "rejected":
         title += " — " + t("why_rejected")
-    text = html.escape(visible_token(item.token.text))
+    text = html.escape(visible_token(item.token))
     mark = "✎" if item.edited else ""
     return (
         f'<span class="tok tok-{item.state}" title="{html.escape(title)}" '
@@ -85,21 +93,83 @@ def round_strip(verify: VerifyTrace, record: RoundRecord) -> list[StripItem]:
     return items
 
 
+# states whose tokens are text in this order (the other family: the rejected draft and
+# the drafts after it or after a stop, read as the drafted text that was not kept)
+KEPT = frozenset({"prompt", "committed", "committed-no-KV-yet", "accepted", "correction",
+                  "bonus", "tentative"})  # fmt: skip
+
+
+def item_groups(tokens: list[TokenInfo], states: list[str]) -> dict[int, tuple[int, str]]:
+    """:func:`~specdec_core.trace.byte_groups` of ``tokens`` within runs of one family of
+    ``states`` (kept text, or drafts that were not kept): a character is only shown as
+    completed by bytes that are read in sequence."""
+    groups: dict[int, tuple[int, str]] = {}
+    start = 0
+    for i in range(1, len(tokens) + 1):
+        if i == len(tokens) or (states[i] in KEPT) != (states[start] in KEPT):
+            found = byte_groups(tokens[start:i])
+            groups.update({start + a: (start + b, text) for a, (b, text) in found.items()})
+            start = i
+    return groups
+
+
+def _group_html(spans: list[str], text: str, tokens: list[TokenInfo]) -> str:
+    """Byte tokens that complete ``text``: their chips in a row and ``text`` under them."""
+    title = t("bytes_group", char=text, n=len(tokens),
+              bytes=" | ".join(visible_token(x) for x in tokens))  # fmt: skip
+    return (
+        f'<span class="tok-group" title="{html.escape(title)}" style="display:inline-flex;'
+        'flex-direction:column;align-items:stretch;vertical-align:top;line-height:1.35;'
+        'margin:0 2px">'
+        f'<span style="white-space:nowrap">{"".join(spans)}</span>'
+        '<span class="tok-char" style="text-align:center;border-top:1px solid #64748b;'
+        f'font-size:14px;color:#334155">{html.escape(_visible(text))}</span></span>'
+    )
+
+
+def _visible(text: str) -> str:
+    return visible_token(text)
+
+
+def strip_body(items: list[StripItem]) -> str:
+    """The chips of ``items``; byte tokens that complete a character are grouped under
+    it (``‹E6›‹98›‹A5›`` over 春)."""
+    tokens, states = [i.token for i in items], [i.state for i in items]
+    groups = item_groups(tokens, states)
+    out, i = [], 0
+    while i < len(items):
+        if i in groups:
+            end, text = groups[i]
+            out.append(_group_html([_span(x) for x in items[i:end]], text, tokens[i:end]))
+            i = end
+        else:
+            out.append(_span(items[i]))
+            i += 1
+    return "".join(out)
+
+
 def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
     """HTML for a row of coloured tokens (hover: id and BPE piece) and a legend. All
-    token text is escaped."""
-    body = "".join(_span(i) for i in items)
+    token text is escaped. Each legend chip is one unbreakable box (the legend wraps
+    between chips, never inside one)."""
+    body = strip_body(items)
     keys = "".join(
-        f'<span style="{STYLES[s]}padding:1px 6px;margin-right:6px;border-radius:4px;'
-        f'font-size:12px">{html.escape(t("legend_" + s))}</span>'
+        f'<span class="legend-chip" style="{STYLES[s]}padding:1px 6px;margin-right:6px;'
+        f'border-radius:4px;font-size:12px;white-space:nowrap;display:inline-block;'
+        f'margin-bottom:3px">{html.escape(t("legend_" + s))}</span>'
         for s in legend
     )
     if not legend:
         return f'<div class="strip" style="line-height:2.0">{body}</div>'
+    note = ""
+    if any(i.token.partial for i in items):  # byte tokens on screen: say what ‹E6› is
+        note = (f'<div class="bytes-note" style="font-size:12px;margin-top:2px">'
+                f"{html.escape(t('legend_bytes'))}</div>")  # fmt: skip
     return (
         f'<div class="strip" style="line-height:2.0">{body}</div>'
-        f'<div style="margin-top:6px">{keys}<span style="font-size:12px">'
-        f"{html.escape(t('legend_edited'))}</span></div>"
+        f'<div class="strip-legend" style="margin-top:6px">{keys}<span class="legend-chip" '
+        f'style="font-size:12px;white-space:nowrap;display:inline-block">'
+        f"{html.escape(t('legend_edited'))}</span>{note}</div>"
     )
 
 
@@ -122,13 +192,29 @@ def _kv_columns(state: KVState, keep: int | None) -> tuple[dict[str, list], list
     yes, no = t("yes"), t("no")
     columns = {
         t("col_pos"): [r.position for r in rows],
-        t("col_token"): [visible_token(r.text) for r in rows],
+        t("col_token"): kv_token_cells(state, len(state.rows) - len(rows)),
         t("col_committed"): [yes if r.committed else no for r in rows],
         t("col_target_kv"): [yes if r.target_kv else no for r in rows],
         t("col_draft_kv"): [yes if r.draft_kv else no for r in rows],
         t("col_state"): [t("state_" + r.state) for r in rows],
     }
     return columns, [KV_ROW_COLORS.get(r.state, "") for r in rows]
+
+
+def grouped_cells(tokens: list[TokenInfo], groups: dict[int, tuple[int, str]]) -> list[str]:
+    """Each token as text (:func:`visible_token`: bytes in hex); the last byte token of a
+    group that completes a character gets ``→ 春``."""
+    cells = [visible_token(x) for x in tokens]
+    for end, text in groups.values():
+        cells[end - 1] += f"\u00a0→\u00a0{_visible(text)}"  # no break inside a cell
+    return cells
+
+
+def kv_token_cells(state: KVState, first: int = 0) -> list[str]:
+    """The KV table's token column for rows ``first..``, byte groups found over all rows."""
+    tokens = [TokenInfo(r.token_id, r.text, r.piece) for r in state.rows]
+    cells = grouped_cells(tokens, item_groups(tokens, [r.state for r in state.rows]))
+    return cells[first:]
 
 
 def kv_table(state: KVState, keep: int | None = 3):

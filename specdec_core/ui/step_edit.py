@@ -10,14 +10,48 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from specdec_core.errors import TokenTextError
 from specdec_core.figures import visible_token
+from specdec_core.inputs import single_token_id
+from specdec_core.models import ModelPair
 from specdec_core.numfmt import fmt_sig
 from specdec_core.session import SpeculativeSession
+from specdec_core.trace import byte_groups, token_lookup
 
 from .guards import SHORT_CHARS
 from .i18n import t
 
 S = st.session_state
+
+
+def typed_token_id(pair: ModelPair, text: str) -> int:
+    """The id of the one token ``text`` is (``inputs.single_token_id``).
+
+    Raises:
+        TokenTextError: zero or several tokens; when some are bytes of a multi-byte
+            character (春 is ``‹E6› | ‹98› | ‹A5›`` in a byte-level vocabulary) the code is
+            ``not_one_token_bytes`` and the message shows the bytes and the character
+            they make (never "� | � | �").
+    """
+    try:
+        return single_token_id(pair, text)
+    except TokenTextError as exc:
+        ids = pair.tokenizer.encode(text, add_special_tokens=False) if text else []
+        info = token_lookup(pair.tokenizer)
+        tokens = [info(i) for i in ids[:24]]
+        if not any(tok.partial for tok in tokens):
+            raise
+        groups = byte_groups(tokens)
+        pieces = " | ".join(visible_token(tok) for tok in tokens[:12])
+        chars = "; ".join(
+            f"{visible_token(char)} = " + " ".join(visible_token(x) for x in tokens[i:end])
+            for i, (end, char) in list(groups.items())[:4]
+        )  # fmt: skip
+        raise TokenTextError(
+            f"{str(exc)} (bytes: {pieces})", "not_one_token_bytes",
+            text=exc.params.get("text", text), n=len(ids),
+            pieces=pieces + (" | …" if len(ids) > 12 else ""), chars=chars or pieces,
+        ) from exc  # fmt: skip
 
 
 def previews(session: SpeculativeSession) -> tuple[list | None, list | None]:
@@ -66,9 +100,9 @@ def edit_box(
         dists = session.current_draft_dists
         options: dict[int, str] = {}
         for tok in dists[pos - 1].tokens[:6]:
-            options.setdefault(tok.id, f"{visible_token(tok.text)}  (q)")
+            options.setdefault(tok.id, f"{visible_token(tok)}  (q)")
         for tok in preview[pos - 1]:
-            options.setdefault(tok.id, f"{visible_token(tok.text)}  (p)")
+            options.setdefault(tok.id, f"{visible_token(tok)}  (p)")
         e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
         e2.button(t("edit_apply"), on_click=on_edit, args=("choice",))
         e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)

@@ -14,10 +14,17 @@ from specdec_core.numfmt import fmt_sig
 from specdec_core.records import summarize
 from specdec_core.rounds import gamma_for_round
 from specdec_core.session import SpeculativeSession
-from specdec_core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace
+from specdec_core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
 
 from .i18n import t
-from .render import history_html, html_table, kv_table_html, round_strip, token_strip_html
+from .render import (
+    grouped_cells,
+    history_html,
+    html_table,
+    kv_table_html,
+    round_strip,
+    token_strip_html,
+)
 
 
 def _labels() -> dict[str, str]:
@@ -68,12 +75,13 @@ def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, 
     def mark(c: PositionCheck, text: str) -> str:
         return text + " †" if c.status in UNCHECKED else text
 
+    tokens = [c.token for c in checks]  # the drafted text y_1..y_γ, in order
     rows: dict[str, list] = {
         t("col_pos"): [c.position for c in checks],
-        t("col_token"): [visible_token(c.token.text) for c in checks],
+        t("col_token"): grouped_cells(tokens, byte_groups(tokens)),
     }
     if greedy:
-        rows[t("col_argmax")] = [mark(c, visible_token(c.target_argmax.text)) for c in checks]
+        rows[t("col_argmax")] = [mark(c, visible_token(c.target_argmax)) for c in checks]
     else:
         rows["p(y)"] = [mark(c, fmt_sig(c.p)) for c in checks]
         rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
@@ -137,15 +145,15 @@ def _verified(
     if pos <= gamma:
         c = checks[pos - 1]
         correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
-        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token.text))
+        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token))
         _chart(
             c.dist, labels, title, marked_id=c.token.id, correction_id=correction,
             log_y=log_y, context=contexts[pos - 1] if contexts else None,
         )  # fmt: skip
         verdict = t("verdict_" + c.status)
         if greedy:
-            st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax.text)}`",
-                          tok=f"`{visible_token(c.token.text)}`", verdict=verdict))  # fmt: skip
+            st.markdown(t("check_greedy", argmax=f"`{visible_token(c.target_argmax)}`",
+                          tok=f"`{visible_token(c.token)}`", verdict=verdict))  # fmt: skip
         else:
             st.markdown(t("check_sampling", p=fmt_sig(c.p), q=fmt_sig(c.q),
                           a=fmt_sig(c.accept_prob),
@@ -163,7 +171,7 @@ def _verified(
         )  # fmt: skip
     if greedy and contexts:
         st.caption(t("context_note"))
-    next_tok = f"`{visible_token(shown.next_token.text)}`"
+    next_tok = f"`{visible_token(shown.next_token)}`"
     if stopped:  # the round ends at the stop: later drafts are cut, no correction/bonus
         st.info(t("next_stopped", n=record.accepted, cut=record.statuses.count("cut")))
     elif gamma == 0:  # a round with no drafts (budget, or no n-gram match): a normal state
@@ -202,7 +210,7 @@ def distributions(
         dists = session.current_draft_dists
         pos = _pick_position(session, phase, len(dists), False, 1)
         d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
-        title = t("fig_title_draft", i=pos, tok=visible_token(tok.text))
+        title = t("fig_title_draft", i=pos, tok=visible_token(tok))
         _chart(d, _labels(), title, marked_id=tok.id, log_y=log_y)
         q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
         st.markdown(t("check_pending", q=fmt_sig(q_y)))
