@@ -53,9 +53,11 @@ def _textbook() -> None:
 
 
 def _use_measured() -> None:
-    cm = S["sp_measured"].summary.cost_model
+    summary = S["sp_measured"].summary
+    cm = summary.cost_model
     S["sp_alpha"] = round(min(max(cm.alpha, 0.0), 1.0), 2)
-    S["sp_c"] = round(min(max(cm.c, 0.0), 1.0), 2)
+    if summary.timing is None or not summary.timing.busy:  # c is a ratio of step times
+        S["sp_c"] = round(min(max(cm.c, 0.0), 1.0), 2)
 
 
 # ------------------------------------------------------------------ header

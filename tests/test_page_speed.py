@@ -4,6 +4,7 @@ Chinese UI. No timing is asserted — only consistency."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,22 @@ def test_cost_model_section_shows_the_textbook_cases(embedded_pair):
     assert "Use the measured α and c" in [b.label for b in at.button if b.disabled]
 
 
-def test_tiny_measurement_is_consistent(embedded_pair):
+def not_busy(monkeypatch) -> None:
+    """A verdict that does not depend on this machine's load (a seeded run has one
+    outcome): the timings are judged fine; the busy case has its own test."""
+    from specdec_core.bench import Verdict, summary
+
+    monkeypatch.setattr(summary, "judge", lambda *a, **k: Verdict(False, ()))
+
+
+def number_after(text: str, prefix: str) -> float:
+    match = re.search(re.escape(prefix) + r"\s*([\d.]+)", text)
+    assert match, (prefix, text)
+    return float(match[1])
+
+
+def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
+    not_busy(monkeypatch)
     at = start()
     assert any("Press **Measure**" in i.value for i in at.info)
     small_budget(at)
@@ -95,6 +111,17 @@ def test_tiny_measurement_is_consistent(embedded_pair):
     assert any("A round timeline from real forwards" in h.value for h in at.subheader)
     assert len(at.get("plotly_chart")) >= 6  # cost, γ curve, breakdown, hist, position, +2
     assert any("single steps" in c.value for c in at.caption)
+    # one measured step time feeds every number (issue 24.6): the breakdown's target step
+    # is the curve's t(1), c is the curve's draft step over it
+    captions = " ".join(c.value for c in at.caption)
+    t1 = number_after(captions, "t(1) =")
+    assert number_after(captions, "One target step") == pytest.approx(t1, abs=0.006)
+    draft = number_after(captions, "one draft step =")
+    assert number_after(captions, "c =") == pytest.approx(draft / t1, abs=0.006 / t1 + 0.0006)
+    measured = at.session_state["sp_measured"]
+    assert measured.summary.cost_model.target_step_ms == measured.curve.target_ms[0]
+    assert "median (min–max) over 1 repeats" in captions and "UTC" in captions
+    assert "interleaved, after 2 untimed warm-up passes" in captions  # the curve's label
     rows = at.dataframe[-1].value
     assert list(rows["drafter"]) == ["draft model"]
     assert rows["speed-up (meas.)"][0] == f"{speedup:.2f}×"
@@ -130,3 +157,36 @@ def test_sweeps_stop_and_chinese(embedded_pair):
     assert not at.exception
     assert at.title[0].value == "速度与成本：投机解码什么时候划算？"
     assert "每 token 成本" in [m.label for m in at.metric]
+
+
+def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkeypatch):
+    """A crafted non-monotone curve (t(2)/t(1) = 0.38, seen on a busy machine): the page says
+    the machine is too busy, in both languages, and draws no curve and no best γ."""
+    from specdec_core.bench import ForwardCurve, HowMeasured, Spread
+    from specdec_core.ui import job_tasks, jobs
+
+    monkeypatch.setenv(jobs.WORKER_ENV, "thread")  # the crafted curve is measured here
+    target = (2.13, 0.81, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9)
+    crafted = ForwardCurve(target, 0.42, 11, tuple(Spread.of([ms] * 11) for ms in target),
+                           Spread.of([0.42] * 11), HowMeasured(0.0, 11, 2, 9, 1.5, 2))  # fmt: skip
+    monkeypatch.setattr(job_tasks, "measure_forward_curve", lambda *a, **k: crafted)
+    at = start()
+    small_budget(at)
+    click(at, "Measure")
+    warnings = " ".join(w.value for w in at.warning)
+    assert "too busy to measure this now" in warnings
+    assert "a forward over more tokens measured cheaper than one over fewer" in warnings
+    captions = " ".join(c.value for c in at.caption)
+    assert "best γ" not in captions and "One target step" not in captions  # nothing concluded
+    charts = {c.key for c in at.get("plotly_chart")}  # the runs' timeline stays: a measurement
+    assert charts == {"sp_cost_fig", "sp_curve_fig", "sp_hist_fig", "sp_pos_fig", "sp_tl_fig"}
+    assert any("Why: verify is not free" in h.value for h in at.subheader)
+    assert "00:00:00 UTC" in captions  # the curve's label: when it was measured
+    rows = at.dataframe[-1].value  # predicted vs measured: no prediction from a busy machine
+    assert rows["speed-up (pred.)"][0] == "—"
+    click(at, "Use the measured α and c")
+    assert at.slider(key="sp_c").value == 0.05  # c is a ratio of step times: kept
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert not at.exception
+    assert any("这台机器现在太忙，无法测量这一项" in w.value for w in at.warning)

@@ -4,18 +4,24 @@ Rendering only: every number is an attribute of a bench result (``specdec_core.b
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import pandas as pd
 import streamlit as st
 
 from specdec_core.bench import (
+    BUSY_SPREAD,
     AutoregressiveFigures,
     BatchPoint,
+    BenchSummary,
     GammaPoint,
     HFComparison,
     HFFigures,
+    HowMeasured,
     SpeculativeFigures,
+    Spread,
+    TimingFigures,
     batch_crossover,
     best_point,
 )
@@ -37,6 +43,41 @@ ROWS = (("sp_row_tps", 1), ("sp_row_ms_tok", 3), ("sp_row_ttft", 2), ("sp_row_ne
 
 def fmt(x: float, digits: int = 2) -> str:
     return f"{x:.{digits}f}"
+
+
+def how_label(how: HowMeasured | None, curve: bool = False) -> str:
+    """How a timing was measured, for the caption next to it (issue 30.9): when (UTC),
+    repeats, warm-up, tokens and, where the OS has it, the machine's load. ``curve``: the
+    verify-cost curve's wording (``tokens`` is its widest forward). Empty for ``None``."""
+    if how is None:
+        return ""
+    when = time.strftime("%H:%M:%S", time.gmtime(how.at))
+    text = t("sp_how_curve" if curve else "sp_how", when=when, repeats=how.repeats,
+             warmup=how.warmup, tokens=how.tokens)  # fmt: skip
+    return text + (t("sp_how_load", load=how.load, cpus=how.cpus) if how.load is not None else ".")
+
+
+def spread_text(s: Spread, digits: int = 2) -> str:
+    """``median (min–max)``."""
+    return f"{s.median:.{digits}f} ({s.low:.{digits}f}–{s.high:.{digits}f})"
+
+
+def busy_message(reasons: Sequence[str], key: str = "sp_busy") -> str:
+    """"This machine is too busy to measure this now", with the failed checks named."""
+    why = "; ".join(t("sp_busy_" + r, pct=100 * BUSY_SPREAD) for r in reasons)
+    return t(key, why=why)
+
+
+def _timing_notes(timing: TimingFigures | None) -> None:
+    """The runs' spread and how they were measured; the busy warning where it applies."""
+    if timing is None:
+        return
+    if timing.ar_ms_per_token is not None and timing.sp_ms_per_token is not None:
+        st.caption(t("sp_spread", n=timing.ar_ms_per_token.n,
+                     a=spread_text(timing.ar_ms_per_token),
+                     s=spread_text(timing.sp_ms_per_token)) + " " + how_label(timing.runs_how))
+    if timing.busy:
+        st.warning(busy_message(timing.reasons))
 
 
 def _cells(run: AutoregressiveFigures | SpeculativeFigures | HFFigures) -> list:
@@ -83,6 +124,8 @@ def show_measurement(measured: Measurement) -> None:
         st.info(t("sp_eq_sampling"))
     if measured.hf_error:
         st.warning(t("sp_hf_failed", msg=measured.hf_error))
+    _timing_notes(summary.timing)
+    busy = summary.timing is not None and summary.timing.busy
 
     st.subheader(t("sp_table_header"))
     columns: list[tuple[str, AutoregressiveFigures | SpeculativeFigures | HFFigures]] = [
@@ -99,37 +142,8 @@ def show_measurement(measured: Measurement) -> None:
         ]
     st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
 
-    st.subheader(t("sp_breakdown_header"))
-    bd = summary.breakdown
-    labels = {
-        "draft": t("sp_part_draft"), "verify": t("sp_part_verify"),
-        "overhead": t("sp_part_overhead"), "target": t("sp_part_target"),
-        "round": t("sp_breakdown_round", k=bd.tokens_per_round),
-        "target_only": t("sp_breakdown_target", k=bd.tokens_per_round),
-        "title": t("sp_breakdown_fig_title"), "x": "ms",
-    }  # fmt: skip
-    st.plotly_chart(speed_breakdown_figure(bd, labels), width="stretch", key="sp_breakdown_fig")
-    sh = bd.shares_pct
-    st.caption(t(
-        "sp_breakdown_caption", d=bd.round.draft, dp=sh.draft, v=bd.round.verify, vp=sh.verify,
-        o=bd.round.overhead, op=sh.overhead, t=cm.target_step_ms, r=cm.verify_over_target_step,
-    ))  # fmt: skip
-
-    st.subheader(t("sp_predict_header"))
-    predictions = [
-        ("sp_pred_measured", summary.speedup),
-        ("sp_pred_forward", cm.forward_time_speedup),
-        ("sp_pred_forward_adv", cm.forward_time_speedup_measured_advance),
-        ("sp_pred_overhead", cm.predicted_speedup),
-        ("sp_pred_leviathan", cm.leviathan_speedup),
-    ]
-    st.dataframe(
-        pd.DataFrame({t("sp_pred_col_what"): [t(k) for k, _ in predictions],
-                      t("sp_pred_col_value"): [f"{v:.2f}×" for _, v in predictions]}),
-        hide_index=True, width="stretch",
-    )  # fmt: skip
-    st.caption(t("sp_pred_caption", c=cm.c, adv=cm.measured_tokens_per_round,
-                 exp=cm.expected_tokens_per_round))  # fmt: skip
+    if not busy:  # made of the step times: nothing is concluded from a busy machine
+        _breakdown_and_predictions(summary)
 
     h1, h2 = st.columns(2)
     h1.plotly_chart(
@@ -150,6 +164,45 @@ def show_measurement(measured: Measurement) -> None:
         st.text(measured.texts[0])
         st.markdown(f"**{t('sp_text_sp')}**")
         st.text(measured.texts[1])
+
+
+def _breakdown_and_predictions(summary: BenchSummary) -> None:
+    """The round breakdown and the predictions: every step time in them is the one
+    measurement's (``summary.cost_model``; ``t(1)`` of the curve where there is one)."""
+    cm = summary.cost_model
+    st.subheader(t("sp_breakdown_header"))
+    bd = summary.breakdown
+    labels = {
+        "draft": t("sp_part_draft"), "verify": t("sp_part_verify"),
+        "overhead": t("sp_part_overhead"), "target": t("sp_part_target"),
+        "round": t("sp_breakdown_round", k=bd.tokens_per_round),
+        "target_only": t("sp_breakdown_target", k=bd.tokens_per_round),
+        "title": t("sp_breakdown_fig_title"), "x": "ms",
+    }  # fmt: skip
+    st.plotly_chart(speed_breakdown_figure(bd, labels), width="stretch", key="sp_breakdown_fig")
+    sh = bd.shares_pct
+    one_source = summary.timing is not None and summary.timing.source == "curve"
+    st.caption(t(
+        "sp_breakdown_caption", d=bd.round.draft, dp=sh.draft, v=bd.round.verify, vp=sh.verify,
+        o=bd.round.overhead, op=sh.overhead, t=cm.target_step_ms, r=cm.verify_over_target_step,
+        g=summary.speculative.drafts_per_round,
+    ) + (" " + t("sp_one_source") if one_source else ""))  # fmt: skip
+
+    st.subheader(t("sp_predict_header"))
+    predictions = [
+        ("sp_pred_measured", summary.speedup),
+        ("sp_pred_forward", cm.forward_time_speedup),
+        ("sp_pred_forward_adv", cm.forward_time_speedup_measured_advance),
+        ("sp_pred_overhead", cm.predicted_speedup),
+        ("sp_pred_leviathan", cm.leviathan_speedup),
+    ]
+    st.dataframe(
+        pd.DataFrame({t("sp_pred_col_what"): [t(k) for k, _ in predictions],
+                      t("sp_pred_col_value"): [f"{v:.2f}×" for _, v in predictions]}),
+        hide_index=True, width="stretch",
+    )  # fmt: skip
+    st.caption(t("sp_pred_caption", c=cm.c, adv=cm.measured_tokens_per_round,
+                 exp=cm.expected_tokens_per_round))  # fmt: skip
 
 
 def _partial(title_key: str, partial: bool) -> str:

@@ -13,6 +13,7 @@ from specdec_core.figures.speed_timing import speed_timeline_figure, speed_verif
 
 from .i18n import t
 from .jobs import Measurement
+from .speed_view import busy_message, how_label
 
 
 def _err(pred: float, meas: float) -> str:
@@ -20,11 +21,19 @@ def _err(pred: float, meas: float) -> str:
 
 
 def show_verify_curve(measured: Measurement) -> None:
+    """The verify-cost curve with its spread and how it was measured; on a machine too busy
+    for a conclusion (``summary.timing.busy``), that message instead of the curve and its
+    best γ."""
     curve, gamma = measured.curve, measured.params["config"].gamma
     if curve is None:
         return
     st.subheader(t("sp_why_header"))
     st.markdown(t("sp_why_help", r=curve.repeats))
+    timing = measured.summary.timing
+    if timing is not None and timing.busy:
+        st.warning(busy_message(timing.reasons, "sp_busy_curve"))
+        st.caption(how_label(curve.how, curve=True))
+        return
     labels = {
         "title": t("sp_vc_title"), "x": t("sp_vc_x"), "y": t("sp_vc_y"),
         "measured": t("sp_vc_measured"), "flat": t("sp_vc_flat"), "serial": t("sp_vc_serial"),
@@ -35,10 +44,17 @@ def show_verify_curve(measured: Measurement) -> None:
         width="stretch", key="sp_vc_fig",
     )  # fmt: skip
     k = min(gamma + 1, len(curve.target_ms))
+    cm = measured.summary.cost_model
     st.caption(t(
-        "sp_vc_caption", t1=curve.target_ms[0], k=k, tk=curve.target_ms[k - 1],
-        r=curve.ratio()[k - 1], d=curve.draft_step_ms, g=measured.summary.cost_model.best_gamma,
+        "sp_vc_caption", t1=cm.target_step_ms, k=k, tk=curve.target_ms[k - 1],
+        r=curve.ratio()[k - 1], d=cm.draft_step_ms, g=cm.best_gamma,
     ))  # fmt: skip
+    if curve.target_spread:
+        one, kk = curve.target_spread[0], curve.target_spread[k - 1]
+        d = curve.draft_spread
+        st.caption(t("sp_vc_spread", lo1=one.low, hi1=one.high, k=k, lok=kk.low, hik=kk.high,
+                     lod=d.low if d else 0.0, hid=d.high if d else 0.0,
+                     how=how_label(curve.how, curve=True)))  # fmt: skip
 
 
 def show_timeline(measured: Measurement) -> None:
@@ -72,12 +88,13 @@ def show_predictions(by_drafter: Mapping[str, Measurement]) -> None:
     for name, m in by_drafter.items():
         s = m.summary
         cm, sp = s.cost_model, s.speculative
+        busy = s.timing is not None and s.timing.busy  # no prediction from a busy machine
         values = [
             t("sp_drafter_" + name), s.gamma, f"{sp.drafts_per_round:.2f}",
             f"{cm.expected_tokens_per_round:.2f}", f"{cm.measured_tokens_per_round:.2f}",
             _err(cm.expected_tokens_per_round, cm.measured_tokens_per_round),
-            f"{cm.predicted_speedup:.2f}×", f"{s.speedup:.2f}×",
-            _err(cm.predicted_speedup, s.speedup),
+            "—" if busy else f"{cm.predicted_speedup:.2f}×", f"{s.speedup:.2f}×",
+            "—" if busy else _err(cm.predicted_speedup, s.speedup),
         ]  # fmt: skip
         for column, value in zip(rows, values, strict=True):
             rows[column].append(value)
