@@ -1,13 +1,16 @@
 """A lesson state you can name, share and replay: the settings, the prompt and the position
 inside the step-through lesson (round, phase, the edits made so far).
 
-The engine is seeded and deterministic (every random draw comes from the session's
-``torch.Generator``, in order), so the state is *what was done*, not what came out:
-:func:`replay.replay` runs the same steps again and reaches the same drafts, verdicts
-and KV table. :func:`encode` / :func:`decode` turn a state into URL query parameters
-(``v=1&lang=zh&s=<base64url(zlib(compact JSON))>``: short, versioned, opaque to nobody —
-decoding validates every field). :func:`replay.step_back` is undo: the state one phase or
-edit earlier, replayed.
+The engine is seeded and deterministic (every random draw comes from one of the round's
+two seeded streams, :func:`rounds.round_stream`, in order), so the state is *what was
+done*, not what came out: :func:`replay.replay` runs the same steps again and reaches the
+same drafts, verdicts and KV table. :func:`encode` / :func:`decode` turn a state into URL
+query parameters (``v=2&lang=zh&s=<base64url(zlib(compact JSON))>``: short, versioned,
+opaque to nobody — decoding validates every field). Version 1 links (made while every
+draw came from one generator per session) still open: greedy ones replay the same moment
+(temperature 0 makes no random draw); one with temperature > 0 opens with the problem
+``old_rng`` (its sampled moment may differ). :func:`replay.step_back` is undo: the state
+one phase or edit earlier, replayed.
 
 Query parameters are untrusted input: every value is bounded and checked; a bad one is
 dropped for its default with a :class:`Problem` naming it, never an exception. A link can
@@ -23,14 +26,18 @@ import base64
 import binascii
 import json
 import math
+import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from .drafters import DRAFTER_NAMES, preset_has_eagle_head
-from .inputs import SessionConfig
+from .inputs import SessionConfig, is_valid_text, load_json
 
-LINK_VERSION = 1
+LINK_VERSION = 2
+#: Older versions that still open; their draws came from one generator per session, so a
+#: link of theirs with temperature > 0 gets the problem ``old_rng``.
+OLD_RNG_VERSIONS = ("1",)
 MAX_LINK_PROMPT_CHARS = 1_000  # longer prompts are refused for links (URL ≤ ~2,000 chars)
 MAX_PARAM_CHARS = 8_000  # the encoded state, before anything is decompressed
 MAX_STATE_BYTES = 64_000  # the decompressed JSON
@@ -40,6 +47,9 @@ MAX_CONT = 1_024
 UI_MAX_GAMMA = 8
 PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons")
 PHASES = ("propose", "verify", "commit")
+#: drafters with a distribution q, the only ones that can draft a tree (prompt lookup
+#: proposes one continuation without probabilities)
+TREE_DRAFTERS = ("model", "early-exit", "eagle")
 LANGS = ("en", "zh")
 
 
@@ -50,7 +60,9 @@ class LessonState:
     edited), ``commit``: verified). ``edits``: ``(round, position, token id)`` in the
     order they were made (round from 0, position from 1). ``cont``: committed tokens
     carried over from a session continued after a settings change (appended to the
-    prompt; they count as generated)."""
+    prompt; they count as generated). ``tree``: the tree shape (children per node at
+    each depth, ``tree.parse_shape`` limits) when the lesson verifies a tree, ``()`` for
+    a chain; a tree has no edits and needs a drafter of :data:`TREE_DRAFTERS`."""
 
     page: str = "step_through"
     lang: str = "en"
@@ -69,6 +81,7 @@ class LessonState:
     phase: str = "propose"
     edits: tuple[tuple[int, int, int], ...] = ()
     presenter: bool = False
+    tree: tuple[int, ...] = ()
 
     def config(self) -> SessionConfig:
         """The session settings of this state."""
@@ -134,8 +147,8 @@ def decode(
     version, packed = _first(params.get("v")), _first(params.get("s"))
     if packed is None:
         return state, problems
-    if version != str(LINK_VERSION):
-        shown = "—" if version is None else str(version)[:8]
+    if version != str(LINK_VERSION) and version not in OLD_RNG_VERSIONS:
+        shown = "—" if version is None else _shown_name(version, 8)
         return state, [*problems, Problem("version", {"version": shown})]
     data = _unpack(packed)
     if data is None:
@@ -154,10 +167,23 @@ def decode(
     ):  # the EAGLE head exists only beside a pair that ships one
         del values["drafter"]
         problems.append(Problem("bad_value", {"name": "drafter"}))
+    if values.get("tree") and tree_refused(replace(state, **values)):
+        del values["tree"]  # the rest of the link opens as a chain
+        problems.append(Problem("bad_value", {"name": "tree"}))
     unknown = sorted(set(data) - {f.name for f in fields(LessonState)})
     if unknown:
-        problems.append(Problem("bad_value", {"name": ", ".join(unknown)[:60]}))
-    return replace(state, **values), problems
+        names = ", ".join(_shown_name(name, 20) for name in unknown)
+        problems.append(Problem("bad_value", {"name": names[:60]}))
+    state = replace(state, **values)
+    if version in OLD_RNG_VERSIONS and state.temperature > 0:  # greedy: no draws, same moment
+        problems.append(Problem("old_rng"))
+    return state, problems
+
+
+def _shown_name(text: object, limit: int) -> str:
+    """A name from a link, safe to show in a message: letters, digits, ``_ . -`` only (a
+    key such as ``[a](https://e.vil)`` must not become a link), at most ``limit``."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "?", str(text)[:limit])
 
 
 def _first(value: str | Sequence[str] | None) -> str | None:
@@ -175,8 +201,8 @@ def _unpack(packed: str) -> dict | None:
         text = inflater.decompress(raw, MAX_STATE_BYTES)
         if inflater.unconsumed_tail:  # larger than allowed: a zip bomb is not read
             return None
-        data = json.loads(text.decode("utf-8"))
-    except (binascii.Error, ValueError, zlib.error, UnicodeDecodeError):
+        data = load_json(text, strict=False)  # nesting bounded; fields checked below
+    except (binascii.Error, ValueError, zlib.error):
         return None
     return data if isinstance(data, dict) else None
 
@@ -216,7 +242,12 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
     if name == "presenter":
         return value if isinstance(value, bool) else BAD
     if name == "prompt":
-        return value if isinstance(value, str) and len(value) <= MAX_LINK_PROMPT_CHARS else BAD
+        ok = is_valid_text(value) and len(value) <= MAX_LINK_PROMPT_CHARS  # type: ignore[arg-type]
+        return value if ok else BAD
+    if name == "tree":  # 1..8 depths of 1..4 children (tree.parse_shape), or [] (a chain)
+        ok = isinstance(value, list) and len(value) <= 8
+        ok = ok and all(_int(v, 1, 4) is not BAD for v in value)
+        return tuple(value) if ok else BAD
     if name == "cont":
         ok = isinstance(value, list) and len(value) <= MAX_CONT
         ok = ok and all(_int(v, 0, 1 << 24) is not BAD for v in value)
@@ -232,6 +263,16 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
             edits.append((item[0], item[1], item[2]))
         return tuple(edits)
     return BAD
+
+
+def tree_refused(state: LessonState) -> bool:
+    """Whether ``state`` names a tree its settings cannot draft: a drafter without a
+    distribution, or the greedy draft method at temperature > 0 (siblings must be drawn
+    i.i.d. from q; ``tree_generate.check_tree_settings``)."""
+    if not state.tree:
+        return False
+    greedy_at_t = state.draft_method == "greedy" and state.temperature > 0
+    return state.drafter not in TREE_DRAFTERS or greedy_at_t
 
 
 def state_json(state: LessonState) -> dict:

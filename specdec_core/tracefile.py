@@ -15,9 +15,11 @@ import json
 from dataclasses import dataclass, fields
 
 from .errors import SpecDecError
+from .inputs import load_json
 from .lesson_link import BAD, LessonState, check_field, state_json
 from .session import SpeculativeSession
 from .trace import RoundTrace, from_jsonable, to_jsonable
+from .tree_session import TreeSession
 
 FORMAT = "specdec-lab-trace"
 VERSION = 1
@@ -61,6 +63,34 @@ def export_json(session: SpeculativeSession, state: LessonState) -> str:
     )
 
 
+def export_tree_json(session: TreeSession, state: LessonState) -> str:
+    """The trace JSON of a tree session (``state``, with ``tree`` set, replays it): the
+    same envelope as :func:`export_json` plus ``"verify": "tree"`` and the shape;
+    ``rounds`` are the finished :class:`~specdec_core.tree_views.TreeRoundTrace` s,
+    ``in_flight`` the round proposed or verified but not committed (its tree view and,
+    once verified, its record), else ``null``. Tree traces are for reading; :func:`parse`
+    refuses them (``trace_tree``: open the lesson link instead)."""
+    start = len(session.ids) - sum(len(r.record.appended) for r in session.history)
+    view = session.tree_view()
+    flight = None if view is None else {"tree": to_jsonable(view),
+                                        "record": to_jsonable(session.current_record)}
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "verify": "tree",
+            "pair": session.pair.name,
+            "lesson": state_json(state),
+            "shape": list(session.shape),
+            "prompt_ids": session.ids[:start],
+            "prompt_len": session.prompt_len,
+            "rounds": to_jsonable(session.history),
+            "in_flight": flight,
+        },
+        ensure_ascii=False,
+    )
+
+
 def export_csv(session: SpeculativeSession) -> str:
     """The checks table of every finished round, one row per drafted position."""
     out = io.StringIO()
@@ -77,12 +107,16 @@ def export_csv(session: SpeculativeSession) -> str:
 
 
 def parse(data: bytes) -> TraceFile:
-    """Read an uploaded trace file.
+    """Read an uploaded trace file. Never raises anything but :class:`TraceFileError`:
+    the nesting is bounded before parsing, text must be valid Unicode, numbers finite
+    (:func:`inputs.load_json`), and any other failure of a crafted file (a ``TypeError``
+    deep in the typed round trip, an ``OverflowError``) becomes ``trace_malformed``.
 
     Raises:
         TraceFileError: ``trace_too_large`` (over :data:`MAX_TRACE_BYTES`),
-            ``trace_malformed`` (not JSON, not this format, or a field of the wrong shape),
-            ``trace_version`` (another version).
+            ``trace_malformed`` (not JSON, nested deeper than 16 levels, a lone surrogate,
+            ``1e400``, not this format, or a field of the wrong shape), ``trace_version``
+            (another version), ``trace_tree`` (a tree trace: import is for chain traces).
     """
     if len(data) > MAX_TRACE_BYTES:
         raise TraceFileError(
@@ -90,25 +124,27 @@ def parse(data: bytes) -> TraceFile:
             "trace_too_large", limit_mb=MAX_TRACE_BYTES // 1_000_000,
         )  # fmt: skip
     try:
-        doc = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise TraceFileError("the file is not JSON") from exc
+        doc = load_json(bytes(data))
+    except ValueError as exc:
+        raise TraceFileError(f"the file is not JSON ({str(exc)[:60]})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise TraceFileError("the file is not a SpecDec Lab trace")
+    if doc.get("verify") == "tree":
+        raise TraceFileError("a tree trace cannot be imported", "trace_tree")
     if doc.get("version") != VERSION:
-        raise TraceFileError(
-            f"trace version {doc.get('version')!r} is not {VERSION}", "trace_version"
-        )
+        shown = str(doc.get("version"))[:12]
+        raise TraceFileError(f"trace version {shown!r} is not {VERSION}", "trace_version")
     try:
         rounds = tuple(from_jsonable(RoundTrace, r) for r in doc["rounds"])
         prompt_ids = tuple(int(t) for t in doc["prompt_ids"])
         prompt_len = int(doc["prompt_len"])
         pair = str(doc["pair"])[:40]
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        state = _state(doc.get("lesson"), pair)
+    except Exception as exc:  # noqa: BLE001 - any failure of a crafted file: one message
         raise TraceFileError(f"the trace is malformed ({type(exc).__name__})") from exc
     if not 1 <= prompt_len <= len(prompt_ids):
         raise TraceFileError("the trace's prompt length does not fit its prompt ids")
-    return TraceFile(pair, _state(doc.get("lesson"), pair), prompt_ids, prompt_len, rounds)
+    return TraceFile(pair, state, prompt_ids, prompt_len, rounds)
 
 
 def _state(data: object, pair: str) -> LessonState | None:

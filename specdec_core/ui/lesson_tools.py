@@ -5,6 +5,7 @@ module draws the controls."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from functools import lru_cache
 
@@ -15,19 +16,41 @@ import streamlit as st
 from specdec_core.errors import SpecDecError
 from specdec_core.lesson_link import LessonState
 from specdec_core.models import ModelPair
-from specdec_core.replay import replay, step_back, timeless_json
+from specdec_core.replay import (
+    MAX_REPLAY_FORWARDS,
+    replay,
+    replay_forwards,
+    step_back,
+    timeless_json,
+)
 from specdec_core.scenarios import SCENARIOS
 from specdec_core.session import SpeculativeSession
-from specdec_core.tracefile import MAX_TRACE_BYTES, TraceFile, export_csv, export_json, parse
+from specdec_core.tracefile import (
+    MAX_TRACE_BYTES,
+    TraceFile,
+    export_csv,
+    export_json,
+    export_tree_json,
+    parse,
+)
+from specdec_core.tree_session import TreeSession
 
+from . import lesson as L
 from . import links
-from .errors import error_message
+from .errors import error_message, plain
+from .guards import forget_upload
 from .i18n import lang, t
 from .render import round_strip, token_strip_html
 
 UPLOAD_KEY = "trace_upload"
 VIEW_KEY = "trace_view"
 OPEN_KEY = "lt_open"  # the Lesson panel is open (lazy expander state)
+TAB_KEY = "lt_tab"  # the panel's tab to show after a click replays the lesson
+#: Trace files one tab may open per minute (each is parsed and may be replayed).
+MAX_UPLOADS_PER_MIN = 6
+_UPLOAD_TIMES = "lt_upload_times"
+#: Rounds of a read-only trace drawn at once (newest first); older ones page by page.
+ROUNDS_PER_PAGE = 20
 
 
 def _with_view(state: LessonState) -> LessonState:
@@ -43,15 +66,21 @@ def _step_back() -> None:
         st.session_state["step_notice"] = t("lt_stepped_back")
 
 
-def step_back_button(container, session: SpeculativeSession) -> None:
-    """ "↶ Step back": the lesson one phase or edit earlier (replayed)."""
+def step_back_button(container, session: SpeculativeSession | TreeSession) -> None:
+    """ "↶ Step back": the lesson one phase or edit earlier (replayed; a tree lesson one
+    phase earlier)."""
     at_start = session.phase == "propose" and not session.history
-    container.button(t("lt_step_back"), on_click=_step_back, disabled=at_start,
-                     help=t("lt_step_back_help"), key="btn_step_back")  # fmt: skip
+    # step back replays from the start: off where that replay would pass the cap
+    earlier = None if at_start else step_back(links.current_state("step_through"))
+    capped = earlier is not None and replay_forwards(earlier) > MAX_REPLAY_FORWARDS
+    why = t("lt_step_back_capped", forwards=MAX_REPLAY_FORWARDS) if capped else None
+    container.button(t("lt_step_back"), on_click=_step_back, disabled=at_start or capped,
+                     help=why or t("lt_step_back_help"), key="btn_step_back")  # fmt: skip
 
 
 def _open_scenario(state: LessonState) -> None:
     links.request(_with_view(state))
+    st.session_state[TAB_KEY] = "scenarios"
     st.session_state.pop(VIEW_KEY, None)
 
 
@@ -102,19 +131,37 @@ def _qr(url: str) -> tuple[str, int]:
     return qr.svg_data_uri(scale=5, border=2), qr.version
 
 
+@L.one_at_a_time
 def _uploaded() -> None:
     """Upload callback: parse once; replay when the pair matches and the replay gives the
-    file's rounds, else keep the file for a read-only view."""
+    file's rounds, else keep the file for a read-only view. Bounded per tab: at most
+    :data:`MAX_UPLOADS_PER_MIN` files a minute, the raw bytes leave the upload store once
+    parsed (only the parsed trace stays), the replay is capped (``replay``)."""
     S = st.session_state
+    S[TAB_KEY] = "files"  # the replay below remounts the tabs: stay on this one
     file = S.get(UPLOAD_KEY)
-    S.pop(VIEW_KEY, None)
     if file is None:
+        S.pop(VIEW_KEY, None)
         return
+    now = time.monotonic()
+    recent = [t0 for t0 in S.get(_UPLOAD_TIMES, []) if now - t0 < 60.0]
+    if len(recent) >= MAX_UPLOADS_PER_MIN:
+        forget_upload(file)
+        S["step_notice"] = t("lt_upload_too_many", n=len(recent), limit=MAX_UPLOADS_PER_MIN)
+        return
+    S[_UPLOAD_TIMES] = [*recent, now]
+    S.pop(VIEW_KEY, None)
     try:
-        trace = parse(file.getvalue())
+        data = file.getvalue()
+        forget_upload(file)
+        trace = parse(data)
     except SpecDecError as exc:
         S["step_error"] = error_message(exc)
         return
+    except Exception as exc:  # noqa: BLE001 - an upload never breaks the page
+        S["step_error"] = error_message(exc)
+        return
+    del data
     pair = S.get("pair")
     if trace.state is not None and pair is not None and trace.pair == pair.name:
         out = replay(pair, trace.state)
@@ -126,7 +173,7 @@ def _uploaded() -> None:
             S["step_notice"] = t("lt_import_replayed", n=len(trace.rounds))
             return
     S[VIEW_KEY] = trace
-    S["step_notice"] = t("lt_import_readonly", pair=trace.pair, n=len(trace.rounds))
+    S["step_notice"] = t("lt_import_readonly", pair=plain(trace.pair), n=len(trace.rounds))
 
 
 def _files(session: SpeculativeSession) -> None:
@@ -146,9 +193,25 @@ def _files(session: SpeculativeSession) -> None:
 
 
 def show_trace(trace: TraceFile) -> None:
-    """A trace file read-only: each round's strip and checks."""
-    st.caption(t("lt_readonly", pair=trace.pair, n=len(trace.rounds)))
-    for r in trace.rounds:
+    """A trace file read-only: each round's strip and checks, :data:`ROUNDS_PER_PAGE`
+    rounds at a time, newest first (a 515-round file drew every round on every click:
+    550–650 ms and 1.4 MB a click). Text from the file is escaped."""
+    st.caption(t("lt_readonly", pair=plain(trace.pair), n=len(trace.rounds)))
+    n = len(trace.rounds)
+    pages = max(1, -(-n // ROUNDS_PER_PAGE))
+    page = 0
+    if pages > 1:
+        labels = [f"{max(1, n - (k + 1) * ROUNDS_PER_PAGE + 1)}–{n - k * ROUNDS_PER_PAGE}"
+                  for k in range(pages)]  # fmt: skip
+        if st.session_state.get("lt_trace_page") not in labels:
+            st.session_state["lt_trace_page"] = labels[0]
+        page = labels.index(st.selectbox(t("lt_rounds_page"), labels, key="lt_trace_page",
+                                         help=t("lt_older_rounds")))  # fmt: skip
+    shown = trace.rounds[max(0, n - (page + 1) * ROUNDS_PER_PAGE) : n - page * ROUNDS_PER_PAGE]
+    if pages > 1:
+        st.caption(t("lt_rounds_shown", first=shown[-1].round_index + 1,
+                     last=shown[0].round_index + 1, n=n))  # fmt: skip
+    for r in reversed(shown):
         st.markdown(t("lt_round", r=r.round_index + 1, n=r.record.accepted,
                       g=len(r.record.drafted)))  # fmt: skip
         st.html(token_strip_html(round_strip(r.verify, r.record), []))
@@ -171,10 +234,36 @@ def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
     if not box.open:
         return
     with box:
-        tabs = st.tabs([t("lt_tab_scenarios"), t("lt_tab_link"), t("lt_tab_files")])
+        # the tab a click of this panel belongs to stays selected when the click replays
+        # the lesson (a full rerun remounts the tabs: an upload jumped back to Scenarios)
+        names = {"scenarios": t("lt_tab_scenarios"), "link": t("lt_tab_link"),
+                 "files": t("lt_tab_files")}  # fmt: skip
+        tabs = st.tabs(list(names.values()), default=names[st.session_state.get(TAB_KEY,
+                       "scenarios")])  # fmt: skip
         with tabs[0]:
             _scenarios(pair)
         with tabs[1]:
             _link()
         with tabs[2]:
             _files(session)
+
+
+def render_tree_lesson_tools(session: TreeSession) -> None:
+    """Tree mode's Lesson panel (a lazy expander, like the chain's): the lesson link of
+    this tree moment with its QR code, and the tree trace JSON. Scenarios, the checks CSV
+    and opening a trace file are the chain's; the panel says so."""
+    box = st.expander(t("lt_title_tree"), expanded=False, icon=":material/school:",
+                      key=OPEN_KEY, on_change="rerun")  # fmt: skip
+    if not box.open:
+        return
+    with box:
+        st.caption(t("lt_tree_chain_only"))
+        tabs = st.tabs([t("lt_tab_link"), t("lt_tab_export")])
+        with tabs[0]:
+            _link()
+        with tabs[1]:
+            state = links.current_state("step_through")
+            st.download_button(t("lt_download_tree_json"),
+                               data=lambda: export_tree_json(session, state),
+                               file_name="specdec-tree-trace.json", mime="application/json",
+                               on_click="ignore", key="btn_tree_json")  # fmt: skip

@@ -50,6 +50,15 @@ def _seed_widgets(state: LessonState) -> None:
         S[key] = getattr(state, name)
     if state.prompt:
         S[L.PROMPT_KEY] = state.prompt
+    _tree_lesson().seed_link(state.tree)  # the step page's mode (chain | tree) and shape
+
+
+def _tree_lesson():
+    """:mod:`.tree_lesson`, imported when first needed (it imports the sidebar, which
+    imports this module)."""
+    from . import tree_lesson
+
+    return tree_lesson
 
 
 def load_from_url() -> None:
@@ -88,7 +97,8 @@ def current_state(page: str) -> LessonState:
         page=page, lang=S.get("lang", "en"), pair=pair.name if pair else "embedded",
         drafter=S.get("cfg_drafter", "model"), presenter=bool(S.get("presenter", False)),
     )  # fmt: skip
-    lesson = L.current()
+    TL = _tree_lesson()
+    lesson = TL.current() if TL.mode() == "tree" else L.current()
     if lesson is not None and lesson.pair_name == base.pair:
         return state_of(lesson.session, base, lesson.prompt)
     if config is not None:
@@ -156,7 +166,12 @@ def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -
         S[L.PROMPT_KEY] = default_prompt
     else:
         S[L.PROMPT_KEY] = state.prompt
-        L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
+        TL = _tree_lesson()
+        if out.state.tree:
+            TL.store_replayed(out.session, state.prompt, pair.name, state.drafter)
+        else:
+            L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
+        TL.seed_link(out.state.tree)  # a tree the settings could not draft: the chain
     S[PROBLEMS] = problems
 
 

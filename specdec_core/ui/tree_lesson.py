@@ -21,6 +21,7 @@ import streamlit as st
 
 from specdec_core.drafters import make_named_drafter
 from specdec_core.errors import ConfigError, SpecDecError
+from specdec_core.lesson_link import TREE_DRAFTERS
 from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig
 from specdec_core.tree import parse_shape
@@ -36,9 +37,7 @@ SHAPE_KEY = "tree_shape"  # the shape select box
 SHAPE_KEPT = "tree_shape_kept"
 MODES = ("chain", "tree")
 SHAPES = ("2,2,1,1", "3,2,1", "2,2,2", "4,1,1,1")
-BUDGET = 12  # nodes per tree
-#: drafters with a distribution (prompt lookup proposes one continuation, no q)
-TREE_DRAFTERS = ("model", "early-exit", "eagle")
+BUDGET = 12  # nodes per tree (TreeSession's default: a lesson link replays with it)
 
 
 @dataclass
@@ -68,6 +67,28 @@ def seed_widgets() -> None:
     S[mode_key()] = mode()
     if SHAPE_KEY not in S:
         S[SHAPE_KEY] = S.get(SHAPE_KEPT, SHAPES[0])
+
+
+def shape_options() -> list[str]:
+    """The shape box's options: :data:`SHAPES`, plus the kept shape when a lesson link
+    brought another one (any shape within the engine's limits)."""
+    kept = st.session_state.get(SHAPE_KEPT)
+    return list(SHAPES) + ([kept] if isinstance(kept, str) and kept not in SHAPES else [])
+
+
+def seed_link(tree: tuple[int, ...]) -> None:
+    """From a lesson link, a step back or a replay: the mode its state names (``tree``:
+    a shape, or ``()`` for the chain), put into the kept keys and the shape box."""
+    S = st.session_state
+    S[MODE_KEPT] = "tree" if tree else "chain"
+    if tree:
+        S[SHAPE_KEPT] = S[SHAPE_KEY] = ",".join(str(k) for k in tree)
+
+
+def store_replayed(session: TreeSession, prompt: str, pair_name: str, drafter: str) -> None:
+    """Make a replayed tree session (a lesson link, step back) the tree lesson."""
+    _store(TreeLesson(session, prompt, pair_name, session.config, session.prompt_len, drafter,
+                      tuple(session.shape)))  # fmt: skip
 
 
 def mode() -> str:
@@ -193,6 +214,7 @@ def _pair_config() -> tuple[ModelPair, SessionConfig]:
     return pair, current_config(pair)
 
 
+@L.one_at_a_time
 def switch_mode() -> None:
     """``on_change`` of the mode control: hand the committed text over."""
     from .errors import error_message
@@ -229,6 +251,7 @@ def keep_shape() -> None:
     st.session_state[SHAPE_KEPT] = st.session_state.get(SHAPE_KEY, SHAPES[0])
 
 
+@L.one_at_a_time
 def use_chain() -> None:
     """The "use the chain" button (tree mode refused for this drafter)."""
     st.session_state[mode_key()] = "chain"
@@ -236,6 +259,7 @@ def use_chain() -> None:
     st.session_state.pop(KEY, None)
 
 
+@L.one_at_a_time
 def act(action: str) -> None:
     """Button callback: one tree phase, a whole round, or reset; errors leave the state."""
     from .errors import error_message

@@ -20,10 +20,11 @@ from specdec_core.tree_session import TreeSession
 from specdec_core.tree_views import CompactionView, MaskView, TreeView
 
 from . import lesson as L
+from . import links, tree_stats
 from . import tree_lesson as TL
-from . import tree_stats
 from .errors import error_message, plain
 from .i18n import t
+from .lesson_tools import render_tree_lesson_tools, step_back_button
 from .render import KV_ROW_COLORS, StripItem, kv_table, token_strip_html
 from .sidebar import current_config
 
@@ -43,8 +44,8 @@ def mode_row() -> str:
         mode = TL.mode()
         if mode == "tree":
             st.selectbox(
-                t("tree_shape_label"), list(TL.SHAPES), key=TL.SHAPE_KEY, on_change=TL.keep_shape,
-                help=t("tree_shape_help"), width=380,
+                t("tree_shape_label"), TL.shape_options(), key=TL.SHAPE_KEY,
+                on_change=TL.keep_shape, help=t("tree_shape_help"), width=380,
             )  # fmt: skip
     return mode
 
@@ -70,8 +71,9 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
         S["step_error"] = error_message(synced.error)
     session: TreeSession = synced.lesson.session
     phase = "finished" if synced.blocked else session.phase
-    _controls(phase)
+    _controls(session, phase)
     _messages(session, phase, synced.blocked)
+    render_tree_lesson_tools(session)
     if not presenter:
         st.caption(t("tree_intro"))
         with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
@@ -115,8 +117,9 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
     tree_stats.section(pair, session, synced.lesson, heading)
 
 
-def _controls(phase: str) -> None:
-    """The tree's buttons, in the chain's row (same key: presenter mode keeps it sticky)."""
+def _controls(session: TreeSession, phase: str) -> None:
+    """The tree's buttons, in the chain's row (same key: presenter mode keeps it sticky),
+    ending with ↶ Step back (the lesson one phase earlier, replayed: like the chain's)."""
     with st.container(horizontal=True, vertical_alignment="bottom", gap="small",
                       key="step_controls"):  # fmt: skip
         for step in ("propose", "verify", "commit"):
@@ -128,6 +131,7 @@ def _controls(phase: str) -> None:
                   disabled=phase == "finished", key="btn_tree_round")  # fmt: skip
         st.button(t("st_reset"), on_click=TL.act, args=("reset",), help=t("tree_reset_help"),
                   key="btn_tree_reset")  # fmt: skip
+        step_back_button(st, session)
 
 
 def _messages(session: TreeSession, phase: str, blocked: bool) -> None:
@@ -136,6 +140,7 @@ def _messages(session: TreeSession, phase: str, blocked: bool) -> None:
         st.error(S.pop("step_error"))
     if "step_notice" in S:
         st.info(S.pop("step_notice"))
+    links.show_problems()  # what a lesson link or a replay dropped
     if blocked:
         return
     if phase == "finished":
