@@ -456,7 +456,261 @@ async def _measure(url: str, pid: int) -> list[dict]:
     return results
 
 
-def main() -> None:
+# ------------------------------------------------------------------ the hostile probe
+# Issue 30: each attack is one coroutine in ATTACKS (name → function). It gets a
+# ProbeContext, sets up its pressure, sets ``ctx.ready``, keeps the pressure on until
+# ``ctx.release`` is set (an honest classmate clicks meanwhile), stops, and returns
+# ``{"facts": str, "ok": bool}`` (``ok``: its own pass criterion, e.g. new visitors got a
+# page). :func:`probe` runs each against an honest classmate's clicks before / during /
+# after and prints one table row per attack. Clients live on different loopback addresses,
+# so nginx and the app tell them apart: the classmate 127.0.0.1, the attacker 127.0.0.2, the
+# teacher 127.0.0.3 (``SPECDEC_TEACHER_ADDRS`` of the probed server).
+VICTIM_ADDR, ATTACKER_ADDR, TEACHER_ADDR = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+HOLD_S = 60.0  # no attack keeps its pressure on longer than this, whatever happens
+VISITOR_TIMEOUT_S = 5.0  # a new visitor must get its page / websocket within this
+
+
+class ProbeContext:
+    """What an attack needs: nginx's ``http`` and websocket ``ws`` addresses, the replica's
+    pid and log file, and the two events of the protocol above."""
+
+    def __init__(self, http: str, ws: str, pid: int, log: Path) -> None:
+        self.http, self.ws, self.pid, self.log = http, ws, pid, log
+        self.ready = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def client(self, addr: str = ATTACKER_ADDR, page: str | None = None) -> Client:
+        """A new tab from ``addr`` (its first run finished; on ``page`` if given)."""
+        ws = await websockets.connect(self.ws, subprotocols=["streamlit"], max_size=None,
+                                      open_timeout=TIMEOUT_S, local_addr=(addr, 0))  # fmt: skip
+        c = Client(ws)
+        await c.rerun()
+        if page is not None:
+            await c.rerun(page=page)
+        return c
+
+    async def held(self) -> None:
+        """Wait (at most :data:`HOLD_S`) until the classmate's clicks are done."""
+        self.ready.set()
+        try:
+            await asyncio.wait_for(self.release.wait(), HOLD_S)
+        except TimeoutError:
+            pass
+
+
+def log_bytes(log: Path) -> int:
+    """Bytes of a replica's log and its rotated copies (``replica0.log``, ``….1``, …)."""
+    return sum(f.stat().st_size for f in log.parent.glob(log.name + "*") if f.is_file())
+
+
+async def new_visitors(ctx: ProbeContext, n: int = 10) -> tuple[int, int]:
+    """How many of ``n`` page loads and of ``n`` websocket handshakes (from the classmate's
+    address) finish within :data:`VISITOR_TIMEOUT_S` each."""
+
+    def page() -> bool:
+        try:
+            with urllib.request.urlopen(ctx.http + "/", timeout=VISITOR_TIMEOUT_S) as r:
+                return r.status == 200 and b"<html" in r.read(4096).lower()
+        except OSError:
+            return False
+
+    async def handshake() -> bool:
+        try:
+            ws = await websockets.connect(ctx.ws, subprotocols=["streamlit"],
+                                          open_timeout=VISITOR_TIMEOUT_S)  # fmt: skip
+        except (OSError, TimeoutError, websockets.WebSocketException):
+            return False
+        await ws.close()
+        return True
+
+    pages = sum([await asyncio.to_thread(page) for _ in range(n)])
+    sockets = sum([await handshake() for _ in range(n)])
+    return pages, sockets
+
+
+HALF_OPEN = b"GET / HTTP/1.1\r\nHost: x\r\n"  # no final blank line: nginx waits for more
+HALF_OPEN_N = int(os.environ.get("PROBE_HALF_OPEN", 3000))
+
+
+async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
+    """``n`` half-open requests held open to nginx from one address (each one reopened
+    when nginx closes it), then 10 page loads and 10 websocket handshakes from a new
+    visitor. Needs ``n`` + 100 file descriptors (raised to the hard limit here)."""
+    import resource
+
+    n = n or HALF_OPEN_N
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n + 256 if hard == resource.RLIM_INFINITY else min(hard, n + 256)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    host, port = ctx.http.removeprefix("http://").rsplit(":", 1)
+    stats = {"held": 0, "opened": 0, "closed_by_nginx": 0, "refused": 0}
+    deadline = time.monotonic() + HOLD_S + 30
+
+    async def hold_one() -> None:
+        while time.monotonic() < deadline and not ctx.release.is_set():
+            try:
+                r, w = await asyncio.wait_for(asyncio.open_connection(
+                    host, int(port), local_addr=(ATTACKER_ADDR, 0)), 5)  # fmt: skip
+                w.write(HALF_OPEN)
+                await w.drain()
+            except (OSError, TimeoutError):
+                stats["refused"] += 1
+                await asyncio.sleep(0.5)
+                continue
+            stats["opened"] += 1
+            stats["held"] += 1
+            read = asyncio.ensure_future(r.read(1))
+            stop = asyncio.ensure_future(ctx.release.wait())
+            await asyncio.wait({read, stop}, timeout=max(0.0, deadline - time.monotonic()),
+                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            stats["held"] -= 1
+            read.cancel()
+            stop.cancel()
+            w.close()
+            if read.done():  # closed by nginx: open another one a moment later
+                stats["closed_by_nginx"] += 1
+                await asyncio.sleep(0.5)
+
+    tasks = []
+    for i in range(0, n, 250):  # in waves: the listen backlog is 511
+        tasks += [asyncio.ensure_future(hold_one()) for _ in range(min(250, n - i))]
+        await asyncio.sleep(0.1)
+    for _ in range(100):  # up to 10 s until all are held
+        if stats["held"] >= n:
+            break
+        await asyncio.sleep(0.1)
+    held_at_start = stats["held"]
+    started = time.perf_counter()
+    pages, sockets = await new_visitors(ctx)
+    visit_s = time.perf_counter() - started
+    held_after = stats["held"]
+    await ctx.held()
+    ctx.release.set()
+    await asyncio.wait(tasks, timeout=15)
+    ok = pages == 10 and sockets == 10
+    return {"ok": ok, "pages": pages, "sockets": sockets, "held": min(held_at_start, held_after),
+            "facts": (
+        f"{min(held_at_start, held_after)}–{max(held_at_start, held_after)} of {n} held; "
+        f"new visitors: {pages}/10 pages, {sockets}/10 websockets in {visit_s:.1f} s; "
+        f"nginx closed {stats['closed_by_nginx']}, refused {stats['refused']}")}
+
+
+async def no_attack(ctx: ProbeContext) -> dict:
+    """Nothing: the classmate's own noise (the first row of the table)."""
+    await ctx.held()
+    return {"ok": True, "facts": "nobody attacks: the spread of an idle classmate's clicks"}
+
+
+def _p(xs: list[float], q: float) -> float:
+    """Nearest-rank percentile ``q`` ∈ (0, 1] of ``xs`` (ms)."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, -(-int(q * 100) * len(s) // 100) - 1))]
+
+
+async def _classmate(c: Client, n: int, done: list[str], seen: list[str]) -> list[float]:
+    """``n`` step-through clicks (Reset when a lesson is finished): click times (ms); the
+    labels go to ``done``, what the tab showed after each to ``seen``."""
+    times = []
+    for _ in range(n):
+        label = "Reset" if c.disabled.get("Run one round") else "Run one round"
+        times.append(await c.rerun(click=label))
+        done.append(label)
+        seen.append(observe(c) if not c.exceptions else "exception: " + c.exceptions[0])
+    return times
+
+
+async def probe_one(ctx: ProbeContext, name: str, attack, clicks: int) -> dict:
+    """One row: the classmate's clicks before / during / after ``attack``, its state
+    (replayed alone afterwards in a fresh tab: the same clicks must show the same), and the
+    verdict (during p95 ≤ 2 × before p95, state unchanged, the attack's own ``ok``)."""
+    victim = await ctx.client(VICTIM_ADDR)
+    done: list[str] = []
+    seen: list[str] = []
+    try:
+        before = await _classmate(victim, clicks, done, seen)
+        task = asyncio.ensure_future(attack(ctx))
+        try:
+            await asyncio.wait_for(ctx.ready.wait(), HOLD_S + 60)
+        except TimeoutError:
+            pass
+        during = await _classmate(victim, clicks, done, seen) if not task.done() else []
+        ctx.release.set()
+        result = await asyncio.wait_for(task, HOLD_S + 120)
+        await asyncio.sleep(1)
+        after = await _classmate(victim, clicks, done, seen)
+    finally:
+        await victim.ws.close()
+    replay = await ctx.client(VICTIM_ADDR)
+    again: list[str] = []
+    for label in done:
+        if label not in replay.ids:  # the replay's page lacks the button: not the same tab
+            print("replay: no", label, replay.alerts, replay.exceptions, replay.markdown[:3],
+                  file=sys.stderr)  # fmt: skip
+            break
+        await replay.rerun(click=label)
+        again.append(observe(replay) if not replay.exceptions else "x")
+    await replay.ws.close()
+    unchanged = again == seen and not any(s.startswith("exception") for s in seen)
+    row = {"attack": name, "before": before, "during": during, "after": after,
+           "unchanged": unchanged, **result}  # fmt: skip
+    if not unchanged:
+        pairs = enumerate(zip(seen, again, strict=False))
+        first = next((i for i, (a, b) in pairs if a != b), min(len(seen), len(again)))
+        row["facts"] += f"; the classmate's tab differs from its replay from click {first + 1}"
+    p95 = _p(before, 0.95)
+    row["verdict"] = "pass" if (during and _p(during, 0.95) <= 2 * p95 and unchanged
+                                and result["ok"]) else "FAIL"  # fmt: skip
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    """The README table: attack, the classmate's p50 / p95 (ms) before / during / after,
+    state, verdict, what the attack saw."""
+
+    def pp(xs: list[float]) -> str:
+        return f"{_p(xs, 0.5):,.0f} / {_p(xs, 0.95):,.0f}" if xs else "–"
+
+    out = ["| attack | classmate p50 / p95 before | during | after | classmate's state | "
+           "verdict | what happened |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        out.append(f"| {r['attack']} | {pp(r['before'])} ms | {pp(r['during'])} ms | "
+                   f"{pp(r['after'])} ms | {'unchanged' if r['unchanged'] else 'CHANGED'} | "
+                   f"{r['verdict']} | {r['facts']} |")  # fmt: skip
+    return "\n".join(out)
+
+
+ATTACKS = {
+    "none": no_attack,
+    "half-open flood": half_open_flood,
+}
+
+
+def probe(names: list[str] | None = None, clicks: int = 10, env: dict | None = None) -> list:
+    """Start one replica behind nginx (``deploy/replicas.py``, loopback), run the chosen
+    attacks one after another, stop everything; returns the rows (see :func:`table`)."""
+    sys.path.insert(0, str(REPO / "deploy"))
+    import replicas
+
+    chosen = {k: v for k, v in ATTACKS.items() if not names or k in names}
+    rows = []
+    env = {"SPECDEC_TEACHER_ADDRS": TEACHER_ADDR, **(env or {})}
+    with replicas.cluster(1, env=env) as run:
+        for name, attack in chosen.items():
+            ws = run.url.replace("http", "ws", 1) + "/_stcore/stream"
+            ctx = ProbeContext(run.url, ws, run.replicas[0].pid, run.logs / "replica0.log")
+            row = asyncio.run(asyncio.wait_for(probe_one(ctx, name, attack, clicks),
+                                               3 * HOLD_S + 600))  # fmt: skip
+            print(json.dumps({k: v for k, v in row.items()
+                              if k not in ("before", "during", "after")}, ensure_ascii=False),
+                  flush=True)  # fmt: skip
+            rows.append(row)
+    return rows
+
+
+def issue19() -> None:
+    """Issue 19's figures (huge prompts, an oversized table, forged cache clears, six
+    measurements at once) against one server without nginx."""
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "classroom_ws.log"
     with app_server(log) as proc:
         url = f"ws://127.0.0.1:{proc.server_port}/_stcore/stream"
@@ -467,6 +721,24 @@ def main() -> None:
         print(json.dumps(r, ensure_ascii=False))
     print(json.dumps({"pair_loads_logged": loads, "server_render_ms_max": max(renders),
                       "server_render_ms_median": statistics.median(renders)}))  # fmt: skip
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The classroom probe (loopback only).")
+    parser.add_argument("--attacks", help=f"comma-separated, of: {', '.join(ATTACKS)}")
+    parser.add_argument("--clicks", type=int, default=10, help="classmate clicks per phase")
+    parser.add_argument("--issue19", action="store_true", help="issue 19's figures instead")
+    args = parser.parse_args()
+    if args.issue19:
+        issue19()
+        return
+    names = [a.strip() for a in args.attacks.split(",")] if args.attacks else None
+    unknown = set(names or ()) - set(ATTACKS)
+    if unknown:
+        parser.error(f"unknown attack(s): {', '.join(sorted(unknown))}")
+    print(table(probe(names, args.clicks)))
 
 
 if __name__ == "__main__":

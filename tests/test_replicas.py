@@ -1,14 +1,20 @@
 """Scale-out: two app replicas behind Debian's nginx on loopback (``deploy/replicas.py``,
 ``deploy/nginx-specdec.conf``). Two browser sessions pinned to different replicas by
 their route cookie step through different lessons; each keeps its own state across
-several clicks, and a cookie always reaches the same replica."""
+several clicks, and a cookie always reaches the same replica. Hardening (issue 30): the
+rendered nginx.conf passes ``nginx -t``; 1,200 half-open requests from one address leave
+new visitors their page and websocket; a half-open request is closed after 10 s; the
+replica's address and Streamlit's metrics stay away from the public."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import re
+import socket
+import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -38,15 +44,101 @@ def _require(what: str, present: bool) -> None:
 @pytest.fixture(scope="module")
 def cluster():
     _require("nginx", deploy.nginx_binary() is not None)
-    _require("Chromium", Path(CHROMIUM).exists())
     with deploy.cluster(2) as run:
         yield run
 
 
 def _replica(url: str, cookie: str) -> str:
-    req = urllib.request.Request(url + "/_stcore/health", headers={"Cookie": cookie})
+    """The replica a route cookie reaches (nginx's loopback-only debug path)."""
+    req = urllib.request.Request(url + "/_specdec/replica", headers={"Cookie": cookie})
     with urllib.request.urlopen(req, timeout=10) as r:
         return r.headers["X-Specdec-Replica"]
+
+
+def test_the_rendered_nginx_conf_passes_nginx_t(tmp_path):
+    _require("nginx", deploy.nginx_binary() is not None)
+    for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (tmp_path / "tmp" / sub).mkdir(parents=True)
+    snippet = deploy.render_snippet(["127.0.0.1:8501", "127.0.0.1:8502"], "127.0.0.1:8540")
+    for conf_text, name in ((deploy.render_main(snippet, tmp_path), "loopback.conf"),
+                            (deploy.render_main(snippet), "container.conf")):  # fmt: skip
+        conf = tmp_path / name
+        conf.write_text(conf_text)
+        out = subprocess.run([deploy.nginx_binary(), "-t", "-p", str(tmp_path), "-e",
+                              str(tmp_path / "error.log"), "-c", str(conf)],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert out.returncode == 0 and "test is successful" in out.stderr, out.stderr
+    text = deploy.render_main(snippet, tmp_path)
+    for line in ("worker_processes auto;", "worker_rlimit_nofile 16384;",
+                 "worker_connections 8192;", "client_header_timeout 10s;",
+                 "client_body_timeout 10s;", "reset_timedout_connection on;",
+                 "keepalive_timeout 30s;", "send_timeout 30s;", "client_max_body_size 5200k;",
+                 "limit_conn specdec_conn 1000;", "proxy_set_header X-Real-IP $remote_addr;",
+                 "error_log " + str(tmp_path / "error.log") + " error;"):  # fmt: skip
+        assert line in text, line
+    public = text.split("location / {")[1].split("}")[0]
+    assert "X-Specdec-Replica" not in public  # only on the loopback-only debug path
+
+
+def _status(url: str, source: str = "127.0.0.1") -> tuple[int, dict]:
+    """GET ``url`` from the loopback address ``source``: (status, headers)."""
+    host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    path = "/" + url.removeprefix("http://").split("/", 1)[1]
+    with socket.create_connection((host, int(port)), timeout=10,
+                                  source_address=(source, 0)) as s:  # fmt: skip
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
+                  .encode())  # fmt: skip
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in head[1:] if ": " in line)
+    return int(head[0].split()[1]), {k.lower(): v for k, v in headers.items()}
+
+
+def test_the_replica_address_and_metrics_stay_private(cluster):
+    for path in ("/", "/_stcore/health", "/_stcore/host-config"):
+        status, headers = _status(cluster.url + path)
+        assert status == 200 and "x-specdec-replica" not in headers, (path, headers)
+    for path in ("/_stcore/metrics", "/_stcore/metrics/", "/_stcore/%6detrics"):
+        assert _status(cluster.url + path)[0] == 404, path
+    for replica in cluster.replica_urls:  # the replica itself still has them (same machine)
+        with urllib.request.urlopen(replica + "/_stcore/metrics", timeout=10) as r:
+            assert r.status == 200
+    # the debug path: the machine itself sees the replica, any other address gets 403
+    status, headers = _status(cluster.url + "/_specdec/replica")
+    assert status == 200 and headers["x-specdec-replica"].startswith("127.0.0.1:")
+    assert _status(cluster.url + "/_specdec/replica", source="127.0.0.2")[0] == 403
+
+
+def test_half_open_requests_leave_new_visitors_their_page(cluster):
+    """1,200 half-open requests held from 127.0.0.2 (above the old config's 1,024
+    connections): 10 of 10 page loads and websocket handshakes from 127.0.0.1 within 5 s
+    each; one half-open request is closed by nginx after client_header_timeout (10 s)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import classroom_ws as W
+
+    ws = cluster.url.replace("http", "ws", 1) + "/_stcore/stream"
+
+    async def flood() -> dict:
+        ctx = W.ProbeContext(cluster.url, ws, cluster.replicas[0].pid, cluster.logs)
+        task = asyncio.ensure_future(W.half_open_flood(ctx, 1200))
+        await asyncio.wait_for(ctx.ready.wait(), 120)
+        ctx.release.set()
+        return await task
+
+    result = asyncio.run(asyncio.wait_for(flood(), 180))
+    assert result["held"] >= 1200 and (result["pages"], result["sockets"]) == (10, 10), result
+    host, port = cluster.url.removeprefix("http://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(W.HALF_OPEN)
+        started = time.monotonic()
+        try:
+            assert s.recv(1) == b""  # closed by nginx, nothing sent …
+        except ConnectionResetError:  # … or reset (reset_timedout_connection)
+            pass
+        waited = time.monotonic() - started
+    assert 8 < waited < 15, waited  # nginx's default was 60 s
 
 
 def test_nginx_snippet_pins_sessions_by_cookie_and_upgrades_websockets():
@@ -137,6 +229,7 @@ def test_no_cross_talk_through_the_proxy(cluster):
 def test_two_sessions_on_two_replicas_keep_their_own_lessons(cluster):
     from playwright.sync_api import sync_playwright
 
+    _require("Chromium", Path(CHROMIUM).exists())
     host = cluster.url.removeprefix("http://").split(":")[0]
     routes = _cookies_on_two_replicas(cluster.url)
     with sync_playwright() as p:
