@@ -1,7 +1,13 @@
 """The step-through page's tree mode, its statistics: the tree session's summary and
 round history, and "chain vs tree on this prompt" -- the chain (gamma = the tree's depth)
-and the tree measured once per process and key on the fast paths (``generate.generate``
-and ``tree.generate_tree``), cached here, drawn as a chart."""
+and the tree timed interleaved on the fast paths (``tree_bench.measure_many``), drawn as a
+chart with the timing's spread and how it was measured.
+
+A timing is never shared between sessions: one measured while another student flooded the
+server (138 / 245 ms per token against 1.9 / 2.7 idle) must not become every later
+student's figure. Each session keeps its own few results in ``st.session_state``
+(:data:`CACHE_SIZE`, the newest), and "Measure again" replaces one.
+"""
 
 from __future__ import annotations
 
@@ -11,31 +17,23 @@ from dataclasses import dataclass, replace
 
 import streamlit as st
 
-from specdec_core.bench.runs import ignoring_eos
-from specdec_core.drafters import make_named_drafter
+from specdec_core.bench import judge
 from specdec_core.figures.tree import chain_tree_figure
-from specdec_core.generate import generate
 from specdec_core.models import ModelPair
-from specdec_core.tree_generate import generate_tree
+from specdec_core.tree_bench import TreeBenchRow, measure_many
 from specdec_core.tree_session import TreeSession
 
 from . import tree_lesson as TL
 from .i18n import t
+from .speed_view import busy_message, how_label, spread_text
 
 COMPARE_TOKENS = 32  # new tokens per fast-path run in "chain vs tree"
+COMPARE_REPEATS = 3  # timed runs of each, interleaved, after one warm-up run of each
+CACHE_KEY = "tree_compare_cache"  # this session's results: {compare_key: (chain, tree)}
+CACHE_SIZE = 4  # results kept per session (the newest)
 
-
-@dataclass(frozen=True)
-class CompareRow:
-    label: str
-    tokens_per_target_forward: float
-    ms_per_token: float
-    tokens: int
-    target_forwards: int
-
-
-_compare_lock = threading.Lock()
-_compared: dict[tuple, tuple[CompareRow, CompareRow]] = {}
+# one measurement at a time in this process: two at once would time each other
+_measure_lock = threading.Lock()
 
 
 def compare_key(pair: ModelPair, prompt: str, drafter: str, shape: tuple[int, ...]) -> tuple:
@@ -43,27 +41,41 @@ def compare_key(pair: ModelPair, prompt: str, drafter: str, shape: tuple[int, ..
 
 
 def chain_vs_tree(pair: ModelPair, prompt: str, config, drafter: str,
-                  shape: tuple[int, ...]) -> tuple[CompareRow, CompareRow]:  # fmt: skip
+                  shape: tuple[int, ...]) -> tuple[TreeBenchRow, TreeBenchRow]:  # fmt: skip
     """The chain (γ = the tree's depth) and the tree, greedy, ``COMPARE_TOKENS`` new tokens
-    each (end-of-text ignored), on the fast paths; measured once per process and key."""
-    key = compare_key(pair, prompt, drafter, shape)
-    with _compare_lock:
-        if key not in _compared:
-            timed = ignoring_eos(pair)
-            cfg = replace(config, gamma=len(shape), temperature=0.0, top_k=0, top_p=1.0,
-                          max_new_tokens=COMPARE_TOKENS)  # fmt: skip
-            chain = generate(timed, prompt, cfg, mode="speculative",
-                             drafter=make_named_drafter(pair, drafter)).stats  # fmt: skip
-            tree = generate_tree(timed, prompt, cfg, shape, TL.BUDGET, drafter)
-            text = ",".join(map(str, shape))
-            _compared[key] = (
-                CompareRow(f"chain γ={len(shape)}", chain.new_tokens / chain.target_forwards,
-                           chain.total_ms / chain.new_tokens, chain.new_tokens,
-                           chain.target_forwards),
-                CompareRow(f"tree {text}", tree.tokens_per_target_forward, tree.ms_per_token,
-                           len(tree.output_ids), tree.target_forwards),
-            )  # fmt: skip
-        return _compared[key]
+    each (end-of-text ignored), on the fast paths, measured now: interleaved, one warm-up
+    run of each, then :data:`COMPARE_REPEATS` timed runs of each (median, spread, how)."""
+    cfg = replace(config, gamma=len(shape), temperature=0.0, top_k=0, top_p=1.0,
+                  max_new_tokens=COMPARE_TOKENS)  # fmt: skip
+    variants = [("chain", (), drafter), ("tree", tuple(shape), drafter)]
+    with _measure_lock:
+        chain, tree = measure_many(pair, [prompt], cfg, variants, TL.BUDGET, COMPARE_REPEATS)
+    return chain, tree
+
+
+def _cache() -> dict:
+    """This session's results (a crafted or stale value of another type is replaced)."""
+    cache = st.session_state.get(CACHE_KEY)
+    if not isinstance(cache, dict):
+        cache = st.session_state[CACHE_KEY] = {}
+    return cache
+
+
+def _remember(key: tuple, rows: tuple[TreeBenchRow, TreeBenchRow]) -> None:
+    cache = _cache()
+    cache.pop(key, None)
+    cache[key] = rows
+    while len(cache) > CACHE_SIZE:  # the oldest goes
+        cache.pop(next(iter(cache)))
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar pair of the chart (``figures.tree.chain_tree_figure``)."""
+
+    label: str
+    tokens_per_target_forward: float
+    ms_per_token: float
 
 
 def _run_compare() -> None:
@@ -89,25 +101,28 @@ def section(pair: ModelPair, session: TreeSession, lesson, heading: Callable[[st
         st.caption(t("tree_stats_empty"))
     st.markdown(f"**{t('tree_compare_heading')}**")
     key = compare_key(pair, lesson.prompt, lesson.drafter, lesson.shape)
-    have = key in _compared
-    if not have and st.session_state.pop("tree_compare_wanted", False):
+    cache = _cache()
+    if st.session_state.pop("tree_compare_wanted", False):  # first time, or measure again
         with st.spinner(t("tree_compare_running")):
-            chain_vs_tree(pair, lesson.prompt, lesson.config, lesson.drafter, lesson.shape)
-        have = True
-    if not have:
+            _remember(key, chain_vs_tree(pair, lesson.prompt, lesson.config, lesson.drafter,
+                                         lesson.shape))  # fmt: skip
+    if key not in cache:
         st.button(
             t("tree_compare_button", n=COMPARE_TOKENS), on_click=_run_compare,
-            help=t("tree_compare_help", n=COMPARE_TOKENS), key="btn_tree_compare",
+            help=t("tree_compare_help", n=COMPARE_TOKENS, r=COMPARE_REPEATS),
+            key="btn_tree_compare",
         )  # fmt: skip
         return
-    chain, tree = _compared[key]
+    chain, tree = cache[key]
     shape = ",".join(map(str, lesson.shape))
     labels = [t("tree_compare_chain", g=len(lesson.shape)), t("tree_compare_tree", shape=shape)]
-    shown = [replace(chain, label=labels[0]), replace(tree, label=labels[1])]
+    shown = [Bar(label, r.tokens_per_target_forward, r.ms_per_token)
+             for label, r in zip(labels, (chain, tree), strict=True)]  # fmt: skip
     # built once per result and language (a rerun of the panel draws the same figure)
-    fig_key = (key, tuple(labels), t("tree_compare_ms"))
+    stamp = chain.how.at if chain.how is not None else 0.0
+    fig_key = (key, stamp, tuple(labels), t("tree_compare_ms"))
     cached = st.session_state.get("tree_compare_fig")
-    if cached is None or cached[0] != fig_key:
+    if not isinstance(cached, tuple) or cached[0] != fig_key:
         names = {"per_forward": t("tree_compare_per_forward"), "ms_per_token": t("tree_compare_ms")}
         cached = (fig_key, chain_tree_figure(shown, names))
         st.session_state["tree_compare_fig"] = cached
@@ -117,3 +132,12 @@ def section(pair: ModelPair, session: TreeSession, lesson, heading: Callable[[st
     st.caption(t("tree_compare_result", g=len(lesson.shape), c_tpf=chain.tokens_per_target_forward,
                  c_ms=chain.ms_per_token, shape=shape, t_tpf=tree.tokens_per_target_forward,
                  t_ms=tree.ms_per_token) + " — " + t("tree_compare_note"))  # fmt: skip
+    spreads = [r.spread for r in (chain, tree) if r.spread is not None]
+    if len(spreads) == 2:
+        st.caption(t("tree_compare_spread", c=spread_text(spreads[0], 1),
+                     t=spread_text(spreads[1], 1), how=how_label(chain.how)))  # fmt: skip
+    verdict = judge(spreads)
+    if verdict.busy:
+        st.warning(busy_message(verdict.reasons, "tree_compare_busy"))
+    st.button(t("tree_compare_again"), on_click=_run_compare, key="btn_tree_compare_again",
+              help=t("tree_compare_again_help"))  # fmt: skip
