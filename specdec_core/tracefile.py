@@ -25,7 +25,8 @@ FORMAT = "specdec-lab-trace"
 VERSION = 1
 MAX_TRACE_BYTES = 5_000_000  # = server.maxUploadSize (MB); ≈ 35 KB a round at γ = 8
 CSV_COLUMNS = ("round", "position", "token_id", "token_text", "p", "q", "overlap",
-               "accept_prob", "u", "status", "edited", "target_argmax")  # fmt: skip
+               "accept_prob", "u", "status", "edited", "target_argmax",
+               "committed")  # fmt: skip
 
 
 class TraceFileError(SpecDecError, ValueError):
@@ -92,16 +93,22 @@ def export_tree_json(session: TreeSession, state: LessonState) -> str:
 
 
 def export_csv(session: SpeculativeSession) -> str:
-    """The checks table of every finished round, one row per drafted position."""
+    """The checks table of every verified round, one row per drafted position: the
+    finished rounds (``committed`` = ``True``) and, in phase ``commit``, the round on
+    screen that is verified but not committed yet (``committed`` = ``False``: its verdicts
+    are final, its tokens not yet appended)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
-    for r in session.history:
-        for c in r.verify.checks:
+    rounds = [(r.round_index, r.verify, True) for r in session.history]
+    if session.current_verify is not None:
+        rounds.append((session.round_index, session.current_verify, False))
+    for index, verify, committed in rounds:
+        for c in verify.checks:
             writer.writerow([
-                r.round_index + 1, c.position, c.token.id, c.token.text, c.p, c.q, c.overlap,
+                index + 1, c.position, c.token.id, c.token.text, c.p, c.q, c.overlap,
                 c.accept_prob, "" if c.u is None else c.u, c.status, c.edited,
-                c.target_argmax.id,
+                c.target_argmax.id, committed,
             ])  # fmt: skip
     return out.getvalue()
 

@@ -353,7 +353,8 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     server, browser, embedded_pair, tmp_path
 ):
     """Export → upload: a trace made on this pair replays (identical rounds); the same
-    trace claiming another pair opens read-only; a damaged file gives one message."""
+    trace claiming another pair opens read-only; a damaged file gives one message. The
+    panel stays on its Export / import tab (a replay jumped back to Scenarios)."""
     import json
 
     from specdec_core.lesson_link import LessonState
@@ -382,4 +383,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
         page.get_by_role("tab", name="Export / import").click()
         page.locator("input[type=file]").first.set_input_files(str(path))
         page.get_by_text(expected).first.wait_for(timeout=60_000)
+        page.wait_for_timeout(800)  # a replay reruns the app: the tabs are redrawn
+        tab = page.get_by_role("tab", name="Export / import")  # the student stays here
+        assert tab.get_attribute("aria-selected") == "true", path.name
         page.close()

@@ -1,0 +1,32 @@
+"""The checks CSV includes the round that is verified but not committed yet (issue 24
+item 13), marked ``committed = False``."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.tracefile import CSV_COLUMNS, export_csv
+
+
+def test_the_verified_but_uncommitted_round_is_in_the_csv(tiny_pair):
+    config = SessionConfig(gamma=3, temperature=1.0, seed=2, max_new_tokens=20)
+    session = SpeculativeSession(tiny_pair, "ROMEO:", config)
+    session.run(max_rounds=2)
+    session.propose()
+    before = list(csv.DictReader(io.StringIO(export_csv(session))))
+    assert {r["round"] for r in before} == {"1", "2"}  # drafted, not verified: no checks
+    verify = session.verify()
+    rows = list(csv.DictReader(io.StringIO(export_csv(session))))
+    assert list(rows[0]) == list(CSV_COLUMNS)
+    pending = [r for r in rows if r["round"] == "3"]
+    assert len(pending) == len(verify.checks) > 0
+    assert [r["status"] for r in pending] == [c.status for c in verify.checks]
+    assert [float(r["p"]) for r in pending] == [c.p for c in verify.checks]
+    assert {r["committed"] for r in pending} == {"False"}
+    assert {r["committed"] for r in rows if r["round"] != "3"} == {"True"}
+    session.commit()
+    after = list(csv.DictReader(io.StringIO(export_csv(session))))
+    assert [r["committed"] for r in after] == ["True"] * len(after)
+    assert len(after) == len(rows)
