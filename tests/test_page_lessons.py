@@ -166,7 +166,7 @@ def test_chapter_4_lossless_and_its_limits(embedded_pair, lang):
 def test_chapter_5_speed_sources_and_summary(embedded_pair, lang):
     at = open_lessons(lang, "5")
     wrong_then_right(at, "c5_faster", "yes", "no", lang)
-    rows = at.session_state["ls_c5_run"]
+    rows = at.session_state["ls_c5_run"].rows
     assert [r["name"] for r in rows] == ["alone", "model", "self"]
     assert rows[2]["alpha"] == pytest.approx(1.0) and rows[2]["predicted"] == pytest.approx(1.0)
     assert rows[2]["forwards"] < rows[0]["forwards"]

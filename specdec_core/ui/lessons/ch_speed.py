@@ -1,11 +1,22 @@
 """Chapter 5: speed and sources — a higher acceptance rate is not always faster (a small
-measured run), where drafts come from, and what to measure when evaluating a system."""
+measured run), where drafts come from, and what to measure when evaluating a system.
+
+The measured run follows the speed page's rules (issue 24.6): one untimed warm-up run of
+each variant first (the first run of a cold process was 131 ms/token against 10.5 after),
+the variants interleaved and repeated, each time shown as median (min–max), ONE measured
+target step feeding every ``c``, and "this machine is too busy to measure this now" instead
+of a conclusion when the repeats disagree (``bench.judge``). Measured per session, on
+request, and labelled with how it was measured."""
 
 from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
 
+from specdec_core.bench import HowMeasured, Spread, Verdict, ignoring_eos, judge
 from specdec_core.costmodel import walltime_improvement
 from specdec_core.drafters import ModelDrafter
 from specdec_core.generate import generate
@@ -14,37 +25,82 @@ from specdec_core.models import ModelPair
 from specdec_core.scenarios import PROMPTS
 
 from ..i18n import t
+from ..speed_view import busy_message, how_label, spread_text
 from .checkpoint import Check, ask
 
 CHECKS = ("c5_faster", "c5_source", "c5_eval")
 TOKENS, GAMMA = 32, 4
+REPEATS = 3  # timed runs of each variant, interleaved, after one warm-up run of each
 RUN = "ls_c5_run"
 ACCEPT_LEN, ROUND_COST = 3.2, 2.5  # the evaluation question's numbers
 SOURCES = ("model", "lookup", "early_exit", "feature_head", "tree")
 METRICS = ("accept_len", "forwards", "ttft", "ms_token", "tok_s", "equality", "batch")
+VARIANTS = ("alone", "model", "self")  # target alone; the pair's draft; the target as draft
 
 
-def measure(pair: ModelPair) -> list[dict]:
+@dataclass(frozen=True)
+class SpeedRun:
+    """Chapter 5's measurement: one row per variant (``name``, ``alpha`` (None alone),
+    ``forwards`` (target forwards), ``ms_token`` (median ms per generated token),
+    ``spread`` (:class:`Spread` of it), ``c`` (draft step / the one target step; None
+    alone), ``predicted`` (Leviathan's Thm 3.8 with that ``c``)), the target step every
+    ``c`` divides by (ms), how it was measured and the verdict on the repeats."""
+
+    rows: tuple[dict, ...]
+    target_step_ms: float
+    how: HowMeasured
+    verdict: Verdict
+
+
+def _steady_step(stats) -> float:
+    """A target-only run's mean target forward after the prompt's (ms)."""
+    n = stats.target_forwards - 1
+    return (stats.target_forward_ms - stats.prefill_ms) / n if n > 0 else stats.target_forward_ms
+
+
+def measure(pair: ModelPair, repeats: int = REPEATS) -> SpeedRun:
     """Target alone, the pair's draft model and the target as its own draft (α = 1),
-    greedy, 32 tokens each (fast path; a warm-up run first). One row per run."""
+    greedy, :data:`TOKENS` tokens each (fast path, end-of-text ignored): one untimed
+    warm-up run of each, then ``repeats`` passes running each once (interleaved).
+
+    Step times: the target step is the target-alone runs' steady step (median over
+    repeats); the draft model's step is its runs' mean draft forward (median); the target
+    as its own draft steps with that same target step, so its ``c`` is exactly 1."""
     config = LessonState(pair=pair.name, gamma=GAMMA, max_new_tokens=TOKENS).config()
-    generate(pair, PROMPTS[0], LessonState(max_new_tokens=4).config(), mode="autoregressive")
-    n_target = pair.target.config.n_layer
-    runs = (
-        ("alone", "autoregressive", None, 0.0),
-        ("model", "speculative", ModelDrafter(pair.draft), pair.draft.config.n_layer / n_target),
-        ("self", "speculative", ModelDrafter(pair.target), 1.0),
-    )
+    timed = ignoring_eos(pair)
+    drafts = {"alone": None, "model": pair.draft, "self": pair.target}
+
+    def once(name: str):
+        model = drafts[name]
+        mode = "autoregressive" if model is None else "speculative"
+        drafter = ModelDrafter(model) if model is not None else None
+        return generate(timed, PROMPTS[0], config, mode=mode, drafter=drafter).stats  # type: ignore[arg-type]
+
+    for name in VARIANTS:  # warm-up: every variant once, untimed
+        once(name)
+    runs: dict[str, list] = {name: [] for name in VARIANTS}
+    for _ in range(max(1, repeats)):
+        for name in VARIANTS:
+            runs[name].append(once(name))
+    target_step = statistics.median(_steady_step(s) for s in runs["alone"])
+    draft_step = statistics.median(s.draft_forward_ms / max(1, s.draft_forwards)
+                                   for s in runs["model"])  # fmt: skip
+    steps = {"alone": None, "model": draft_step, "self": target_step}
     rows = []
-    for name, mode, drafter, c in runs:
-        s = generate(pair, PROMPTS[0], config, mode=mode, drafter=drafter).stats  # type: ignore[arg-type]
-        alpha = s.acceptance_rate if mode == "speculative" else None
+    for name in VARIANTS:
+        first = runs[name][0]
+        spread = Spread.of([s.total_ms / max(1, s.new_tokens) for s in runs[name]])
+        alpha = None if name == "alone" else first.acceptance_rate
+        step = steps[name]
+        c = None if step is None else (step / target_step if target_step > 0 else 0.0)
         rows.append({
-            "name": name, "alpha": alpha, "forwards": s.target_forwards,
-            "ms_token": s.total_ms / max(1, s.new_tokens),
-            "predicted": 1.0 if alpha is None else walltime_improvement(alpha, GAMMA, c),
+            "name": name, "alpha": alpha, "forwards": first.target_forwards,
+            "ms_token": spread.median, "spread": spread, "c": c,
+            "predicted": 1.0 if alpha is None else walltime_improvement(alpha, GAMMA, c or 0.0),
         })  # fmt: skip
-    return rows
+    verdict = judge([r["spread"] for r in rows])
+    return SpeedRun(tuple(rows), target_step, HowMeasured.now(max(1, repeats), 1, TOKENS),
+                    verdict)  # fmt: skip
 
 
 def _faster(pair: ModelPair) -> None:
@@ -53,17 +109,24 @@ def _faster(pair: ModelPair) -> None:
                      options=("yes", "no"), label=lambda s: t("ls_c5_" + str(s)))):  # fmt: skip
         return
     again = st.button(t("ls_c5_measure"), key="ls_c5_measure")
-    if again or RUN not in st.session_state:  # measured once at the reveal, on request again
-        st.session_state[RUN] = measure(pair)
-    rows = st.session_state[RUN]
-    st.caption(t("ls_c5_measure_hint", n=TOKENS, gamma=GAMMA))
+    run = st.session_state.get(RUN)
+    if again or not isinstance(run, SpeedRun):  # measured at the reveal, on request again
+        with st.spinner(t("ls_c5_measuring")):
+            run = st.session_state[RUN] = measure(pair)
+    rows = run.rows
+    st.caption(t("ls_c5_measure_hint", n=TOKENS, gamma=GAMMA, r=run.how.repeats,
+                 t=run.target_step_ms) + " " + how_label(run.how))  # fmt: skip
     st.dataframe(pd.DataFrame({
         t("ls_c5_col_run"): [t("ls_c5_run_" + r["name"]) for r in rows],
         "α": ["—" if r["alpha"] is None else f"{r['alpha']:.2f}" for r in rows],
         t("ls_c5_col_forwards"): [r["forwards"] for r in rows],
-        "ms/token": [f"{r['ms_token']:.2f}" for r in rows],
+        t("ls_c5_col_ms"): [spread_text(r["spread"]) for r in rows],
+        "c": ["—" if r["c"] is None else f"{r['c']:.2f}" for r in rows],
         t("ls_c5_col_predicted"): [f"{r['predicted']:.2f}×" for r in rows],
     }), hide_index=True)  # fmt: skip
+    if run.verdict.busy:  # no conclusion from times that describe the load
+        st.warning(busy_message(run.verdict.reasons, "ls_c5_busy"))
+        return
     alone = rows[0]["ms_token"]
     best = max(rows[1:], key=lambda r: r["alpha"] or 0.0)
     st.markdown(t("ls_c5_measured", alpha=f"{best['alpha']:.2f}", ms=f"{best['ms_token']:.2f}",
