@@ -12,7 +12,7 @@ import streamlit as st
 
 from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
-from specdec_core.ui.links import PAGE, load_from_url, write_url
+from specdec_core.ui.links import FIRST_VISIT, PAGE, load_from_url, write_url
 from specdec_core.ui.sidebar import presenter_on, render_sidebar
 
 HERE = Path(__file__).resolve().parent
@@ -76,8 +76,33 @@ st.sidebar.divider()
 st.sidebar.title(t("app_title"))
 st.sidebar.caption(t("app_tagline"))
 render_sidebar()
+
+
+def _dismiss_welcome() -> None:
+    st.session_state[FIRST_VISIT] = False
+
+
+def welcome(page: str) -> None:
+    """A first visit (a bare URL, no lesson link) lands on the step-through page, the
+    densest one: a box points to the Lessons until dismissed or the Lessons are opened.
+    Always one container, so the page below never moves between runs (its fragment)."""
+    S = st.session_state
+    if page == "lessons":
+        S[FIRST_VISIT] = False
+    with st.container(key="welcome_box"):
+        if not S.get(FIRST_VISIT) or presenter or page != "step_through":
+            return
+        with st.container(border=True):
+            st.markdown(t("welcome_text"))
+            row = st.container(horizontal=True, gap="small")
+            row.page_link(lessons_page, label=t("welcome_go"), icon=":material/menu_book:")
+            row.button(t("welcome_dismiss"), on_click=_dismiss_welcome, key="btn_welcome_dismiss")
+
+
+lessons_page = next(p for p in pages if p.url_path == "lessons")
 with app_context():
     st.session_state[PAGE] = nav.url_path or "step_through"
+    welcome(st.session_state[PAGE])
     nav.run()
 write_url()  # the state on screen, so a reload or a copied URL keeps it
 if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py

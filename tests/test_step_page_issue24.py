@@ -165,3 +165,32 @@ def test_chart_labels_and_checks_show_bytes():
     assert visible_token(mixed) == "␣‹E6\u00a098›"
     assert visible_token(TokenInfo(5, " ca", "Ġca")) == "␣ca"  # whole characters unchanged
     assert not TokenInfo(0, "<|endoftext|>", "<|endoftext|>").partial
+
+
+@pytest.mark.parametrize(("lang", "go", "stay"), [("en", "Start the Lessons", "Stay on this page"),
+                                                  ("zh", "开始学习课程", "留在本页")])  # fmt: skip
+def test_a_first_visit_is_pointed_to_the_lessons_until_dismissed(embedded_pair, lang, go, stay):
+    """Issue 24 item 13: a first-time visitor landed on the densest page with no "start
+    here"."""
+    at = start(lang)
+    [link] = [p for p in at.get("page_link") if p.proto.label == go]
+    assert link.proto.page.endswith("lessons")
+    click(at, stay)
+    assert not [p for p in at.get("page_link") if p.proto.label == go]
+    assert not [b for b in at.button if b.label == stay]
+    click(at, STEP[lang][0])  # stays dismissed
+    assert not [p for p in at.get("page_link") if p.proto.label == go]
+
+
+def test_a_lesson_link_or_a_reload_shows_no_welcome(embedded_pair):
+    from urllib.parse import parse_qs
+
+    from specdec_core.lesson_link import LessonState, encode
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, values in parse_qs("&".join(f"{k}={v}" for k, v in encode(
+            LessonState(prompt="ROMEO:")).items())).items():  # fmt: skip
+        at.query_params[key] = values[0]
+    at.run()
+    assert not at.exception
+    assert not [p for p in at.get("page_link") if p.proto.label == "Start the Lessons"]

@@ -33,6 +33,7 @@ PENDING = "link_pending"  # a LessonState the step page replays on its next run
 PROBLEMS = "link_problems"  # what the last link/replay dropped (shown once)
 LOADED = "link_loaded"  # the URL of this browser session was read
 PAGE = "link_page"  # the page the app is showing (set by each page)
+FIRST_VISIT = "first_visit"  # opened on a bare URL (no lesson state) and not dismissed
 EXTRA_PARAMS = "link_extra"  # (page, {name: value}): more query parameters that page keeps
 
 SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
@@ -69,7 +70,8 @@ def load_from_url() -> None:
         return
     S[LOADED] = True
     params = {k: st.query_params.get_all(k) for k in st.query_params}
-    if not params:
+    if not params:  # a bare URL: a first visit (app.py points it to the Lessons)
+        S[FIRST_VISIT] = True
         return
     state, problems = decode(params, offered_pairs())
     if "s" not in params:  # a bare link (?lang=zh, ?presenter=1): nothing to replay
