@@ -207,20 +207,27 @@ n_draws = int(
         t("rl_mc_n"), 1000, R.MAX_N, R.DEFAULT_N, 1000, key="rl_mc_n"
     )
 )
+n_asked = n_draws
 mc_key = (tuple(p), tuple(q), y, n_draws, seed)
 if S.get("rl_mc_key") != mc_key:
     bar = st.progress(0.0)
-    mc = {}
-    for i, rule in enumerate(R.RULES):
-        label = t("rl_mc_running", rule=t(f"rl_rule_{rule}"))
 
-        def _tick(done: float, i: int = i, label: str = label) -> None:
-            bar.progress(min((i + done) / len(R.RULES), 1.0), text=label)
+    def _tick(done: float) -> None:  # done: the fraction of all rules' draws
+        rule = R.RULES[min(int(done * len(R.RULES)), len(R.RULES) - 1)]
+        bar.progress(min(done, 1.0), text=t("rl_mc_running", rule=t(f"rl_rule_{rule}")))
 
-        mc[rule] = R.monte_carlo(p, q, rule, n_draws, seed, y, progress=_tick)
+    # bounded per tab (lab_view.mc_allowed): past the budget N is lowered, with a message
+    mc, used = LV.monte_carlo_bounded(p, q, y, n_draws, seed, progress=_tick)
     bar.empty()
+    S.pop("rl_mc_capped", None)
+    if mc["correct"].n != n_asked:
+        S["rl_mc_capped"] = t("rl_mc_capped", limit=f"{LV.MC_BUDGET_DRAWS:,}", used=f"{used:,}",
+                              n=f"{n_asked:,}", shown=f"{mc['correct'].n:,}")  # fmt: skip
     S["rl_mc"], S["rl_mc_key"] = mc, mc_key
 mc = S["rl_mc"]
+n_draws = mc["correct"].n
+if "rl_mc_capped" in S:
+    st.warning(S["rl_mc_capped"])
 
 
 LV.show_mc_table(mc, results)

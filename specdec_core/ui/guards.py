@@ -9,9 +9,11 @@ before Streamlit applies it, and numbers are converted inside the error handling
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specdec_core.errors import InputError
 from specdec_core.inputs import MAX_PROMPT_CHARS, encode_prompt
@@ -109,3 +111,70 @@ def table_state_ok(state: object, n_rows: int, columns: Mapping[str, str]) -> bo
     except (AttributeError, TypeError, ValueError, OverflowError):
         return False
     return True
+
+
+# ------------------------------------------------------------------ uploaded files
+#: Files one browser session may hold in Streamlit's upload store (the newest are kept).
+#: Streamlit keeps every file a client PUTs to its own session until that session shuts
+#: down, whether a widget asks for it or not: 40 × 5.2 MB uploads were all kept (+200 MB).
+MAX_SESSION_UPLOADS = 2
+_upload_cap_lock = threading.Lock()
+
+
+def _upload_store():
+    """Streamlit's uploaded-file manager of the running server, or ``None`` (a test)."""
+    from streamlit.runtime import Runtime
+
+    return Runtime.instance().uploaded_file_mgr if Runtime.exists() else None
+
+
+def install_upload_cap(store=None) -> bool:
+    """Make the upload store keep at most :data:`MAX_SESSION_UPLOADS` files per session
+    (the oldest is dropped when another arrives), once per process. Returns whether the
+    cap is in place. Works on Streamlit 1.67's ``MemoryUploadedFileManager`` (its
+    ``file_storage``: session id → {file id: record}, in arrival order)."""
+    store = _upload_store() if store is None else store
+    if store is None or not hasattr(store, "file_storage"):
+        return False
+    with _upload_cap_lock:
+        if getattr(store, "_specdec_capped", False):
+            return True
+        add_file = store.add_file
+
+        def capped_add_file(session_id: str, file) -> None:
+            add_file(session_id, file)
+            held = list(store.file_storage.get(session_id, {}))
+            for file_id in held[:-MAX_SESSION_UPLOADS]:
+                store.remove_file(session_id, file_id)
+
+        store.add_file = capped_add_file
+        store._specdec_capped = True
+    return True
+
+
+def forget_upload(file: object) -> None:
+    """Drop an uploaded file's bytes from the upload store once they were read (the
+    widget's value is ``None`` from the next run on; the page keeps what it parsed)."""
+    ctx = get_script_run_ctx()
+    store = getattr(ctx, "uploaded_file_mgr", None)
+    file_id = getattr(file, "file_id", None)
+    if store is not None and file_id:
+        store.remove_file(ctx.session_id, file_id)
+
+
+def drop_closed_sessions_uploads(store=None) -> int:
+    """Remove the uploaded files of every session that has no open tab (closed, or
+    waiting to reconnect): Streamlit frees them only when such a session is shut down,
+    which an expired disconnected session never is. Returns the bytes dropped."""
+    from streamlit.runtime import Runtime
+
+    store = _upload_store() if store is None else store
+    if store is None or not Runtime.exists() or not hasattr(store, "file_storage"):
+        return 0
+    runtime, dropped = Runtime.instance(), 0
+    for session_id in list(store.file_storage):
+        if not runtime.is_active_session(session_id):
+            files = store.file_storage.get(session_id, {})
+            dropped += sum(len(f.data) for f in list(files.values()))
+            store.remove_session_files(session_id)
+    return dropped

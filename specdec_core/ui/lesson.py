@@ -23,7 +23,12 @@ prompt box (typed without Ctrl+Enter) acts on the edited prompt at once.
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Callable, Iterator, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
@@ -33,9 +38,64 @@ from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig, SpeculativeSession
 
 from .guards import prompt_ids
+from .i18n import t
 
 KEY = "lesson"
 PROMPT_KEY = "st_prompt"
+LOCK_KEY = "_engine_lock"
+#: How long a script run waits for its own session's previous action (seconds). Past it a
+#: click is dropped with a message and the panel says it is still busy: never two threads
+#: in one session's engine at once.
+LOCK_WAIT_S = 5.0
+_lock_creation = threading.Lock()  # two first runs of one session must get one lock
+
+
+# ------------------------------------------------------------------ one action at a time
+# A client can send full-page reruns faster than a step runs (≥ 5 a second). With
+# Streamlit's fastReruns each one stops the running script only at its next Streamlit call
+# and starts a *new* script thread at once, so a second thread entered the step action
+# while the first was inside a forward: an IndexError in verify, mismatched cache sizes,
+# the tab stuck until Reset. Every engine action of a session and every drawing of its
+# session therefore runs under that session's lock.
+def engine_lock(state: MutableMapping[str, Any] | None = None) -> threading.RLock:
+    """The session's engine lock (kept in its session state, created once, race-free).
+    Reentrant: a callback that syncs and then steps takes it twice in one thread."""
+    S = st.session_state if state is None else state
+    lock = S.get(LOCK_KEY)
+    if lock is None:
+        with _lock_creation:
+            lock = S.get(LOCK_KEY)
+            if lock is None:
+                lock = S[LOCK_KEY] = threading.RLock()
+    return lock
+
+
+@contextmanager
+def engine(state: MutableMapping[str, Any] | None = None) -> Iterator[bool]:
+    """Hold the session's engine lock: yields ``True`` once held, ``False`` when another
+    thread of this session still held it after :data:`LOCK_WAIT_S` (then do nothing)."""
+    lock = engine_lock(state)
+    held = lock.acquire(timeout=LOCK_WAIT_S)
+    try:
+        yield held
+    finally:
+        if held:
+            lock.release()
+
+
+def one_at_a_time(action: Callable[..., Any]) -> Callable[..., Any]:
+    """A button callback that runs under :func:`engine`; a click that cannot get the lock
+    is dropped with the message ``busy_click_dropped`` (as ``step_notice``)."""
+
+    @functools.wraps(action)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with engine() as held:
+            if not held:
+                st.session_state["step_notice"] = t("busy_click_dropped")
+                return None
+            return action(*args, **kwargs)
+
+    return locked
 
 
 @dataclass

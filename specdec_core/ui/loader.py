@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 import threading
+import time
 from functools import cache
 
 from specdec_core.models import PRESETS, ModelLoadError, ModelPair, is_preset_cached, load_pair
@@ -101,7 +102,77 @@ def get_pair(name: str) -> ModelPair:
             gc.freeze()
             if os.environ.get("SPECDEC_PROFILE"):
                 print(f"specdec-pair-load {name}", file=sys.stderr, flush=True)
+            start_housekeeping()
         return _pairs[name]
+
+
+# ------------------------------------------------------------------ memory of closed tabs
+#: Seconds between two sweeps of the housekeeping thread.
+HOUSEKEEPING_S = 30.0
+_housekeeping: threading.Thread | None = None
+last_sweep: dict[str, float] = {}  # the last sweep's figures (tests, benchmarks)
+
+
+def sweep() -> dict[str, float]:
+    """One housekeeping pass: drop the uploaded files of sessions with no open tab, reap
+    disconnected sessions whose reconnect time (``server.disconnectedSessionTTL``) is
+    over, then one full garbage collection. A closed session's state is freed only by a
+    full collection (it holds reference cycles), and ``runner.postScriptGC = false`` turned
+    the one after every script run off; after ``gc.freeze()`` a full collection walks
+    only what sessions allocated, so the pause stays short: it is measured and returned
+    (``gc_ms``; with ``SPECDEC_PROFILE`` also logged as ``specdec-gc-ms``)."""
+    from .guards import drop_closed_sessions_uploads
+
+    dropped = drop_closed_sessions_uploads()
+    _reap_expired_sessions()
+    started = time.perf_counter()
+    found = gc.collect()
+    figures = {"gc_ms": (time.perf_counter() - started) * 1e3, "collected": float(found),
+               "upload_bytes_dropped": float(dropped)}  # fmt: skip
+    last_sweep.update(figures)
+    if os.environ.get("SPECDEC_PROFILE"):
+        print(f"specdec-gc-ms {figures['gc_ms']:.1f} collected={found} "
+              f"uploads_dropped={dropped}", file=sys.stderr, flush=True)  # fmt: skip
+    return figures
+
+
+def _reap_expired_sessions() -> None:
+    """Let Streamlit's store of disconnected sessions drop the expired ones now: its TTL
+    cache only reaps on a write, i.e. when another tab disconnects (Streamlit 1.67
+    internals, so every step is optional)."""
+    try:
+        from streamlit.runtime import Runtime
+
+        if not Runtime.exists():
+            return
+        storage = getattr(Runtime.instance()._session_mgr, "_session_storage", None)
+        cache = getattr(storage, "_cache", None)
+        if cache is not None and hasattr(cache, "expire"):
+            cache.expire()
+    except Exception:  # noqa: BLE001 - housekeeping never breaks the server
+        pass
+
+
+def _housekeeping_loop() -> None:
+    while True:
+        time.sleep(HOUSEKEEPING_S)
+        try:
+            sweep()
+        except Exception:  # noqa: BLE001 - housekeeping never breaks the server
+            pass
+
+
+def start_housekeeping() -> None:
+    """Start the housekeeping thread (once per process; a daemon): :func:`sweep` every
+    :data:`HOUSEKEEPING_S` seconds, and cap the upload store (``guards``)."""
+    global _housekeeping
+    from .guards import install_upload_cap
+
+    install_upload_cap()
+    if _housekeeping is None:
+        _housekeeping = threading.Thread(target=_housekeeping_loop, name="specdec-housekeeping",
+                                         daemon=True)  # fmt: skip
+        _housekeeping.start()
 
 
 def loaded_pairs() -> list[str]:
