@@ -15,6 +15,7 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from specdec_core.bench import HowMeasured
 from specdec_core.costmodel import (
     WALLTIME_CASES,
     best_gamma,
@@ -221,6 +222,7 @@ def _wait(job: J.Job) -> None:
             S.setdefault("sp_by_drafter", {})[job.drafter] = job.result
         else:
             S["sp_" + job.kind]["partial"] = False
+            S["sp_" + job.kind]["how"] = HowMeasured.now(job.repeats, 1, job.n)  # the label
     elif job.state == "failed":
         S["sp_job_error"] = error_message(job.error)
     else:
@@ -301,11 +303,11 @@ st.header(t("sp_gamma_header"))
 st.markdown(t("sp_gamma_help"))
 sweep = S.get("sp_gamma")
 if sweep and sweep["points"]:
-    show_gamma_sweep(sweep["points"], sweep["partial"])
+    show_gamma_sweep(sweep["points"], sweep["partial"], sweep.get("how"))
 
 # ------------------------------------------------------------------ ⑤ batch sweep
 st.header(t("sp_batch_header"))
 st.markdown(t("sp_batch_help"))
 batch = S.get("sp_batch")
 if batch and batch["points"]:
-    show_batch_sweep(batch["points"], batch["partial"])
+    show_batch_sweep(batch["points"], batch["partial"], batch.get("how"))

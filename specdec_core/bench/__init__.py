@@ -42,7 +42,15 @@ from .sweeps import (
     gamma_sweep_point,
     sequential_throughput,
 )
-from .timing import BUSY_SPREAD, MONOTONE_TOL, HowMeasured, Spread, Verdict, judge
+from .timing import (
+    BUSY_SPREAD,
+    MONOTONE_TOL,
+    SAME_STEP_SPREAD,
+    HowMeasured,
+    Spread,
+    Verdict,
+    judge,
+)
 
 __all__ = [
     "AutoregressiveFigures",
@@ -51,6 +59,7 @@ __all__ = [
     "HowMeasured",
     "MONOTONE_TOL",
     "PairRuns",
+    "SAME_STEP_SPREAD",
     "RunSpread",
     "Spread",
     "TimingFigures",

@@ -12,6 +12,7 @@ import streamlit as st
 
 from specdec_core.bench import (
     BUSY_SPREAD,
+    SAME_STEP_SPREAD,
     AutoregressiveFigures,
     BatchPoint,
     BenchSummary,
@@ -25,6 +26,7 @@ from specdec_core.bench import (
     batch_crossover,
     best_point,
 )
+from specdec_core.bench.timing import LOAD_CHANGED
 from specdec_core.figures import (
     speed_batch_figure,
     speed_breakdown_figure,
@@ -64,7 +66,8 @@ def spread_text(s: Spread, digits: int = 2) -> str:
 
 def busy_message(reasons: Sequence[str], key: str = "sp_busy") -> str:
     """"This machine is too busy to measure this now", with the failed checks named."""
-    why = "; ".join(t("sp_busy_" + r, pct=100 * BUSY_SPREAD) for r in reasons)
+    pct = {LOAD_CHANGED: 100 * SAME_STEP_SPREAD}
+    why = "; ".join(t("sp_busy_" + r, pct=pct.get(r, 100 * BUSY_SPREAD)) for r in reasons)
     return t(key, why=why)
 
 
@@ -209,7 +212,11 @@ def _partial(title_key: str, partial: bool) -> str:
     return t(title_key) + (" " + t("sp_partial") if partial else "")
 
 
-def show_gamma_sweep(points: Sequence[GammaPoint], partial: bool) -> None:
+def show_gamma_sweep(
+    points: Sequence[GammaPoint], partial: bool, how: HowMeasured | None = None
+) -> None:
+    """The γ sweep: each point its own interleaved target-only / speculative runs (its
+    step times are its own runs'); ``how``: the label, once the sweep finished."""
     labels = {
         "title": _partial("sp_gamma_fig_title", partial),
         "x": t("sp_curve_fig_x"), "y": t("sp_gamma_fig_y"), "measured": t("sp_gamma_measured"),
@@ -235,9 +242,14 @@ def show_gamma_sweep(points: Sequence[GammaPoint], partial: bool) -> None:
         }),
         hide_index=True, width="stretch",
     )  # fmt: skip
+    if how is not None:
+        st.caption(how_label(how))
 
 
-def show_batch_sweep(points: Sequence[BatchPoint], partial: bool) -> None:
+def show_batch_sweep(
+    points: Sequence[BatchPoint], partial: bool, how: HowMeasured | None = None
+) -> None:
+    """The batch sweep; ``how``: the label, once the sweep finished."""
     done = sorted(points, key=lambda q: q.batch_size)
     labels = {
         "title": _partial("sp_batch_fig_title", partial),
@@ -261,3 +273,5 @@ def show_batch_sweep(points: Sequence[BatchPoint], partial: bool) -> None:
         }),
         hide_index=True, width="stretch",
     )  # fmt: skip
+    if how is not None:
+        st.caption(how_label(how))
