@@ -602,6 +602,50 @@ async def no_attack(ctx: ProbeContext) -> dict:
     return {"ok": True, "facts": "nobody attacks: the spread of an idle classmate's clicks"}
 
 
+def malformed(c: Client, chars: int = 1300) -> BackMsg:
+    """A rerun whose seed box (a whole-number input) holds ``chars`` letters: Streamlit
+    fails to read it before the script runs and logs the traceback (≈ 1.3 KB sent)."""
+    msg = c.rerun_msg()
+    for w in msg.rerun_script.widget_states.widgets:
+        if w.id == c.ids.get("cfg_seed"):
+            w.string_value = "x" * chars
+    return msg
+
+
+LOG_FLOOD_RATE = 50  # messages a second
+LOG_FLOOD_S = 20.0  # the flood lasts this long at most (and at least while the classmate
+# clicks)
+LOG_BOUND = 100_000  # bytes a flood may add to the log (the guard: 5 × ≤ 16 KB + 1 line)
+
+
+async def log_flood(ctx: ProbeContext) -> dict:
+    """A student sends :func:`malformed` reruns at :data:`LOG_FLOOD_RATE` a second (each
+    waits for its run) for :data:`LOG_FLOOD_S`; the replica's log growth is measured."""
+    c = await ctx.client()
+    msg = malformed(c)
+    size0 = log_bytes(ctx.log)
+    sent, started = 0, time.perf_counter()
+    ctx.ready.set()
+    while time.perf_counter() - started < LOG_FLOOD_S:
+        if ctx.release.is_set() and time.perf_counter() - started >= LOG_FLOOD_S / 2:
+            break
+        t0 = time.perf_counter()
+        await c.send(msg)
+        await asyncio.wait_for(c._read(), TIMEOUT_S)
+        sent += 1
+        await asyncio.sleep(max(0.0, 1 / LOG_FLOOD_RATE - (time.perf_counter() - t0)))
+    seconds = time.perf_counter() - started
+    await asyncio.sleep(1.0)  # the last records reach the file
+    await c.ws.close()
+    grown = log_bytes(ctx.log) - size0
+    text = ctx.log.read_text(errors="replace")
+    full = text.count("Uncaught app execution\nTraceback")
+    return {"ok": grown <= LOG_BOUND, "messages": sent, "log_bytes": grown, "facts": (
+        f"{sent} malformed messages ({len(msg.SerializeToString()):,} B each) in {seconds:.0f} s: "
+        f"log +{grown / 1e3:,.1f} KB ({grown / max(sent, 1):,.0f} B a message; {full} "
+        f"tracebacks in full in the log so far)")}
+
+
 def _p(xs: list[float], q: float) -> float:
     """Nearest-rank percentile ``q`` ∈ (0, 1] of ``xs`` (ms)."""
     s = sorted(xs)
@@ -683,6 +727,7 @@ def table(rows: list[dict]) -> str:
 ATTACKS = {
     "none": no_attack,
     "half-open flood": half_open_flood,
+    "log flood": log_flood,
 }
 
 

@@ -8,6 +8,8 @@ refusals are checked by message and by counting work, not by the clock."""
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import statistics
 import sys
 import time
@@ -128,3 +130,100 @@ def test_a_prompt_is_tokenized_once_per_change(embedded_pair, monkeypatch):
     assert not at.exception
     assert len(calls) == 2  # the default prompt, then the long one: never per rerun
     assert at.error and "at most" in at.error[0].value
+
+
+def _guarded(guard) -> tuple[logging.Logger, io.StringIO, list]:
+    """A private logger whose one handler carries ``guard``: (logger, text out, records)."""
+    out, passed = io.StringIO(), []
+
+    class Keep(logging.StreamHandler):
+        def emit(self, record):
+            passed.append(record)
+            super().emit(record)
+
+    handler = Keep(out)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    handler.addFilter(guard)
+    logger = logging.Logger("test.logguard")  # not registered: no other handlers
+    logger.addHandler(handler)
+    return logger, out, passed
+
+
+def _error(logger: logging.Logger, text: str = "x" * 1300, huge: bool = False) -> None:
+    try:
+        if huge:
+            raise ValueError(text)
+        int(text)  # Python quotes at most 200 characters of it
+    except ValueError:
+        logger.error("Uncaught app execution", exc_info=True)
+
+
+def test_the_log_guard_collapses_1000_identical_errors():
+    from specdec_core.ui import logguard
+
+    now = [0.0]
+    logger, out, passed = _guarded(logguard.RepeatGuard(clock=lambda: now[0]))
+    for i in range(1000):  # 50 a second: 20 s, one window
+        now[0] = i / 50
+        _error(logger)
+    assert len(passed) == logguard.FULL_PER_WINDOW + 1 == 6
+    assert all(r.exc_text and "ValueError" in r.exc_text for r in passed[:5])
+    assert passed[5].exc_info is None and passed[5].getMessage().startswith(
+        "[logguard] more records like this are suppressed for up to 60 s")
+    first_window = len(out.getvalue())
+    assert first_window < 6 * 2_000  # unguarded: 1,000 × ≈ 1.7 KB
+    for i in range(1000):  # the next minute: the first record says what was dropped
+        now[0] = 60 + i / 50
+        _error(logger)
+    assert len(passed) == 12
+    assert passed[6].getMessage().startswith("[logguard] 995 more like this suppressed")
+    logger.warning("another signature %s", "here")  # counted on its own
+    logger.info("profile lines pass %d", 1)
+    assert len(passed) == 14 and passed[13].getMessage() == "profile lines pass 1"
+    for _ in range(100):
+        logger.info("info is never suppressed")
+    assert len(passed) == 114
+
+
+def test_the_log_guard_caps_huge_records_and_installs_on_streamlit_handlers():
+    from streamlit.logger import get_logger
+
+    from specdec_core.ui import logguard
+
+    logger, out, passed = _guarded(logguard.RepeatGuard())
+    _error(logger, "y" * 1_000_000, huge=True)  # a 1 MB exception message
+    logger.error("big %s", "z" * 1_000_000)
+    assert len(out.getvalue()) < logguard.MAX_MESSAGE + logguard.MAX_TRACEBACK + 2_000
+    assert "characters cut by logguard" in passed[0].exc_text
+    assert len(passed[1].getMessage()) < logguard.MAX_MESSAGE + 100
+    st_logger = get_logger("streamlit.test_logguard")  # Streamlit's: no propagation
+    assert not st_logger.propagate and logguard.GUARD not in st_logger.handlers[0].filters
+    assert logguard.install(force=True) >= 1
+    assert logguard.GUARD in st_logger.handlers[0].filters
+    assert logguard.install(force=True) == 0  # idempotent
+
+
+def test_fifty_malformed_messages_write_a_bounded_log(server):
+    """A student's 50 malformed reruns (1.3 KB each: letters in the seed box) on the real
+    server: 5 tracebacks in full and one line (was 50 rich tracebacks, ≈ 4 KB each)."""
+    _, log, url = server
+
+    async def scenario() -> int:
+        attacker, aws = await W.open_client(url)  # the app ran once: the guard is on
+        msg = W.malformed(attacker)
+        size = len(log.read_bytes())
+        before = log.read_text().count("Uncaught app execution\nTraceback")
+        for _ in range(50):
+            await attacker.send(msg)
+            await attacker._read()
+        await asyncio.sleep(1)
+        await aws.close()
+        text = log.read_bytes()[size:].decode("utf-8", "replace")
+        full = log.read_text().count("Uncaught app execution\nTraceback") - before
+        assert full == 5, text[-3000:]
+        assert text.count("[logguard] more records like this are suppressed") == 1
+        assert "─" not in text  # no rich panel printed around the logging
+        return len(text.encode())
+
+    grown = _run(scenario())
+    assert grown < W.LOG_BOUND // 2, grown

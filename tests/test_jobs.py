@@ -2,7 +2,8 @@
 pair, tiny budgets): real values that equal an in-thread run, errors that come back as
 themselves, Stop while a task runs, the in-thread fallback, a killed worker and a task
 that overruns its time. One worker serves the module (starting one imports torch and
-transformers, ≈ 5 s); the two tests that end a worker come last."""
+transformers, ≈ 5 s); the two tests that end a worker come last. The queue's places
+(issue 30): one per client address, one kept for the teacher (no worker needed)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_core.errors import ModelLoadError
+from specdec_core.errors import BusyError, ModelLoadError
 from specdec_core.session import SessionConfig
 from specdec_core.ui import job_worker, jobs
 
@@ -46,6 +47,89 @@ def wait_until(check, timeout: float = 120.0) -> None:
 
 def positive(x: float) -> bool:
     return math.isfinite(x) and x > 0
+
+
+class _Parked:
+    """Stands for the queue's thread: alive, never takes a job (they stay queued)."""
+
+    def is_alive(self) -> bool:
+        return True
+
+
+def _parked_queue() -> jobs.JobQueue:
+    q = jobs.JobQueue(worker=job_worker.Worker())
+    q._worker = _Parked()  # submit() starts no thread: admission only
+    return q
+
+
+def _job(session: str) -> jobs.Job:
+    return jobs.Job("gamma", session, None, "x", 4, 1, True, False, SessionConfig())
+
+
+def _refused(q: jobs.JobQueue, session: str, client: str) -> str:
+    with pytest.raises(BusyError) as caught:
+        q.submit(_job(session), client)
+    return caught.value.code
+
+
+def test_six_tabs_of_one_client_hold_one_place_and_the_teacher_keeps_one(monkeypatch):
+    monkeypatch.setenv(jobs.TEACHER_ENV, "10.0.0.1")
+    monkeypatch.delenv(jobs.JOBS_ENV, raising=False)  # 4 places
+    q = _parked_queue()
+    student = jobs.client_key("10.0.0.66", {}, "tab1")
+    assert student == "addr:10.0.0.66" and not jobs.is_teacher(student)
+    first = q.submit(_job("tab1"), student)
+    codes = [_refused(q, f"tab{i}", student) for i in range(2, 7)]  # five more tabs
+    assert codes == ["client_has_job"] * 5 and q.pending() == 1
+    assert _refused(q, "tab1", "addr:10.0.0.99") == "job_running"  # the session itself
+    q.submit(_job("b"), "addr:10.0.0.67")
+    q.submit(_job("c"), "addr:10.0.0.68")
+    assert _refused(q, "d", "addr:10.0.0.69") == "busy_reserved"  # 3 student places taken
+    teacher = jobs.client_key(None, {"X-Real-IP": "10.0.0.1"}, "t")  # through nginx
+    assert teacher == "addr:10.0.0.1" and jobs.is_teacher(teacher)
+    q.submit(_job("t"), teacher)
+    assert q.pending() == 4 and [q.position(j) for j in q._queue] == [1, 2, 3, 4]
+    assert _refused(q, "t2", teacher) == "client_has_job"  # the teacher's second tab
+    q.cancel(first)  # a place frees when its job goes: the student may queue again
+    q.submit(_job("tab2"), student)
+    assert _refused(q, "e", "addr:10.0.0.70") == "busy"  # 3 students + the teacher
+    from specdec_core.ui.errors import error_message
+
+    message = error_message(BusyError("x", "busy_reserved", limit=3))
+    assert "3 places for students" in message and "kept for the teacher" in message
+    assert "one at a time per computer" in error_message(BusyError("x", "client_has_job"))
+
+
+def test_the_teacher_has_a_place_when_students_fill_the_queue(monkeypatch):
+    monkeypatch.delenv(jobs.TEACHER_ENV, raising=False)  # default: this machine
+    monkeypatch.setenv(jobs.JOBS_ENV, "1")  # even then: one student place + the teacher's
+    q = _parked_queue()
+    assert (jobs.places(), jobs.student_places()) == (2, 1)
+    q.submit(_job("s1"), "addr:192.168.1.20")
+    assert _refused(q, "s2", "addr:192.168.1.21") == "busy_reserved"
+    teacher = jobs.client_key(None, {"Host": "127.0.0.1:8501"}, "t")  # a loopback browser
+    assert teacher == "addr:127.0.0.1" and jobs.is_teacher(teacher)
+    q.submit(_job("t"), teacher)
+    assert _refused(q, "s3", "addr:192.168.1.22") == "busy"
+    assert _refused(q, "t2", "addr:::1") == "busy"  # a second teacher address: all taken
+    q.cancel(q._queue[0])  # the student's job goes: another student, not a third place
+    q.submit(_job("s4"), "addr:192.168.1.23")
+    assert _refused(q, "s5", "addr:192.168.1.24") == "busy"
+
+
+def test_client_key_trusts_x_real_ip_only_from_a_trusted_proxy(monkeypatch):
+    monkeypatch.delenv(jobs.PROXIES_ENV, raising=False)
+    key = jobs.client_key
+    assert key(None, {}, "s9") == "session:s9"  # no browser connection: its own client
+    assert key("10.1.2.3", {"Host": "h"}, "s") == "addr:10.1.2.3"
+    assert key("10.1.2.3", {"X-Real-IP": "10.9.9.9"}, "s") == "addr:10.1.2.3"  # forged
+    assert key(None, {"x-real-ip": " 10.9.9.9 "}, "s") == "addr:10.9.9.9"  # nginx, loopback
+    assert key("::1", {"X-Real-IP": "2001:DB8::1"}, "s") == "addr:2001:db8::1"
+    assert key(None, {"X-Real-IP": "junk" * 100}, "s") == "addr:127.0.0.1"
+    assert key("not an address", {"Host": "h"}, "s7") == "session:s7"
+    monkeypatch.setenv(jobs.PROXIES_ENV, "172.18.0.5")  # nginx in another container
+    assert key("172.18.0.5", {"X-Real-IP": "10.9.9.9"}, "s") == "addr:10.9.9.9"
+    assert key(None, {"X-Real-IP": "10.9.9.9"}, "s") == "addr:127.0.0.1"
 
 
 def test_measure_runs_in_the_worker_process(queue, embedded_pair):

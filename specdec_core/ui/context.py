@@ -25,6 +25,7 @@ import streamlit as st
 from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig
 
+from . import logguard
 from .links import write_url
 
 APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
@@ -36,7 +37,8 @@ _run_lock = threading.Lock()  # compile() of app.py from several session threads
 @contextmanager
 def app_context() -> Iterator[None]:
     """Used by ``app.py`` around ``nav.run()``: pages run inside the app (and the full runs
-    are counted, see :func:`fragment_run`)."""
+    are counted, see :func:`fragment_run`). Also keeps the log guard on every handler."""
+    logguard.install_in_server()  # repeats collapsed, records capped (cheap when done)
     st.session_state[APP_RUNS] = st.session_state.get(APP_RUNS, 0) + 1
     _local.inside = True
     try:
