@@ -315,3 +315,20 @@ def test_the_rule_labs_monte_carlo_is_bounded_per_tab(monkeypatch):
     at.number_input(key="rl_mc_n").set_value(20_000).run()  # back: a cached seeded result
     assert at.session_state["rl_mc"]["correct"].n == 20_000
     assert list(at.session_state["rl_mc_spent"]) == spent  # nothing charged
+
+
+def test_the_step_history_draws_the_newest_rounds_unless_asked(embedded_pair, monkeypatch):
+    from specdec_core.ui import step_view
+
+    monkeypatch.setattr(step_view, "HISTORY_SHOWN", 2)
+    at = open_app()
+    for _ in range(3):
+        button(at, "btn_round").click().run()
+    assert not at.exception and len(at.session_state["lesson"].session.history) == 3
+
+    def rounds_drawn() -> int:
+        return sum(h.value.count('class="history-round"') for h in at.get("html"))
+
+    assert rounds_drawn() == 2  # before: every round, on every click
+    at.toggle(key="st_history_older").set_value(True).run()
+    assert rounds_drawn() == 3
