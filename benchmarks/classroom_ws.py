@@ -15,9 +15,19 @@ id in ``ClientState.fragment_id``: the server then reruns only the fragment (the
 panel's buttons), not ``app.py`` and the whole page. ``SPECDEC_FULL_RERUNS=1`` sends every
 click as a full rerun instead (to compare the two).
 
-    python benchmarks/classroom_ws.py   # before/after figures for issue 19's high items
+The hostile probe (issue 30, the default): one replica behind nginx on loopback
+(``deploy/replicas.py``); for each attack in :data:`ATTACKS` an honest classmate clicks
+"Run one round" before, during and after it; the table gives the classmate's click p50 /
+p95, whether its tab still shows what a fresh replay of the same clicks shows, and a
+verdict (during p95 ≤ 2 × before p95, state unchanged, the attack's own criterion). Add an
+attack: one coroutine (see :class:`ProbeContext`) and one line in :data:`ATTACKS`.
 
-Every loop is bounded; the server is started on 127.0.0.1 and stopped at the end.
+    python benchmarks/classroom_ws.py                          # every attack, the table
+    python benchmarks/classroom_ws.py --attacks "queue fill"   # some of them
+    python benchmarks/classroom_ws.py --issue19                # issue 19's figures
+
+Every loop is bounded (no attack holds its pressure past ``HOLD_S``); everything runs on
+127.0.0.1 and is stopped at the end.
 """
 
 from __future__ import annotations
@@ -646,6 +656,44 @@ async def log_flood(ctx: ProbeContext) -> dict:
         f"tracebacks in full in the log so far)")}
 
 
+async def _press(c: Client, label: str) -> str:
+    """Press ``label`` on the speed page: the refusal's text, or "" when the job was taken
+    (the run then waits on the job and does not finish within 5 s, or finishes quietly)."""
+    try:
+        await asyncio.wait_for(c.rerun(click=label), 5)
+    except TimeoutError:
+        pass
+    return next((a for a in c.alerts if a.startswith("Nothing was changed")), "")
+
+
+async def queue_fill(ctx: ProbeContext, tabs: int = 6) -> dict:
+    """One student's ``tabs`` tabs (one address) press "Sweep γ" one after another, then
+    the teacher (:data:`TEACHER_ADDR`) presses "Measure"; the tabs stay open while the
+    classmate clicks, then close (their jobs are cancelled with their sessions)."""
+    clients = [await ctx.client(ATTACKER_ADDR, page="speed") for _ in range(tabs)]
+    answers = [await _press(c, "Sweep γ = 1…8") for c in clients]
+    teacher = await ctx.client(TEACHER_ADDR, page="speed")
+    teacher_answer = await _press(teacher, "Measure")
+    await ctx.held()
+    for c in [*clients, teacher]:
+        await c.ws.close()
+    taken = sum(not a for a in answers)
+
+    def short(alert: str) -> str:
+        for part, name in (("from your computer", "one per computer"),
+                           ("kept for the teacher", "student places full"),
+                           ("queue is full", "queue full"), ("already have", "one per tab")):
+            if part in alert:
+                return name
+        return alert.removeprefix("Nothing was changed: ")[:60]
+
+    why = sorted({short(a) for a in answers if a})
+    return {"ok": taken == 1 and not teacher_answer, "facts": (
+        f"{tabs} tabs of one student: {taken} queued, {tabs - taken} refused "
+        f"({'; '.join(why) or '–'}); the teacher: "
+        + (f"refused ({short(teacher_answer)})" if teacher_answer else "queued"))}
+
+
 def _p(xs: list[float], q: float) -> float:
     """Nearest-rank percentile ``q`` ∈ (0, 1] of ``xs`` (ms)."""
     s = sorted(xs)
@@ -728,7 +776,13 @@ ATTACKS = {
     "none": no_attack,
     "half-open flood": half_open_flood,
     "log flood": log_flood,
+    "queue fill": queue_fill,
 }
+# Issue 30 items 2–6 and 10 (links, files, fast reruns, uploads, amplification): one
+# module of their own, given this one (the probe runs as __main__).
+import probe_attacks  # noqa: E402
+
+ATTACKS.update(probe_attacks.attacks(sys.modules[__name__]))
 
 
 def probe(names: list[str] | None = None, clicks: int = 10, env: dict | None = None) -> list:
