@@ -67,7 +67,9 @@ def spread_text(s: Spread, digits: int = 2) -> str:
 def busy_message(reasons: Sequence[str], key: str = "sp_busy") -> str:
     """"This machine is too busy to measure this now", with the failed checks named."""
     pct = {LOAD_CHANGED: 100 * SAME_STEP_SPREAD}
-    why = "; ".join(t("sp_busy_" + r, pct=pct.get(r, 100 * BUSY_SPREAD)) for r in reasons)
+    why = t("sp_busy_join").join(
+        t("sp_busy_" + r, pct=pct.get(r, 100 * BUSY_SPREAD)) for r in reasons
+    )
     return t(key, why=why)
 
 
