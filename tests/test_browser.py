@@ -319,6 +319,8 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     assert 0 <= k_top < height and k_bottom - k_top > 100, (k_top, k_bottom)
     assert 0 <= b_top and b_bottom <= c_top + 5  # the buttons stay in view above the chart
     assert page.evaluate(CUT_BUTTONS_JS) == []
+    found = page.evaluate(LAYOUT_JS)  # issue 24.12: no chip or header broken in two
+    assert found["chips"] == [] and found["headers"] == [], found
     shot("verify")
     step(page, "commit")
     page.locator(".st-key-btn_run_n button").click()
@@ -387,3 +389,60 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
         tab = page.get_by_role("tab", name="Export / import")  # the student stays here
         assert tab.get_attribute("aria-selected") == "true", path.name
         page.close()
+
+
+# ------------------------------------------------------ layout at 1024×768 (issue 24.12)
+# What is broken on a small screen, measured: a legend chip on two lines (its box has
+# more than one line rect), a table header wrapped ("位 置": a Range over its text has
+# more than one rect), a box whose text is cut (scrollWidth > clientWidth).
+LAYOUT_JS = """() => {
+  const lines = e => { const r = document.createRange(); r.selectNodeContents(e);
+    const tops = [...r.getClientRects()].filter(x => x.width > 0).map(x => x.top)
+      .sort((a, b) => a - b);  // one line: tops within a few px (CJK and Latin fonts differ)
+    return tops.filter((t, i) => i === 0 || t - tops[i - 1] > 6).length; };
+  const cut = e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1;
+  const main = document.querySelector('[data-testid="stMain"]');
+  return {
+    chips: [...main.querySelectorAll('.strip-legend .legend-chip')]
+      .filter(c => c.getClientRects().length > 1 || lines(c) > 1).map(c => c.innerText),
+    headers: [...main.querySelectorAll('table.sd-table th')].filter(th => lines(th) > 1)
+      .map(th => th.innerText),
+    deltas: [...main.querySelectorAll('[data-testid="stMetricDelta"], '
+      + '[data-testid="stMetricDelta"] *')].filter(cut).map(e => e.innerText),
+  };
+}"""
+SIDEBAR_FITS_JS = """labels => { const e = document.querySelector('.st-key-cfg_drafter input');
+  const c = document.createElement('canvas').getContext('2d'); c.font = getComputedStyle(e).font;
+  const room = e.clientWidth - parseFloat(getComputedStyle(e).paddingLeft)
+    - parseFloat(getComputedStyle(e).paddingRight);
+  return labels.filter(t => c.measureText(t).width > room); }"""
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, browser, lang):
+    """Legend chips on one line each, table headers unwrapped, every sidebar drafter label
+    fits its box (the step page after Verify); the speed page's change chip is not cut;
+    the drafter cards are not squeezed with the sidebar open."""
+    from specdec_core.ui.sidebar import DRAFTER_LABELS
+
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto(f"{server}/?lang={lang}")
+    page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
+    step(page, "propose")
+    make_wrong(page, lang)  # a rejection: every state of the legend on screen, † caption
+    step(page, "verify")
+    page.locator("table.checks-table").wait_for(timeout=30_000)
+    found = page.evaluate(LAYOUT_JS)
+    assert page.locator(".strip-legend .legend-chip").count() >= 9
+    assert page.locator("table.sd-table th").count() >= 10
+    assert found["chips"] == [] and found["headers"] == [], found
+    assert page.evaluate(SIDEBAR_FITS_JS, list(DRAFTER_LABELS.values())) == []
+    page.goto(f"{server}/speed?lang={lang}")
+    page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=90_000)
+    assert page.evaluate(LAYOUT_JS)["deltas"] == []
+    page.goto(f"{server}/drafters?lang={lang}")
+    cards = page.locator('[class*="st-key-dr_card_"]')
+    cards.first.wait_for(timeout=90_000)
+    widths = [cards.nth(i).bounding_box()["width"] for i in range(cards.count())]
+    assert len(widths) == 4 and min(widths) >= 220, widths
+    page.close()

@@ -277,3 +277,30 @@ def test_st_echarts_chart_draws_the_option(greedy_reject):
     spec = json.loads(chart.proto.spec)
     assert [s["name"] for s in spec["series"]] == [s["name"] for s in option["series"]]
     assert spec["dataset"]["source"] == option["dataset"]["source"]
+
+
+def test_presenter_mode_makes_the_chart_text_projector_sized():
+    """Issue 24 item 12: in presenter mode the axis and legend text stayed ≈ 10–12 px."""
+    toks = tuple(TokenInfo(id=i, text=t, piece=t) for i, t in enumerate(["a", "b", "c"]))
+    p = np.array([0.5, 0.3, 0.2], dtype=np.float32)
+    q = np.array([0.2, 0.5, 0.3], dtype=np.float32)
+    dist = DistSlice(np.arange(3), toks, p, q, np.minimum(p, q), np.maximum(p - q, 0.0),
+                     0.0, 0.0, 0.0, 0.0)  # fmt: skip
+
+    def sizes(option: dict) -> dict[str, int]:
+        return {
+            "x ticks": option["xAxis"]["axisLabel"]["fontSize"],
+            "y ticks": option["yAxis"]["axisLabel"]["fontSize"],
+            "y name": option["yAxis"]["nameTextStyle"]["fontSize"],
+            "legend": option["legend"]["textStyle"]["fontSize"],
+            "title": option["title"][0]["textStyle"]["fontSize"],
+        }
+
+    normal = sizes(distribution_option(dist, LABELS, "T", marked_id=1))
+    big = distribution_option(dist, LABELS, "T", marked_id=1, presenter=True)
+    assert normal == {"x ticks": 12, "y ticks": 12, "y name": 12, "legend": 12, "title": 15}
+    assert sizes(big) == {"x ticks": 16, "y ticks": 16, "y name": 16, "legend": 16, "title": 20}
+    assert big["title"][1]["textStyle"]["fontSize"] >= 16  # "▼ drafted · ★ correction"
+    # the grid leaves room for the larger legend: more space under the bars
+    assert big["grid"]["bottom"] > distribution_option(dist, LABELS, "T")["grid"]["bottom"]
+    json.dumps(big)

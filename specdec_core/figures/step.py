@@ -28,6 +28,7 @@ CONTEXT_FILL, CONTEXT_LINE = "rgba(31,119,180,0.22)", COLORS["p"]  # greedy: fai
 MARK_COLOR, NOTE_COLOR = "#9a3412", "#374151"  # "▼ drafted · ★ correction"; "other" line
 HEIGHT = 360  # px: pass it to st.echarts_chart (an ECharts option has no height)
 MARKED_TICK = {"color": MARK_COLOR, "fontWeight": "bold"}
+PRESENTER_SCALE = 4 / 3  # presenter mode: 12 px chart text → 16 px (read from a projector)
 
 
 def shown_indices(dist: DistSlice, keep: tuple[int | None, ...] = (), top: int = TOP_TOKENS):
@@ -151,6 +152,7 @@ def distribution_option(
     log_y: bool = False,
     context: DistSlice | None = None,
     top: int = TOP_TOKENS,
+    presenter: bool = False,
 ) -> dict:
     """An Apache ECharts option for ``st.echarts_chart``: grouped bars of ``p``, ``q``,
     ``min(p, q)`` and ``[p − q]+`` (the greedy T = 1 context faintly first) over the top
@@ -169,6 +171,8 @@ def distribution_option(
     Args:
         dist, labels, title, marked_id, correction_id, log_y, context, top: as in
             :func:`distribution_figure`.
+        presenter: projector-sized text (:data:`PRESENTER_SCALE` × every font size: axis
+            ticks and legend 16 px instead of 12, the title 20 px instead of 15).
 
     Returns:
         The option ``dict``, JSON-serialisable (plain ``str``/``float``/``None``; no NumPy
@@ -176,6 +180,10 @@ def distribution_option(
         (never ``0.0000`` for a non-zero value).
     """
     bars = _bars(dist, labels, marked_id, correction_id, context, top)
+    k = PRESENTER_SCALE if presenter else 1.0
+
+    def px(size: float) -> int:
+        return round(size * k)
     keys = [key for key, _ in bars.series]
     dimensions = ["tick", "token"] + [name for key in keys for name in (key, key + "_text")]
     source = [
@@ -197,14 +205,14 @@ def distribution_option(
             "tooltip": {"formatter": "{a}<br/>{@token}: <b>{@" + key + "_text}</b>"},
         })  # fmt: skip
     titles = [{
-        "text": title, "left": 0, "top": 0, "textStyle": {"fontSize": 15},
+        "text": title, "left": 0, "top": 0, "textStyle": {"fontSize": px(15)},
         "subtext": _other_line(bars, labels) if bars.others else "",
-        "subtextStyle": {"fontSize": 12, "color": NOTE_COLOR}, "itemGap": 6,
+        "subtextStyle": {"fontSize": px(12), "color": NOTE_COLOR}, "itemGap": 6,
     }]  # fmt: skip
     if bars.marks:
         titles.append({
-            "text": " · ".join(bars.marks), "right": 0, "top": 52,
-            "textStyle": {"fontSize": 13, "color": MARK_COLOR, "fontWeight": "normal"},
+            "text": " · ".join(bars.marks), "right": 0, "top": px(52),
+            "textStyle": {"fontSize": px(13), "color": MARK_COLOR, "fontWeight": "normal"},
         })  # fmt: skip
     if log_y:
         # the rule of _log_range, rounded down to a whole decade (ECharts labels decades
@@ -221,28 +229,30 @@ def distribution_option(
         yaxis = {"type": "value", "min": 0, "max": _linear_top(bars)}
     yaxis.update({
         # the top of the range (1.1 · peak, 10^0.05) is not a round number: no label there
-        "axisLabel": {"showMaxLabel": False},
+        "axisLabel": {"showMaxLabel": False, "fontSize": px(12)},
         "name": labels["probability"], "nameLocation": "end", "nameGap": 10,
-        "nameTextStyle": {"align": "left", "fontSize": 12, "color": NOTE_COLOR},
+        "nameTextStyle": {"align": "left", "fontSize": px(12), "color": NOTE_COLOR},
     })  # fmt: skip
     legend = [labels[key] for key in keys]
     return {
         "animation": False,
         "title": titles,
-        "legend": {"bottom": 0, "left": 0},
+        "legend": {"bottom": 0, "left": 0, "textStyle": {"fontSize": px(12)},
+                   "itemWidth": px(25), "itemHeight": px(14)},
         "tooltip": {"trigger": "item", "confine": True},
         # outerBoundsMode "same": the rotated tick labels stay inside the grid's box, above
         # the legend, whose height (rows) depends on the chart's width: see _legend_media
-        "grid": {"left": 0, "right": 8, "top": 52, "bottom": _legend_bottom(legend, 2000),
-                 "outerBoundsMode": "same"},
-        "media": _legend_media(legend),
+        "grid": {"left": 0, "right": 8, "top": px(52),
+                 "bottom": _legend_bottom(legend, 2000, k), "outerBoundsMode": "same"},
+        "media": _legend_media(legend, k),
         "dataset": {"dimensions": dimensions, "source": source},
         "xAxis": {
             "type": "category", "axisTick": {"alignWithLabel": True},
             # the marked ticks in the colour of the line that names the marks
             "data": [tick if tick == name else {"value": tick, "textStyle": MARKED_TICK}
                      for tick, name in zip(bars.ticks, bars.names, strict=True)],
-            "axisLabel": {"interval": 0, "rotate": 30, "hideOverlap": False},
+            "axisLabel": {"interval": 0, "rotate": 30, "hideOverlap": False,
+                          "fontSize": px(12)},
         },
         "yAxis": yaxis,
         "series": series,
@@ -260,27 +270,28 @@ def _text_px(text: str) -> float:
     return sum(12.0 if east_asian_width(ch) in "WF" else 6.0 for ch in text)
 
 
-def _legend_bottom(names: list[str], width: int) -> int:
-    """Space under the grid (px) for the legend of ``names`` on a chart ``width`` px wide."""
+def _legend_bottom(names: list[str], width: int, scale: float = 1.0) -> int:
+    """Space under the grid (px) for the legend of ``names`` on a chart ``width`` px wide,
+    its text and symbols ``scale`` × the default size (presenter mode)."""
     rows, x = 1, 0.0
     for name in names:
-        item = LEGEND_ITEM + _text_px(name)
+        item = (LEGEND_ITEM + _text_px(name)) * scale
         if x and x + item > width - 10:  # 5 px legend padding each side
             rows, x = rows + 1, 0.0
         x += item + LEGEND_GAP
-    return rows * LEGEND_ROW + 12
+    return round(rows * LEGEND_ROW * scale + 12 * scale)
 
 
-def _legend_media(names: list[str]) -> list[dict]:
+def _legend_media(names: list[str], scale: float = 1.0) -> list[dict]:
     """ECharts media queries (``maxWidth``: the chart's width) that raise ``grid.bottom``
     as the legend wraps onto more rows on a narrower chart, plus the default (no query)
     that restores the wide layout when the chart grows again. Widths are checked every
     10 px down to 240 px; each query reaches 9 px above the width where its row was found,
     so between two checks the larger space wins."""
-    media = [{"option": {"grid": {"bottom": _legend_bottom(names, 2000)}}}]
+    media = [{"option": {"grid": {"bottom": _legend_bottom(names, 2000, scale)}}}]
     wider = media[0]["option"]["grid"]["bottom"]
     for width in range(1990, 230, -10):
-        bottom = _legend_bottom(names, width)
+        bottom = _legend_bottom(names, width, scale)
         if bottom != wider:
             media.append({"query": {"maxWidth": width + 9}, "option": {"grid": {"bottom": bottom}}})
             wider = bottom

@@ -236,7 +236,8 @@ _TABLE_CSS = (
     "<style>.sd-wrap{overflow-x:auto;max-width:100%}.sd-table{width:100%;"
     "border-collapse:collapse;font-size:0.875rem;margin-bottom:0.5rem}.sd-table th{"
     "font-weight:400;color:rgba(49,51,63,0.6);text-align:left;padding:0.3rem 0.6rem;"
-    "border-bottom:1px solid rgba(49,51,63,0.2)}.sd-table td{padding:0.25rem 0.6rem;"
+    "border-bottom:1px solid rgba(49,51,63,0.2);white-space:nowrap}"  # headers never wrap
+    ".sd-table td{padding:0.25rem 0.6rem;"
     "border-bottom:1px solid rgba(49,51,63,0.1)}"
     ".sd-table .num{text-align:right}.sd-table td.nw{white-space:nowrap}</style>"
 )

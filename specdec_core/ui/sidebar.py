@@ -33,7 +33,7 @@ METHOD_LABELS = {
 }
 DRAFTER_LABELS = {
     "model": "draft model · 草稿模型",
-    "ngram": "prompt lookup (n-gram) · 提示词查找",
+    "ngram": "prompt lookup · 提示词查找",  # fits the sidebar's box (an <input>: no wrap)
     "early-exit": "early exit · 提前退出",
     "eagle": "EAGLE head · EAGLE 特征头",
 }

@@ -52,7 +52,8 @@ def _pick_position(
 def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
     """Draw one position's distribution chart (an ECharts option: < 1 ms to build, so it
     is built on every rerun; the Plotly figure it replaced was cached per state)."""
-    option = distribution_option(dist, labels, title, **kw)
+    option = distribution_option(dist, labels, title, presenter=bool(st.session_state.get(
+        "presenter")), **kw)  # fmt: skip
     with st.container(key="dist_chart_box"):  # kept by the browser: see _lower_views
         st.echarts_chart(option, height=CHART_HEIGHT, key="dist_chart")
 
