@@ -28,14 +28,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-import torch
-
 from .drafters import Drafter
 from .errors import PhaseError
 from .inputs import InputError, SessionConfig, prompt_ids
 from .kvcache import ModelCache, kv_state
 from .models import ModelPair
-from .rounds import stop_rule
+from .rounds import round_stream, stop_rule
 from .trace import KVState, token_lookup
 from .tree import (
     DraftTree,
@@ -124,7 +122,6 @@ class TreeSession:
         self.target = ModelCache(pair.target)
         self.drafter: Drafter = resolve_drafter(pair, drafter)
         self.drafter.attach(self.target)
-        self.generator = torch.Generator().manual_seed(self.config.seed)
         self.round_index = 0
         self.stop_reason: str | None = None
         self.history: list[TreeRoundTrace] = []
@@ -143,8 +140,9 @@ class TreeSession:
         with self._atomic():
             started = time.perf_counter()
             before = self.target.forwards
+            rng = round_stream(self.config.seed, self.round_index, "draft")
             tree, forwards = draft_tree(self.drafter, self.ids, shape, self.config.sampling,
-                                        self.generator, self.budget)  # fmt: skip
+                                        rng, self.budget)  # fmt: skip
             ms = (time.perf_counter() - started) * 1e3
         self._pending = _Pending(shape, tree, forwards, ms, kv_before,
                                  self.target.forwards - before)  # fmt: skip
@@ -160,7 +158,8 @@ class TreeSession:
         with self._atomic():
             started = time.perf_counter()
             logits = tree_forward(self.target, self.ids, pending.tree)
-            verdict = walk(pending.tree, logits, self.config.sampling, self.generator)
+            rng = round_stream(self.config.seed, self.round_index, "verify")
+            verdict = walk(pending.tree, logits, self.config.sampling, rng)
             ms = (time.perf_counter() - started) * 1e3
             record, reason = decide_round(
                 pending.tree, verdict, self.ids, self.prompt_len, self._stop, pending.shape,
@@ -229,6 +228,12 @@ class TreeSession:
         """The pending round's record once verified (phase ``commit``)."""
         return self._pending.record if self._pending else None
 
+    @property
+    def current_stop_reason(self) -> str | None:
+        """The stop that cuts the pending round's commit short (phase ``commit``), else
+        ``None``."""
+        return self._pending.stop_reason if self._pending else None
+
     def summary(self) -> TreeStats:
         """:func:`tree_records.summarize_tree` of the finished rounds."""
         return summarize_tree(self.records)
@@ -277,15 +282,14 @@ class TreeSession:
 
     @contextmanager
     def _atomic(self) -> Iterator[None]:
-        """If the step raises: the generator's state, the target's cache (tree rows
-        included) and the drafter's cache are restored."""
-        generator_state = self.generator.get_state()
+        """If the step raises: the target's cache (tree rows included) and the drafter's
+        cache are restored. No random state needs restoring: each step makes its round's
+        stream afresh (:func:`rounds.round_stream`), so a step run again draws the same."""
         target_len = self.target.kv_len
         draft_len = len(self.drafter.cached_ids() or [])
         try:
             yield
         except BaseException:
-            self.generator.set_state(generator_state)
             truncate_cache(self.target, target_len)
             self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
             raise

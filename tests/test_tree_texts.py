@@ -129,7 +129,11 @@ def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pa
     at = start_app("en")
     at.text_area[0].set_value("ROMEO:").run()
     at.segmented_control(key="step_mode_en").set_value("tree").run()
-    click_button(at, "Run one round")
+    click_button(at, "① Propose tree")
+    click_button(at, "② Verify (one target forward)")
+    info = " ".join(i.value for i in at.info)  # before the commit: the stop is named already
+    assert "A stop (stop string) on the accepted path" in info and "was not appended" in info
+    click_button(at, "③ Commit & compact")
     session = at.session_state["tree_lesson"].session
     assert session.stop_reason == "stop_string" and session.history[-1].record.kind == "stopped"
     info = " ".join(i.value for i in at.info)

@@ -199,7 +199,8 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
     depth = max((n.depth for n in tree.nodes), default=0)
     tok = f"`{plain(visible_token(tree.next_token.text))}`"
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
-        reason = (last.stop_reason if last is not None else None) or "eos"
+        reason = last.stop_reason if last is not None else session.current_stop_reason
+        reason = reason or "eos"
         st.info(t("tree_outcome_stopped", reason=t("stop_" + reason), n=len(record.appended),
                   kind=t("tree_kind_" + (tree.next_kind or "correction")), tok=tok))  # fmt: skip
     else:
