@@ -60,11 +60,14 @@ def main(argv: list[str] | None = None) -> int:
                 drafter=drafter, gamma=gamma, alpha=cm.alpha, drafts=sp.drafts_per_round,
                 pred_tokens=cm.expected_tokens_per_round, tokens=cm.measured_tokens_per_round,
                 pred_speedup=cm.predicted_speedup, speedup=s.speedup, verify_ratio=ratio,
+                busy=list(s.timing.reasons) if s.timing else [],
             )  # fmt: skip
             rows.append(row)
             e_tok = err(row["pred_tokens"], row["tokens"])
             e_sp = err(row["pred_speedup"], row["speedup"])
             flag = "" if abs(e_tok) <= 10 and abs(e_sp) <= 10 else "  > 10 %"
+            if row["busy"]:  # the timings do not support a conclusion (bench.timing.judge)
+                flag += "  too busy: " + ",".join(row["busy"])
             print(f"{drafter:<11}{gamma:>2} {cm.alpha:>5.2f} {sp.drafts_per_round:>6.2f} "
                   f"{row['pred_tokens']:>7.2f} {row['tokens']:>6.2f} {e_tok:>+5.1f}% "
                   f"{row['pred_speedup']:>6.2f} {row['speedup']:>6.2f} {e_sp:>+5.1f}%  "
