@@ -34,12 +34,33 @@ log = logging.getLogger("specdec.replay")
 MAX_REPLAY_FORWARDS = 256
 
 
+TREE_BUDGET = 12  # nodes per tree of a tree lesson (the step page's, so a link replays it)
+
+
 def replay_forwards(state: LessonState) -> int:
-    """The forwards replaying ``state`` costs at most: (drafted levels + 1) per round
-    started."""
-    levels = len(getattr(state, "tree", ())) or state.gamma
+    """The forwards replaying ``state`` costs at most: (draft forwards + 1) per round
+    started; a chain drafts γ levels, a tree one forward per expanded node
+    (:func:`tree_draft_forwards`)."""
+    drafts = tree_draft_forwards(state.tree) if state.tree else state.gamma
     started = state.round + (0 if state.phase == "propose" else 1)
-    return started * (levels + 1)
+    return started * (drafts + 1)
+
+
+def tree_draft_forwards(shape: tuple[int, ...], budget: int = TREE_BUDGET) -> int:
+    """Draft forwards of one full tree of ``shape`` under ``budget`` nodes: the nodes
+    :func:`tree.draft_tree` expands (breadth first, one forward each, until the budget
+    is spent). E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
+    frontier, nodes, forwards = 1, 0, 0
+    for k in shape:
+        grown = 0
+        for _ in range(frontier):
+            if nodes >= budget:
+                break
+            forwards += 1
+            grown += min(k, budget - nodes)
+            nodes += min(k, budget - nodes)
+        frontier = grown
+    return forwards
 
 
 def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
@@ -121,7 +142,7 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
         session: Session | None = None
         if state.tree:
             try:
-                session = TreeSession(pair, full, config, drafter, state.tree,
+                session = TreeSession(pair, full, config, drafter, state.tree, TREE_BUDGET,
                                       prompt_len=len(ids))  # fmt: skip
             except ConfigError:  # e.g. a greedy draft method at T > 0: replay the chain
                 problems.append(Problem("bad_value", {"name": "tree"}))

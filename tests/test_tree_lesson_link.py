@@ -18,7 +18,15 @@ from streamlit.testing.v1 import AppTest
 
 from specdec_core.inputs import SessionConfig
 from specdec_core.lesson_link import LINK_VERSION, LessonState, decode, encode
-from specdec_core.replay import replay, state_of, step_back, timeless_json
+from specdec_core.replay import (
+    TREE_BUDGET,
+    replay,
+    replay_forwards,
+    state_of,
+    step_back,
+    timeless_json,
+    tree_draft_forwards,
+)
 from specdec_core.tracefile import TraceFileError, export_tree_json, parse
 from specdec_core.tree_session import TreeSession
 
@@ -122,6 +130,18 @@ def test_replay_drops_a_tree_the_settings_cannot_draft_and_tree_edits(tiny_pair)
     out = replay(tiny_pair, replace(base, max_new_tokens=4, round=30))
     assert [p.code for p in out.problems] == ["round_beyond_end"]
     assert out.session.phase == "finished"
+
+
+@pytest.mark.parametrize("shape", [(2, 2, 1, 1), (3, 2, 1), (2, 2, 2), (4, 1, 1, 1), (4, 4)])
+def test_a_tree_replays_cost_is_counted_per_expanded_node(tiny_pair, shape):
+    """The replay cap counts a tree round's real draft forwards (one per expanded node,
+    not one per depth): the page's shapes under the 12-node budget."""
+    session = TreeSession(tiny_pair, PROMPT, SessionConfig(max_new_tokens=30), "model", shape,
+                          TREE_BUDGET)  # fmt: skip
+    trace = session.run_round()
+    assert trace.record.draft_forwards == tree_draft_forwards(shape)
+    state = state_of(session, LessonState(pair="custom", max_new_tokens=30), PROMPT)
+    assert replay_forwards(state) == tree_draft_forwards(shape) + 1  # one round started
 
 
 def test_the_tree_trace_json_holds_every_round_and_is_not_imported(tiny_pair):

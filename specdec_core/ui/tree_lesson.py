@@ -23,6 +23,7 @@ from specdec_core.drafters import make_named_drafter
 from specdec_core.errors import ConfigError, SpecDecError
 from specdec_core.lesson_link import TREE_DRAFTERS
 from specdec_core.models import ModelPair
+from specdec_core.replay import TREE_BUDGET
 from specdec_core.session import SessionConfig
 from specdec_core.tree import parse_shape
 from specdec_core.tree_session import TreeSession
@@ -37,7 +38,7 @@ SHAPE_KEY = "tree_shape"  # the shape select box
 SHAPE_KEPT = "tree_shape_kept"
 MODES = ("chain", "tree")
 SHAPES = ("2,2,1,1", "3,2,1", "2,2,2", "4,1,1,1")
-BUDGET = 12  # nodes per tree (TreeSession's default: a lesson link replays with it)
+BUDGET = TREE_BUDGET  # nodes per tree (replay.py's: a lesson link replays with it)
 
 
 @dataclass
