@@ -25,6 +25,7 @@ from .rounds import (
     gamma_for_round,
     overlaps,
     rollback,
+    round_stream,
     stop_reason_after,
     verify_drafts,
 )
@@ -127,16 +128,23 @@ def generate(
     mode: Mode = "speculative",
     drafter: Drafter | None = None,
     trace_timeline: bool = False,
+    until: Callable[[RoundRecord], bool] | None = None,
 ) -> GenerationResult:
     """Generate up to ``config.max_new_tokens`` tokens after ``prompt``.
 
     Args:
         pair: loaded models (read-only). prompt: text or ids.
-        config: γ, sampling settings, seed (all draws from one CPU ``torch.Generator``).
+        config: γ, sampling settings, seed. Speculative mode: each round draws from its
+            own drafting and verification streams (:func:`rounds.round_stream`, as the
+            step machine does, so records match it round for round); autoregressive mode
+            (no rounds): every draw from one CPU ``torch.Generator`` seeded with ``seed``.
         mode: ``speculative`` or ``autoregressive`` (target only, one forward per token).
         drafter: draft source (default: the pair's draft model).
         trace_timeline: also keep the start/end of every forward and round (the timers
             already running; a list append each) as ``GenerationResult.timeline``.
+        until: speculative mode, for searches (``scenarios.py``): called with each round's
+            record; ``True`` ends the run after that round (``stop_reason`` ``"until"``
+            unless a stop came first). The rounds before are those of the full run.
 
     Returns:
         :class:`GenerationResult` (ids exclude the prompt).
@@ -149,13 +157,12 @@ def generate(
     (no one-hot probability rows), the LM head on the last position only where one row is
     needed. It decides exactly what the general path decides (the rule of
     ``verify_greedy``; no random draws), only faster. Sampling always takes the general
-    path, which draws from the generator in the order of ``session.py``.
+    path, which draws from the round's streams in the order of ``session.py``.
     """
     config = (config or SessionConfig()).validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)
     sampling = config.sampling
-    generator = torch.Generator().manual_seed(config.seed)
     target = ModelCache(pair.target)
     stats = GenerationStats()
     stop_strings = config.stop_strings
@@ -179,12 +186,13 @@ def generate(
     with torch.inference_mode():
         started = time.perf_counter()
         if mode == "autoregressive":
+            generator = torch.Generator().manual_seed(config.seed)  # one stream: no rounds
             reason = _autoregressive(pair, target, ids, prompt_len, sampling, generator, stop,
                                      stats, started, marks)  # fmt: skip
         else:
             assert drafter is not None
             reason, records = _speculative(pair, target, drafter, ids, prompt_len, config,
-                                           generator, stop, stats, started, marks)  # fmt: skip
+                                           stop, stats, started, marks, until)  # fmt: skip
             stats.draft_forward_ms = drafter.forward_ms
         _sync(pair.device)
         stats.total_ms = (time.perf_counter() - started) * 1e3
@@ -243,14 +251,15 @@ def _speculative(
     ids: list[int],
     prompt_len: int,
     config: SessionConfig,
-    generator: torch.Generator,
     stop: Callable[[list[int], int], str | None],
     stats: GenerationStats,
     started: float,
     marks: list[tuple[float, float, int, int]] | None = None,
+    until: Callable[[RoundRecord], bool] | None = None,
 ) -> tuple[str, tuple[RoundRecord, ...]]:
     """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
-    place). Returns the stop reason and one record per round."""
+    place). Returns the stop reason and one record per round. Sampling draws come from
+    each round's drafting and verification streams (:func:`rounds.round_stream`)."""
     sampling = config.sampling
     records: list[RoundRecord] = []
     reason: str | None = None
@@ -273,13 +282,16 @@ def _speculative(
             kind = "bonus" if n == g else "correction"
             verdict = Verdict(n, target_argmax[n], kind, tuple(round_overlaps), ())
         else:
-            draft = drafter.propose(ids, gamma, sampling, config.draft_method, generator)
+            r = len(records)
+            draft_rng = round_stream(config.seed, r, "draft")
+            draft = drafter.propose(ids, gamma, sampling, config.draft_method, draft_rng)
             t_verify = time.perf_counter()
             stats.draft_ms += draft.ms
             forwards = draft.forwards
             draft_ids = draft.ids.tolist()
+            verify_rng = round_stream(config.seed, r, "verify")
             p_rows, verdict, _ = verify_drafts(
-                target, ids, draft_ids, draft.probs, sampling, generator
+                target, ids, draft_ids, draft.probs, sampling, verify_rng
             )
             round_overlaps = overlaps(p_rows, draft.probs)
         _sync(pair.device)
@@ -297,6 +309,8 @@ def _speculative(
         if len(records) == 1:
             stats.prefill_ms = target.forward_ms
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
+        if until is not None and until(record) and reason is None:
+            reason = "until"
     stats.target_forwards = target.forwards  # + a drafter's own prefill (eagle's 1st round)
     stats.set_acceptance(records)
     return reason, tuple(records)

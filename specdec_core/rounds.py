@@ -1,13 +1,14 @@
 """The pieces of one round shared by the step machine (``session.py``) and the fast path
-(``generate.py``): γ for the round, the parallel verification forward, the stop rule, the
-commit that ends in the round's :class:`~specdec_core.records.RoundRecord`, and the
-rollback of both caches. Reads top to bottom as the round does.
+(``generate.py``): the round's two random streams, γ for the round, the parallel
+verification forward, the stop rule, the commit that ends in the round's
+:class:`~specdec_core.records.RoundRecord`, and the rollback of both caches. Reads top to
+bottom as the round does. (The tree's step machine and fast path use the streams too.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -20,6 +21,57 @@ from .sampling import SamplingConfig, logits_to_probs
 if TYPE_CHECKING:
     from .inputs import SessionConfig
     from .models import ModelPair
+
+
+Stream = Literal["draft", "verify"]
+#: Each stream's number in the seed mix (part of the replay contract: never renumber).
+STREAM_KEYS: dict[str, int] = {"draft": 0, "verify": 1}
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """SplitMix64's output function (Steele, Lea and Flood 2014): a bijection of 64-bit
+    words that spreads every input bit over the output."""
+    z = (x + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def stream_seed(seed: int, round_index: int, stream: Stream) -> int:
+    """The 64-bit seed of one stream of one round:
+    ``mix(mix(mix(seed) ^ round_index) ^ STREAM_KEYS[stream])`` with ``mix`` =
+    :func:`_splitmix64` (≈ 2 µs; ``numpy.random.SeedSequence`` would cost 50–150 µs a call
+    on the fast path's every round).
+
+    Raises:
+        KeyError: an unknown stream name. ValueError: ``seed`` outside ``0..2**64 − 1`` or a
+        negative ``round_index``.
+    """
+    key = STREAM_KEYS[stream]
+    if not 0 <= seed <= _MASK64 or round_index < 0:
+        raise ValueError(f"seed must be 0..2**64 − 1, round index ≥ 0: {seed}, {round_index}")
+    return _splitmix64(_splitmix64(_splitmix64(seed) ^ round_index) ^ key)
+
+
+def round_stream(seed: int, round_index: int, stream: Stream) -> torch.Generator:
+    """A fresh CPU ``torch.Generator`` for one of the two random streams of a round,
+    seeded with :func:`stream_seed` ``(seed, round_index, stream)``.
+
+    Every speculative round (chain and tree, step machine and fast path) draws from two
+    streams of its own: ``"draft"`` (drafting, and re-drafting after an edit: each
+    ``y_i ~ q_i``; the tree's sibling draws) and ``"verify"`` (each ``u_i``, then the
+    correction/bonus draw; the tree walk's draws). So the verification draws do not
+    depend on how many draws drafting used: an edit at position ``k`` re-drafts from the
+    drafting stream and leaves ``u_1..u_{k−1}`` and their verdicts as they were
+    (DESIGN.md, "One round, precisely", step 3). ``round_index`` counts the rounds
+    finished before this one in the session or run (0 first). The autoregressive
+    baseline (``generate.py``) keeps one generator seeded with ``seed``: it has no rounds.
+
+    Raises:
+        KeyError, ValueError: see :func:`stream_seed`.
+    """
+    return torch.Generator().manual_seed(stream_seed(seed, round_index, stream))
 
 
 def gamma_for_round(
@@ -49,6 +101,8 @@ def verify_drafts(
     Args:
         target: the target's cache (extended in place by the forward).
         committed: ``[L]`` committed ids. draft_ids: ``[γ]``. draft_probs: ``[γ, V]``.
+        generator: the round's verification stream (:func:`round_stream` ``"verify"``);
+            unused at temperature 0.
         raw_out: if given, the same logits at T = 1 (plain softmax, ``[γ + 1, V]`` float32
             CPU) are appended to it: context for a greedy lesson, never used by the rule.
 

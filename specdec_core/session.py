@@ -43,7 +43,7 @@ from .inputs import (  # noqa: F401 - re-exported: pages and tests import them f
     single_token_id,
 )
 from .kvcache import common_prefix_len
-from .rounds import commit_round, overlaps, rollback, verify_drafts
+from .rounds import commit_round, overlaps, rollback, round_stream, verify_drafts
 from .sampling import one_hot
 from .session_state import PendingRound, Phase, SessionState  # noqa: F401 - Phase re-exported
 from .trace import CommitTrace, EditTrace, ProposeTrace, RoundTrace, TokenInfo, VerifyTrace
@@ -68,12 +68,13 @@ class SpeculativeSession(SessionState):
         self._require("propose", "propose")
         kv_before = self.kv_state()
         gamma = self._gamma_now()
+        rng = round_stream(self.config.seed, self.round_index, "draft")
         with self._atomic():
             draft = self.drafter.propose(
-                self.ids, gamma, self.config.sampling, self.config.draft_method, self.generator
+                self.ids, gamma, self.config.sampling, self.config.draft_method, rng
             )
             ids = draft.ids.tolist()
-            pending = PendingRound(ids, draft.probs, gamma)
+            pending = PendingRound(ids, draft.probs, gamma, rng)
             drafted = tuple(self.token(t) for t in ids)
             dists = self._draft_slices(ids, draft.probs)
         self._pending = pending
@@ -96,9 +97,10 @@ class SpeculativeSession(SessionState):
 
         The edited token is a deterministic proposal: ``q_position`` becomes one-hot, so the
         sampling rule accepts it with ``p(y)`` and stays lossless. With
-        ``repropose_after_edit`` later drafts are re-proposed from the edited prefix; the
-        drafter may then propose fewer than before (prompt lookup), so the round may end up
-        with fewer drafts.
+        ``repropose_after_edit`` later drafts are re-proposed from the edited prefix, with
+        draws from the round's drafting stream (never the verification stream, so
+        ``u_1..u_{position−1}`` stay as they were); the drafter may then propose fewer than
+        before (prompt lookup), so the round may end up with fewer drafts.
 
         Raises:
             PhaseError: not after ``propose``. InputError: position or id out of range (the
@@ -126,7 +128,7 @@ class SpeculativeSession(SessionState):
             if reproposed:
                 draft = self.drafter.propose(
                     self.ids + ids, rest, self.config.sampling, self.config.draft_method,
-                    self.generator,
+                    pending.draft_rng,
                 )  # fmt: skip
                 ids += draft.ids.tolist()
                 rows.append(draft.probs)
@@ -180,8 +182,9 @@ class SpeculativeSession(SessionState):
     # ------------------------------------------------------------------ verify
     def verify(self) -> VerifyTrace:
         """Phase 3: one parallel target forward over the pending tokens and all drafts,
-        then the rule (``acceptance.py``). The checks' statuses are final: the commit that
-        follows is already decided (a stop on a committed draft makes later drafts
+        then the rule (``acceptance.py``) with draws from the round's own verification
+        stream (:func:`rounds.round_stream`). The checks' statuses are final: the commit
+        that follows is already decided (a stop on a committed draft makes later drafts
         ``cut``, :func:`records.round_statuses`).
 
         Raises:
@@ -196,7 +199,7 @@ class SpeculativeSession(SessionState):
             raw: list[torch.Tensor] | None = [] if greedy else None
             p_rows, verdict, fed = verify_drafts(
                 self.target, self.ids, pending.ids, pending.q_rows, self.config.sampling,
-                self.generator, raw,
+                round_stream(self.config.seed, self.round_index, "verify"), raw,
             )  # fmt: skip
             verify_ms = (time.perf_counter() - started) * 1e3
             round_overlaps = overlaps(p_rows, pending.q_rows)

@@ -41,6 +41,7 @@ class PendingRound:
     ids: list[int]
     q_rows: torch.Tensor  # [γ', V] float32 CPU
     gamma: int  # γ the drafter was asked for
+    draft_rng: torch.Generator  # the round's drafting stream (re-drafts continue it)
     edited: set[int] = field(default_factory=set)
     propose: ProposeTrace | None = None
     edits: list[EditTrace] = field(default_factory=list)
@@ -51,8 +52,12 @@ class PendingRound:
 
 class SessionState:
     """Owns one target ``DynamicCache`` (via :class:`ModelCache`), the drafter (with its own
-    cache), a CPU ``torch.Generator`` seeded from ``config.seed``, the committed ids and
-    the finished rounds; the steps live in :class:`~specdec_core.session.SpeculativeSession`.
+    cache), the committed ids and the finished rounds; the steps live in
+    :class:`~specdec_core.session.SpeculativeSession`. Random draws: each round has a
+    drafting and a verification stream of its own (:func:`rounds.round_stream` of
+    ``config.seed``, the round index and the stream's name); the pending round keeps its
+    drafting stream (re-drafting after an edit continues it), ``verify`` makes the
+    verification stream afresh.
 
     ``prompt_len`` continues a generation: the first ``prompt_len`` ids of ``prompt`` are
     the prompt and the rest count as already generated (towards ``max_new_tokens``, and
@@ -85,7 +90,6 @@ class SessionState:
         self.target = ModelCache(pair.target)
         self.drafter: Drafter = drafter or ModelDrafter(pair.draft)
         self.drafter.attach(self.target)
-        self.generator = torch.Generator().manual_seed(self.config.seed)
         self.round_index = 0
         self.stop_reason: str | None = None
         self.history: list[RoundTrace] = []
@@ -190,18 +194,27 @@ class SessionState:
             self.pair.context_length,
         )
 
+    def rng_state(self) -> list[int]:
+        """The state of the random stream the session keeps between steps (the pending
+        round's drafting stream, as ``torch.Generator.get_state()`` bytes; empty between
+        rounds). The verification stream is made afresh inside ``verify``."""
+        return self._pending.draft_rng.get_state().tolist() if self._pending else []
+
     @contextmanager
     def _atomic(self) -> Iterator[None]:
-        """Run a step so that, if it raises, the session is as it was: the generator's
-        state and both caches' lengths are restored (the step assigns its new state only
-        after all of its work succeeded)."""
-        generator_state = self.generator.get_state()
+        """Run a step so that, if it raises, the session is as it was: the pending round's
+        drafting stream and both caches' lengths are restored (the step assigns its new
+        state only after all of its work succeeded; a stream the step made afresh is
+        simply dropped)."""
+        rng = self._pending.draft_rng if self._pending else None
+        rng_state = rng.get_state() if rng is not None else None
         target_len = self.target.kv_len
         draft_len = len(self.drafter.cached_ids() or [])
         try:
             yield
         except BaseException:
-            self.generator.set_state(generator_state)
+            if rng is not None and rng_state is not None:
+                rng.set_state(rng_state)
             self.target.crop(min(target_len, self.target.kv_len))
             self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
             raise

@@ -97,7 +97,9 @@ def draft_tree(
 ) -> tuple[DraftTree, int]:
     """Expand a token tree after ``context`` with ``drafter.tree_logits`` (see the module
     doc; one call per expanded node, from and extending the drafter's own cache).
-    Returns ``(tree, draft forwards)``; at most ``budget`` nodes.
+    Returns ``(tree, draft forwards)``; at most ``budget`` nodes. ``generator``: the
+    round's drafting stream (:func:`rounds.round_stream` ``"draft"``), for the sibling
+    draws at temperature > 0.
 
     Raises:
         ConfigError: the drafter has no distribution (prompt lookup): it cannot give
@@ -258,7 +260,9 @@ def walk(
     tree: DraftTree, logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator
 ) -> TreeVerdict:
     """Follow the tree from the root with the target's rows (``logits`` from
-    :func:`tree_forward`): greedy match, or the multi-candidate rule per node."""
+    :func:`tree_forward`): greedy match, or the multi-candidate rule per node, whose draws
+    come from ``generator``, the round's verification stream
+    (:func:`rounds.round_stream` ``"verify"``), never the drafting stream."""
     node, path, checks = -1, [], []
     while True:
         p = logits_to_probs(logits[node + 1], sampling).cpu()

@@ -19,7 +19,7 @@ from .errors import ConfigError
 from .inputs import SessionConfig, prompt_ids
 from .kvcache import ModelCache
 from .models import ModelPair
-from .rounds import commit_tokens, gamma_for_round, rollback, stop_rule
+from .rounds import commit_tokens, gamma_for_round, rollback, round_stream, stop_rule
 from .tree import DraftTree, TreeVerdict, compact, draft_tree, parse_shape, tree_forward, walk
 from .tree_records import TreeRoundRecord, TreeStats, node_states, summarize_tree
 
@@ -172,7 +172,6 @@ def generate_tree(
     target = ModelCache(pair.target)
     drafter = resolve_drafter(pair, drafter)
     drafter.attach(target)
-    generator = torch.Generator().manual_seed(config.seed)
     records: list[TreeRoundRecord] = []
     reason = None
     stop = stop_rule(pair, config)
@@ -180,9 +179,11 @@ def generate_tree(
     while reason is None:
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
         before = target.forwards
-        tree, forwards = draft_tree(drafter, ids, now, sampling, generator, budget)
+        r = len(records)  # this round's two streams, as in tree_session.py
+        tree, forwards = draft_tree(drafter, ids, now, sampling,
+                                    round_stream(config.seed, r, "draft"), budget)  # fmt: skip
         logits = tree_forward(target, ids, tree)
-        verdict = walk(tree, logits, sampling, generator)
+        verdict = walk(tree, logits, sampling, round_stream(config.seed, r, "verify"))
         record, reason = decide_round(tree, verdict, ids, prompt_len, stop, now, forwards,
                                       target.forwards - before)  # fmt: skip
         ids = apply_round(target, drafter, ids, record)

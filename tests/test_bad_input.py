@@ -26,7 +26,7 @@ PROMPT = "First Citizen:\nWe are"
 
 def snapshot(session: SpeculativeSession) -> tuple:
     return (list(session.ids), session.phase, session.drafts, session.target.kv_len,
-            session.drafter.kv.kv_len, session.generator.get_state().clone().tolist(),
+            session.drafter.kv.kv_len, session.rng_state(),
             len(session.history))  # fmt: skip
 
 

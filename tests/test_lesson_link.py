@@ -33,7 +33,7 @@ def test_a_state_survives_the_url_form():
     state = LessonState(lang="zh", gamma=6, temperature=0.7, top_k=20, seed=9, prompt="你好",
                         round=3, phase="verify", edits=((3, 2, 41),), presenter=True)  # fmt: skip
     params = encode(state)
-    assert params["v"] == "1" and params["lang"] == "zh" and len(params["s"]) < 200
+    assert params["v"] == "2" and params["lang"] == "zh" and len(params["s"]) < 200
     assert decode(params, OFFERED) == (state, [])
     assert decode({}, OFFERED) == (LessonState(), [])
 
@@ -55,7 +55,7 @@ def test_a_state_survives_the_url_form():
         ({"v": "1", "s": _pack({"seed": True})}, "bad_value", "seed"),
         ({"v": "1", "s": _pack({"trust_remote_code": True})}, "bad_value", "trust_remote_code"),
         ({"v": "1", "lang": "fr"}, "bad_value", "lang"),
-        ({"v": "2", "s": _pack({"gamma": 2})}, "version", None),
+        ({"v": "3", "s": _pack({"gamma": 2})}, "version", None),
         ({"v": "1", "s": "!!not base64!!"}, "unreadable", None),
         ({"v": "1", "s": _pack([1, 2, 3])}, "unreadable", None),
         ({"v": "1", "s": "A" * 9000}, "unreadable", None),

@@ -152,7 +152,7 @@ def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
     qr = [h for h in at.get("html") if "data:image/svg+xml" in h.proto.body]
     assert not qr and not at.code  # the panel is closed: no link, no QR code built
     open_panel(at)
-    links = [c.value for c in at.code if "v=1" in c.value]  # + scenario links, if searched
+    links = [c.value for c in at.code if "v=2" in c.value]  # + scenario links, if searched
     states = [decode(parse_qs(urlsplit(u).query), ["embedded"]) for u in links]
     mine = [s for s, problems in states if not problems and s.prompt == PROMPT]
     assert [(s.round, s.phase) for s in mine] == [(1, "verify")]

@@ -93,10 +93,10 @@ def _checked_mean(out: dict) -> float:
 
 
 def test_end_of_text_accepted_first_cuts_the_round(capsys, embedded_pair):
-    """γ = 8, T = 1, seed 5 on the bench prompt: the first draft is end-of-text and is
+    """γ = 8, T = 1, seed 23 on the bench prompt: the first draft is end-of-text and is
     accepted, the rule also accepts the second; the output is that one token."""
     out = run_json(capsys, "run", "--pair", "embedded", "--prompt", BENCH_PROMPT, "--gamma", "8",
-                   "--temperature", "1", "--seed", "5", "--json")  # fmt: skip
+                   "--temperature", "1", "--seed", "23", "--json")  # fmt: skip
     [r] = out["rounds"]
     eos = embedded_pair.eos_token_id
     assert out["output_ids"] == [eos] and out["stop_reason"] == "eos"

@@ -31,7 +31,7 @@ def _snapshot(session: SpeculativeSession) -> str:
     """Everything a failed step must leave as it was, as JSON."""
     return json.dumps(to_jsonable([
         session.history, session.ids, session.phase, session.drafts,
-        session.kv_state(session.current_statuses()), session.generator.get_state().tolist(),
+        session.kv_state(session.current_statuses()), session.rng_state(),
     ]))  # fmt: skip
 
 

@@ -165,7 +165,7 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
     with pytest.raises(PhaseError):
         session.verify()
     session.propose()
-    before = (session.target.kv_len, session.generator.get_state().clone(), session.phase)
+    before = (session.target.kv_len, session.phase)
 
     def boom(*args, **kwargs):
         raise RuntimeError("walk failed")
@@ -175,8 +175,8 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
         session.verify()  # the tree forward ran, then the walk raised
     monkeypatch.undo()
     assert session.target.cache.get_seq_length() == session.target.kv_len == before[0]
-    assert torch.equal(session.generator.get_state(), before[1]) and session.phase == before[2]
-    session.verify()
+    assert session.phase == before[1]
+    session.verify()  # the round's verification stream is made afresh: the same draws
     session.commit()
     assert session.records == reference.records
 
