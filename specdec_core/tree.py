@@ -1,7 +1,9 @@
 """Tree verification (SpecInfer, Miao et al. 2024; EAGLE-2's dynamic trees build on it):
 the draft proposes a *tree* of candidates, the target scores the whole tree in ONE
-forward with a tree attention mask, and the longest accepted root-to-leaf path plus one
-target token is committed.
+forward with a tree attention mask, and the accepted root-to-leaf path (at each node the
+child the walk accepts: the target's argmax, or at T > 0 the first sibling the residual
+rule accepts, so not necessarily the longest path that could pass) plus one target token
+is committed.
 
 * **Draft a tree.** ``shape = (k_1, k_2, …)``: every node at depth ``d − 1`` gets ``k_d``
   children, breadth first, until the node budget is spent (any drafter with a
@@ -22,9 +24,10 @@ target token is committed.
   the committed prefix and the rest is cropped, so the target's cache ends equal to a
   plain decode of the committed text (tested); the draft's cache is rolled back as usual.
 
-Beyond the paper: no dynamic tree shape and no tree attention in the *draft* (it runs one
-cached forward per expanded node, ``Drafter.tree_logits``: the draft model, early exit or
-the EAGLE head), to keep the lesson readable.
+Beyond the paper: no dynamic tree shape and no tree attention in the *draft* (each
+expanded node is one ``Drafter.tree_logits`` call from the drafter's cache: one forward of
+the draft model or early exit, 0 to several of the EAGLE head, which catches up on
+features; the round counts the forwards that ran), to keep the lesson readable.
 
 This module is the tree mechanism — draft, mask, forward, compaction, walk and their
 verdict types. The round driver that strings them together (settings checks, the
@@ -97,15 +100,16 @@ def draft_tree(
 ) -> tuple[DraftTree, int]:
     """Expand a token tree after ``context`` with ``drafter.tree_logits`` (see the module
     doc; one call per expanded node, from and extending the drafter's own cache).
-    Returns ``(tree, draft forwards)``; at most ``budget`` nodes. ``generator``: the
-    round's drafting stream (:func:`rounds.round_stream` ``"draft"``), for the sibling
-    draws at temperature > 0.
+    Returns ``(tree, draft forwards)``: the forwards that really ran (the difference of
+    ``drafter.forwards``; a call may run several or none); at most ``budget`` nodes.
+    ``generator``: the round's drafting stream (:func:`rounds.round_stream` ``"draft"``),
+    for the sibling draws at temperature > 0.
 
     Raises:
         ConfigError: the drafter has no distribution (prompt lookup): it cannot give
         more than one candidate per position.
     """
-    tree, forwards, frontier = DraftTree(), 0, [-1]
+    tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
     for k in shape:
         new_frontier = []
         for parent in frontier:
@@ -120,7 +124,6 @@ def draft_tree(
                     "probabilities, so it cannot draft a tree; use the draft model",
                     "tree",
                 )
-            forwards += 1
             q = logits_to_probs(logits, sampling).cpu()
             if sampling.greedy:
                 kids = torch.topk(logits.float().cpu(), min(k, room)).indices.tolist()
@@ -135,7 +138,7 @@ def draft_tree(
                 tree.depths.append(depth)
                 new_frontier.append(len(tree.tokens) - 1)
         frontier = new_frontier
-    return tree, forwards
+    return tree, drafter.forwards - forwards_before
 
 
 def tree_allowed(tree: DraftTree) -> torch.Tensor:
