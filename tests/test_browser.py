@@ -430,6 +430,7 @@ def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, browser, lang):
     page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
     step(page, "propose")
     make_wrong(page, lang)  # a rejection: every state of the legend on screen, † caption
+    assert page.evaluate(CUT_BUTTONS_JS) == []  # the edit box's buttons: no label cut
     step(page, "verify")
     page.locator("table.checks-table").wait_for(timeout=30_000)
     found = page.evaluate(LAYOUT_JS)

@@ -107,9 +107,10 @@ def edit_box(
         e2.button(t("edit_apply"), on_click=on_edit, args=("choice",))
         e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)
         e3.button(t("edit_apply_text"), on_click=on_edit, args=("text",))
-        q1, q2 = st.columns(2)
-        q1.button(t("edit_wrong", k=pos), on_click=on_edit, args=("wrong",), width="stretch")
-        q2.button(t("edit_agree"), on_click=on_edit, args=("agree",), width="stretch")
+        # sized to their labels in one wrapping row: a label is never cut with "…"
+        quick = st.container(horizontal=True, gap="small", key="edit_quick")
+        quick.button(t("edit_wrong", k=pos), on_click=on_edit, args=("wrong",))
+        quick.button(t("edit_agree"), on_click=on_edit, args=("agree",))
         # what the two quick edits do now: the names hold at any T, the outcome does not
         if sampling:
             st.caption(t("edit_quick_sampling", temp=session.config.temperature))
