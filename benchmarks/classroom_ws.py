@@ -542,26 +542,17 @@ HALF_OPEN = b"GET / HTTP/1.1\r\nHost: x\r\n"  # no final blank line: nginx waits
 HALF_OPEN_N = int(os.environ.get("PROBE_HALF_OPEN", 3000))
 
 
-async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
-    """``n`` half-open requests held open to nginx from one address (each one reopened
-    when nginx closes it), then 10 page loads and 10 websocket handshakes from a new
-    visitor. Needs ``n`` + 100 file descriptors (raised to the hard limit here)."""
-    import resource
-
-    n = n or HALF_OPEN_N
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = n + 256 if hard == resource.RLIM_INFINITY else min(hard, n + 256)
-    if soft < want:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    host, port = ctx.http.removeprefix("http://").rsplit(":", 1)
-    stats = {"held": 0, "opened": 0, "closed_by_nginx": 0, "refused": 0}
-    deadline = time.monotonic() + HOLD_S + 30
+async def _hold_half_open(host: str, port: int, n: int, stop: asyncio.Event,
+                          seconds: float, stats: dict) -> None:  # fmt: skip
+    """Hold ``n`` half-open requests from :data:`ATTACKER_ADDR` (each one reopened 0.5 s
+    after nginx closes it) until ``stop`` is set or ``seconds`` have passed."""
+    deadline = time.monotonic() + seconds
 
     async def hold_one() -> None:
-        while time.monotonic() < deadline and not ctx.release.is_set():
+        while time.monotonic() < deadline and not stop.is_set():
             try:
                 r, w = await asyncio.wait_for(asyncio.open_connection(
-                    host, int(port), local_addr=(ATTACKER_ADDR, 0)), 5)  # fmt: skip
+                    host, port, local_addr=(ATTACKER_ADDR, 0)), 5)  # fmt: skip
                 w.write(HALF_OPEN)
                 await w.drain()
             except (OSError, TimeoutError):
@@ -571,12 +562,12 @@ async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
             stats["opened"] += 1
             stats["held"] += 1
             read = asyncio.ensure_future(r.read(1))
-            stop = asyncio.ensure_future(ctx.release.wait())
-            await asyncio.wait({read, stop}, timeout=max(0.0, deadline - time.monotonic()),
+            halt = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({read, halt}, timeout=max(0.0, deadline - time.monotonic()),
                                return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
             stats["held"] -= 1
             read.cancel()
-            stop.cancel()
+            halt.cancel()
             w.close()
             if read.done():  # closed by nginx: open another one a moment later
                 stats["closed_by_nginx"] += 1
@@ -586,24 +577,80 @@ async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
     for i in range(0, n, 250):  # in waves: the listen backlog is 511
         tasks += [asyncio.ensure_future(hold_one()) for _ in range(min(250, n - i))]
         await asyncio.sleep(0.1)
-    for _ in range(100):  # up to 10 s until all are held
-        if stats["held"] >= n:
-            break
-        await asyncio.sleep(0.1)
-    held_at_start = stats["held"]
-    started = time.perf_counter()
-    pages, sockets = await new_visitors(ctx)
-    visit_s = time.perf_counter() - started
-    held_after = stats["held"]
-    await ctx.held()
-    ctx.release.set()
-    await asyncio.wait(tasks, timeout=15)
-    ok = pages == 10 and sockets == 10
-    return {"ok": ok, "pages": pages, "sockets": sockets, "held": min(held_at_start, held_after),
-            "facts": (
-        f"{min(held_at_start, held_after)}–{max(held_at_start, held_after)} of {n} held; "
-        f"new visitors: {pages}/10 pages, {sockets}/10 websockets in {visit_s:.1f} s; "
-        f"nginx closed {stats['closed_by_nginx']}, refused {stats['refused']}")}
+    await asyncio.wait(tasks, timeout=seconds + 15)
+
+
+def hold_main(spec: str) -> None:
+    """The holding process (``--hold-half-open HOST:PORT:N:SECONDS``): raises its file
+    limit, holds, prints its counts as one JSON line every 0.2 s, stops when its stdin
+    closes or after SECONDS. A process of its own: its 3,000 sockets do not share an event
+    loop (or a GIL) with the classmate whose clicks are timed."""
+    import resource
+
+    host, port, n, seconds = spec.rsplit(":", 3)
+    n_, soft_hard = int(n), resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = soft_hard
+    want = n_ + 256 if hard == resource.RLIM_INFINITY else min(hard, n_ + 256)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    stats = {"held": 0, "opened": 0, "closed_by_nginx": 0, "refused": 0}
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(None, sys.stdin.read).add_done_callback(
+            lambda _f: loop.call_soon_threadsafe(stop.set))  # fmt: skip
+        hold = asyncio.ensure_future(_hold_half_open(host, int(port), n_, stop,
+                                                     float(seconds), stats))  # fmt: skip
+        while not hold.done():
+            print(json.dumps(stats), flush=True)
+            await asyncio.sleep(0.2)
+        print(json.dumps(stats), flush=True)
+
+    asyncio.run(run())
+    os._exit(0)  # the stdin reader thread may still wait
+
+
+async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
+    """``n`` half-open requests held open to nginx from one address by another process
+    (:func:`hold_main`), then 10 page loads and 10 websocket handshakes from a new
+    visitor while they are held."""
+    n = n or HALF_OPEN_N
+    host, port = ctx.http.removeprefix("http://").rsplit(":", 1)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).resolve()), "--hold-half-open",
+        f"{host}:{port}:{n}:{HOLD_S + 30}", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    stats = {"held": 0, "opened": 0, "closed_by_nginx": 0, "refused": 0}
+
+    async def follow() -> None:
+        while line := await proc.stdout.readline():
+            stats.update(json.loads(line))
+
+    reader = asyncio.ensure_future(follow())
+    try:
+        for _ in range(300):  # up to 30 s until all are held (the process starts first)
+            if stats["held"] >= n:
+                break
+            await asyncio.sleep(0.1)
+        held_at_start = stats["held"]
+        started = time.perf_counter()
+        pages, sockets = await new_visitors(ctx)
+        visit_s = time.perf_counter() - started
+        held_after = stats["held"]
+        await ctx.held()
+    finally:
+        proc.stdin.close()
+        try:
+            await asyncio.wait_for(proc.wait(), 20)
+        except TimeoutError:
+            proc.kill()
+        await asyncio.wait_for(reader, 5)
+    held = min(held_at_start, held_after)
+    return {"ok": pages == 10 and sockets == 10, "pages": pages, "sockets": sockets,
+            "held": held, "facts": (
+        f"{held}–{max(held_at_start, held_after)} of {n} held (another process); new visitors: "
+        f"{pages}/10 pages, {sockets}/10 websockets in {visit_s:.1f} s; nginx closed "
+        f"{stats['closed_by_nginx']}, refused {stats['refused']}")}  # fmt: skip
 
 
 async def no_attack(ctx: ProbeContext) -> dict:
@@ -829,7 +876,12 @@ def main() -> None:
     parser.add_argument("--attacks", help=f"comma-separated, of: {', '.join(ATTACKS)}")
     parser.add_argument("--clicks", type=int, default=10, help="classmate clicks per phase")
     parser.add_argument("--issue19", action="store_true", help="issue 19's figures instead")
+    parser.add_argument("--hold-half-open", metavar="HOST:PORT:N:SECONDS",
+                        help=argparse.SUPPRESS)  # the half-open flood's own process
     args = parser.parse_args()
+    if args.hold_half_open:
+        hold_main(args.hold_half_open)
+        return
     if args.issue19:
         issue19()
         return

@@ -27,7 +27,7 @@ import classroom_ws as W  # noqa: E402
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     log = tmp_path_factory.mktemp("server") / "server.log"
-    with W.app_server(log) as proc:
+    with W.app_server(log, SPECDEC_TEACHER_ADDRS=W.TEACHER_ADDR) as proc:
         yield proc, log, f"ws://127.0.0.1:{proc.server_port}/_stcore/stream"
 
 
@@ -227,3 +227,23 @@ def test_fifty_malformed_messages_write_a_bounded_log(server):
 
     grown = _run(scenario())
     assert grown < W.LOG_BOUND // 2, grown
+
+
+def test_one_student_holds_one_measurement_place_and_the_teacher_gets_one(server):
+    """Three tabs from one address (127.0.0.2) press "Sweep γ" on the real server: one is
+    queued, two are told why; the teacher (127.0.0.3, SPECDEC_TEACHER_ADDRS) still gets a
+    place. The client is the websocket's address, as the page sees it (st.context)."""
+    proc, log, url = server
+    port = url.split(":")[2].split("/")[0]
+
+    async def scenario() -> dict:
+        ctx = W.ProbeContext(f"http://127.0.0.1:{port}", url, proc.pid, log)
+        task = asyncio.ensure_future(W.queue_fill(ctx, tabs=3))
+        await asyncio.wait_for(ctx.ready.wait(), 240)
+        ctx.release.set()
+        return await task
+
+    result = _run(scenario())
+    assert result["ok"], result["facts"]
+    assert result["facts"] == ("3 tabs of one student: 1 queued, 2 refused (one per computer); "
+                               "the teacher: queued")  # fmt: skip
