@@ -75,14 +75,16 @@ def trace_doc(rounds: int = 2, gamma: int = 8) -> dict:
 
 
 def long_trace(limit: int = 4_900_000) -> tuple[bytes, int]:
-    """A read-only trace (another pair) of as many rounds as fit in ``limit`` bytes (the
-    probe's 4.9 MB, 515 rounds)."""
-    doc = trace_doc(rounds=3)
+    """A read-only trace (another pair, γ = 1) of as many rounds as fit in ``limit`` bytes
+    (the issue's file: 4.9 MB, 515 rounds; this pair's rounds are larger: ≈ 345)."""
+    doc = trace_doc(rounds=3, gamma=1)
     doc["pair"], doc["lesson"] = "gpt2-xl", None
-    one = len(json.dumps(doc["rounds"][0]).encode())
-    n = max(1, (limit - 2_000) // (one + 2))
+    one = max(len(json.dumps(r).encode()) for r in doc["rounds"]) + 2
+    n = max(1, (limit - 2_000) // one)
     doc["rounds"] = [dict(doc["rounds"][i % 3], round_index=i) for i in range(n)]
-    return json.dumps(doc).encode(), n
+    data = json.dumps(doc).encode()
+    assert len(data) <= limit, len(data)
+    return data, n
 
 
 def replay_trace() -> bytes:
@@ -277,7 +279,7 @@ def attacks(W) -> dict:
         for _ in range(15):
             await asyncio.sleep(5)
             after.append(W.rss_mb(ctx.pid) - base)
-            if after[-1] < 30:
+            if after[-1] < 8:
                 break
         accepted = statuses.count(204)
         return {"ok": peak < 60 and after[-1] < 60,

@@ -214,6 +214,9 @@ MC_WINDOW_S = 60.0
 MC_FLOOR_N = 1_000
 _MC_SPENT = "rl_mc_spent"  # session state: [(time.monotonic(), draws), ...]
 _mc_lock = threading.Lock()
+#: One Monte Carlo runs at a time on the server: five tabs asking at once wait their turn
+#: instead of five script threads taking every core from the class.
+_mc_run_lock = threading.Lock()
 _mc_results: OrderedDict[tuple, dict] = OrderedDict()  # seeded results: the same for all
 _MC_CACHE_SIZE = 64
 
@@ -256,16 +259,21 @@ def monte_carlo_all(p, q, y: int, n: int, seed: int, progress=None) -> dict:
     """``rulelab.monte_carlo`` of every rule, from a process-wide cache of seeded results
     (they depend only on the inputs, so a toggle back to an earlier N costs nothing and
     one tab's run serves the next tab); a miss is charged to this tab's budget
-    (:func:`mc_allowed`). ``progress(fraction)`` while it runs."""
+    (:func:`mc_allowed`) and runs when no other tab's Monte Carlo runs (one at a time per
+    process). ``progress(fraction)`` while it runs."""
     key = _mc_key(p, q, y, n, seed)
     hit = _cached(key)
     if hit is not None:
         return hit
-    S.setdefault(_MC_SPENT, []).append((time.monotonic(), len(R.RULES) * n))
     mc = {}
-    for i, rule in enumerate(R.RULES):
-        tick = None if progress is None else (lambda d, i=i: progress((i + d) / len(R.RULES)))
-        mc[rule] = R.monte_carlo(p, q, rule, n, seed, y, progress=tick)
+    with _mc_run_lock:
+        hit = _cached(key)  # another tab may have run the same while this one waited
+        if hit is not None:
+            return hit
+        S.setdefault(_MC_SPENT, []).append((time.monotonic(), len(R.RULES) * n))
+        for i, rule in enumerate(R.RULES):
+            tick = None if progress is None else (lambda d, i=i: progress((i + d) / len(R.RULES)))
+            mc[rule] = R.monte_carlo(p, q, rule, n, seed, y, progress=tick)
     with _mc_lock:
         _mc_results[key] = mc
         while len(_mc_results) > _MC_CACHE_SIZE:
