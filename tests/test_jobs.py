@@ -126,6 +126,7 @@ def test_client_key_trusts_x_real_ip_only_from_a_trusted_proxy(monkeypatch):
     assert key(None, {"x-real-ip": " 10.9.9.9 "}, "s") == "addr:10.9.9.9"  # nginx, loopback
     assert key("::1", {"X-Real-IP": "2001:DB8::1"}, "s") == "addr:2001:db8::1"
     assert key(None, {"X-Real-IP": "junk" * 100}, "s") == "addr:127.0.0.1"
+    assert key("::ffff:10.1.2.3", {"Host": "h"}, "s") == "addr:10.1.2.3"  # dual-stack peer
     assert key("not an address", {"Host": "h"}, "s7") == "session:s7"
     monkeypatch.setenv(jobs.PROXIES_ENV, "172.18.0.5")  # nginx in another container
     assert key("172.18.0.5", {"X-Real-IP": "10.9.9.9"}, "s") == "addr:10.9.9.9"

@@ -14,9 +14,9 @@ address, e.g. a test, is its own client) -- so six tabs of one student hold one 
 The last place is the **teacher's**: clients whose address is in ``SPECDEC_TEACHER_ADDRS``
 (default ``127.0.0.1,::1``: the machine that runs the server) may take any place, every
 other client's jobs together hold at most ``places() - 1`` (``places()``:
-``SPECDEC_MAX_JOBS``, at least 2). So however many students
-queue, a teacher with no job of their own always finds a free place. A class behind one
-NAT address is one client: one student's job at a time (plus the teacher's). A job is
+``SPECDEC_MAX_JOBS``, at least 2). So however many students queue, a teacher with no job
+of their own always finds a free place. A class behind one NAT address is one client: one
+student's job at a time (plus the teacher's). A job is
 cancelled by Stop, and also when its session ends (the tab closed): the queue's thread
 checks the owner before every task (a task already running finishes, and its result is
 dropped). The work per job is capped (repeats × tokens ≤ ``MAX_WORK``); CPU threads are
@@ -77,22 +77,18 @@ def max_jobs() -> int:
 
 def _addresses(env: str) -> frozenset[str]:
     """The valid IP addresses listed in ``env`` (default loopback), normalised."""
-    out = set()
-    for item in os.environ.get(env, LOOPBACK).split(","):
-        try:
-            out.add(str(ipaddress.ip_address(item.strip())))
-        except ValueError:
-            continue
-    return frozenset(out)
+    return frozenset(filter(None, map(_ip, os.environ.get(env, LOOPBACK).split(","))))
 
 
 def _ip(text: object) -> str | None:
-    """``text`` as a normalised IP address, or None when it is not one (bounded: a header
-    is untrusted input)."""
+    """``text`` as a normalised IP address (an IPv4-mapped IPv6 address as IPv4), or None
+    when it is not one (bounded: a header is untrusted input)."""
     try:
-        return str(ipaddress.ip_address(str(text).strip()[:64]))
+        ip = ipaddress.ip_address(str(text).strip()[:64])
     except ValueError:
         return None
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
 
 
 def client_key(peer: str | None, headers: Mapping[str, str], session_id: str) -> str:
