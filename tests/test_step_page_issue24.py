@@ -53,6 +53,8 @@ def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lan
     assert session.drafts == [] and session.drafter.name == "ngram"
     phase = [m for m in infos(at) if no_match in m]
     assert len(phase) == 1 and not any(w in m for m in infos(at) for w in wrong)
+    press_propose = {"en": "Press ① Propose", "zh": "按“① 提议”"}[lang]
+    assert not any(press_propose in c.value for c in at.caption)  # it was proposed
     click(at, verify)
     texts = infos(at)
     assert sum(no_match in m for m in texts) == 2  # the phase line and the verdict

@@ -203,8 +203,8 @@ def distributions(
     shown = verify if verify is not None else (last.verify if last is not None else None)
     heading(t("st_dists"))
     log_y = st.toggle(t("fig_log"), key="st_log_y", help=t("fig_log_help"))
-    if shown is None and not session.drafts:
-        st.caption(t("st_dists_empty"))
+    if shown is None and not session.drafts:  # before Propose, or a round with no drafts
+        st.caption(t("st_dists_no_drafts" if no_drafts_reason(session) else "st_dists_empty"))
     elif shown is not None:
         _verified(session, shown, last, phase, log_y, checks_box)
     else:
