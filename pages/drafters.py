@@ -29,7 +29,6 @@ DRAFTERS = drafters_for(pair)  # eagle only where the pair has a head
 OTHER_ROWS = ("eagle", "medusa", "mtp", "block", "random")
 OTHER_COLS = ("method", "how", "needs", "note")
 LEGEND = ("accepted", "rejected", "discarded", "correction", "bonus", "committed")
-CARD_PX = 236  # a drafter card's width (its slider and caption stay readable)
 
 
 def _label(name: str, knob: int | None) -> str:
@@ -64,12 +63,12 @@ st.radio(
 prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130, max_chars=PROMPT_CHARS)
 st.caption(t("dr_prompt_note"))
 
-# the cards wrap (each at least CARD_PX wide: 4 in a row on a wide screen, 2 with the
-# sidebar open at 1024 px) instead of 4 squeezed columns
+# the cards wrap (each at least 215 px wide, app.py's CSS: 4 in a row on a wide screen, 2
+# with the sidebar open at 1024 px) instead of 4 squeezed columns
 cards = st.container(horizontal=True, gap="small", key="dr_cards")
 chosen: list[tuple[str, int | None]] = []
 for name in DRAFTERS:
-    with cards.container(border=True, width=CARD_PX, key=f"dr_card_{name}"):
+    with cards.container(border=True, key=f"dr_card_{name}"):
         use = st.checkbox(t("dr_name_" + name), value=True, key=f"dr_use_{name}")
         knob: int | None = None
         if name == "model":
