@@ -43,7 +43,8 @@ class TreeRoundRecord:
             not a stop let it be committed.
         kind: ``correction`` | ``bonus`` | ``stopped`` (a stop cut the commit short).
         appended: ids committed this round (committed path tokens, then ``next_token``).
-        draft_forwards: drafter forwards run to draft the tree (one per expanded node).
+        draft_forwards: drafter forwards run to draft the tree (a draft model: one per
+            expanded node; the EAGLE head: 0 to several per node, as they ran).
         target_forwards: target forwards the round ran: one verify forward (plus the
             prompt's prefill an EAGLE drafter runs in its first round).
     """

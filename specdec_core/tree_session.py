@@ -4,7 +4,8 @@ the round's pieces; :func:`tree_generate.generate_tree` runs the same pieces wit
 views).
 
 1. ``propose()`` — the drafter expands a token tree (``shape`` = children per node at
-   each depth, at most ``budget`` nodes; one drafter forward per expanded node).
+   each depth, at most ``budget`` nodes; one ``tree_logits`` call per expanded node,
+   counting the draft forwards that ran).
 2. ``verify()``  — ONE target forward over the pending committed token(s) and every
    node, with the tree attention mask; the walk from the root decides the accepted
    path and the correction/bonus token. Every node gets its state (``tree_records.py``).

@@ -267,3 +267,38 @@ def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
     assert len(eagle.target_ms) == 3 and eagle.draft_step_ms > 0
     ngram = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "ngram")
     assert ngram.draft_step_ms == 0.0
+
+
+def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair):
+    """Issue 24.5: a tree round with the EAGLE drafter reports the head forwards that
+    really ran (per expanded node 0 to several: the head catches up on features), counted
+    here by a hook on the head. Counting one per expanded node said 54 where 78 ran."""
+    from specdec_core.drafters.eagle import load_eagle_head
+    from specdec_core.tree_generate import generate_tree
+    from specdec_core.tree_session import TreeSession
+
+    head = load_eagle_head(embedded_pair)  # the one head every EAGLE drafter shares
+    ran: list[int] = []
+    handle = head.register_forward_hook(lambda *args: ran.append(1))
+    try:
+        config = SessionConfig(temperature=1.0, seed=2, max_new_tokens=24)
+        session = TreeSession(embedded_pair, "ROMEO:\nBut soft, what light", config, "eagle",
+                              (2, 2, 1, 1))  # fmt: skip
+        per_round, expanded = [], []
+        while session.phase == "propose":
+            before = len(ran)
+            session.propose()
+            per_round.append(len(ran) - before)
+            session.verify()
+            session.commit()
+            expanded.append(len(set(session.records[-1].parents)))  # the root + inner nodes
+        assert [r.draft_forwards for r in session.records] == per_round
+        assert per_round != expanded  # one per expanded node would be another count
+        assert max(f - e for f, e in zip(per_round, expanded, strict=True)) > 0
+        before = len(ran)
+        run = generate_tree(embedded_pair, "ROMEO:\nBut soft, what light", config, (2, 2, 1, 1),
+                            drafter="eagle")  # fmt: skip
+        assert run.draft_forwards == len(ran) - before == sum(per_round)
+        assert run.records == session.records
+    finally:
+        handle.remove()

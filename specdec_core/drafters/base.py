@@ -48,7 +48,10 @@ class Drafter(Protocol):
     every engine path once, right after it creates the target's cache (a feature-level
     drafter keeps a reference to read the target's hidden states; others ignore it).
     ``tree_logits`` serves tree drafting (``tree.py``): the drafter's next-token logits
-    after any context, or ``None`` for a drafter without a distribution.
+    after any context, or ``None`` for a drafter without a distribution. ``forwards``
+    counts the draft forwards that really ran since the drafter was made (one call may run
+    several, or none: the EAGLE head catching up on features); ``tree.draft_tree`` reports
+    a tree's draft forwards as its difference, the way ``Draft.forwards`` counts a chain's.
     """
 
     name: str
@@ -77,6 +80,12 @@ class Drafter(Protocol):
     @property
     def forward_ms(self) -> float:
         """Milliseconds spent in draft-model forwards since the drafter was made."""
+        ...
+
+    @property
+    def forwards(self) -> int:
+        """Draft forwards run since the drafter was made (model or head forwards; 0 for a
+        drafter without a model)."""
         ...
 
     def attach(self, target: ModelCache) -> None:

@@ -160,7 +160,10 @@ class EagleDrafter:
         """``[V]`` float32 next-token logits after ``context`` (committed ids + a tree
         path), extending the head's cache over the path (predicted features). A one-token
         context the target has not run yet has no feature to start from: zeros (a uniform
-        ``q``; the rule stays lossless, the first level is then a guess)."""
+        ``q``; the rule stays lossless, the first level is then a guess). Runs 0 to
+        several head forwards (none when the cache already holds the path's features; a
+        catch-up on real features, then one per path token without a cached entry); each
+        is counted in :attr:`forwards`."""
         feature, _ = self._next_feature(context)
         if feature is None:
             return torch.zeros(self.lm_head.weight.shape[0], device=self.device)

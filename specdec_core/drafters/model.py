@@ -81,11 +81,17 @@ class ModelDrafter:
         """Milliseconds inside this drafter's model forwards (:class:`ModelCache`)."""
         return self.kv.forward_ms
 
+    @property
+    def forwards(self) -> int:
+        """Model forwards run since the drafter was made (:class:`ModelCache` counts them)."""
+        return self.kv.forwards
+
     def attach(self, target: ModelCache) -> None:
         """Nothing to do: a model drafter reads only token ids."""
 
     def tree_logits(self, context: list[int]) -> torch.Tensor:
-        """``[V]`` float32 next-token logits after ``context`` (one cached forward)."""
+        """``[V]`` float32 next-token logits after ``context`` (one cached forward over the
+        ids the cache lacks)."""
         return self.kv.extend(self.kv.sync_to(context))[-1]
 
 

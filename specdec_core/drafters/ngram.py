@@ -43,6 +43,7 @@ class NgramDrafter:
         return self.max_n
 
     forward_ms = 0.0  # no model
+    forwards = 0
 
     def cached_ids(self) -> list[int] | None:
         return None
