@@ -134,10 +134,12 @@ fig_labels = {
     **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
 }  # fmt: skip
 c1, c2 = st.columns(2)
-c1.plotly_chart(rule_rows_figure(names, p, q, fig_labels, t("rl_fig_rows")), key="rl_fig_rows")
+c1.plotly_chart(LV.figure(rule_rows_figure, names, p, q, fig_labels, t("rl_fig_rows")),
+                key="rl_fig_rows")  # fmt: skip
 stack_labels = {**fig_labels, "p": t("rl_lab_p_mark")}
 c2.plotly_chart(
-    acceptance_stack_figure(names, d.min_pq, d.excess, d.p, stack_labels, t("rl_fig_stack")),
+    LV.figure(acceptance_stack_figure, names, d.min_pq, d.excess, d.p, stack_labels,
+              t("rl_fig_stack")),
     key="rl_fig_stack",
 )
 m = st.columns(5)
@@ -170,7 +172,7 @@ rule_cols = {
 }
 f1, f2 = st.columns([3, 2])
 finals = {rule: res.final for rule, res in results.items()}
-f1.plotly_chart(rule_finals_figure(names, p, finals, fig_labels, t("rl_final_title")),
+f1.plotly_chart(LV.figure(rule_finals_figure, names, p, finals, fig_labels, t("rl_final_title")),
                 key="rl_fig_finals")  # fmt: skip
 with f2:
     st.write("")
@@ -236,7 +238,7 @@ if results["resample_p"].tv_to_p < 1e-12:
 exact = [(t("rl_lab_p"), p, COLORS["p"])]
 empirical = [(t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule])
              for rule in R.RULES]  # fmt: skip
-st.plotly_chart(empirical_figure(names, exact, empirical, fig_labels,
+st.plotly_chart(LV.figure(empirical_figure, names, exact, empirical, fig_labels,
                                  t("rl_mc_title", n=n_draws)), key="rl_fig_mc")  # fmt: skip
 st.caption(t("rl_mc_errbars"))
 
@@ -253,7 +255,7 @@ else:
     emp_acc = [(t("rl_acc_empirical"), run.accepted_freq, run.accepted_stderr,
                 RULE_COLORS["accepted_only"])]  # fmt: skip
     title = t("rl_acc_title", n=run.n_accepted, total=run.n)
-    a1.plotly_chart(empirical_figure(names, exact_acc, emp_acc, fig_labels, title),
+    a1.plotly_chart(LV.figure(empirical_figure, names, exact_acc, emp_acc, fig_labels, title),
                     key="rl_fig_accepted")  # fmt: skip
     a2.metric(t("rl_acc_fit"), f"{run.accepted_fit.p_value:.3g}",
               delta=LV.verdict(run.accepted_fit, "rl_verdict_ok_acc"), delta_color="off",
@@ -273,12 +275,12 @@ p_t, q_t = R.temper(p, temp), R.temper(q, temp)
 a_t = R.acceptance_at(p, q, temp)
 curve = R.acceptance_curve(p, q)
 k1, k2 = st.columns(2)
-k1.plotly_chart(rule_rows_figure(names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
+k1.plotly_chart(LV.figure(rule_rows_figure, names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
                 key="rl_fig_temp_rows")  # fmt: skip
 curve_labels = {"acceptance": t("rl_lab_acceptance"), "temperature": t("rl_lab_temperature"),
                 "chosen": t("rl_lab_chosen")}  # fmt: skip
-k2.plotly_chart(acceptance_temperature_figure(R.TEMPERATURE_GRID, curve, (temp, a_t),
-                                              curve_labels, t("rl_temp_curve")),
+k2.plotly_chart(LV.figure(acceptance_temperature_figure, R.TEMPERATURE_GRID, curve, (temp, a_t),
+                          curve_labels, t("rl_temp_curve")),
                 key="rl_fig_temp_curve")  # fmt: skip
 n1, n2 = st.columns(2)
 n1.metric(t("rl_m_A_T", t=temp), fmt_prob(a_t))
@@ -303,7 +305,7 @@ tree_labels = {**fig_labels, "correct": t("rl_tree_rule_residual"),
                "resample_p": t("rl_tree_rule_naive")}  # fmt: skip
 tree_finals = {"correct": tree["residual"].final, "resample_p": tree["naive"].final}
 g1, g2 = st.columns([3, 2])
-g1.plotly_chart(rule_finals_figure(names, p, tree_finals, tree_labels,
+g1.plotly_chart(LV.figure(rule_finals_figure, names, p, tree_finals, tree_labels,
                                    t("rl_tree_fig", k=k_tree)), key="rl_fig_tree")  # fmt: skip
 with g2:
     st.write("")

@@ -279,3 +279,39 @@ def monte_carlo_all(p, q, y: int, n: int, seed: int, progress=None) -> dict:
         while len(_mc_results) > _MC_CACHE_SIZE:
             _mc_results.popitem(last=False)
     return mc
+
+
+# ------------------------------------------------------------------ figures, built once
+_fig_lock = threading.Lock()
+_figures: OrderedDict[tuple, object] = OrderedDict()
+_FIG_CACHE_SIZE = 128
+
+
+def _frozen(value: object) -> object:
+    """A hashable stand-in for a figure builder's argument (arrays, lists, dicts)."""
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        value = value.tolist()
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def figure(builder, *args):
+    """``builder(*args)`` from a process-wide cache of figures (a Plotly figure costs
+    20–150 ms to build here, the lab page draws eight, and the same rows give the same
+    figures in every tab; five tabs rerunning the lab page were mostly building them).
+    The figure is shared: callers only draw it."""
+    key = (builder.__module__, builder.__qualname__, _frozen(args))
+    with _fig_lock:
+        fig = _figures.get(key)
+        if fig is not None:
+            _figures.move_to_end(key)
+            return fig
+    fig = builder(*args)
+    with _fig_lock:
+        _figures[key] = fig
+        while len(_figures) > _FIG_CACHE_SIZE:
+            _figures.popitem(last=False)
+    return fig
