@@ -169,6 +169,16 @@ def test_text_from_a_trace_file_is_shown_literally(embedded_pair):
     assert "\\[a\\]\\(https\\:" in caption and "\\:red\\[R\\]" in caption and "\\$x" in caption
 
 
+def test_names_from_a_link_are_shown_without_markup():
+    state, problems = decode({"v": "[x](//e.vil)", "s": _pack('{"gamma": 3}')}, OFFERED)
+    assert [p.code for p in problems] == ["version"]
+    assert problems[0].params["version"] == "?x????e."
+    text = json.dumps({"[a](https://e.vil)": 1, ":red[R]": 2, "gamma": 3})
+    state, problems = decode({"v": "1", "s": _pack(text)}, OFFERED)
+    assert state.gamma == 3 and [p.code for p in problems] == ["bad_value"]
+    assert problems[0].params["name"] == "?red?R?, ?a??https???e.vil?"
+
+
 # ------------------------------------------------------------------ 5 · one action at a time
 def test_a_click_that_finds_its_session_busy_is_dropped(embedded_pair, monkeypatch):
     monkeypatch.setattr(L, "LOCK_WAIT_S", 0.3)
