@@ -42,6 +42,9 @@ SCENARIOS = ("first_error_3", "first_error_1", "all_accepted", "sampled_rejectio
              "one_hot_edit", "eos_cut", "lookup_run")  # fmt: skip
 SEEDS = range(40)
 TOKENS = 48
+#: Rounds screened per seed at temperature > 0: another seed is as likely a try as a later
+#: round, and a moment in an early round replays sooner when the link is opened.
+SAMPLED_ROUNDS = 6
 
 
 @dataclass(frozen=True)
@@ -52,30 +55,59 @@ class Found:
     state: LessonState | None
 
 
-def _first_round(records: tuple[RoundRecord, ...], want: Callable[[RoundRecord], bool]) -> int:
-    return next((i for i, r in enumerate(records) if want(r)), -1)
+Want = Callable[[RoundRecord], bool]
+
+
+class _Matcher:
+    """The ``until`` of one candidate run (:func:`generate.generate`): notes, for every
+    scenario still missing, the first round whose record matches, and stops the run once
+    none is missing (or after ``max_rounds`` rounds)."""
+
+    def __init__(self, state: LessonState, wants: dict[str, Want], found: dict,
+                 max_rounds: int | None) -> None:  # fmt: skip
+        self.state, self.found, self.rounds, self.max_rounds = state, found, 0, max_rounds
+        self.left = {k: want for k, want in wants.items() if found[k] is None}
+
+    def __call__(self, record: RoundRecord) -> bool:
+        for key, want in self.left.items():
+            if self.found[key] is None and want(record):
+                self.found[key] = replace(self.state, round=self.rounds, phase="commit")
+        self.rounds += 1
+        if self.max_rounds is not None and self.rounds >= self.max_rounds:
+            return True
+        return all(self.found[k] is not None for k in self.left)
 
 
 def _search_records(
     pair: ModelPair, base: LessonState, prompts: tuple[str, ...], seeds: range,
-    want: Callable[[RoundRecord], bool],
-) -> LessonState | None:  # fmt: skip
-    """The first (prompt, seed, round) whose fast-path record matches ``want``, as a state
-    stopped after Verify of that round (the fast path makes the step machine's records)."""
+    wants: dict[str, Want],
+) -> dict[str, LessonState | None]:  # fmt: skip
+    """For each of ``wants``: the first (prompt, seed, round) whose fast-path record
+    matches, as a state stopped after Verify of that round (the fast path makes the step
+    machine's records). The wants share ``base``'s settings, so one run serves them all,
+    and a run stops at the round where the last one still missing is found; at
+    temperature > 0 a seed's run stops after :data:`SAMPLED_ROUNDS` rounds."""
+    max_rounds = None if base.temperature == 0.0 else SAMPLED_ROUNDS
+    found: dict[str, LessonState | None] = dict.fromkeys(wants)
     for prompt in prompts:
         for seed in seeds:
+            if all(v is not None for v in found.values()):
+                return found
             state = replace(base, prompt=prompt, seed=seed)
             drafter = make_named_drafter(pair, state.drafter)
+            until = _Matcher(state, wants, found, max_rounds)
             try:
-                run = generate(pair, prompt, state.config(), drafter=drafter)
+                generate(pair, prompt, state.config(), drafter=drafter, until=until)
             except Exception:  # noqa: BLE001 - a prompt this pair cannot take: try the next
                 break
-            r = _first_round(run.records, want)
-            if r >= 0:
-                return replace(state, round=r, phase="commit")
             if base.temperature == 0.0:
                 break  # greedy: every seed gives the same run
-    return None
+    return found
+
+
+def _one(pair: ModelPair, base: LessonState, prompts: tuple[str, ...], key: str,
+         want: Want) -> Found:  # fmt: skip
+    return Found(key, _search_records(pair, base, prompts, SEEDS, {key: want})[key])
 
 
 def _one_hot_edit(pair: ModelPair, base: LessonState) -> LessonState | None:
@@ -108,19 +140,16 @@ def find_scenarios(pair: ModelPair, base: LessonState | None = None) -> Iterator
                    draft_method="probabilistic", page="step_through")  # fmt: skip
     greedy = replace(base, gamma=4, temperature=0.0)
     sampled = replace(base, gamma=4, temperature=1.0)
-    yield Found("first_error_3", _search_records(
-        pair, greedy, PROMPTS, SEEDS, lambda r: r.statuses == (A, A, R, D)))  # fmt: skip
-    yield Found("first_error_1", _search_records(
-        pair, greedy, PROMPTS, SEEDS, lambda r: r.statuses == (R, D, D, D)))  # fmt: skip
-    yield Found("all_accepted", _search_records(
-        pair, greedy, PROMPTS, SEEDS,
-        lambda r: r.statuses == (A, A, A, A) and r.kind == "bonus"))  # fmt: skip
-    yield Found("sampled_rejection", _search_records(
-        pair, sampled, PROMPTS, SEEDS, lambda r: r.statuses == (A, R, D, D)))  # fmt: skip
+    greedy_found = _search_records(pair, greedy, PROMPTS, SEEDS, {
+        "first_error_3": lambda r: r.statuses == (A, A, R, D),
+        "first_error_1": lambda r: r.statuses == (R, D, D, D),
+        "all_accepted": lambda r: r.statuses == (A, A, A, A) and r.kind == "bonus",
+    })  # fmt: skip
+    for key, state in greedy_found.items():
+        yield Found(key, state)
+    yield _one(pair, sampled, PROMPTS, "sampled_rejection", lambda r: r.statuses == (A, R, D, D))
     yield Found("one_hot_edit", _one_hot_edit(pair, sampled))
-    yield Found("eos_cut", _search_records(
-        pair, replace(sampled, gamma=6), PROMPTS, SEEDS,
-        lambda r: C in r.statuses and r.accepted >= 1))  # fmt: skip
-    yield Found("lookup_run", _search_records(
-        pair, replace(greedy, gamma=6, drafter="ngram"), REPETITIVE, SEEDS,
-        lambda r: r.accepted >= 4))  # fmt: skip
+    yield _one(pair, replace(sampled, gamma=6), PROMPTS, "eos_cut",
+               lambda r: C in r.statuses and r.accepted >= 1)  # fmt: skip
+    yield _one(pair, replace(greedy, gamma=6, drafter="ngram"), REPETITIVE, "lookup_run",
+               lambda r: r.accepted >= 4)  # fmt: skip
