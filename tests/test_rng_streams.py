@@ -149,3 +149,25 @@ def test_an_old_sampled_link_opens_with_one_message():
     assert decode(encode(sampled), ["embedded"]) == (sampled, [])  # a v=2 link: no message
     state, problems = decode({**encode(sampled), "v": "3"}, ["embedded"])
     assert [p.code for p in problems] == ["version"]
+
+
+def test_a_failed_re_draft_leaves_the_drafting_stream_as_it_was(embedded_pair, monkeypatch):
+    config = SessionConfig(gamma=4, temperature=1.0, seed=6, max_new_tokens=20)
+    reference = SpeculativeSession(embedded_pair, PROMPT, config)
+    reference.propose()
+    expected = reference.edit_draft(2, 12).drafted
+    session = SpeculativeSession(embedded_pair, PROMPT, config)
+    session.propose()
+    before = session.rng_state()
+    assert before  # the pending round keeps its drafting stream
+
+    def draw_then_fail(context, gamma, sampling, method, generator):
+        torch.rand(7, generator=generator)  # the stream moves, then the drafter fails
+        raise RuntimeError("drafter failed")
+
+    monkeypatch.setattr(session.drafter, "propose", draw_then_fail)
+    with pytest.raises(RuntimeError):
+        session.edit_draft(2, 12)
+    monkeypatch.undo()
+    assert session.rng_state() == before
+    assert session.edit_draft(2, 12).drafted == expected  # the same re-draft as untouched
