@@ -54,8 +54,8 @@ STATE_COLORS = {
 MAX_LABEL = 10  # characters of a token shown in its box (the hover has all of it)
 
 
-def _short(text: str) -> str:
-    shown = visible_token(text)
+def _short(token) -> str:
+    shown = visible_token(token)
     if len(shown) > MAX_LABEL:
         shown = shown[: MAX_LABEL - 1] + "…"
     return html.escape(shown)  # Plotly reads <b>, <br>, … in text: a token is never markup
@@ -155,17 +155,17 @@ def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = F
         star = (sx, sy, base + len(tree.path) + 1)
     # boxes: one annotation per node (sized to its text), hover from a transparent marker
     font = 17 if presenter else 14
-    hx, hy, htext = [0.0], [root_y], [f"{labels['root']}: {_short(root_token.text)}"
+    hx, hy, htext = [0.0], [root_y], [f"{labels['root']}: {_short(root_token)}"
                                        f"<br>{labels['position']} {base}"]  # fmt: skip
-    boxes = [(0.0, root_y, _short(root_token.text), "root")]
+    boxes = [(0.0, root_y, _short(root_token), "root")]
     shown_states = ["root"]
     for n in nodes:
         state = n.state
-        boxes.append((float(n.depth), y[n.index], _short(n.token.text), state))
+        boxes.append((float(n.depth), y[n.index], _short(n.token), state))
         if state not in shown_states:
             shown_states.append(state)
         lines = [
-            f"{labels['node']} #{n.index}: {_short(n.token.text)} (id {n.token.id})",
+            f"{labels['node']} #{n.index}: {_short(n.token)} (id {n.token.id})",
             f"{labels['position']} {n.position}",
             f"q = {fmt_prob(n.q)}",
             f"p = {fmt_prob(n.p)}",
@@ -177,11 +177,11 @@ def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = F
         hy.append(y[n.index])
         htext.append("<br>".join(lines))
     if star is not None:
-        boxes.append((star[0], star[1], "★ " + _short(tree.next_token.text), star_state))
+        boxes.append((star[0], star[1], "★ " + _short(tree.next_token), star_state))
         shown_states.append(star_state)
         hx.append(star[0])
         hy.append(star[1])
-        hover = [f"★ {_short(tree.next_token.text)} (id {tree.next_token.id})",
+        hover = [f"★ {_short(tree.next_token)} (id {tree.next_token.id})",
                  f"{labels['position']} {star[2]}", labels["next_" + verdict]]  # fmt: skip
         if star_state != verdict:
             hover.append(labels[star_state])

@@ -197,7 +197,7 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
     if record is None:
         return
     depth = max((n.depth for n in tree.nodes), default=0)
-    tok = f"`{plain(visible_token(tree.next_token.text))}`"
+    tok = f"`{plain(visible_token(tree.next_token))}`"
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
         reason = last.stop_reason if last is not None else session.current_stop_reason
         reason = reason or "eos"
@@ -222,10 +222,12 @@ def mask_html(mask: MaskView, tree: TreeView | None, presenter: bool = False) ->
     head = (f'<th style="{cell}">{html.escape(t("tree_mask_node"))}</th>'
             f'<th style="{cell}" title="{mask.prefix_len}">'
             f'{html.escape(t("tree_mask_prefix", n=mask.prefix_len))}</th>')  # fmt: skip
+    # node tokens (a byte of a multi-byte character shows as ‹E6›, not "�"), else the labels
+    toks = [n.token for n in tree.nodes] if tree is not None else list(mask.labels)
     head += "".join(f'<th style="{cell}" title="{html.escape(visible_token(lab))}">{j}</th>'
-                    for j, lab in enumerate(mask.labels))  # fmt: skip
+                    for j, lab in enumerate(toks))  # fmt: skip
     rows = []
-    for i, lab in enumerate(mask.labels):
+    for i, lab in enumerate(toks):
         fill, border, color = STATE_COLORS[STATE_STYLE.get(states[i], "tentative")]
         text = visible_token(lab)
         text = text if len(text) <= 9 else text[:8] + "…"
@@ -267,7 +269,7 @@ def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]
     }
     before = pd.DataFrame({
         t("tree_col_slot"): [s.slot for s in shown],
-        t("col_token"): [visible_token(s.token.text) for s in shown],
+        t("col_token"): [visible_token(s.token) for s in shown],
         t("tree_col_state"): [_slot_state(s.state) for s in shown],
         t("tree_col_action"): [action[s.action](s) for s in shown],
     })  # fmt: skip
@@ -275,7 +277,7 @@ def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]
     after_slots = [s for s in after_slots if s.new_slot >= shown[0].slot] if shown else []
     after = pd.DataFrame({
         t("tree_col_slot"): [s.new_slot for s in after_slots],
-        t("col_token"): [visible_token(s.token.text) for s in after_slots],
+        t("col_token"): [visible_token(s.token) for s in after_slots],
         t("tree_col_state"): [_slot_state(s.state) for s in after_slots],
         t("tree_col_from"): [s.slot for s in after_slots],
     })  # fmt: skip
@@ -305,7 +307,7 @@ def _kv(session: TreeSession, phase: str, heading: Callable[[str], None]) -> Non
         moved = sum(s.action == "moved" for s in plan.slots)
         dropped = sum(s.action == "dropped" for s in plan.slots)
         if session.stop_reason:  # no next round: nothing "is the next round's first input"
-            tok = f"`{plain(visible_token(session.token(session.ids[-1]).text))}`"
+            tok = f"`{plain(visible_token(session.token(session.ids[-1])))}`"
             st.caption(t("tree_kv_applied_end", r=len(session.history), moved=moved,
                          dropped=dropped, reason=t("stop_" + session.stop_reason), tok=tok))
         else:

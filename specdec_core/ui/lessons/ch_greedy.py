@@ -33,12 +33,12 @@ def _case(pair: ModelPair, key: str, cid: str) -> None:
     v = after.current_verify
     assert v is not None
     rejected = next((c.position for c in v.checks if c.status == "rejected"), 0)
-    names = {c.position: visible_token(c.token.text) for c in v.checks}
+    names = {c.position: visible_token(c.token) for c in v.checks}
     if rejected:
         why = t("ls_c1_why_reject", k=rejected, draft=names[rejected],
-                target=visible_token(v.next_token.text))  # fmt: skip
+                target=visible_token(v.next_token))  # fmt: skip
     else:
-        why = t("ls_c1_why_all", bonus=visible_token(v.next_token.text))
+        why = t("ls_c1_why_all", bonus=visible_token(v.next_token))
     check = Check(
         cid, "token", t("ls_c1_q_kept"), rejected, why, options=(*names, 0),
         label=lambda k: t("ls_c1_all_kept") if k == 0 else f"{k} · {names[k]}",  # type: ignore[index]

@@ -48,7 +48,7 @@ def _accept(pair: ModelPair) -> None:
     v = session.current_verify
     assert v is not None
     c = next(c for c in v.checks if c.status == "rejected")
-    tok = visible_token(c.token.text)
+    tok = visible_token(c.token)
     st.markdown(t("ls_c2_accept_setup", pos=c.position, tok=tok))
     st.html(live.context_html(session) + live.drafts_html(session))
     why = t("ls_c2_accept_why", p=fmt_prob(c.p), q=fmt_prob(c.q), a=f"{c.accept_prob:.3f}")
@@ -58,7 +58,7 @@ def _accept(pair: ModelPair) -> None:
     if ask(check):
         st.dataframe(pd.DataFrame({
             t("ls_col_pos"): [x.position for x in v.checks],
-            t("token"): [visible_token(x.token.text) for x in v.checks],
+            t("token"): [visible_token(x.token) for x in v.checks],
             "p(y)": [fmt_prob(x.p) for x in v.checks],
             "q(y)": [fmt_prob(x.q) for x in v.checks],
             "min(1, p/q)": [f"{x.accept_prob:.3f}" for x in v.checks],
@@ -67,7 +67,7 @@ def _accept(pair: ModelPair) -> None:
         }), hide_index=True)  # fmt: skip
         st.markdown(t("ls_c2_accept_reveal", pos=c.position, u=f"{c.u:.3f}",
                       a=f"{c.accept_prob:.3f}",
-                      fix=visible_token(v.next_token.text)))  # fmt: skip
+                      fix=visible_token(v.next_token)))  # fmt: skip
         live.open_in_step_through(state)
 
 
