@@ -28,6 +28,7 @@ from specdec_core.ui.i18n import t
 
 S = st.session_state
 _, config = page_context()
+LV.pace()  # at most one run of this page a second per tab
 seed = int(config.seed)
 NUM = LV.NUM
 

@@ -342,3 +342,16 @@ def test_the_step_history_draws_the_newest_rounds_unless_asked(embedded_pair, mo
     assert rounds_drawn() == 2  # before: every round, on every click
     at.toggle(key="st_history_older").set_value(True).run()
     assert rounds_drawn() == 3
+
+
+def test_one_tab_runs_the_rule_lab_at_most_once_a_second(monkeypatch):
+    from specdec_core.ui import lab_view as LV
+
+    slept: list[float] = []
+    monkeypatch.setattr(LV, "S", {})
+    monkeypatch.setattr(LV.time, "sleep", slept.append)
+    assert LV.pace() == 0.0  # the first run never waits
+    started = LV.S[LV._LAST_RUN]
+    assert LV.pace(now=started + 0.25) == pytest.approx(0.75)
+    assert LV.pace(now=LV.S[LV._LAST_RUN] + 5.0) == 0.0  # a student who reads: no wait
+    assert slept == [pytest.approx(0.75)]
