@@ -212,6 +212,7 @@ def show_tree_tables(names: list[str], p, results: dict) -> None:
 MC_BUDGET_DRAWS = 3 * R.MAX_N
 MC_WINDOW_S = 60.0
 MC_FLOOR_N = 1_000
+MC_YIELD_S = 0.005  # a pause after each chunk of 20,000 draws (≈ 150 ms per 600,000)
 _MC_SPENT = "rl_mc_spent"  # session state: [(time.monotonic(), draws), ...]
 _mc_lock = threading.Lock()
 #: One Monte Carlo runs at a time on the server: five tabs asking at once wait their turn
@@ -272,7 +273,12 @@ def monte_carlo_all(p, q, y: int, n: int, seed: int, progress=None) -> dict:
             return hit
         S.setdefault(_MC_SPENT, []).append((time.monotonic(), len(R.RULES) * n))
         for i, rule in enumerate(R.RULES):
-            tick = None if progress is None else (lambda d, i=i: progress((i + d) / len(R.RULES)))
+
+            def tick(done: float, i: int = i) -> None:
+                if progress is not None:
+                    progress((i + done) / len(R.RULES))
+                time.sleep(MC_YIELD_S)  # between chunks: other tabs' clicks get the GIL
+
             mc[rule] = R.monte_carlo(p, q, rule, n, seed, y, progress=tick)
     with _mc_lock:
         _mc_results[key] = mc
