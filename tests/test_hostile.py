@@ -355,3 +355,24 @@ def test_one_tab_runs_the_rule_lab_at_most_once_a_second(monkeypatch):
     assert LV.pace(now=started + 0.25) == pytest.approx(0.75)
     assert LV.pace(now=LV.S[LV._LAST_RUN] + 5.0) == 0.0  # a student who reads: no wait
     assert slept == [pytest.approx(0.75)]
+
+
+def test_full_runs_are_paced_after_a_burst():
+    """Issue 30 item 5/10: a tab sending full reruns at 10 a second is slowed to
+    FULL_RUNS_PER_S once its burst is spent; a student's few runs never wait."""
+    from specdec_core.ui.guards import FULL_RUN_BURST, FULL_RUNS_PER_S, pace_full_run
+
+    state: dict = {}
+    starts, waits, ready = [], [], 0.0
+    for i in range(40):  # a request every 0.1 s; a tab's runs are one after another
+        now = max(i * 0.1, ready)
+        waits.append(pace_full_run(now=now, state=state))
+        starts.append(now + waits[-1])
+        ready = starts[-1]
+    burst = int(FULL_RUN_BURST)
+    assert waits[:burst] == [0.0] * burst  # the burst: no wait
+    assert all(w > 0 for w in waits[-20:])  # the burst and its refill are spent
+    gaps = [b - a for a, b in zip(starts[-20:], starts[-19:], strict=False)]
+    assert gaps == pytest.approx([1 / FULL_RUNS_PER_S] * len(gaps))  # then 4 a second
+    calm: dict = {}
+    assert [pace_full_run(now=i * 2.0, state=calm) for i in range(20)] == [0.0] * 20

@@ -26,6 +26,7 @@ from specdec_core.models import ModelPair
 from specdec_core.session import SessionConfig
 
 from . import logguard
+from .guards import pace_full_run
 from .links import write_url
 
 APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
@@ -39,6 +40,7 @@ def app_context() -> Iterator[None]:
     """Used by ``app.py`` around ``nav.run()``: pages run inside the app (and the full runs
     are counted, see :func:`fragment_run`). Also keeps the log guard on every handler."""
     logguard.install_in_server()  # repeats collapsed, records capped (cheap when done)
+    pace_full_run()  # a tab sending full reruns as fast as it can is slowed to a few a second
     st.session_state[APP_RUNS] = st.session_state.get(APP_RUNS, 0) + 1
     _local.inside = True
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Mapping
 
 import streamlit as st
@@ -178,3 +179,30 @@ def drop_closed_sessions_uploads(store=None) -> int:
             dropped += sum(len(f.data) for f in list(files.values()))
             store.remove_session_files(session_id)
     return dropped
+
+
+# ------------------------------------------------------------------ full-run pacing
+#: Full runs of the app a tab may start: a burst of :data:`FULL_RUN_BURST`, then
+#: :data:`FULL_RUNS_PER_S` a second (a token bucket per browser session). A student who
+#: changes a setting, switches page or clicks never waits; a client that sends full
+#: reruns as fast as the server answers (10 a second cost a classmate 2× p95) is slowed to
+#: this rate. The wait sleeps without the GIL; a step click is a fragment rerun and does
+#: not count.
+FULL_RUNS_PER_S = 4.0
+FULL_RUN_BURST = 8.0
+_BUCKET = "_full_run_bucket"
+
+
+def pace_full_run(now: float | None = None, state: dict | None = None) -> float:
+    """Take one token from this tab's bucket, sleeping until one is there; returns the
+    seconds slept (0 for a run within the burst). ``now`` (``time.monotonic()`` seconds)
+    and ``state`` (default: ``st.session_state``) are for tests."""
+    state = st.session_state if state is None else state
+    clock = time.monotonic() if now is None else now
+    tokens, last = state.get(_BUCKET, (FULL_RUN_BURST, clock))
+    tokens = min(FULL_RUN_BURST, tokens + (clock - last) * FULL_RUNS_PER_S)
+    wait = 0.0 if tokens >= 1.0 else (1.0 - tokens) / FULL_RUNS_PER_S
+    if wait > 0 and now is None:
+        time.sleep(wait)
+    state[_BUCKET] = (tokens + wait * FULL_RUNS_PER_S - 1.0, clock + wait)
+    return wait

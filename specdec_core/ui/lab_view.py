@@ -66,7 +66,7 @@ def _load_step() -> None:
     names = token_labels(rows.tokens) + [t("other_bucket")]
     ids = [tok.id for tok in rows.tokens]
     y = ids.index(check.token.id) if check.token.id in ids else len(ids)
-    source = ("step", verify.round_index + 1, k, visible_token(check.token.text), len(ids),
+    source = ("step", verify.round_index + 1, k, visible_token(check.token), len(ids),
               rows.true_acceptance, verify.greedy)  # fmt: skip
     load(names, rows.p, rows.q, y, source)
 
