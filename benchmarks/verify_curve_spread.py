@@ -2,7 +2,8 @@
 ``t(k)``, ``k = 1 … 2γ + 1``, several times, and print for every ``k`` the spread of its
 repeats within one curve (median, min, max, interquartile range as a fraction of the
 median) and of ``t(k) / t(1)`` between curves, with each curve's verdict
-(``bench.judge``: "too busy" when repeats disagree by more than ``BUSY_SPREAD`` or the
+(``bench.judge``: "too busy" when the repeats leave a median uncertain by more than
+``BUSY_SPREAD`` or the
 curve is not monotone) and the best γ each curve would give. Bounded: ``--curves`` ×
 ``--repeats`` × (2γ + 2) forwards of the embedded pair, after 2 warm-up passes each.
 
@@ -62,7 +63,7 @@ def main() -> None:
         print(json.dumps(out, indent=2))
         return
     print(f"embedded pair, {curves_n} curves × {repeats} repeats, k = 1…{2 * args.gamma + 1}, "
-          f"{args.threads} threads; busy when IQR/median > {BUSY_SPREAD:.0%}")  # fmt: skip
+          f"{args.threads} threads; busy when SE(median)/median > {BUSY_SPREAD:.0%}")  # fmt: skip
     for row in out:
         why = ", ".join(row["reasons"]) or "—"
         print(f"\ncurve {row['curve']}: load {row['load']}, verdict "

@@ -58,16 +58,24 @@ def test_spread_table():
 
 
 def test_repeats_that_disagree_by_more_than_the_fraction_are_too_busy():
-    # middle half 2.0 … 2.2 ms around 2.1: 9.5 % < 25 % -> fine
+    # middle half 2.0 … 2.2 ms around 2.1, n = 5: SE(median) ≈ 0.929 · 0.2 / (√5 · 2.1) = 4 %
     agree = Spread.of([1.9, 2.0, 2.1, 2.2, 2.9])  # one stray repeat does not condemn the rest
+    assert agree.rel_median_error == pytest.approx(0.929 * 0.2 / (5**0.5 * 2.1), rel=1e-3)
     assert not agree.disagrees() and judge([agree]) == Verdict(False, ())
-    # middle half 2 … 7 ms around 3: 167 % -> too busy
+    # middle half 2 … 7 ms around 3, n = 5: 0.929 · 5 / (√5 · 3) = 69 % -> too busy
     apart = Spread.of([1.0, 2.0, 3.0, 7.0, 9.0])
+    assert apart.rel_median_error == pytest.approx(0.6925, rel=1e-3)
     assert apart.disagrees(BUSY_SPREAD)
     assert judge([agree, apart]) == Verdict(True, (REPEATS_DISAGREE,))
-    # exactly at the fraction is still a conclusion; just past it is not
-    q = Spread(1.0, 0.8, 1.2, 0.9, 0.9 + BUSY_SPREAD, 5)
-    assert not q.disagrees() and Spread(1.0, 0.8, 1.2, 0.9, 0.9 + BUSY_SPREAD + 1e-6, 5).disagrees()
+    # the limit on the middle half grows with √n: exactly at it is still a conclusion
+    for n in (3, 5, 15):
+        limit = BUSY_SPREAD * n**0.5 / (1.2533 / 1.349)  # largest (q3 − q1) / median
+        assert not Spread(1.0, 0.8, 1.2, 0.9, 0.9 + limit - 1e-9, n).disagrees()
+        assert Spread(1.0, 0.8, 1.2, 0.9, 0.9 + limit + 1e-6, n).disagrees()
+    # this machine at load ≈ 2 (curve 4 of benchmarks/verify_curve_spread.py, k = 6, 11
+    # repeats: the middle half spans 43 % of the median) is a conclusion; at n = 3 it is not
+    assert not Spread(1.0, 0.5, 2.0, 0.8, 1.23, 11).disagrees()
+    assert Spread(1.0, 0.5, 2.0, 0.8, 1.23, 3).disagrees()
 
 
 # ------------------------------------------------------------------ the curve's shape
