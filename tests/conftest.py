@@ -108,13 +108,7 @@ APP = str(REPO / "app.py")
 
 def start_app(lang: str = "en"):
     """An ``AppTest`` of the app after its first run in ``lang`` (no exception)."""
-    from streamlit.testing.v1 import AppTest
-
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["lang"] = lang
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_app(lang=lang)
 
 
 def click_button(at, label: str) -> None:
@@ -162,3 +156,33 @@ def html_tables(at, name: str) -> list[pd.DataFrame]:
             if name in classes.split():
                 found.append(pd.DataFrame(rows[1:], columns=rows[0]))
     return found
+
+
+def open_app(
+    params: dict[str, str] | None = None,
+    *,
+    lang: str | None = None,
+    prompt: str | None = None,
+    state: dict | None = None,
+    timeout: float = 120,
+):
+    """The app in Streamlit's ``AppTest``, run once without an exception: ``params`` as
+    URL query parameters, ``lang``, the step page's ``prompt`` and other session
+    ``state`` set before the first run."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    if lang is not None:
+        at.session_state["lang"] = lang
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    if prompt is not None:
+        at.session_state["st_prompt"] = prompt
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+click = click_button  # the name the page tests use

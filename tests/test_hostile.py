@@ -17,6 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import open_app
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
@@ -51,15 +52,6 @@ def _trace_bytes(model_pair, n_rounds: int = 2, **changes) -> bytes:
     doc = json.loads(export_json(session, state))
     doc.update(changes)
     return json.dumps(doc).encode("utf-8")
-
-
-def open_app(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=180)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def button(at: AppTest, key: str):

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import open_app
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.lesson_link import LessonState, encode
@@ -18,15 +19,6 @@ from specdec_core.tracefile import export_json
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PROMPT = "ROMEO:\nBut soft, what light"
-
-
-def open_app(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def session(at: AppTest):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TEXTBOOK
+from conftest import TEXTBOOK, click
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.costmodel import best_gamma
@@ -25,13 +25,6 @@ def start(lang: str = "en") -> AppTest:
     at.switch_page(PAGE).run()
     assert not at.exception, at.exception
     return at
-
-
-def click(at: AppTest, label: str) -> None:
-    [button] = [b for b in at.button if b.label == label]
-    assert not button.disabled, f"{label} is disabled"
-    button.click().run()
-    assert not at.exception, at.exception
 
 
 def metric(at: AppTest, label: str) -> str:

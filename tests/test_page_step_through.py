@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import html_tables
+from conftest import click, html_tables, open_app
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
 LABELS = {
     "en": {"propose": "① Propose", "verify": "② Verify", "commit": "③ Commit / reject",
            "wrong": "Use the target's 2nd choice at position 1",
@@ -26,18 +28,7 @@ LABELS = {
 
 
 def start(lang: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["lang"] = lang
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def click(at: AppTest, label: str) -> None:
-    [button] = [b for b in at.button if b.label == label]
-    assert not button.disabled, f"{label} is disabled"
-    button.click().run()
-    assert not at.exception, at.exception
+    return open_app(lang=lang)
 
 
 def metrics(at: AppTest, lab: dict) -> tuple[int, int, int]:

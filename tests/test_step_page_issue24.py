@@ -8,31 +8,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import html_tables
+from conftest import click, html_tables, open_app
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
 STEP = {"en": ("① Propose", "② Verify", "③ Commit / reject"),
         "zh": ("① 提议", "② 验证", "③ 提交 / 拒绝")}  # fmt: skip
 
 
 def start(lang: str = "en", prompt: str | None = None, **state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["lang"] = lang
-    for key, value in state.items():
-        at.session_state[key] = value
-    if prompt is not None:
-        at.session_state["st_prompt"] = prompt
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def click(at: AppTest, label: str) -> None:
-    [button] = [b for b in at.button if b.label == label]
-    assert not button.disabled, f"{label} is disabled"
-    button.click().run()
-    assert not at.exception, at.exception
+    return open_app(lang=lang, prompt=prompt, state=state)
 
 
 def infos(at: AppTest) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import open_app
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.inputs import SessionConfig
@@ -164,14 +165,6 @@ def test_the_tree_trace_json_holds_every_round_and_is_not_imported(tiny_pair):
 
 
 # ------------------------------------------------------------------ on the page (AppTest)
-def open_app(params: dict[str, str] | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in (params or {}).items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
 
 def tree_session(at: AppTest) -> TreeSession:
     return at.session_state["tree_lesson"].session
