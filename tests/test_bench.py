@@ -286,3 +286,36 @@ def test_forward_curve_and_its_use_in_the_summary(tiny_pair):
     cm = summarize(ar, sp, 3, rising).cost_model
     assert cm.verify_ms_from_curve == pytest.approx(
         cm.target_step_ms * sum(g + 1 for g in drafts) / len(drafts))  # fmt: skip
+
+
+def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
+    """2 repeats: the shown run is the upper of the two middle runs by ms/token, and the
+    spread caption's median, the tiles' tokens/s and the speed-up are that same run's."""
+    from specdec_core.bench import measure_pair_runs
+    from specdec_core.bench import runs as runs_mod
+    from specdec_core.generate import GenerationResult, GenerationStats
+
+    # interleaved calls: AR, SP, AR, SP; (total_ms, new_tokens) crafted so that the
+    # speculative lane's order by total_ms differs from its order by ms/token
+    timings = iter([(22.88, 4), (48.96, 4), (24.44, 4), (60.0, 8)])
+
+    def fake_generate(pair, prompt, config, mode, drafter=None, trace_timeline=False):
+        total, n = next(timings)
+        return GenerationResult(list(range(n)), "", "length",
+                                GenerationStats(new_tokens=n, total_ms=total))  # fmt: skip
+
+    monkeypatch.setattr(runs_mod, "generate", fake_generate)
+    monkeypatch.setattr(runs_mod, "make_named_drafter", lambda pair, name: None)
+    runs = measure_pair_runs(None, PROMPT, SessionConfig(max_new_tokens=4), repeats=2,
+                             warmup=False)  # fmt: skip
+    a, s = runs.autoregressive.stats, runs.speculative.stats
+    ar_spread, sp_spread = runs.spread.ar_ms_per_token, runs.spread.sp_ms_per_token
+    assert a.ms_per_token == pytest.approx(6.11) and s.ms_per_token == pytest.approx(12.24)
+    assert ar_spread.median == a.ms_per_token and sp_spread.median == s.ms_per_token
+    assert (ar_spread.low, ar_spread.high) == pytest.approx((5.72, 6.11))
+    assert (sp_spread.low, sp_spread.high) == pytest.approx((7.5, 12.24))
+    assert ar_spread.n == sp_spread.n == 2
+    assert 1e3 / a.tokens_per_s == pytest.approx(ar_spread.median)
+    speedup = s.tokens_per_s / a.tokens_per_s  # summarize's speed-up
+    assert speedup == pytest.approx(ar_spread.median / sp_spread.median)
+    assert speedup == pytest.approx(6.11 / 12.24)

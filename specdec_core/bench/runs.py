@@ -51,8 +51,10 @@ def measure_pair_runs(
 ) -> PairRuns:
     """Target-only and speculative runs of the same prompt and settings, *interleaved*
     (AR, speculative, AR, …) so a burst of load on a shared machine hits both alike; each
-    lane's run with the median ``total_ms`` of ``repeats``, after one warm-up run of each,
-    with the spread of ms per generated token over the repeats.
+    lane's run with the median ms per generated token of ``repeats`` (with an even count,
+    the upper of the two middle runs), after one warm-up run of each, with the spread of ms
+    per generated token over the repeats. The spread's ``median`` is that run's ms per
+    token, so the spread caption, the run's tokens/s and the speed-up use one number.
 
     Raises:
         PromptError, ConfigError: from :func:`generate`.
@@ -69,11 +71,22 @@ def measure_pair_runs(
     for _ in range(max(1, repeats)):
         for mode, done in runs.items():
             done.append(once(mode))
-    ar, sp = (sorted(r, key=lambda g: g.stats.total_ms) for r in runs.values())
-    ar_sp = [Spread.of([g.stats.total_ms / max(g.stats.new_tokens, 1) for g in lane])
-             for lane in (ar, sp)]  # fmt: skip
-    how = HowMeasured.now(len(ar), int(warmup), config.max_new_tokens)
-    return PairRuns(ar[len(ar) // 2], sp[len(sp) // 2], RunSpread(ar_sp[0], ar_sp[1], how))
+    picked: list[GenerationResult] = []
+    spreads: list[Spread] = []
+    for lane in runs.values():
+        lane.sort(key=_ms_per_token)
+        run = lane[len(lane) // 2]  # with an even count, the upper of the two middle runs
+        picked.append(run)
+        # the shown run *is* the median: caption, tiles, table and speed-up use one number
+        spreads.append(replace(Spread.of([_ms_per_token(g) for g in lane]),
+                               median=_ms_per_token(run)))  # fmt: skip
+    how = HowMeasured.now(len(runs["autoregressive"]), int(warmup), config.max_new_tokens)
+    return PairRuns(picked[0], picked[1], RunSpread(spreads[0], spreads[1], how))
+
+
+def _ms_per_token(run: GenerationResult) -> float:
+    """ms per generated token of one run (``GenerationStats.ms_per_token``: 0 with none)."""
+    return run.stats.ms_per_token
 
 
 def measure_pair(
