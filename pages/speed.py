@@ -233,9 +233,10 @@ def _wait(job: J.Job) -> None:
 # ------------------------------------------------------------------ ③ measured: controls
 st.header(t("sp_measure_header"))
 st.markdown(t("sp_measure_help"))
+_threads = torch.get_num_threads()
 st.caption(t(
-    "sp_running_on", pair=pair.name, device=pair.device_label(), threads=torch.get_num_threads(),
-    gamma=config.gamma, temp=config.temperature,
+    "sp_running_on_one" if _threads == 1 else "sp_running_on", pair=pair.name,
+    device=pair.device_label(), threads=_threads, gamma=config.gamma, temp=config.temperature,
 ))  # fmt: skip
 S.setdefault("sp_prompt", t("sp_default_prompt"))
 prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80, max_chars=PROMPT_CHARS)

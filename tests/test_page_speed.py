@@ -38,8 +38,11 @@ def small_budget(at: AppTest, n: int = 8) -> None:
     at.run()
 
 
-def test_cost_model_section_shows_the_textbook_cases(embedded_pair):
+def test_cost_model_section_shows_the_textbook_cases(embedded_pair, monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # read by the page only
     at = start()
+    captions = " ".join(c.value for c in at.caption)
+    assert "(the app uses 1 CPU thread);" in captions  # singular, not "1 CPU threads"
     faster, slower = TEXTBOOK["cost_cases"]
     assert metric(at, "Per-token cost") == f"{faster['per_token_ms']:.1f} ms"  # 11.0 ms
     assert any("**Faster**" in s.value for s in at.success)
@@ -169,6 +172,7 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     warnings = " ".join(w.value for w in at.warning)
     assert "too busy to measure this now" in warnings
     assert "a forward over more tokens measured cheaper than one over fewer" in warnings
+    assert "The round timeline below is still drawn: it is the record of one run" in warnings
     captions = " ".join(c.value for c in at.caption)
     assert "best γ" not in captions and "One target step" not in captions  # nothing concluded
     charts = {c.key for c in at.get("plotly_chart")}  # the runs' timeline stays: a measurement
@@ -182,4 +186,6 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     at.session_state["lang"] = "zh"
     at.run()
     assert not at.exception
-    assert any("这台机器现在太忙，无法测量这一项" in w.value for w in at.warning)
+    zh_warnings = " ".join(w.value for w in at.warning)
+    assert "这台机器现在太忙，无法测量这一项" in zh_warnings
+    assert "下方的轮次时间线仍会绘制" in zh_warnings
