@@ -124,6 +124,9 @@ def parse(data: bytes) -> TraceFile:
             ``trace_malformed`` (not JSON, nested deeper than 16 levels, a lone surrogate,
             ``1e400``, not this format, or a field of the wrong shape), ``trace_version``
             (another version), ``trace_tree`` (a tree trace: import is for chain traces).
+            Its ``why`` parameter names the reason (``not_utf8``, ``not_json``, ``nested``,
+            ``not_trace``, ``version``, ``missing_field`` / ``bad_field`` with ``field``),
+            which the UI translates (``err_why_<why>``).
     """
     if len(data) > MAX_TRACE_BYTES:
         raise TraceFileError(
@@ -133,24 +136,46 @@ def parse(data: bytes) -> TraceFile:
     try:
         doc = load_json(bytes(data))
     except ValueError as exc:
-        raise TraceFileError(f"the file is not JSON ({str(exc)[:60]})") from exc
+        text = str(exc)
+        why = ("nested" if "nested" in text else "not_utf8" if isinstance(exc, UnicodeError)
+               else "not_json")  # fmt: skip
+        raise TraceFileError(f"the file is not JSON ({text})", why=why) from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise TraceFileError("the file is not a SpecDec Lab trace")
+        raise TraceFileError("the file is not a SpecDec Lab trace", why="not_trace")
     if doc.get("verify") == "tree":
         raise TraceFileError("a tree trace cannot be imported", "trace_tree")
     if doc.get("version") != VERSION:
         shown = str(doc.get("version"))[:12]
-        raise TraceFileError(f"trace version {shown!r} is not {VERSION}", "trace_version")
+        raise TraceFileError(f"trace version {shown!r} is not {VERSION}", "trace_version",
+                             why="version", found=shown, expected=VERSION)  # fmt: skip
+    readers = (
+        ("rounds", lambda v: tuple(from_jsonable(RoundTrace, r) for r in v)),
+        ("prompt_ids", lambda v: tuple(int(t) for t in v)),
+        ("prompt_len", int),
+        ("pair", lambda v: str(v)[:40]),
+    )  # fmt: skip
+    read: dict[str, object] = {}
+    for name, reader in readers:
+        if name not in doc:
+            raise TraceFileError(f"the trace has no field {name!r}", why="missing_field",
+                                 field=name)  # fmt: skip
+        try:
+            read[name] = reader(doc[name])
+        except Exception as exc:  # noqa: BLE001 - any failure of a crafted file: one message
+            raise TraceFileError(f"the trace's field {name!r} is malformed", why="bad_field",
+                                 field=name) from exc  # fmt: skip
+    rounds, prompt_ids = read["rounds"], read["prompt_ids"]
+    prompt_len, pair = read["prompt_len"], read["pair"]
+    assert isinstance(prompt_len, int) and isinstance(pair, str)
+    assert isinstance(rounds, tuple) and isinstance(prompt_ids, tuple)
     try:
-        rounds = tuple(from_jsonable(RoundTrace, r) for r in doc["rounds"])
-        prompt_ids = tuple(int(t) for t in doc["prompt_ids"])
-        prompt_len = int(doc["prompt_len"])
-        pair = str(doc["pair"])[:40]
         state = _state(doc.get("lesson"), pair)
     except Exception as exc:  # noqa: BLE001 - any failure of a crafted file: one message
-        raise TraceFileError(f"the trace is malformed ({type(exc).__name__})") from exc
+        raise TraceFileError("the trace's field 'lesson' is malformed", why="bad_field",
+                             field="lesson") from exc  # fmt: skip
     if not 1 <= prompt_len <= len(prompt_ids):
-        raise TraceFileError("the trace's prompt length does not fit its prompt ids")
+        raise TraceFileError("the trace's prompt length does not fit its prompt ids",
+                             why="bad_field", field="prompt_len")  # fmt: skip
     return TraceFile(pair, state, prompt_ids, prompt_len, rounds)
 
 

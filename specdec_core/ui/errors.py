@@ -8,7 +8,9 @@ translated message: never a traceback, never a server path.
 
 Every parameter is text a student may have typed (an edit, a prompt piece), so each is
 escaped for Streamlit markdown before it is put in a message: no formatting, no LaTeX, no
-link or image ever comes from student text.
+link or image ever comes from student text. A parameter ``why`` is a reason code: it
+becomes the translated string ``err_why_<why>`` (formatted with the other parameters), so
+a message's detail is in the page's language, never a Python exception's text.
 """
 
 from __future__ import annotations
@@ -48,7 +50,10 @@ def error_message(exc: BaseException) -> str:
     """The translated, markdown-safe message for ``exc`` (with the "Nothing was changed:"
     prefix)."""
     if isinstance(exc, SpecDecError):
-        params = {k: plain(v) for k, v in exc.params.items()}
+        params = {k: plain(v) for k, v in exc.params.items() if k != "why"}
+        why = exc.params.get("why")
+        if isinstance(why, str) and f"err_why_{why}" in strings():  # a reason code: translated
+            params["why"] = t(f"err_why_{why}", **params)
         for key in _keys(exc):
             if key in strings():
                 try:
