@@ -18,11 +18,13 @@ SCENARIO = "first_error_3"
 
 def kv_after_commit(pair: ModelPair) -> tuple[KVState, KVState, int, int] | None:
     """(KV state before the round, after its commit, accepted drafts, prompt length) of
-    the scenario, straight from the engine; ``None`` if the pair has no such scenario."""
+    the scenario, straight from the engine, replayed from the state its "open this moment"
+    link carries (the step page shows the same prompt and lengths); ``None`` if the pair
+    has no such scenario."""
     state = live.scenario(pair, SCENARIO)
     if state is None:
         return None
-    session = live.session_at(pair, state, "committed")
+    session = live.session_at(pair, live.as_linked(pair, state), "committed")
     last = session.history[-1]
     return last.propose.kv_before, last.commit.kv_after, last.record.accepted, session.prompt_len
 
@@ -35,7 +37,7 @@ def render(pair: ModelPair) -> None:
         st.info(t("ls_not_found"))
         return
     before, after, accepted, prompt_len = found
-    verified = live.session_at(pair, state, "commit")
+    verified = live.session_at(pair, live.as_linked(pair, state), "commit")
     st.markdown(t("ls_c3_setup", prompt=prompt_len, committed=before.committed_len,
                   target=before.target_kv_len, draft=before.draft_kv_len))  # fmt: skip
     st.html(live.verified_html(verified))

@@ -12,7 +12,7 @@ import streamlit as st
 
 from specdec_core.drafters import make_named_drafter
 from specdec_core.generate import GenerationResult, generate
-from specdec_core.lesson_link import LessonState
+from specdec_core.lesson_link import LessonState, decode, encode
 from specdec_core.models import ModelPair
 from specdec_core.replay import replay
 from specdec_core.session import SpeculativeSession
@@ -77,9 +77,23 @@ def verified_html(session: SpeculativeSession) -> str:
     return token_strip_html(round_strip(v, record), LEGEND)
 
 
+def step_through_state(state: LessonState) -> LessonState:
+    """``state`` as the step-through page opens it from a lesson: in the page's current
+    language (a scenario's state is found once per process, in English)."""
+    lang = st.session_state.get("lang", "en")
+    return replace(state, page="step_through", lang=lang if lang in ("en", "zh") else "en")
+
+
+def as_linked(pair: ModelPair, state: LessonState) -> LessonState:
+    """``state`` exactly as its step-through link carries it (encoded, then decoded as the
+    step page decodes it), so a chapter's numbers come from the moment its link opens."""
+    linked, problems = decode(encode(step_through_state(state)), [pair.name])
+    return state if problems else replace(linked, page=state.page, lang=state.lang)
+
+
 def open_in_step_through(state: LessonState) -> None:
-    """A link that opens ``state`` on the step-through page."""
-    st.caption(t("ls_open_step", url=link_for(replace(state, page="step_through"))))
+    """A link that opens ``state`` on the step-through page, in the page's language."""
+    st.caption(t("ls_open_step", url=link_for(step_through_state(state))))
 
 
 def run_pair(pair: ModelPair, prompt: str, tokens: int, temperature: float, seed: int,
