@@ -28,15 +28,19 @@ st.set_page_config(
 # CSS for every page (st.html sanitises, so only a <style> block). Always: a slightly
 # smaller font in the sidebar's select boxes, so the model-pair label is not cut (the box
 # is an <input>: it cannot wrap); a metric's change chip wraps instead of being cut with
-# "…" in a narrow column (the speed page's "-9.0 ms（相比目标单步）" at 1024 px); the
+# "…" in a narrow column (the speed page's "-9.0 ms（相比目标单步）" at 1024 px), and so do
+# metric labels, widget labels and button labels (Streamlit 1.67 cuts them in their
+# .stMarkdownEllipsis div: "speed-up …", "▶ Run the com…", zh toggles at 1024 px); the
 # drafters page's cards share a wrapping row, each at least 215 px wide.
 # Presenter mode: larger type, the step-through controls stay in view (sticky must go on
 # the keyed container's wrapper: on the container itself it does nothing), less padding
 # above the lesson.
 CSS = """
 [data-testid="stSidebar"] .stSelectbox input { font-size: 0.85rem; }
-[data-testid="stMetricDelta"] :is(div, p) { white-space: normal !important;
-  overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stMetricDelta"] :is(div, p), .stButton button :is(div, span, p) {
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important; }
+:is([data-testid="stMetricLabel"], [data-testid="stWidgetLabel"]) :is(.stMarkdownEllipsis, p) {
+  white-space: normal !important; text-overflow: clip !important; }
 [data-testid="stLayoutWrapper"]:has(> [class*="st-key-dr_card_"]) { flex: 1 1 215px !important;
   min-width: 215px; }
 """

@@ -105,3 +105,19 @@ def test_early_exit_leaves_the_shared_target_alone(fresh_target):
     assert [p.requires_grad for p in fresh_target.parameters()] == grads
     assert all(torch.equal(before[k], v) for k, v in fresh_target.state_dict().items())
     assert not shallow.training
+
+
+def test_drafter_time_figure_legend_sits_below_the_axis_not_on_the_title():
+    """The legend's top is 50 px under the plot area (below the tick labels and the x
+    title), inside the bottom margin; the title keeps the top margin to itself."""
+    from specdec_core.figures.drafters import drafter_time_figure
+
+    labels = {"draft": "drafting", "verify": "verification", "other": "other", "ms": "ms"}
+    fig = drafter_time_figure(["target alone", "draft model", "EAGLE head"], [0, 2, 1],
+                              [9, 3, 3], [1, 1, 1], labels, "Where the time goes")  # fmt: skip
+    lay = fig.layout
+    plot_px = lay.height - lay.margin.t - lay.margin.b
+    assert (lay.legend.yanchor, lay.legend.orientation) == ("top", "h")
+    assert lay.legend.y < 0 and -lay.legend.y * plot_px == pytest.approx(50)
+    assert lay.margin.b >= 50 + 50  # two legend rows fit under the gap
+    assert plot_px == 48 * 3 + 30 and lay.margin.t == 50

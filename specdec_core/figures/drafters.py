@@ -10,6 +10,9 @@ import plotly.graph_objects as go
 __all__ = ["DRAFTER_TIME_COLORS", "drafter_time_figure"]
 
 DRAFTER_TIME_COLORS = {"draft": "#ff7f0e", "verify": "#1f77b4", "other": "#9ca3af"}
+TOP_PX = 50  # the title's room above the plot area
+LEGEND_GAP_PX = 50  # plot area's bottom to the legend's top: tick labels and the x title
+BOTTOM_PX = LEGEND_GAP_PX + 55  # the legend below them, room for two rows
 
 
 def drafter_time_figure(
@@ -39,12 +42,17 @@ def drafter_time_figure(
         y=y, x=totals, mode="text", text=[f"{v:.2f}" for v in totals],
         textposition="middle right", showlegend=False, hoverinfo="skip",
     )  # fmt: skip
+    # the legend goes below the x axis's title, so a long title (or a legend that wraps
+    # into two rows in a narrow column) never runs through it: its top LEGEND_GAP_PX
+    # under the plot area, in paper units of that area's height
+    plot_px = 48 * len(y) + 30
     fig.update_layout(
         barmode="stack",
         title=dict(text=title, font=dict(size=15)),
-        height=120 + 48 * len(y),
-        margin=dict(l=10, r=40, t=70, b=45),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0, traceorder="normal"),
+        height=plot_px + TOP_PX + BOTTOM_PX,
+        margin=dict(l=10, r=40, t=TOP_PX, b=BOTTOM_PX),
+        legend=dict(orientation="h", yanchor="top", y=-LEGEND_GAP_PX / plot_px, x=0,
+                    traceorder="normal"),  # fmt: skip
         xaxis=dict(title=labels["ms"], range=[0, max(totals + [1e-3]) * 1.18]),
         yaxis=dict(autorange="reversed", type="category"),
         template="plotly_white",
