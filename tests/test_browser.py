@@ -409,6 +409,9 @@ LAYOUT_JS = """() => {
       .map(th => th.innerText),
     deltas: [...main.querySelectorAll('[data-testid="stMetricDelta"], '
       + '[data-testid="stMetricDelta"] *')].filter(cut).map(e => e.innerText),
+    labels: [...main.querySelectorAll('[data-testid="stMetricLabel"] .stMarkdownEllipsis, '
+      + '[data-testid="stWidgetLabel"] .stMarkdownEllipsis, .stButton button *')]
+      .filter(cut).map(e => e.innerText),  // cut with "…" (zh toggles at 1024 px): wrap instead
   };
 }"""
 SIDEBAR_FITS_JS = """labels => { const e = document.querySelector('.st-key-cfg_drafter input');
@@ -421,7 +424,8 @@ SIDEBAR_FITS_JS = """labels => { const e = document.querySelector('.st-key-cfg_d
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, browser, lang):
     """Legend chips on one line each, table headers unwrapped, every sidebar drafter label
-    fits its box (the step page after Verify); the speed page's change chip is not cut;
+    fits its box (the step page after Verify); the speed page's change chip, metric, widget
+    and button labels are not cut;
     the drafter cards are not squeezed with the sidebar open."""
     from specdec_core.ui.sidebar import DRAFTER_LABELS
 
@@ -440,7 +444,8 @@ def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, browser, lang):
     assert page.evaluate(SIDEBAR_FITS_JS, list(DRAFTER_LABELS.values())) == []
     page.goto(f"{server}/speed?lang={lang}")
     page.locator('[data-testid="stMetricDelta"]').first.wait_for(timeout=90_000)
-    assert page.evaluate(LAYOUT_JS)["deltas"] == []
+    found = page.evaluate(LAYOUT_JS)
+    assert found["deltas"] == [] and found["labels"] == [], found
     page.goto(f"{server}/drafters?lang={lang}")
     cards = page.locator('[class*="st-key-dr_card_"]')
     cards.first.wait_for(timeout=90_000)
