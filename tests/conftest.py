@@ -186,3 +186,22 @@ def open_app(
 
 
 click = click_button  # the name the page tests use
+
+
+def shown_error(exc: Exception, lang: str | None = None) -> str:
+    """The one error box the app's ``show_error`` draws for ``exc`` (in ``lang``)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_string(
+        "import streamlit as st\n"
+        "from specdec_core.ui.errors import show_error\n"
+        "show_error(st.session_state['exc'])\n",
+        default_timeout=30,
+    )
+    at.session_state["exc"] = exc
+    if lang is not None:
+        at.session_state["lang"] = lang
+    at.run()
+    assert not at.exception, at.exception
+    [box] = at.error
+    return box.value

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import shown_error
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.errors import BusyError, InputError, PhaseError, PromptError
@@ -136,16 +137,8 @@ def test_crafted_value_gives_one_message(embedded_pair, name, page, craft, expec
     ],
 )
 def test_error_message_maps_codes_and_hides_server_details(exc, expected):
-    at = AppTest.from_string(
-        "import streamlit as st\n"
-        "from specdec_core.ui.errors import show_error\n"
-        "show_error(st.session_state['exc'])\n",
-        default_timeout=30,
-    )
-    at.session_state["exc"] = exc
-    at.run()
-    [box] = at.error
-    assert expected in box.value and "/srv" not in box.value and not at.exception
+    box = shown_error(exc)
+    assert expected in box and "/srv" not in box
 
 
 def test_bad_numbers_become_one_clear_message():

@@ -8,6 +8,7 @@ import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import shown_error
 from streamlit.testing.v1 import AppTest
 from test_page_lessons import answer, markdown, open_lessons
 
@@ -70,18 +71,7 @@ def test_chapter_3_numbers_equal_the_moment_its_link_opens(embedded_pair, lang):
 
 def show(exc: Exception, lang: str) -> str:
     """The error box the page shows for ``exc`` in ``lang``."""
-    at = AppTest.from_string(
-        "import streamlit as st\n"
-        "from specdec_core.ui.errors import show_error\n"
-        "show_error(st.session_state['exc'])\n",
-        default_timeout=30,
-    )
-    at.session_state["exc"] = exc
-    at.session_state["lang"] = lang
-    at.run()
-    assert not at.exception, at.exception
-    [box] = at.error
-    return box.value
+    return shown_error(exc, lang)
 
 
 def parsed_error(data: bytes) -> TraceFileError:
