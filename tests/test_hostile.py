@@ -222,7 +222,10 @@ def test_two_threads_on_one_session_never_interleave(embedded_pair):
     for th in threads:
         th.join()
     assert overlaps[0] == 0 and not errors
-    assert len(session.history) == 8 or session.stop_reason is not None
+    alone = SpeculativeSession(embedded_pair, PROMPT, SessionConfig(gamma=2, max_new_tokens=60))
+    alone.run(max_rounds=8)  # the same eight rounds, one after another, no threads
+    assert len(session.history) == len(alone.history) == 8
+    assert session.ids == alone.ids
     assert S[L.LOCK_KEY] is L.engine_lock(S)  # one lock per session, created once
 
 
