@@ -21,9 +21,11 @@ _started = time.perf_counter()
 load_from_url()  # a lesson link: seeds the settings once per browser session
 presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
 st.set_page_config(
-    page_title="SpecDec Lab", page_icon="🔮", layout="wide",
+    page_title="SpecDec Lab",
+    page_icon="🔮",
+    layout="wide",
     initial_sidebar_state="collapsed" if presenter else "auto",
-)  # fmt: skip
+)
 
 # CSS for every page (st.html sanitises, so only a <style> block). Always: a slightly
 # smaller font in the sidebar's select boxes, so the model-pair label is not cut (the box

@@ -45,10 +45,10 @@ from specdec_core.bench import (  # noqa: E402
     measure_pair,
     run_bench,
 )
-from specdec_core.costmodel import best_gamma, walltime_improvement  # noqa: E402
-from specdec_core.kvcache import ModelCache  # noqa: E402
-from specdec_core.models import PRESETS, is_preset_cached, load_pair  # noqa: E402
-from specdec_core.session import SessionConfig  # noqa: E402
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.models import PRESETS, is_preset_cached, load_pair
+from specdec_core.rules.costmodel import best_gamma, walltime_improvement
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
@@ -97,9 +97,15 @@ def bench_pairs(args: argparse.Namespace) -> list[tuple[BenchReport, float]]:
         sp, cm, greedy, hf = s.speculative, s.cost_model, r.hf.greedy, r.hf.assisted
         rows.append(
             [
-                r.pair, r.device, f"{s.autoregressive.tokens_per_s:.1f}",
-                f"{sp.tokens_per_s:.1f}", f"{s.speedup:.2f}x", f"{cm.alpha:.3f}",
-                f"{sp.mean_accepted:.2f}", f"{cm.c:.3f}", f"{cm.forward_time_speedup:.2f}x",
+                r.pair,
+                r.device,
+                f"{s.autoregressive.tokens_per_s:.1f}",
+                f"{sp.tokens_per_s:.1f}",
+                f"{s.speedup:.2f}x",
+                f"{cm.alpha:.3f}",
+                f"{sp.mean_accepted:.2f}",
+                f"{cm.c:.3f}",
+                f"{cm.forward_time_speedup:.2f}x",
                 f"{cm.forward_time_speedup_measured_advance:.2f}x",
                 f"{cm.leviathan_speedup:.2f}x",
                 f"{_or_nan(greedy.tokens_per_s if greedy else None):.1f}",
@@ -108,19 +114,38 @@ def bench_pairs(args: argparse.Namespace) -> list[tuple[BenchReport, float]]:
                 f"{_or_nan(hf.mean_accepted if hf else None):.2f}",
                 "yes" if s.greedy_equal and (hf is None or hf.equal_to_target) else "NO",
             ]
-        )  # fmt: skip
+        )
     header = [
-        "pair", "device", "AR tok/s", "spec tok/s", "speed-up", "alpha", "mean acc", "c",
-        "pred(fwd)", "pred(fwd,adv)", "pred(Lev)", "HF tok/s", "HF asst tok/s", "HF speed-up",
-        "HF mean acc", "equal",
-    ]  # fmt: skip
-    print(f"\nγ = {args.gamma}, {args.max_new_tokens} new tokens, greedy, median of "
-          f"{args.repeats}, {torch.get_num_threads()} threads\n")  # fmt: skip
+        "pair",
+        "device",
+        "AR tok/s",
+        "spec tok/s",
+        "speed-up",
+        "alpha",
+        "mean acc",
+        "c",
+        "pred(fwd)",
+        "pred(fwd,adv)",
+        "pred(Lev)",
+        "HF tok/s",
+        "HF asst tok/s",
+        "HF speed-up",
+        "HF mean acc",
+        "equal",
+    ]
+    print(
+        f"\nγ = {args.gamma}, {args.max_new_tokens} new tokens, greedy, median of "
+        f"{args.repeats}, {torch.get_num_threads()} threads\n"
+    )
     print(table(rows, header))
-    print("\npred(fwd): cost model from measured forward times and α; pred(fwd,adv): the same "
-          "with the measured tokens per round; pred(Lev): Thm 3.8 from α and c only")  # fmt: skip
-    print("\nper round (ms): draft wall / verify wall / other; model forwards: draft / verify "
-          "/ not-a-forward (% of round)")  # fmt: skip
+    print(
+        "\npred(fwd): cost model from measured forward times and α; pred(fwd,adv): the same "
+        "with the measured tokens per round; pred(Lev): Thm 3.8 from α and c only"
+    )
+    print(
+        "\nper round (ms): draft wall / verify wall / other; model forwards: draft / verify "
+        "/ not-a-forward (% of round)"
+    )
     for r, _ in results:
         sp, cm = r.summary.speculative, r.summary.cost_model
         print(
@@ -146,16 +171,37 @@ def sweep(args: argparse.Namespace, names: list[str]) -> dict[str, list[GammaPoi
             points.append(gamma_sweep_point(ar, sp, g))
         out[name] = points
         rows = [
-            [p.gamma, f"{p.speculative_tokens_per_s:.1f}", f"{p.speedup:.2f}x",
-             f"{p.alpha:.3f}", f"{p.mean_accepted:.2f}", f"{p.forward_time_speedup:.2f}x",
-             f"{p.forward_time_speedup_measured_advance:.2f}x",
-             f"{p.leviathan_speedup:.2f}x", "yes" if p.greedy_equal else "NO"]
+            [
+                p.gamma,
+                f"{p.speculative_tokens_per_s:.1f}",
+                f"{p.speedup:.2f}x",
+                f"{p.alpha:.3f}",
+                f"{p.mean_accepted:.2f}",
+                f"{p.forward_time_speedup:.2f}x",
+                f"{p.forward_time_speedup_measured_advance:.2f}x",
+                f"{p.leviathan_speedup:.2f}x",
+                "yes" if p.greedy_equal else "NO",
+            ]
             for p in points
-        ]  # fmt: skip
+        ]
         ar_rates = ", ".join(f"{p.autoregressive_tokens_per_s:.0f}" for p in points)
         print(f"\nγ sweep, {name} (target-only tok/s next to each γ: {ar_rates})\n")
-        print(table(rows, ["γ", "spec tok/s", "speed-up", "alpha", "mean acc", "pred(fwd)",
-                           "pred(fwd,adv)", "pred(Lev)", "equal"]))  # fmt: skip
+        print(
+            table(
+                rows,
+                [
+                    "γ",
+                    "spec tok/s",
+                    "speed-up",
+                    "alpha",
+                    "mean acc",
+                    "pred(fwd)",
+                    "pred(fwd,adv)",
+                    "pred(Lev)",
+                    "equal",
+                ],
+            )
+        )
     return out
 
 
@@ -212,16 +258,39 @@ def random_configs(args: argparse.Namespace) -> dict:
                 "with_measured_verify": forward_pred,
             }
             rows.append(
-                [preset, f"{target} ← {draft}", f"{t['decode_ms']:.2f}", f"{d['decode_ms']:.2f}",
-                 f"{t['verify_ms']:.2f}", f"{c:.3f}", alpha, g,
-                 f"{walltime_improvement(alpha, g, c):.2f}x", f"{forward_pred:.2f}x"]
-            )  # fmt: skip
+                [
+                    preset,
+                    f"{target} ← {draft}",
+                    f"{t['decode_ms']:.2f}",
+                    f"{d['decode_ms']:.2f}",
+                    f"{t['verify_ms']:.2f}",
+                    f"{c:.3f}",
+                    alpha,
+                    g,
+                    f"{walltime_improvement(alpha, g, c):.2f}x",
+                    f"{forward_pred:.2f}x",
+                ]
+            )
         pairs[preset] = entry
     name = torch.cuda.get_device_name(0) if device == "cuda" else "CPU"
     print(f"\nGPT-2-sized random-weight models on {device} ({name}), float32\n")
-    print(table(rows, ["pair", "target ← draft", "target ms", "draft ms",
-                       f"verify({args.gamma + 1}) ms", "c", "alpha", "best γ", "pred(Lev)",
-                       "pred(verify)"]))  # fmt: skip
+    print(
+        table(
+            rows,
+            [
+                "pair",
+                "target ← draft",
+                "target ms",
+                "draft ms",
+                f"verify({args.gamma + 1}) ms",
+                "c",
+                "alpha",
+                "best γ",
+                "pred(Lev)",
+                "pred(verify)",
+            ],
+        )
+    )
     return {"device": device, "timing": timing, "pairs": pairs}
 
 
@@ -233,16 +302,21 @@ def forward_ms_scaled(t: dict[str, float], gamma: int, measured_gamma: int) -> f
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--prompt", default=PROMPT)
     ap.add_argument("--gamma", type=int, default=4)
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--sweep", action="store_true", help="γ = 1..8 sweep for each pair")
-    ap.add_argument("--random-configs", action="store_true", default=None,
-                    help="time GPT-2-sized random models (default: on CUDA only)")  # fmt: skip
+    ap.add_argument(
+        "--random-configs",
+        action="store_true",
+        default=None,
+        help="time GPT-2-sized random models (default: on CUDA only)",
+    )
     ap.add_argument("--no-pairs", action="store_true", help="skip the preset pairs")
     ap.add_argument("--json", type=Path, help="also save every figure to this JSON file")
     args = ap.parse_args()

@@ -54,16 +54,47 @@ def target(replicas: int, log_dir: Path):
 def run_locust(url: str, users: int, duration: int, teacher: bool, out: Path, seed: int):
     ramp = -(-users // SPAWN_RATE)
     classes = ["StepStudent", "LabStudent"] + (["Teacher"] if teacher else [])
-    env = {**os.environ, "SPECDEC_TRACE_FILE": str(out / "traces.jsonl"),
-           "SPECDEC_LOAD_SEED": str(seed)}  # fmt: skip
-    cmd = [sys.executable, "-m", "locust", "-f", str(REPO / "benchmarks/locust_classroom.py"),
-           "--headless", "-u", str(users), "-r", str(SPAWN_RATE), "-t", f"{ramp + duration}s",
-           "--host", url, "--csv", str(out / "class"), "--html", str(out / "class.html"),
-           "--only-summary", "--stop-timeout", "15", "--loglevel", "WARNING", *classes]  # fmt: skip
+    env = {
+        **os.environ,
+        "SPECDEC_TRACE_FILE": str(out / "traces.jsonl"),
+        "SPECDEC_LOAD_SEED": str(seed),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(REPO / "benchmarks/locust_classroom.py"),
+        "--headless",
+        "-u",
+        str(users),
+        "-r",
+        str(SPAWN_RATE),
+        "-t",
+        f"{ramp + duration}s",
+        "--host",
+        url,
+        "--csv",
+        str(out / "class"),
+        "--html",
+        str(out / "class.html"),
+        "--only-summary",
+        "--stop-timeout",
+        "15",
+        "--loglevel",
+        "WARNING",
+        *classes,
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(out / "locust.log", "w") as log:
-        subprocess.run(cmd, env=env, cwd=REPO, timeout=ramp + duration + 120,
-                       stdout=subprocess.DEVNULL, stderr=log)  # fmt: skip
+        subprocess.run(
+            cmd,
+            env=env,
+            cwd=REPO,
+            timeout=ramp + duration + 120,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     with open(out / "class_stats.csv") as f:
@@ -100,12 +131,17 @@ def one_size(url: str, pids: list[int], users: int, args, out: Path) -> dict:
         return None if r is None or r[col] == "N/A" else float(r[col])
 
     result = {
-        "students": users, "replicas": args.replicas, "duration_s": args.duration,
-        "step_p50_ms": cell("step click", "50%"), "step_p95_ms": cell("step click", "95%"),
+        "students": users,
+        "replicas": args.replicas,
+        "duration_s": args.duration,
+        "step_p50_ms": cell("step click", "50%"),
+        "step_p95_ms": cell("step click", "95%"),
         "step_clicks": cell("step click", "Request Count"),
-        "lab_p50_ms": cell("lab click", "50%"), "lab_p95_ms": cell("lab click", "95%"),
+        "lab_p50_ms": cell("lab click", "50%"),
+        "lab_p95_ms": cell("lab click", "95%"),
         "lab_clicks": cell("lab click", "Request Count"),
-        "open_p50_ms": cell("open page", "50%"), "open_p95_ms": cell("open page", "95%"),
+        "open_p50_ms": cell("open page", "50%"),
+        "open_p95_ms": cell("open page", "95%"),
         "teacher_measures": cell("teacher Measure", "Request Count"),
         "teacher_measure_p50_ms": cell("teacher Measure", "50%"),
         "errors": int(sum(float(r["Failure Count"]) for n, r in rows.items() if n != "Aggregated")),
@@ -113,7 +149,7 @@ def one_size(url: str, pids: list[int], users: int, args, out: Path) -> dict:
         "server_peak_rss_mb": round(peak_rss_mb(pids)),
         "cpu_s": {"servers": round(server_cpu), "locust": round(locust_cpu)},
         "load_avg_1m_after": os.getloadavg()[0],
-    }  # fmt: skip
+    }
     failures = out / "class_failures.csv"
     result["failures"] = failures.read_text().splitlines()[1:6] if failures.exists() else []
     return result
@@ -132,11 +168,19 @@ def main(args) -> None:
         r["reports"] = str(out)
         results.append(r)
         print(json.dumps(r, ensure_ascii=False), flush=True)
-    ok = [r["students"] for r in results if r["errors"] == 0 and not r["cross_talk"]["differences"]
-          and max(r["step_p95_ms"] or 0, r["lab_p95_ms"] or 0) <= 1000]  # fmt: skip
-    summary = {"largest_S_with_p95_le_1s_and_0_errors": max(ok) if ok else None,
-               "cpus": os.cpu_count(), "replicas": args.replicas,
-               "teacher": not args.no_teacher}  # fmt: skip
+    ok = [
+        r["students"]
+        for r in results
+        if r["errors"] == 0
+        and not r["cross_talk"]["differences"]
+        and max(r["step_p95_ms"] or 0, r["lab_p95_ms"] or 0) <= 1000
+    ]
+    summary = {
+        "largest_S_with_p95_le_1s_and_0_errors": max(ok) if ok else None,
+        "cpus": os.cpu_count(),
+        "replicas": args.replicas,
+        "teacher": not args.no_teacher,
+    }
     print(json.dumps(summary))
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": results}, indent=1))

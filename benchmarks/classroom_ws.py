@@ -226,8 +226,11 @@ class Client:
         if status == ForwardMsg.FINISHED_SUCCESSFULLY:
             gone = [i for i in self.states if i not in self._drawn]
         elif status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
-            gone = [i for i in self.states
-                    if self.fragments.get(i) in fragments and i not in self._drawn]  # fmt: skip
+            gone = [
+                i
+                for i in self.states
+                if self.fragments.get(i) in fragments and i not in self._drawn
+            ]
         else:
             return
         for i in gone:
@@ -310,12 +313,26 @@ def app_server(log_path: Path, **env: str):
     port = free_port()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.address", "127.0.0.1", "--server.port", str(port),
-             "--browser.gatherUsageStats", "false"],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=log,
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.address",
+                "127.0.0.1",
+                "--server.port",
+                str(port),
+                "--browser.gatherUsageStats",
+                "false",
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
             env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1", **env},
-        )  # fmt: skip
+        )
     try:
         for _ in range(180):
             try:
@@ -457,9 +474,12 @@ async def _measure(url: str, pid: int) -> list[dict]:
     results = []
     if os.environ.get("CLASSROOM_ONLY_SPEED") == "1":
         return [await _speed_jobs(url, pid)]
-    for name, attack in (("3 MB prompt", big_prompt(3_000_000)),
-                         ("1 MB prompt", big_prompt(1_000_000)), ("2000-row table", big_table),
-                         ("3 forged cache clears (RSS +MB)", cache_clear)):  # fmt: skip
+    for name, attack in (
+        ("3 MB prompt", big_prompt(3_000_000)),
+        ("1 MB prompt", big_prompt(1_000_000)),
+        ("2000-row table", big_table),
+        ("3 forged cache clears (RSS +MB)", cache_clear),
+    ):
         results.append(await _scenario(url, name, attack))
     if os.environ.get("CLASSROOM_SPEED", "1") == "1":
         results.append(await _speed_jobs(url, pid))
@@ -491,8 +511,13 @@ class ProbeContext:
 
     async def client(self, addr: str = ATTACKER_ADDR, page: str | None = None) -> Client:
         """A new tab from ``addr`` (its first run finished; on ``page`` if given)."""
-        ws = await websockets.connect(self.ws, subprotocols=["streamlit"], max_size=None,
-                                      open_timeout=TIMEOUT_S, local_addr=(addr, 0))  # fmt: skip
+        ws = await websockets.connect(
+            self.ws,
+            subprotocols=["streamlit"],
+            max_size=None,
+            open_timeout=TIMEOUT_S,
+            local_addr=(addr, 0),
+        )
         c = Client(ws)
         await c.rerun()
         if page is not None:
@@ -526,8 +551,9 @@ async def new_visitors(ctx: ProbeContext, n: int = 10) -> tuple[int, int]:
 
     async def handshake() -> bool:
         try:
-            ws = await websockets.connect(ctx.ws, subprotocols=["streamlit"],
-                                          open_timeout=VISITOR_TIMEOUT_S)  # fmt: skip
+            ws = await websockets.connect(
+                ctx.ws, subprotocols=["streamlit"], open_timeout=VISITOR_TIMEOUT_S
+            )
         except (OSError, TimeoutError, websockets.WebSocketException):
             return False
         await ws.close()
@@ -542,8 +568,9 @@ HALF_OPEN = b"GET / HTTP/1.1\r\nHost: x\r\n"  # no final blank line: nginx waits
 HALF_OPEN_N = int(os.environ.get("PROBE_HALF_OPEN", 3000))
 
 
-async def _hold_half_open(host: str, port: int, n: int, stop: asyncio.Event,
-                          seconds: float, stats: dict) -> None:  # fmt: skip
+async def _hold_half_open(
+    host: str, port: int, n: int, stop: asyncio.Event, seconds: float, stats: dict
+) -> None:
     """Hold ``n`` half-open requests from :data:`ATTACKER_ADDR` (each one reopened 0.5 s
     after nginx closes it) until ``stop`` is set or ``seconds`` have passed."""
     deadline = time.monotonic() + seconds
@@ -551,8 +578,9 @@ async def _hold_half_open(host: str, port: int, n: int, stop: asyncio.Event,
     async def hold_one() -> None:
         while time.monotonic() < deadline and not stop.is_set():
             try:
-                r, w = await asyncio.wait_for(asyncio.open_connection(
-                    host, port, local_addr=(ATTACKER_ADDR, 0)), 5)  # fmt: skip
+                r, w = await asyncio.wait_for(
+                    asyncio.open_connection(host, port, local_addr=(ATTACKER_ADDR, 0)), 5
+                )
                 w.write(HALF_OPEN)
                 await w.drain()
             except (OSError, TimeoutError):
@@ -563,8 +591,11 @@ async def _hold_half_open(host: str, port: int, n: int, stop: asyncio.Event,
             stats["held"] += 1
             read = asyncio.ensure_future(r.read(1))
             halt = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({read, halt}, timeout=max(0.0, deadline - time.monotonic()),
-                               return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+            await asyncio.wait(
+                {read, halt},
+                timeout=max(0.0, deadline - time.monotonic()),
+                return_when=asyncio.FIRST_COMPLETED,
+            )
             stats["held"] -= 1
             read.cancel()
             halt.cancel()
@@ -599,9 +630,11 @@ def hold_main(spec: str) -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.run_in_executor(None, sys.stdin.read).add_done_callback(
-            lambda _f: loop.call_soon_threadsafe(stop.set))  # fmt: skip
-        hold = asyncio.ensure_future(_hold_half_open(host, int(port), n_, stop,
-                                                     float(seconds), stats))  # fmt: skip
+            lambda _f: loop.call_soon_threadsafe(stop.set)
+        )
+        hold = asyncio.ensure_future(
+            _hold_half_open(host, int(port), n_, stop, float(seconds), stats)
+        )
         while not hold.done():
             print(json.dumps(stats), flush=True)
             await asyncio.sleep(0.2)
@@ -618,8 +651,13 @@ async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
     n = n or HALF_OPEN_N
     host, port = ctx.http.removeprefix("http://").rsplit(":", 1)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, str(Path(__file__).resolve()), "--hold-half-open",
-        f"{host}:{port}:{n}:{HOLD_S + 30}", stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--hold-half-open",
+        f"{host}:{port}:{n}:{HOLD_S + 30}",
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     stats = {"held": 0, "opened": 0, "closed_by_nginx": 0, "refused": 0}
 
     async def follow() -> None:
@@ -646,11 +684,17 @@ async def half_open_flood(ctx: ProbeContext, n: int | None = None) -> dict:
             proc.kill()
         await asyncio.wait_for(reader, 5)
     held = min(held_at_start, held_after)
-    return {"ok": pages == 10 and sockets == 10, "pages": pages, "sockets": sockets,
-            "held": held, "facts": (
-        f"{held}–{max(held_at_start, held_after)} of {n} held (another process); new visitors: "
-        f"{pages}/10 pages, {sockets}/10 websockets in {visit_s:.1f} s; nginx closed "
-        f"{stats['closed_by_nginx']}, refused {stats['refused']}")}  # fmt: skip
+    return {
+        "ok": pages == 10 and sockets == 10,
+        "pages": pages,
+        "sockets": sockets,
+        "held": held,
+        "facts": (
+            f"{held}–{max(held_at_start, held_after)} of {n} held (another process); new visitors: "
+            f"{pages}/10 pages, {sockets}/10 websockets in {visit_s:.1f} s; nginx closed "
+            f"{stats['closed_by_nginx']}, refused {stats['refused']}"
+        ),
+    }
 
 
 async def no_attack(ctx: ProbeContext) -> dict:
@@ -697,10 +741,17 @@ async def log_flood(ctx: ProbeContext) -> dict:
     grown = log_bytes(ctx.log) - size0
     text = ctx.log.read_text(errors="replace")
     full = text.count("Uncaught app execution\nTraceback")
-    return {"ok": grown <= LOG_BOUND, "messages": sent, "log_bytes": grown, "facts": (
-        f"{sent} malformed messages ({len(msg.SerializeToString()):,} B each) in {seconds:.0f} s: "
-        f"log +{grown / 1e3:,.1f} KB ({grown / max(sent, 1):,.0f} B a message; {full} "
-        f"tracebacks in full in the log so far)")}
+    return {
+        "ok": grown <= LOG_BOUND,
+        "messages": sent,
+        "log_bytes": grown,
+        "facts": (
+            f"{sent} malformed messages ({len(msg.SerializeToString()):,} B each) "
+            f"in {seconds:.0f} s: "
+            f"log +{grown / 1e3:,.1f} KB ({grown / max(sent, 1):,.0f} B a message; {full} "
+            f"tracebacks in full in the log so far)"
+        ),
+    }
 
 
 async def _press(c: Client, label: str) -> str:
@@ -727,18 +778,25 @@ async def queue_fill(ctx: ProbeContext, tabs: int = 6) -> dict:
     taken = sum(not a for a in answers)
 
     def short(alert: str) -> str:
-        for part, name in (("from your computer", "one per computer"),
-                           ("kept for the teacher", "student places full"),
-                           ("queue is full", "queue full"), ("already have", "one per tab")):
+        for part, name in (
+            ("from your computer", "one per computer"),
+            ("kept for the teacher", "student places full"),
+            ("queue is full", "queue full"),
+            ("already have", "one per tab"),
+        ):
             if part in alert:
                 return name
         return alert.removeprefix("Nothing was changed: ")[:60]
 
     why = sorted({short(a) for a in answers if a})
-    return {"ok": taken == 1 and not teacher_answer, "facts": (
-        f"{tabs} tabs of one student: {taken} queued, {tabs - taken} refused "
-        f"({'; '.join(why) or '–'}); the teacher: "
-        + (f"refused ({short(teacher_answer)})" if teacher_answer else "queued"))}
+    return {
+        "ok": taken == 1 and not teacher_answer,
+        "facts": (
+            f"{tabs} tabs of one student: {taken} queued, {tabs - taken} refused "
+            f"({'; '.join(why) or '–'}); the teacher: "
+            + (f"refused ({short(teacher_answer)})" if teacher_answer else "queued")
+        ),
+    }
 
 
 def _p(xs: list[float], q: float) -> float:
@@ -784,22 +842,37 @@ async def probe_one(ctx: ProbeContext, name: str, attack, clicks: int) -> dict:
     again: list[str] = []
     for label in done:
         if label not in replay.ids:  # the replay's page lacks the button: not the same tab
-            print("replay: no", label, replay.alerts, replay.exceptions, replay.markdown[:3],
-                  file=sys.stderr)  # fmt: skip
+            print(
+                "replay: no",
+                label,
+                replay.alerts,
+                replay.exceptions,
+                replay.markdown[:3],
+                file=sys.stderr,
+            )
             break
         await replay.rerun(click=label)
         again.append(observe(replay) if not replay.exceptions else "x")
     await replay.ws.close()
     unchanged = again == seen and not any(s.startswith("exception") for s in seen)
-    row = {"attack": name, "before": before, "during": during, "after": after,
-           "unchanged": unchanged, **result}  # fmt: skip
+    row = {
+        "attack": name,
+        "before": before,
+        "during": during,
+        "after": after,
+        "unchanged": unchanged,
+        **result,
+    }
     if not unchanged:
         pairs = enumerate(zip(seen, again, strict=False))
         first = next((i for i, (a, b) in pairs if a != b), min(len(seen), len(again)))
         row["facts"] += f"; the classmate's tab differs from its replay from click {first + 1}"
     p95 = _p(before, 0.95)
-    row["verdict"] = "pass" if (during and _p(during, 0.95) <= 2 * p95 and unchanged
-                                and result["ok"]) else "FAIL"  # fmt: skip
+    row["verdict"] = (
+        "pass"
+        if (during and _p(during, 0.95) <= 2 * p95 and unchanged and result["ok"])
+        else "FAIL"
+    )
     return row
 
 
@@ -810,12 +883,17 @@ def table(rows: list[dict]) -> str:
     def pp(xs: list[float]) -> str:
         return f"{_p(xs, 0.5):,.0f} / {_p(xs, 0.95):,.0f}" if xs else "–"
 
-    out = ["| attack | classmate p50 / p95 before | during | after | classmate's state | "
-           "verdict | what happened |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    out = [
+        "| attack | classmate p50 / p95 before | during | after | classmate's state | "
+        "verdict | what happened |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['attack']} | {pp(r['before'])} ms | {pp(r['during'])} ms | "
-                   f"{pp(r['after'])} ms | {'unchanged' if r['unchanged'] else 'CHANGED'} | "
-                   f"{r['verdict']} | {r['facts']} |")  # fmt: skip
+        out.append(
+            f"| {r['attack']} | {pp(r['before'])} ms | {pp(r['during'])} ms | "
+            f"{pp(r['after'])} ms | {'unchanged' if r['unchanged'] else 'CHANGED'} | "
+            f"{r['verdict']} | {r['facts']} |"
+        )
     return "\n".join(out)
 
 
@@ -845,11 +923,16 @@ def probe(names: list[str] | None = None, clicks: int = 10, env: dict | None = N
         for name, attack in chosen.items():
             ws = run.url.replace("http", "ws", 1) + "/_stcore/stream"
             ctx = ProbeContext(run.url, ws, run.replicas[0].pid, run.logs / "replica0.log")
-            row = asyncio.run(asyncio.wait_for(probe_one(ctx, name, attack, clicks),
-                                               3 * HOLD_S + 600))  # fmt: skip
-            print(json.dumps({k: v for k, v in row.items()
-                              if k not in ("before", "during", "after")}, ensure_ascii=False),
-                  flush=True)  # fmt: skip
+            row = asyncio.run(
+                asyncio.wait_for(probe_one(ctx, name, attack, clicks), 3 * HOLD_S + 600)
+            )
+            print(
+                json.dumps(
+                    {k: v for k, v in row.items() if k not in ("before", "during", "after")},
+                    ensure_ascii=False,
+                ),
+                flush=True,
+            )
             rows.append(row)
     return rows
 
@@ -865,8 +948,15 @@ def issue19() -> None:
     renders = render_times(log)
     for r in results:
         print(json.dumps(r, ensure_ascii=False))
-    print(json.dumps({"pair_loads_logged": loads, "server_render_ms_max": max(renders),
-                      "server_render_ms_median": statistics.median(renders)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "pair_loads_logged": loads,
+                "server_render_ms_max": max(renders),
+                "server_render_ms_median": statistics.median(renders),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -876,8 +966,9 @@ def main() -> None:
     parser.add_argument("--attacks", help=f"comma-separated, of: {', '.join(ATTACKS)}")
     parser.add_argument("--clicks", type=int, default=10, help="classmate clicks per phase")
     parser.add_argument("--issue19", action="store_true", help="issue 19's figures instead")
-    parser.add_argument("--hold-half-open", metavar="HOST:PORT:N:SECONDS",
-                        help=argparse.SUPPRESS)  # the half-open flood's own process
+    parser.add_argument(
+        "--hold-half-open", metavar="HOST:PORT:N:SECONDS", help=argparse.SUPPRESS
+    )  # the half-open flood's own process
     args = parser.parse_args()
     if args.hold_half_open:
         hold_main(args.hold_half_open)

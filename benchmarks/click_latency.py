@@ -41,8 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "deploy"))
 from warm_up import warm_up  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 STEPS = ["① Propose", "② Verify", "③ Commit / reject"]
 RAW_NAV = {"step through", "acceptance lab", "speed", "drafters", "lessons"}
 QUIET_MS = 300
@@ -154,20 +160,32 @@ def main() -> None:
         if line.startswith("specdec-render-ms") and "fragment=step_panel" in line
     ]
     result = {
-        "cpus": os.cpu_count(), "load_avg_before": [round(x, 2) for x in load_before],
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()], "rounds": args.rounds,
+        "cpus": os.cpu_count(),
+        "load_avg_before": [round(x, 2) for x in load_before],
+        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        "rounds": args.rounds,
         "cold_start": cold,
-        "per_button_ms": {k: {"p50": round(pct(v, 50)), "p95": round(pct(v, 95)), "n": len(v)}
-                          for k, v in times.items()},
-        "all_clicks_ms": {"p50": round(pct(every, 50)), "p95": round(pct(every, 95)),
-                          "max": round(max(every))},
+        "per_button_ms": {
+            k: {"p50": round(pct(v, 50)), "p95": round(pct(v, 95)), "n": len(v)}
+            for k, v in times.items()
+        },
+        "all_clicks_ms": {
+            "p50": round(pct(every, 50)),
+            "p95": round(pct(every, 95)),
+            "max": round(max(every)),
+        },
         "first_click_ms": round(times[STEPS[0]][0]),
-        "after_first_click_ms": {"p50": round(pct(every[1:], 50)),
-                                 "p95": round(pct(every[1:], 95))},
-        "server_fragment_ms": {"p50": round(pct(server_ms, 50), 1),
-                               "p95": round(pct(server_ms, 95), 1), "n": len(server_ms)},
+        "after_first_click_ms": {
+            "p50": round(pct(every[1:], 50)),
+            "p95": round(pct(every[1:], 95)),
+        },
+        "server_fragment_ms": {
+            "p50": round(pct(server_ms, 50), 1),
+            "p95": round(pct(server_ms, 95), 1),
+            "n": len(server_ms),
+        },
         "raw_ms": times,
-    }  # fmt: skip
+    }
     args.json.write_text(json.dumps(result, ensure_ascii=False, indent=1))
     print(json.dumps({k: v for k, v in result.items() if k != "raw_ms"}, ensure_ascii=False))
     print(f"written to {args.json}")

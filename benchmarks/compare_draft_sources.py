@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure_acceptance import heldout_prompts  # noqa: E402
 
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import load_pair
+from specdec_core.core.records import summarize
 from specdec_core.drafters import make_named_drafter  # noqa: E402
-from specdec_core.generate import generate  # noqa: E402
-from specdec_core.models import load_pair  # noqa: E402
-from specdec_core.records import summarize  # noqa: E402
-from specdec_core.session import SessionConfig  # noqa: E402
+from specdec_core.engine.chain.generate import generate
 
 COLUMNS = (
     ("accepted_per_round", "acc/round", "{:.2f}"),
@@ -60,8 +60,9 @@ def measure(
     """``{drafter or "target": figures}`` for one temperature (see the module doc)."""
     runs: dict[str, list] = {name: [] for name in ["target", *drafters]}
     for i, prompt in enumerate(prompts):
-        config = SessionConfig(gamma=gamma, temperature=temperature, seed=i,
-                               max_new_tokens=max_new_tokens)  # fmt: skip
+        config = SessionConfig(
+            gamma=gamma, temperature=temperature, seed=i, max_new_tokens=max_new_tokens
+        )
         runs["target"].append(generate(pair, prompt, config, mode="autoregressive"))
         for name in drafters:
             drafter = make_named_drafter(pair, name)
@@ -71,22 +72,33 @@ def measure(
         tokens = sum(r.stats.new_tokens for r in results)
         total_ms = sum(r.stats.total_ms for r in results)
         forwards = sum(r.stats.target_forwards for r in results)
-        row = {"new_tokens": tokens, "target_forwards": forwards,
-               "ms_per_token": total_ms / tokens,
-               "tokens_per_target_forward": tokens / forwards}  # fmt: skip
+        row = {
+            "new_tokens": tokens,
+            "target_forwards": forwards,
+            "ms_per_token": total_ms / tokens,
+            "tokens_per_target_forward": tokens / forwards,
+        }
         if name != "target":
             s = summarize([rec for r in results for rec in r.records])
-            row.update({
-                "accepted_per_round": s.mean_accepted, "alpha": s.acceptance_rate,
-                "tokens_per_round": s.tokens_per_round, "rounds": s.rounds,
-                "drafted": s.drafted, "accepted": s.accepted, "checked": s.checked,
-                "draft_ms_per_drafted": sum(r.stats.draft_forward_ms for r in results)
-                / max(1, s.drafted),
-                "accepted_histogram": list(s.accepted_histogram),
-                "same_as_target_greedy": temperature == 0 and all(
-                    a.output_ids == b.output_ids
-                    for a, b in zip(results, runs["target"], strict=True)),
-            })  # fmt: skip
+            row.update(
+                {
+                    "accepted_per_round": s.mean_accepted,
+                    "alpha": s.acceptance_rate,
+                    "tokens_per_round": s.tokens_per_round,
+                    "rounds": s.rounds,
+                    "drafted": s.drafted,
+                    "accepted": s.accepted,
+                    "checked": s.checked,
+                    "draft_ms_per_drafted": sum(r.stats.draft_forward_ms for r in results)
+                    / max(1, s.drafted),
+                    "accepted_histogram": list(s.accepted_histogram),
+                    "same_as_target_greedy": temperature == 0
+                    and all(
+                        a.output_ids == b.output_ids
+                        for a, b in zip(results, runs["target"], strict=True)
+                    ),
+                }
+            )
         out[name] = row
     return out
 
@@ -120,9 +132,17 @@ def main() -> None:
         for setting, temperature in (("greedy", 0.0), ("T = 1", 1.0))
     }
     if args.json:
-        print(json.dumps({"prompts": len(prompts), "gamma": args.gamma,
-                          "max_new_tokens": args.max_new_tokens, "results": results},
-                         indent=2))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "prompts": len(prompts),
+                    "gamma": args.gamma,
+                    "max_new_tokens": args.max_new_tokens,
+                    "results": results,
+                },
+                indent=2,
+            )
+        )
     else:
         print(
             f"{len(prompts)} held-out prompts, γ = {args.gamma}, "

@@ -24,8 +24,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec_core.bench import run_bench  # noqa: E402
-from specdec_core.models import load_pair  # noqa: E402
-from specdec_core.scenarios import REPETITIVE  # noqa: E402
+from specdec_core.core.models import load_pair
+from specdec_core.lessons.scenarios import REPETITIVE
 
 PLAIN = "First Citizen:\nWe are"
 DRAFTERS = ("model", "ngram", "early-exit")
@@ -44,34 +44,46 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pair = load_pair("embedded")
     rows = []
-    head = (f"{'drafter':<11}{'γ':>2} {'α':>5} {'drafts':>6} {'E[tok]':>7} {'tok':>6} "
-            f"{'err':>6} {'pred×':>6} {'meas×':>6} {'err':>6}  t(γ+1)/t(1)")  # fmt: skip
+    head = (
+        f"{'drafter':<11}{'γ':>2} {'α':>5} {'drafts':>6} {'E[tok]':>7} {'tok':>6} "
+        f"{'err':>6} {'pred×':>6} {'meas×':>6} {'err':>6}  t(γ+1)/t(1)"
+    )
     print(head)
     print("-" * len(head))
     for drafter in DRAFTERS:
         prompt = REPETITIVE[0] if drafter == "ngram" else PLAIN
         for gamma in GAMMAS:
-            report = run_bench(pair, prompt, gamma, args.max_new_tokens, args.repeats,
-                               hf=False, drafter=drafter)  # fmt: skip
+            report = run_bench(
+                pair, prompt, gamma, args.max_new_tokens, args.repeats, hf=False, drafter=drafter
+            )
             s = report.summary
             cm, sp = s.cost_model, s.speculative
             ratio = report.curve.ratio()[gamma] if report.curve else float("nan")
             row = dict(
-                drafter=drafter, gamma=gamma, alpha=cm.alpha, drafts=sp.drafts_per_round,
-                pred_tokens=cm.expected_tokens_per_round, tokens=cm.measured_tokens_per_round,
-                pred_speedup=cm.predicted_speedup, speedup=s.speedup, verify_ratio=ratio,
+                drafter=drafter,
+                gamma=gamma,
+                alpha=cm.alpha,
+                drafts=sp.drafts_per_round,
+                pred_tokens=cm.expected_tokens_per_round,
+                tokens=cm.measured_tokens_per_round,
+                pred_speedup=cm.predicted_speedup,
+                speedup=s.speedup,
+                verify_ratio=ratio,
                 busy=list(s.timing.reasons) if s.timing else [],
-            )  # fmt: skip
+            )
             rows.append(row)
             e_tok = err(row["pred_tokens"], row["tokens"])
             e_sp = err(row["pred_speedup"], row["speedup"])
             flag = "" if abs(e_tok) <= 10 and abs(e_sp) <= 10 else "  > 10 %"
             if row["busy"]:  # the timings do not support a conclusion (bench.timing.judge)
                 flag += "  too busy: " + ",".join(row["busy"])
-            print(f"{drafter:<11}{gamma:>2} {cm.alpha:>5.2f} {sp.drafts_per_round:>6.2f} "
-                  f"{row['pred_tokens']:>7.2f} {row['tokens']:>6.2f} {e_tok:>+5.1f}% "
-                  f"{row['pred_speedup']:>6.2f} {row['speedup']:>6.2f} {e_sp:>+5.1f}%  "
-                  f"{ratio:.2f}{flag}", flush=True)  # fmt: skip
+            print(
+                f"{drafter:<11}{gamma:>2} {cm.alpha:>5.2f} {sp.drafts_per_round:>6.2f} "
+                f"{row['pred_tokens']:>7.2f} {row['tokens']:>6.2f} {e_tok:>+5.1f}% "
+                f"{row['pred_speedup']:>6.2f} {row['speedup']:>6.2f} {e_sp:>+5.1f}%  "
+                f"{ratio:.2f}{flag}",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

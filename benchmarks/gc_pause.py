@@ -39,9 +39,10 @@ def main() -> None:
     args = parser.parse_args()
     from probe_attacks import PROMPT, long_trace
 
-    from specdec_core.models import load_pair
-    from specdec_core.session import SessionConfig, SpeculativeSession
-    from specdec_core.tracefile import parse
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.models import load_pair
+    from specdec_core.engine.chain.session import SpeculativeSession
+    from specdec_core.lessons.tracefile import parse
 
     pair = load_pair("embedded")
     data, _ = long_trace(limit=1_000_000)

@@ -128,12 +128,26 @@ def main() -> None:
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", suffix=".log")
     server = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--browser.gatherUsageStats", "false"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=log,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1"},
-    )  # fmt: skip
+    )
     try:
         for _ in range(120):
             try:
@@ -150,21 +164,29 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
     q = statistics.quantiles(latencies, n=20) if len(latencies) > 1 else [0.0] * 19
-    print(f"students {args.students} × ({len(STEPS)} steps + {args.rounds} rounds), "
-          f"one server process, 127.0.0.1")  # fmt: skip
+    print(
+        f"students {args.students} × ({len(STEPS)} steps + {args.rounds} rounds), "
+        f"one server process, 127.0.0.1"
+    )
     print(f"steps {len(latencies)}  errors {len(errors)}  wall {wall:.1f} s")
-    print(f"step latency ms: p50 {statistics.median(latencies):.0f}  p95 {q[18]:.0f}  "
-          f"max {max(latencies):.0f}")  # fmt: skip
+    print(
+        f"step latency ms: p50 {statistics.median(latencies):.0f}  p95 {q[18]:.0f}  "
+        f"max {max(latencies):.0f}"
+    )
     log.seek(0)
     runs = re.findall(r"specdec-render-ms (\d+\.\d)( fragment=)?", log.read())
-    kinds = [("full reruns, app.py start → end", "", 2),  # the first two: cold
-             ("fragment reruns, step panel start → end", " fragment=", 0)]  # fmt: skip
+    kinds = [
+        ("full reruns, app.py start → end", "", 2),  # the first two: cold
+        ("fragment reruns, step panel start → end", " fragment=", 0),
+    ]
     for what, fragment, cold in kinds:
         renders = [float(ms) for ms, f in runs if f == fragment][cold:]
         if len(renders) > 1:
             r = statistics.quantiles(renders, n=20)
-            print(f"server time per rerun ms ({what}, SPECDEC_PROFILE): n {len(renders)}  "
-                  f"p50 {statistics.median(renders):.0f}  p95 {r[18]:.0f}")  # fmt: skip
+            print(
+                f"server time per rerun ms ({what}, SPECDEC_PROFILE): n {len(renders)}  "
+                f"p50 {statistics.median(renders):.0f}  p95 {r[18]:.0f}"
+            )
     print(f"server peak memory {peak:.0f} MB")
     for e in errors[:10]:
         print("  ", e)

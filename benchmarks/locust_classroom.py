@@ -63,8 +63,10 @@ class SyncClient(Client):
             cookie = route.split(";", 1)[0] if route.startswith("specdec_route=") else ""
         ws = websocket.create_connection(
             host.replace("http", "ws", 1) + "/_stcore/stream",
-            subprotocols=["streamlit"], timeout=TIMEOUT_S, cookie=cookie or None,
-        )  # fmt: skip
+            subprotocols=["streamlit"],
+            timeout=TIMEOUT_S,
+            cookie=cookie or None,
+        )
         super().__init__(ws)
 
     def click(self, page: str | None = None, timeout_s: float = TIMEOUT_S, **values) -> float:
@@ -121,9 +123,13 @@ class Student(User):
         except Exception as e:  # noqa: BLE001 - a timeout or closed socket is a failure
             ms, error = (time.perf_counter() - started) * 1e3, e
         self.environment.events.request.fire(
-            request_type="WS", name=name, response_time=ms, response_length=0,
-            exception=error, context={},
-        )  # fmt: skip
+            request_type="WS",
+            name=name,
+            response_time=ms,
+            response_length=0,
+            exception=error,
+            context={},
+        )
         if isinstance(error, (OSError, websocket.WebSocketException)):
             raise StopUser  # this tab is broken: counted, and the user leaves
 

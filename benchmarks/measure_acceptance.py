@@ -21,10 +21,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.generate import generate
-from specdec_core.models import load_pair
-from specdec_core.records import summarize
-from specdec_core.session import SessionConfig
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import load_pair
+from specdec_core.core.records import summarize
+from specdec_core.engine.chain.generate import generate
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"
 
@@ -61,8 +61,9 @@ def main() -> None:
     for name, temperature in (("greedy", 0.0), ("sampled_T1", 1.0)):
         records = []
         for i, prompt in enumerate(prompts):
-            config = SessionConfig(gamma=args.gamma, temperature=temperature, seed=i,
-                                   max_new_tokens=40)  # fmt: skip
+            config = SessionConfig(
+                gamma=args.gamma, temperature=temperature, seed=i, max_new_tokens=40
+            )
             records += generate(pair, prompt, config).records
         s = summarize(records)
         out[name] = {

@@ -55,7 +55,7 @@ _PAIR = None
 def _pair():
     global _PAIR
     if _PAIR is None:
-        from specdec_core.models import load_pair
+        from specdec_core.core.models import load_pair
 
         _PAIR = load_pair("embedded")
     return _PAIR
@@ -63,9 +63,10 @@ def _pair():
 
 def trace_doc(rounds: int = 2, gamma: int = 8) -> dict:
     """A real trace JSON of the embedded pair (as the Lesson panel exports it)."""
-    from specdec_core.lesson_link import LessonState
-    from specdec_core.session import SessionConfig, SpeculativeSession
-    from specdec_core.tracefile import export_json
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.engine.chain.session import SpeculativeSession
+    from specdec_core.lessons.link import LessonState
+    from specdec_core.lessons.tracefile import export_json
 
     session = SpeculativeSession(_pair(), PROMPT, SessionConfig(gamma=gamma, max_new_tokens=200))
     for _ in range(rounds):
@@ -102,8 +103,9 @@ def hostile_traces() -> dict[str, bytes]:
     return {
         "100,000 nested [": b"[" * 100_000 + b"]" * 100_000,
         "prompt_len 1e400": inf.encode(),
-        "markdown pair": json.dumps({**doc, "pair": "[a](https://e.vil) :red[R] $x^2$",
-                                     "lesson": None}).encode(),  # fmt: skip
+        "markdown pair": json.dumps(
+            {**doc, "pair": "[a](https://e.vil) :red[R] $x^2$", "lesson": None}
+        ).encode(),
         "lone surrogate": json.dumps({**doc, "pair": "AB\ud800CD"}).encode(),
     }
 
@@ -124,9 +126,13 @@ def attacks(W) -> dict:
             return super().handle(raw)
 
     async def tab(ctx, query: str = "", full: bool = False, page: str | None = None) -> Tab:
-        ws = await websockets.connect(ctx.ws, subprotocols=["streamlit"], max_size=None,
-                                      open_timeout=W.TIMEOUT_S,
-                                      local_addr=(W.ATTACKER_ADDR, 0))  # fmt: skip
+        ws = await websockets.connect(
+            ctx.ws,
+            subprotocols=["streamlit"],
+            max_size=None,
+            open_timeout=W.TIMEOUT_S,
+            local_addr=(W.ATTACKER_ADDR, 0),
+        )
         c = Tab(ws, fragment_reruns=not full)
         c.query_string = query
         await c.rerun()
@@ -141,17 +147,26 @@ def attacks(W) -> dict:
         )
 
         token, file_id, boundary = generate_xsrf_token_string(), str(uuid.uuid4()), "PROBE"
-        body = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
-                f'filename="{name}"\r\nContent-Type: application/json\r\n\r\n').encode()
-        body += data + f"\r\n--{boundary}--\r\n".encode()  # fmt: skip
+        body = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{name}"\r\nContent-Type: application/json\r\n\r\n'
+        ).encode()
+        body += data + f"\r\n--{boundary}--\r\n".encode()
         host, port = ctx.http.removeprefix("http://").rsplit(":", 1)
-        conn = http.client.HTTPConnection(host, int(port), timeout=60,
-                                          source_address=(W.ATTACKER_ADDR, 0))  # fmt: skip
+        conn = http.client.HTTPConnection(
+            host, int(port), timeout=60, source_address=(W.ATTACKER_ADDR, 0)
+        )
         try:
-            conn.request("PUT", f"/_stcore/upload_file/{c.session_id}/{file_id}", body, {
-                "Content-Type": f"multipart/form-data; boundary={boundary}",
-                "X-Xsrftoken": token, "Cookie": f"_streamlit_xsrf={token}",
-            })  # fmt: skip
+            conn.request(
+                "PUT",
+                f"/_stcore/upload_file/{c.session_id}/{file_id}",
+                body,
+                {
+                    "Content-Type": f"multipart/form-data; boundary={boundary}",
+                    "X-Xsrftoken": token,
+                    "Cookie": f"_streamlit_xsrf={token}",
+                },
+            )
             status = conn.getresponse().status
         finally:
             conn.close()
@@ -190,21 +205,28 @@ def attacks(W) -> dict:
         """Tabs opening a poisoned link (a lone surrogate) and a link with 30,000 nested
         ``[``, one after another while the classmate clicks; each tab must draw its step
         buttons and step."""
-        links = {"lone surrogate": POISONED_QUERY,
-                 "30,000 nested [": _link('{"edits":' + "[" * 30_000)}  # fmt: skip
+        links = {
+            "lone surrogate": POISONED_QUERY,
+            "30,000 nested [": _link('{"edits":' + "[" * 30_000),
+        }
         opened, broken, started = 0, [], time.monotonic()
         ctx.ready.set()
         while not ctx.release.is_set() and time.monotonic() - started < W.HOLD_S:
             for name, query in links.items():
                 c = await tab(ctx, query)
                 await c.rerun(click="① Propose")
-                if c.exceptions or "btn_propose" not in c.ids or not any(
-                        "verify" in a for a in c.alerts):  # fmt: skip
+                if (
+                    c.exceptions
+                    or "btn_propose" not in c.ids
+                    or not any("verify" in a for a in c.alerts)
+                ):
                     broken.append(name)
                 await c.ws.close()
                 opened += 1
-        return {"ok": not broken,
-                "facts": f"{opened} tabs opened bad links; unusable: {sorted(set(broken)) or 0}"}
+        return {
+            "ok": not broken,
+            "facts": f"{opened} tabs opened bad links; unusable: {sorted(set(broken)) or 0}",
+        }
 
     # -------------------------------------------------------------- items 3 and 4: files
     async def bad_files(ctx) -> dict:
@@ -217,8 +239,9 @@ def attacks(W) -> dict:
         said, live = {}, []
         for name, data in files.items():
             await choose(ctx, c, data, f"{name}.json")
-            said[name] = next((a[:70] for a in c.alerts
-                               if "Nothing was changed" in a or "read-only" in a), "—")
+            said[name] = next(
+                (a[:70] for a in c.alerts if "Nothing was changed" in a or "read-only" in a), "—"
+            )
             live += [b for b in c.alerts + c.markdown if "](https://e.vil)" in b]
             await asyncio.sleep(10)  # at most 6 uploads a minute per tab
         await ctx.held()
@@ -256,9 +279,11 @@ def attacks(W) -> dict:
         await c.ws.close()
         wrong = [a for a in seen if "went wrong" in a or "Error" in a]
         busy = sum("Still working" in a for a in seen)
-        return {"ok": not wrong and not c.exceptions and steps,
-                "facts": f"{sent} full reruns in {time.monotonic() - started:.0f} s; errors "
-                         f"shown: {len(wrong)}; busy notes: {busy}; steps afterwards: {steps}"}
+        return {
+            "ok": not wrong and not c.exceptions and steps,
+            "facts": f"{sent} full reruns in {time.monotonic() - started:.0f} s; errors "
+            f"shown: {len(wrong)}; busy notes: {busy}; steps afterwards: {steps}",
+        }
 
     # -------------------------------------------------------------- item 6: upload flood
     async def upload_flood(ctx) -> dict:
@@ -282,10 +307,12 @@ def attacks(W) -> dict:
             if after[-1] < 8:
                 break
         accepted = statuses.count(204)
-        return {"ok": peak < 60 and after[-1] < 60,
-                "facts": f"{accepted}/40 uploads accepted (HTTP {sorted(set(statuses))}); "
-                         f"replica RSS +{peak:.0f} MB held, +{after[-1]:.0f} MB "
-                         f"{5 * len(after)} s after the tab closed"}
+        return {
+            "ok": peak < 60 and after[-1] < 60,
+            "facts": f"{accepted}/40 uploads accepted (HTTP {sorted(set(statuses))}); "
+            f"replica RSS +{peak:.0f} MB held, +{after[-1]:.0f} MB "
+            f"{5 * len(after)} s after the tab closed",
+        }
 
     # -------------------------------------------------------------- item 10: amplification
     async def long_trace_clicks(ctx) -> dict:
@@ -305,8 +332,11 @@ def attacks(W) -> dict:
                 times.append(await c.rerun(click="Run one round" if len(times) % 9 else "Reset"))
         for c in tabs:
             await c.ws.close()
-        return {"ok": True, "facts": f"{len(data) / 1e6:.1f} MB, {n} rounds × 3 tabs; their "
-                                     f"clicks p50 {_p50(times)}"}
+        return {
+            "ok": True,
+            "facts": f"{len(data) / 1e6:.1f} MB, {n} rounds × 3 tabs; their "
+            f"clicks p50 {_p50(times)}",
+        }
 
     async def replay_uploads(ctx) -> dict:
         """A trace whose lesson state asks for 200 rounds at γ = 8, opened again and again
@@ -321,9 +351,12 @@ def attacks(W) -> dict:
             await asyncio.sleep(0.5)
         await c.ws.close()
         capped = any("Too many" in a for a in c.alerts)
-        return {"ok": not c.exceptions, "facts": f"{len(times)} openings of a "
-                f"{len(data) / 1e3:.0f} KB trace (round 200, γ = 8): p50 {_p50(times)}, max "
-                f"{max(times, default=0):,.0f} ms; rate limit hit: {capped}"}
+        return {
+            "ok": not c.exceptions,
+            "facts": f"{len(times)} openings of a "
+            f"{len(data) / 1e3:.0f} KB trace (round 200, γ = 8): p50 {_p50(times)}, max "
+            f"{max(times, default=0):,.0f} ms; rate limit hit: {capped}",
+        }
 
     async def monte_carlo_flood(ctx) -> dict:
         """Five tabs on the rule lab toggling the Monte Carlo between N = 200,000 and
@@ -338,8 +371,11 @@ def attacks(W) -> dict:
             capped += sum(any("lowered" in a for a in c.alerts) for c in tabs)
         for c in tabs:
             await c.ws.close()
-        return {"ok": True, "facts": f"{len(times)} Monte Carlo reruns by 5 tabs (p50 "
-                                     f"{_p50(times)}); N lowered in {capped}"}
+        return {
+            "ok": True,
+            "facts": f"{len(times)} Monte Carlo reruns by 5 tabs (p50 "
+            f"{_p50(times)}); N lowered in {capped}",
+        }
 
     return {
         "bad links": bad_links,

@@ -21,8 +21,8 @@ from transformers import GPT2LMHeadModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.models import load_pair  # noqa: E402
-from specdec_core.scenarios import find_scenarios  # noqa: E402
+from specdec_core.core.models import load_pair
+from specdec_core.lessons.scenarios import find_scenarios
 
 
 def main() -> None:
@@ -47,10 +47,15 @@ def main() -> None:
         found = list(find_scenarios(pair))
         times.append(time.perf_counter() - started)
         missing = [f.key for f in found if f.state is None]
-        print(f"repeat {rep + 1}: {times[-1]:.2f} s, {forwards[0]} model forwards, "
-              f"{len(found) - len(missing)}/{len(found)} found", flush=True)  # fmt: skip
-    print(f"threads {torch.get_num_threads()}: median {statistics.median(times):.2f} s "
-          f"(min {min(times):.2f}, max {max(times):.2f}) over {len(times)} repeats")  # fmt: skip
+        print(
+            f"repeat {rep + 1}: {times[-1]:.2f} s, {forwards[0]} model forwards, "
+            f"{len(found) - len(missing)}/{len(found)} found",
+            flush=True,
+        )
+    print(
+        f"threads {torch.get_num_threads()}: median {statistics.median(times):.2f} s "
+        f"(min {min(times):.2f}, max {max(times):.2f}) over {len(times)} repeats"
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """What a student's step costs while a teacher's "Measure" job runs on the same server
-process (the speed page's job queue, ``specdec_core/ui/jobs.py``).
+process (the speed page's job queue, ``specdec_core/server/jobs.py``).
 
 Student threads (``--students``, as Streamlit's script threads) step through the embedded
 pair one round per "click" (propose, verify, commit; no chart built), with ``THINK_S`` of
@@ -73,8 +73,11 @@ def figures(times_ms: list[float]) -> dict:
     """n, p50 and p95 (ms) of ``times_ms`` (None where there are none)."""
     if not times_ms:
         return {"n": 0, "p50": None, "p95": None}
-    return {"n": len(times_ms), "p50": round(pct(times_ms, 50), 1),
-            "p95": round(pct(times_ms, 95), 1)}  # fmt: skip
+    return {
+        "n": len(times_ms),
+        "p50": round(pct(times_ms, 50), 1),
+        "p95": round(pct(times_ms, 95), 1),
+    }
 
 
 def always_alive(session_id: str) -> bool:
@@ -97,7 +100,8 @@ def smaps(pid: int) -> dict[str, float]:
 def student(pair, stop: threading.Event, times: list[float], errors: list, rounds: int = 0):
     """One student: a round (propose, verify, commit) per click, ``THINK_S`` between
     clicks; appends each round's ms to ``times`` until ``stop`` (or ``rounds`` done)."""
-    from specdec_core.session import SessionConfig, SpeculativeSession
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.engine.chain.session import SpeculativeSession
 
     config = SessionConfig(max_new_tokens=STUDENT_TOKENS)
     try:
@@ -135,7 +139,8 @@ def wait_job(queue, job, what: str) -> float:
 def use(where: str, nice: int | None) -> None:
     """Where the next job runs (``SPECDEC_JOB_WORKER``) and at which nice a worker process
     (re)started from now on runs."""
-    from specdec_core.ui import job_worker, jobs
+    from specdec_core.server import jobs
+    from specdec_core.server import worker as job_worker
 
     os.environ[jobs.WORKER_ENV] = where
     if nice is not None:
@@ -143,11 +148,12 @@ def use(where: str, nice: int | None) -> None:
 
 
 def make_job(pair, owner: str, tokens: int, repeats: int):
-    from specdec_core.session import SessionConfig
-    from specdec_core.ui import jobs
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.server import jobs
 
-    return jobs.make_job("measure", owner, pair, PROMPT, tokens, repeats, True, True,
-                         SessionConfig())  # fmt: skip
+    return jobs.make_job(
+        "measure", owner, pair, PROMPT, tokens, repeats, True, True, SessionConfig()
+    )
 
 
 def warm(queues: dict, pair) -> None:
@@ -169,10 +175,11 @@ def run_case(name: str, cycle: object, pair, queue, args) -> dict:
     if queue is not None:
         job = queue.submit(make_job(pair, name, args.job_tokens, args.job_repeats))
     threads = [
-        threading.Thread(target=student, args=(pair, stop, times[i], errors),
-                         name=f"student-{i}", daemon=True)
+        threading.Thread(
+            target=student, args=(pair, stop, times[i], errors), name=f"student-{i}", daemon=True
+        )
         for i in range(args.students)
-    ]  # fmt: skip
+    ]
     for thread in threads:
         thread.start()
     try:
@@ -201,8 +208,10 @@ def run_case(name: str, cycle: object, pair, queue, args) -> dict:
         "worker_nice": os.getpriority(os.PRIO_PROCESS, worker_pid) if worker_pid else None,
         "times_ms": every,
     }
-    print(json.dumps({k: v for k, v in row.items() if k != "times_ms"}, ensure_ascii=False),
-          flush=True)  # fmt: skip
+    print(
+        json.dumps({k: v for k, v in row.items() if k != "times_ms"}, ensure_ascii=False),
+        flush=True,
+    )
     return row
 
 
@@ -213,10 +222,14 @@ def summary(rows: list[dict]) -> list[dict]:
         mine = [r for r in rows if r["case"] == name]
         every = [t for r in mine for t in r["times_ms"]]
         jobs_s = [r["job_s"] for r in mine if r["job_s"] is not None]
-        out.append({
-            "case": name, "runs": len(mine), **figures(every),
-            "job_s": round(statistics.median(jobs_s), 1) if jobs_s else None,
-        })  # fmt: skip
+        out.append(
+            {
+                "case": name,
+                "runs": len(mine),
+                **figures(every),
+                "job_s": round(statistics.median(jobs_s), 1) if jobs_s else None,
+            }
+        )
     return out
 
 
@@ -235,8 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     import torch
 
-    from specdec_core.errors import SpecDecError
-    from specdec_core.ui import job_worker, jobs, loader
+    from specdec_core.core.errors import SpecDecError
+    from specdec_core.server import jobs
+    from specdec_core.server import worker as job_worker
+    from specdec_core.ui import loader
 
     try:  # the job's size within the server's caps, before anything is loaded
         jobs.check_work(args.job_tokens, args.job_repeats)
@@ -244,11 +259,18 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--job-tokens/--job-repeats: {exc}")
     pair = loader.get_pair("embedded")
     setup = {
-        "cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-        "server_nice": os.getpriority(os.PRIO_PROCESS, 0), "students": args.students,
-        "rounds": args.rounds, "job": {"kind": "measure", "n": args.job_tokens,
-                                       "repeats": args.job_repeats, "with_hf": True},
-    }  # fmt: skip
+        "cpus": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "server_nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "students": args.students,
+        "rounds": args.rounds,
+        "job": {
+            "kind": "measure",
+            "n": args.job_tokens,
+            "repeats": args.job_repeats,
+            "with_hf": True,
+        },
+    }
     print(json.dumps(setup), flush=True)
 
     saved_env, saved_nice = os.environ.get(jobs.WORKER_ENV), job_worker.WORKER_NICE
@@ -300,8 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     if restarted:
         print(f"worker processes started more than once: {restarted}", flush=True)
     if args.json:
-        result = {"setup": setup, "cases": rows, "summary": table, "memory_mib": memory,
-                  "worker_starts": starts}  # fmt: skip
+        result = {
+            "setup": setup,
+            "cases": rows,
+            "summary": table,
+            "memory_mib": memory,
+            "worker_starts": starts,
+        }
         args.json.write_text(json.dumps(result, ensure_ascii=False, indent=1))
         print(f"written to {args.json}")
     return 0

@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure_acceptance import heldout_prompts  # noqa: E402
 
+from specdec_core.bench.tree_vs_chain import compare
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import load_pair
 from specdec_core.drafters import make_named_drafter  # noqa: E402
-from specdec_core.inputs import SessionConfig  # noqa: E402
-from specdec_core.models import load_pair  # noqa: E402
-from specdec_core.tree_bench import compare  # noqa: E402
 
 
 def main() -> None:
@@ -47,10 +47,12 @@ def main() -> None:
         print(f"(no eagle drafter: {exc})", file=sys.stderr)
     rows = []
     for temperature in (0.0, 1.0):
-        config = SessionConfig(gamma=4, temperature=temperature, seed=0,
-                               max_new_tokens=args.max_new_tokens)  # fmt: skip
-        rows += compare(pair, prompts, config, [(2, 2, 1, 1), (3, 2, 1, 1)], drafters,
-                        args.budget, args.repeats)  # fmt: skip
+        config = SessionConfig(
+            gamma=4, temperature=temperature, seed=0, max_new_tokens=args.max_new_tokens
+        )
+        rows += compare(
+            pair, prompts, config, [(2, 2, 1, 1), (3, 2, 1, 1)], drafters, args.budget, args.repeats
+        )
     if args.json:
         print(json.dumps([r.to_json() for r in rows], indent=2))
         return

@@ -138,8 +138,9 @@ class Cluster:
 
 def rotating_log(path: Path) -> RotatingFileHandler:
     """A size-bounded log file: :data:`LOG_MAX_BYTES`, then ``path.1`` … ``path.3``."""
-    handler = RotatingFileHandler(path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS,
-                                  encoding="utf-8")  # fmt: skip
+    handler = RotatingFileHandler(
+        path, maxBytes=LOG_MAX_BYTES, backupCount=LOG_BACKUPS, encoding="utf-8"
+    )
     handler.setFormatter(logging.Formatter("%(message)s"))
     return handler
 
@@ -164,11 +165,26 @@ def pump_lines(stream: IO[bytes], handler: logging.Handler) -> threading.Thread:
 
 def start_replica(port: int, log: Path, env: dict[str, str]) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port),
-         "--browser.gatherUsageStats", "false"],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     pump_lines(proc.stderr, rotating_log(log))
     return proc
 
@@ -179,9 +195,11 @@ async def _warm_all(urls: list[str]) -> None:
 
 @contextmanager
 def cluster(
-    replicas: int = 2, port: int | None = None, env: dict[str, str] | None = None,
+    replicas: int = 2,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
     warm: bool = True,
-):  # fmt: skip
+):
     """R replicas + nginx on 127.0.0.1; yields a :class:`Cluster`; stops all on exit.
     With ``warm`` each replica runs one warm-up session (``deploy/warm_up.py``) first.
 
@@ -238,8 +256,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0, help="stop after (0: Ctrl-C)")
     parser.add_argument("--render", metavar="HOST:PORT,...", help="only print the snippet")
     parser.add_argument("--listen", default="80", help="with --render: nginx's listen")
-    parser.add_argument("--main", action="store_true",
-                        help="with --render: a whole nginx.conf (workers, connections)")
+    parser.add_argument(
+        "--main",
+        action="store_true",
+        help="with --render: a whole nginx.conf (workers, connections)",
+    )
     args = parser.parse_args()
     if args.render:  # e.g. for deploy/compose.yaml: --render app1:8501,app2:8501 --main
         snippet = render_snippet(args.render.split(","), args.listen)

@@ -34,9 +34,11 @@ async def warm_up(url: str, timeout_s: float = 300) -> float:
     """
     started = time.perf_counter()
     ws = await websockets.connect(
-        url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
-        max_size=None, open_timeout=timeout_s,
-    )  # fmt: skip
+        url.replace("http", "ws", 1) + "/_stcore/stream",
+        subprotocols=["streamlit"],
+        max_size=None,
+        open_timeout=timeout_s,
+    )
     try:
         msg = BackMsg()
         msg.rerun_script.page_script_hash = ""

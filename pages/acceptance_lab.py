@@ -1,7 +1,7 @@
 """Acceptance-rule lab: why min(1, p/q) plus the residual gives exactly p.
 
-Widgets and rendering only: every number comes from ``specdec_core.rulelab`` (which calls
-``specdec_core.acceptance`` and ``specdec_core.sampling``).
+Widgets and rendering only: every number comes from ``specdec_core.rules.lab`` (which calls
+``specdec_core.rules.acceptance`` and ``specdec_core.core.sampling``).
 """
 
 from __future__ import annotations
@@ -9,9 +9,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specdec_core import rulelab as R
-from specdec_core.figures import (
-    COLORS,
+from specdec_core.core.numfmt import fmt_prob
+from specdec_core.rules import lab as R
+from specdec_core.ui.context import page_context
+from specdec_core.ui.errors import plain, show_error
+from specdec_core.ui.figures.common import COLORS
+from specdec_core.ui.figures.lab import (
     RULE_COLORS,
     acceptance_stack_figure,
     acceptance_temperature_figure,
@@ -19,12 +22,9 @@ from specdec_core.figures import (
     rule_finals_figure,
     rule_rows_figure,
 )
-from specdec_core.numfmt import fmt_prob
-from specdec_core.ui import lab_view as LV
-from specdec_core.ui.context import page_context
-from specdec_core.ui.errors import plain, show_error
 from specdec_core.ui.guards import SHORT_CHARS, table_state_ok, whole_number
 from specdec_core.ui.i18n import t
+from specdec_core.ui.lab import view as LV
 
 S = st.session_state
 _, config = page_context()
@@ -44,8 +44,14 @@ st.header(t("rl_sec_rows"))
 st.caption(t("rl_presets"))
 pcols = st.columns(len(R.PRESETS))
 for col, name in zip(pcols, R.PRESETS, strict=True):
-    col.button(t(f"rl_preset_{name}"), key=f"rl_preset_{name}", on_click=LV.preset,
-               args=(name,), help=t(f"rl_preset_help_{name}"), width="stretch")  # fmt: skip
+    col.button(
+        t(f"rl_preset_{name}"),
+        key=f"rl_preset_{name}",
+        on_click=LV.preset,
+        args=(name,),
+        help=t(f"rl_preset_help_{name}"),
+        width="stretch",
+    )
 
 verify = LV.step_verify()
 st.caption(t("rl_from_step"))
@@ -87,8 +93,14 @@ else:
 
 left, right = st.columns([3, 2])
 with left:
-    st.number_input(t("rl_n_tokens"), R.MIN_TOKENS, R.MAX_TOKENS, key="rl_ntok",
-                    on_change=LV.resize, help=t("rl_n_tokens_help"))  # fmt: skip
+    st.number_input(
+        t("rl_n_tokens"),
+        R.MIN_TOKENS,
+        R.MAX_TOKENS,
+        key="rl_ntok",
+        on_change=LV.resize,
+        help=t("rl_n_tokens_help"),
+    )
     st.caption(t("rl_edit_help"))
     edited = st.data_editor(
         S["rl_base"],
@@ -130,17 +142,23 @@ st.header(t("rl_sec_proof"))
 st.markdown(t("rl_proof_help"))
 d = R.decompose(p, q)
 fig_labels = {
-    "p": t("rl_lab_p"), "q": t("rl_lab_q"), "min": t("rl_lab_min"), "excess": t("rl_lab_excess"),
-    "probability": t("probability"), "token": t("token"),
+    "p": t("rl_lab_p"),
+    "q": t("rl_lab_q"),
+    "min": t("rl_lab_min"),
+    "excess": t("rl_lab_excess"),
+    "probability": t("probability"),
+    "token": t("token"),
     **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
-}  # fmt: skip
+}
 c1, c2 = st.columns(2)
-c1.plotly_chart(LV.figure(rule_rows_figure, names, p, q, fig_labels, t("rl_fig_rows")),
-                key="rl_fig_rows")  # fmt: skip
+c1.plotly_chart(
+    LV.figure(rule_rows_figure, names, p, q, fig_labels, t("rl_fig_rows")), key="rl_fig_rows"
+)
 stack_labels = {**fig_labels, "p": t("rl_lab_p_mark")}
 c2.plotly_chart(
-    LV.figure(acceptance_stack_figure, names, d.min_pq, d.excess, d.p, stack_labels,
-              t("rl_fig_stack")),
+    LV.figure(
+        acceptance_stack_figure, names, d.min_pq, d.excess, d.p, stack_labels, t("rl_fig_stack")
+    ),
     key="rl_fig_stack",
 )
 m = st.columns(5)
@@ -173,16 +191,20 @@ rule_cols = {
 }
 f1, f2 = st.columns([3, 2])
 finals = {rule: res.final for rule, res in results.items()}
-f1.plotly_chart(LV.figure(rule_finals_figure, names, p, finals, fig_labels, t("rl_final_title")),
-                key="rl_fig_finals")  # fmt: skip
+f1.plotly_chart(
+    LV.figure(rule_finals_figure, names, p, finals, fig_labels, t("rl_final_title")),
+    key="rl_fig_finals",
+)
 with f2:
     st.write("")
     st.dataframe(
-        pd.DataFrame({
-            "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
-            "acceptance": [results[rule].acceptance for rule in R.RULES],
-            "tv": [results[rule].tv_to_p for rule in R.RULES],
-        }),
+        pd.DataFrame(
+            {
+                "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
+                "acceptance": [results[rule].acceptance for rule in R.RULES],
+                "tv": [results[rule].tv_to_p for rule in R.RULES],
+            }
+        ),
         key="rl_rule_summary",
         hide_index=True,
         width="stretch",
@@ -191,16 +213,19 @@ with f2:
             "acceptance": st.column_config.NumberColumn(t("rl_col_acceptance"), format=NUM),
             "tv": st.column_config.NumberColumn(t("rl_col_tv"), format=NUM),
         },
-    )  # fmt: skip
+    )
 st.markdown(f"**{t('rl_final_table_title')}**")
 st.dataframe(
     pd.DataFrame({"token": names, "p": p, **finals}),
     key="rl_final_table",
     hide_index=True,
     width="stretch",
-    column_config={"token": t("rl_col_name"),
-                   "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM), **rule_cols},
-)  # fmt: skip
+    column_config={
+        "token": t("rl_col_name"),
+        "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM),
+        **rule_cols,
+    },
+)
 
 # ------------------------------------------------------------------ 4 · Monte Carlo
 st.header(t("rl_sec_mc"))
@@ -224,8 +249,13 @@ if S.get("rl_mc_key") != mc_key:
     bar.empty()
     S.pop("rl_mc_capped", None)
     if mc["correct"].n != n_asked:
-        S["rl_mc_capped"] = t("rl_mc_capped", limit=f"{LV.MC_BUDGET_DRAWS:,}", used=f"{used:,}",
-                              n=f"{n_asked:,}", shown=f"{mc['correct'].n:,}")  # fmt: skip
+        S["rl_mc_capped"] = t(
+            "rl_mc_capped",
+            limit=f"{LV.MC_BUDGET_DRAWS:,}",
+            used=f"{used:,}",
+            n=f"{n_asked:,}",
+            shown=f"{mc['correct'].n:,}",
+        )
     S["rl_mc"], S["rl_mc_key"] = mc, mc_key
 mc = S["rl_mc"]
 n_draws = mc["correct"].n
@@ -237,10 +267,13 @@ LV.show_mc_table(mc, results)
 if results["resample_p"].tv_to_p < 1e-12:
     st.caption(t("rl_mc_same"))
 exact = [(t("rl_lab_p"), p, COLORS["p"])]
-empirical = [(t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule])
-             for rule in R.RULES]  # fmt: skip
-st.plotly_chart(LV.figure(empirical_figure, names, exact, empirical, fig_labels,
-                                 t("rl_mc_title", n=n_draws)), key="rl_fig_mc")  # fmt: skip
+empirical = [
+    (t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule]) for rule in R.RULES
+]
+st.plotly_chart(
+    LV.figure(empirical_figure, names, exact, empirical, fig_labels, t("rl_mc_title", n=n_draws)),
+    key="rl_fig_mc",
+)
 st.caption(t("rl_mc_errbars"))
 
 # ------------------------------------------------------------------ 5 · accepted ≠ output
@@ -251,19 +284,37 @@ if d.accepted_only is None or run.accepted_fit is None:
     st.info(t("rl_acc_none"))
 else:
     a1, a2 = st.columns([3, 2])
-    exact_acc = [(t("rl_lab_p"), p, COLORS["p"]),
-                 (t("rl_acc_exact"), d.accepted_only, COLORS["min"])]  # fmt: skip
-    emp_acc = [(t("rl_acc_empirical"), run.accepted_freq, run.accepted_stderr,
-                RULE_COLORS["accepted_only"])]  # fmt: skip
+    exact_acc = [
+        (t("rl_lab_p"), p, COLORS["p"]),
+        (t("rl_acc_exact"), d.accepted_only, COLORS["min"]),
+    ]
+    emp_acc = [
+        (
+            t("rl_acc_empirical"),
+            run.accepted_freq,
+            run.accepted_stderr,
+            RULE_COLORS["accepted_only"],
+        )
+    ]
     title = t("rl_acc_title", n=run.n_accepted, total=run.n)
-    a1.plotly_chart(LV.figure(empirical_figure, names, exact_acc, emp_acc, fig_labels, title),
-                    key="rl_fig_accepted")  # fmt: skip
-    a2.metric(t("rl_acc_fit"), f"{run.accepted_fit.p_value:.3g}",
-              delta=LV.verdict(run.accepted_fit, "rl_verdict_ok_acc"), delta_color="off",
-              delta_arrow="off")  # fmt: skip
-    a2.metric(t("rl_acc_fit_p"), f"{run.accepted_vs_p.p_value:.3g}",
-              delta=LV.verdict(run.accepted_vs_p), delta_color="off",
-              delta_arrow="off")  # fmt: skip
+    a1.plotly_chart(
+        LV.figure(empirical_figure, names, exact_acc, emp_acc, fig_labels, title),
+        key="rl_fig_accepted",
+    )
+    a2.metric(
+        t("rl_acc_fit"),
+        f"{run.accepted_fit.p_value:.3g}",
+        delta=LV.verdict(run.accepted_fit, "rl_verdict_ok_acc"),
+        delta_color="off",
+        delta_arrow="off",
+    )
+    a2.metric(
+        t("rl_acc_fit_p"),
+        f"{run.accepted_vs_p.p_value:.3g}",
+        delta=LV.verdict(run.accepted_vs_p),
+        delta_color="off",
+        delta_arrow="off",
+    )
     a2.metric(t("rl_col_rate"), fmt_prob(run.acceptance_rate))
 
 # ------------------------------------------------------------------ 6 · temperature
@@ -276,13 +327,26 @@ p_t, q_t = R.temper(p, temp), R.temper(q, temp)
 a_t = R.acceptance_at(p, q, temp)
 curve = R.acceptance_curve(p, q)
 k1, k2 = st.columns(2)
-k1.plotly_chart(LV.figure(rule_rows_figure, names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
-                key="rl_fig_temp_rows")  # fmt: skip
-curve_labels = {"acceptance": t("rl_lab_acceptance"), "temperature": t("rl_lab_temperature"),
-                "chosen": t("rl_lab_chosen")}  # fmt: skip
-k2.plotly_chart(LV.figure(acceptance_temperature_figure, R.TEMPERATURE_GRID, curve, (temp, a_t),
-                          curve_labels, t("rl_temp_curve")),
-                key="rl_fig_temp_curve")  # fmt: skip
+k1.plotly_chart(
+    LV.figure(rule_rows_figure, names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
+    key="rl_fig_temp_rows",
+)
+curve_labels = {
+    "acceptance": t("rl_lab_acceptance"),
+    "temperature": t("rl_lab_temperature"),
+    "chosen": t("rl_lab_chosen"),
+}
+k2.plotly_chart(
+    LV.figure(
+        acceptance_temperature_figure,
+        R.TEMPERATURE_GRID,
+        curve,
+        (temp, a_t),
+        curve_labels,
+        t("rl_temp_curve"),
+    ),
+    key="rl_fig_temp_curve",
+)
 n1, n2 = st.columns(2)
 n1.metric(t("rl_m_A_T", t=temp), fmt_prob(a_t))
 n2.metric(t("rl_m_A_1"), fmt_prob(d.acceptance))
@@ -302,12 +366,17 @@ except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
     show_error(exc)
     st.stop()
 # the figure colours rules by the lab's palette: residual as "correct", naive as "resample_p"
-tree_labels = {**fig_labels, "correct": t("rl_tree_rule_residual"),
-               "resample_p": t("rl_tree_rule_naive")}  # fmt: skip
+tree_labels = {
+    **fig_labels,
+    "correct": t("rl_tree_rule_residual"),
+    "resample_p": t("rl_tree_rule_naive"),
+}
 tree_finals = {"correct": tree["residual"].final, "resample_p": tree["naive"].final}
 g1, g2 = st.columns([3, 2])
-g1.plotly_chart(LV.figure(rule_finals_figure, names, p, tree_finals, tree_labels,
-                                   t("rl_tree_fig", k=k_tree)), key="rl_fig_tree")  # fmt: skip
+g1.plotly_chart(
+    LV.figure(rule_finals_figure, names, p, tree_finals, tree_labels, t("rl_tree_fig", k=k_tree)),
+    key="rl_fig_tree",
+)
 with g2:
     st.write("")
     st.markdown(t("rl_tree_why", beta=fmt_prob(d.beta)))

@@ -2,7 +2,7 @@
 pair that ships one) the EAGLE feature head on the same prompt, side by side with the
 target alone.
 
-Widgets and rendering only: every number comes from ``specdec_core.compare``.
+Widgets and rendering only: every number comes from ``specdec_core.bench.compare``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import html
 import pandas as pd
 import streamlit as st
 
-from specdec_core.compare import DrafterResult, compare_drafters
+from specdec_core.bench.compare import DrafterResult, compare_drafters
 from specdec_core.drafters import default_knob, drafters_for, load_eagle_head
-from specdec_core.figures import drafter_time_figure
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
+from specdec_core.ui.figures.drafters import drafter_time_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t, tr
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
@@ -57,9 +57,14 @@ if "dr_prompt" not in S:
 # label, so a label that changes on a language switch would no longer match an option.
 preset_labels = {p: f"{tr('dr_preset_' + p, 'en')} · {tr('dr_preset_' + p, 'zh')}" for p in PRESETS}
 st.radio(
-    t("dr_preset"), PRESETS, key="dr_preset", horizontal=True, on_change=_preset_changed,
-    format_func=preset_labels.get, help=t("dr_preset_help"),
-)  # fmt: skip
+    t("dr_preset"),
+    PRESETS,
+    key="dr_preset",
+    horizontal=True,
+    on_change=_preset_changed,
+    format_func=preset_labels.get,
+    help=t("dr_preset_help"),
+)
 prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130, max_chars=PROMPT_CHARS)
 st.caption(t("dr_prompt_note"))
 
@@ -72,23 +77,36 @@ for name in DRAFTERS:
         use = st.checkbox(t("dr_name_" + name), value=True, key=f"dr_use_{name}")
         knob: int | None = None
         if name == "model":
-            st.caption(t("dr_desc_model", layers=pair.draft.config.n_layer,
-                         params=_params(pair.draft), t_layers=N_LAYERS,
-                         t_params=_params(pair.target)))  # fmt: skip
+            st.caption(
+                t(
+                    "dr_desc_model",
+                    layers=pair.draft.config.n_layer,
+                    params=_params(pair.draft),
+                    t_layers=N_LAYERS,
+                    t_params=_params(pair.target),
+                )
+            )
         elif name == "ngram":
             knob = st.select_slider(
-                t("dr_knob_n"), options=[1, 2, 3], value=3, key="dr_knob_ngram",
-                help=t("dr_knob_n_help"), disabled=not use,
-            )  # fmt: skip
+                t("dr_knob_n"),
+                options=[1, 2, 3],
+                value=3,
+                key="dr_knob_ngram",
+                help=t("dr_knob_n_help"),
+                disabled=not use,
+            )
             st.caption(t("dr_desc_ngram"))
         elif name == "eagle":
             st.caption(t("dr_desc_eagle", params=_params(load_eagle_head(pair))))
         else:
             knob = st.select_slider(
-                t("dr_knob_k"), options=list(range(1, N_LAYERS + 1)),
-                value=default_knob(pair, "early-exit"), key="dr_knob_early",
-                help=t("dr_knob_k_help"), disabled=not use,
-            )  # fmt: skip
+                t("dr_knob_k"),
+                options=list(range(1, N_LAYERS + 1)),
+                value=default_knob(pair, "early-exit"),
+                key="dr_knob_early",
+                help=t("dr_knob_k_help"),
+                disabled=not use,
+            )
             st.caption(t("dr_desc_early-exit", n=N_LAYERS))
         if use:
             chosen.append((name, knob))
@@ -140,31 +158,55 @@ else:
     base = results[0].baseline
     labels = [_label(r.name, r.knob) for r in results]
     st.subheader(t("dr_results"))
-    st.caption(t("dr_run_info", gamma=used.gamma, temp=used.temperature, seed=used.seed,
-                 tokens=used.max_new_tokens, device=pair.device_label(), tps=base.tokens_per_s,
-                 ms=base.ms_per_token))  # fmt: skip
+    st.caption(
+        t(
+            "dr_run_info",
+            gamma=used.gamma,
+            temp=used.temperature,
+            seed=used.seed,
+            tokens=used.max_new_tokens,
+            device=pair.device_label(),
+            tps=base.tokens_per_s,
+            ms=base.ms_per_token,
+        )
+    )
 
     metric_cols = st.columns(len(results))
     for col, r, label in zip(metric_cols, results, labels, strict=True):
         with col.container(border=True):
             st.markdown(f"**{html.escape(label)}**")
             st.metric(t("dr_metric_speedup"), f"{r.speedup:.2f}×", help=t("dr_metric_speedup_help"))
-            st.metric(t("dr_metric_alpha"), f"{r.acceptance_rate:.2f}",
-                      help=t("dr_metric_alpha_help"))  # fmt: skip
+            st.metric(
+                t("dr_metric_alpha"), f"{r.acceptance_rate:.2f}", help=t("dr_metric_alpha_help")
+            )
             st.metric(t("dr_metric_mean"), f"{r.mean_accepted:.2f}", help=t("dr_metric_mean_help"))
 
     def _row(label: str, r: DrafterResult | None) -> dict:
         if r is None:  # the target alone: one token per forward, nothing drafted
-            return {"drafter": label, "alpha": "—", "mean": "—", "rounds": f"{base.new_tokens}",
-                    "empty": "—", "draft_ms": "—", "verify_ms": f"{base.ms_per_token:.2f}",
-                    "tps": f"{base.tokens_per_s:.0f}", "speedup": "1.00×",
-                    "same": t("yes")}  # fmt: skip
-        return {"drafter": label, "alpha": f"{r.acceptance_rate:.2f}",
-                "mean": f"{r.mean_accepted:.2f}", "rounds": f"{r.rounds}",
-                "empty": f"{r.empty_rounds}", "draft_ms": f"{r.draft_ms_per_round:.2f}",
-                "verify_ms": f"{r.verify_ms_per_round:.2f}", "tps": f"{r.tokens_per_s:.0f}",
-                "speedup": f"{r.speedup:.2f}×",
-                "same": t("yes" if r.same_as_target else "no")}  # fmt: skip
+            return {
+                "drafter": label,
+                "alpha": "—",
+                "mean": "—",
+                "rounds": f"{base.new_tokens}",
+                "empty": "—",
+                "draft_ms": "—",
+                "verify_ms": f"{base.ms_per_token:.2f}",
+                "tps": f"{base.tokens_per_s:.0f}",
+                "speedup": "1.00×",
+                "same": t("yes"),
+            }
+        return {
+            "drafter": label,
+            "alpha": f"{r.acceptance_rate:.2f}",
+            "mean": f"{r.mean_accepted:.2f}",
+            "rounds": f"{r.rounds}",
+            "empty": f"{r.empty_rounds}",
+            "draft_ms": f"{r.draft_ms_per_round:.2f}",
+            "verify_ms": f"{r.verify_ms_per_round:.2f}",
+            "tps": f"{r.tokens_per_s:.0f}",
+            "speedup": f"{r.speedup:.2f}×",
+            "same": t("yes" if r.same_as_target else "no"),
+        }
 
     table = pd.DataFrame(
         [_row(t("dr_label_target"), None)]
@@ -182,8 +224,12 @@ else:
     st.caption(t("dr_greedy_note") if used.sampling.greedy else t("dr_sampled_note"))
     st.caption(t("dr_timing_note", device=pair.device_label()))
 
-    fig_labels = {"draft": t("dr_fig_draft"), "verify": t("dr_fig_verify"),
-                  "other": t("dr_fig_other"), "ms": t("dr_fig_ms")}  # fmt: skip
+    fig_labels = {
+        "draft": t("dr_fig_draft"),
+        "verify": t("dr_fig_verify"),
+        "other": t("dr_fig_other"),
+        "ms": t("dr_fig_ms"),
+    }
     fig = drafter_time_figure(
         [t("dr_label_target")] + labels,
         [0.0] + [r.draft_ms_per_token for r in results],
@@ -208,8 +254,15 @@ else:
     for col, r, label in zip(strip_cols, results, labels, strict=True):
         with col.container(border=True):
             st.markdown(f"**{html.escape(label)}**")
-            st.caption(t("dr_strip_caption", accepted=r.accepted, drafted=r.drafted,
-                         rounds=r.rounds, empty=r.empty_rounds))  # fmt: skip
+            st.caption(
+                t(
+                    "dr_strip_caption",
+                    accepted=r.accepted,
+                    drafted=r.drafted,
+                    rounds=r.rounds,
+                    empty=r.empty_rounds,
+                )
+            )
             items = [
                 StripItem(m.token, m.state)
                 for m in r.strip
@@ -226,10 +279,12 @@ st.markdown(t("dr_other_intro"))
 header = "| " + " | ".join(t("dr_oth_col_" + c) for c in OTHER_COLS) + " |"
 rule = "|" + "---|" * len(OTHER_COLS)
 rows = [
-    "| " + " | ".join(
+    "| "
+    + " | ".join(
         (f"**{t(f'dr_oth_{r}_{c}')}**" if c == "method" else t(f"dr_oth_{r}_{c}"))
         for c in OTHER_COLS
-    ) + " |"
+    )
+    + " |"
     for r in OTHER_ROWS
-]  # fmt: skip
+]
 st.markdown("\n".join([header, rule, *rows]))

@@ -1,6 +1,6 @@
 """Speed and cost: when does speculation pay? The cost model, then real measurements.
 
-Widgets and rendering only: formulas live in ``specdec_core.costmodel``, timings and
+Widgets and rendering only: formulas live in ``specdec_core.rules.costmodel``, timings and
 comparisons in ``specdec_core.bench``. Long measurements run as a queue of tasks kept in
 ``st.session_state``: each task is a checkpoint where the progress bar updates and where
 Stop (or any other click) interrupts; a stopped sweep keeps the points it finished.
@@ -16,7 +16,8 @@ import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specdec_core.bench import HowMeasured
-from specdec_core.costmodel import (
+from specdec_core.drafters import drafters_for
+from specdec_core.rules.costmodel import (
     WALLTIME_CASES,
     best_gamma,
     expected_tokens_per_round,
@@ -25,15 +26,14 @@ from specdec_core.costmodel import (
     speedup_from_cost,
     walltime_improvement,
 )
-from specdec_core.drafters import drafters_for
-from specdec_core.figures import speed_cost_figure, speed_gamma_curve_figure
-from specdec_core.ui import jobs as J
+from specdec_core.server import jobs as J
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
+from specdec_core.ui.figures.speed import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
-from specdec_core.ui.speed_view import show_batch_sweep, show_gamma_sweep, show_measurement
-from specdec_core.ui.speed_why import show_predictions, show_timeline, show_verify_curve
+from specdec_core.ui.speed.view import show_batch_sweep, show_gamma_sweep, show_measurement
+from specdec_core.ui.speed.why import show_predictions, show_timeline, show_verify_curve
 
 S = st.session_state
 pair, config = page_context()
@@ -72,22 +72,31 @@ st.latex(t("sp_cost_formula"))
 for key, value in TEXTBOOK_COST.items():
     S.setdefault(key, value)
 c1, c2, c3, c4, c5 = st.columns(5)
-target_step = c1.number_input(t("sp_target_step"), 0.1, 10000.0, step=1.0, key="sp_tstep",
-                              help=t("sp_target_step_help"))  # fmt: skip
-draft_ms = c2.number_input(t("sp_draft_ms"), 0.0, 10000.0, step=1.0, key="sp_dms",
-                           help=t("sp_draft_ms_help"))  # fmt: skip
-verify_ms = c3.number_input(t("sp_verify_ms"), 0.0, 10000.0, step=1.0, key="sp_vms",
-                            help=t("sp_verify_ms_help"))  # fmt: skip
-overhead_ms = c4.number_input(t("sp_overhead_ms"), 0.0, 10000.0, step=1.0, key="sp_oms",
-                              help=t("sp_overhead_ms_help"))  # fmt: skip
+target_step = c1.number_input(
+    t("sp_target_step"), 0.1, 10000.0, step=1.0, key="sp_tstep", help=t("sp_target_step_help")
+)
+draft_ms = c2.number_input(
+    t("sp_draft_ms"), 0.0, 10000.0, step=1.0, key="sp_dms", help=t("sp_draft_ms_help")
+)
+verify_ms = c3.number_input(
+    t("sp_verify_ms"), 0.0, 10000.0, step=1.0, key="sp_vms", help=t("sp_verify_ms_help")
+)
+overhead_ms = c4.number_input(
+    t("sp_overhead_ms"), 0.0, 10000.0, step=1.0, key="sp_oms", help=t("sp_overhead_ms_help")
+)
 advanced = c5.number_input(t("sp_advanced"), 1, 9, step=1, key="sp_adv", help=t("sp_advanced_help"))
 st.button(t("sp_cost_reset"), on_click=_textbook, help=t("sp_cost_reset_help"))
 
 cost = per_token_cost_ms(draft_ms, verify_ms, overhead_ms, advanced)
 ratio = speedup_from_cost(target_step, cost) if cost > 0 else float("inf")
 m1, m2 = st.columns([1, 3])
-m1.metric(t("sp_cost_metric"), f"{cost:.1f} ms", t("sp_cost_vs", d=cost - target_step),
-          delta_color="inverse", help=t("sp_cost_metric_help"))  # fmt: skip
+m1.metric(
+    t("sp_cost_metric"),
+    f"{cost:.1f} ms",
+    t("sp_cost_vs", d=cost - target_step),
+    delta_color="inverse",
+    help=t("sp_cost_metric_help"),
+)
 if cost < target_step:
     m2.success(t("sp_cost_faster", cost=cost, target=target_step, x=ratio))
 else:
@@ -95,13 +104,17 @@ else:
 span = list(range(1, max(5, int(advanced)) + 1))
 costs = [per_token_cost_ms(draft_ms, verify_ms, overhead_ms, k) for k in span]
 cost_labels = {
-    "title": t("sp_cost_fig_title"), "x": t("sp_cost_fig_x"), "y": t("sp_cost_fig_y"),
-    "target": t("sp_cost_fig_target"), "chosen": t("sp_cost_fig_chosen"),
-}  # fmt: skip
+    "title": t("sp_cost_fig_title"),
+    "x": t("sp_cost_fig_x"),
+    "y": t("sp_cost_fig_y"),
+    "target": t("sp_cost_fig_target"),
+    "chosen": t("sp_cost_fig_chosen"),
+}
 st.plotly_chart(
     speed_cost_figure(span, costs, target_step, cost_labels, int(advanced)),
-    width="stretch", key="sp_cost_fig",
-)  # fmt: skip
+    width="stretch",
+    key="sp_cost_fig",
+)
 
 # ------------------------------------------------------------------ ② Leviathan curves
 st.header(t("sp_curve_header"))
@@ -114,18 +127,26 @@ S.setdefault("sp_c", 0.05)
 a1, a2, a3 = st.columns([2, 2, 1])
 alpha = a1.slider(t("sp_alpha"), 0.0, 1.0, step=0.01, key="sp_alpha", help=t("sp_alpha_help"))
 c_ratio = a2.slider(t("sp_c"), 0.0, 1.0, step=0.01, key="sp_c", help=t("sp_c_help"))
-a3.button(t("sp_use_measured"), on_click=_use_measured, disabled="sp_measured" not in S,
-          help=t("sp_use_measured_help"))  # fmt: skip
+a3.button(
+    t("sp_use_measured"),
+    on_click=_use_measured,
+    disabled="sp_measured" not in S,
+    help=t("sp_use_measured_help"),
+)
 curve = improvement_curve(alpha, c_ratio, range(1, 17))
 best = best_gamma(alpha, c_ratio, 16)
 best_value = walltime_improvement(alpha, best, c_ratio)
 curve_labels = {
-    "title": t("sp_curve_fig_title", alpha=alpha, c=c_ratio), "x": t("sp_curve_fig_x"),
-    "tokens": t("sp_curve_tokens"), "improvement": t("sp_curve_improvement"),
-    "best": t("sp_curve_best"), "breakeven": t("sp_breakeven"),
-}  # fmt: skip
-st.plotly_chart(speed_gamma_curve_figure(curve, best, curve_labels), width="stretch",
-                key="sp_curve_fig")  # fmt: skip
+    "title": t("sp_curve_fig_title", alpha=alpha, c=c_ratio),
+    "x": t("sp_curve_fig_x"),
+    "tokens": t("sp_curve_tokens"),
+    "improvement": t("sp_curve_improvement"),
+    "best": t("sp_curve_best"),
+    "breakeven": t("sp_breakeven"),
+}
+st.plotly_chart(
+    speed_gamma_curve_figure(curve, best, curve_labels), width="stretch", key="sp_curve_fig"
+)
 b1, b2, b3 = st.columns(3)
 b1.metric(t("sp_best_gamma"), best)
 b2.metric(t("sp_best_improvement"), f"{best_value:.3f}×")
@@ -164,9 +185,18 @@ def _start(kind: str) -> None:
         prompt = str(S.get("sp_prompt", ""))
         if kind != "batch":
             prompt_ids(pair, prompt, "sp_prompt")
-        job = J.make_job(kind, _session_id(), pair, prompt, S.get("sp_n"), S.get("sp_repeats"),
-                         bool(S.get("sp_eos")), bool(S.get("sp_hf")), config,
-                         str(S.get("sp_drafter", "model")))  # fmt: skip
+        job = J.make_job(
+            kind,
+            _session_id(),
+            pair,
+            prompt,
+            S.get("sp_n"),
+            S.get("sp_repeats"),
+            bool(S.get("sp_eos")),
+            bool(S.get("sp_hf")),
+            config,
+            str(S.get("sp_drafter", "model")),
+        )
         J.QUEUE.submit(job)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["sp_job_error"] = error_message(exc)
@@ -234,10 +264,16 @@ def _wait(job: J.Job) -> None:
 st.header(t("sp_measure_header"))
 st.markdown(t("sp_measure_help"))
 _threads = torch.get_num_threads()
-st.caption(t(
-    "sp_running_on_one" if _threads == 1 else "sp_running_on", pair=pair.name,
-    device=pair.device_label(), threads=_threads, gamma=config.gamma, temp=config.temperature,
-))  # fmt: skip
+st.caption(
+    t(
+        "sp_running_on_one" if _threads == 1 else "sp_running_on",
+        pair=pair.name,
+        device=pair.device_label(),
+        threads=_threads,
+        gamma=config.gamma,
+        temp=config.temperature,
+    )
+)
 S.setdefault("sp_prompt", t("sp_default_prompt"))
 prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80, max_chars=PROMPT_CHARS)
 prompt_error = None
@@ -260,22 +296,49 @@ st.caption(t("sp_limits", work=J.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_
 offered = drafters_for(pair)  # eagle only where the pair has a head
 if S.get("sp_drafter") not in offered:
     S["sp_drafter"] = "model"
-st.selectbox(t("sp_drafter"), offered, key="sp_drafter", help=t("sp_drafter_help"),
-             format_func=lambda name: t("sp_drafter_" + name))  # fmt: skip
+st.selectbox(
+    t("sp_drafter"),
+    offered,
+    key="sp_drafter",
+    help=t("sp_drafter_help"),
+    format_func=lambda name: t("sp_drafter_" + name),
+)
 q1, q2 = st.columns(2)
 q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))
-q2.toggle(t("sp_with_hf"), True, key="sp_hf", help=t("sp_with_hf_help"),
-          disabled=config.temperature != 0.0)  # fmt: skip
+q2.toggle(
+    t("sp_with_hf"),
+    True,
+    key="sp_hf",
+    help=t("sp_with_hf_help"),
+    disabled=config.temperature != 0.0,
+)
 busy = "sp_job" in S
 k1, k2, k3, k4 = st.columns([1, 1, 1.3, 0.7])
-k1.button(t("sp_measure"), type="primary", on_click=_start, args=("measure",),
-          disabled=busy or prompt_error is not None, width="stretch")  # fmt: skip
-k2.button(t("sp_sweep_gamma"), on_click=_start, args=("gamma",),
-          disabled=busy or prompt_error is not None, width="stretch")  # fmt: skip
+k1.button(
+    t("sp_measure"),
+    type="primary",
+    on_click=_start,
+    args=("measure",),
+    disabled=busy or prompt_error is not None,
+    width="stretch",
+)
+k2.button(
+    t("sp_sweep_gamma"),
+    on_click=_start,
+    args=("gamma",),
+    disabled=busy or prompt_error is not None,
+    width="stretch",
+)
 k3.button(t("sp_sweep_batch"), on_click=_start, args=("batch",), disabled=busy, width="stretch")
 # Stop stays clickable: it cancels the job (queued: at once; running: before its next task).
-k4.button(t("sp_stop"), on_click=_stop, help=t("sp_stop_help"), key="sp_stop_btn",
-          width="stretch", type="primary" if busy else "secondary")  # fmt: skip
+k4.button(
+    t("sp_stop"),
+    on_click=_stop,
+    help=t("sp_stop_help"),
+    key="sp_stop_btn",
+    width="stretch",
+    type="primary" if busy else "secondary",
+)
 if prompt_error:
     st.error(prompt_error)
 if "sp_notice" in S:

@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.figures import visible_token
-from specdec_core.session import SpeculativeSession
-from specdec_core.trace import RoundTrace
-from specdec_core.ui import lesson as L
-from specdec_core.ui import links, step_edit, tree_view
-from specdec_core.ui import step_view as view
+from specdec_core.core.trace import RoundTrace
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.ui import links
 from specdec_core.ui.context import fragment_run, page_context
 from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
 from specdec_core.ui.i18n import t
-from specdec_core.ui.lesson_tools import render_lesson_tools, step_back_button
 from specdec_core.ui.render import (
     StripItem,
     round_strip,
     token_strip_html,
 )
 from specdec_core.ui.sidebar import current_config
+from specdec_core.ui.step import edit as step_edit
+from specdec_core.ui.step import lesson as L
+from specdec_core.ui.step import tree_view, view
+from specdec_core.ui.step.tools import render_lesson_tools, step_back_button
 
 S = st.session_state
 pair, config = page_context()
@@ -109,9 +110,11 @@ def _edit(kind: str) -> None:
             step_edit.previews(session)
             return
         S["edit_notice"] = t(
-            "edit_done", k=pos, old=plain(visible_token(trace.old_token)),
+            "edit_done",
+            k=pos,
+            old=plain(visible_token(trace.old_token)),
             new=plain(visible_token(trace.new_token)),
-        )  # fmt: skip
+        )
         step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["edit_error"] = error_message(exc)
@@ -214,17 +217,21 @@ def _controls(session: SpeculativeSession, phase: str) -> bool:
                 key=f"btn_{step}",
             )
         st.button(
-            t("st_run_round"), on_click=_act, args=("round",), disabled=phase == "finished",
+            t("st_run_round"),
+            on_click=_act,
+            args=("round",),
+            disabled=phase == "finished",
             key="btn_round",
-        )  # fmt: skip
+        )
         running, run_n = bool(S.get("run_left")) and phase != "finished", False
         if running:
             st.button(t("st_stop_run"), on_click=_stop_run, type="primary", key="btn_stop_run")
         else:
             run_n = st.button(t("st_run_n"), disabled=phase == "finished", key="btn_run_n")
         n_rounds = st.number_input(t("st_n_rounds"), 1, 50, 5, key="st_n", width=110)
-        st.button(t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"),
-                  key="btn_reset")  # fmt: skip
+        st.button(
+            t("st_reset"), on_click=_act, args=("reset",), help=t("st_reset_help"), key="btn_reset"
+        )
         step_back_button(st, session)
     if not running and run_n:
         S["run_left"], S["run_total"] = int(n_rounds), int(n_rounds)
@@ -273,15 +280,37 @@ def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:
     _heading(t("st_strip"))
     stopped_early = last is not None and last.commit.kind == "stopped"
     if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
-        st.info(t("st_stopped_in_round", n=len(last.commit.appended), cut=len(last.commit.cut),
-                  reason=t("stop_" + (last.commit.stop_reason or "eos"))))  # fmt: skip
+        st.info(
+            t(
+                "st_stopped_in_round",
+                n=len(last.commit.appended),
+                cut=len(last.commit.cut),
+                reason=t("stop_" + (last.commit.stop_reason or "eos")),
+            )
+        )
     elif last is not None and last.commit.discarded:
         gone = " ".join(f"`{visible_token(tok)}`" for tok in last.commit.discarded)
         commit = last.commit
-        st.warning(t("st_reject_step", tokens=gone, n=len(commit.discarded),
-                     t=commit.rolled_back_target, d=commit.rolled_back_draft))  # fmt: skip
-    legend = ["prompt", "committed", "tentative", "accepted", "rejected", "discarded", "cut",
-              "correction", "bonus"]  # fmt: skip
+        st.warning(
+            t(
+                "st_reject_step",
+                tokens=gone,
+                n=len(commit.discarded),
+                t=commit.rolled_back_target,
+                d=commit.rolled_back_draft,
+            )
+        )
+    legend = [
+        "prompt",
+        "committed",
+        "tentative",
+        "accepted",
+        "rejected",
+        "discarded",
+        "cut",
+        "correction",
+        "bonus",
+    ]
     st.html(token_strip_html(items, legend))
     return last
 

@@ -17,20 +17,21 @@ from urllib.parse import urlencode
 
 import torch
 
-from .bench import run_bench
-from .drafters import DRAFTER_NAMES, make_named_drafter
-from .errors import InputError, SpecDecError
-from .generate import generate
-from .lesson_link import LessonState, encode
-from .models import load_pair
-from .records import summarize
-from .scenarios import find_scenarios
-from .session import SessionConfig, SpeculativeSession
-from .trace import RoundTrace
-from .tree import parse_shape
-from .tree_bench import compare as compare_tree
-from .tree_generate import MAX_TREE_NODES
-from .tree_session import TreeSession
+from specdec_core.bench import run_bench
+from specdec_core.bench.tree_vs_chain import compare as compare_tree
+from specdec_core.core.errors import InputError, SpecDecError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import load_pair
+from specdec_core.core.records import summarize
+from specdec_core.core.trace import RoundTrace
+from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.tree.generate import MAX_TREE_NODES
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.tree.steps import parse_shape
+from specdec_core.lessons.link import LessonState, encode
+from specdec_core.lessons.scenarios import find_scenarios
 
 BENCH_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 _EDIT = re.compile(r"^(\d+):(\d+)=(\d+)$")
@@ -145,8 +146,11 @@ def tree_run_command(args: argparse.Namespace, pair, config: SessionConfig, edit
     while session.phase == "propose":
         trace = session.run_round()
         after = trace.kv_after
-        lengths = {"committed_len": after.committed_len, "target_kv_len": after.target_kv_len,
-                   "draft_kv_len": after.draft_kv_len}  # fmt: skip
+        lengths = {
+            "committed_len": after.committed_len,
+            "target_kv_len": after.target_kv_len,
+            "draft_kv_len": after.draft_kv_len,
+        }
         rounds.append({**trace.record.to_json(), **lengths})
     stats = session.summary()
     return {
@@ -172,10 +176,19 @@ def tree_bench_command(args: argparse.Namespace) -> dict:
     """``bench --tree SHAPE``: target-only vs chain (γ) vs tree on one prompt, fast paths."""
     shape = parse_shape(args.tree)
     pair = load_pair(_pair_arg(args.pair))
-    config = SessionConfig(gamma=args.gamma, temperature=args.temperature,
-                           max_new_tokens=args.max_new_tokens)  # fmt: skip
-    rows = compare_tree(pair, [args.prompt], config, [shape], [args.drafter], args.tree_budget,
-                        args.repeats, not args.stop_at_eos)  # fmt: skip
+    config = SessionConfig(
+        gamma=args.gamma, temperature=args.temperature, max_new_tokens=args.max_new_tokens
+    )
+    rows = compare_tree(
+        pair,
+        [args.prompt],
+        config,
+        [shape],
+        [args.drafter],
+        args.tree_budget,
+        args.repeats,
+        not args.stop_at_eos,
+    )
     return {"pair": args.pair, "device": pair.device, "rows": [r.to_json() for r in rows]}
 
 
@@ -223,8 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--edit", action="append", metavar="ROUND:POS=TOKEN_ID")
     tree_help = "draft a tree: children per node at each depth, e.g. 2,2,1,1"
     run.add_argument("--tree", metavar="K1,K2,...", default=None, help=tree_help)
-    run.add_argument("--tree-budget", type=int, default=12,
-                     help=f"most nodes per tree (1..{MAX_TREE_NODES})")  # fmt: skip
+    run.add_argument(
+        "--tree-budget", type=int, default=12, help=f"most nodes per tree (1..{MAX_TREE_NODES})"
+    )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     bench = sub.add_parser("bench", help="time target-only vs speculative decoding")
     bench.add_argument("--pair", default="embedded")
@@ -236,12 +250,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-hf", action="store_true", help="skip HF assisted generation")
     bench.add_argument("--drafter", choices=list(DRAFTER_NAMES), default="model")
     bench.add_argument(
-        "--stop-at-eos", action="store_true",
+        "--stop-at-eos",
+        action="store_true",
         help="stop at EOS (default: ignore it, so every run makes max-new-tokens tokens)",
-    )  # fmt: skip
+    )
     bench.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    bench.add_argument("--tree", metavar="K1,K2,...", default=None,
-                       help="time target-only vs chain (γ) vs this tree instead")  # fmt: skip
+    bench.add_argument(
+        "--tree",
+        metavar="K1,K2,...",
+        default=None,
+        help="time target-only vs chain (γ) vs this tree instead",
+    )
     bench.add_argument("--tree-budget", type=int, default=12)
     bench.add_argument("--json", action="store_true")
     scen = sub.add_parser("scenarios", help="the lesson scenarios found on a pair, as links")
@@ -272,11 +291,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             if args.threads:
                 torch.set_num_threads(args.threads)
-            out = tree_bench_command(args) if args.tree is not None else run_bench(
-                _pair_arg(args.pair), args.prompt, args.gamma, args.max_new_tokens,
-                args.repeats, args.temperature, hf=not args.no_hf,
-                ignore_eos=not args.stop_at_eos, drafter=args.drafter,
-            ).to_json()  # fmt: skip
+            out = (
+                tree_bench_command(args)
+                if args.tree is not None
+                else run_bench(
+                    _pair_arg(args.pair),
+                    args.prompt,
+                    args.gamma,
+                    args.max_new_tokens,
+                    args.repeats,
+                    args.temperature,
+                    hf=not args.no_hf,
+                    ignore_eos=not args.stop_at_eos,
+                    drafter=args.drafter,
+                ).to_json()
+            )
     except (SpecDecError, ValueError) as exc:  # documented errors (and argument values)
         print(f"error: {exc}", file=sys.stderr)
         return 2

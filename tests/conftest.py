@@ -16,7 +16,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from specdec_core.models import EMBEDDED_DIR, ModelPair, load_pair
+from specdec_core.core.models import EMBEDDED_DIR, ModelPair, load_pair
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -49,9 +49,15 @@ def save_tiny(
 ) -> Path:
     torch.manual_seed(seed)
     config = GPT2Config(
-        n_layer=layers, n_embd=32, n_head=2, vocab_size=vocab or len(tokenizer),
-        n_positions=n_positions, bos_token_id=0, eos_token_id=0, initializer_range=0.3,
-    )  # fmt: skip
+        n_layer=layers,
+        n_embd=32,
+        n_head=2,
+        vocab_size=vocab or len(tokenizer),
+        n_positions=n_positions,
+        bos_token_id=0,
+        eos_token_id=0,
+        initializer_range=0.3,
+    )
     GPT2LMHeadModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

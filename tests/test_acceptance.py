@@ -11,7 +11,8 @@ from conftest import TEXTBOOK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec_core.acceptance import (
+from specdec_core.core.sampling import one_hot, tv_distance
+from specdec_core.rules.acceptance import (
     acceptance_probability,
     acceptance_total,
     accepted_token_distribution,
@@ -20,7 +21,6 @@ from specdec_core.acceptance import (
     verify_greedy,
     verify_sampling,
 )
-from specdec_core.sampling import one_hot, tv_distance
 
 T = torch.float64
 

@@ -8,20 +8,21 @@ import pytest
 import torch
 from scipy.stats import chi2_contingency
 
-from specdec_core.acceptance import (
+from specdec_core.rules.acceptance import (
     acceptance_probability,
     final_distribution,
     residual_distribution,
     verify_sampling,
 )
-from specdec_core.acceptance_batch import accept_mask, rejection_source, sample_position
-from specdec_core.rulelab import chi_square
+from specdec_core.rules.batch import accept_mask, rejection_source, sample_position
+from specdec_core.rules.lab.montecarlo import chi_square
 
 
 def random_rows(gen: torch.Generator, v: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Two float64 rows ``[V]`` with some exact zeros (forbidden tokens) in each."""
-    p, q = (torch.softmax(torch.randn(v, generator=gen, dtype=torch.float64) * 2, -1)
-            for _ in range(2))  # fmt: skip
+    p, q = (
+        torch.softmax(torch.randn(v, generator=gen, dtype=torch.float64) * 2, -1) for _ in range(2)
+    )
     p, q = p * (torch.rand(v, generator=gen) > 0.2), q * (torch.rand(v, generator=gen) > 0.2)
     q[int(torch.argmax(p))] += 0.05  # q has mass somewhere, p too
     return p / p.sum(), q / q.sum()

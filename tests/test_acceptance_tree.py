@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from specdec_core.acceptance_tree import node_output_distribution, node_steps, verify_node
-from specdec_core.sampling import one_hot
+from specdec_core.core.sampling import one_hot
+from specdec_core.rules.tree_node import node_output_distribution, node_steps, verify_node
 
 T = torch.float64
 

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from specdec_core.__main__ import main
-from specdec_core.batching import generate_batch, left_pad
 from specdec_core.bench import (
     BatchPoint,
     batch_crossover,
@@ -21,22 +20,26 @@ from specdec_core.bench import (
     ignoring_eos,
     summarize,
 )
-from specdec_core.costmodel import (
+from specdec_core.bench.batching import generate_batch, left_pad
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.rules.costmodel import (
     best_gamma,
     expected_tokens_given_drafts,
     per_token_cost_ms,
     walltime_improvement,
 )
-from specdec_core.generate import generate
-from specdec_core.session import SessionConfig, SpeculativeSession
 
 PROMPT = "First Citizen:\nWe are"
 PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING:\nO", "Speak, speak."]
 
 
 def test_bench_cli_json_contract_on_embedded_pair(capsys, embedded_pair):
-    assert main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1",
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1", "--json"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     # docs/ARCHITECTURE.md: autoregressive {tokens_per_s, ms_per_token}, speculative
     # {..., mean_accepted}, speedup, device, pair and, where it runs, hf_assisted
@@ -61,24 +64,73 @@ def test_bench_cli_json_contract_on_embedded_pair(capsys, embedded_pair):
 # The ``bench --json`` object's keys, in order, nested (docs/ARCHITECTURE.md): pinned so a
 # change of the result types underneath cannot change what the CLI prints.
 BENCH_JSON_KEYS = {
-    "pair": None, "device": None, "threads": None, "max_new_tokens": None,
-    "temperature": None, "repeats": None, "drafter": None, "ignore_eos": None, "gamma": None,
-    "autoregressive": {k: None for k in (
-        "tokens_per_s", "ms_per_token", "ttft_ms", "new_tokens", "target_forwards",
-        "target_step_ms", "overhead_ms_per_token")},
-    "speculative": {k: None for k in (
-        "tokens_per_s", "ms_per_token", "ttft_ms", "new_tokens", "rounds", "target_forwards",
-        "draft_forwards", "mean_accepted", "acceptance_rate", "accepted_histogram",
-        "per_position_acceptance", "draft_ms_per_round", "verify_ms_per_round",
-        "overhead_ms_per_round", "round_ms", "draft_forward_ms_per_round",
-        "verify_forward_ms_per_round", "non_forward_ms_per_round", "non_forward_pct",
-        "drafts_per_round")},
+    "pair": None,
+    "device": None,
+    "threads": None,
+    "max_new_tokens": None,
+    "temperature": None,
+    "repeats": None,
+    "drafter": None,
+    "ignore_eos": None,
+    "gamma": None,
+    "autoregressive": {
+        k: None
+        for k in (
+            "tokens_per_s",
+            "ms_per_token",
+            "ttft_ms",
+            "new_tokens",
+            "target_forwards",
+            "target_step_ms",
+            "overhead_ms_per_token",
+        )
+    },
+    "speculative": {
+        k: None
+        for k in (
+            "tokens_per_s",
+            "ms_per_token",
+            "ttft_ms",
+            "new_tokens",
+            "rounds",
+            "target_forwards",
+            "draft_forwards",
+            "mean_accepted",
+            "acceptance_rate",
+            "accepted_histogram",
+            "per_position_acceptance",
+            "draft_ms_per_round",
+            "verify_ms_per_round",
+            "overhead_ms_per_round",
+            "round_ms",
+            "draft_forward_ms_per_round",
+            "verify_forward_ms_per_round",
+            "non_forward_ms_per_round",
+            "non_forward_pct",
+            "drafts_per_round",
+        )
+    },
     "speedup": None,
-    "cost_model": {k: None for k in (
-        "alpha", "c", "target_step_ms", "draft_step_ms", "verify_ms", "verify_over_target_step",
-        "overhead_ms", "expected_tokens_per_round", "measured_tokens_per_round",
-        "leviathan_speedup", "forward_time_speedup", "forward_time_speedup_measured_advance",
-        "predicted_speedup", "verify_ms_from_curve", "best_gamma")},
+    "cost_model": {
+        k: None
+        for k in (
+            "alpha",
+            "c",
+            "target_step_ms",
+            "draft_step_ms",
+            "verify_ms",
+            "verify_over_target_step",
+            "overhead_ms",
+            "expected_tokens_per_round",
+            "measured_tokens_per_round",
+            "leviathan_speedup",
+            "forward_time_speedup",
+            "forward_time_speedup_measured_advance",
+            "predicted_speedup",
+            "verify_ms_from_curve",
+            "best_gamma",
+        )
+    },
     "breakdown": {
         "tokens_per_round": None,
         "round": {"draft": None, "verify": None, "overhead": None},
@@ -87,21 +139,46 @@ BENCH_JSON_KEYS = {
     },
     "greedy_equal": None,
     "timing": {  # added by issue 24.6: the spreads, how measured, the "too busy" verdict
-        "source": None, "busy": None, "reasons": None, "run_target_step_ms": None,
-        **{k: {f: None for f in ("median", "low", "high", "q1", "q3", "n")} for k in (
-            "target_step", "draft_step", "ar_ms_per_token", "sp_ms_per_token")},
-        **{k: {f: None for f in ("at", "repeats", "warmup", "tokens", "load", "cpus")}
-           for k in ("runs_how", "curve_how")},
+        "source": None,
+        "busy": None,
+        "reasons": None,
+        "run_target_step_ms": None,
+        **{
+            k: {f: None for f in ("median", "low", "high", "q1", "q3", "n")}
+            for k in ("target_step", "draft_step", "ar_ms_per_token", "sp_ms_per_token")
+        },
+        **{
+            k: {f: None for f in ("at", "repeats", "warmup", "tokens", "load", "cpus")}
+            for k in ("runs_how", "curve_how")
+        },
     },
     "forward_ms_by_tokens": {str(k): None for k in range(1, 2 * 4 + 2)},  # k = 1 … 2γ + 1
     "draft_step_ms": None,
-    "hf_greedy": {k: None for k in (
-        "tokens_per_s", "ms_per_token", "new_tokens", "target_forwards", "speedup",
-        "equal_to_target")},
-    "hf_assisted": {k: None for k in (
-        "tokens_per_s", "ms_per_token", "new_tokens", "target_forwards", "speedup",
-        "equal_to_target", "mean_accepted", "speedup_over_hf_greedy")},
-}  # fmt: skip
+    "hf_greedy": {
+        k: None
+        for k in (
+            "tokens_per_s",
+            "ms_per_token",
+            "new_tokens",
+            "target_forwards",
+            "speedup",
+            "equal_to_target",
+        )
+    },
+    "hf_assisted": {
+        k: None
+        for k in (
+            "tokens_per_s",
+            "ms_per_token",
+            "new_tokens",
+            "target_forwards",
+            "speedup",
+            "equal_to_target",
+            "mean_accepted",
+            "speedup_over_hf_greedy",
+        )
+    },
+}
 
 
 def key_tree(value):
@@ -112,28 +189,59 @@ def key_tree(value):
 
 
 def test_bench_cli_json_keys_are_pinned(capsys, embedded_pair):
-    assert main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1",
-                 "--json"]) == 0  # fmt: skip
+    assert (
+        main(["bench", "--pair", "embedded", "--max-new-tokens", "8", "--repeats", "1", "--json"])
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert list(key_tree(out).items()) == list(BENCH_JSON_KEYS.items())
     for block in ("autoregressive", "speculative", "cost_model", "hf_greedy", "hf_assisted"):
         assert list(out[block]) == list(BENCH_JSON_KEYS[block])  # same order inside
     types = {k: type(v) for k, v in out.items() if not isinstance(v, dict)}
-    assert types == {"pair": str, "device": str, "threads": int, "max_new_tokens": int,
-                     "temperature": float, "repeats": int, "drafter": str, "ignore_eos": bool,
-                     "gamma": int, "speedup": float, "greedy_equal": bool,
-                     "draft_step_ms": float}  # fmt: skip
+    assert types == {
+        "pair": str,
+        "device": str,
+        "threads": int,
+        "max_new_tokens": int,
+        "temperature": float,
+        "repeats": int,
+        "drafter": str,
+        "ignore_eos": bool,
+        "gamma": int,
+        "speedup": float,
+        "greedy_equal": bool,
+        "draft_step_ms": float,
+    }
     assert all(isinstance(ms, float) and ms > 0 for ms in out["forward_ms_by_tokens"].values())
     assert out["draft_step_ms"] > 0 and isinstance(out["cost_model"]["best_gamma"], int)
     sp = out["speculative"]
     assert isinstance(sp["accepted_histogram"], list) and isinstance(sp["rounds"], int)
     assert isinstance(sp["per_position_acceptance"], list)
     # sampled, without HF: no greedy check and no HF blocks
-    assert main(["bench", "--pair", "embedded", "--max-new-tokens", "4", "--repeats", "1",
-                 "--temperature", "0.8", "--no-hf", "--json"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "bench",
+                "--pair",
+                "embedded",
+                "--max-new-tokens",
+                "4",
+                "--repeats",
+                "1",
+                "--temperature",
+                "0.8",
+                "--no-hf",
+                "--json",
+            ]
+        )
+        == 0
+    )
     sampled = json.loads(capsys.readouterr().out)
-    expected = {k: v for k, v in BENCH_JSON_KEYS.items()
-                if k not in ("greedy_equal", "hf_greedy", "hf_assisted")}  # fmt: skip
+    expected = {
+        k: v
+        for k, v in BENCH_JSON_KEYS.items()
+        if k not in ("greedy_equal", "hf_greedy", "hf_assisted")
+    }
     assert sampled["speculative"]["drafts_per_round"] <= 4
     assert key_tree(sampled) == expected and list(sampled) == list(expected)
 
@@ -159,15 +267,19 @@ def test_summary_is_consistent(tiny_pair):
     steady = (ar.stats.target_forward_ms - ar.stats.prefill_ms) / 23
     assert cm.target_step_ms == pytest.approx(steady)
     assert cm.verify_ms == pytest.approx(
-        (sp.stats.target_forward_ms - sp.stats.prefill_ms) / (rounds - 1))  # fmt: skip
+        (sp.stats.target_forward_ms - sp.stats.prefill_ms) / (rounds - 1)
+    )
     assert cm.leviathan_speedup == pytest.approx(walltime_improvement(cm.alpha, 3, cm.c))
     drafts = [len(r.drafted) for r in sp.records]
     assert s.speculative.drafts_per_round == pytest.approx(sum(drafts) / rounds)
     assert cm.expected_tokens_per_round == pytest.approx(
-        expected_tokens_given_drafts(cm.alpha, drafts))  # fmt: skip
+        expected_tokens_given_drafts(cm.alpha, drafts)
+    )
     draft_round = sp.stats.draft_forward_ms / rounds
-    assert cm.forward_time_speedup == pytest.approx(cm.target_step_ms / per_token_cost_ms(
-        draft_round, cm.verify_ms, 0.0, cm.expected_tokens_per_round))  # fmt: skip
+    assert cm.forward_time_speedup == pytest.approx(
+        cm.target_step_ms
+        / per_token_cost_ms(draft_round, cm.verify_ms, 0.0, cm.expected_tokens_per_round)
+    )
     # without a curve the verification is the run's own; the prediction compares both
     # lanes' measured cost per token (forwards + overhead)
     # (after the first forward, which runs over the prompt and is counted once)
@@ -177,8 +289,7 @@ def test_summary_is_consistent(tiny_pair):
     assert cm.verify_ms_from_curve == pytest.approx(steady_verify)
     assert cm.best_gamma == best_gamma(cm.alpha, cm.c)
     runs = 24 / cm.expected_tokens_per_round
-    predicted_ms = (a.prefill_ms + runs * (draft_round + cm.overhead_ms)
-                    + (runs - 1) * steady_verify)  # fmt: skip
+    predicted_ms = a.prefill_ms + runs * (draft_round + cm.overhead_ms) + (runs - 1) * steady_verify
     assert cm.predicted_speedup == pytest.approx(a.total_ms / predicted_ms)
     # α and the acceptance figures are GenerationStats' (records.summarize), not recomputed
     assert s.speculative.acceptance_rate == sp.stats.acceptance_rate
@@ -189,10 +300,19 @@ def test_summary_is_consistent(tiny_pair):
     js = json.loads(json.dumps(s.to_json()))
     assert js["breakdown"]["round"]["verify"] == bd.round.verify
     assert js["speculative"]["accepted_histogram"] == list(s.speculative.accepted_histogram)
-    assert list(point.to_json()) == ["gamma", "speculative_tokens_per_s",
-        "autoregressive_tokens_per_s", "speedup", "alpha", "mean_accepted", "c",
-        "leviathan_speedup", "forward_time_speedup", "forward_time_speedup_measured_advance",
-        "greedy_equal"]  # fmt: skip
+    assert list(point.to_json()) == [
+        "gamma",
+        "speculative_tokens_per_s",
+        "autoregressive_tokens_per_s",
+        "speedup",
+        "alpha",
+        "mean_accepted",
+        "c",
+        "leviathan_speedup",
+        "forward_time_speedup",
+        "forward_time_speedup_measured_advance",
+        "greedy_equal",
+    ]
 
 
 @pytest.mark.parametrize("gamma", [1, 4])
@@ -252,8 +372,9 @@ def test_hf_assisted_leaves_the_shared_models_alone(tiny_pair):
     target_config = tiny_pair.target.generation_config.to_dict()
     out = hf_generate(tiny_pair, PROMPT, 3, 10, repeats=1, stop_at_eos=False)
     assert out.new_tokens == 10 and 0 < out.target_forwards <= 10
-    ar = generate(ignoring_eos(tiny_pair), PROMPT, SessionConfig(max_new_tokens=10),
-                  "autoregressive")  # fmt: skip
+    ar = generate(
+        ignoring_eos(tiny_pair), PROMPT, SessionConfig(max_new_tokens=10), "autoregressive"
+    )
     assert list(out.output_ids) == ar.output_ids
     assert tiny_pair.draft.generation_config.to_dict() == draft_config
     assert tiny_pair.target.generation_config.to_dict() == target_config
@@ -270,8 +391,9 @@ def test_forward_curve_and_its_use_in_the_summary(tiny_pair):
     assert len(curve.target_ms) == 7 and all(ms > 0 for ms in curve.target_ms)
     assert curve.draft_step_ms > 0 and curve.ratio()[0] == 1.0
     assert list(curve.by_tokens()) == list(range(1, 8))
-    assert all(torch.equal(a, b) for a, b in zip(weights, tiny_pair.target.parameters(),
-                                                 strict=True))  # fmt: skip
+    assert all(
+        torch.equal(a, b) for a, b in zip(weights, tiny_pair.target.parameters(), strict=True)
+    )
     assert measure_forward_curve(tiny_pair, PROMPT, 3, 1, "ngram").draft_step_ms == 0.0
     # a flat curve: the verification read off it is one target step
     config = SessionConfig(gamma=3, max_new_tokens=12)
@@ -285,7 +407,8 @@ def test_forward_curve_and_its_use_in_the_summary(tiny_pair):
     drafts = [len(r.drafted) for r in sp.records]
     cm = summarize(ar, sp, 3, rising).cost_model
     assert cm.verify_ms_from_curve == pytest.approx(
-        cm.target_step_ms * sum(g + 1 for g in drafts) / len(drafts))  # fmt: skip
+        cm.target_step_ms * sum(g + 1 for g in drafts) / len(drafts)
+    )
 
 
 def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
@@ -293,7 +416,7 @@ def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
     spread caption's median, the tiles' tokens/s and the speed-up are that same run's."""
     from specdec_core.bench import measure_pair_runs
     from specdec_core.bench import runs as runs_mod
-    from specdec_core.generate import GenerationResult, GenerationStats
+    from specdec_core.engine.chain.generate import GenerationResult, GenerationStats
 
     # interleaved calls: AR, SP, AR, SP; (total_ms, new_tokens) crafted so that the
     # speculative lane's order by total_ms differs from its order by ms/token
@@ -301,13 +424,13 @@ def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
 
     def fake_generate(pair, prompt, config, mode, drafter=None, trace_timeline=False):
         total, n = next(timings)
-        return GenerationResult(list(range(n)), "", "length",
-                                GenerationStats(new_tokens=n, total_ms=total))  # fmt: skip
+        return GenerationResult(
+            list(range(n)), "", "length", GenerationStats(new_tokens=n, total_ms=total)
+        )
 
     monkeypatch.setattr(runs_mod, "generate", fake_generate)
     monkeypatch.setattr(runs_mod, "make_named_drafter", lambda pair, name: None)
-    runs = measure_pair_runs(None, PROMPT, SessionConfig(max_new_tokens=4), repeats=2,
-                             warmup=False)  # fmt: skip
+    runs = measure_pair_runs(None, PROMPT, SessionConfig(max_new_tokens=4), repeats=2, warmup=False)
     a, s = runs.autoregressive.stats, runs.speculative.stats
     ar_spread, sp_spread = runs.spread.ar_ms_per_token, runs.spread.sp_ms_per_token
     assert a.ms_per_token == pytest.approx(6.11) and s.ms_per_token == pytest.approx(12.24)

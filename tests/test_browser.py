@@ -17,8 +17,14 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.browser
 
@@ -49,12 +55,26 @@ def server(tmp_path_factory):  # other test modules import this fixture alone
     port = _free_port()
     log = open(_log_path(tmp_path_factory), "w")  # a file, not a pipe nobody reads
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1",
-         "--browser.gatherUsageStats", "false"],
-        cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1"},
-    )  # fmt: skip
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 90
     while time.time() < deadline:
@@ -111,8 +131,9 @@ def test_click_through_one_round(server, browser, tmp_path, lang):
         page.wait_for_function(
             "label => [...document.querySelectorAll('button')].some("
             "b => b.innerText.includes(label) && b.disabled)",
-            arg=label, timeout=30_000,
-        )  # fmt: skip
+            arg=label,
+            timeout=30_000,
+        )
     page.get_by_text(names[4]).first.wait_for()
     strip = page.locator("span.tok")
     assert strip.count() > 10
@@ -142,7 +163,7 @@ def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, se
     in the browser)."""
     from urllib.parse import parse_qs, urlsplit
 
-    from specdec_core.lesson_link import decode
+    from specdec_core.lessons.link import decode
 
     def state() -> tuple[int, str]:
         s, problems = decode(parse_qs(urlsplit(page.url).query), ["embedded"])
@@ -158,8 +179,11 @@ def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, se
     assert full >= 1 and state() == (0, "propose")
     kv = page.locator("table.kv-table")
     seen = []
-    for name, after in [("propose", (0, "verify")), ("verify", (0, "commit")),
-                        ("commit", (1, "propose"))]:  # fmt: skip
+    for name, after in [
+        ("propose", (0, "verify")),
+        ("verify", (0, "commit")),
+        ("commit", (1, "propose")),
+    ]:
         url, table = page.url, kv.inner_text()
         step(page, name)
         page.wait_for_function("u => location.href !== u", arg=url, timeout=30_000)
@@ -197,8 +221,8 @@ def test_scenario_link_opens_its_outcome_and_survives_a_reload(
     from dataclasses import replace
     from urllib.parse import urlencode
 
-    from specdec_core.lesson_link import encode
-    from specdec_core.scenarios import find_scenarios
+    from specdec_core.lessons.link import encode
+    from specdec_core.lessons.scenarios import find_scenarios
 
     state = next(f.state for f in find_scenarios(embedded_pair) if f.key == "first_error_3")
     context = browser.new_context(viewport={"width": 1400, "height": 2000})
@@ -250,16 +274,18 @@ def open_presenter(browser, server: str, lang: str, width: int, height: int):
         "() => document.querySelector('.st-key-step_controls') && getComputedStyle("
         "document.querySelector('.st-key-step_controls').parentElement).position == 'sticky'",
         timeout=30_000,
-    )  # fmt: skip
+    )
     return page
 
 
 def step(page, name: str) -> None:
     """Click a phase button (by key) and wait until the page has moved on."""
     nxt = {"propose": "verify", "verify": "commit", "commit": "propose"}[name]
-    moved = (f"() => !document.querySelector('.st-key-btn_{nxt} button').disabled"
-             f" && document.querySelector('.st-key-btn_{name} button').disabled"
-             " && !document.querySelector('[data-testid=\"stStatusWidget\"]')")  # fmt: skip
+    moved = (
+        f"() => !document.querySelector('.st-key-btn_{nxt} button').disabled"
+        f" && document.querySelector('.st-key-btn_{name} button').disabled"
+        " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+    )
     button = page.locator(f".st-key-btn_{name} button")
     button.click()
     try:
@@ -276,8 +302,10 @@ def step(page, name: str) -> None:
 
 def make_wrong(page, lang: str) -> None:
     """Open the edit expander and make position 1 wrong (a certain rejection in greedy)."""
-    label = {"en": "Use the target's 2nd choice at position 1",
-             "zh": "位置 1 改用目标模型的第二选择"}[lang]  # fmt: skip
+    label = {
+        "en": "Use the target's 2nd choice at position 1",
+        "zh": "位置 1 改用目标模型的第二选择",
+    }[lang]
     button = page.get_by_role("button", name=label)
     if not button.is_visible():
         title = {"en": "Edit a draft", "zh": "编辑草稿"}[lang]
@@ -337,16 +365,19 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     page.wait_for_function(  # "Run N rounds" runs one round per rerun, then comes back
         "() => document.querySelector('.st-key-btn_run_n button')"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && !document.querySelector('.st-key-btn_propose button').disabled", timeout=180_000
-    )  # fmt: skip
+        " && !document.querySelector('.st-key-btn_propose button').disabled",
+        timeout=180_000,
+    )
     page.wait_for_timeout(1000)
     step(page, "propose")
     kv = page.locator("table.kv-table")
     tentative = {"en": "tentative", "zh": "暂定"}[lang]
     page.wait_for_function(  # the rerun after Propose has redrawn the table
         "t => [...document.querySelectorAll('table.kv-table td')]"
-        ".some(td => td.innerText.trim() == t)", arg=tentative, timeout=60_000,
-    )  # fmt: skip
+        ".some(td => td.innerText.trim() == t)",
+        arg=tentative,
+        timeout=60_000,
+    )
     page.wait_for_timeout(1000)  # the chart above has painted: the layout is final
     kv.evaluate("e => e.scrollIntoView({block: 'end'})")
     page.wait_for_timeout(500)
@@ -367,10 +398,11 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     panel stays on its Export / import tab (a replay jumped back to Scenarios)."""
     import json
 
-    from specdec_core.lesson_link import LessonState
-    from specdec_core.replay import state_of
-    from specdec_core.session import SessionConfig, SpeculativeSession
-    from specdec_core.tracefile import export_json
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.engine.chain.session import SpeculativeSession
+    from specdec_core.lessons.link import LessonState
+    from specdec_core.lessons.replay import state_of
+    from specdec_core.lessons.tracefile import export_json
 
     prompt = "ROMEO:\nBut soft, what light"
     config = SessionConfig(temperature=1.0, seed=12, max_new_tokens=80)
@@ -384,8 +416,11 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
 
-    for path, expected in [(good, "replayed 2 round(s)"), (other, "read-only"),
-                           (bad, "not a SpecDec Lab trace")]:  # fmt: skip
+    for path, expected in [
+        (good, "replayed 2 round(s)"),
+        (other, "read-only"),
+        (bad, "not a SpecDec Lab trace"),
+    ]:
         page = browser.new_page(viewport={"width": 1400, "height": 2000})
         page.goto(server)
         page.get_by_role("button", name="① Propose").wait_for(timeout=90_000)

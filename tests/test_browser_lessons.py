@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from test_browser import browser, server  # noqa: F401  (the real server + Chromium fixtures)
 
-from specdec_core.replay import replay
-from specdec_core.scenarios import find_scenarios
+from specdec_core.lessons.replay import replay
+from specdec_core.lessons.scenarios import find_scenarios
 
 pytestmark = pytest.mark.browser
 
@@ -26,8 +26,11 @@ def test_chapter_3_by_its_link_in_a_fresh_context(server, browser, embedded_pair
     page = context.new_page()
     page.goto(server + "/lessons?chapter=3")
     page.get_by_text("Chapter 3 · The caches").first.wait_for(timeout=180_000)
-    answers = (("c3_committed", kv.committed_len), ("c3_target", kv.target_kv_len),
-               ("c3_draft", kv.draft_kv_len))  # fmt: skip
+    answers = (
+        ("c3_committed", kv.committed_len),
+        ("c3_target", kv.target_kv_len),
+        ("c3_draft", kv.draft_kv_len),
+    )
     for done, (cid, value) in enumerate(answers, 1):
         box = page.locator(f".st-key-ls_in_{cid}_en input")
         box.wait_for(timeout=120_000)
@@ -35,8 +38,10 @@ def test_chapter_3_by_its_link_in_a_fresh_context(server, browser, embedded_pair
         box.press("Enter")
         page.locator(f".st-key-ls_btn_{cid} button").click()
         page.get_by_text(f"Checkpoints answered: {done} of 3").first.wait_for(timeout=60_000)
-    reveal = (f"The engine's counters after the commit: committed {kv.committed_len}, "
-              f"target KV {kv.target_kv_len}, draft KV {kv.draft_kv_len}")  # fmt: skip
+    reveal = (
+        f"The engine's counters after the commit: committed {kv.committed_len}, "
+        f"target KV {kv.target_kv_len}, draft KV {kv.draft_kv_len}"
+    )
     page.get_by_text(reveal).wait_for(timeout=30_000)
     page.get_by_text("✓ Right.").nth(2).wait_for(timeout=30_000)
     assert page.get_by_text("✗ Not quite").count() == 0

@@ -15,11 +15,19 @@ from test_browser import browser, server, server_log  # noqa: F401  (server + Ch
 pytestmark = pytest.mark.browser
 
 NAMES = {
-    "en": {"tree": "a tree", "accepted": "accepted path", "mask": "Tree attention mask",
-           "kv": "Target KV cache: before → after the compaction"},
-    "zh": {"tree": "树", "accepted": "被接受的路径", "mask": "树形注意力掩码",
-           "kv": "目标模型 KV 缓存：压缩前 → 压缩后"},
-}  # fmt: skip
+    "en": {
+        "tree": "a tree",
+        "accepted": "accepted path",
+        "mask": "Tree attention mask",
+        "kv": "Target KV cache: before → after the compaction",
+    },
+    "zh": {
+        "tree": "树",
+        "accepted": "被接受的路径",
+        "mask": "树形注意力掩码",
+        "kv": "目标模型 KV 缓存：压缩前 → 压缩后",
+    },
+}
 
 
 def _step(page, name: str) -> None:
@@ -30,7 +38,7 @@ def _step(page, name: str) -> None:
         f" && document.querySelector('.st-key-btn_tree_{name} button').disabled"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
         timeout=60_000,
-    )  # fmt: skip
+    )
     # the buttons are drawn first: wait for the end of the rerun (no stale copy of the
     # figure left, the mask drawn) and let the figure paint
     page.wait_for_function(
@@ -38,7 +46,7 @@ def _step(page, name: str) -> None:
         " && document.querySelectorAll('.tree-mask').length == 1"
         " && !document.querySelector('[data-stale=\"true\"]')",
         timeout=60_000,
-    )  # fmt: skip
+    )
     page.wait_for_timeout(1500)
 
 

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_core.figures.tree import tree_figure
-from specdec_core.session import SessionConfig
-from specdec_core.tree_session import TreeSession
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.ui.figures.tree import tree_figure
 
 PROMPT = "ROMEO: 春眠不觉晓"  # the prompt ends on the last byte token of 晓 (E6 99 93)
 
@@ -26,11 +26,30 @@ def verified(embedded_pair):
 def test_the_tree_figure_shows_the_root_bytes(verified):
     root = verified.token(verified.ids[-1])
     assert root.partial and root.raw == "晓".encode()[-1:]
-    labels = {name: name for name in (
-        "root", "root_tick", "position", "node", "accept", "not_checked", "depth",
-        "committed", "tentative", "accepted", "rejected", "discarded", "cut",
-        "correction", "bonus", "next_correction", "next_bonus", "correction_cut", "bonus_cut",
-    )}  # fmt: skip
+    labels = {
+        name: name
+        for name in (
+            "root",
+            "root_tick",
+            "position",
+            "node",
+            "accept",
+            "not_checked",
+            "depth",
+            "committed",
+            "tentative",
+            "accepted",
+            "rejected",
+            "discarded",
+            "cut",
+            "correction",
+            "bonus",
+            "next_correction",
+            "next_bonus",
+            "correction_cut",
+            "bonus_cut",
+        )
+    }
     labels["root_tick"] = "root {pos}"
     labels["depth"] = "d{d} {pos}"
     fig = tree_figure(verified.tree_view(), root, _AllKeys(labels))
@@ -42,7 +61,7 @@ def test_the_tree_figure_shows_the_root_bytes(verified):
 
 
 def test_the_mask_grid_shows_bytes_not_replacement_characters(verified):
-    from specdec_core.ui.tree_view import mask_html
+    from specdec_core.ui.step.tree_view import mask_html
 
     byte = verified.token(verified.ids[-1])  # ‹93›: the last byte of 晓
     tree = verified.tree_view()

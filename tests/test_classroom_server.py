@@ -169,7 +169,8 @@ def test_the_log_guard_collapses_1000_identical_errors():
     assert len(passed) == logguard.FULL_PER_WINDOW + 1 == 6
     assert all(r.exc_text and "ValueError" in r.exc_text for r in passed[:5])
     assert passed[5].exc_info is None and passed[5].getMessage().startswith(
-        "[logguard] more records like this are suppressed for up to 60 s")
+        "[logguard] more records like this are suppressed for up to 60 s"
+    )
     first_window = len(out.getvalue())
     assert first_window < 6 * 2_000  # unguarded: 1,000 × ≈ 1.7 KB
     for i in range(1000):  # the next minute: the first record says what was dropped
@@ -245,5 +246,6 @@ def test_one_student_holds_one_measurement_place_and_the_teacher_gets_one(server
 
     result = _run(scenario())
     assert result["ok"], result["facts"]
-    assert result["facts"] == ("3 tabs of one student: 1 queued, 2 refused (one per computer); "
-                               "the teacher: queued")  # fmt: skip
+    assert result["facts"] == (
+        "3 tabs of one student: 1 queued, 2 refused (one per computer); the teacher: queued"
+    )

@@ -13,18 +13,42 @@ from conftest import run_json
 from specdec_core.__main__ import main, parse_edits
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ROUND_KEYS = {"drafted", "accepted", "appended", "kind", "checks", "committed_len",
-              "target_kv_len", "draft_kv_len"}  # fmt: skip
+ROUND_KEYS = {
+    "drafted",
+    "accepted",
+    "appended",
+    "kind",
+    "checks",
+    "committed_len",
+    "target_kv_len",
+    "draft_kv_len",
+}
 CHECK_KEYS = {"token", "p", "q", "overlap", "accept_prob", "u", "status"}
 
 
 def test_run_greedy_json_contract(capsys, pair_arg):
-    out = run_json(capsys, "run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--gamma", "3",
-                   "--max-new-tokens", "12", "--json")  # fmt: skip
+    out = run_json(
+        capsys,
+        "run",
+        "--pair",
+        pair_arg,
+        "--prompt",
+        "KING:\nWe",
+        "--gamma",
+        "3",
+        "--max-new-tokens",
+        "12",
+        "--json",
+    )
     assert set(out) >= {"output_ids", "text", "stop_reason", "stats", "rounds"}
     assert len(out["output_ids"]) == 12 and out["stop_reason"] == "max_new_tokens"
-    assert set(out["stats"]) >= {"rounds", "target_forwards", "draft_forwards",
-                                 "acceptance_rate", "mean_accepted"}  # fmt: skip
+    assert set(out["stats"]) >= {
+        "rounds",
+        "target_forwards",
+        "draft_forwards",
+        "acceptance_rate",
+        "mean_accepted",
+    }
     prompt_len = out["rounds"][0]["committed_len"] - len(out["rounds"][0]["appended"])
     total = prompt_len
     for r in out["rounds"]:
@@ -34,15 +58,44 @@ def test_run_greedy_json_contract(capsys, pair_arg):
         assert r["target_kv_len"] == total - 1 and r["draft_kv_len"] <= total - 1
         assert r["appended"][: r["accepted"]] == r["drafted"][: r["accepted"]]
         assert r["kind"] in {"correction", "bonus", "stopped"}
-    ar = run_json(capsys, "run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--mode",
-                  "autoregressive", "--max-new-tokens", "12", "--json")  # fmt: skip
+    ar = run_json(
+        capsys,
+        "run",
+        "--pair",
+        pair_arg,
+        "--prompt",
+        "KING:\nWe",
+        "--mode",
+        "autoregressive",
+        "--max-new-tokens",
+        "12",
+        "--json",
+    )
     assert ar["output_ids"] == out["output_ids"]  # greedy speculative == target alone
 
 
 def test_run_sampled_with_edit(capsys, pair_arg):
-    out = run_json(capsys, "run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--gamma", "4",
-                   "--temperature", "0.8", "--top-k", "50", "--seed", "3", "--max-new-tokens", "15",
-                   "--edit", "1:2=42", "--json")  # fmt: skip
+    out = run_json(
+        capsys,
+        "run",
+        "--pair",
+        pair_arg,
+        "--prompt",
+        "KING:\nWe",
+        "--gamma",
+        "4",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "50",
+        "--seed",
+        "3",
+        "--max-new-tokens",
+        "15",
+        "--edit",
+        "1:2=42",
+        "--json",
+    )
     first = out["rounds"][0]
     assert first["drafted"][1] == 42
     check = first["checks"][1]
@@ -88,11 +141,25 @@ def test_parse_edits():
 def test_cli_subprocess_embedded_pair():
     """The real entry point on the shipped pair, as a user types it."""
     proc = subprocess.run(
-        [sys.executable, "-m", "specdec_core", "run", "--pair", "embedded", "--prompt",
-         "ROMEO:\nBut soft", "--max-new-tokens", "10", "--json"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "specdec_core",
+            "run",
+            "--pair",
+            "embedded",
+            "--prompt",
+            "ROMEO:\nBut soft",
+            "--max-new-tokens",
+            "10",
+            "--json",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert len(out["output_ids"]) == 10 and out["stats"]["rounds"] >= 2

@@ -10,9 +10,11 @@ import pytest
 from conftest import run_json
 
 from specdec_core.__main__ import main
-from specdec_core.compare import STRIP_STATES, compare_drafters, strip_marks
+from specdec_core.bench.compare import compare_drafters, strip_marks
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.records import STRIP_STATES
 from specdec_core.drafters import NgramDrafter
-from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.engine.chain.session import SpeculativeSession
 
 STRINGS = json.loads(
     (Path(__file__).resolve().parents[1] / "assets/strings/drafters.json").read_text("utf-8")
@@ -50,15 +52,27 @@ def check_strip(r) -> None:
 def test_greedy_every_drafter_equals_target_alone(embedded_pair):
     n_layer = embedded_pair.target.config.n_layer
     calls = []
-    drafters = [("model", None), ("ngram", 1), ("ngram", 3), ("early-exit", 1),
-                ("early-exit", n_layer)]  # fmt: skip
+    drafters = [
+        ("model", None),
+        ("ngram", 1),
+        ("ngram", 3),
+        ("early-exit", 1),
+        ("early-exit", n_layer),
+    ]
     results = compare_drafters(
-        embedded_pair, REPETITIVE, SessionConfig(gamma=4, max_new_tokens=32), drafters,
+        embedded_pair,
+        REPETITIVE,
+        SessionConfig(gamma=4, max_new_tokens=32),
+        drafters,
         progress=lambda *a: calls.append(a),
-    )  # fmt: skip
+    )
     assert [(r.name, r.knob) for r in results] == [
-        ("model", None), ("ngram", 1), ("ngram", 3), ("early-exit", 1), ("early-exit", n_layer)
-    ]  # fmt: skip
+        ("model", None),
+        ("ngram", 1),
+        ("ngram", 3),
+        ("early-exit", 1),
+        ("early-exit", n_layer),
+    ]
     names = ["model", "ngram", "ngram", "early-exit", "early-exit"]
     steps = names + ["target"] + names  # the strips' sessions, then one timing pass
     assert calls == [(i, 11, what) for i, what in enumerate(steps)] + [(11, 11, "done")]
@@ -127,8 +141,15 @@ def test_bad_requests_fail_before_running(tiny_pair):
 
 @pytest.mark.parametrize("drafter", ["ngram", "early-exit"])
 def test_cli_drafter_option(capsys, pair_arg, drafter):
-    common = ("--pair", pair_arg, "--prompt", "KING:\nWe are, we are", "--max-new-tokens", "16",
-              "--json")  # fmt: skip
+    common = (
+        "--pair",
+        pair_arg,
+        "--prompt",
+        "KING:\nWe are, we are",
+        "--max-new-tokens",
+        "16",
+        "--json",
+    )
     out = run_json(capsys, "run", *common, "--gamma", "3", "--drafter", drafter)
     ar = run_json(capsys, "run", *common, "--mode", "autoregressive")
     assert out["output_ids"] == ar["output_ids"]  # greedy: lossless with any drafter

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.trace import to_jsonable
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.trace import to_jsonable
+from specdec_core.engine.chain.session import SpeculativeSession
 
 TIMINGS = {"draft_ms", "verify_ms"}
 
@@ -21,8 +22,13 @@ def _strip_timings(obj):
 
 def drive(pair, i: int) -> list:
     """Session ``i``: its own seed, settings and edits, 6 rounds."""
-    config = SessionConfig(gamma=1 + i % 4, temperature=[0.0, 0.8, 1.2][i % 3], seed=100 + i,
-                           top_k=[0, 30][i % 2], max_new_tokens=30)  # fmt: skip
+    config = SessionConfig(
+        gamma=1 + i % 4,
+        temperature=[0.0, 0.8, 1.2][i % 3],
+        seed=100 + i,
+        top_k=[0, 30][i % 2],
+        max_new_tokens=30,
+    )
     session = SpeculativeSession(
         pair, ["KING:\nWe", "ROMEO:\nO", "First Citizen:\n"][i % 3], config
     )

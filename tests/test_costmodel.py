@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from conftest import TEXTBOOK
 
-from specdec_core.costmodel import (
+from specdec_core.rules.costmodel import (
     best_gamma,
     expected_tokens_per_round,
     per_token_cost_ms,
@@ -58,7 +58,7 @@ def test_bad_values():
 
 
 def test_reference_table_is_the_textbook_walltime_cases():
-    from specdec_core.costmodel import WALLTIME_CASES
+    from specdec_core.rules.costmodel import WALLTIME_CASES
 
     cases = TEXTBOOK["walltime_improvement"]["cases"]
     assert [(c["alpha"], c["gamma"], c["cost_ratio_c"]) for c in cases] == list(WALLTIME_CASES)
@@ -69,7 +69,7 @@ def test_reference_table_is_the_textbook_walltime_cases():
 
 
 def test_curve_ratio_and_cost_helpers():
-    from specdec_core.costmodel import (
+    from specdec_core.rules.costmodel import (
         cost_ratio,
         forward_time_speedup,
         improvement_curve,
@@ -97,7 +97,7 @@ def test_curve_ratio_and_cost_helpers():
 
 # ------------------------------------------------------------------ measured inputs (issue 16)
 def test_curve_model_reproduces_the_seed_lesson():
-    from specdec_core.costmodel import curve_improvement, curve_ms, speedup_from_measured
+    from specdec_core.rules.costmodel import curve_improvement, curve_ms, speedup_from_measured
 
     # target step 20 ms, the whole round's drafts 8 ms (γ = 2, 4 ms each), verify off the
     # curve t(γ + 1) = 25 ms: 11 ms per token when the round advances 3, 33 ms when 1
@@ -116,7 +116,7 @@ def test_curve_model_reproduces_the_seed_lesson():
 @pytest.mark.parametrize("alpha", [0.0, 0.3, 0.6, 0.8, 0.95, 1.0])
 @pytest.mark.parametrize("c", [0.0, 0.05, 0.2, 0.6])
 def test_flat_curve_is_leviathans_closed_form(alpha, c):
-    from specdec_core.costmodel import best_gamma_on_curve, curve_improvement
+    from specdec_core.rules.costmodel import best_gamma_on_curve, curve_improvement
 
     flat = {k: 7.0 for k in range(1, 18)}  # t(k) = t(1): Thm 3.8's assumption
     for gamma in range(1, 17):
@@ -127,14 +127,14 @@ def test_flat_curve_is_leviathans_closed_form(alpha, c):
 
 
 def test_a_rising_curve_lowers_the_best_gamma():
-    from specdec_core.costmodel import best_gamma_on_curve
+    from specdec_core.rules.costmodel import best_gamma_on_curve
 
     rising = {k: 10.0 * (1 + 0.25 * (k - 1)) for k in range(1, 18)}  # t(5) = 2 · t(1)
     assert best_gamma_on_curve(0.8, 0.05, rising) < best_gamma(0.8, 0.05, 16)
 
 
 def test_curve_interpolates_and_holds_at_the_ends():
-    from specdec_core.costmodel import curve_ms
+    from specdec_core.rules.costmodel import curve_ms
 
     curve = {1: 2.0, 2: 3.0, 4: 7.0}
     assert curve_ms(curve, 1.5) == pytest.approx(2.5)
@@ -147,7 +147,7 @@ def test_curve_interpolates_and_holds_at_the_ends():
 def test_expected_tokens_given_drafts_is_eq1_per_round():
     import random
 
-    from specdec_core.costmodel import expected_tokens_given_drafts
+    from specdec_core.rules.costmodel import expected_tokens_given_drafts
 
     assert expected_tokens_given_drafts(0.7, [4, 4, 4]) == pytest.approx(
         expected_tokens_per_round(0.7, 4)
@@ -173,7 +173,7 @@ def test_expected_tokens_given_drafts_is_eq1_per_round():
 
 
 def test_predicted_run_counts_the_prompt_forward_once():
-    from specdec_core.costmodel import predicted_run_ms
+    from specdec_core.rules.costmodel import predicted_run_ms
 
     # 12 tokens at 3 per round = 4 rounds; the first round's verification is the prompt's
     # forward (50 ms): 50 + 4 × (8 + 1) + 3 × 25 = 161 ms

@@ -11,8 +11,8 @@ import pytest
 from conftest import shown_error
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.errors import BusyError, InputError, PhaseError, PromptError
-from specdec_core.ui import jobs
+from specdec_core.core.errors import BusyError, InputError, PhaseError, PromptError
+from specdec_core.server import jobs
 from specdec_core.ui.errors import plain
 from specdec_core.ui.guards import table_state_ok
 
@@ -48,8 +48,9 @@ def _weights(value):
         key = f"rl_editor_{at.session_state['rl_ver']}"
         at.session_state[key] = {
             "edited_rows": {0: {"p": value}, 1: {"p": value}},
-            "added_rows": [], "deleted_rows": [],
-        }  # fmt: skip
+            "added_rows": [],
+            "deleted_rows": [],
+        }
         at.run()
 
     return craft
@@ -80,25 +81,25 @@ CASES = [
             }
         ),
         "table was reset",
-    ),  # fmt: skip
+    ),
     (
         "table row index out of range",
         LAB,
         _table({"edited_rows": {"99": {"p": 1.0}}}),
         "table was reset",
-    ),  # fmt: skip
+    ),
     (
         "table row index not a number",
         LAB,
         _table({"edited_rows": {"x": {"p": 1.0}}}),
         "table was reset",
-    ),  # fmt: skip
+    ),
     (
         "table cell not a number",
         LAB,
         _table({"edited_rows": {"0": {"p": "lots"}}}),
         "table was reset",
-    ),  # fmt: skip
+    ),
     ("table state not a dict", LAB, _table(["nonsense"]), "table was reset"),
     ("weights whose sum overflows", LAB, _weights(1e308), "table was reset"),
     ("weights that are huge but finite", LAB, _weights(1e13), "table was reset"),
@@ -129,7 +130,7 @@ def test_crafted_value_gives_one_message(embedded_pair, name, page, craft, expec
         (
             PromptError("too long", "prompt_too_many_chars", chars=3_000_000, limit=20_000),
             "3000000 characters",
-        ),  # fmt: skip
+        ),
         (PhaseError("cannot verify"), "① → ② → ③"),
         (BusyError("full", "busy", limit=4), "queue is full"),
         (InputError("odd", "no_such_code"), "not valid"),
@@ -186,7 +187,7 @@ def test_measurement_caps_and_queue(embedded_pair):
     assert jobs.check_work(8, 3) == (8, 3)
     queue = jobs.JobQueue()
     queue.alive = lambda _sid: True
-    cfg = embedded_pair and __import__("specdec_core.session", fromlist=["x"]).SessionConfig()
+    cfg = embedded_pair and __import__("specdec_core.core.inputs", fromlist=["x"]).SessionConfig()
     a = jobs.make_job("gamma", "s1", embedded_pair, "ROMEO:", 4, 1, True, False, cfg)
     queue._queue.append(a)  # held in the queue (no worker started): position 1
     assert queue.position(a) == 1
@@ -197,12 +198,13 @@ def test_measurement_caps_and_queue(embedded_pair):
 
 
 def test_job_of_a_closed_session_is_cancelled(embedded_pair):
-    from specdec_core.session import SessionConfig
+    from specdec_core.core.inputs import SessionConfig
 
     queue = jobs.JobQueue()
     queue.alive = lambda sid: sid != "gone"
-    job = jobs.make_job("gamma", "gone", embedded_pair, "ROMEO:", 4, 1, True, False,
-                        SessionConfig())  # fmt: skip
+    job = jobs.make_job(
+        "gamma", "gone", embedded_pair, "ROMEO:", 4, 1, True, False, SessionConfig()
+    )
     queue.submit(job)
     for _ in range(200):
         if job.finished:

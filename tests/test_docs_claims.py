@@ -9,7 +9,7 @@ import re
 import pytest
 from conftest import REPO, run_json
 
-from specdec_core.inputs import MAX_PROMPT_CHARS
+from specdec_core.core.inputs import MAX_PROMPT_CHARS
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
@@ -41,8 +41,19 @@ def test_config_comment_states_the_real_prompt_limit():
 @pytest.mark.parametrize(("prompt", "extra"), [("A", 0), ("ROMEO: But", 1)])
 def test_eagle_prefill_is_counted_only_for_a_prompt_of_two_or_more_tokens(capsys, prompt, extra):
     pytest.importorskip("specdec_core.drafters.eagle")
-    out = run_json(capsys, "run", "--pair", "embedded", "--prompt", prompt, "--drafter",
-                   "eagle", "--max-new-tokens", "6", "--json")  # fmt: skip
+    out = run_json(
+        capsys,
+        "run",
+        "--pair",
+        "embedded",
+        "--prompt",
+        prompt,
+        "--drafter",
+        "eagle",
+        "--max-new-tokens",
+        "6",
+        "--json",
+    )
     assert out["stats"]["target_forwards"] == out["stats"]["rounds"] + extra
     doc = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert "a one-token prompt has no such prefill" in " ".join(doc.split())

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from specdec_core.core.inputs import SessionConfig
 from specdec_core.drafters import (
     EarlyExitDrafter,
     ModelDrafter,
@@ -17,7 +18,6 @@ from specdec_core.drafters import (
     early_exit_model,
     make_named_drafter,
 )
-from specdec_core.session import SessionConfig
 
 
 @pytest.mark.parametrize(
@@ -63,8 +63,15 @@ def test_knobs_and_their_limits(tiny_pair):
 @pytest.fixture
 def fresh_target() -> GPT2LMHeadModel:
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=3, n_embd=32, n_head=2, vocab_size=64, n_positions=32,
-                        bos_token_id=0, eos_token_id=0)  # fmt: skip
+    config = GPT2Config(
+        n_layer=3,
+        n_embd=32,
+        n_head=2,
+        vocab_size=64,
+        n_positions=32,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(config).eval()
 
 
@@ -110,11 +117,17 @@ def test_early_exit_leaves_the_shared_target_alone(fresh_target):
 def test_drafter_time_figure_legend_sits_below_the_axis_not_on_the_title():
     """The legend's top is 50 px under the plot area (below the tick labels and the x
     title), inside the bottom margin; the title keeps the top margin to itself."""
-    from specdec_core.figures.drafters import drafter_time_figure
+    from specdec_core.ui.figures.drafters import drafter_time_figure
 
     labels = {"draft": "drafting", "verify": "verification", "other": "other", "ms": "ms"}
-    fig = drafter_time_figure(["target alone", "draft model", "EAGLE head"], [0, 2, 1],
-                              [9, 3, 3], [1, 1, 1], labels, "Where the time goes")  # fmt: skip
+    fig = drafter_time_figure(
+        ["target alone", "draft model", "EAGLE head"],
+        [0, 2, 1],
+        [9, 3, 3],
+        [1, 1, 1],
+        labels,
+        "Where the time goes",
+    )
     lay = fig.layout
     plot_px = lay.height - lay.margin.t - lay.margin.b
     assert (lay.legend.yanchor, lay.legend.orientation) == ("top", "h")

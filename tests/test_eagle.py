@@ -13,19 +13,20 @@ import pytest
 import torch
 from conftest import CORPUS, REPO, run_json
 
+from specdec_core.core.errors import ConfigError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.drafters import (
     DRAFTER_NAMES,
     EagleDrafter,
     drafters_for,
     make_named_drafter,
 )
-from specdec_core.eagle_head import EagleConfig, EagleHead
-from specdec_core.errors import ConfigError
-from specdec_core.generate import generate
-from specdec_core.kvcache import ModelCache
-from specdec_core.lesson_link import LessonState, decode, encode
-from specdec_core.models import EMBEDDED_DIR
-from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.drafters.eagle_head import EagleConfig, EagleHead
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.lessons.link import LessonState, decode, encode
 
 HEAD_DIR = EMBEDDED_DIR / "eagle"
 
@@ -87,10 +88,12 @@ def test_greedy_equals_target_on_heldout_prompts(embedded_pair, prompts, greedy_
 def test_target_forwards_versus_the_draft_model(embedded_pair, prompts):
     config = SessionConfig(gamma=4, max_new_tokens=16)
     for prompt in prompts[:3]:
-        model = generate(embedded_pair, prompt, config, drafter=make_named_drafter(
-            embedded_pair, "model"))  # fmt: skip
-        eagle = generate(embedded_pair, prompt, config, drafter=make_named_drafter(
-            embedded_pair, "eagle"))  # fmt: skip
+        model = generate(
+            embedded_pair, prompt, config, drafter=make_named_drafter(embedded_pair, "model")
+        )
+        eagle = generate(
+            embedded_pair, prompt, config, drafter=make_named_drafter(embedded_pair, "eagle")
+        )
         assert model.stats.target_forwards == model.stats.rounds
         assert eagle.stats.target_forwards == eagle.stats.rounds + 1
         assert eagle.output_ids == model.output_ids
@@ -123,8 +126,9 @@ def _check_head_cache(pair, session: SpeculativeSession) -> None:
 def test_step_machine_with_an_edit(embedded_pair, prompts, greedy_targets, temperature):
     for i in (0, 7, 19):
         config = SessionConfig(gamma=4, max_new_tokens=16, temperature=temperature, seed=i)
-        session = SpeculativeSession(embedded_pair, prompts[i], config,
-                                     make_named_drafter(embedded_pair, "eagle"))  # fmt: skip
+        session = SpeculativeSession(
+            embedded_pair, prompts[i], config, make_named_drafter(embedded_pair, "eagle")
+        )
         rounds = 0
         while session.phase == "propose":
             proposed = session.propose()
@@ -161,13 +165,18 @@ def test_sampled_runs_reproducible_and_fast_path_equals_step_machine(embedded_pa
             for _ in range(2)
         ]
         assert runs[0].records == runs[1].records
-        session = SpeculativeSession(embedded_pair, prompts[3], config,
-                                     make_named_drafter(embedded_pair, "eagle"))  # fmt: skip
+        session = SpeculativeSession(
+            embedded_pair, prompts[3], config, make_named_drafter(embedded_pair, "eagle")
+        )
         session.run()
         assert session.generated_ids == runs[0].output_ids
         for a, b in zip(session.records, runs[0].records, strict=True):
             assert (a.drafted, a.statuses, a.appended, a.kind) == (
-                b.drafted, b.statuses, b.appended, b.kind)  # fmt: skip
+                b.drafted,
+                b.statuses,
+                b.appended,
+                b.kind,
+            )
             assert a.overlaps == pytest.approx(b.overlaps, abs=1e-5)
         assert any(0.0 < o < 1.0 for r in runs[0].records for o in r.overlaps)  # real q rows
 
@@ -176,8 +185,9 @@ def test_one_token_prompt_drafts_nothing_first(embedded_pair):
     config = SessionConfig(gamma=4, max_new_tokens=12)
     drafter = make_named_drafter(embedded_pair, "eagle")
     run = generate(embedded_pair, [embedded_pair.eos_token_id], config, drafter=drafter)
-    expected = generate(embedded_pair, [embedded_pair.eos_token_id], config,
-                        mode="autoregressive").output_ids  # fmt: skip
+    expected = generate(
+        embedded_pair, [embedded_pair.eos_token_id], config, mode="autoregressive"
+    ).output_ids
     assert run.output_ids == expected
     assert run.records[0].drafted == () and len(run.records[1].drafted) == 4
     assert drafter.target_forwards == 0 and run.stats.target_forwards == run.stats.rounds
@@ -196,10 +206,32 @@ def test_pair_without_a_head_gives_a_clear_error(tiny_pair, embedded_pair):
 
 def test_cli_json_with_eagle(capsys, embedded_pair):
     prompt = "ROMEO:\nBut soft"
-    out = run_json(capsys, "run", "--pair", "embedded", "--prompt", prompt, "--drafter",
-                   "eagle", "--max-new-tokens", "16", "--json")  # fmt: skip
-    ar = run_json(capsys, "run", "--pair", "embedded", "--prompt", prompt, "--mode",
-                  "autoregressive", "--max-new-tokens", "16", "--json")  # fmt: skip
+    out = run_json(
+        capsys,
+        "run",
+        "--pair",
+        "embedded",
+        "--prompt",
+        prompt,
+        "--drafter",
+        "eagle",
+        "--max-new-tokens",
+        "16",
+        "--json",
+    )
+    ar = run_json(
+        capsys,
+        "run",
+        "--pair",
+        "embedded",
+        "--prompt",
+        prompt,
+        "--mode",
+        "autoregressive",
+        "--max-new-tokens",
+        "16",
+        "--json",
+    )
     assert out["output_ids"] == ar["output_ids"] and out["text"] == ar["text"]
     assert out["stats"]["target_forwards"] == out["stats"]["rounds"] + 1
     assert out["stats"]["acceptance_rate"] > 0.0
@@ -210,21 +242,39 @@ def test_cli_json_with_eagle(capsys, embedded_pair):
 def test_lesson_link_drafter_needs_a_head():
     state, problems = decode(encode(LessonState(drafter="eagle")), ["embedded", "gpt2"])
     assert state.drafter == "eagle" and not problems
-    state, problems = decode(encode(LessonState(drafter="eagle", pair="gpt2")),
-                             ["embedded", "gpt2"])  # fmt: skip
+    state, problems = decode(
+        encode(LessonState(drafter="eagle", pair="gpt2")), ["embedded", "gpt2"]
+    )
     assert state.drafter == "model" and state.pair == "gpt2"
     assert [(p.code, p.params) for p in problems] == [("bad_value", {"name": "drafter"})]
 
 
 def test_training_script_on_tiny_models(tmp_path, tiny_dirs, tiny_pair):
-    from specdec_core.train_eagle import main
+    from specdec_core.training.eagle import main
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(CORPUS.read_bytes()[:20_000])
     out = tmp_path / "eagle"
-    report = main(["--corpus", str(corpus), "--target", str(tiny_dirs["target"]), "--draft",
-                   str(tiny_dirs["draft"]), "--out", str(out), "--context", "32", "--batch",
-                   "4", "--max-steps", "3", "--threads", "1"])  # fmt: skip
+    report = main(
+        [
+            "--corpus",
+            str(corpus),
+            "--target",
+            str(tiny_dirs["target"]),
+            "--draft",
+            str(tiny_dirs["draft"]),
+            "--out",
+            str(out),
+            "--context",
+            "32",
+            "--batch",
+            "4",
+            "--max-steps",
+            "3",
+            "--threads",
+            "1",
+        ]
+    )
     assert report["steps"] == 3 and report["parameters"] > 0
     assert json.loads((out / "training_report.json").read_text()) == report
     head = EagleHead.load(out)
@@ -232,8 +282,12 @@ def test_training_script_on_tiny_models(tmp_path, tiny_dirs, tiny_pair):
     assert all(p.dtype == torch.float32 and not p.requires_grad for p in head.parameters())
     config = SessionConfig(gamma=3, max_new_tokens=12)
     expected = generate(tiny_pair, "To be", config, mode="autoregressive").output_ids
-    assert generate(tiny_pair, "To be", config, drafter=EagleDrafter(head, tiny_pair.target)
-                    ).output_ids == expected  # fmt: skip
+    assert (
+        generate(
+            tiny_pair, "To be", config, drafter=EagleDrafter(head, tiny_pair.target)
+        ).output_ids
+        == expected
+    )
 
 
 def test_sidebar_offers_eagle_only_with_a_head(embedded_pair):
@@ -274,16 +328,17 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair):
     really ran (per expanded node 0 to several: the head catches up on features), counted
     here by a hook on the head. Counting one per expanded node said 54 where 78 ran."""
     from specdec_core.drafters.eagle import load_eagle_head
-    from specdec_core.tree_generate import generate_tree
-    from specdec_core.tree_session import TreeSession
+    from specdec_core.engine.tree.generate import generate_tree
+    from specdec_core.engine.tree.session import TreeSession
 
     head = load_eagle_head(embedded_pair)  # the one head every EAGLE drafter shares
     ran: list[int] = []
     handle = head.register_forward_hook(lambda *args: ran.append(1))
     try:
         config = SessionConfig(temperature=1.0, seed=2, max_new_tokens=24)
-        session = TreeSession(embedded_pair, "ROMEO:\nBut soft, what light", config, "eagle",
-                              (2, 2, 1, 1))  # fmt: skip
+        session = TreeSession(
+            embedded_pair, "ROMEO:\nBut soft, what light", config, "eagle", (2, 2, 1, 1)
+        )
         per_round, expanded = [], []
         while session.phase == "propose":
             before = len(ran)
@@ -296,8 +351,9 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair):
         assert per_round != expanded  # one per expanded node would be another count
         assert max(f - e for f, e in zip(per_round, expanded, strict=True)) > 0
         before = len(ran)
-        run = generate_tree(embedded_pair, "ROMEO:\nBut soft, what light", config, (2, 2, 1, 1),
-                            drafter="eagle")  # fmt: skip
+        run = generate_tree(
+            embedded_pair, "ROMEO:\nBut soft, what light", config, (2, 2, 1, 1), drafter="eagle"
+        )
         assert run.draft_forwards == len(ran) - before == sum(per_round)
         assert run.records == session.records
     finally:

@@ -11,8 +11,9 @@ import torch
 from conftest import CORPUS
 from transformers import AutoTokenizer
 
-from specdec_core.models import EMBEDDED_DIR
-from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import EMBEDDED_DIR
+from specdec_core.engine.chain.session import SpeculativeSession
 
 
 def test_files_are_safetensors_and_small():
@@ -70,9 +71,12 @@ def test_greedy_speculative_equals_target_greedy(embedded_pair, gamma):
         ids = torch.tensor([pair.tokenizer.encode(prompt)])
         n = len(session.generated_ids)
         want = pair.target.generate(
-            ids, do_sample=False, max_new_tokens=n, pad_token_id=0,
+            ids,
+            do_sample=False,
+            max_new_tokens=n,
+            pad_token_id=0,
             attention_mask=torch.ones_like(ids),
-        )[0, ids.shape[1] :]  # fmt: skip
+        )[0, ids.shape[1] :]
         assert session.generated_ids == want.tolist(), prompt
         accepted += [r.verify.accepted for r in session.history if r.propose.gamma == gamma]
     assert 0 in accepted and gamma in accepted  # rounds with none and with all accepted
@@ -83,8 +87,8 @@ def test_chi_square_on_real_rows_with_temperature_top_k_top_p(embedded_pair):
     and no token outside the target's kept set ever appears."""
     from scipy.stats import chisquare
 
-    from specdec_core.acceptance import verify_sampling
-    from specdec_core.sampling import SamplingConfig, logits_to_probs
+    from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+    from specdec_core.rules.acceptance import verify_sampling
 
     pair = embedded_pair
     sampling = SamplingConfig(temperature=0.7, top_k=20, top_p=0.9)

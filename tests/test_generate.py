@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from specdec_core.core.inputs import SessionConfig
 from specdec_core.drafters import NgramDrafter, early_exit_model, make_named_drafter
-from specdec_core.generate import generate
-from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
 
 PROMPT = "First Citizen:\nWe are"
 
@@ -44,8 +45,9 @@ def test_fast_path_replays_session_for_same_seed(tiny_pair):
     session = SpeculativeSession(tiny_pair, PROMPT, config)
     session.run()
     assert fast.output_ids == session.generated_ids
-    checked = [c for r in session.history for c in r.verify.checks
-               if c.status in ("accepted", "rejected")]  # fmt: skip
+    checked = [
+        c for r in session.history for c in r.verify.checks if c.status in ("accepted", "rejected")
+    ]
     assert fast.stats.acceptance_rate == pytest.approx(
         sum(c.overlap for c in checked) / len(checked), abs=1e-6
     )
@@ -90,15 +92,23 @@ def test_timeline_bars_sum_to_the_wall_time(tiny_pair, drafter_name):
 
     pair = ignoring_eos(tiny_pair)
     config = SessionConfig(gamma=3, max_new_tokens=20)
-    plain = generate(pair, "ab ab ab ab", config, "speculative",
-                     make_named_drafter(pair, drafter_name))  # fmt: skip
+    plain = generate(
+        pair, "ab ab ab ab", config, "speculative", make_named_drafter(pair, drafter_name)
+    )
     assert plain.timeline is None  # only kept when asked for
     runs = {
-        "speculative": generate(pair, "ab ab ab ab", config, "speculative",
-                                make_named_drafter(pair, drafter_name), trace_timeline=True),
-        "autoregressive": generate(pair, "ab ab ab ab", config, "autoregressive",
-                                   trace_timeline=True),
-    }  # fmt: skip
+        "speculative": generate(
+            pair,
+            "ab ab ab ab",
+            config,
+            "speculative",
+            make_named_drafter(pair, drafter_name),
+            trace_timeline=True,
+        ),
+        "autoregressive": generate(
+            pair, "ab ab ab ab", config, "autoregressive", trace_timeline=True
+        ),
+    }
     assert runs["speculative"].output_ids == plain.output_ids  # tracing changes nothing
     for mode, run in runs.items():
         tl, st = run.timeline, run.stats

@@ -22,15 +22,15 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
 
-from specdec_core import replay as replay_mod
-from specdec_core.errors import PromptError, TokenTextError
-from specdec_core.inputs import encode_prompt, load_json, single_token_id
-from specdec_core.lesson_link import LessonState, decode
-from specdec_core.replay import replay
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.tracefile import TraceFile, TraceFileError, export_json, parse
+from specdec_core.core.errors import PromptError, TokenTextError
+from specdec_core.core.inputs import SessionConfig, encode_prompt, load_json, single_token_id
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.lessons import replay as replay_mod
+from specdec_core.lessons.link import LessonState, decode
+from specdec_core.lessons.replay import replay
+from specdec_core.lessons.tracefile import TraceFile, TraceFileError, export_json, parse
 from specdec_core.ui import guards
-from specdec_core.ui import lesson as L
+from specdec_core.ui.step import lesson as L
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 OFFERED = ["embedded"]
@@ -243,7 +243,7 @@ def test_the_upload_store_keeps_two_files_per_session():
 
 
 def test_uploads_are_parsed_once_dropped_and_rate_limited(embedded_pair, monkeypatch):
-    from specdec_core.ui import lesson_tools
+    from specdec_core.ui.step import tools as lesson_tools
 
     forgotten = []
     real = lesson_tools.forget_upload
@@ -304,7 +304,7 @@ def test_a_replay_runs_at_most_its_forward_budget(embedded_pair, monkeypatch):
 
 
 def test_the_rule_labs_monte_carlo_is_bounded_per_tab(monkeypatch):
-    from specdec_core.ui import lab_view as LV
+    from specdec_core.ui.lab import view as LV
 
     monkeypatch.setattr(LV, "MC_BUDGET_DRAWS", 3 * 30_000)
     LV._mc_results.clear()
@@ -323,7 +323,7 @@ def test_the_rule_labs_monte_carlo_is_bounded_per_tab(monkeypatch):
 
 
 def test_the_step_history_draws_the_newest_rounds_unless_asked(embedded_pair, monkeypatch):
-    from specdec_core.ui import step_view
+    from specdec_core.ui.step import view as step_view
 
     monkeypatch.setattr(step_view, "HISTORY_SHOWN", 2)
     at = open_app()
@@ -340,7 +340,7 @@ def test_the_step_history_draws_the_newest_rounds_unless_asked(embedded_pair, mo
 
 
 def test_one_tab_runs_the_rule_lab_at_most_once_a_second(monkeypatch):
-    from specdec_core.ui import lab_view as LV
+    from specdec_core.ui.lab import view as LV
 
     slept: list[float] = []
     monkeypatch.setattr(LV, "S", {})

@@ -26,8 +26,9 @@ async def storm(url: str, rate_hz: int = RATE_HZ, seconds: float = SECONDS) -> d
     """One tab sends ``rate_hz`` full reruns a second (each a "Run one round" click) for
     ``seconds`` without waiting for any to finish, then settles; returns what the tab saw
     and whether it still steps afterwards."""
-    ws = await websockets.connect(url, subprotocols=["streamlit"], max_size=None,
-                                  open_timeout=W.TIMEOUT_S)  # fmt: skip
+    ws = await websockets.connect(
+        url, subprotocols=["streamlit"], max_size=None, open_timeout=W.TIMEOUT_S
+    )
     tab = W.Client(ws, fragment_reruns=False)
     await tab.rerun()
     seen_alerts: list[str] = []
@@ -51,8 +52,12 @@ async def storm(url: str, rate_hz: int = RATE_HZ, seconds: float = SECONDS) -> d
     await tab.rerun(click="Run one round")
     after = tab.metrics.get("committed length")
     await ws.close()
-    return {"alerts": seen_alerts, "exceptions": seen_exceptions + tab.exceptions,
-            "committed_before": before, "committed_after": after}  # fmt: skip
+    return {
+        "alerts": seen_alerts,
+        "exceptions": seen_exceptions + tab.exceptions,
+        "committed_before": before,
+        "committed_after": after,
+    }
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_core.errors import BusyError, ModelLoadError
-from specdec_core.session import SessionConfig
-from specdec_core.ui import job_worker, jobs
+from specdec_core.core.errors import BusyError, ModelLoadError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.server import jobs
+from specdec_core.server import worker as job_worker
 
 PROMPT = "ROMEO:\nBut soft, what light"
 
@@ -150,9 +151,15 @@ def test_measure_runs_in_the_worker_process(queue, embedded_pair):
     s = m.summary
     assert s.autoregressive.new_tokens == s.speculative.new_tokens == 12  # EOS ignored
     assert s.greedy_equal and s.gamma == cfg.gamma
-    for x in (s.autoregressive.tokens_per_s, s.autoregressive.ms_per_token,
-              s.speculative.tokens_per_s, s.speedup, s.cost_model.target_step_ms,
-              s.cost_model.draft_step_ms, s.cost_model.verify_ms):  # fmt: skip
+    for x in (
+        s.autoregressive.tokens_per_s,
+        s.autoregressive.ms_per_token,
+        s.speculative.tokens_per_s,
+        s.speedup,
+        s.cost_model.target_step_ms,
+        s.cost_model.draft_step_ms,
+        s.cost_model.verify_ms,
+    ):
         assert positive(x), s
     assert 0.0 <= s.speculative.acceptance_rate <= 1.0
     assert m.hf_error is None and m.hf.greedy.equal_to_target and m.hf.assisted.equal_to_target
@@ -177,8 +184,7 @@ def test_an_error_in_the_worker_comes_back_as_itself(queue, embedded_pair):
 
 
 def test_stop_while_a_task_runs_drops_its_result(queue, embedded_pair):
-    job = jobs.make_job("gamma", "c1", embedded_pair, PROMPT, 64, 2, True, False,
-                        SessionConfig())  # fmt: skip
+    job = jobs.make_job("gamma", "c1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig())
     before = queue.process.tasks_run
     queue.submit(job)
     wait_until(lambda: job.done >= 1 and queue.process.busy)
@@ -189,8 +195,9 @@ def test_stop_while_a_task_runs_drops_its_result(queue, embedded_pair):
     assert [p.gamma for p in job.points] == list(range(1, job.done + 1))  # … and was dropped
 
 
-def test_custom_pairs_and_the_switch_run_in_the_thread(queue, tiny_pair, embedded_pair,
-                                                       monkeypatch):  # fmt: skip
+def test_custom_pairs_and_the_switch_run_in_the_thread(
+    queue, tiny_pair, embedded_pair, monkeypatch
+):
     cfg = SessionConfig()
     job = jobs.make_job("gamma", "t1", tiny_pair, "ab", 3, 1, True, False, cfg)
     assert not jobs.in_process(job)  # not a named preset: the worker could not load it
@@ -199,8 +206,9 @@ def test_custom_pairs_and_the_switch_run_in_the_thread(queue, tiny_pair, embedde
     assert job.state == "done" and len(job.points) == 8
     assert queue.process.tasks_run == before
     monkeypatch.setenv(jobs.WORKER_ENV, "thread")
-    assert not jobs.in_process(jobs.make_job("gamma", "t2", embedded_pair, "x", 3, 1, True,
-                                             False, cfg))  # fmt: skip
+    assert not jobs.in_process(
+        jobs.make_job("gamma", "t2", embedded_pair, "x", 3, 1, True, False, cfg)
+    )
 
 
 def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(queue, embedded_pair):
@@ -231,8 +239,7 @@ def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(queue, em
 
 def test_a_task_that_overruns_is_stopped(queue, embedded_pair, monkeypatch):
     monkeypatch.setattr(job_worker, "TASK_TIMEOUT_S", 0.3)
-    job = jobs.make_job("measure", "o1", embedded_pair, PROMPT, 64, 2, True, False,
-                        SessionConfig())  # fmt: skip
+    job = jobs.make_job("measure", "o1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig())
     started = time.monotonic()
     wait(queue.submit(job), timeout=30)
     assert time.monotonic() - started < 15

@@ -9,8 +9,9 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specdec_core.kvcache import ModelCache, common_prefix_len
-from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.engine.chain.session import SpeculativeSession
 
 
 def test_dynamic_cache_crop_semantics(tiny_pair):

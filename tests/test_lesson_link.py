@@ -13,12 +13,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specdec_core.lesson_link import LessonState, decode, encode
-from specdec_core.replay import replay, state_of, step_back, timeless_json
-from specdec_core.scenarios import SCENARIOS, find_scenarios
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.trace import to_jsonable
-from specdec_core.tracefile import TraceFileError, export_csv, export_json, parse
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.trace import to_jsonable
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.lessons.link import LessonState, decode, encode
+from specdec_core.lessons.replay import replay, state_of, step_back, timeless_json
+from specdec_core.lessons.scenarios import SCENARIOS, find_scenarios
+from specdec_core.lessons.tracefile import TraceFileError, export_csv, export_json, parse
 
 PROMPT = "First Citizen:\nWe are accounted poor citizens"
 OFFERED = ["embedded", "custom"]
@@ -30,8 +31,18 @@ def _pack(data: object) -> str:
 
 
 def test_a_state_survives_the_url_form():
-    state = LessonState(lang="zh", gamma=6, temperature=0.7, top_k=20, seed=9, prompt="你好",
-                        round=3, phase="verify", edits=((3, 2, 41),), presenter=True)  # fmt: skip
+    state = LessonState(
+        lang="zh",
+        gamma=6,
+        temperature=0.7,
+        top_k=20,
+        seed=9,
+        prompt="你好",
+        round=3,
+        phase="verify",
+        edits=((3, 2, 41),),
+        presenter=True,
+    )
     params = encode(state)
     assert params["v"] == "2" and params["lang"] == "zh" and len(params["s"]) < 200
     assert decode(params, OFFERED) == (state, [])
@@ -87,15 +98,20 @@ def _drive(session: SpeculativeSession, steps: list[tuple]) -> None:
             getattr(session, step[0])()
 
 
-STEP = st.one_of(st.sampled_from([("propose",), ("verify",), ("commit",)]),
-                 st.tuples(st.just("edit"), st.integers(1, 4), st.integers(0, 299)))  # fmt: skip
+STEP = st.one_of(
+    st.sampled_from([("propose",), ("verify",), ("commit",)]),
+    st.tuples(st.just("edit"), st.integers(1, 4), st.integers(0, 299)),
+)
 
 
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(seed=st.integers(0, 1000), temperature=st.sampled_from([0.0, 1.0]),
-       steps=st.lists(STEP, max_size=20))  # fmt: skip
+@given(
+    seed=st.integers(0, 1000),
+    temperature=st.sampled_from([0.0, 1.0]),
+    steps=st.lists(STEP, max_size=20),
+)
 def test_replaying_the_link_state_gives_the_same_session(tiny_pair, seed, temperature, steps):
     config = SessionConfig(gamma=3, temperature=temperature, seed=seed, max_new_tokens=24)
     session = SpeculativeSession(tiny_pair, PROMPT, config)
@@ -118,8 +134,15 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
     base = LessonState(pair="custom", max_new_tokens=30)
 
     def snap() -> None:
-        states.append((state_of(session, base, PROMPT), timeless_json(session.history),
-                       session.phase, session.drafts, session.kv_state()))  # fmt: skip
+        states.append(
+            (
+                state_of(session, base, PROMPT),
+                timeless_json(session.history),
+                session.phase,
+                session.drafts,
+                session.kv_state(),
+            )
+        )
 
     snap()
     session.propose()
@@ -137,8 +160,12 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
         state = step_back(state)
         back = replay(tiny_pair, state)
         assert state == expected[0]
-        assert (timeless_json(back.session.history), back.session.phase, back.session.drafts,
-                back.session.kv_state()) == expected[1:]  # fmt: skip
+        assert (
+            timeless_json(back.session.history),
+            back.session.phase,
+            back.session.drafts,
+            back.session.kv_state(),
+        ) == expected[1:]
     assert step_back(state) is None
 
 
@@ -206,12 +233,13 @@ def test_trace_file_round_trip_and_bad_files(tiny_pair):
     assert len(rows) == 1 + sum(len(r.verify.checks) for r in session.history)
     doc = json.loads(text)
     for bad, code in [
-        (b"x" * 5_000_001, "trace_too_large"), (b"\xff\xfe", "trace_malformed"),
+        (b"x" * 5_000_001, "trace_too_large"),
+        (b"\xff\xfe", "trace_malformed"),
         (b"[1, 2]", "trace_malformed"),
         (json.dumps({**doc, "version": 9}).encode(), "trace_version"),
         (json.dumps({**doc, "rounds": [{"round_index": 0}]}).encode(), "trace_malformed"),
         (json.dumps({**doc, "prompt_len": 0}).encode(), "trace_malformed"),
-    ]:  # fmt: skip
+    ]:
         with pytest.raises(TraceFileError) as info:
             parse(bad)
         assert info.value.code == code

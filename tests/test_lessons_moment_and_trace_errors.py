@@ -12,9 +12,9 @@ from conftest import shown_error
 from streamlit.testing.v1 import AppTest
 from test_page_lessons import answer, markdown, open_lessons
 
-from specdec_core.lesson_link import decode
-from specdec_core.replay import replay
-from specdec_core.tracefile import TraceFileError, parse
+from specdec_core.lessons.link import decode
+from specdec_core.lessons.replay import replay
+from specdec_core.lessons.tracefile import TraceFileError, parse
 from specdec_core.ui.i18n import strings
 
 LANGS = ("en", "zh")
@@ -32,9 +32,11 @@ def answered_chapter_3(pair, lang: str) -> AppTest:
 
     before, after, _, _ = ch_cache.kv_after_commit(pair)
     at = open_lessons(lang, "3")
-    for cid, value in (("c3_committed", after.committed_len),
-                       ("c3_target", after.target_kv_len),
-                       ("c3_draft", after.draft_kv_len)):  # fmt: skip
+    for cid, value in (
+        ("c3_committed", after.committed_len),
+        ("c3_target", after.target_kv_len),
+        ("c3_draft", after.draft_kv_len),
+    ):
         answer(at, cid, value, lang)
     return at
 
@@ -60,11 +62,13 @@ def test_chapter_3_numbers_equal_the_moment_its_link_opens(embedded_pair, lang):
     # the round the chapter shows: its committed length at the start, the prompt's length
     committed_at_start = len(session.ids)
     assert (session.prompt_len, committed_at_start) == (15, 19)  # embedded pair, greedy
-    template = re.escape(s("ls_c3_setup", lang, prompt="P", committed="C", target="T",
-                           draft="D"))  # fmt: skip
-    pattern = (template.replace(r"\*\*P\*\*", r"\*\*(\d+)\*\*", 1)
-               .replace(r"\*\*C\*\*", r"\*\*(\d+)\*\*", 1)
-               .replace(r"\*\*T\*\*", r"\*\*\d+\*\*", 1).replace(r"\*\*D\*\*", r"\*\*\d+\*\*", 1))
+    template = re.escape(s("ls_c3_setup", lang, prompt="P", committed="C", target="T", draft="D"))
+    pattern = (
+        template.replace(r"\*\*P\*\*", r"\*\*(\d+)\*\*", 1)
+        .replace(r"\*\*C\*\*", r"\*\*(\d+)\*\*", 1)
+        .replace(r"\*\*T\*\*", r"\*\*\d+\*\*", 1)
+        .replace(r"\*\*D\*\*", r"\*\*\d+\*\*", 1)
+    )
     [said] = re.findall(pattern, markdown(at))
     assert (int(said[0]), int(said[1])) == (session.prompt_len, committed_at_start)
 
@@ -86,21 +90,27 @@ CASES = [  # (file, English reason, Chinese reason)
     (GARBAGE, "the file is not UTF-8 text", "文件不是 UTF-8 文本"),
     (DEEP, "the JSON is nested too deeply", "JSON 嵌套层数过多"),
     (b"{not json", "the file is not JSON", "文件不是 JSON"),
-    (b'{"format": "specdec-lab-trace", "version": 1, "rounds": []}',
-     "the field prompt\\_ids is missing", "缺少字段 prompt\\_ids"),
-    (b'{"format": "specdec-lab-trace", "version": 1, "rounds": 7}',
-     "the field rounds has a wrong value", "字段 rounds 的值不正确"),
-]  # fmt: skip
+    (
+        b'{"format": "specdec-lab-trace", "version": 1, "rounds": []}',
+        "the field prompt\\_ids is missing",
+        "缺少字段 prompt\\_ids",
+    ),
+    (
+        b'{"format": "specdec-lab-trace", "version": 1, "rounds": 7}',
+        "the field rounds has a wrong value",
+        "字段 rounds 的值不正确",
+    ),
+]
 
 
-@pytest.mark.parametrize(("data", "en", "zh"), CASES,
-                         ids=["garbage", "deep", "not_json", "missing", "bad_field"])
+@pytest.mark.parametrize(
+    ("data", "en", "zh"), CASES, ids=["garbage", "deep", "not_json", "missing", "bad_field"]
+)
 def test_a_bad_trace_file_gives_a_translated_reason(data, en, zh):
     exc = parsed_error(data)
     assert exc.code == "trace_malformed"
     assert show(exc, "en") == (
-        f"{s('error_prefix', 'en')} this file is not a SpecDec Lab trace, or it is damaged "
-        f"({en})."
+        f"{s('error_prefix', 'en')} this file is not a SpecDec Lab trace, or it is damaged ({en})."
     )
     got = show(exc, "zh")
     assert got == f"{s('error_prefix', 'zh')} 此文件不是 SpecDec Lab 轨迹，或已损坏（{zh}）。"
@@ -113,7 +123,9 @@ def test_a_bad_trace_file_gives_a_translated_reason(data, en, zh):
 def test_another_version_says_both_versions_in_each_language():
     exc = parsed_error(b'{"format": "specdec-lab-trace", "version": 9}')
     assert exc.code == "trace_version"
-    assert show(exc, "en").endswith("another version of SpecDec Lab "
-                                    "(file version 9, this app reads version 1).")  # fmt: skip
-    assert show(exc, "zh").endswith("此轨迹由另一版本的 SpecDec Lab 生成"
-                                    "（文件版本 9，本应用读取版本 1）。")  # fmt: skip
+    assert show(exc, "en").endswith(
+        "another version of SpecDec Lab (file version 9, this app reads version 1)."
+    )
+    assert show(exc, "zh").endswith(
+        "此轨迹由另一版本的 SpecDec Lab 生成（文件版本 9，本应用读取版本 1）。"
+    )

@@ -28,11 +28,15 @@ def fake_generate(ms_per_token: dict[str, list[float]], calls: list):
         ms = ms_per_token[name][len([c for c in calls if c[0] == name]) - 1]
         n = config.max_new_tokens
         stats = SimpleNamespace(
-            new_tokens=n, total_ms=ms * n, acceptance_rate=1.0 if name == "self" else 0.5,
+            new_tokens=n,
+            total_ms=ms * n,
+            acceptance_rate=1.0 if name == "self" else 0.5,
             target_forwards=n if name == "alone" else n // 3,
-            target_forward_ms=2.0 * n + 8.0 if name == "alone" else 30.0, prefill_ms=10.0,
-            draft_forward_ms=0.5 * 40 if name == "model" else 2.0 * 40, draft_forwards=40,
-        )  # fmt: skip
+            target_forward_ms=2.0 * n + 8.0 if name == "alone" else 30.0,
+            prefill_ms=10.0,
+            draft_forward_ms=0.5 * 40 if name == "model" else 2.0 * 40,
+            draft_forwards=40,
+        )
         return SimpleNamespace(stats=stats)
 
     return run
@@ -40,14 +44,19 @@ def fake_generate(ms_per_token: dict[str, list[float]], calls: list):
 
 def test_warm_up_then_interleaved_repeats_and_one_target_step(embedded_pair, monkeypatch):
     calls: list = []
-    times = {"alone": [99.0, 10.0, 10.4, 10.2], "model": [50.0, 6.0, 6.1, 6.2],
-             "self": [70.0, 12.0, 12.2, 11.9]}  # the first run of each: cold, untimed
+    times = {
+        "alone": [99.0, 10.0, 10.4, 10.2],
+        "model": [50.0, 6.0, 6.1, 6.2],
+        "self": [70.0, 12.0, 12.2, 11.9],
+    }  # the first run of each: cold, untimed
     monkeypatch.setattr(ch_speed, "generate", fake_generate(times, calls))
     run = ch_speed.measure(embedded_pair, repeats=3)
     n = ch_speed.TOKENS
     # one full-length warm-up run of each variant, then the variants interleaved
-    assert calls == [("alone", n), ("model", n), ("self", n)] + [
-        ("alone", n), ("model", n), ("self", n)] * 3  # fmt: skip
+    assert (
+        calls
+        == [("alone", n), ("model", n), ("self", n)] + [("alone", n), ("model", n), ("self", n)] * 3
+    )
     alone, model, self_ = run.rows
     assert alone["spread"] == Spread.of([10.0, 10.4, 10.2])  # the cold 99 ms is not in it
     assert alone["ms_token"] == 10.2 and model["ms_token"] == 6.1 and self_["ms_token"] == 12.0
@@ -59,20 +68,32 @@ def test_warm_up_then_interleaved_repeats_and_one_target_step(embedded_pair, mon
 
 
 def test_repeats_that_disagree_are_too_busy(embedded_pair, monkeypatch):
-    times = {"alone": [99.0, 10.0, 31.0, 12.0, 45.0, 9.0], "model": [50.0] + [6.0] * 5,
-             "self": [70.0] + [12.0] * 5}  # fmt: skip
+    times = {
+        "alone": [99.0, 10.0, 31.0, 12.0, 45.0, 9.0],
+        "model": [50.0] + [6.0] * 5,
+        "self": [70.0] + [12.0] * 5,
+    }
     monkeypatch.setattr(ch_speed, "generate", fake_generate(times, []))
     assert ch_speed.measure(embedded_pair, repeats=5).verdict == Verdict(True, (REPEATS_DISAGREE,))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_chapter_5_says_too_busy_instead_of_concluding(embedded_pair, monkeypatch, lang):
-    rows = tuple({"name": name, "alpha": alpha, "forwards": 32, "ms_token": 131.0,
-                  "spread": Spread.of([10.5, 131.0, 250.0]), "c": c, "predicted": 1.0}
-                 for name, alpha, c in (("alone", None, None), ("model", 0.6, 0.3),
-                                        ("self", 1.0, 1.0)))  # fmt: skip
-    busy = ch_speed.SpeedRun(rows, 2.0, HowMeasured(0.0, 3, 1, 32, 9.5, 2),
-                             Verdict(True, (REPEATS_DISAGREE,)))  # fmt: skip
+    rows = tuple(
+        {
+            "name": name,
+            "alpha": alpha,
+            "forwards": 32,
+            "ms_token": 131.0,
+            "spread": Spread.of([10.5, 131.0, 250.0]),
+            "c": c,
+            "predicted": 1.0,
+        }
+        for name, alpha, c in (("alone", None, None), ("model", 0.6, 0.3), ("self", 1.0, 1.0))
+    )
+    busy = ch_speed.SpeedRun(
+        rows, 2.0, HowMeasured(0.0, 3, 1, 32, 9.5, 2), Verdict(True, (REPEATS_DISAGREE,))
+    )
     monkeypatch.setattr(ch_speed, "measure", lambda pair: busy)
     at = open_lessons(lang, "5")
     answer(at, "c5_faster", "no", lang)

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from specdec_core.lesson_link import LessonState, decode
+from specdec_core.lessons.link import LessonState, decode
 from specdec_core.ui import links
 
 
@@ -47,7 +47,7 @@ def test_the_lessons_page_link_opens_the_step_through_page(monkeypatch):
 def test_the_scenario_search_says_what_it_is_trying_while_it_runs(monkeypatch):
     """Issue 24 item 13: "Find the scenarios" ran 21–27 s (42 s on a busy 2-core machine)
     behind one spinner. Each scenario's name is on screen while it is searched."""
-    from specdec_core.scenarios import SCENARIOS, Found
+    from specdec_core.lessons.scenarios import SCENARIOS, Found
 
     shown: list[str] = []
     seen_when_searching: list[str] = []
@@ -67,8 +67,9 @@ def test_the_scenario_search_says_what_it_is_trying_while_it_runs(monkeypatch):
         def update(self, label, state, expanded):
             shown.append(f"done: {label} ({state})")
 
-    fake = SimpleNamespace(status=lambda label, expanded: Box(), progress=lambda v: Bar(),
-                           session_state={"lang": "en"})  # fmt: skip
+    fake = SimpleNamespace(
+        status=lambda label, expanded: Box(), progress=lambda v: Bar(), session_state={"lang": "en"}
+    )
 
     def search(pair):
         for key in SCENARIOS:
@@ -80,8 +81,13 @@ def test_the_scenario_search_says_what_it_is_trying_while_it_runs(monkeypatch):
     found = links._search_with_progress(SimpleNamespace(name="fake"))
     assert [f.key for f in found] == list(SCENARIOS)
     n = len(SCENARIOS)
-    assert seen_when_searching[0] == f"Trying prompts and seeds for scenario 1 of {n}: " + \
-        links.t(f"sc_{SCENARIOS[0]}_title") + "…"
+    assert (
+        seen_when_searching[0]
+        == f"Trying prompts and seeds for scenario 1 of {n}: "
+        + links.t(f"sc_{SCENARIOS[0]}_title")
+        + "…"
+    )
     assert [s.split(":")[0] for s in seen_when_searching] == [
-        f"Trying prompts and seeds for scenario {i} of {n}" for i in range(1, n + 1)]
+        f"Trying prompts and seeds for scenario {i} of {n}" for i in range(1, n + 1)
+    ]
     assert shown[-1].startswith(f"done: Searched {n} scenarios in") and "(complete)" in shown[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core.models import (
+from specdec_core.core.models import (
     PRESETS,
     ModelLoadError,
     VocabularyMismatchError,

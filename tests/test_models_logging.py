@@ -10,7 +10,7 @@ from conftest import REPO
 SCRIPT = """
 from transformers.utils import logging as hf
 before = (hf.get_verbosity(), hf.is_progress_bar_enabled())
-import specdec_core.models as m
+import specdec_core.core.models as m
 after_import = (hf.get_verbosity(), hf.is_progress_bar_enabled())
 with m.quiet_transformers():
     inside = (hf.get_verbosity(), hf.is_progress_bar_enabled())

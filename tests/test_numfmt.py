@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.numfmt import fmt_prob
+from specdec_core.core.numfmt import fmt_prob
 
 
 @pytest.mark.parametrize(
@@ -23,7 +23,7 @@ def test_fmt_prob_small_values_are_never_zero_and_missing_is_a_dash():
 
 
 def test_fmt_short_bar_labels():
-    from specdec_core.numfmt import fmt_short
+    from specdec_core.core.numfmt import fmt_short
 
     assert [fmt_short(x) for x in (0, 0.44, 0.1, 1.04e-5, 1)] == [
         "0",
@@ -39,11 +39,16 @@ def test_lab_figures_print_the_numbers_on_the_bars():
     readable as text on the bars, not only on hover."""
     import numpy as np
 
-    from specdec_core.figures import rule_finals_figure
+    from specdec_core.ui.figures.lab import rule_finals_figure
 
     labels = {"p": "p", "probability": "probability", "token": "token", "resample_p": "wrong"}
-    fig = rule_finals_figure(["a", "b", "c"], np.array([0.6, 0.3, 0.1]),
-                             {"resample_p": np.array([0.44, 0.42, 0.14])}, labels, "t")  # fmt: skip
+    fig = rule_finals_figure(
+        ["a", "b", "c"],
+        np.array([0.6, 0.3, 0.1]),
+        {"resample_p": np.array([0.44, 0.42, 0.14])},
+        labels,
+        "t",
+    )
     assert list(fig.data[0].text) == ["0.60", "0.30", "0.10"]
     assert list(fig.data[1].text) == ["0.44", "0.42", "0.14"]
     assert fig.layout.yaxis.title.text is None  # written horizontally above the axis
@@ -53,7 +58,7 @@ def test_fmt_sig_shows_enough_digits_to_reproduce_a():
     """Issue 24 item 7: p = 0.0017, q = 0.0022 was shown beside a = 0.8060 (dividing the
     shown numbers gives 0.77). With 4 significant digits the division agrees with the
     shown a to 0.1 %."""
-    from specdec_core.numfmt import fmt_sig
+    from specdec_core.core.numfmt import fmt_sig
 
     p, q = 0.0017354, 0.0021531
     a = min(1.0, p / q)
@@ -63,4 +68,10 @@ def test_fmt_sig_shows_enough_digits_to_reproduce_a():
     old = [fmt_prob(x) for x in (p, q, a)]  # what the step page showed before
     assert float(old[0]) / float(old[1]) != pytest.approx(float(old[2]), rel=1e-2)
     assert [fmt_sig(x) for x in (0, 1, 0.5, 1.04e-5, 0.099996, None)] == [
-        "0", "1.000", "0.5000", "1.040e-5", "0.1000", "—"]  # fmt: skip
+        "0",
+        "1.000",
+        "0.5000",
+        "1.040e-5",
+        "0.1000",
+        "—",
+    ]

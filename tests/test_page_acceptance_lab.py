@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec_core import models
-from specdec_core.rulelab import PRESETS, RULES, rows_from_slice
-from specdec_core.session import SessionConfig, SpeculativeSession
+from specdec_core.core import models
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.rules.lab import PRESETS
+from specdec_core.rules.lab.exact import RULES
+from specdec_core.rules.lab.rows import rows_from_slice
 from specdec_core.ui.loader import cached_pair
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -131,8 +134,11 @@ def test_edit_resize_and_bad_input(app_on_tiny_pair):
     np.testing.assert_allclose(table(at, "rl_final_table")["correct"], norm["p"], atol=1e-9)
     # a cell edit (seeded through the editor's state, as AppTest requires)
     editor_key = f"rl_editor_{at.session_state['rl_ver']}"
-    at.session_state[editor_key] = {"edited_rows": {0: {"q": -1.0}}, "added_rows": [],
-                                    "deleted_rows": []}  # fmt: skip
+    at.session_state[editor_key] = {
+        "edited_rows": {0: {"q": -1.0}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert at.error and "q weights must be ≥ 0" in at.error[0].value
 
@@ -169,8 +175,9 @@ def test_rows_from_the_step_through_round(app_on_tiny_pair):
 def test_temperature_and_chinese(app_on_tiny_pair):
     at = open_page("zh")
     assert "接受规则实验室" in at.title[0].value
-    np.testing.assert_allclose(table(at, "rl_final_table")["resample_p"], [0.44, 0.42, 0.14],
-                               atol=1e-9)  # fmt: skip
+    np.testing.assert_allclose(
+        table(at, "rl_final_table")["resample_p"], [0.44, 0.42, 0.14], atol=1e-9
+    )
     at.slider(key="rl_temp").set_value(0.0).run()
     assert metric(at, "T = 0.00 时的 A") == 0.0  # greedy rows: argmax t1 vs t2
     assert metric(at, "T = 1 时的 A（即编辑后的分布）") == pytest.approx(0.6)

@@ -47,8 +47,11 @@ def test_drafters_side_by_side(embedded_pair, lang):
     at.select_slider(key="dr_knob_early").set_value(n_layer)  # all layers: the target
     results = click_run(at, lang)
     assert [(r.name, r.knob) for r in results] == [
-        ("model", None), ("ngram", 3), ("early-exit", n_layer), ("eagle", None)
-    ]  # fmt: skip
+        ("model", None),
+        ("ngram", 3),
+        ("early-exit", n_layer),
+        ("eagle", None),
+    ]
     assert all(r.new_tokens == 16 and r.same_as_target for r in results)
     assert results[2].acceptance_rate == 1.0
 
@@ -103,8 +106,10 @@ def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
     assert (r.name, r.knob) == ("ngram", 1)
     assert r.drafted_per_round[0] == 0 and r.empty_rounds > 0  # nothing to copy at first
     assert [m.value for m in at.metric] == [
-        f"{r.speedup:.2f}×", f"{r.acceptance_rate:.2f}", f"{r.mean_accepted:.2f}"
-    ]  # fmt: skip
+        f"{r.speedup:.2f}×",
+        f"{r.acceptance_rate:.2f}",
+        f"{r.mean_accepted:.2f}",
+    ]
     at.toggle(key="dr_show_discarded").set_value(True).run()
     assert not at.exception
 

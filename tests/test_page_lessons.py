@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.costmodel import per_token_cost_ms
-from specdec_core.lesson_link import LessonState, decode, encode
-from specdec_core.replay import replay
+from specdec_core.lessons.link import LessonState, decode, encode
+from specdec_core.lessons.replay import replay
+from specdec_core.rules.costmodel import per_token_cost_ms
 from specdec_core.ui import links
 from specdec_core.ui.links import scenarios
 
@@ -37,8 +37,9 @@ def s(key: str, lang: str, **fmt) -> str:
     return text.format(**fmt) if fmt else text
 
 
-def open_lessons(lang: str = "en", chapter: str | None = None,
-                 params: dict | None = None) -> AppTest:  # fmt: skip
+def open_lessons(
+    lang: str = "en", chapter: str | None = None, params: dict | None = None
+) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=300)
     at.session_state["lang"] = lang
     for key, value in (params or {}).items():
@@ -52,8 +53,9 @@ def open_lessons(lang: str = "en", chapter: str | None = None,
 
 def answer(at: AppTest, cid: str, value: object, lang: str) -> None:
     key = f"ls_in_{cid}_{lang}"
-    widgets = [w for kind in ("number_input", "radio", "pills") for w in getattr(at, kind)
-               if w.key == key]  # fmt: skip
+    widgets = [
+        w for kind in ("number_input", "radio", "pills") for w in getattr(at, kind) if w.key == key
+    ]
     assert len(widgets) == 1, key
     widgets[0].set_value(value)
     next(b for b in at.button if b.key == f"ls_btn_{cid}").click().run()
@@ -97,8 +99,11 @@ def found(pair) -> dict[str, LessonState]:
 def test_chapter_1_greedy_cases_and_cost(embedded_pair, lang):
     at = open_lessons(lang, "1")
     states = found(embedded_pair)
-    for key, cid in (("first_error_3", "c1_fe3"), ("first_error_1", "c1_fe1"),
-                     ("all_accepted", "c1_all")):  # fmt: skip
+    for key, cid in (
+        ("first_error_3", "c1_fe3"),
+        ("first_error_1", "c1_fe1"),
+        ("all_accepted", "c1_all"),
+    ):
         checks = replay(embedded_pair, states[key]).session.current_verify.checks
         first = next((c.position for c in checks if c.status == "rejected"), 0)
         assert first == {"c1_fe3": 3, "c1_fe1": 1, "c1_all": 0}[cid]
@@ -140,11 +145,19 @@ def test_chapter_3_kv_lengths_equal_the_engine(embedded_pair, lang):
     kv = session.history[-1].commit.kv_after
     assert kv.target_kv_len == kv.committed_len - 1  # the correction has no KV yet
     at = open_lessons(lang, "3")
-    for cid, value in (("c3_committed", kv.committed_len), ("c3_target", kv.target_kv_len),
-                       ("c3_draft", kv.draft_kv_len)):  # fmt: skip
+    for cid, value in (
+        ("c3_committed", kv.committed_len),
+        ("c3_target", kv.target_kv_len),
+        ("c3_draft", kv.draft_kv_len),
+    ):
         wrong_then_right(at, cid, value + 1, value, lang)
-    assert s("ls_c3_reveal", lang, committed=kv.committed_len, target=kv.target_kv_len,
-             draft=kv.draft_kv_len) in markdown(at)  # fmt: skip
+    assert s(
+        "ls_c3_reveal",
+        lang,
+        committed=kv.committed_len,
+        target=kv.target_kv_len,
+        draft=kv.draft_kv_len,
+    ) in markdown(at)
     assert len(at.dataframe) == 1  # the KV table
 
 
@@ -182,8 +195,10 @@ def test_chapter_5_speed_sources_and_summary(embedded_pair, lang):
 def test_a_chapter_link_survives_a_reload_and_the_picker_moves_it(embedded_pair):
     at = open_lessons("zh", "3")
     assert at.session_state["ls_chapter"] == 3
-    params = {k: at.query_params[k][0] if isinstance(at.query_params[k], list)
-              else at.query_params[k] for k in at.query_params}  # fmt: skip
+    params = {
+        k: at.query_params[k][0] if isinstance(at.query_params[k], list) else at.query_params[k]
+        for k in at.query_params
+    }
     assert params["chapter"] == "3" and params["lang"] == "zh"
     state, problems = decode(params, ["embedded"])
     assert state.page == "lessons" and not problems

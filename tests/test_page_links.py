@@ -12,10 +12,10 @@ import pytest
 from conftest import open_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.lesson_link import LessonState, encode
-from specdec_core.replay import state_of, timeless_json
-from specdec_core.scenarios import find_scenarios
-from specdec_core.tracefile import export_json
+from specdec_core.lessons.link import LessonState, encode
+from specdec_core.lessons.replay import state_of, timeless_json
+from specdec_core.lessons.scenarios import find_scenarios
+from specdec_core.lessons.tracefile import export_json
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PROMPT = "ROMEO:\nBut soft, what light"
@@ -37,16 +37,26 @@ def open_panel(at: AppTest) -> None:
 
 
 def test_a_link_replays_its_state_and_a_reload_keeps_it(embedded_pair):
-    state = LessonState(lang="zh", gamma=3, temperature=1.0, seed=12, prompt=PROMPT,
-                        round=2, phase="verify", edits=((2, 1, 42),))  # fmt: skip
+    state = LessonState(
+        lang="zh",
+        gamma=3,
+        temperature=1.0,
+        seed=12,
+        prompt=PROMPT,
+        round=2,
+        phase="verify",
+        edits=((2, 1, 42),),
+    )
     at = open_app(encode(state))
     s = session(at)
     assert at.session_state["lang"] == "zh" and at.text_area[0].value == PROMPT
     assert len(s.history) == 2 and s.phase == "verify" and s.drafts[0] == 42
     assert s.config.temperature == 1.0 and s.config.seed == 12 and s.config.gamma == 3
     assert not [w for w in at.warning if "舍弃" in w.value]  # nothing dropped
-    params = {k: at.query_params[k][0] if isinstance(at.query_params[k], list)
-              else at.query_params[k] for k in ("v", "lang", "s")}  # fmt: skip
+    params = {
+        k: at.query_params[k][0] if isinstance(at.query_params[k], list) else at.query_params[k]
+        for k in ("v", "lang", "s")
+    }
     again = open_app(params)  # a reload is a new session with the same URL
     t = session(again)
     assert again.session_state["lang"] == "zh"
@@ -138,7 +148,7 @@ def test_a_trace_file_round_trip_through_the_page(embedded_pair):
 def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
     from urllib.parse import parse_qs, urlsplit
 
-    from specdec_core.lesson_link import decode
+    from specdec_core.lessons.link import decode
 
     at = open_app(encode(LessonState(prompt=PROMPT, round=1, phase="verify")))
     qr = [h for h in at.get("html") if "data:image/svg+xml" in h.proto.body]

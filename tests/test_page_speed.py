@@ -12,7 +12,7 @@ import torch
 from conftest import TEXTBOOK, click
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.costmodel import best_gamma
+from specdec_core.rules.costmodel import best_gamma
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGE = "pages/speed.py"
@@ -141,8 +141,12 @@ def test_sweeps_stop_and_chinese(embedded_pair):
     assert any("B = " in m.value for m in at.markdown)
     # a job in flight is stopped by Stop: nothing more runs, finished points stay
     at.session_state["sp_job"] = {
-        "kind": "gamma", "tasks": [("sp", 3)], "total": 9, "params": {}, "out": {},
-    }  # fmt: skip
+        "kind": "gamma",
+        "tasks": [("sp", 3)],
+        "total": 9,
+        "params": {},
+        "out": {},
+    }
     at.session_state["sp_gamma"]["partial"] = True
     at.button(key="sp_stop_btn").click().run()
     assert not at.exception and "sp_job" not in at.session_state
@@ -159,12 +163,19 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     """A crafted non-monotone curve (t(2)/t(1) = 0.38, seen on a busy machine): the page says
     the machine is too busy, in both languages, and draws no curve and no best γ."""
     from specdec_core.bench import ForwardCurve, HowMeasured, Spread
-    from specdec_core.ui import job_tasks, jobs
+    from specdec_core.server import jobs
+    from specdec_core.server import tasks as job_tasks
 
     monkeypatch.setenv(jobs.WORKER_ENV, "thread")  # the crafted curve is measured here
     target = (2.13, 0.81, 2.3, 2.4, 2.5, 2.6, 2.7, 2.8, 2.9)
-    crafted = ForwardCurve(target, 0.42, 11, tuple(Spread.of([ms] * 11) for ms in target),
-                           Spread.of([0.42] * 11), HowMeasured(0.0, 11, 2, 9, 1.5, 2))  # fmt: skip
+    crafted = ForwardCurve(
+        target,
+        0.42,
+        11,
+        tuple(Spread.of([ms] * 11) for ms in target),
+        Spread.of([0.42] * 11),
+        HowMeasured(0.0, 11, 2, 9, 1.5, 2),
+    )
     monkeypatch.setattr(job_tasks, "measure_forward_curve", lambda *a, **k: crafted)
     at = start()
     small_budget(at)

@@ -13,18 +13,33 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 LABELS = {
-    "en": {"propose": "① Propose", "verify": "② Verify", "commit": "③ Commit / reject",
-           "wrong": "Use the target's 2nd choice at position 1",
-           "agree": "Use the target's top token at every position",
-           "discarded": "tentative → discarded (rolled back)", "committed": "committed length",
-           "target": "target KV length", "draft": "draft KV length",
-           "apply_text": "Use typed token", "reset": "Reset"},
-    "zh": {"propose": "① 提议", "verify": "② 验证", "commit": "③ 提交 / 拒绝",
-           "wrong": "位置 1 改用目标模型的第二选择", "agree": "每个位置都改用目标模型的首选 token",
-           "discarded": "暂定 → 被丢弃（回滚）", "committed": "已提交长度",
-           "target": "目标模型 KV 长度", "draft": "草稿模型 KV 长度",
-           "apply_text": "使用输入的 token", "reset": "重置"},
-}  # fmt: skip
+    "en": {
+        "propose": "① Propose",
+        "verify": "② Verify",
+        "commit": "③ Commit / reject",
+        "wrong": "Use the target's 2nd choice at position 1",
+        "agree": "Use the target's top token at every position",
+        "discarded": "tentative → discarded (rolled back)",
+        "committed": "committed length",
+        "target": "target KV length",
+        "draft": "draft KV length",
+        "apply_text": "Use typed token",
+        "reset": "Reset",
+    },
+    "zh": {
+        "propose": "① 提议",
+        "verify": "② 验证",
+        "commit": "③ 提交 / 拒绝",
+        "wrong": "位置 1 改用目标模型的第二选择",
+        "agree": "每个位置都改用目标模型的首选 token",
+        "discarded": "暂定 → 被丢弃（回滚）",
+        "committed": "已提交长度",
+        "target": "目标模型 KV 长度",
+        "draft": "草稿模型 KV 长度",
+        "apply_text": "使用输入的 token",
+        "reset": "重置",
+    },
+}
 
 
 def start(lang: str) -> AppTest:
@@ -220,8 +235,9 @@ def test_greedy_marks_the_argmax_at_discarded_positions(embedded_pair):
     checks = html_tables(at, "checks-table")[0]
     argmax = list(checks[checks.columns[2]])
     assert not argmax[0].endswith("†") and all(a.endswith("†") for a in argmax[1:])
-    assert any("computed by the same forward after the rejected token" in c.value
-               for c in at.caption)  # fmt: skip
+    assert any(
+        "computed by the same forward after the rejected token" in c.value for c in at.caption
+    )
 
 
 def test_presenter_mode_from_the_url_and_compact_kv_table(embedded_pair):

@@ -9,9 +9,8 @@ from conftest import run_json
 
 from specdec_core.__main__ import BENCH_PROMPT
 from specdec_core.bench import ignoring_eos
-from specdec_core.drafters import make_named_drafter
-from specdec_core.generate import generate
-from specdec_core.records import (
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.records import (
     RoundRecord,
     make_record,
     round_statuses,
@@ -19,8 +18,10 @@ from specdec_core.records import (
     strip_states,
     summarize,
 )
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.trace import EditTrace
+from specdec_core.core.trace import EditTrace
+from specdec_core.drafters import make_named_drafter
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
 
 A, R, D, C = "accepted", "rejected", "discarded", "cut"
 
@@ -87,16 +88,28 @@ def test_strip_order_puts_the_target_token_after_the_checked_drafts():
 
 # ---------------------------------------------------------------- issue 11, as values
 def _checked_mean(out: dict) -> float:
-    checked = [c["overlap"] for r in out["rounds"] for c in r["checks"]
-               if c["status"] in (A, R)]  # fmt: skip
+    checked = [c["overlap"] for r in out["rounds"] for c in r["checks"] if c["status"] in (A, R)]
     return sum(checked) / len(checked)
 
 
 def test_end_of_text_accepted_first_cuts_the_round(capsys, embedded_pair):
     """γ = 8, T = 1, seed 23 on the bench prompt: the first draft is end-of-text and is
     accepted, the rule also accepts the second; the output is that one token."""
-    out = run_json(capsys, "run", "--pair", "embedded", "--prompt", BENCH_PROMPT, "--gamma", "8",
-                   "--temperature", "1", "--seed", "23", "--json")  # fmt: skip
+    out = run_json(
+        capsys,
+        "run",
+        "--pair",
+        "embedded",
+        "--prompt",
+        BENCH_PROMPT,
+        "--gamma",
+        "8",
+        "--temperature",
+        "1",
+        "--seed",
+        "23",
+        "--json",
+    )
     [r] = out["rounds"]
     eos = embedded_pair.eos_token_id
     assert out["output_ids"] == [eos] and out["stop_reason"] == "eos"
@@ -127,14 +140,29 @@ def test_default_bench_rate_is_over_checked_positions(embedded_pair):
 
 
 def test_editing_a_prompt_lookup_draft_never_crashes(capsys, pair_arg, embedded_pair):
-    out = run_json(capsys, "run", "--pair", "embedded", "--prompt", "ha ha ha ha ha ha",
-                   "--drafter", "ngram", "--gamma", "2", "--edit", "1:1=42", "--json")  # fmt: skip
+    out = run_json(
+        capsys,
+        "run",
+        "--pair",
+        "embedded",
+        "--prompt",
+        "ha ha ha ha ha ha",
+        "--drafter",
+        "ngram",
+        "--gamma",
+        "2",
+        "--edit",
+        "1:1=42",
+        "--json",
+    )
     first = out["rounds"][0]
     assert first["drafted"][0] == 42 and first["checks"][0]["status"] == R
     session = SpeculativeSession(
-        embedded_pair, "ha ha ha ha ha ha", SessionConfig(gamma=2),
+        embedded_pair,
+        "ha ha ha ha ha ha",
+        SessionConfig(gamma=2),
         drafter=make_named_drafter(embedded_pair, "ngram"),
-    )  # fmt: skip
+    )
     assert len(session.propose().drafted) == 2
     edit = session.edit_draft(1, 42)
     assert isinstance(edit, EditTrace) and edit.drafted[0].id == 42
@@ -151,22 +179,28 @@ def test_fast_path_and_step_machine_make_equal_records(tiny_pair, drafter, tempe
     name = "model" if drafter == "greedy-draft" else drafter
     method = "greedy" if drafter == "greedy-draft" else "probabilistic"
     prompt = "First Citizen:\nWe are accounted poor citizens, the patricians good. We are"
-    config = SessionConfig(gamma=3, temperature=temperature, top_k=40, seed=7,
-                           max_new_tokens=30, draft_method=method)  # fmt: skip
+    config = SessionConfig(
+        gamma=3, temperature=temperature, top_k=40, seed=7, max_new_tokens=30, draft_method=method
+    )
     fast = generate(tiny_pair, prompt, config, drafter=make_named_drafter(tiny_pair, name))
     session = SpeculativeSession(tiny_pair, prompt, config, make_named_drafter(tiny_pair, name))
     session.run()
     assert len(fast.records) == len(session.records) > 3
     for a, b in zip(fast.records, session.records, strict=True):
         assert (a.gamma, a.drafted, a.statuses, a.appended, a.kind) == (
-            b.gamma, b.drafted, b.statuses, b.appended, b.kind)  # fmt: skip
+            b.gamma,
+            b.drafted,
+            b.statuses,
+            b.appended,
+            b.kind,
+        )
         assert a.overlaps == pytest.approx(b.overlaps, abs=1e-5)
     assert fast.output_ids == session.generated_ids
     assert fast.stats.acceptance_rate == pytest.approx(summarize(session.records).acceptance_rate)
 
 
 def test_records_round_trip_through_json(tiny_pair):
-    from specdec_core.trace import RoundTrace, from_jsonable, to_jsonable
+    from specdec_core.core.trace import RoundTrace, from_jsonable, to_jsonable
 
     session = SpeculativeSession(tiny_pair, "To be", SessionConfig(temperature=1.0, seed=3))
     session.run(max_rounds=2)

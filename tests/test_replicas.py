@@ -25,8 +25,14 @@ sys.path.insert(0, str(REPO / "deploy"))
 import replicas as deploy  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -60,21 +66,43 @@ def test_the_rendered_nginx_conf_passes_nginx_t(tmp_path):
     for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
         (tmp_path / "tmp" / sub).mkdir(parents=True)
     snippet = deploy.render_snippet(["127.0.0.1:8501", "127.0.0.1:8502"], "127.0.0.1:8540")
-    for conf_text, name in ((deploy.render_main(snippet, tmp_path), "loopback.conf"),
-                            (deploy.render_main(snippet), "container.conf")):  # fmt: skip
+    for conf_text, name in (
+        (deploy.render_main(snippet, tmp_path), "loopback.conf"),
+        (deploy.render_main(snippet), "container.conf"),
+    ):
         conf = tmp_path / name
         conf.write_text(conf_text)
-        out = subprocess.run([deploy.nginx_binary(), "-t", "-p", str(tmp_path), "-e",
-                              str(tmp_path / "error.log"), "-c", str(conf)],
-                             capture_output=True, text=True, timeout=30)  # fmt: skip
+        out = subprocess.run(
+            [
+                deploy.nginx_binary(),
+                "-t",
+                "-p",
+                str(tmp_path),
+                "-e",
+                str(tmp_path / "error.log"),
+                "-c",
+                str(conf),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert out.returncode == 0 and "test is successful" in out.stderr, out.stderr
     text = deploy.render_main(snippet, tmp_path)
-    for line in ("worker_processes auto;", "worker_rlimit_nofile 16384;",
-                 "worker_connections 8192;", "client_header_timeout 10s;",
-                 "client_body_timeout 10s;", "reset_timedout_connection on;",
-                 "keepalive_timeout 30s;", "send_timeout 30s;", "client_max_body_size 5200k;",
-                 "limit_conn specdec_conn 1000;", "proxy_set_header X-Real-IP $remote_addr;",
-                 "error_log " + str(tmp_path / "error.log") + " error;"):  # fmt: skip
+    for line in (
+        "worker_processes auto;",
+        "worker_rlimit_nofile 16384;",
+        "worker_connections 8192;",
+        "client_header_timeout 10s;",
+        "client_body_timeout 10s;",
+        "reset_timedout_connection on;",
+        "keepalive_timeout 30s;",
+        "send_timeout 30s;",
+        "client_max_body_size 5200k;",
+        "limit_conn specdec_conn 1000;",
+        "proxy_set_header X-Real-IP $remote_addr;",
+        "error_log " + str(tmp_path / "error.log") + " error;",
+    ):
         assert line in text, line
     public = text.split("location / {")[1].split("}")[0]
     assert "X-Specdec-Replica" not in public  # only on the loopback-only debug path
@@ -84,10 +112,10 @@ def _status(url: str, source: str = "127.0.0.1") -> tuple[int, dict]:
     """GET ``url`` from the loopback address ``source``: (status, headers)."""
     host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
     path = "/" + url.removeprefix("http://").split("/", 1)[1]
-    with socket.create_connection((host, int(port)), timeout=10,
-                                  source_address=(source, 0)) as s:  # fmt: skip
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n"
-                  .encode())  # fmt: skip
+    with socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0)) as s:
+        s.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nConnection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := s.recv(65536):
             data += chunk
@@ -146,9 +174,13 @@ def test_nginx_snippet_pins_sessions_by_cookie_and_upgrades_websockets():
     assert "ip_hash" not in conf.split("# Websocket")[1]  # a class behind one NAT
     assert "hash $specdec_route consistent;" in conf
     assert "server 127.0.0.1:1;" in conf and "server 127.0.0.1:2;" in conf
-    for line in ("proxy_http_version 1.1;", "proxy_set_header Upgrade $http_upgrade;",
-                 "proxy_set_header Connection $connection_upgrade;",
-                 "proxy_set_header Host $http_host;", "listen 127.0.0.1:3;"):  # fmt: skip
+    for line in (
+        "proxy_http_version 1.1;",
+        "proxy_set_header Upgrade $http_upgrade;",
+        "proxy_set_header Connection $connection_upgrade;",
+        "proxy_set_header Host $http_host;",
+        "listen 127.0.0.1:3;",
+    ):
         assert line in conf
     assert "__" not in conf
 
@@ -188,8 +220,9 @@ def _click(page, label: str, rounds: int) -> None:
         "n => !document.querySelector('[data-testid=\"stStatusWidget\"]') &&"
         " (n === 0 ? !/Rounds: \\d/.test(document.body.innerText)"
         " : document.body.innerText.includes('Rounds: ' + n + ' '))",
-        arg=rounds, timeout=60_000,
-    )  # fmt: skip
+        arg=rounds,
+        timeout=60_000,
+    )
 
 
 def test_no_cross_talk_through_the_proxy(cluster):
@@ -199,10 +232,12 @@ def test_no_cross_talk_through_the_proxy(cluster):
     import classroom_ws as W
 
     url = cluster.url.replace("http", "ws", 1) + "/_stcore/stream"
-    plans = [["① Propose", "② Verify", "③ Commit / reject", "Run one round"],
-             ["Run one round", "Run one round", "① Propose"],
-             ["① Propose", "② Verify", "③ Commit / reject"],
-             ["Run one round", "① Propose", "② Verify"]]  # fmt: skip
+    plans = [
+        ["① Propose", "② Verify", "③ Commit / reject", "Run one round"],
+        ["Run one round", "Run one round", "① Propose"],
+        ["① Propose", "② Verify", "③ Commit / reject"],
+        ["Run one round", "① Propose", "② Verify"],
+    ]
 
     async def lesson(plan: list[str]) -> list[str]:
         client, ws = await W.open_client(url)
@@ -237,8 +272,9 @@ def test_two_sessions_on_two_replicas_keep_their_own_lessons(cluster):
         pages = []
         for route in routes:
             context = browser.new_context(viewport={"width": 1400, "height": 1800})
-            context.add_cookies([{"name": deploy.COOKIE, "value": route, "domain": host,
-                                  "path": "/"}])  # fmt: skip
+            context.add_cookies(
+                [{"name": deploy.COOKIE, "value": route, "domain": host, "path": "/"}]
+            )
             page = context.new_page()
             page.goto(cluster.url)
             page.get_by_role("button", name="① Propose").wait_for(timeout=90_000)

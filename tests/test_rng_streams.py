@@ -9,13 +9,14 @@ import pytest
 import torch
 from conftest import run_json
 
-from specdec_core.generate import generate
-from specdec_core.lesson_link import LINK_VERSION, LessonState, decode, encode
-from specdec_core.replay import replay, timeless_json
-from specdec_core.rounds import STREAM_KEYS, round_stream, stream_seed
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.tree_generate import generate_tree
-from specdec_core.tree_session import TreeSession
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.rounds import STREAM_KEYS, round_stream, stream_seed
+from specdec_core.engine.tree.generate import generate_tree
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.lessons.link import LINK_VERSION, LessonState, decode, encode
+from specdec_core.lessons.replay import replay, timeless_json
 
 PROMPT = "ROMEO:\nBut soft, what light"
 GAMMA = 5
@@ -51,8 +52,22 @@ def test_an_edit_at_k_leaves_the_draws_and_verdicts_before_k(request, pair_name,
 def test_the_cli_edit_of_the_issue_leaves_position_1(capsys, embedded_pair):
     """`--edit 1:3=12` re-drafts position 4; it changed round 1 position 1's u from 0.6361
     to 0.3049 while one generator served every draw."""
-    args = ("run", "--pair", "embedded", "--prompt", "ROMEO:\nBut soft", "--temperature", "0.8",
-            "--top-k", "50", "--top-p", "0.95", "--seed", "1", "--json")  # fmt: skip
+    args = (
+        "run",
+        "--pair",
+        "embedded",
+        "--prompt",
+        "ROMEO:\nBut soft",
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "50",
+        "--top-p",
+        "0.95",
+        "--seed",
+        "1",
+        "--json",
+    )
     plain = run_json(capsys, *args)["rounds"][0]
     edited = run_json(capsys, *args, "--edit", "1:3=12")["rounds"][0]
     assert edited["drafted"][:3] == plain["drafted"][:3]

@@ -13,12 +13,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core.__main__ import main
+from specdec_core.core.errors import SpecDecError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.records import summarize
+from specdec_core.core.trace import to_jsonable
 from specdec_core.drafters import make_named_drafter
-from specdec_core.errors import SpecDecError
-from specdec_core.generate import generate
-from specdec_core.records import summarize
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.trace import to_jsonable
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.session import SpeculativeSession
 
 PROMPTS = ["First Citizen:\nWe are", "ha ha ha ha ha ha ha", "\n", "To be, or not to be, " * 3]
 DRAFTERS = ["model", "greedy-draft", "ngram", "early-exit"]
@@ -29,10 +30,18 @@ FAST = settings(max_examples=25, deadline=None, suppress_health_check=SLOW_OK)
 
 def _snapshot(session: SpeculativeSession) -> str:
     """Everything a failed step must leave as it was, as JSON."""
-    return json.dumps(to_jsonable([
-        session.history, session.ids, session.phase, session.drafts,
-        session.kv_state(session.current_statuses()), session.rng_state(),
-    ]))  # fmt: skip
+    return json.dumps(
+        to_jsonable(
+            [
+                session.history,
+                session.ids,
+                session.phase,
+                session.drafts,
+                session.kv_state(session.current_statuses()),
+                session.rng_state(),
+            ]
+        )
+    )
 
 
 def _check_trace(session: SpeculativeSession) -> None:
@@ -53,8 +62,12 @@ def _check_trace(session: SpeculativeSession) -> None:
             assert rec.kind == "stopped" and "rejected" not in statuses
         committed += rec.appended
     assert committed == session.ids
-    checked = [c.overlap for r in session.history for c in r.verify.checks
-               if c.status in ("accepted", "rejected")]  # fmt: skip
+    checked = [
+        c.overlap
+        for r in session.history
+        for c in r.verify.checks
+        if c.status in ("accepted", "rejected")
+    ]
     s = summarize(session.records)
     assert s.acceptance_rate == pytest.approx(sum(checked) / len(checked) if checked else 0.0)
     rounds = len(session.history)
@@ -70,11 +83,13 @@ def test_any_sequence_of_steps_keeps_the_trace_consistent(tiny_pair, data):
     prompt = data.draw(st.one_of(st.sampled_from(PROMPTS), ids))
     drafter = data.draw(st.sampled_from(DRAFTERS))
     config = SessionConfig(
-        gamma=data.draw(st.integers(1, 6)), temperature=data.draw(st.sampled_from([0.0, 0.7, 1.5])),
-        seed=data.draw(st.integers(0, 2**31)), max_new_tokens=data.draw(st.integers(1, 20)),
+        gamma=data.draw(st.integers(1, 6)),
+        temperature=data.draw(st.sampled_from([0.0, 0.7, 1.5])),
+        seed=data.draw(st.integers(0, 2**31)),
+        max_new_tokens=data.draw(st.integers(1, 20)),
         draft_method="greedy" if drafter == "greedy-draft" else "probabilistic",
         stop_strings=tuple(data.draw(st.sampled_from([(), ("e",), ("\n",)]))),
-    )  # fmt: skip
+    )
     name = "model" if drafter == "greedy-draft" else drafter
     session = SpeculativeSession(tiny_pair, prompt, config, make_named_drafter(tiny_pair, name))
     edited = False
@@ -103,7 +118,11 @@ def test_any_sequence_of_steps_keeps_the_trace_consistent(tiny_pair, data):
         fast = generate(tiny_pair, prompt, config, drafter=make_named_drafter(tiny_pair, name))
         for a, b in zip(fast.records, session.records, strict=False):
             assert (a.drafted, a.statuses, a.appended, a.kind) == (
-                b.drafted, b.statuses, b.appended, b.kind)  # fmt: skip
+                b.drafted,
+                b.statuses,
+                b.appended,
+                b.kind,
+            )
             assert a.overlaps == pytest.approx(b.overlaps, abs=1e-5)
 
 
@@ -142,8 +161,12 @@ def test_cli_never_prints_a_traceback(capsys, pair_arg, flags):
         assert out == "" and (err.startswith("error: ") or "usage:" in err)
         return
     result = json.loads(out)
-    checked = [c["overlap"] for r in result["rounds"] for c in r["checks"]
-               if c["status"] in ("accepted", "rejected")]  # fmt: skip
+    checked = [
+        c["overlap"]
+        for r in result["rounds"]
+        for c in r["checks"]
+        if c["status"] in ("accepted", "rejected")
+    ]
     rate = sum(checked) / len(checked) if checked else 0.0
     assert result["stats"]["acceptance_rate"] == pytest.approx(rate)
     for r in result["rounds"]:

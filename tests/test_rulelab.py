@@ -10,9 +10,9 @@ from conftest import TEXTBOOK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdec_core import rulelab as R
-from specdec_core.slices import dist_slice
-from specdec_core.trace import TokenInfo
+from specdec_core.core.slices import dist_slice
+from specdec_core.core.trace import TokenInfo
+from specdec_core.rules import lab as R
 
 CASES = {c["name"]: c for c in TEXTBOOK["distribution_cases"]}
 TEXTBOOK_P, TEXTBOOK_Q = CASES["textbook three-token example"]["p"], [0.2, 0.5, 0.3]
@@ -134,8 +134,9 @@ def test_monte_carlo_verdicts_at_default_n_and_seed(preset):
     pr = R.PRESETS[preset]
     p, q = R.normalise(pr.p), R.normalise(pr.q)
     exact = R.compare_rules(p, q, pr.one_hot_token)
-    runs = {rule: R.monte_carlo(p, q, rule, seed=0, one_hot_token=pr.one_hot_token)
-            for rule in R.RULES}  # fmt: skip
+    runs = {
+        rule: R.monte_carlo(p, q, rule, seed=0, one_hot_token=pr.one_hot_token) for rule in R.RULES
+    }
     assert runs["correct"].n == R.DEFAULT_N
     assert runs["correct"].fit.p_value > 0.01
     assert runs["one_hot"].fit.p_value > 0.01
@@ -220,8 +221,9 @@ def test_rows_from_slice_top_tokens_plus_other():
     assert rows.true_acceptance == pytest.approx(full_a, abs=1e-5)
     assert R.decompose(rows.p, rows.q).acceptance >= full_a - 1e-6  # lumping only raises A
     unlikely = int(torch.argmin(p))  # a drafted token far down p is still named
-    kept = R.rows_from_slice(dist_slice(p, q, [unlikely], 8, lambda i: TokenInfo(i, "", "")),
-                             keep=[unlikely])  # fmt: skip
+    kept = R.rows_from_slice(
+        dist_slice(p, q, [unlikely], 8, lambda i: TokenInfo(i, "", "")), keep=[unlikely]
+    )
     assert unlikely in [tok.id for tok in kept.tokens] and len(kept.tokens) == 7
     assert kept.p[[tok.id for tok in kept.tokens].index(unlikely)] == pytest.approx(
         float(p[unlikely]), abs=1e-7

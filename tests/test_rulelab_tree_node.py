@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec_core import rulelab as R
+from specdec_core.rules import lab as R
 
 P = np.array([0.6, 0.3, 0.1])
 Q = np.array([0.2, 0.5, 0.3])

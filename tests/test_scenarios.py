@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 from transformers import GPT2LMHeadModel
 
-from specdec_core.generate import generate
-from specdec_core.scenarios import SCENARIOS, find_scenarios
-from specdec_core.session import SessionConfig
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.generate import generate
+from specdec_core.lessons.scenarios import SCENARIOS, find_scenarios
 
 
 def test_the_search_runs_few_forwards(embedded_pair):
@@ -38,7 +38,8 @@ def test_until_ends_a_run_after_the_round_it_names(embedded_pair):
     full = generate(embedded_pair, "ROMEO:\nBut soft", config)
     assert len(full.records) > 3
     seen: list[int] = []
-    part = generate(embedded_pair, "ROMEO:\nBut soft", config,
-                    until=lambda r: seen.append(1) or len(seen) == 3)  # fmt: skip
+    part = generate(
+        embedded_pair, "ROMEO:\nBut soft", config, until=lambda r: seen.append(1) or len(seen) == 3
+    )
     assert part.stop_reason == "until" and part.records == full.records[:3]
     assert part.output_ids == full.output_ids[: len(part.output_ids)]

@@ -8,15 +8,11 @@ import json
 import pytest
 import torch
 
-from specdec_core.sampling import ConfigError
-from specdec_core.session import (
-    InputError,
-    PhaseError,
-    PromptError,
-    SessionConfig,
-    SpeculativeSession,
-)
-from specdec_core.trace import RoundTrace, from_jsonable, to_jsonable
+from specdec_core.core.errors import PhaseError, PromptError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.sampling import ConfigError
+from specdec_core.core.trace import RoundTrace, from_jsonable, to_jsonable
+from specdec_core.engine.chain.session import InputError, SpeculativeSession
 
 PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING"]
 
@@ -24,10 +20,13 @@ PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING"]
 def hf_greedy(pair, prompt: str, n: int) -> list[int]:
     ids = torch.tensor([pair.tokenizer.encode(prompt)])
     out = pair.target.generate(
-        ids, do_sample=False, max_new_tokens=n, min_new_tokens=n,
+        ids,
+        do_sample=False,
+        max_new_tokens=n,
+        min_new_tokens=n,
         attention_mask=torch.ones_like(ids),
         pad_token_id=pair.eos_token_id,
-    )  # fmt: skip
+    )
     return out[0, ids.shape[1] :].tolist()
 
 
@@ -181,7 +180,7 @@ def test_verify_trace_values(tiny_pair):
 
 @pytest.mark.parametrize(("prompt", "message"), [("", "empty"), ("To be " * 40, "at most 23")])
 def test_bad_prompts(tiny_dirs, prompt, message):
-    from specdec_core.models import load_pair
+    from specdec_core.core.models import load_pair
 
     pair = load_pair((tiny_dirs["short"], tiny_dirs["draft"]), allow_custom=True)
     with pytest.raises(PromptError, match=message):
@@ -199,7 +198,7 @@ def test_bad_prompts(tiny_dirs, prompt, message):
         {"top_k": 10**6},
         {"max_new_tokens": 0},
         {"draft_method": "beam"},
-    ],  # fmt: skip
+    ],
 )
 def test_bad_config(tiny_pair, changes):
     with pytest.raises(ConfigError):
@@ -214,7 +213,7 @@ def test_stop_at_max_new_tokens_inside_a_round(self_pair):
 
 
 def test_stop_at_context_limit(tiny_dirs):
-    from specdec_core.models import load_pair
+    from specdec_core.core.models import load_pair
 
     pair = load_pair((tiny_dirs["short"], tiny_dirs["short"]), allow_custom=True)
     session = SpeculativeSession(pair, PROMPTS[0], SessionConfig(gamma=8, max_new_tokens=100))

@@ -11,14 +11,28 @@ import json
 import numpy as np
 import pytest
 
-from specdec_core.figures import COLORS, distribution_option, shown_indices, token_labels
-from specdec_core.figures.step import _legend_media
-from specdec_core.numfmt import fmt_prob
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.trace import DistSlice, TokenInfo
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.numfmt import fmt_prob
+from specdec_core.core.trace import DistSlice, TokenInfo
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.ui.figures.common import COLORS, token_labels
+from specdec_core.ui.figures.step import _legend_media, distribution_option, shown_indices
 
-LABELS = {k: f"L-{k}" for k in ("p", "q", "min", "excess", "other", "probability", "token",
-                                "marked", "correction", "context")}  # fmt: skip
+LABELS = {
+    k: f"L-{k}"
+    for k in (
+        "p",
+        "q",
+        "min",
+        "excess",
+        "other",
+        "probability",
+        "token",
+        "marked",
+        "correction",
+        "context",
+    )
+}
 ROWS = (("p", "p"), ("q", "q"), ("min", "min_pq"), ("excess", "excess"))  # key, DistSlice field
 
 
@@ -128,8 +142,9 @@ def test_marked_and_correction_ticks(greedy_reject):
     c = v.checks[0]
     marked, correction = c.token.id, v.next_token.id
     assert marked != correction
-    option = distribution_option(c.dist, LABELS, "T", marked, correction,
-                                 context=v.context_dists[0])  # fmt: skip
+    option = distribution_option(
+        c.dist, LABELS, "T", marked, correction, context=v.context_dists[0]
+    )
     ticks, names = _ticks(option), _columns(option)["token"]
     tokens = {t.id: t for t in (*c.dist.tokens, *v.context_dists[0].tokens)}
     i, j = (names.index(token_labels([tokens[tid]])[0]) for tid in (marked, correction))
@@ -147,8 +162,11 @@ def test_greedy_context_series_only_in_greedy(greedy_reject, sampled):
     option = distribution_option(c.dist, LABELS, "T", c.token.id, context=ctx)
     first = option["series"][0]
     assert first["encode"]["y"] == "context" and first["name"] == "L-context"
-    assert first["itemStyle"] == {"color": "rgba(31,119,180,0.22)", "borderColor": "#1f77b4",
-                                  "borderWidth": 1}  # fmt: skip
+    assert first["itemStyle"] == {
+        "color": "rgba(31,119,180,0.22)",
+        "borderColor": "#1f77b4",
+        "borderWidth": 1,
+    }
     cols = _columns(option)
     assert len(cols["token"]) > 2  # the context brings its top tokens onto the axis
     p_at = dict(zip(ctx.token_ids.tolist(), ctx.p.astype(float).tolist(), strict=True))
@@ -173,8 +191,9 @@ def test_absent_rows_are_absent_series(sampled, greedy_bonus):
     assert option["title"][0]["subtext"] == f"L-other: q = {fmt_prob(draft.q_other)}"
 
     v = greedy_bonus
-    bonus = distribution_option(v.next_dist, LABELS, "T", v.next_token.id,
-                                context=v.context_dists[-1])  # fmt: skip
+    bonus = distribution_option(
+        v.next_dist, LABELS, "T", v.next_token.id, context=v.context_dists[-1]
+    )
     assert list(_series(bonus)) == ["context", "p"]  # q, min, excess: None at γ + 1
     assert all(s["name"] not in ("L-q", "L-min", "L-excess") for s in bonus["series"])
 
@@ -183,12 +202,18 @@ def test_log_axis_gets_no_value_at_or_below_zero(greedy_reject, sampled, greedy_
     v = greedy_reject
     (draft, draft_id), sv = sampled
     cases = [
-        (v.checks[0].dist, dict(marked_id=v.checks[0].token.id, correction_id=v.next_token.id,
-                                context=v.context_dists[0])),
+        (
+            v.checks[0].dist,
+            dict(
+                marked_id=v.checks[0].token.id,
+                correction_id=v.next_token.id,
+                context=v.context_dists[0],
+            ),
+        ),
         (sv.checks[0].dist, dict(marked_id=sv.checks[0].token.id)),
         (draft, dict(marked_id=draft_id)),
         (greedy_bonus.next_dist, dict(marked_id=greedy_bonus.next_token.id)),
-    ]  # fmt: skip
+    ]
     for dist, kw in cases:
         option = distribution_option(dist, LABELS, "T", log_y=True, **kw)
         y = option["yAxis"]
@@ -214,8 +239,9 @@ def test_tiny_values_and_html_in_tokens():
     toks = tuple(TokenInfo(id=i, text=t, piece=t) for i, t in enumerate(["1", "<b>", " 3"]))
     p = np.array([0.5, 1.04e-5, 0.0], dtype=np.float32)
     q = np.array([0.3, 0.2, 0.1], dtype=np.float32)
-    dist = DistSlice(np.arange(3), toks, p, q, np.minimum(p, q), np.maximum(p - q, 0.0),
-                     0.2, 0.4, 0.1, 0.1)  # fmt: skip
+    dist = DistSlice(
+        np.arange(3), toks, p, q, np.minimum(p, q), np.maximum(p - q, 0.0), 0.2, 0.4, 0.1, 0.1
+    )
     option = distribution_option(dist, LABELS, "T", marked_id=2, correction_id=0)
     cols = _columns(option)
     assert cols["token"] == ["1", "<b>", "␣3"]
@@ -230,22 +256,37 @@ def test_option_is_plain_json(greedy_reject, sampled, greedy_bonus):
     v = greedy_reject
     for log_y in (False, True):
         for option in (
-            distribution_option(v.checks[0].dist, LABELS, "T", v.checks[0].token.id,
-                                v.next_token.id, log_y=log_y, context=v.context_dists[0]),
+            distribution_option(
+                v.checks[0].dist,
+                LABELS,
+                "T",
+                v.checks[0].token.id,
+                v.next_token.id,
+                log_y=log_y,
+                context=v.context_dists[0],
+            ),
             distribution_option(sampled[1].checks[0].dist, LABELS, "T", log_y=log_y),
             distribution_option(greedy_bonus.next_dist, LABELS, "T", log_y=log_y),
-        ):  # fmt: skip
+        ):
             assert _plain(option)
             assert json.loads(json.dumps(option, allow_nan=False)) == option
 
 
 def test_legend_media_raise_the_grid_as_the_chart_narrows():
     names = [
-        "p at T = 1 (context only: the greedy rule does not use it)", "p (target)",
-        "q (draft)", "min(p, q) — accept path", "[p − q]+ — residual before normalising",
-    ]  # fmt: skip
-    zh = ["T = 1 时的 p（仅作参考：贪心规则不使用它）", "p（目标）", "q（草稿）",
-          "min(p, q) — 接受路径", "[p − q]+ — 归一化前的残差"]  # fmt: skip
+        "p at T = 1 (context only: the greedy rule does not use it)",
+        "p (target)",
+        "q (draft)",
+        "min(p, q) — accept path",
+        "[p − q]+ — residual before normalising",
+    ]
+    zh = [
+        "T = 1 时的 p（仅作参考：贪心规则不使用它）",
+        "p（目标）",
+        "q（草稿）",
+        "min(p, q) — 接受路径",
+        "[p − q]+ — 归一化前的残差",
+    ]
     for labels in (names, zh):
         media = _legend_media(labels)
         assert "query" not in media[0]  # the default: restored when the chart widens
@@ -268,8 +309,14 @@ def test_st_echarts_chart_draws_the_option(greedy_reject):
     from streamlit.testing.v1 import AppTest
 
     v = greedy_reject
-    option = distribution_option(v.checks[0].dist, LABELS, "T", v.checks[0].token.id,
-                                 v.next_token.id, context=v.context_dists[0])  # fmt: skip
+    option = distribution_option(
+        v.checks[0].dist,
+        LABELS,
+        "T",
+        v.checks[0].token.id,
+        v.next_token.id,
+        context=v.context_dists[0],
+    )
     at = AppTest.from_function(_chart_app, args=(json.dumps(option),), default_timeout=30)
     at.run()
     assert not at.exception, at.exception
@@ -284,8 +331,9 @@ def test_presenter_mode_makes_the_chart_text_projector_sized():
     toks = tuple(TokenInfo(id=i, text=t, piece=t) for i, t in enumerate(["a", "b", "c"]))
     p = np.array([0.5, 0.3, 0.2], dtype=np.float32)
     q = np.array([0.2, 0.5, 0.3], dtype=np.float32)
-    dist = DistSlice(np.arange(3), toks, p, q, np.minimum(p, q), np.maximum(p - q, 0.0),
-                     0.0, 0.0, 0.0, 0.0)  # fmt: skip
+    dist = DistSlice(
+        np.arange(3), toks, p, q, np.minimum(p, q), np.maximum(p - q, 0.0), 0.0, 0.0, 0.0, 0.0
+    )
 
     def sizes(option: dict) -> dict[str, int]:
         return {

@@ -9,12 +9,26 @@ import dataclasses
 import numpy as np
 import pytest
 
-from specdec_core.figures import distribution_option
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.trace import VerifyTrace, from_jsonable, to_jsonable
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.trace import VerifyTrace, from_jsonable, to_jsonable
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.ui.figures.step import distribution_option
 
-LABELS = {k: k for k in ("p", "q", "min", "excess", "other", "probability", "token",
-                         "marked", "correction", "context")}  # fmt: skip
+LABELS = {
+    k: k
+    for k in (
+        "p",
+        "q",
+        "min",
+        "excess",
+        "other",
+        "probability",
+        "token",
+        "marked",
+        "correction",
+        "context",
+    )
+}
 
 
 def _session(pair, **cfg) -> SpeculativeSession:
@@ -32,8 +46,9 @@ def test_greedy_verify_has_t1_context_and_sampling_has_none(embedded_pair):
         assert ctx.q is None and 0 < float(ctx.p.max()) < 1  # a real distribution
         # the argmax of the T = 1 row is the greedy argmax
         assert int(ctx.token_ids[int(np.argmax(ctx.p))]) == c.target_argmax.id
-    option = distribution_option(v.checks[0].dist, LABELS, "t", v.checks[0].token.id,
-                                 context=v.context_dists[0])  # fmt: skip
+    option = distribution_option(
+        v.checks[0].dist, LABELS, "t", v.checks[0].token.id, context=v.context_dists[0]
+    )
     rows = option["dataset"]["source"]
     assert len(rows) > 2  # the context brings its top tokens onto the axis
     # the faint T = 1 bars come first; the T = 1 argmax (the greedy argmax) is drawn at

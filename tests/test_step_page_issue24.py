@@ -14,8 +14,10 @@ from streamlit.testing.v1 import AppTest
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
-STEP = {"en": ("① Propose", "② Verify", "③ Commit / reject"),
-        "zh": ("① 提议", "② 验证", "③ 提交 / 拒绝")}  # fmt: skip
+STEP = {
+    "en": ("① Propose", "② Verify", "③ Commit / reject"),
+    "zh": ("① 提议", "② 验证", "③ 提交 / 拒绝"),
+}
 
 
 def start(lang: str = "en", prompt: str | None = None, **state) -> AppTest:
@@ -28,11 +30,12 @@ def infos(at: AppTest) -> list[str]:
 
 @pytest.mark.parametrize(
     ("lang", "no_match", "wrong"),
-    [("en", "no n-gram match", ("tentative — edit them", "allowed only one more")),
-     ("zh", "没有匹配的 n-gram", ("可以编辑", "token 预算只剩一个"))],
-)  # fmt: skip
-def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lang, no_match,
-                                                              wrong):  # fmt: skip
+    [
+        ("en", "no n-gram match", ("tentative — edit them", "allowed only one more")),
+        ("zh", "没有匹配的 n-gram", ("可以编辑", "token 预算只剩一个")),
+    ],
+)
+def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lang, no_match, wrong):
     propose, verify, commit = STEP[lang]
     at = start(lang, prompt="ROMEO:", cfg_drafter="ngram")
     click(at, propose)
@@ -52,7 +55,7 @@ def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lan
 
 
 def _check(position: int, status: str, p: float, q: float, u: float | None):
-    from specdec_core.trace import PositionCheck, TokenInfo
+    from specdec_core.core.trace import PositionCheck, TokenInfo
 
     tok = TokenInfo(40 + position, f"t{position}", f"t{position}")
     return PositionCheck(position, tok, p, q, min(1.0, p / q), u, status, tok, False, 0.5, None)
@@ -61,12 +64,14 @@ def _check(position: int, status: str, p: float, q: float, u: float | None):
 def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
     """Issue 24 item 7: at T > 0 a discarded or cut position showed p, q and a with no mark
     (greedy marks them †) and a cut position showed its u."""
-    from specdec_core.ui.step_view import check_columns
+    from specdec_core.ui.step.view import check_columns
 
     checks = (
-        _check(1, "accepted", 0.6, 0.5, 0.31), _check(2, "rejected", 0.0017354, 0.0021531, 0.9),
-        _check(3, "discarded", 0.2, 0.4, None), _check(4, "cut", 0.3, 0.2, 0.4238),
-    )  # fmt: skip
+        _check(1, "accepted", 0.6, 0.5, 0.31),
+        _check(2, "rejected", 0.0017354, 0.0021531, 0.9),
+        _check(3, "discarded", 0.2, 0.4, None),
+        _check(4, "cut", 0.3, 0.2, 0.4238),
+    )
     sampled = check_columns(checks, greedy=False)
     for col in ("p(y)", "q(y)", "a = min(1, p/q)"):
         marks = [str(x).endswith(" †") for x in sampled[col]]
@@ -82,12 +87,23 @@ def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
 
 @pytest.mark.parametrize(
     ("lang", "agree", "wrong", "greedy_says", "sampling_says"),
-    [("en", "Use the target's top token at every position",
-      "Use the target's 2nd choice at position 1", "Now (T = 0, greedy)",
-      "Now (T = 1.0, sampling)"),
-     ("zh", "每个位置都改用目标模型的首选 token", "位置 1 改用目标模型的第二选择",
-      "现在（T = 0，贪心）", "现在（T = 1.0，采样）")],
-)  # fmt: skip
+    [
+        (
+            "en",
+            "Use the target's top token at every position",
+            "Use the target's 2nd choice at position 1",
+            "Now (T = 0, greedy)",
+            "Now (T = 1.0, sampling)",
+        ),
+        (
+            "zh",
+            "每个位置都改用目标模型的首选 token",
+            "位置 1 改用目标模型的第二选择",
+            "现在（T = 0，贪心）",
+            "现在（T = 1.0，采样）",
+        ),
+    ],
+)
 def test_quick_edits_are_named_for_what_they_do_and_say_what_they_do_now(
     embedded_pair, lang, agree, wrong, greedy_says, sampling_says
 ):
@@ -126,8 +142,10 @@ def test_byte_tokens_are_shown_as_bytes_with_the_character_they_complete(embedde
     assert "�" not in strip
     assert strip.count('class="tok-group"') == 11  # one group per character of the poem
     for char in POEM:
-        assert f'class="tok-char" style="text-align:center;border-top:1px solid #64748b;' \
-               f'font-size:14px;color:#334155">{char}</span>' in strip
+        assert (
+            f'class="tok-char" style="text-align:center;border-top:1px solid #64748b;'
+            f'font-size:14px;color:#334155">{char}</span>' in strip
+        )
     assert "‹E6›" in strip and "bytes E6" in strip  # chip text and hover
     assert "one byte of a character" in strip  # the legend says what ‹E6› is
     [kv] = html_tables(at, "kv-table")
@@ -145,8 +163,8 @@ def test_byte_tokens_are_shown_as_bytes_with_the_character_they_complete(embedde
 
 
 def test_chart_labels_and_checks_show_bytes():
-    from specdec_core.figures import token_labels, visible_token
-    from specdec_core.trace import TokenInfo
+    from specdec_core.core.trace import TokenInfo
+    from specdec_core.ui.figures.common import token_labels, visible_token
 
     e6, a5 = TokenInfo(163, "\ufffd", "æ"), TokenInfo(99, "\ufffd", "¥")
     mixed = TokenInfo(7, "\ufffd", "Ġæĺ")  # a space, then two bytes of a character
@@ -156,8 +174,10 @@ def test_chart_labels_and_checks_show_bytes():
     assert not TokenInfo(0, "<|endoftext|>", "<|endoftext|>").partial
 
 
-@pytest.mark.parametrize(("lang", "go", "stay"), [("en", "Start the Lessons", "Stay on this page"),
-                                                  ("zh", "开始学习课程", "留在本页")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("lang", "go", "stay"),
+    [("en", "Start the Lessons", "Stay on this page"), ("zh", "开始学习课程", "留在本页")],
+)
 def test_a_first_visit_is_pointed_to_the_lessons_until_dismissed(embedded_pair, lang, go, stay):
     """Issue 24 item 13: a first-time visitor landed on the densest page with no "start
     here"."""
@@ -174,11 +194,12 @@ def test_a_first_visit_is_pointed_to_the_lessons_until_dismissed(embedded_pair, 
 def test_a_lesson_link_or_a_reload_shows_no_welcome(embedded_pair):
     from urllib.parse import parse_qs
 
-    from specdec_core.lesson_link import LessonState, encode
+    from specdec_core.lessons.link import LessonState, encode
 
     at = AppTest.from_file(APP, default_timeout=120)
-    for key, values in parse_qs("&".join(f"{k}={v}" for k, v in encode(
-            LessonState(prompt="ROMEO:")).items())).items():  # fmt: skip
+    for key, values in parse_qs(
+        "&".join(f"{k}={v}" for k, v in encode(LessonState(prompt="ROMEO:")).items())
+    ).items():
         at.query_params[key] = values[0]
     at.run()
     assert not at.exception

@@ -24,9 +24,9 @@ from specdec_core.bench.timing import (
     SUPERLINEAR,
     curve_reasons,
 )
-from specdec_core.costmodel import best_gamma_on_curve, curve_ms
-from specdec_core.generate import generate
-from specdec_core.session import SessionConfig
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.generate import generate
+from specdec_core.rules.costmodel import best_gamma_on_curve, curve_ms
 
 PROMPT = "First Citizen:\nWe are"
 HOW = HowMeasured(at=0.0, repeats=5, warmup=2, tokens=9, load=0.5, cpus=2)
@@ -39,10 +39,13 @@ def tight(ms: float, n: int = 5) -> Spread:
 
 def crafted_curve(target_ms, draft_ms=0.4, spreads=None) -> ForwardCurve:
     return ForwardCurve(
-        tuple(target_ms), draft_ms, 5,
+        tuple(target_ms),
+        draft_ms,
+        5,
         tuple(spreads) if spreads is not None else tuple(tight(ms) for ms in target_ms),
-        tight(draft_ms), HOW,
-    )  # fmt: skip
+        tight(draft_ms),
+        HOW,
+    )
 
 
 # ------------------------------------------------------------------ Spread
@@ -102,8 +105,9 @@ def test_curve_repeats_that_disagree_make_it_too_busy_even_when_monotone():
     wild = Spread.of([1.0, 2.2, 2.2, 5.0, 9.0])  # median 2.2, middle half 2.2 … 5.0
     curve = crafted_curve(target, spreads=[tight(2.0), wild, tight(2.4)])
     assert curve.verdict() == Verdict(True, (REPEATS_DISAGREE,))
-    draft_wild = ForwardCurve((2.0, 2.2), 0.4, 5, (tight(2.0), tight(2.2)),
-                              Spread.of([0.1, 0.2, 0.4, 0.9, 1.0]), HOW)  # fmt: skip
+    draft_wild = ForwardCurve(
+        (2.0, 2.2), 0.4, 5, (tight(2.0), tight(2.2)), Spread.of([0.1, 0.2, 0.4, 0.9, 1.0]), HOW
+    )
     assert draft_wild.verdict().reasons == (REPEATS_DISAGREE,)
 
 
@@ -119,8 +123,9 @@ def test_the_same_step_measured_twice_must_agree():
 def runs(tiny_pair):
     config = SessionConfig(gamma=3, max_new_tokens=16)
     pair = ignoring_eos(tiny_pair)
-    return generate(pair, PROMPT, config, "autoregressive"), generate(pair, PROMPT, config,
-                                                                      "speculative")  # fmt: skip
+    return generate(pair, PROMPT, config, "autoregressive"), generate(
+        pair, PROMPT, config, "speculative"
+    )
 
 
 def run_step(ar) -> float:
@@ -154,7 +159,8 @@ def test_every_step_time_shown_derives_from_the_one_curve(runs):
     assert bd.shares_pct.draft + bd.shares_pct.verify + bd.shares_pct.overhead == pytest.approx(100)
     # predictions and best γ: the same numbers again
     assert cm.forward_time_speedup == pytest.approx(
-        target[0] * cm.expected_tokens_per_round / (bd.round.draft + verify))
+        target[0] * cm.expected_tokens_per_round / (bd.round.draft + verify)
+    )
     assert cm.best_gamma == best_gamma_on_curve(cm.alpha, cm.c, curve.by_tokens())
     assert s.timing is not None and s.timing.source == "curve"
     assert s.timing.target_step == curve.target_spread[0] and not s.timing.busy

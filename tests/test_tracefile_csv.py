@@ -6,8 +6,9 @@ from __future__ import annotations
 import csv
 import io
 
-from specdec_core.session import SessionConfig, SpeculativeSession
-from specdec_core.tracefile import CSV_COLUMNS, export_csv
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.lessons.tracefile import CSV_COLUMNS, export_csv
 
 
 def test_the_verified_but_uncommitted_round_is_in_the_csv(tiny_pair):

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specdec_core.train_embedded import DEFAULT_CORPUS, EOS, main
+from specdec_core.training.embedded import DEFAULT_CORPUS, EOS, main
 
 LINE = "ROMEO:\nBut, soft! what light through yonder window breaks?  It is the east, 'tis…"
 

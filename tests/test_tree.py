@@ -10,20 +10,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from specdec_core.core.errors import ConfigError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters import ModelDrafter, make_named_drafter
-from specdec_core.errors import ConfigError
-from specdec_core.generate import generate
-from specdec_core.kvcache import ModelCache
-from specdec_core.sampling import SamplingConfig
-from specdec_core.session import SessionConfig
-from specdec_core.tree import (
-    compact,
-    draft_tree,
-    parse_shape,
-    tree_forward,
-    walk,
-)
-from specdec_core.tree_generate import generate_tree
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.tree.generate import generate_tree
+from specdec_core.engine.tree.steps import compact, draft_tree, parse_shape, tree_forward, walk
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["First Citizen:\nWe are accounted poor", "ROMEO:\nBut soft", "To be, or not"]
@@ -97,8 +91,9 @@ def test_sampled_tree_runs_and_respects_the_budget(tiny_pair):
     assert len(run.output_ids) == 25 or run.stop_reason == "eos"
     assert max(run.nodes_per_round) <= 12
     with pytest.raises(ConfigError):
-        generate_tree(tiny_pair, PROMPTS[0], SessionConfig(temperature=1.0,
-                      draft_method="greedy"), (2,))  # fmt: skip
+        generate_tree(
+            tiny_pair, PROMPTS[0], SessionConfig(temperature=1.0, draft_method="greedy"), (2,)
+        )
 
 
 @pytest.mark.parametrize("text", ["", "0,1", "5", "1,1,1,1,1,1,1,1,1", "a,b"])

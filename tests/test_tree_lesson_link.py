@@ -17,9 +17,10 @@ import pytest
 from conftest import open_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.inputs import SessionConfig
-from specdec_core.lesson_link import LINK_VERSION, LessonState, decode, encode
-from specdec_core.replay import (
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.lessons.link import LINK_VERSION, LessonState, decode, encode
+from specdec_core.lessons.replay import (
     TREE_BUDGET,
     replay,
     replay_forwards,
@@ -28,8 +29,7 @@ from specdec_core.replay import (
     timeless_json,
     tree_draft_forwards,
 )
-from specdec_core.tracefile import TraceFileError, export_tree_json, parse
-from specdec_core.tree_session import TreeSession
+from specdec_core.lessons.tracefile import TraceFileError, export_tree_json, parse
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PROMPT = "First Citizen:\nWe are accounted poor citizens"
@@ -47,16 +47,26 @@ def _moment(session) -> tuple:
     """What a tree moment shows: committed ids, phase, the round's tree (tokens, states,
     p, q, a, u), its verdict and the KV table (no wall-clock timings)."""
     view = session.tree_view()
-    nodes = None if view is None else [(n.token.id, n.state, n.p, n.q, n.accept_prob, n.u)
-                                       for n in view.nodes]  # fmt: skip
+    nodes = (
+        None
+        if view is None
+        else [(n.token.id, n.state, n.p, n.q, n.accept_prob, n.u) for n in view.nodes]
+    )
     verdict = None if view is None else (view.path, view.next_token, view.kind, view.next_kind)
-    return (session.ids, session.phase, nodes, verdict, session.kv_state(),
-            timeless_json(session.history))  # fmt: skip
+    return (
+        session.ids,
+        session.phase,
+        nodes,
+        verdict,
+        session.kv_state(),
+        timeless_json(session.history),
+    )
 
 
 def test_a_tree_state_survives_the_url_form():
-    state = LessonState(lang="zh", temperature=1.0, seed=7, prompt="ROMEO:", round=2,
-                        phase="commit", tree=(3, 2, 1))  # fmt: skip
+    state = LessonState(
+        lang="zh", temperature=1.0, seed=7, prompt="ROMEO:", round=2, phase="commit", tree=(3, 2, 1)
+    )
     params = encode(state)
     assert decode(params, OFFERED) == (state, [])
     assert decode(encode(replace(state, tree=())), OFFERED) == (replace(state, tree=()), [])
@@ -137,8 +147,9 @@ def test_replay_drops_a_tree_the_settings_cannot_draft_and_tree_edits(tiny_pair)
 def test_a_tree_replays_cost_is_counted_per_expanded_node(tiny_pair, shape):
     """The replay cap counts a tree round's real draft forwards (one per expanded node,
     not one per depth): the page's shapes under the 12-node budget."""
-    session = TreeSession(tiny_pair, PROMPT, SessionConfig(max_new_tokens=30), "model", shape,
-                          TREE_BUDGET)  # fmt: skip
+    session = TreeSession(
+        tiny_pair, PROMPT, SessionConfig(max_new_tokens=30), "model", shape, TREE_BUDGET
+    )
     trace = session.run_round()
     assert trace.record.draft_forwards == tree_draft_forwards(shape)
     state = state_of(session, LessonState(pair="custom", max_new_tokens=30), PROMPT)
@@ -166,6 +177,7 @@ def test_the_tree_trace_json_holds_every_round_and_is_not_imported(tiny_pair):
 
 # ------------------------------------------------------------------ on the page (AppTest)
 
+
 def tree_session(at: AppTest) -> TreeSession:
     return at.session_state["tree_lesson"].session
 
@@ -182,8 +194,9 @@ def url_state(at: AppTest) -> LessonState:
 
 
 def test_a_tree_link_opens_tree_mode_and_step_back_goes_one_phase_back(embedded_pair):
-    state = LessonState(temperature=1.0, seed=4, prompt=PAGE_PROMPT, round=1, phase="commit",
-                        tree=(3, 2, 1))  # fmt: skip
+    state = LessonState(
+        temperature=1.0, seed=4, prompt=PAGE_PROMPT, round=1, phase="commit", tree=(3, 2, 1)
+    )
     at = open_app(encode(state))
     session = tree_session(at)
     assert at.session_state["step_mode_kept"] == "tree"
@@ -223,8 +236,7 @@ def test_step_back_after_clicks_in_tree_mode(embedded_pair):
 
 
 def test_a_bad_tree_field_in_a_link_is_one_message(embedded_pair):
-    params = {"v": V, "lang": "en",
-              "s": _pack({"prompt": PAGE_PROMPT, "tree": [9, 9], "round": 1})}  # fmt: skip
+    params = {"v": V, "lang": "en", "s": _pack({"prompt": PAGE_PROMPT, "tree": [9, 9], "round": 1})}
     at = open_app(params)
     [message] = [w.value for w in at.warning if "dropped" in w.value]
     assert "“tree”" in message

@@ -12,25 +12,43 @@ from dataclasses import replace
 import pytest
 from conftest import click_button, start_app
 
-from specdec_core.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure, tree_layout
-from specdec_core.generate import generate
-from specdec_core.inputs import SessionConfig
-from specdec_core.tree_generate import generate_tree
-from specdec_core.tree_session import TreeSession
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.tree.generate import generate_tree
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure, tree_layout
 from specdec_core.ui.render import STYLES
 
 LABELS = {
-    "en": {"tree": "a tree", "chain": "a chain", "propose": "① Propose tree",
-           "verify": "② Verify (one target forward)", "commit": "③ Commit & compact",
-           "round": "Run one round", "accepted": "accepted path", "rejected": "rejected",
-           "unchecked": "never checked", "dropped": "dropped", "chain_propose": "① Propose",
-           "chain_round": "Run one round"},
-    "zh": {"tree": "树", "chain": "链", "propose": "① 提议一棵树",
-           "verify": "② 验证（一次目标模型前向）", "commit": "③ 提交并压缩",
-           "round": "运行一轮", "accepted": "被接受的路径", "rejected": "被拒绝",
-           "unchecked": "从未检查", "dropped": "删除", "chain_propose": "① 提议",
-           "chain_round": "运行一轮"},
-}  # fmt: skip
+    "en": {
+        "tree": "a tree",
+        "chain": "a chain",
+        "propose": "① Propose tree",
+        "verify": "② Verify (one target forward)",
+        "commit": "③ Commit & compact",
+        "round": "Run one round",
+        "accepted": "accepted path",
+        "rejected": "rejected",
+        "unchecked": "never checked",
+        "dropped": "dropped",
+        "chain_propose": "① Propose",
+        "chain_round": "Run one round",
+    },
+    "zh": {
+        "tree": "树",
+        "chain": "链",
+        "propose": "① 提议一棵树",
+        "verify": "② 验证（一次目标模型前向）",
+        "commit": "③ 提交并压缩",
+        "round": "运行一轮",
+        "accepted": "被接受的路径",
+        "rejected": "被拒绝",
+        "unchecked": "从未检查",
+        "dropped": "删除",
+        "chain_propose": "① 提议",
+        "chain_round": "运行一轮",
+    },
+}
 SHAPE = (2, 2, 1, 1)
 
 
@@ -63,8 +81,9 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     to_tree(at, lang)
     assert at.selectbox(key="tree_shape").value == "2,2,1,1"
     assert [b.disabled for b in at.button if b.label in (lab["verify"], lab["commit"])] == [
-        True, True,
-    ]  # fmt: skip
+        True,
+        True,
+    ]
 
     direct = TreeSession(embedded_pair, prompt, config, "model", SHAPE, 12)
     direct.propose()
@@ -172,7 +191,7 @@ def test_greedy_draft_method_at_temperature_is_explained(embedded_pair):
 
 
 def test_chain_vs_tree_measured_on_the_fast_paths(embedded_pair, monkeypatch):
-    from specdec_core.ui import tree_stats
+    from specdec_core.ui.step import tree_stats
 
     monkeypatch.setattr(tree_stats, "COMPARE_TOKENS", 8)
     at = start_app("en")
@@ -213,9 +232,20 @@ def test_tree_layout_and_figure_escape_token_text(embedded_pair):
     view = session.verify()
     bad = replace(view.nodes[0], token=replace(view.nodes[0].token, text="<b>x</b>"))
     view = replace(view, nodes=(bad,) + view.nodes[1:])
-    labels = {k: k for k in list(STATE_STYLE) + ["root", "depth", "node", "position", "accept",
-                                                 "not_checked", "next_correction",
-                                                 "next_bonus"]}  # fmt: skip
+    labels = {
+        k: k
+        for k in list(STATE_STYLE)
+        + [
+            "root",
+            "depth",
+            "node",
+            "position",
+            "accept",
+            "not_checked",
+            "next_correction",
+            "next_bonus",
+        ]
+    }
     labels["depth"], labels["root_tick"] = "d{d} p{pos}", "root {pos}"
     fig = tree_figure(view, session.token(session.ids[-1]), labels)
     texts = [a.text for a in fig.layout.annotations]

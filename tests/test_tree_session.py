@@ -12,13 +12,13 @@ import torch
 from conftest import run_json
 
 from specdec_core.__main__ import main
+from specdec_core.core.errors import ConfigError, PhaseError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.kvcache import ModelCache
 from specdec_core.drafters import ModelDrafter, NgramDrafter
-from specdec_core.errors import ConfigError, PhaseError
-from specdec_core.kvcache import ModelCache
-from specdec_core.session import SessionConfig
-from specdec_core.tree_generate import generate_tree
-from specdec_core.tree_records import summarize_tree
-from specdec_core.tree_session import TreeSession
+from specdec_core.engine.tree.generate import generate_tree
+from specdec_core.engine.tree.records import summarize_tree
+from specdec_core.engine.tree.session import TreeSession
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SHAPE = (2, 2, 1, 1)
@@ -58,8 +58,9 @@ def _poisoned(pair, poison: int, **config) -> TreeSession:
 @torch.inference_mode()
 def _assert_fresh(cache: ModelCache) -> None:
     """Keys, values (and hidden states when kept) equal a fresh forward over cache.ids."""
-    out = cache.model(input_ids=torch.tensor([cache.ids]), use_cache=True,
-                      output_hidden_states=cache.track_hidden)  # fmt: skip
+    out = cache.model(
+        input_ids=torch.tensor([cache.ids]), use_cache=True, output_hidden_states=cache.track_hidden
+    )
     fresh = out.past_key_values
     assert cache.cache.get_seq_length() == len(cache.ids)
     for mine, ref in zip(cache.cache.layers, fresh.layers, strict=True):
@@ -117,8 +118,9 @@ def test_node_states_on_known_cases(embedded_pair):
     expected = [acc, rej, acc, rej, unc, unc, acc, unc, unc, unc, acc, unc]
     assert [n.state for n in view.nodes] == expected
     assert view.path == (0, 2, 6, 10) and view.kind == "bonus"
-    assert [n.position for n in view.nodes] == [len(clean.ids) - 1 + d for d in
-                                                (1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4)]  # fmt: skip
+    assert [n.position for n in view.nodes] == [
+        len(clean.ids) - 1 + d for d in (1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4)
+    ]
 
     mask = clean.attention_mask()
     assert mask.grid.shape == (12, 13) and mask.grid[:, 0].all()
@@ -132,7 +134,10 @@ def test_node_states_on_known_cases(embedded_pair):
     nodes = {s.node: s for s in plan.slots if s.node is not None}
     assert nodes[0].action == "kept" and nodes[0].new_slot == committed
     assert [(nodes[i].action, nodes[i].new_slot) for i in (2, 6, 10)] == [
-        ("moved", committed + 1), ("moved", committed + 2), ("moved", committed + 3)]  # fmt: skip
+        ("moved", committed + 1),
+        ("moved", committed + 2),
+        ("moved", committed + 3),
+    ]
     assert all(nodes[i].action == "dropped" for i in (1, 3, 4, 5, 7, 8, 9, 11))
     done = clean.commit()
     assert done.applied and done.rows_after == clean.target.kv_len == committed + 4
@@ -170,7 +175,7 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("walk failed")
 
-    monkeypatch.setattr("specdec_core.tree_session.walk", boom)
+    monkeypatch.setattr("specdec_core.engine.tree.session.walk", boom)
     with pytest.raises(RuntimeError):
         session.verify()  # the tree forward ran, then the walk raised
     monkeypatch.undo()
@@ -201,14 +206,30 @@ def test_cli_tree_json(capsys, pair_arg):
     assert first["nodes"] == len(first["tokens"]) == len(first["states"]) <= 12
     assert first["accepted"] == len(first["path"]) or first["kind"] == "stopped"
     assert first["target_kv_len"] == first["committed_len"] - 1
-    bads = (["--tree", "2,0"], ["--tree", "x"], ["--tree", "2", "--drafter", "ngram"],
-            ["--tree", "2", "--edit", "1:1=5"], ["--tree", "2", "--tree-budget", "40"])  # fmt: skip
+    bads = (
+        ["--tree", "2,0"],
+        ["--tree", "x"],
+        ["--tree", "2", "--drafter", "ngram"],
+        ["--tree", "2", "--edit", "1:1=5"],
+        ["--tree", "2", "--tree-budget", "40"],
+    )
     for bad in bads:
         assert main([*args, *bad, "--json"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err
-    bench = run_json(capsys, "bench", "--pair", pair_arg, "--tree", "2,1", "--max-new-tokens",
-                     "6", "--repeats", "1", "--json")  # fmt: skip
+    bench = run_json(
+        capsys,
+        "bench",
+        "--pair",
+        pair_arg,
+        "--tree",
+        "2,1",
+        "--max-new-tokens",
+        "6",
+        "--repeats",
+        "1",
+        "--json",
+    )
     methods = [(r["method"], r["setting"]) for r in bench["rows"]]
     assert methods == [("target-only", ""), ("chain", "γ=4"), ("tree", "2,1")]
     assert all(r["tokens"] == 6 and r["ms_per_token"] > 0 for r in bench["rows"])

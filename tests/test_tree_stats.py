@@ -5,18 +5,19 @@ from __future__ import annotations
 
 from conftest import click_button, start_app
 
-from specdec_core import tree_bench
 from specdec_core.bench import HowMeasured, Spread
-from specdec_core.inputs import SessionConfig
-from specdec_core.tree_bench import TreeBenchRow
+from specdec_core.bench import tree_vs_chain as tree_bench
+from specdec_core.bench.tree_vs_chain import TreeBenchRow
+from specdec_core.core.inputs import SessionConfig
 
 BUTTON = "▶ Measure chain vs tree (8 tokens, greedy)"
 
 
 def crafted(ms: float, at: float) -> TreeBenchRow:
     how = HowMeasured(at=at, repeats=3, warmup=1, tokens=8, load=7.25, cpus=2)
-    return TreeBenchRow("chain", "γ=4", "model", 0.0, 8, 4, 16, 2.0, ms,
-                        Spread.of([ms, ms, ms]), how)  # fmt: skip
+    return TreeBenchRow(
+        "chain", "γ=4", "model", 0.0, 8, 4, 16, 2.0, ms, Spread.of([ms, ms, ms]), how
+    )
 
 
 def to_tree(at) -> None:
@@ -25,7 +26,7 @@ def to_tree(at) -> None:
 
 
 def test_two_sessions_never_share_a_timing(embedded_pair, monkeypatch):
-    from specdec_core.ui import tree_stats
+    from specdec_core.ui.step import tree_stats
 
     monkeypatch.setattr(tree_stats, "COMPARE_TOKENS", 8)
     calls = []
@@ -61,7 +62,7 @@ def test_two_sessions_never_share_a_timing(embedded_pair, monkeypatch):
 
 
 def test_session_cache_is_bounded(monkeypatch):
-    from specdec_core.ui import tree_stats
+    from specdec_core.ui.step import tree_stats
 
     state: dict = {}
     monkeypatch.setattr(tree_stats.st, "session_state", state)
@@ -90,11 +91,21 @@ def test_measure_many_interleaves_after_one_warm_up_each(embedded_pair, monkeypa
         return (8, 4, 12, 16.0 + len(order))
 
     monkeypatch.setattr(tree_bench, "_once", fake_once)
-    rows = tree_bench.measure_many(embedded_pair, ["a", "b"], SessionConfig(gamma=4),
-                                   [("chain", (), "model"), ("tree", (2, 1), "model")],
-                                   repeats=2)  # fmt: skip
-    assert order == [("chain", 1), ("tree", 1),  # warm-up: one run each on the first prompt
-                     ("chain", 2), ("tree", 2), ("chain", 2), ("tree", 2)]  # fmt: skip
+    rows = tree_bench.measure_many(
+        embedded_pair,
+        ["a", "b"],
+        SessionConfig(gamma=4),
+        [("chain", (), "model"), ("tree", (2, 1), "model")],
+        repeats=2,
+    )
+    assert order == [
+        ("chain", 1),
+        ("tree", 1),  # warm-up: one run each on the first prompt
+        ("chain", 2),
+        ("tree", 2),
+        ("chain", 2),
+        ("tree", 2),
+    ]
     chain, tree = rows
     assert (chain.setting, tree.setting) == ("γ=4", "2,1")
     assert chain.spread == Spread.of([19.0 / 8, 21.0 / 8]) and chain.ms_per_token == 20.0 / 8

@@ -17,10 +17,10 @@ import torch
 from conftest import TEXTBOOK, click_button, start_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.acceptance_tree import node_output_distribution
-from specdec_core.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
-from specdec_core.inputs import SessionConfig
-from specdec_core.tree_session import TreeSession
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.rules.tree_node import node_output_distribution
+from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
 
 REPO = Path(__file__).resolve().parents[1]
 TREE = json.loads((REPO / "assets/strings/tree.json").read_text(encoding="utf-8"))
@@ -29,8 +29,19 @@ WRONG = {  # claims of another algorithm (the draft's top-k at T > 0, the longes
     "en": ("top-k of the draft", "longest accepted", "top candidates at each node"),
     "zh": ("草稿的前 k 个", "最长的被接受", "每个节点取最可能的几个候选"),
 }
-LABELS = {k: k for k in [*STATE_STYLE, "root", "node", "position", "accept", "not_checked",
-                         "next_correction", "next_bonus"]}  # fmt: skip
+LABELS = {
+    k: k
+    for k in [
+        *STATE_STYLE,
+        "root",
+        "node",
+        "position",
+        "accept",
+        "not_checked",
+        "next_correction",
+        "next_bonus",
+    ]
+}
 LABELS.update(depth="d{d} p{pos}", root_tick="root {pos}")
 
 
@@ -57,8 +68,9 @@ def test_the_top2_bias_figure_is_the_engines_number():
     assert out.tolist() == pytest.approx([0.4, 0.6, 0.0], abs=1e-12)
     tv = 0.5 * float((out - p).abs().sum())
     assert tv == pytest.approx(0.30, abs=1e-12)
-    iid = sum(q[a] * q[b] * node_output_distribution(p, q, [a, b])
-              for a in range(3) for b in range(3))  # fmt: skip
+    iid = sum(
+        q[a] * q[b] * node_output_distribution(p, q, [a, b]) for a in range(3) for b in range(3)
+    )
     assert iid.tolist() == pytest.approx(case["p"], abs=1e-12)
     for lang in ("en", "zh"):
         body = TREE["tree_rule_body"][lang]
@@ -112,14 +124,18 @@ def test_an_appended_star_keeps_its_verdicts_kind(embedded_pair):
     assert star.bgcolor == STATE_COLORS["bonus"][0]
     assert not [tr for tr in fig.data if tr.mode == "lines" and tr.line.dash == "dash"]
     # the same verdict as a correction (a rejected last child) is labelled a correction
-    fig = tree_figure(replace(view, kind="correction", next_kind="correction"),
-                      session.token(session.ids[-1]), LABELS)  # fmt: skip
+    fig = tree_figure(
+        replace(view, kind="correction", next_kind="correction"),
+        session.token(session.ids[-1]),
+        LABELS,
+    )
     [star] = [a for a in fig.layout.annotations if a.text.startswith("<b>★")]
     assert star.bgcolor == STATE_COLORS["correction"][0]
 
 
 def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pair, monkeypatch):
-    from specdec_core.ui import sidebar, tree_lesson, tree_view
+    from specdec_core.ui import sidebar
+    from specdec_core.ui.step import tree_lesson, tree_view
 
     def with_stop(pair):
         return replace(sidebar.current_config(pair), stop_strings=("I'll",))
@@ -140,8 +156,9 @@ def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pa
     assert "was not appended" in info and "bonus token" in info
     captions = " ".join(c.value for c in at.caption)
     assert "the appended ★ token has no KV" not in captions
-    assert re.search(r"has ended \(stop string\); the last committed token `\\?'ll` has no KV",
-                     captions), captions
+    assert re.search(
+        r"has ended \(stop string\); the last committed token `\\?'ll` has no KV", captions
+    ), captions
 
 
 def test_chapter_5_lists_tree_drafts_as_in_this_app(embedded_pair):

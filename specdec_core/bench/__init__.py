@@ -13,8 +13,8 @@ time, through ``ui/jobs.py``, so it can show progress and stop between them).
 - ``sweeps``: the γ and batch-size sweeps.
 """
 
-from .curve import MAX_K, ForwardCurve, measure_forward_curve
-from .results import (
+from specdec_core.bench.curve import MAX_K, ForwardCurve, measure_forward_curve
+from specdec_core.bench.results import (
     AutoregressiveFigures,
     BatchPoint,
     BenchReport,
@@ -31,9 +31,15 @@ from .results import (
     TargetOnlyParts,
     TimingFigures,
 )
-from .runs import PairRuns, hf_generate, ignoring_eos, measure_pair, measure_pair_runs
-from .summary import compare_hf, run_bench, summarize
-from .sweeps import (
+from specdec_core.bench.runs import (
+    PairRuns,
+    hf_generate,
+    ignoring_eos,
+    measure_pair,
+    measure_pair_runs,
+)
+from specdec_core.bench.summary import compare_hf, run_bench, summarize
+from specdec_core.bench.sweeps import (
     BENCH_PROMPTS,
     batch_crossover,
     batch_sweep_point,
@@ -42,7 +48,7 @@ from .sweeps import (
     gamma_sweep_point,
     sequential_throughput,
 )
-from .timing import (
+from specdec_core.bench.timing import (
     BUSY_SPREAD,
     MONOTONE_TOL,
     SAME_STEP_SPREAD,

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
-from ..drafters import make_named_drafter
-from ..kvcache import ModelCache
-from ..models import ModelPair
-from ..session import encode_prompt
-from .timing import HowMeasured, Spread, Verdict, judge
+from specdec_core.bench.timing import HowMeasured, Spread, Verdict, judge
+from specdec_core.core.inputs import encode_prompt
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.models import ModelPair
+from specdec_core.drafters import make_named_drafter
 
 MAX_K = 17  # 2γ + 1 at γ = 8, the largest γ the page offers
 CURVE_REPEATS = 15  # repeats per k for the benchmark's curve (a forward takes ~2-3 ms here)

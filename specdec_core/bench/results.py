@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..trace import to_jsonable
-from .curve import ForwardCurve
-from .timing import HowMeasured, Spread
+from specdec_core.bench.curve import ForwardCurve
+from specdec_core.bench.timing import HowMeasured, Spread
+from specdec_core.core.trace import to_jsonable
 
 
 @dataclass(frozen=True)
@@ -217,11 +217,16 @@ class BenchReport:
         when sampling), the verify-cost curve ``forward_ms_by_tokens`` ({k: ms}) and
         ``draft_step_ms``, ``hf_greedy`` / ``hf_assisted`` or ``hf_assisted_error``."""
         out: dict[str, Any] = {
-            "pair": self.pair, "device": self.device, "threads": self.threads,
-            "max_new_tokens": self.max_new_tokens, "temperature": self.temperature,
-            "repeats": self.repeats, "drafter": self.drafter, "ignore_eos": self.ignore_eos,
+            "pair": self.pair,
+            "device": self.device,
+            "threads": self.threads,
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "repeats": self.repeats,
+            "drafter": self.drafter,
+            "ignore_eos": self.ignore_eos,
             **self.summary.to_json(),
-        }  # fmt: skip
+        }
         if self.temperature != 0.0:
             del out["greedy_equal"]
         if self.curve is not None:

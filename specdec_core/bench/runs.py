@@ -11,12 +11,12 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..drafters import make_named_drafter
-from ..generate import GenerationResult, generate
-from ..models import ModelPair, quiet_transformers
-from ..session import SessionConfig, encode_prompt
-from .results import HFRun, RunSpread
-from .timing import HowMeasured, Spread
+from specdec_core.bench.results import HFRun, RunSpread
+from specdec_core.bench.timing import HowMeasured, Spread
+from specdec_core.core.inputs import SessionConfig, encode_prompt
+from specdec_core.core.models import ModelPair, quiet_transformers
+from specdec_core.drafters import make_named_drafter
+from specdec_core.engine.chain.generate import GenerationResult, generate
 
 
 def ignoring_eos(pair: ModelPair) -> ModelPair:
@@ -78,8 +78,9 @@ def measure_pair_runs(
         run = lane[len(lane) // 2]  # with an even count, the upper of the two middle runs
         picked.append(run)
         # the shown run *is* the median: caption, tiles, table and speed-up use one number
-        spreads.append(replace(Spread.of([_ms_per_token(g) for g in lane]),
-                               median=_ms_per_token(run)))  # fmt: skip
+        spreads.append(
+            replace(Spread.of([_ms_per_token(g) for g in lane]), median=_ms_per_token(run))
+        )
     how = HowMeasured.now(len(runs["autoregressive"]), int(warmup), config.max_new_tokens)
     return PairRuns(picked[0], picked[1], RunSpread(spreads[0], spreads[1], how))
 

@@ -18,21 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from ..costmodel import (
-    best_gamma,
-    best_gamma_on_curve,
-    curve_ms,
-    expected_tokens_given_drafts,
-    expected_tokens_per_round,
-    per_token_cost_ms,
-    predicted_run_ms,
-    walltime_improvement,
-)
-from ..generate import GenerationResult
-from ..models import ModelPair, load_pair
-from ..session import SessionConfig
-from .curve import CURVE_REPEATS, ForwardCurve, measure_forward_curve
-from .results import (
+from specdec_core.bench.curve import CURVE_REPEATS, ForwardCurve, measure_forward_curve
+from specdec_core.bench.results import (
     AutoregressiveFigures,
     BenchReport,
     BenchSummary,
@@ -47,8 +34,21 @@ from .results import (
     TargetOnlyParts,
     TimingFigures,
 )
-from .runs import hf_generate, ignoring_eos, measure_pair_runs
-from .timing import judge
+from specdec_core.bench.runs import hf_generate, ignoring_eos, measure_pair_runs
+from specdec_core.bench.timing import judge
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair, load_pair
+from specdec_core.engine.chain.generate import GenerationResult
+from specdec_core.rules.costmodel import (
+    best_gamma,
+    best_gamma_on_curve,
+    curve_ms,
+    expected_tokens_given_drafts,
+    expected_tokens_per_round,
+    per_token_cost_ms,
+    predicted_run_ms,
+    walltime_improvement,
+)
 
 
 def _pct(part: float, whole: float) -> float:
@@ -64,9 +64,7 @@ def _curve_verify(curve: ForwardCurve, drafts: list[int], fallback: float) -> fl
     return sum(curve_ms(by_k, g + 1) for g in drafts) / len(drafts)
 
 
-def _timing(
-    curve: ForwardCurve | None, spread: RunSpread | None, run_step: float
-) -> TimingFigures:
+def _timing(curve: ForwardCurve | None, spread: RunSpread | None, run_step: float) -> TimingFigures:
     """The spreads and the verdict of one measurement (see :class:`TimingFigures`)."""
     spreads = [spread.ar_ms_per_token, spread.sp_ms_per_token] if spread is not None else []
     curve_ms_: tuple[float, ...] = ()
@@ -130,9 +128,11 @@ def summarize(
     # Steady-state steps: the first target forward of each lane runs over the prompt
     # (``prefill_ms``); it is counted once by :func:`predicted_run_ms`, not in every step.
     run_step = _steady(
-        a.target_forward_ms, a.prefill_ms, a.target_forwards,
+        a.target_forward_ms,
+        a.prefill_ms,
+        a.target_forwards,
         a.target_forward_ms / max(a.target_forwards, 1),
-    )  # fmt: skip
+    )
     overhead = s.overhead_ms / rounds
     alpha = min(max(s.acceptance_rate, 0.0), 1.0)
     advanced = s.new_tokens / rounds  # tokens actually advanced per round
@@ -152,8 +152,9 @@ def summarize(
         draft_step = s.draft_forward_ms / max(s.draft_forwards, 1)
         verify = run_verify
         draft_per_round = s.draft_forward_ms / rounds
-        parts = RoundParts(draft=draft_per_round, verify=s.target_forward_ms / rounds,
-                           overhead=overhead)  # fmt: skip
+        parts = RoundParts(
+            draft=draft_per_round, verify=s.target_forward_ms / rounds, overhead=overhead
+        )
     c = draft_step / target_step if target_step > 0 else 0.0
     has_step = target_step > 0
     whole = parts.draft + parts.verify + parts.overhead

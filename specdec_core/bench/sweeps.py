@@ -8,13 +8,13 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from ..batching import generate_batch
-from ..generate import GenerationResult, generate
-from ..models import ModelPair
-from ..session import SessionConfig
-from .results import BatchPoint, GammaPoint
-from .runs import ignoring_eos
-from .summary import summarize
+from specdec_core.bench.batching import generate_batch
+from specdec_core.bench.results import BatchPoint, GammaPoint
+from specdec_core.bench.runs import ignoring_eos
+from specdec_core.bench.summary import summarize
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair
+from specdec_core.engine.chain.generate import GenerationResult, generate
 
 # Prompts for the batch-size sweep (Tiny Shakespeare openings; content, not UI text).
 BENCH_PROMPTS: tuple[str, ...] = (

@@ -9,21 +9,39 @@ model and early exit), ``ngram`` (prompt lookup), ``eagle`` (EAGLE feature head 
 target's hidden states), ``registry`` (drafters by name).
 """
 
-from .base import Draft, Drafter, DraftMethod, draw_proposal
-from .eagle import (
+from specdec_core.drafters.base import Draft, Drafter, DraftMethod, draw_proposal
+from specdec_core.drafters.eagle import (
     EagleDrafter,
     has_eagle_head,
     load_eagle_head,
     make_eagle_drafter,
     preset_has_eagle_head,
 )
-from .model import EarlyExitDrafter, ModelDrafter, early_exit_model
-from .ngram import NgramDrafter
-from .registry import DRAFTER_NAMES, default_knob, drafters_for, make_named_drafter
+from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, early_exit_model
+from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.registry import (
+    DRAFTER_NAMES,
+    default_knob,
+    drafters_for,
+    make_named_drafter,
+)
 
 __all__ = [
-    "DRAFTER_NAMES", "Draft", "DraftMethod", "Drafter", "EagleDrafter", "EarlyExitDrafter",
-    "ModelDrafter", "NgramDrafter", "default_knob", "drafters_for", "draw_proposal",
-    "early_exit_model", "has_eagle_head", "load_eagle_head", "make_eagle_drafter",
-    "make_named_drafter", "preset_has_eagle_head",
-]  # fmt: skip
+    "DRAFTER_NAMES",
+    "Draft",
+    "DraftMethod",
+    "Drafter",
+    "EagleDrafter",
+    "EarlyExitDrafter",
+    "ModelDrafter",
+    "NgramDrafter",
+    "default_knob",
+    "drafters_for",
+    "draw_proposal",
+    "early_exit_model",
+    "has_eagle_head",
+    "load_eagle_head",
+    "make_eagle_drafter",
+    "make_named_drafter",
+    "preset_has_eagle_head",
+]

@@ -13,8 +13,8 @@ from typing import Literal, Protocol
 
 import torch
 
-from ..kvcache import ModelCache
-from ..sampling import SamplingConfig, logits_to_probs, one_hot
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
 
 DraftMethod = Literal["probabilistic", "greedy"]
 

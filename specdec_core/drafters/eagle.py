@@ -1,7 +1,7 @@
 """EAGLE drafting: a feature-level head reads the target's own last hidden states and
 predicts the next ones; the target's frozen LM head turns them into draft tokens (Li et
 al. 2024, "EAGLE: Speculative Sampling Requires Rethinking Feature Uncertainty"; the head
-is :mod:`specdec_core.eagle_head`).
+is :mod:`specdec_core.drafters.eagle_head`).
 
 Where the features come from (no target forward is repeated for them):
 
@@ -33,14 +33,14 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedModel
 
-from ..eagle_head import EagleHead, target_parts
-from ..errors import ConfigError
-from ..kvcache import ModelCache, common_prefix_len
-from ..sampling import SamplingConfig
-from .base import Draft, DraftMethod, draw_proposal, sync_device
+from specdec_core.core.errors import ConfigError
+from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.core.sampling import SamplingConfig
+from specdec_core.drafters.base import Draft, DraftMethod, draw_proposal, sync_device
+from specdec_core.drafters.eagle_head import EagleHead, target_parts
 
 if TYPE_CHECKING:
-    from ..models import ModelPair
+    from specdec_core.core.models import ModelPair
 
 
 class EagleDrafter:
@@ -138,9 +138,11 @@ class EagleDrafter:
         vocab = self.lm_head.weight.shape[0]
         probs = torch.stack(rows) if rows else torch.zeros(0, vocab)
         return Draft(
-            torch.tensor(ids, dtype=torch.long), probs, self.forwards - forwards,
+            torch.tensor(ids, dtype=torch.long),
+            probs,
+            self.forwards - forwards,
             (time.perf_counter() - started) * 1e3,
-        )  # fmt: skip
+        )
 
     @torch.inference_mode()
     def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
@@ -272,7 +274,7 @@ def eagle_head_dir(pair: ModelPair) -> Path | None:
 def preset_has_eagle_head(name: str) -> bool:
     """Whether the preset ``name`` ships a head (by name, without loading the pair: the
     lesson-link check)."""
-    from ..models import PRESETS
+    from specdec_core.core.models import PRESETS
 
     preset = PRESETS.get(name)
     if preset is None or not preset.local:
@@ -296,8 +298,9 @@ def load_eagle_head(pair: ModelPair) -> EagleHead:
         raise ConfigError(
             f"the pair {pair.name!r} has no EAGLE draft head (only the embedded pair ships "
             "one, in assets/models/embedded/eagle); choose another drafter",
-            "no_eagle_head", pair=pair.name,
-        )  # fmt: skip
+            "no_eagle_head",
+            pair=pair.name,
+        )
     key = (str(folder.resolve()), str(pair.device))
     with _HEADS_LOCK:
         head = _HEADS.get(key)
@@ -305,15 +308,19 @@ def load_eagle_head(pair: ModelPair) -> EagleHead:
             try:
                 head = EagleHead.load(folder, pair.device)
             except (OSError, ValueError) as exc:
-                raise ConfigError(f"the EAGLE head in {folder.name}/ cannot be loaded: {exc}",
-                                  "no_eagle_head", pair=pair.name) from exc  # fmt: skip
+                raise ConfigError(
+                    f"the EAGLE head in {folder.name}/ cannot be loaded: {exc}",
+                    "no_eagle_head",
+                    pair=pair.name,
+                ) from exc
             _HEADS[key] = head
     if not head.config.matches(pair.target.config):
         raise ConfigError(
             f"the EAGLE head beside {pair.name!r} was trained for another target "
             f"(width {head.config.width}, vocabulary {head.config.target_vocab})",
-            "no_eagle_head", pair=pair.name,
-        )  # fmt: skip
+            "no_eagle_head",
+            pair=pair.name,
+        )
     return head
 
 

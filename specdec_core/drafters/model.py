@@ -9,9 +9,9 @@ import time
 import torch
 from transformers import PreTrainedModel
 
-from ..kvcache import ModelCache
-from ..sampling import SamplingConfig
-from .base import Draft, DraftMethod, draw_proposal, sync_device
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.sampling import SamplingConfig
+from specdec_core.drafters.base import Draft, DraftMethod, draw_proposal, sync_device
 
 
 class ModelDrafter:

@@ -7,9 +7,9 @@ import time
 
 import torch
 
-from ..kvcache import ModelCache
-from ..sampling import SamplingConfig, one_hot
-from .base import Draft, DraftMethod
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.sampling import SamplingConfig, one_hot
+from specdec_core.drafters.base import Draft, DraftMethod
 
 
 class NgramDrafter:

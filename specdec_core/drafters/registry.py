@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import Drafter
-from .eagle import has_eagle_head, make_eagle_drafter
-from .model import EarlyExitDrafter, ModelDrafter
-from .ngram import NgramDrafter
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.eagle import has_eagle_head, make_eagle_drafter
+from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter
+from specdec_core.drafters.ngram import NgramDrafter
 
 if TYPE_CHECKING:
-    from ..models import ModelPair
+    from specdec_core.core.models import ModelPair
 
 DRAFTER_NAMES = ("model", "ngram", "early-exit", "eagle")
 

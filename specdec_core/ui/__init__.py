@@ -1,5 +1,5 @@
 """Streamlit-side helpers: the only package in ``specdec_core`` that imports streamlit."""
 
-from . import logguard
+from specdec_core.ui import logguard
 
 logguard.install_in_server()  # first: bounded logs even if a page module fails to import

@@ -22,12 +22,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from specdec_core.models import ModelPair
-from specdec_core.session import SessionConfig
-
-from . import logguard
-from .guards import pace_full_run
-from .links import write_url
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair
+from specdec_core.ui import logguard
+from specdec_core.ui.guards import pace_full_run
+from specdec_core.ui.links import write_url
 
 APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
 APP_RUNS = "app_runs"  # full runs of app.py in this browser session (session state)

@@ -1,6 +1,6 @@
 """One way for every page to report an error: :func:`error_message` / :func:`show_error`.
 
-A :class:`~specdec_core.errors.SpecDecError` becomes the translated string ``err_<code>``
+A :class:`~specdec_core.core.errors.SpecDecError` becomes the translated string ``err_<code>``
 (``rl_err_<code>`` for the rule lab's weights) formatted with its ``params``; a code with no
 string of its own falls back to the translated ``err_<class default code>`` and then to a
 generic message. Anything else (a bug) is logged on the server and shown as a generic
@@ -20,9 +20,8 @@ import re
 
 import streamlit as st
 
-from specdec_core.errors import RuleInputError, SpecDecError
-
-from .i18n import strings, t
+from specdec_core.core.errors import RuleInputError, SpecDecError
+from specdec_core.ui.i18n import strings, t
 
 log = logging.getLogger("specdec.ui")
 # CommonMark lets a backslash escape any ASCII punctuation; Streamlit adds $ (LaTeX) and :

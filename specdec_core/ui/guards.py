@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from specdec_core.errors import InputError
-from specdec_core.inputs import MAX_PROMPT_CHARS, encode_prompt
-from specdec_core.models import ModelPair
+from specdec_core.core.errors import InputError
+from specdec_core.core.inputs import MAX_PROMPT_CHARS, encode_prompt
+from specdec_core.core.models import ModelPair
 
 #: ``max_chars`` of every prompt box (the engine refuses longer text before tokenizing).
 PROMPT_CHARS = MAX_PROMPT_CHARS
@@ -32,7 +32,7 @@ def prompt_ids(pair: ModelPair, prompt: str, slot: str) -> list[int]:
     or the error, is kept in session state until the text changes).
 
     Raises:
-        PromptError: as :func:`specdec_core.inputs.encode_prompt` (the length in characters
+        PromptError: as :func:`specdec_core.core.inputs.encode_prompt` (the length in characters
             is checked before tokenizing).
     """
     cache = st.session_state.setdefault(_CACHE, {})

@@ -20,15 +20,14 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from specdec_core.inputs import SessionConfig
-from specdec_core.lesson_link import LessonState, Problem, decode, encode
-from specdec_core.models import ModelPair
-from specdec_core.replay import replay, state_of
-from specdec_core.scenarios import SCENARIOS, Found, find_scenarios
-
-from . import lesson as L
-from .i18n import t
-from .loader import offered_pairs
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair
+from specdec_core.lessons.link import LessonState, Problem, decode, encode
+from specdec_core.lessons.replay import replay, state_of
+from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
+from specdec_core.ui.i18n import t
+from specdec_core.ui.loader import offered_pairs
+from specdec_core.ui.step import lesson as L
 
 PENDING = "link_pending"  # a LessonState the step page replays on its next run
 PROBLEMS = "link_problems"  # what the last link/replay dropped (shown once)
@@ -38,11 +37,18 @@ FIRST_VISIT = "first_visit"  # opened on a bare URL (no lesson state) and not di
 EXTRA_PARAMS = "link_extra"  # (page, {name: value}): more query parameters that page keeps
 
 SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
-    "gamma": "cfg_gamma", "temperature": "cfg_temperature", "top_k": "cfg_top_k",
-    "top_p": "cfg_top_p", "draft_method": "cfg_method", "seed": "cfg_seed",
-    "max_new_tokens": "cfg_max_new", "drafter": "cfg_drafter", "pair": "pair_name",
-    "lang": "lang", "presenter": "presenter",
-}  # fmt: skip
+    "gamma": "cfg_gamma",
+    "temperature": "cfg_temperature",
+    "top_k": "cfg_top_k",
+    "top_p": "cfg_top_p",
+    "draft_method": "cfg_method",
+    "seed": "cfg_seed",
+    "max_new_tokens": "cfg_max_new",
+    "drafter": "cfg_drafter",
+    "pair": "pair_name",
+    "lang": "lang",
+    "presenter": "presenter",
+}
 
 
 def _seed_widgets(state: LessonState) -> None:
@@ -58,7 +64,7 @@ def _seed_widgets(state: LessonState) -> None:
 def _tree_lesson():
     """:mod:`.tree_lesson`, imported when first needed (it imports the sidebar, which
     imports this module)."""
-    from . import tree_lesson
+    from specdec_core.ui.step import tree_lesson
 
     return tree_lesson
 
@@ -97,9 +103,12 @@ def current_state(page: str) -> LessonState:
     S = st.session_state
     config, pair = S.get("config"), S.get("pair")
     base = LessonState(
-        page=page, lang=S.get("lang", "en"), pair=pair.name if pair else "embedded",
-        drafter=S.get("cfg_drafter", "model"), presenter=bool(S.get("presenter", False)),
-    )  # fmt: skip
+        page=page,
+        lang=S.get("lang", "en"),
+        pair=pair.name if pair else "embedded",
+        drafter=S.get("cfg_drafter", "model"),
+        presenter=bool(S.get("presenter", False)),
+    )
     TL = _tree_lesson()
     lesson = TL.current() if TL.mode() == "tree" else L.current()
     if lesson is not None and lesson.pair_name == base.pair:

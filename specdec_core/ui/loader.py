@@ -22,7 +22,7 @@ import threading
 import time
 from functools import cache
 
-from specdec_core.models import PRESETS, ModelLoadError, ModelPair, is_preset_cached, load_pair
+from specdec_core.core.models import PRESETS, ModelLoadError, ModelPair, is_preset_cached, load_pair
 
 CAPACITY_ENV = "SPECDEC_MAX_PAIRS"
 THREADS_ENV = "SPECDEC_TORCH_THREADS"
@@ -124,7 +124,7 @@ def sweep() -> dict[str, float]:
     sessions each holding a parsed 1 MB trace on a loaded 2-core machine), and it runs
     only when someone left. The pause is returned (``gc_ms``; with ``SPECDEC_PROFILE``
     also logged as ``specdec-gc-ms``)."""
-    from .guards import drop_closed_sessions_uploads
+    from specdec_core.ui.guards import drop_closed_sessions_uploads
 
     dropped = drop_closed_sessions_uploads()
     _reap_expired_sessions()
@@ -134,12 +134,18 @@ def sweep() -> dict[str, float]:
     _known_sessions.update(now or ())
     started = time.perf_counter()
     found = gc.collect() if gone or dropped else 0  # only when some tab's state was let go
-    figures = {"gc_ms": (time.perf_counter() - started) * 1e3, "collected": float(found),
-               "upload_bytes_dropped": float(dropped)}  # fmt: skip
+    figures = {
+        "gc_ms": (time.perf_counter() - started) * 1e3,
+        "collected": float(found),
+        "upload_bytes_dropped": float(dropped),
+    }
     last_sweep.update(figures)
     if os.environ.get("SPECDEC_PROFILE"):
-        print(f"specdec-gc-ms {figures['gc_ms']:.1f} collected={found} "
-              f"uploads_dropped={dropped}", file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"specdec-gc-ms {figures['gc_ms']:.1f} collected={found} uploads_dropped={dropped}",
+            file=sys.stderr,
+            flush=True,
+        )
     return figures
 
 
@@ -189,12 +195,13 @@ def start_housekeeping() -> None:
     """Start the housekeeping thread (once per process; a daemon): :func:`sweep` every
     :data:`HOUSEKEEPING_S` seconds, and cap the upload store (``guards``)."""
     global _housekeeping
-    from .guards import install_upload_cap
+    from specdec_core.ui.guards import install_upload_cap
 
     install_upload_cap()
     if _housekeeping is None:
-        _housekeeping = threading.Thread(target=_housekeeping_loop, name="specdec-housekeeping",
-                                         daemon=True)  # fmt: skip
+        _housekeeping = threading.Thread(
+            target=_housekeeping_loop, name="specdec-housekeeping", daemon=True
+        )
         _housekeeping.start()
 
 

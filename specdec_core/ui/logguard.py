@@ -112,8 +112,10 @@ class RepeatGuard(logging.Filter):
             if w.suppressed > 1:
                 return False
         # the first one over the budget: one line instead of the record
-        record.msg = (f"[logguard] more records like this are suppressed for up to "
-                      f"{WINDOW_S:.0f} s: {_cap(str(record.msg), 200)}")  # fmt: skip
+        record.msg = (
+            f"[logguard] more records like this are suppressed for up to "
+            f"{WINDOW_S:.0f} s: {_cap(str(record.msg), 200)}"
+        )
         record.args, record.exc_info, record.exc_text, record.stack_info = None, None, None, None
         return True
 
@@ -129,8 +131,9 @@ class RepeatGuard(logging.Filter):
             message = f"[logguard] {carried} more like this suppressed last window. {message}"
         record.msg, record.args = message, None
         if record.exc_info and not record.exc_text:
-            record.exc_text = _cap(logging.Formatter().formatException(record.exc_info),
-                                   MAX_TRACEBACK)  # fmt: skip
+            record.exc_text = _cap(
+                logging.Formatter().formatException(record.exc_info), MAX_TRACEBACK
+            )
         elif record.exc_text:
             record.exc_text = _cap(record.exc_text, MAX_TRACEBACK)
         if record.stack_info:
@@ -150,8 +153,11 @@ def install(guard: RepeatGuard = GUARD, force: bool = False) -> int:
     manager = logging.Logger.manager
     now = time.monotonic()
     with _install_lock:
-        if (not force and len(manager.loggerDict) == _seen["loggers"]
-                and now - _seen["at"] < WINDOW_S):  # fmt: skip
+        if (
+            not force
+            and len(manager.loggerDict) == _seen["loggers"]
+            and now - _seen["at"] < WINDOW_S
+        ):
             return 0
         _seen["loggers"], _seen["at"] = len(manager.loggerDict), now
         added = 0

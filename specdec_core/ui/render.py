@@ -14,11 +14,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specdec_core.figures import visible_token
-from specdec_core.records import RoundRecord, strip_order
-from specdec_core.trace import KVState, TokenInfo, VerifyTrace, byte_groups
-
-from .i18n import t
+from specdec_core.core.records import RoundRecord, strip_order
+from specdec_core.core.trace import KVState, TokenInfo, VerifyTrace, byte_groups
+from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.i18n import t
 
 STYLES = {
     "prompt": "background:#f1f5f9;color:#475569;",
@@ -95,12 +94,13 @@ def round_strip(verify: VerifyTrace, record: RoundRecord) -> list[StripItem]:
 
 # states whose tokens are text in this order (the other family: the rejected draft and
 # the drafts after it or after a stop, read as the drafted text that was not kept)
-KEPT = frozenset({"prompt", "committed", "committed-no-KV-yet", "accepted", "correction",
-                  "bonus", "tentative"})  # fmt: skip
+KEPT = frozenset(
+    {"prompt", "committed", "committed-no-KV-yet", "accepted", "correction", "bonus", "tentative"}
+)
 
 
 def item_groups(tokens: list[TokenInfo], states: list[str]) -> dict[int, tuple[int, str]]:
-    """:func:`~specdec_core.trace.byte_groups` of ``tokens`` within runs of one family of
+    """:func:`~specdec_core.core.trace.byte_groups` of ``tokens`` within runs of one family of
     ``states`` (kept text, or drafts that were not kept): a character is only shown as
     completed by bytes that are read in sequence."""
     groups: dict[int, tuple[int, str]] = {}
@@ -115,11 +115,12 @@ def item_groups(tokens: list[TokenInfo], states: list[str]) -> dict[int, tuple[i
 
 def _group_html(spans: list[str], text: str, tokens: list[TokenInfo]) -> str:
     """Byte tokens that complete ``text``: their chips in a row and ``text`` under them."""
-    title = t("bytes_group", char=text, n=len(tokens),
-              bytes=" | ".join(visible_token(x) for x in tokens))  # fmt: skip
+    title = t(
+        "bytes_group", char=text, n=len(tokens), bytes=" | ".join(visible_token(x) for x in tokens)
+    )
     return (
         f'<span class="tok-group" title="{html.escape(title)}" style="display:inline-flex;'
-        'flex-direction:column;align-items:stretch;vertical-align:top;line-height:1.35;'
+        "flex-direction:column;align-items:stretch;vertical-align:top;line-height:1.35;"
         'margin:0 2px">'
         f'<span style="white-space:nowrap">{"".join(spans)}</span>'
         '<span class="tok-char" style="text-align:center;border-top:1px solid #64748b;'
@@ -155,7 +156,7 @@ def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
     body = strip_body(items)
     keys = "".join(
         f'<span class="legend-chip" style="{STYLES[s]}padding:1px 6px;margin-right:6px;'
-        f'border-radius:4px;font-size:12px;white-space:nowrap;display:inline-block;'
+        f"border-radius:4px;font-size:12px;white-space:nowrap;display:inline-block;"
         f'margin-bottom:3px">{html.escape(t("legend_" + s))}</span>'
         for s in legend
     )
@@ -163,8 +164,10 @@ def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
         return f'<div class="strip" style="line-height:2.0">{body}</div>'
     note = ""
     if any(i.token.partial for i in items):  # byte tokens on screen: say what ‹E6› is
-        note = (f'<div class="bytes-note" style="font-size:12px;margin-top:2px">'
-                f"{html.escape(t('legend_bytes'))}</div>")  # fmt: skip
+        note = (
+            f'<div class="bytes-note" style="font-size:12px;margin-top:2px">'
+            f"{html.escape(t('legend_bytes'))}</div>"
+        )
     return (
         f'<div class="strip" style="line-height:2.0">{body}</div>'
         f'<div class="strip-legend" style="margin-top:6px">{keys}<span class="legend-chip" '
@@ -278,8 +281,10 @@ def history_html(rounds: list[tuple[str, str, str]]) -> str:
     """Finished rounds as native collapsible ``<details>`` blocks in one HTML string:
     ``(label, strip_html, caption)`` per round; ``label`` and ``caption`` are escaped
     here, ``strip_html`` comes from :func:`token_strip_html` (already escaped)."""
-    box = ("border:1px solid rgba(49,51,63,0.2);border-radius:0.5rem;margin-bottom:0.5rem;"
-           "padding:0.5rem 1rem")  # fmt: skip
+    box = (
+        "border:1px solid rgba(49,51,63,0.2);border-radius:0.5rem;margin-bottom:0.5rem;"
+        "padding:0.5rem 1rem"
+    )
     return "".join(
         f'<details class="history-round" style="{box}"><summary style="cursor:pointer">'
         f"{html.escape(label)}</summary>{strip}"

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
+from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
 from specdec_core.drafters import drafters_for
-from specdec_core.models import ModelLoadError, ModelPair, default_pair_name
-from specdec_core.session import MAX_GAMMA, SessionConfig
-
-from .errors import error_message, plain
-from .i18n import LANGUAGES, t
-from .links import note_dropped
-from .loader import get_pair, offered_pairs
+from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.i18n import LANGUAGES, t
+from specdec_core.ui.links import note_dropped
+from specdec_core.ui.loader import get_pair, offered_pairs
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
 # Option labels stay the same in both languages (a widget whose options change with the
@@ -81,11 +80,14 @@ def current_config(pair: ModelPair) -> SessionConfig:
     number typed without Enter has already reached session state)."""
     get = st.session_state.get
     return SessionConfig(
-        gamma=int(get("cfg_gamma", 4)), temperature=float(get("cfg_temperature", 0.0)),
-        top_k=int(get("cfg_top_k", 0)), top_p=float(get("cfg_top_p", 1.0)),
-        draft_method=get("cfg_method", "probabilistic"), seed=int(get("cfg_seed", 0)),
+        gamma=int(get("cfg_gamma", 4)),
+        temperature=float(get("cfg_temperature", 0.0)),
+        top_k=int(get("cfg_top_k", 0)),
+        top_p=float(get("cfg_top_p", 1.0)),
+        draft_method=get("cfg_method", "probabilistic"),
+        seed=int(get("cfg_seed", 0)),
         max_new_tokens=int(get("cfg_max_new", min(80, pair.context_length - 1))),
-    )  # fmt: skip
+    )
 
 
 def presenter_on() -> bool:
@@ -102,9 +104,12 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     """Draw the sidebar; return the loaded pair and the chosen settings."""
     sb = st.sidebar
     sb.radio(
-        t("sidebar_language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang",
+        t("sidebar_language"),
+        list(LANGUAGES),
+        format_func=LANGUAGES.get,
+        key="lang",
         horizontal=True,
-    )  # fmt: skip
+    )
     if "pair_name" not in st.session_state:
         name, reason = default_pair_name()
         if name not in offered_pairs():
@@ -118,18 +123,28 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         st.stop()
     names = offered_pairs()
     sb.selectbox(
-        t("sidebar_pair"), names, key="pair_name", format_func=PAIR_LABELS.get,
-        help=t("sidebar_pair_help"), on_change=_chosen_by_user,
-    )  # fmt: skip
+        t("sidebar_pair"),
+        names,
+        key="pair_name",
+        format_func=PAIR_LABELS.get,
+        help=t("sidebar_pair_help"),
+        on_change=_chosen_by_user,
+    )
     if "pair_notice" in st.session_state:
         failed, code, message = st.session_state["pair_notice"]
         reason = t("err_" + code) if code in ("hub_unreachable", "not_offered") else plain(message)
         sb.warning(t("pair_fallback", name=failed, error=reason))
     sb.caption(
-        t("loaded_pair", name=pair.name, device=pair.device_label(), vocab=pair.vocab_size,
-          context=pair.context_length)
-        + " — " + t("why_" + st.session_state.get("pair_reason", "user_choice"))
-    )  # fmt: skip
+        t(
+            "loaded_pair",
+            name=pair.name,
+            device=pair.device_label(),
+            vocab=pair.vocab_size,
+            context=pair.context_length,
+        )
+        + " — "
+        + t("why_" + st.session_state.get("pair_reason", "user_choice"))
+    )
     sb.toggle(t("presenter_mode"), key="presenter", help=t("presenter_mode_help"))
     sb.subheader(t("sidebar_settings"))
     sb.slider(t("gamma"), 1, UI_MAX_GAMMA, 4, key="cfg_gamma", help=t("gamma_help"))
@@ -139,18 +154,29 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.number_input(t("top_k"), 0, pair.vocab_size, 0, 1, key="cfg_top_k")
     sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
     sb.radio(
-        t("draft_method"), ["probabilistic", "greedy"], key="cfg_method",
-        format_func=METHOD_LABELS.get, help=t("draft_method_help"),
-    )  # fmt: skip
+        t("draft_method"),
+        ["probabilistic", "greedy"],
+        key="cfg_method",
+        format_func=METHOD_LABELS.get,
+        help=t("draft_method_help"),
+    )
     sb.selectbox(
-        t("sb_drafter"), [n for n in DRAFTER_LABELS if n in drafters_for(pair)], key="cfg_drafter",
-        format_func=DRAFTER_LABELS.get, help=t("sb_drafter_help"),
-    )  # fmt: skip
+        t("sb_drafter"),
+        [n for n in DRAFTER_LABELS if n in drafters_for(pair)],
+        key="cfg_drafter",
+        format_func=DRAFTER_LABELS.get,
+        help=t("sb_drafter_help"),
+    )
     sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
     sb.number_input(
-        t("max_new_tokens"), 1, pair.context_length - 1, min(80, pair.context_length - 1), 1,
-        key="cfg_max_new", help=t("max_new_tokens_help"),
-    )  # fmt: skip
+        t("max_new_tokens"),
+        1,
+        pair.context_length - 1,
+        min(80, pair.context_length - 1),
+        1,
+        key="cfg_max_new",
+        help=t("max_new_tokens_help"),
+    )
     config = current_config(pair)
     st.session_state["pair"] = pair
     st.session_state["config"] = config

@@ -13,12 +13,11 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from specdec_core.models import ModelPair
-
-from ..i18n import lang, t
-from ..links import EXTRA_PARAMS
-from . import ch_cache, ch_greedy, ch_lossless, ch_rule, ch_speed
-from .checkpoint import ANSWERS, chapter_progress, progress_bar
+from specdec_core.core.models import ModelPair
+from specdec_core.ui.i18n import lang, t
+from specdec_core.ui.lessons import ch_cache, ch_greedy, ch_lossless, ch_rule, ch_speed
+from specdec_core.ui.lessons.checkpoint import ANSWERS, chapter_progress, progress_bar
+from specdec_core.ui.links import EXTRA_PARAMS
 
 CHAPTERS = (ch_greedy, ch_rule, ch_cache, ch_lossless, ch_speed)
 PAGE = "lessons"
@@ -64,8 +63,15 @@ def picker(current: int) -> None:
     key = f"ls_pick_{lang()}"
     st.session_state[key] = current
     labels = {n: f"{n} · {t(f'ls_ch{n}_short')}" for n in range(1, len(CHAPTERS) + 1)}
-    st.radio(t("ls_chapter_pick"), list(labels), key=key, horizontal=True,
-             format_func=labels.__getitem__, on_change=_picked, args=(key,))  # fmt: skip
+    st.radio(
+        t("ls_chapter_pick"),
+        list(labels),
+        key=key,
+        horizontal=True,
+        format_func=labels.__getitem__,
+        on_change=_picked,
+        args=(key,),
+    )
 
 
 def summary() -> None:
@@ -74,9 +80,18 @@ def summary() -> None:
     for n, chapter in enumerate(CHAPTERS, 1):
         done, right, first = chapter_progress(chapter.CHECKS)
         rows.append((t(f"ls_ch{n}_title"), f"{done}/{len(chapter.CHECKS)}", right, first))
-    st.dataframe(pd.DataFrame(rows, columns=[t("ls_col_chapter"), t("ls_col_answered"),
-                                             t("ls_col_right"), t("ls_col_first")]),
-                 hide_index=True)  # fmt: skip
+    st.dataframe(
+        pd.DataFrame(
+            rows,
+            columns=[
+                t("ls_col_chapter"),
+                t("ls_col_answered"),
+                t("ls_col_right"),
+                t("ls_col_first"),
+            ],
+        ),
+        hide_index=True,
+    )
     total = sum(len(c.CHECKS) for c in CHAPTERS)
     right = sum(chapter_progress(c.CHECKS)[1] for c in CHAPTERS)
     st.markdown(t("ls_summary_total", right=right, total=total))

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.models import ModelPair
-from specdec_core.trace import KVState
-
-from ..i18n import t
-from ..render import kv_table
-from . import live
-from .checkpoint import Check, answers, ask
+from specdec_core.core.models import ModelPair
+from specdec_core.core.trace import KVState
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons import live
+from specdec_core.ui.lessons.checkpoint import Check, answers, ask
+from specdec_core.ui.render import kv_table
 
 CHECKS = ("c3_committed", "c3_target", "c3_draft")
 SCENARIO = "first_error_3"
@@ -38,24 +37,50 @@ def render(pair: ModelPair) -> None:
         return
     before, after, accepted, prompt_len = found
     verified = live.session_at(pair, live.as_linked(pair, state), "commit")
-    st.markdown(t("ls_c3_setup", prompt=prompt_len, committed=before.committed_len,
-                  target=before.target_kv_len, draft=before.draft_kv_len))  # fmt: skip
+    st.markdown(
+        t(
+            "ls_c3_setup",
+            prompt=prompt_len,
+            committed=before.committed_len,
+            target=before.target_kv_len,
+            draft=before.draft_kv_len,
+        )
+    )
     st.html(live.verified_html(verified))
     st.markdown(t("ls_c3_round", accepted=accepted))
     questions = (
-        ("c3_committed", after.committed_len,
-         t("ls_c3_why_committed", before=before.committed_len, accepted=accepted,
-           n=after.committed_len)),
-        ("c3_target", after.target_kv_len,
-         t("ls_c3_why_target", committed=after.committed_len, n=after.target_kv_len)),
-        ("c3_draft", after.draft_kv_len,
-         t("ls_c3_why_draft", committed=after.committed_len, n=after.draft_kv_len)),
-    )  # fmt: skip
+        (
+            "c3_committed",
+            after.committed_len,
+            t(
+                "ls_c3_why_committed",
+                before=before.committed_len,
+                accepted=accepted,
+                n=after.committed_len,
+            ),
+        ),
+        (
+            "c3_target",
+            after.target_kv_len,
+            t("ls_c3_why_target", committed=after.committed_len, n=after.target_kv_len),
+        ),
+        (
+            "c3_draft",
+            after.draft_kv_len,
+            t("ls_c3_why_draft", committed=after.committed_len, n=after.draft_kv_len),
+        ),
+    )
     for cid, value, why in questions:
         ask(Check(cid, "number", t("ls_q_" + cid), value, why, tol=0))
     if all(c in answers() for c in CHECKS):
-        st.markdown(t("ls_c3_reveal", committed=after.committed_len,
-                      target=after.target_kv_len, draft=after.draft_kv_len))  # fmt: skip
+        st.markdown(
+            t(
+                "ls_c3_reveal",
+                committed=after.committed_len,
+                target=after.target_kv_len,
+                draft=after.draft_kv_len,
+            )
+        )
         st.dataframe(kv_table(after, keep=4), hide_index=True)
         st.caption(t("ls_c3_note"))
         live.open_in_step_through(state)

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specdec_core.costmodel import per_token_cost_ms, speedup_from_cost
-from specdec_core.figures import visible_token
-from specdec_core.models import ModelPair
-
-from ..i18n import t
-from . import live
-from .checkpoint import Check, ask
+from specdec_core.core.models import ModelPair
+from specdec_core.rules.costmodel import per_token_cost_ms, speedup_from_cost
+from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons import live
+from specdec_core.ui.lessons.checkpoint import Check, ask
 
 CASES = {"first_error_3": "c1_fe3", "first_error_1": "c1_fe1", "all_accepted": "c1_all"}
 TARGET_MS, DRAFT_MS, VERIFY_MS = 20.0, 8.0, 25.0
@@ -35,14 +34,23 @@ def _case(pair: ModelPair, key: str, cid: str) -> None:
     rejected = next((c.position for c in v.checks if c.status == "rejected"), 0)
     names = {c.position: visible_token(c.token) for c in v.checks}
     if rejected:
-        why = t("ls_c1_why_reject", k=rejected, draft=names[rejected],
-                target=visible_token(v.next_token))  # fmt: skip
+        why = t(
+            "ls_c1_why_reject",
+            k=rejected,
+            draft=names[rejected],
+            target=visible_token(v.next_token),
+        )
     else:
         why = t("ls_c1_why_all", bonus=visible_token(v.next_token))
     check = Check(
-        cid, "token", t("ls_c1_q_kept"), rejected, why, options=(*names, 0),
+        cid,
+        "token",
+        t("ls_c1_q_kept"),
+        rejected,
+        why,
+        options=(*names, 0),
         label=lambda k: t("ls_c1_all_kept") if k == 0 else f"{k} · {names[k]}",  # type: ignore[index]
-    )  # fmt: skip
+    )
     if ask(check):
         st.html(live.verified_html(after))
         kept = sum(c.status == "accepted" for c in v.checks)
@@ -64,13 +72,17 @@ def _cost() -> None:
     if all(c in st.session_state.get("ls_answers", {}) for c in ("c1_cost_1", "c1_cost_3")):
         rows = [(n, per_token_cost_ms(DRAFT_MS, VERIFY_MS, 0.0, n)) for n in range(1, 6)]
         st.dataframe(
-            pd.DataFrame({
-                t("ls_c1_col_n"): [n for n, _ in rows],
-                t("ls_c1_col_cost"): [f"{c:.1f}" for _, c in rows],
-                t("ls_c1_col_speedup"): [f"{speedup_from_cost(TARGET_MS, c):.2f}×"
-                                         for _, c in rows],
-            }), hide_index=True,
-        )  # fmt: skip
+            pd.DataFrame(
+                {
+                    t("ls_c1_col_n"): [n for n, _ in rows],
+                    t("ls_c1_col_cost"): [f"{c:.1f}" for _, c in rows],
+                    t("ls_c1_col_speedup"): [
+                        f"{speedup_from_cost(TARGET_MS, c):.2f}×" for _, c in rows
+                    ],
+                }
+            ),
+            hide_index=True,
+        )
         st.caption(t("ls_c1_cost_note"))
 
 

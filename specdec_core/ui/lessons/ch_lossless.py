@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.models import ModelPair
-from specdec_core.scenarios import PROMPTS
-
-from ..i18n import t
-from . import live
-from .checkpoint import Check, ask
+from specdec_core.core.models import ModelPair
+from specdec_core.lessons.scenarios import PROMPTS
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons import live
+from specdec_core.ui.lessons.checkpoint import Check, ask
 
 CHECKS = ("c4_same_text", "c4_quant", "c4_proc")
 TOKENS = 32
@@ -52,16 +51,43 @@ def render(pair: ModelPair) -> None:
     st.markdown(t("ls_c4_intro"))
     st.subheader(t("ls_c4_text_title"))
     opts = ("same_text", "same_dist", "worse")
-    if ask(Check("c4_same_text", "choice", t("ls_c4_text_q"), "same_dist", t("ls_c4_text_why"),
-                 options=opts, label=lambda s: t("ls_c4_text_" + str(s)))):  # fmt: skip
+    if ask(
+        Check(
+            "c4_same_text",
+            "choice",
+            t("ls_c4_text_q"),
+            "same_dist",
+            t("ls_c4_text_why"),
+            options=opts,
+            label=lambda s: t("ls_c4_text_" + str(s)),
+        )
+    ):
         _compare(pair)
     st.subheader(t("ls_c4_quant_title"))
     opts = ("original", "quantized", "draft", "none")
-    if ask(Check("c4_quant", "choice", t("ls_c4_quant_q"), "quantized", t("ls_c4_quant_why"),
-                 options=opts, label=lambda s: t("ls_c4_quant_" + str(s)))):  # fmt: skip
+    if ask(
+        Check(
+            "c4_quant",
+            "choice",
+            t("ls_c4_quant_q"),
+            "quantized",
+            t("ls_c4_quant_why"),
+            options=opts,
+            label=lambda s: t("ls_c4_quant_" + str(s)),
+        )
+    ):
         st.markdown(t("ls_c4_quant_reveal"))
     st.subheader(t("ls_c4_proc_title"))
     opts = ("committed", "candidate", "skip", "draft")
-    if ask(Check("c4_proc", "choice", t("ls_c4_proc_q"), "candidate", t("ls_c4_proc_why"),
-                 options=opts, label=lambda s: t("ls_c4_proc_" + str(s)))):  # fmt: skip
+    if ask(
+        Check(
+            "c4_proc",
+            "choice",
+            t("ls_c4_proc_q"),
+            "candidate",
+            t("ls_c4_proc_why"),
+            options=opts,
+            label=lambda s: t("ls_c4_proc_" + str(s)),
+        )
+    ):
         st.markdown(t("ls_c4_proc_reveal"))

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from specdec_core import rulelab as R
-from specdec_core.figures import acceptance_stack_figure, rule_finals_figure, visible_token
-from specdec_core.models import ModelPair
-from specdec_core.numfmt import fmt_prob
-
-from ..i18n import t
-from . import live
-from .checkpoint import Check, ask
+from specdec_core.core.models import ModelPair
+from specdec_core.core.numfmt import fmt_prob
+from specdec_core.rules import lab as R
+from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.figures.lab import acceptance_stack_figure, rule_finals_figure
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons import live
+from specdec_core.ui.lessons.checkpoint import Check, ask
 
 CHECKS = ("c2_accept", "c2_source", "c2_rule")
 PRESET = R.PRESETS["textbook"]
@@ -28,10 +28,14 @@ def rows() -> tuple[np.ndarray, np.ndarray]:
 
 def fig_labels() -> dict[str, str]:
     return {
-        "p": t("rl_lab_p"), "q": t("rl_lab_q"), "min": t("rl_lab_min"),
-        "excess": t("rl_lab_excess"), "probability": t("probability"), "token": t("token"),
+        "p": t("rl_lab_p"),
+        "q": t("rl_lab_q"),
+        "min": t("rl_lab_min"),
+        "excess": t("rl_lab_excess"),
+        "probability": t("probability"),
+        "token": t("token"),
         **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
-    }  # fmt: skip
+    }
 
 
 def _vec(x: np.ndarray) -> str:
@@ -52,22 +56,38 @@ def _accept(pair: ModelPair) -> None:
     st.markdown(t("ls_c2_accept_setup", pos=c.position, tok=tok))
     st.html(live.context_html(session) + live.drafts_html(session))
     why = t("ls_c2_accept_why", p=fmt_prob(c.p), q=fmt_prob(c.q), a=f"{c.accept_prob:.3f}")
-    check = Check("c2_accept", "number",
-                  t("ls_c2_accept_q", tok=tok, p=fmt_prob(c.p), q=fmt_prob(c.q)),
-                  round(c.accept_prob, 4), why, tol=0.02)  # fmt: skip
+    check = Check(
+        "c2_accept",
+        "number",
+        t("ls_c2_accept_q", tok=tok, p=fmt_prob(c.p), q=fmt_prob(c.q)),
+        round(c.accept_prob, 4),
+        why,
+        tol=0.02,
+    )
     if ask(check):
-        st.dataframe(pd.DataFrame({
-            t("ls_col_pos"): [x.position for x in v.checks],
-            t("token"): [visible_token(x.token) for x in v.checks],
-            "p(y)": [fmt_prob(x.p) for x in v.checks],
-            "q(y)": [fmt_prob(x.q) for x in v.checks],
-            "min(1, p/q)": [f"{x.accept_prob:.3f}" for x in v.checks],
-            "u": ["—" if x.u is None else f"{x.u:.3f}" for x in v.checks],
-            t("ls_col_status"): [t("legend_" + x.status) for x in v.checks],
-        }), hide_index=True)  # fmt: skip
-        st.markdown(t("ls_c2_accept_reveal", pos=c.position, u=f"{c.u:.3f}",
-                      a=f"{c.accept_prob:.3f}",
-                      fix=visible_token(v.next_token)))  # fmt: skip
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    t("ls_col_pos"): [x.position for x in v.checks],
+                    t("token"): [visible_token(x.token) for x in v.checks],
+                    "p(y)": [fmt_prob(x.p) for x in v.checks],
+                    "q(y)": [fmt_prob(x.q) for x in v.checks],
+                    "min(1, p/q)": [f"{x.accept_prob:.3f}" for x in v.checks],
+                    "u": ["—" if x.u is None else f"{x.u:.3f}" for x in v.checks],
+                    t("ls_col_status"): [t("legend_" + x.status) for x in v.checks],
+                }
+            ),
+            hide_index=True,
+        )
+        st.markdown(
+            t(
+                "ls_c2_accept_reveal",
+                pos=c.position,
+                u=f"{c.u:.3f}",
+                a=f"{c.accept_prob:.3f}",
+                fix=visible_token(v.next_token),
+            )
+        )
         live.open_in_step_through(state)
 
 
@@ -76,17 +96,37 @@ def _source() -> None:
     p, q = rows()
     d = R.decompose(p, q)
     st.markdown(t("ls_c2_rows", p=_vec(p), q=_vec(q)))
-    check = Check("c2_source", "choice", t("ls_c2_source_q"), "residual",
-                  t("ls_c2_source_why"), options=SOURCES,
-                  label=lambda s: t("ls_c2_src_" + str(s)))  # fmt: skip
+    check = Check(
+        "c2_source",
+        "choice",
+        t("ls_c2_source_q"),
+        "residual",
+        t("ls_c2_source_why"),
+        options=SOURCES,
+        label=lambda s: t("ls_c2_src_" + str(s)),
+    )
     if ask(check):
         assert d.residual is not None
-        st.markdown(t("ls_c2_source_reveal", excess=_vec(d.excess), r=_vec(d.residual),
-                      beta=f"{d.beta:.2f}", A=f"{d.acceptance:.2f}"))  # fmt: skip
-        st.plotly_chart(acceptance_stack_figure(PRESET.names, d.min_pq, d.excess, d.p,
-                                                {**fig_labels(), "p": t("rl_lab_p_mark")},
-                                                t("ls_c2_proof_title")),
-                        key="ls_fig_proof")  # fmt: skip
+        st.markdown(
+            t(
+                "ls_c2_source_reveal",
+                excess=_vec(d.excess),
+                r=_vec(d.residual),
+                beta=f"{d.beta:.2f}",
+                A=f"{d.acceptance:.2f}",
+            )
+        )
+        st.plotly_chart(
+            acceptance_stack_figure(
+                PRESET.names,
+                d.min_pq,
+                d.excess,
+                d.p,
+                {**fig_labels(), "p": t("rl_lab_p_mark")},
+                t("ls_c2_proof_title"),
+            ),
+            key="ls_fig_proof",
+        )
         st.markdown(t("ls_c2_proof"))
 
 
@@ -94,22 +134,35 @@ def _rule() -> None:
     st.subheader(t("ls_c2_rule_title"))
     p, q = rows()
     one_hot = PRESET.one_hot_token
-    check = Check("c2_rule", "choice", t("ls_c2_rule_q", tok=PRESET.names[one_hot]),
-                  "correct_one_hot", t("ls_c2_rule_why"), options=RULE_CHOICES,
-                  label=lambda s: t("ls_c2_rules_" + str(s)))  # fmt: skip
+    check = Check(
+        "c2_rule",
+        "choice",
+        t("ls_c2_rule_q", tok=PRESET.names[one_hot]),
+        "correct_one_hot",
+        t("ls_c2_rule_why"),
+        options=RULE_CHOICES,
+        label=lambda s: t("ls_c2_rules_" + str(s)),
+    )
     if ask(check):
         results = R.compare_rules(p, q, one_hot)
-        st.dataframe(pd.DataFrame({
-            t("rl_col_rule"): [t(f"rl_rule_{r}") for r in R.RULES],
-            t("ls_col_final"): [_vec(results[r].final) for r in R.RULES],
-            "TV(·, p)": [f"{results[r].tv_to_p:.2f}" for r in R.RULES],
-            t("ls_col_lossless"): [t("yes") if results[r].tv_to_p < 1e-9 else t("no")
-                                   for r in R.RULES],
-        }), hide_index=True)  # fmt: skip
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    t("rl_col_rule"): [t(f"rl_rule_{r}") for r in R.RULES],
+                    t("ls_col_final"): [_vec(results[r].final) for r in R.RULES],
+                    "TV(·, p)": [f"{results[r].tv_to_p:.2f}" for r in R.RULES],
+                    t("ls_col_lossless"): [
+                        t("yes") if results[r].tv_to_p < 1e-9 else t("no") for r in R.RULES
+                    ],
+                }
+            ),
+            hide_index=True,
+        )
         finals = {r: results[r].final for r in R.RULES}
-        st.plotly_chart(rule_finals_figure(PRESET.names, p, finals, fig_labels(),
-                                           t("ls_c2_finals_title")),
-                        key="ls_fig_finals")  # fmt: skip
+        st.plotly_chart(
+            rule_finals_figure(PRESET.names, p, finals, fig_labels(), t("ls_c2_finals_title")),
+            key="ls_fig_finals",
+        )
         st.caption(t("ls_c2_rule_note"))
 
 

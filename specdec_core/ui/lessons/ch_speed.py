@@ -17,16 +17,15 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.bench import HowMeasured, Spread, Verdict, ignoring_eos, judge
-from specdec_core.costmodel import walltime_improvement
+from specdec_core.core.models import ModelPair
 from specdec_core.drafters import ModelDrafter
-from specdec_core.generate import generate
-from specdec_core.lesson_link import LessonState
-from specdec_core.models import ModelPair
-from specdec_core.scenarios import PROMPTS
-
-from ..i18n import t
-from ..speed_view import busy_message, how_label, spread_text
-from .checkpoint import Check, ask
+from specdec_core.engine.chain.generate import generate
+from specdec_core.lessons.link import LessonState
+from specdec_core.lessons.scenarios import PROMPTS
+from specdec_core.rules.costmodel import walltime_improvement
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons.checkpoint import Check, ask
+from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 
 CHECKS = ("c5_faster", "c5_source", "c5_eval")
 TOKENS, GAMMA = 32, 4
@@ -83,8 +82,9 @@ def measure(pair: ModelPair, repeats: int = REPEATS) -> SpeedRun:
         for name in VARIANTS:
             runs[name].append(once(name))
     target_step = statistics.median(_steady_step(s) for s in runs["alone"])
-    draft_step = statistics.median(s.draft_forward_ms / max(1, s.draft_forwards)
-                                   for s in runs["model"])  # fmt: skip
+    draft_step = statistics.median(
+        s.draft_forward_ms / max(1, s.draft_forwards) for s in runs["model"]
+    )
     steps = {"alone": None, "model": draft_step, "self": target_step}
     rows = []
     for name in VARIANTS:
@@ -93,20 +93,34 @@ def measure(pair: ModelPair, repeats: int = REPEATS) -> SpeedRun:
         alpha = None if name == "alone" else first.acceptance_rate
         step = steps[name]
         c = None if step is None else (step / target_step if target_step > 0 else 0.0)
-        rows.append({
-            "name": name, "alpha": alpha, "forwards": first.target_forwards,
-            "ms_token": spread.median, "spread": spread, "c": c,
-            "predicted": 1.0 if alpha is None else walltime_improvement(alpha, GAMMA, c or 0.0),
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": name,
+                "alpha": alpha,
+                "forwards": first.target_forwards,
+                "ms_token": spread.median,
+                "spread": spread,
+                "c": c,
+                "predicted": 1.0 if alpha is None else walltime_improvement(alpha, GAMMA, c or 0.0),
+            }
+        )
     verdict = judge([r["spread"] for r in rows])
-    return SpeedRun(tuple(rows), target_step, HowMeasured.now(max(1, repeats), 1, TOKENS),
-                    verdict)  # fmt: skip
+    return SpeedRun(tuple(rows), target_step, HowMeasured.now(max(1, repeats), 1, TOKENS), verdict)
 
 
 def _faster(pair: ModelPair) -> None:
     st.subheader(t("ls_c5_faster_title"))
-    if not ask(Check("c5_faster", "choice", t("ls_c5_faster_q"), "no", t("ls_c5_faster_why"),
-                     options=("yes", "no"), label=lambda s: t("ls_c5_" + str(s)))):  # fmt: skip
+    if not ask(
+        Check(
+            "c5_faster",
+            "choice",
+            t("ls_c5_faster_q"),
+            "no",
+            t("ls_c5_faster_why"),
+            options=("yes", "no"),
+            label=lambda s: t("ls_c5_" + str(s)),
+        )
+    ):
         return
     again = st.button(t("ls_c5_measure"), key="ls_c5_measure")
     run = st.session_state.get(RUN)
@@ -114,47 +128,89 @@ def _faster(pair: ModelPair) -> None:
         with st.spinner(t("ls_c5_measuring")):
             run = st.session_state[RUN] = measure(pair)
     rows = run.rows
-    st.caption(t("ls_c5_measure_hint", n=TOKENS, gamma=GAMMA, r=run.how.repeats,
-                 t=run.target_step_ms) + " " + how_label(run.how))  # fmt: skip
-    st.dataframe(pd.DataFrame({
-        t("ls_c5_col_run"): [t("ls_c5_run_" + r["name"]) for r in rows],
-        "α": ["—" if r["alpha"] is None else f"{r['alpha']:.2f}" for r in rows],
-        t("ls_c5_col_forwards"): [r["forwards"] for r in rows],
-        t("ls_c5_col_ms"): [spread_text(r["spread"]) for r in rows],
-        "c": ["—" if r["c"] is None else f"{r['c']:.2f}" for r in rows],
-        t("ls_c5_col_predicted"): [f"{r['predicted']:.2f}×" for r in rows],
-    }), hide_index=True)  # fmt: skip
+    st.caption(
+        t("ls_c5_measure_hint", n=TOKENS, gamma=GAMMA, r=run.how.repeats, t=run.target_step_ms)
+        + " "
+        + how_label(run.how)
+    )
+    st.dataframe(
+        pd.DataFrame(
+            {
+                t("ls_c5_col_run"): [t("ls_c5_run_" + r["name"]) for r in rows],
+                "α": ["—" if r["alpha"] is None else f"{r['alpha']:.2f}" for r in rows],
+                t("ls_c5_col_forwards"): [r["forwards"] for r in rows],
+                t("ls_c5_col_ms"): [spread_text(r["spread"]) for r in rows],
+                "c": ["—" if r["c"] is None else f"{r['c']:.2f}" for r in rows],
+                t("ls_c5_col_predicted"): [f"{r['predicted']:.2f}×" for r in rows],
+            }
+        ),
+        hide_index=True,
+    )
     if run.verdict.busy:  # no conclusion from times that describe the load
         st.warning(busy_message(run.verdict.reasons, "ls_c5_busy"))
         return
     alone = rows[0]["ms_token"]
     best = max(rows[1:], key=lambda r: r["alpha"] or 0.0)
-    st.markdown(t("ls_c5_measured", alpha=f"{best['alpha']:.2f}", ms=f"{best['ms_token']:.2f}",
-                  alone=f"{alone:.2f}", x=f"{best['predicted']:.2f}"))  # fmt: skip
+    st.markdown(
+        t(
+            "ls_c5_measured",
+            alpha=f"{best['alpha']:.2f}",
+            ms=f"{best['ms_token']:.2f}",
+            alone=f"{alone:.2f}",
+            x=f"{best['predicted']:.2f}",
+        )
+    )
 
 
 def _sources() -> None:
     st.subheader(t("ls_c5_sources_title"))
-    if ask(Check("c5_source", "choice", t("ls_c5_source_q"), "lookup", t("ls_c5_source_why"),
-                 options=SOURCES[:3], label=lambda s: t("ls_c5_src_" + str(s)))):  # fmt: skip
-        st.dataframe(pd.DataFrame({
-            t("ls_c5_col_source"): [t("ls_c5_src_" + s) for s in SOURCES],
-            t("ls_c5_col_how"): [t("ls_c5_how_" + s) for s in SOURCES],
-            t("ls_c5_col_here"): [t("ls_c5_here_" + s) for s in SOURCES],
-        }), hide_index=True)  # fmt: skip
+    if ask(
+        Check(
+            "c5_source",
+            "choice",
+            t("ls_c5_source_q"),
+            "lookup",
+            t("ls_c5_source_why"),
+            options=SOURCES[:3],
+            label=lambda s: t("ls_c5_src_" + str(s)),
+        )
+    ):
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    t("ls_c5_col_source"): [t("ls_c5_src_" + s) for s in SOURCES],
+                    t("ls_c5_col_how"): [t("ls_c5_how_" + s) for s in SOURCES],
+                    t("ls_c5_col_here"): [t("ls_c5_here_" + s) for s in SOURCES],
+                }
+            ),
+            hide_index=True,
+        )
 
 
 def _evaluate() -> None:
     st.subheader(t("ls_c5_eval_title"))
     answer = round(ACCEPT_LEN / ROUND_COST, 2)
-    if ask(Check("c5_eval", "number", t("ls_c5_eval_q", n=ACCEPT_LEN, c=ROUND_COST), answer,
-                 t("ls_c5_eval_why", n=ACCEPT_LEN, c=ROUND_COST, x=f"{answer:g}"),
-                 tol=0.05, unit="×")):  # fmt: skip
+    if ask(
+        Check(
+            "c5_eval",
+            "number",
+            t("ls_c5_eval_q", n=ACCEPT_LEN, c=ROUND_COST),
+            answer,
+            t("ls_c5_eval_why", n=ACCEPT_LEN, c=ROUND_COST, x=f"{answer:g}"),
+            tol=0.05,
+            unit="×",
+        )
+    ):
         st.markdown(t("ls_c5_eval_reveal"))
-        st.dataframe(pd.DataFrame({
-            t("ls_c5_col_metric"): [t("ls_c5_m_" + m) for m in METRICS],
-            t("ls_c5_col_tells"): [t("ls_c5_t_" + m) for m in METRICS],
-        }), hide_index=True)  # fmt: skip
+        st.dataframe(
+            pd.DataFrame(
+                {
+                    t("ls_c5_col_metric"): [t("ls_c5_m_" + m) for m in METRICS],
+                    t("ls_c5_col_tells"): [t("ls_c5_t_" + m) for m in METRICS],
+                }
+            ),
+            hide_index=True,
+        )
 
 
 def render(pair: ModelPair) -> None:

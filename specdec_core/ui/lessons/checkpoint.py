@@ -17,7 +17,7 @@ from typing import Literal
 
 import streamlit as st
 
-from ..i18n import lang, t
+from specdec_core.ui.i18n import lang, t
 
 ANSWERS = "ls_answers"  # checkpoint id → {"value", "correct", "tries", "first"}
 Kind = Literal["choice", "number", "token"]
@@ -46,9 +46,13 @@ def answers() -> dict[str, dict]:
 
 def is_right(check: Check, value: object) -> bool:
     if check.kind == "number":
-        return value is not None and math.isfinite(float(value)) and (
-            abs(float(value) - float(check.answer)) <= check.tol + 1e-9  # type: ignore[arg-type]
-        )  # fmt: skip
+        return (
+            value is not None
+            and math.isfinite(float(value))
+            and (
+                abs(float(value) - float(check.answer)) <= check.tol + 1e-9  # type: ignore[arg-type]
+            )
+        )
     return value == check.answer
 
 
@@ -65,9 +69,11 @@ def _submit(check: Check) -> None:
     old = answers().get(check.cid)
     right = is_right(check, value)
     answers()[check.cid] = {
-        "value": value, "correct": right, "tries": (old["tries"] if old else 0) + 1,
+        "value": value,
+        "correct": right,
+        "tries": (old["tries"] if old else 0) + 1,
         "first": old["first"] if old else right,
-    }  # fmt: skip
+    }
 
 
 def _fmt_number(x: float) -> str:
@@ -87,17 +93,36 @@ def ask(check: Check) -> bool:
         key = widget_key(check.cid)
         labels = {o: check.label(o) for o in check.options}  # fixed now: the language of this run
         if check.kind == "number":
-            st.caption(t("ls_tolerance", tol=_fmt_number(check.tol) + check.unit)
-                       if check.tol > 0 else t("ls_exact"))  # fmt: skip
-            st.number_input(t("ls_your_answer"), value=None, key=key, format="%g",
-                            step=None, placeholder=t("ls_type_number"))  # fmt: skip
+            st.caption(
+                t("ls_tolerance", tol=_fmt_number(check.tol) + check.unit)
+                if check.tol > 0
+                else t("ls_exact")
+            )
+            st.number_input(
+                t("ls_your_answer"),
+                value=None,
+                key=key,
+                format="%g",
+                step=None,
+                placeholder=t("ls_type_number"),
+            )
         elif check.kind == "token":
             st.caption(t("ls_click_token"))
-            st.pills(t("ls_your_answer"), list(check.options), format_func=labels.__getitem__,
-                     key=key, label_visibility="collapsed")  # fmt: skip
+            st.pills(
+                t("ls_your_answer"),
+                list(check.options),
+                format_func=labels.__getitem__,
+                key=key,
+                label_visibility="collapsed",
+            )
         else:
-            st.radio(t("ls_your_answer"), list(check.options), format_func=labels.__getitem__,
-                     index=None, key=key)  # fmt: skip
+            st.radio(
+                t("ls_your_answer"),
+                list(check.options),
+                format_func=labels.__getitem__,
+                index=None,
+                key=key,
+            )
         st.button(t("ls_check"), key=f"ls_btn_{check.cid}", on_click=_submit, args=(check,))
         if st.session_state.get(f"ls_empty_{check.cid}"):
             st.warning(t("ls_no_answer"))
@@ -122,5 +147,7 @@ def chapter_progress(cids: Sequence[str]) -> tuple[int, int, int]:
 
 def progress_bar(cids: Sequence[str]) -> None:
     done, _, first = chapter_progress(cids)  # a retry after the reveal does not count
-    st.progress(done / len(cids) if cids else 1.0,
-                text=t("ls_progress", done=done, total=len(cids), right=first))  # fmt: skip
+    st.progress(
+        done / len(cids) if cids else 1.0,
+        text=t("ls_progress", done=done, total=len(cids), right=first),
+    )

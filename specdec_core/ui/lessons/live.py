@@ -10,16 +10,15 @@ from dataclasses import replace
 
 import streamlit as st
 
+from specdec_core.core.models import ModelPair
 from specdec_core.drafters import make_named_drafter
-from specdec_core.generate import GenerationResult, generate
-from specdec_core.lesson_link import LessonState, decode, encode
-from specdec_core.models import ModelPair
-from specdec_core.replay import replay
-from specdec_core.session import SpeculativeSession
-
-from ..i18n import t
-from ..links import link_for, scenarios
-from ..render import StripItem, round_strip, token_strip_html
+from specdec_core.engine.chain.generate import GenerationResult, generate
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.lessons.link import LessonState, decode, encode
+from specdec_core.lessons.replay import replay
+from specdec_core.ui.i18n import t
+from specdec_core.ui.links import link_for, scenarios
+from specdec_core.ui.render import StripItem, round_strip, token_strip_html
 
 LEGEND = ["accepted", "rejected", "discarded", "correction", "bonus"]
 
@@ -96,11 +95,19 @@ def open_in_step_through(state: LessonState) -> None:
     st.caption(t("ls_open_step", url=link_for(step_through_state(state))))
 
 
-def run_pair(pair: ModelPair, prompt: str, tokens: int, temperature: float, seed: int,
-             mode: str = "speculative", drafter: str = "model",
-             knob: int | None = None) -> GenerationResult:  # fmt: skip
+def run_pair(
+    pair: ModelPair,
+    prompt: str,
+    tokens: int,
+    temperature: float,
+    seed: int,
+    mode: str = "speculative",
+    drafter: str = "model",
+    knob: int | None = None,
+) -> GenerationResult:
     """One small fast-path run (≤ 48 tokens: well under a second on the embedded pair)."""
-    state = LessonState(pair=pair.name, temperature=temperature, seed=seed,
-                        max_new_tokens=min(tokens, 48))  # fmt: skip
+    state = LessonState(
+        pair=pair.name, temperature=temperature, seed=seed, max_new_tokens=min(tokens, 48)
+    )
     drafter_obj = None if mode != "speculative" else make_named_drafter(pair, drafter, knob)
     return generate(pair, prompt, state.config(), mode=mode, drafter=drafter_obj)  # type: ignore[arg-type]

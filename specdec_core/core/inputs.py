@@ -1,0 +1,262 @@
+"""Student input and settings: the session config and its validation, prompt encoding,
+one-token edit text. Errors carry a ``code`` and ``params`` so the UI can say them in zh
+or en."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specdec_core.core.errors import PromptError, TokenTextError
+from specdec_core.core.models import ModelPair
+from specdec_core.core.sampling import ConfigError, SamplingConfig
+from specdec_core.drafters import DraftMethod
+
+MAX_GAMMA = 16
+
+
+def is_valid_text(text: object) -> bool:
+    """Whether ``text`` is a ``str`` of valid Unicode: encodable as UTF-8, i.e. no lone
+    surrogate (``"\\ud800"`` decodes from JSON but breaks the tokenizer, protobuf and
+    every later encode). Cheap: one C-level encode, ≈ 1 ms per MB."""
+    if not isinstance(text, str):
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def single_token_id(pair: ModelPair, text: str) -> int:
+    """The id of ``text`` if it encodes to exactly one token (e.g. ``" night"``).
+
+    Raises:
+        TokenTextError: zero or several tokens (the message lists the pieces), or text that
+            is not valid Unicode (code ``bad_text``).
+    """
+    if not is_valid_text(text):
+        raise TokenTextError("the text is not valid Unicode (a lone surrogate)", "bad_text")
+    ids = pair.tokenizer.encode(text, add_special_tokens=False) if text else []
+    if len(ids) != 1:
+        shown = [pair.tokenizer.decode([i]).replace(" ", "␣").replace("\n", "↵") for i in ids]
+        pieces = " | ".join(shown[:12]) + (" | …" if len(shown) > 12 else "") or "∅"
+        short = text if len(text) <= 40 else text[:40] + "…"
+        raise TokenTextError(
+            f"{short!r} is {len(ids)} tokens, not exactly one: {pieces}",
+            "not_one_token",
+            text=short.replace(" ", "␣"),
+            n=len(ids),
+            pieces=pieces,
+        )
+    return ids[0]
+
+
+@dataclass(frozen=True)
+class SessionConfig:
+    """Settings of a session (validated by :meth:`validate`).
+
+    ``gamma``: draft length γ, 1..``MAX_GAMMA``. ``temperature`` 0 = greedy.
+    ``draft_method``: ``probabilistic`` (sample from ``q``) or ``greedy`` (argmax,
+    one-hot ``q``). ``max_new_tokens`` ≥ 1. ``stop_strings``: generation stops right after
+    the token that completes one. ``top_n``: tokens kept per distribution in traces.
+    """
+
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    draft_method: DraftMethod = "probabilistic"
+    seed: int = 0
+    max_new_tokens: int = 40
+    stop_strings: tuple[str, ...] = ()
+    repropose_after_edit: bool = True
+    top_n: int = 8
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return SamplingConfig(self.temperature, self.top_k, self.top_p)
+
+    def validate(self, vocab_size: int | None = None) -> SessionConfig:
+        if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
+            raise ConfigError(
+                f"γ (gamma) must be a whole number from 1 to {MAX_GAMMA}, got {self.gamma!r}"
+            )
+        self.sampling.validate(vocab_size)
+        if self.draft_method not in ("probabilistic", "greedy"):
+            raise ConfigError(
+                f"draft method must be probabilistic or greedy, got {self.draft_method!r}"
+            )
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ConfigError(f"seed must be a whole number from 0 to 2**63 − 1, got {self.seed!r}")
+        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise ConfigError(f"max new tokens must be ≥ 1, got {self.max_new_tokens!r}")
+        return self
+
+
+#: Longest prompt text accepted, in characters: checked before tokenizing, so a
+#: multi-megabyte paste costs nothing (a 1024-token GPT-2 context is ≈ 4–5 k characters).
+MAX_PROMPT_CHARS = 20_000
+
+
+def encode_prompt(pair: ModelPair, prompt: str) -> list[int]:
+    """Tokenize a prompt and check it fits (:func:`check_prompt_ids`).
+
+    Any text that encodes to at least one token is a prompt, whitespace included (``"\n"``
+    is one token).
+
+    Raises:
+        PromptError: empty, over :data:`MAX_PROMPT_CHARS` characters (checked before
+            tokenizing), not valid Unicode (``prompt_bad_text``: a lone surrogate, which the
+            tokenizer would refuse with a ``TypeError``), no tokens, or too long for the
+            context.
+    """
+    if not isinstance(prompt, str) or not prompt:
+        raise PromptError("the prompt is empty: type some text to continue", "prompt_empty")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise PromptError(
+            f"the prompt has {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are accepted",
+            "prompt_too_many_chars",
+            chars=len(prompt),
+            limit=MAX_PROMPT_CHARS,
+        )
+    if not is_valid_text(prompt):
+        raise PromptError("the prompt is not valid Unicode (a lone surrogate)", "prompt_bad_text")
+    return check_prompt_ids(pair, pair.tokenizer.encode(prompt, add_special_tokens=False))
+
+
+def check_prompt_ids(pair: ModelPair, ids: Sequence[int]) -> list[int]:
+    """``ids`` as a list if they are a usable prompt: 1..``context_length − 1`` whole
+    numbers, each a token id in ``[0, V)``.
+
+    Raises:
+        PromptError: empty, too long for the context, or an id out of range.
+    """
+    ids = list(ids)
+    if not ids:
+        raise PromptError("the prompt encodes to no tokens", "prompt_empty")
+    limit = pair.context_length - 1
+    if len(ids) > limit:
+        raise PromptError(
+            f"the prompt has {len(ids)} tokens; this pair's context holds "
+            f"{pair.context_length}, so a prompt may have at most {limit} tokens",
+            "prompt_too_long",
+            tokens=len(ids),
+            context=pair.context_length,
+            limit=limit,
+        )
+    bad = [t for t in ids if isinstance(t, bool) or not isinstance(t, int | np.integer)]
+    bad += [t for t in ids if t not in bad and not 0 <= int(t) < pair.vocab_size]
+    if bad:
+        raise PromptError(
+            f"prompt ids must be token ids from 0 to {pair.vocab_size - 1}, got {bad[0]!r}",
+            "prompt_bad_id",
+            token=str(bad[0])[:20],
+            vocab=pair.vocab_size,
+        )
+    return [int(t) for t in ids]
+
+
+def prompt_ids(pair: ModelPair, prompt: str | Sequence[int]) -> list[int]:
+    """Text (:func:`encode_prompt`) or ids (:func:`check_prompt_ids`) → checked ids: the
+    one prompt validation of the step machine, the fast path and the comparisons."""
+    if isinstance(prompt, str):
+        return encode_prompt(pair, prompt)
+    return check_prompt_ids(pair, prompt)
+
+
+# ---------------------------------------------------------------- JSON from outside
+#: Deepest nesting of arrays and objects accepted in JSON from a link or a file (a trace
+#: file needs 7). Checked on the raw text before parsing: ``json.loads`` recurses once per
+#: level, so 30,000 nested ``[`` raise ``RecursionError``, which no caller expects.
+MAX_JSON_DEPTH = 16
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _scan(raw: bytes) -> tuple[int, bool]:
+    """The deepest nesting of ``[`` / ``{`` outside strings in JSON bytes, and whether a
+    number may not fit a float (an exponent that is not negative, or a run of ≥ 300
+    digits). Vectorised over the sparse positions of quotes, brackets and exponents:
+    ≈ 30 ms for a 5 MB trace file on an idle core (a regex took ≈ 140 ms)."""
+    b = np.frombuffer(raw, dtype=np.uint8)
+    quotes = np.flatnonzero(b == ord('"'))
+    escaped = quotes[(quotes > 0) & (b[quotes - 1] == ord("\\"))]
+    if escaped.size:  # a quote is escaped when an odd number of backslashes runs before it
+        idx = np.arange(len(b))
+        last_other = np.maximum.accumulate(np.where(b != ord("\\"), idx, -1))
+        odd = (escaped - 1 - last_other[escaped - 1]) % 2 == 1
+        quotes = np.setdiff1d(quotes, escaped[odd], assume_unique=True)
+
+    def outside(positions: np.ndarray) -> np.ndarray:  # an even number of quotes before
+        return positions[np.searchsorted(quotes, positions) % 2 == 0]
+
+    opening = outside(np.flatnonzero((b == ord("[")) | (b == ord("{"))))
+    closing = outside(np.flatnonzero((b == ord("]")) | (b == ord("}"))))
+    depth = 0
+    if opening.size:
+        order = np.argsort(np.concatenate([opening, closing]), kind="stable")
+        steps = np.concatenate([np.ones(opening.size), -np.ones(closing.size)])[order]
+        depth = int(np.cumsum(steps).max())
+    e = outside(np.flatnonzero((b[:-1] == ord("e")) | (b[:-1] == ord("E"))))
+    after = b[e + 1]  # "1e+300", "1e300": may overflow; "1e-05" cannot; "true," is no number
+    big_exp = bool(np.any((after == ord("+")) | ((after >= ord("0")) & (after <= ord("9")))))
+    digit = np.concatenate([[0], ((b >= ord("0")) & (b <= ord("9"))).astype(np.int8), [0]])
+    edges = np.flatnonzero(np.diff(digit))  # run starts and ends, alternating
+    long_run = bool(edges.size) and int((edges[1::2] - edges[::2]).max()) >= 300
+    return depth, big_exp or long_run
+
+
+def _all_text_valid(value: object) -> bool:
+    if isinstance(value, str):
+        return is_valid_text(value)
+    if isinstance(value, list):
+        return all(_all_text_valid(v) for v in value)
+    if isinstance(value, dict):
+        return all(is_valid_text(k) and _all_text_valid(v) for k, v in value.items())
+    return True
+
+
+def load_json(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH, strict: bool = True) -> object:
+    """``json.loads`` for JSON from outside (a link, an uploaded file): nesting bounded
+    *before* parsing; with ``strict`` also every string valid Unicode (no lone surrogate
+    from a ``\\ud800`` escape) and every number finite (``1e400`` would parse as
+    ``inf``; ``NaN`` is refused). ``strict=False`` leaves both to a field-by-field check
+    (a link drops the one bad field and keeps the rest).
+
+    Raises:
+        ValueError: (only) for bytes that are not such JSON: not UTF-8, nested deeper than
+            ``max_depth``, not JSON, a lone surrogate, a non-finite number, an integer
+            over Python's 4,300-digit limit.
+    """
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8")  # raises UnicodeEncodeError (a ValueError) on surrogates
+    depth, odd_numbers = _scan(raw)
+    if depth > max_depth:
+        raise ValueError(f"JSON nested deeper than {max_depth} levels")
+    text = raw.decode("utf-8")
+    hooks = {"parse_constant": _refuse_constant} if strict else {}
+    if odd_numbers and strict:  # slow path (a call per float) only for text that may hold one
+        hooks["parse_float"] = _finite_float
+    try:
+        data = json.loads(text, **hooks)
+    except RecursionError as exc:  # cannot happen below max_depth; never escapes anyway
+        raise ValueError("JSON nested too deeply") from exc
+    if strict and _SURROGATE_ESCAPE.search(raw) and not _all_text_valid(data):
+        raise ValueError("JSON text that is not valid Unicode (a lone surrogate)")
+    return data
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is not a finite number")
+    return value

@@ -1,0 +1,185 @@
+"""KV bookkeeping for the target and the draft: what each cache holds, crop/rollback, and
+the KV-state table the step-through page shows.
+
+Three different states of a position (the lesson):
+
+* **committed** — part of the output; may or may not have KV yet (the correction/bonus
+  token of the last round is committed *before* any model has computed its KV: it is the
+  first input of the next round);
+* **KV-computed** — a model has run a forward over it and keeps its keys/values;
+* **tentative** — a drafted candidate, not output until verification accepts it.
+
+Each model's cache is a transformers ``DynamicCache`` owned by a session (never attached
+to the shared model). ``ModelCache`` remembers which token ids its cache covers, so a
+rollback is "crop to the longest prefix that is still the committed history".
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+from specdec_core.core.trace import KVRow, KVState, TokenInfo
+
+
+def common_prefix_len(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix of two id lists."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    i = 0
+    while a[i] == b[i]:
+        i += 1
+    return i
+
+
+class ModelCache:
+    """One model's KV cache plus the ids it covers.
+
+    Invariant: ``len(self.ids) == self.kv_len == cache.get_seq_length()``, and the cached
+    keys/values are exactly those of a fresh forward over ``self.ids``.
+    """
+
+    def __init__(self, model: PreTrainedModel) -> None:
+        self.model = model
+        self.cache = DynamicCache(config=model.config)
+        self.ids: list[int] = []
+        self.device = model.device
+        # Time spent inside model forwards (ms) and how many ran: the fast path's
+        # breakdown (model forward vs everything else). On CUDA each forward is
+        # synchronised so the time is the kernels', not the launch's.
+        self.forward_ms = 0.0
+        self.forwards = 0
+        # (start, end) perf_counter pairs of each forward, kept only when a caller sets a
+        # list here (the fast path's round timeline); no extra clock reads either way.
+        self.spans: list[tuple[float, float]] | None = None
+        self._cuda = self.device.type == "cuda"
+        # Feature-level drafters (EAGLE) read the target's last hidden state (the LM head's
+        # input) at every KV-computed position: set ``track_hidden`` before the first
+        # forward and ``hidden`` is kept as a ``[kv_len, d]`` float32 tensor, cropped and
+        # compacted with the cache. The verify forward already computes these states; no
+        # extra forward is run for them.
+        self.track_hidden = False
+        self.hidden: torch.Tensor | None = None
+
+    @property
+    def kv_len(self) -> int:
+        """Number of KV-computed positions (tokens)."""
+        return len(self.ids)
+
+    @torch.inference_mode()
+    def extend(self, new_ids: list[int]) -> torch.Tensor:
+        """Run one forward over ``new_ids`` (appended after the cached ones).
+
+        Args:
+            new_ids: ``T ≥ 1`` token ids.
+
+        Returns:
+            ``[T, V]`` float32 logits on the model's device: row ``t`` predicts the token
+            after ``new_ids[t]``.
+        """
+        return self._forward(new_ids, 0)  # [T, V]
+
+    @torch.inference_mode()
+    def extend_last(self, new_ids: list[int]) -> torch.Tensor:
+        """Like :meth:`extend` but returns only the last row, ``[V]`` float32 (the LM head
+        runs on the last position only: ``logits_to_keep=1``). Used by the fast path,
+        which needs just the next-token logits."""
+        return self._forward(new_ids, 1)[0]  # [V]
+
+    def _forward(self, new_ids: list[int], keep: int) -> torch.Tensor:
+        started = time.perf_counter()
+        input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # [1, T]
+        out = self.model(
+            input_ids=input_ids,
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep,
+            output_hidden_states=self.track_hidden,
+        )
+        logits = out.logits[0].float()  # [T or keep, V]
+        self.keep_hidden(out)
+        if self._cuda:
+            torch.cuda.synchronize()
+        ended = time.perf_counter()
+        self.forward_ms += (ended - started) * 1e3
+        if self.spans is not None:
+            self.spans.append((started, ended))
+        self.forwards += 1
+        self.ids.extend(new_ids)
+        return logits
+
+    def crop(self, length: int) -> int:
+        """Roll back to the first ``length`` positions; returns how many were removed.
+
+        ``DynamicCache.crop`` in transformers 5.x takes a *negative* count of tokens to
+        remove (a positive absolute length raises); tests pin this behaviour.
+        """
+        removed = self.kv_len - max(0, length)
+        if removed > 0:
+            self.cache.crop(-removed)
+            del self.ids[self.kv_len - removed :]
+            if self.hidden is not None:
+                self.hidden = self.hidden[: self.kv_len]
+        return max(0, removed)
+
+    def keep_hidden(self, out) -> None:
+        """Append a forward's last hidden states (``out.hidden_states[-1]``, ``[1, T, d]``,
+        after the final layer norm: the LM head's input) when ``track_hidden`` is set."""
+        if not self.track_hidden or out.hidden_states is None:
+            return
+        new = out.hidden_states[-1][0].detach().float()  # [T, d]
+        self.hidden = new if self.hidden is None else torch.cat([self.hidden, new])
+
+    def sync_to(self, context: list[int]) -> list[int]:
+        """Crop to the longest prefix shared with ``context``; return the ids still to feed.
+
+        The last context token is always left to feed (it produces the next-token logits),
+        so at least one id is returned for a non-empty context.
+        """
+        keep = min(common_prefix_len(self.ids, context), len(context) - 1)
+        self.crop(keep)
+        return context[keep:]
+
+
+def kv_state(
+    tokens: list[TokenInfo],
+    prompt_len: int,
+    committed_len: int,
+    target: ModelCache,
+    draft_ids: list[int] | None,
+    tentative_states: list[str] | None = None,
+) -> KVState:
+    """Build the KV-state table for committed tokens followed by tentative ones.
+
+    Args:
+        tokens: committed tokens (``committed_len`` of them) then the drafted candidates.
+        prompt_len: number of prompt tokens at the start.
+        committed_len: how many of ``tokens`` are committed.
+        target: the target's cache.
+        draft_ids: the ids the draft's cache covers (``None`` for a drafter without one).
+        tentative_states: state per drafted candidate (``tentative``, ``accepted``,
+            ``rejected``, ``discarded``); default all ``tentative``.
+
+    Returns:
+        :class:`KVState`; a position counts as KV-computed for a model only when that
+        model's cache holds this very token there.
+    """
+    states = tentative_states or ["tentative"] * (len(tokens) - committed_len)
+    draft = draft_ids or []
+    rows = []
+    for pos, tok in enumerate(tokens):
+        target_kv = pos < target.kv_len and target.ids[pos] == tok.id
+        draft_kv = pos < len(draft) and draft[pos] == tok.id
+        if pos < prompt_len:
+            state = "prompt"
+        elif pos < committed_len:
+            state = "committed" if target_kv else "committed-no-KV-yet"
+        else:
+            state = states[pos - committed_len]
+        rows.append(
+            KVRow(pos, tok.id, tok.piece, tok.text, pos < committed_len, target_kv, draft_kv, state)
+        )
+    return KVState(committed_len, target.kv_len, len(draft), tuple(rows))

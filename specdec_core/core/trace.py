@@ -1,0 +1,336 @@
+"""Frozen dataclasses for everything a page draws, and their JSON round-trip.
+
+Traces hold numpy arrays and plain values only (no tensors, no full-vocabulary rows), so
+they pickle into ``st.session_state`` and serialise to JSON. Probability slices keep the
+top tokens of ``p`` and ``q`` plus the drafted/correction token, and an "other" bucket with
+the rest of the mass, computed from the full rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from specdec_core.core.records import RoundRecord
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A token: ``id``, decoded ``text`` and BPE ``piece`` (``Ġ`` marks a leading space).
+
+    A byte-level BPE token may hold only part of a multi-byte UTF-8 character (春 is three
+    tokens ``E6 | 98 | A5`` in the embedded vocabulary): its ``text`` is then "�" and
+    :attr:`raw` gives its bytes (from ``piece``; display only, not a JSON field)."""
+
+    id: int
+    text: str
+    piece: str
+
+    @property
+    def raw(self) -> bytes | None:
+        """The token's bytes (byte-level BPE: each character of ``piece`` is one byte,
+        GPT-2's ``bytes_to_unicode``), or ``None`` when ``piece`` is not byte-level."""
+        return piece_bytes(self.piece)
+
+    @property
+    def partial(self) -> bool:
+        """Whether the token's bytes are not all whole UTF-8 characters (decoding it
+        alone gives "�")."""
+        raw = self.raw if "\ufffd" in self.text else None
+        return raw is not None and not _decodes(raw)
+
+
+@functools.cache
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's ``bytes_to_unicode`` inverted: printable stand-in character → byte."""
+    keep = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    chars, n = list(keep), 0
+    for b in range(256):
+        if b not in keep:
+            keep.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(keep, chars, strict=True)}
+
+
+def piece_bytes(piece: str) -> bytes | None:
+    """The bytes of a byte-level BPE ``piece`` (``"æĺ"`` → ``b"\\xe6\\x98"``), ``None``
+    when a character of ``piece`` is not one of the 256 byte stand-ins."""
+    table = _byte_decoder()
+    if not piece or any(c not in table for c in piece):
+        return None
+    return bytes(table[c] for c in piece)
+
+
+def _decodes(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def byte_segments(raw: bytes) -> list[tuple[str, bool]]:
+    """``raw`` split into ``(text, is_bytes)`` runs: whole UTF-8 characters as text, the
+    bytes of an incomplete character as upper-case hex (``"E6 98"``)."""
+    out: list[tuple[str, bool]] = []
+    for ch in raw.decode("utf-8", errors="surrogateescape"):
+        is_byte = 0xDC80 <= ord(ch) <= 0xDCFF
+        piece = f"{ord(ch) - 0xDC00:02X}" if is_byte else ch
+        if out and out[-1][1] == is_byte:
+            out[-1] = (out[-1][0] + (" " if is_byte else "") + piece, is_byte)
+        else:
+            out.append((piece, is_byte))
+    return out
+
+
+def byte_groups(tokens: Sequence[TokenInfo], max_len: int = 6) -> dict[int, tuple[int, str]]:
+    """Runs of consecutive byte tokens that together complete UTF-8 characters: ``start →
+    (end, text)`` (``tokens[start:end]`` joined decode to ``text``; each run starts at a
+    :attr:`TokenInfo.partial` token and is the shortest that decodes, at most ``max_len``
+    tokens). A partial token no run completes (a character cut by the end of the list)
+    is in no group."""
+    groups: dict[int, tuple[int, str]] = {}
+    i = 0
+    while i < len(tokens):
+        if not tokens[i].partial:
+            i += 1
+            continue
+        raw = b""
+        for j in range(i, min(len(tokens), i + max_len)):
+            part = tokens[j].raw if "\ufffd" in tokens[j].text else tokens[j].text.encode()
+            if part is None:
+                break
+            raw += part
+            if j > i and _decodes(raw):
+                groups[i] = (j + 1, raw.decode("utf-8"))
+                break
+        i = groups[i][0] if i in groups else i + 1
+    return groups
+
+
+def token_lookup(tokenizer: Any) -> Callable[[int], TokenInfo]:
+    """A memoised id → :class:`TokenInfo` (decoded text and BPE piece) for ``tokenizer``."""
+    cache: dict[int, TokenInfo] = {}
+
+    def info(token_id: int) -> TokenInfo:
+        if token_id not in cache:
+            piece = tokenizer.convert_ids_to_tokens(token_id)
+            cache[token_id] = TokenInfo(token_id, tokenizer.decode([token_id]), piece)
+        return cache[token_id]
+
+    return info
+
+
+@dataclass(frozen=True)
+class DistSlice:
+    """Part of a position's distributions: the shown tokens plus an "other" bucket.
+
+    Arrays are ``[K]`` float32 aligned with ``token_ids`` (``[K]`` int64). ``min_pq`` is
+    ``min(p, q)`` and ``excess`` is ``[p − q]+``; the ``*_other`` floats are the same sums
+    over all tokens not shown (exact, from the full rows). ``q``-derived fields are
+    ``None`` for the bonus position γ+1, which has no draft.
+    """
+
+    token_ids: np.ndarray
+    tokens: tuple[TokenInfo, ...]
+    p: np.ndarray | None
+    q: np.ndarray | None
+    min_pq: np.ndarray | None
+    excess: np.ndarray | None
+    p_other: float
+    q_other: float
+    min_other: float
+    excess_other: float
+
+
+@dataclass(frozen=True)
+class KVRow:
+    """One row of the KV-state table (``position`` is 0-based, prompt included)."""
+
+    position: int
+    token_id: int
+    piece: str
+    text: str
+    committed: bool
+    target_kv: bool
+    draft_kv: bool
+    # prompt | committed | committed-no-KV-yet | tentative | accepted | rejected | discarded | cut
+    state: str
+
+
+@dataclass(frozen=True)
+class KVState:
+    """Counters (all in tokens, prompt included) and the table."""
+
+    committed_len: int
+    target_kv_len: int
+    draft_kv_len: int
+    rows: tuple[KVRow, ...]
+
+
+@dataclass(frozen=True)
+class PositionCheck:
+    """The verification of drafted position ``position`` (1-based, 1..γ).
+
+    ``p``/``q`` are ``p_i(y_i)``/``q_i(y_i)``; ``accept_prob = min(1, p/q)`` (greedy: 1 on
+    a match with the target argmax, else 0); ``u`` the uniform draw, ``None`` when not
+    drawn (greedy, or discarded); ``status`` accepted | rejected | discarded | cut (see
+    ``records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
+    acceptance rate averages over checked (accepted or rejected) positions.
+    """
+
+    position: int
+    token: TokenInfo
+    p: float
+    q: float
+    accept_prob: float
+    u: float | None
+    status: str
+    target_argmax: TokenInfo
+    edited: bool
+    overlap: float
+    dist: DistSlice
+
+
+@dataclass(frozen=True)
+class ProposeTrace:
+    round_index: int
+    gamma: int
+    drafted: tuple[TokenInfo, ...]
+    draft_dists: tuple[DistSlice, ...]
+    draft_ms: float
+    draft_forwards: int
+    kv_before: KVState
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class EditTrace:
+    round_index: int
+    position: int
+    old_token: TokenInfo
+    new_token: TokenInfo
+    drafted: tuple[TokenInfo, ...]
+    edited_positions: tuple[int, ...]
+    reproposed: bool
+    draft_forwards: int
+    draft_dists: tuple[DistSlice, ...]
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class VerifyTrace:
+    """``accepted`` is the rule's accepted length ``n`` (the correction replaces draft
+    ``n + 1``); the committed drafts are the checks whose status is ``accepted`` (fewer
+    when a stop cuts the round). ``next_dist`` is ``p_{γ+1}`` (bonus) or, after a
+    rejection, the slice at that position (whose ``excess`` is the residual before
+    normalisation)."""
+
+    round_index: int
+    greedy: bool
+    checks: tuple[PositionCheck, ...]
+    accepted: int
+    next_token: TokenInfo
+    kind: str  # correction | bonus
+    next_dist: DistSlice
+    verify_ms: float
+    target_forward_tokens: int
+    kv_before: KVState
+    kv_after: KVState
+    # greedy only: the target's T = 1 slices at positions 1..γ+1 from the same logits
+    # (context the greedy rule does not use); empty when sampling
+    context_dists: tuple[DistSlice, ...] = ()
+
+
+@dataclass(frozen=True)
+class CommitTrace:
+    """``kind`` is correction | bonus | stopped (a stop cut the commit short);
+    ``discarded`` the rejected draft and those after it, ``cut`` the drafts after a stop
+    that fell on a committed draft; ``kv_before`` marks the rows the rollback removes
+    (state ``rejected``/``discarded``/``cut``)."""
+
+    round_index: int
+    appended: tuple[TokenInfo, ...]
+    kind: str
+    discarded: tuple[TokenInfo, ...]
+    cut: tuple[TokenInfo, ...]
+    stop_reason: str | None
+    rolled_back_target: int
+    rolled_back_draft: int
+    kv_before: KVState
+    kv_after: KVState
+
+
+@dataclass(frozen=True)
+class RoundTrace:
+    """A finished round: its four steps and its :class:`RoundRecord` (what the
+    statistics are derived from, ``records.summarize``)."""
+
+    round_index: int
+    propose: ProposeTrace
+    edits: tuple[EditTrace, ...]
+    verify: VerifyTrace
+    commit: CommitTrace
+    record: RoundRecord
+
+
+# ---------------------------------------------------------------- JSON round-trip
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Dataclasses → dicts, numpy arrays → lists, tuples → lists (recursively)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(x) for x in obj]
+    return obj
+
+
+def from_jsonable(cls: Any, data: Any) -> Any:
+    """Inverse of :func:`to_jsonable` for the trace types above.
+
+    Raises:
+        TypeError / KeyError: when ``data`` does not have the shape of ``cls``.
+    """
+    if data is None:
+        return None
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(cls) if a is not type(None)]
+        return from_jsonable(inner[0], data)
+    if origin is tuple:
+        (item,) = typing.get_args(cls)[:1]
+        return tuple(from_jsonable(item, x) for x in data)
+    if cls is np.ndarray:
+        arr = np.asarray(data)
+        return arr.astype(np.int64) if arr.dtype.kind in "iu" else arr.astype(np.float32)
+    if dataclasses.is_dataclass(cls):
+        hints = typing.get_type_hints(cls)
+        return cls(  # a field with a default may be missing (JSON from an older version)
+            **{
+                f.name: from_jsonable(hints[f.name], data[f.name])
+                for f in dataclasses.fields(cls)
+                if f.name in data or f.default is dataclasses.MISSING
+            }
+        )
+    if cls is float:
+        return float(data)
+    if cls in (int, str, bool):
+        return cls(data)
+    return data

@@ -1,0 +1,184 @@
+"""A feature-level draft head (EAGLE-1 style) on a frozen GPT-2 target.
+
+Source: Li, Wei, Zhang, Zhang (2024), "EAGLE: Speculative Sampling Requires Rethinking
+Feature Uncertainty" (ICML 2024). The head drafts at the *feature* level: from the
+target's last hidden state ``f_t`` at position ``t`` and the embedding of the token that
+followed, ``e_{t+1}``, it predicts the next hidden state ``f̂_{t+1}``; the target's own,
+frozen LM head turns ``f̂_{t+1}`` into next-token logits.
+
+    f̂_{t+1} = ln_f_head( Block( W · [f_t ; e_{t+1}] + b + wpe_head[t] ) )
+    logits   = lm_head_target(f̂_{t+1})                         (V = target vocabulary)
+
+Choices made here (all documented in the model card):
+
+* ``f_t`` is the target's last hidden state **after** its final layer norm (GPT-2's
+  ``ln_f``), i.e. exactly the LM head's input (``ModelCache.hidden``). The head ends in a
+  layer norm of its own (the ``ln_f`` of the small :class:`GPT2Model` below, trained) and
+  its output is fed to the target's LM head directly: the target's ``ln_f`` is **not**
+  applied again (the regression target is already normalised; normalising twice would
+  distort the scale the LM head expects).
+* ``e_{t+1}`` is the target's frozen token embedding (``wte``) only, without the target's
+  position embedding; the head has its own position embeddings (``wpe`` of its block).
+* the block is a one-layer ``transformers`` :class:`GPT2Model` driven by ``inputs_embeds``
+  (its token table has one unused row), so it brings position embeddings, a causal
+  ``DynamicCache`` and the final layer norm with it: drafting is one small forward per
+  token.
+* the target's ``wte`` / ``lm_head`` are never copied or saved here: the head holds only
+  its own weights (``fc`` + the block), passed the target's modules at call time.
+
+Weights are saved as float16 safetensors plus ``config.json`` (never pickle) and upcast
+to float32 on load; nothing is loaded with ``trust_remote_code``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers import DynamicCache, GPT2Config, GPT2Model
+
+WEIGHTS = "model.safetensors"
+CONFIG = "config.json"
+KIND = "eagle-1-head"
+
+
+@dataclass(frozen=True)
+class EagleConfig:
+    """Shape of a head and the target it was trained for.
+
+    Attributes:
+        width: ``d``, the target's hidden size (``n_embd``); the head works at this width.
+        heads: attention heads of the head's block.
+        positions: position embeddings of the head (the target's context length).
+        target_vocab: the target's vocabulary size ``V`` (a check at load time).
+        target_layers: the target's layer count (a check at load time).
+    """
+
+    width: int
+    heads: int
+    positions: int
+    target_vocab: int
+    target_layers: int
+    kind: str = KIND
+
+    def gpt2(self) -> GPT2Config:
+        """The one-block GPT-2 config of the head (no dropout, one unused token row)."""
+        return GPT2Config(
+            vocab_size=1,
+            n_positions=self.positions,
+            n_embd=self.width,
+            n_layer=1,
+            n_head=self.heads,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
+
+    @classmethod
+    def for_target(cls, target_config, heads: int | None = None) -> EagleConfig:
+        """A head config matching a GPT-2 target config (heads default: the target's)."""
+        return cls(
+            width=target_config.n_embd,
+            heads=heads or target_config.n_head,
+            positions=target_config.n_positions,
+            target_vocab=target_config.vocab_size,
+            target_layers=target_config.n_layer,
+        )
+
+    def matches(self, target_config) -> bool:
+        """Whether this head was made for a target with this config."""
+        return (
+            self.width == target_config.n_embd
+            and self.target_vocab == target_config.vocab_size
+            and self.target_layers == target_config.n_layer
+            and self.positions <= target_config.n_positions
+        )
+
+
+class EagleHead(nn.Module):
+    """``fc`` (Linear 2d → d) + one GPT-2 block with its own position embeddings and final
+    layer norm. Predicts the target's next last-layer feature.
+
+    Shapes (``B`` batch, ``T`` positions, ``d`` width; float32):
+
+    * ``features``: ``[B, T, d]`` — ``f_t`` for ``t = s … s+T−1``, real target features or
+      the head's own earlier predictions;
+    * ``token_embeds``: ``[B, T, d]`` — the target's ``wte`` of tokens ``s+1 … s+T``;
+    * returns ``[B, T, d]`` — ``f̂_{s+1} … f̂_{s+T}``.
+
+    Position ``t`` of the head is the position of ``f_t``; with a ``cache`` the positions
+    continue after the cached ones (transformers derives them from the cache length).
+    """
+
+    def __init__(self, config: EagleConfig) -> None:
+        super().__init__()
+        self.config = config
+        d = config.width
+        self.fc = nn.Linear(2 * d, d)
+        self.block = GPT2Model(config.gpt2())
+
+    def new_cache(self) -> DynamicCache:
+        """An empty ``DynamicCache`` for the head's one layer."""
+        return DynamicCache(config=self.block.config)
+
+    def forward(
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        cache: DynamicCache | None = None,
+    ) -> torch.Tensor:
+        """``[B, T, d]`` features + ``[B, T, d]`` token embeddings → ``[B, T, d]`` predicted
+        next features (see the class docstring). ``cache`` is extended in place."""
+        x = self.fc(torch.cat([features, token_embeds], dim=-1))  # [B, T, d]
+        out = self.block(inputs_embeds=x, cache=cache, use_cache=cache is not None)
+        return out.last_hidden_state  # [B, T, d], after the head's own ln_f
+
+    # ------------------------------------------------------------------ files
+    def save(self, folder: Path) -> Path:
+        """float16 safetensors + ``config.json`` into ``folder``; returns the weights path."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        tensors = {
+            k: v.detach().to(torch.float16).contiguous().cpu() for k, v in self.state_dict().items()
+        }
+        path = folder / WEIGHTS
+        save_file(tensors, str(path), metadata={"format": "pt", "kind": KIND})
+        (folder / CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, folder: Path, device: str | torch.device = "cpu") -> EagleHead:
+        """Load a head saved by :meth:`save` (safetensors only), upcast to float32, eval
+        mode, no gradients.
+
+        Raises:
+            FileNotFoundError: no ``config.json`` / ``model.safetensors`` in ``folder``.
+            ValueError: not an EAGLE head config, or weights that do not fit it.
+        """
+        folder = Path(folder)
+        raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+        if raw.get("kind") != KIND:
+            raise ValueError(f"{folder / CONFIG} is not an EAGLE head config")
+        head = cls(EagleConfig(**raw))
+        state = {k: v.float() for k, v in load_file(str(folder / WEIGHTS)).items()}
+        try:
+            head.load_state_dict(state, strict=True)
+        except RuntimeError as exc:
+            raise ValueError(f"weights in {folder} do not fit the head: {exc}") from exc
+        return head.to(device).eval().requires_grad_(False)
+
+
+def target_parts(target) -> tuple[nn.Embedding, nn.Module]:
+    """The target's frozen token embedding ``wte`` (``[V, d]``) and LM head (``d → V``)."""
+    return target.get_input_embeddings(), target.get_output_embeddings()
+
+
+def parameter_count(head: EagleHead) -> int:
+    """Parameters the head adds (the target's embedding / LM head are not counted)."""
+    return sum(p.numel() for p in head.parameters())

@@ -1,0 +1,326 @@
+"""``generate()``: the fast path — target-only autoregressive baseline and speculative
+decoding, with counters and timings but no trace building.
+
+The speculative loop is the round of ``session.py`` without the teaching extras:
+propose (serial draft) → verify (one target forward) → commit + rollback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Literal
+
+import torch
+
+from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.models import ModelPair
+from specdec_core.core.records import RoundRecord, summarize
+from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.timeline import Timeline, build_timeline
+from specdec_core.drafters import Drafter, ModelDrafter
+from specdec_core.engine.rounds import (
+    commit_round,
+    gamma_for_round,
+    overlaps,
+    rollback,
+    round_stream,
+    stop_reason_after,
+    verify_drafts,
+)
+from specdec_core.rules.acceptance import Verdict, greedy_accepted_length, greedy_overlaps
+
+Mode = Literal["speculative", "autoregressive"]
+
+
+@dataclass
+class GenerationStats:
+    """Counters of one generation. Times in milliseconds.
+
+    The acceptance fields are :func:`records.summarize` of the run's records (one
+    definition everywhere): ``acceptance_rate`` α is the mean ``Σ min(p_i, q_i)`` over
+    *checked* positions (accepted or the first rejected; Leviathan et al. 2023 Def. 3.1);
+    ``mean_accepted`` committed drafts per round (0..γ); ``per_position_acceptance[i]``
+    share of rounds that committed draft ``i + 1`` among rounds that drafted it and did
+    not cut it at a stop; ``accepted_histogram[n]`` rounds that committed exactly ``n``
+    drafts.
+
+    Times: ``draft_ms`` (propose phases), ``verify_ms`` (verify phases; the whole loop in
+    autoregressive mode), ``total_ms`` (start to last token), ``ttft_ms`` (to the first
+    committed token: the first forward, or the end of the first round), and the time inside
+    model forwards alone, ``target_forward_ms`` / ``draft_forward_ms`` (CUDA-synchronised);
+    ``prefill_ms`` the first target forward alone (it runs over the whole prompt: in
+    speculative mode the first verification, prompt + drafts).
+    ``overhead_ms`` = total − both forward times: everything that is not a model forward.
+    """
+
+    new_tokens: int = 0
+    rounds: int = 0
+    target_forwards: int = 0
+    draft_forwards: int = 0
+    acceptance_rate: float = 0.0
+    mean_accepted: float = 0.0
+    per_position_acceptance: list[float] = field(default_factory=list)
+    accepted_histogram: list[int] = field(default_factory=list)
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    total_ms: float = 0.0
+    ttft_ms: float = 0.0
+    target_forward_ms: float = 0.0
+    draft_forward_ms: float = 0.0
+    prefill_ms: float = 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1e3 * self.new_tokens / self.total_ms if self.total_ms > 0 else 0.0
+
+    @property
+    def ms_per_token(self) -> float:
+        return self.total_ms / self.new_tokens if self.new_tokens else 0.0
+
+    @property
+    def overhead_ms(self) -> float:
+        return max(0.0, self.total_ms - self.target_forward_ms - self.draft_forward_ms)
+
+    def to_dict(self) -> dict:
+        return {
+            **asdict(self),
+            "tokens_per_s": self.tokens_per_s,
+            "ms_per_token": self.ms_per_token,
+            "overhead_ms": self.overhead_ms,
+        }
+
+    def set_acceptance(self, records: Sequence[RoundRecord]) -> None:
+        """Fill the acceptance fields from the run's records (:func:`summarize`)."""
+        summary = summarize(records)
+        self.rounds = summary.rounds
+        self.acceptance_rate = summary.acceptance_rate
+        self.mean_accepted = summary.mean_accepted
+        self.accepted_histogram = list(summary.accepted_histogram)
+        self.per_position_acceptance = list(summary.per_position_acceptance)
+
+
+@dataclass
+class GenerationResult:
+    """``output_ids`` exclude the prompt; ``records`` one :class:`RoundRecord` per round
+    (empty in autoregressive mode); ``timeline`` the forwards and rounds on one time axis
+    when asked for (``trace_timeline``)."""
+
+    output_ids: list[int]
+    text: str
+    stop_reason: str
+    stats: GenerationStats
+    records: tuple[RoundRecord, ...] = ()
+    timeline: Timeline | None = None
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def generate(
+    pair: ModelPair,
+    prompt: str | list[int],
+    config: SessionConfig | None = None,
+    mode: Mode = "speculative",
+    drafter: Drafter | None = None,
+    trace_timeline: bool = False,
+    until: Callable[[RoundRecord], bool] | None = None,
+) -> GenerationResult:
+    """Generate up to ``config.max_new_tokens`` tokens after ``prompt``.
+
+    Args:
+        pair: loaded models (read-only). prompt: text or ids.
+        config: γ, sampling settings, seed. Speculative mode: each round draws from its
+            own drafting and verification streams (:func:`rounds.round_stream`, as the
+            step machine does, so records match it round for round); autoregressive mode
+            (no rounds): every draw from one CPU ``torch.Generator`` seeded with ``seed``.
+        mode: ``speculative`` or ``autoregressive`` (target only, one forward per token).
+        drafter: draft source (default: the pair's draft model).
+        trace_timeline: also keep the start/end of every forward and round (the timers
+            already running; a list append each) as ``GenerationResult.timeline``.
+        until: speculative mode, for searches (``scenarios.py``): called with each round's
+            record; ``True`` ends the run after that round (``stop_reason`` ``"until"``
+            unless a stop came first). The rounds before are those of the full run.
+
+    Returns:
+        :class:`GenerationResult` (ids exclude the prompt).
+
+    Raises:
+        PromptError, ConfigError: bad prompt (text or ids, :func:`inputs.prompt_ids`) or
+            settings.
+
+    Greedy decoding (temperature 0) takes a lean path: argmax straight from the logits
+    (no one-hot probability rows), the LM head on the last position only where one row is
+    needed. It decides exactly what the general path decides (the rule of
+    ``verify_greedy``; no random draws), only faster. Sampling always takes the general
+    path, which draws from the round's streams in the order of ``session.py``.
+    """
+    config = (config or SessionConfig()).validate(pair.vocab_size)
+    ids = prompt_ids(pair, prompt)
+    prompt_len = len(ids)
+    sampling = config.sampling
+    target = ModelCache(pair.target)
+    stats = GenerationStats()
+    stop_strings = config.stop_strings
+
+    def stop(generated: list[int], total_len: int) -> str | None:
+        return stop_reason_after(
+            generated,
+            total_len,
+            pair.eos_token_id,
+            config.max_new_tokens,
+            pair.context_length,
+            stop_strings,
+            pair.tokenizer.decode,
+        )
+
+    records: tuple[RoundRecord, ...] = ()
+    if mode != "autoregressive":
+        drafter = drafter or ModelDrafter(pair.draft)
+        drafter.attach(target)
+    draft_kv: ModelCache | None = getattr(drafter, "kv", None)
+    marks: list[tuple[float, float, int, int]] | None = [] if trace_timeline else None
+    if trace_timeline:
+        target.spans = []
+        if draft_kv is not None:
+            draft_kv.spans = []
+    with torch.inference_mode():
+        started = time.perf_counter()
+        if mode == "autoregressive":
+            generator = torch.Generator().manual_seed(config.seed)  # one stream: no rounds
+            reason = _autoregressive(
+                pair, target, ids, prompt_len, sampling, generator, stop, stats, started, marks
+            )
+        else:
+            assert drafter is not None
+            reason, records = _speculative(
+                pair, target, drafter, ids, prompt_len, config, stop, stats, started, marks, until
+            )
+            stats.draft_forward_ms = drafter.forward_ms
+        _sync(pair.device)
+        stats.total_ms = (time.perf_counter() - started) * 1e3
+    stats.target_forward_ms = target.forward_ms
+    output = ids[prompt_len:]
+    stats.new_tokens = len(output)
+    timeline = None
+    if marks is not None:
+        drafted = draft_kv.spans if draft_kv is not None and draft_kv.spans else []
+        timeline = build_timeline(mode, started, stats.total_ms, target.spans or [], drafted, marks)
+        if draft_kv is not None:
+            draft_kv.spans = None
+    return GenerationResult(output, pair.tokenizer.decode(output), reason, stats, records, timeline)
+
+
+def _autoregressive(
+    pair: ModelPair,
+    target: ModelCache,
+    ids: list[int],
+    prompt_len: int,
+    sampling: SamplingConfig,
+    generator: torch.Generator,
+    stop: Callable[[list[int], int], str | None],
+    stats: GenerationStats,
+    started: float,
+    marks: list[tuple[float, float, int, int]] | None = None,
+) -> str:
+    """Target only, one forward per token (``ids`` grows in place). Returns the stop
+    reason."""
+    reason: str | None = None
+    no_drafts = torch.zeros(0, pair.vocab_size)
+    while reason is None:
+        t_token = time.perf_counter() if marks is not None else 0.0
+        if sampling.greedy:
+            token = int(target.extend_last(target.sync_to(ids)).argmax())
+        else:
+            _, verdict, _ = verify_drafts(target, ids, [], no_drafts, sampling, generator)
+            token = verdict.next_token
+        stats.target_forwards += 1
+        ids.append(token)
+        reason = stop(ids[prompt_len:], len(ids))
+        if marks is not None:
+            marks.append((t_token, time.perf_counter(), 0, 1))
+        if stats.target_forwards == 1:
+            stats.prefill_ms = target.forward_ms
+            _sync(pair.device)
+            stats.ttft_ms = (time.perf_counter() - started) * 1e3
+    stats.verify_ms = (time.perf_counter() - started) * 1e3
+    return reason
+
+
+def _speculative(
+    pair: ModelPair,
+    target: ModelCache,
+    drafter: Drafter,
+    ids: list[int],
+    prompt_len: int,
+    config: SessionConfig,
+    stop: Callable[[list[int], int], str | None],
+    stats: GenerationStats,
+    started: float,
+    marks: list[tuple[float, float, int, int]] | None = None,
+    until: Callable[[RoundRecord], bool] | None = None,
+) -> tuple[str, tuple[RoundRecord, ...]]:
+    """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
+    place). Returns the stop reason and one record per round. Sampling draws come from
+    each round's drafting and verification streams (:func:`rounds.round_stream`)."""
+    sampling = config.sampling
+    records: list[RoundRecord] = []
+    reason: str | None = None
+    while reason is None:
+        gamma = gamma_for_round(
+            config.gamma,
+            len(ids) - prompt_len,
+            config.max_new_tokens,
+            len(ids),
+            pair.context_length,
+        )
+        t_draft = time.perf_counter()
+        if sampling.greedy:  # lean: argmax only, no [γ, V] rows, no random draws
+            draft_ids, forwards = drafter.propose_argmax(ids, gamma)
+            _sync(pair.device)
+            t_verify = time.perf_counter()
+            stats.draft_ms += (t_verify - t_draft) * 1e3
+            g = len(draft_ids)
+            logits = target.extend(target.sync_to(ids + draft_ids))[-(g + 1) :]
+            target_argmax = logits.argmax(dim=-1).tolist()  # [γ' + 1]
+            round_overlaps = greedy_overlaps(draft_ids, target_argmax)
+            n = greedy_accepted_length(draft_ids, target_argmax)
+            kind = "bonus" if n == g else "correction"
+            verdict = Verdict(n, target_argmax[n], kind, tuple(round_overlaps), ())
+        else:
+            r = len(records)
+            draft_rng = round_stream(config.seed, r, "draft")
+            draft = drafter.propose(ids, gamma, sampling, config.draft_method, draft_rng)
+            t_verify = time.perf_counter()
+            stats.draft_ms += draft.ms
+            forwards = draft.forwards
+            draft_ids = draft.ids.tolist()
+            verify_rng = round_stream(config.seed, r, "verify")
+            p_rows, verdict, _ = verify_drafts(
+                target, ids, draft_ids, draft.probs, sampling, verify_rng
+            )
+            round_overlaps = overlaps(p_rows, draft.probs)
+        _sync(pair.device)
+        stats.verify_ms += (time.perf_counter() - t_verify) * 1e3
+        stats.draft_forwards += forwards
+        stats.target_forwards += 1
+        record, reason = commit_round(
+            ids, prompt_len, gamma, draft_ids, verdict, round_overlaps, stop
+        )
+        records.append(record)
+        ids += record.appended
+        rollback(target, drafter, ids)
+        if marks is not None:
+            marks.append((t_draft, time.perf_counter(), len(draft_ids), len(record.appended)))
+        if len(records) == 1:
+            stats.prefill_ms = target.forward_ms
+            stats.ttft_ms = (time.perf_counter() - started) * 1e3
+        if until is not None and until(record) and reason is None:
+            reason = "until"
+    stats.target_forwards = target.forwards  # + a drafter's own prefill (eagle's 1st round)
+    stats.set_acceptance(records)
+    return reason, tuple(records)

@@ -1,0 +1,327 @@
+"""``SpeculativeSession``: the step machine a page drives.
+
+One round (docs/ARCHITECTURE.md "One round, step by step"):
+
+1. ``propose()``  — the drafter proposes ``y_1..y_γ`` serially, recording ``q_1..q_γ``.
+2. ``edit_draft(i, token)`` (optional, repeatable) — a student replaces ``y_i``; its ``q_i``
+   becomes one-hot (still lossless) and later drafts are re-proposed from the edit.
+3. ``verify()``   — ONE target forward over the pending committed token(s) + ``y_1..y_γ``
+   gives ``p_1..p_{γ+1}``; the rule in ``acceptance.py`` decides.
+4. ``commit()``   — append the accepted prefix + correction/bonus token, discard the rest,
+   crop both caches to the committed history (the appended token has no KV yet).
+
+The round's pieces (γ, the verification forward, the commit that produces the round's
+:class:`~specdec_core.core.records.RoundRecord`, rollback) live in ``rounds.py`` and are shared
+with the fast path (``generate.py``). Each call returns a frozen trace (``trace.py``). A
+call out of phase raises :class:`PhaseError`; any step that raises leaves the session as
+it was.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from specdec_core.core.errors import InputError
+from specdec_core.core.kvcache import common_prefix_len
+from specdec_core.core.sampling import one_hot
+from specdec_core.core.trace import (
+    CommitTrace,
+    EditTrace,
+    ProposeTrace,
+    RoundTrace,
+    TokenInfo,
+    VerifyTrace,
+)
+from specdec_core.engine.chain.edits import (
+    accept_preview,
+    build_checks,
+    check_position,
+    make_draft_agree,
+    make_position_wrong,
+    target_preview,
+)
+from specdec_core.engine.chain.state import PendingRound, SessionState
+from specdec_core.engine.rounds import commit_round, overlaps, rollback, round_stream, verify_drafts
+
+
+class SpeculativeSession(SessionState):
+    """Step-by-step speculative decoding over a shared, read-only :class:`ModelPair`: the
+    four steps of a round. Every step either completes or raises and leaves the session as
+    it was (state and views: :class:`~specdec_core.engine.chain.state.SessionState`).
+
+    Raises:
+        PromptError: bad prompt (text or ids). ConfigError: bad settings.
+    """
+
+    # ------------------------------------------------------------------ propose
+    def propose(self) -> ProposeTrace:
+        """Phase 1: draft up to γ tokens serially (a drafter may propose fewer, even none).
+
+        Raises:
+            PhaseError: not in phase ``propose``.
+        """
+        self._require("propose", "propose")
+        kv_before = self.kv_state()
+        gamma = self._gamma_now()
+        rng = round_stream(self.config.seed, self.round_index, "draft")
+        with self._atomic():
+            draft = self.drafter.propose(
+                self.ids, gamma, self.config.sampling, self.config.draft_method, rng
+            )
+            ids = draft.ids.tolist()
+            pending = PendingRound(ids, draft.probs, gamma, rng)
+            drafted = tuple(self.token(t) for t in ids)
+            dists = self._draft_slices(ids, draft.probs)
+        self._pending = pending
+        trace = ProposeTrace(
+            round_index=self.round_index,
+            gamma=len(ids),
+            drafted=drafted,
+            draft_dists=dists,
+            draft_ms=draft.ms,
+            draft_forwards=draft.forwards,
+            kv_before=kv_before,
+            kv_after=self.kv_state(),
+        )
+        pending.propose = trace
+        return trace
+
+    # ------------------------------------------------------------------ edit
+    def edit_draft(self, position: int, token_id: int) -> EditTrace:
+        """Phase 2 (optional): replace drafted token ``y_position`` (1-based) by ``token_id``.
+
+        The edited token is a deterministic proposal: ``q_position`` becomes one-hot, so the
+        sampling rule accepts it with ``p(y)`` and stays lossless. With
+        ``repropose_after_edit`` later drafts are re-proposed from the edited prefix, with
+        draws from the round's drafting stream (never the verification stream, so
+        ``u_1..u_{position−1}`` stay as they were); the drafter may then propose fewer than
+        before (prompt lookup), so the round may end up with fewer drafts.
+
+        Raises:
+            PhaseError: not after ``propose``. InputError: position or id out of range (the
+            session is unchanged).
+        """
+        pending = self._require("verify", "edit a draft")
+        assert pending is not None
+        gamma = len(pending.ids)
+        check_position(position, gamma)
+        vocab = self.pair.vocab_size
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab:
+            raise InputError(
+                f"token id must be between 0 and {vocab - 1}, got {token_id!r}",
+                "edit_token_id",
+                vocab=vocab,
+            )
+        old = pending.ids[position - 1]
+        ids = pending.ids[: position - 1] + [token_id]
+        rows = [pending.q_rows[: position - 1], one_hot(torch.tensor([token_id]), vocab)]
+        edited = {i for i in pending.edited if i < position} | {position}
+        rest = gamma - position
+        forwards = 0
+        reproposed = self.config.repropose_after_edit and rest > 0
+        with self._atomic():
+            if reproposed:
+                draft = self.drafter.propose(
+                    self.ids + ids,
+                    rest,
+                    self.config.sampling,
+                    self.config.draft_method,
+                    pending.draft_rng,
+                )
+                ids += draft.ids.tolist()
+                rows.append(draft.probs)
+                forwards = draft.forwards
+            else:
+                ids += pending.ids[position:]
+                rows.append(pending.q_rows[position:])
+                edited |= {i for i in pending.edited if i > position}
+                keep = common_prefix_len(self.drafter.cached_ids() or [], self.ids + ids)
+                self.drafter.rollback(keep)
+            q_rows = torch.cat(rows)
+            drafted = tuple(self.token(t) for t in ids)
+            dists = self._draft_slices(ids, q_rows)
+        pending.ids, pending.q_rows, pending.edited = ids, q_rows, edited
+        trace = EditTrace(
+            round_index=self.round_index,
+            position=position,
+            old_token=self.token(old),
+            new_token=self.token(token_id),
+            drafted=drafted,
+            edited_positions=tuple(sorted(edited)),
+            reproposed=reproposed,
+            draft_forwards=forwards,
+            draft_dists=dists,
+            kv_after=self.kv_state(),
+        )
+        pending.edits.append(trace)
+        return trace
+
+    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
+        """The target's top tokens at each drafted position (see :func:`edits.target_preview`)."""
+        pending = self._require("verify", "preview the target")
+        assert pending is not None
+        return target_preview(self, pending.ids, top_n)
+
+    def accept_preview(self) -> list[float]:
+        """Exact ``a_i`` at each drafted position before verification (see
+        :func:`edits.accept_preview`)."""
+        pending = self._require("verify", "preview the acceptance probabilities")
+        assert pending is not None
+        return accept_preview(self, pending.ids, pending.q_rows)
+
+    def make_position_wrong(self, position: int) -> EditTrace:
+        """Quick edit: ``y_position`` becomes the target's second choice there."""
+        return make_position_wrong(self, position)
+
+    def make_draft_agree(self) -> list[EditTrace]:
+        """Quick edit: every draft that differs from the target's argmax is replaced."""
+        return make_draft_agree(self)
+
+    # ------------------------------------------------------------------ verify
+    def verify(self) -> VerifyTrace:
+        """Phase 3: one parallel target forward over the pending tokens and all drafts,
+        then the rule (``acceptance.py``) with draws from the round's own verification
+        stream (:func:`rounds.round_stream`). The checks' statuses are final: the commit
+        that follows is already decided (a stop on a committed draft makes later drafts
+        ``cut``, :func:`records.round_statuses`).
+
+        Raises:
+            PhaseError: not after ``propose``.
+        """
+        pending = self._require("verify", "verify")
+        assert pending is not None
+        kv_before = self.kv_state()
+        with self._atomic():
+            started = time.perf_counter()
+            greedy = self.config.sampling.greedy
+            raw: list[torch.Tensor] | None = [] if greedy else None
+            p_rows, verdict, fed = verify_drafts(
+                self.target,
+                self.ids,
+                pending.ids,
+                pending.q_rows,
+                self.config.sampling,
+                round_stream(self.config.seed, self.round_index, "verify"),
+                raw,
+            )
+            verify_ms = (time.perf_counter() - started) * 1e3
+            round_overlaps = overlaps(p_rows, pending.q_rows)
+            record, stop_reason = commit_round(
+                self.ids,
+                self.prompt_len,
+                pending.gamma,
+                pending.ids,
+                verdict,
+                round_overlaps,
+                self._stop,
+            )
+            checks = build_checks(
+                pending.ids,
+                pending.q_rows,
+                p_rows,
+                verdict,
+                record,
+                pending.edited,
+                self.token,
+                self._slice,
+            )
+            n, gamma = verdict.accepted, len(pending.ids)
+            next_dist = (
+                checks[n].dist
+                if n < gamma
+                else self._slice(p_rows[gamma], None, [verdict.next_token])
+            )
+            # greedy: p is one-hot; the T = 1 slices show the confidence behind the argmax
+            contexts = (
+                tuple(
+                    self._slice(raw[0][i], None, [y])
+                    for i, y in enumerate([*pending.ids, verdict.next_token])
+                )
+                if raw
+                else ()
+            )
+            trace = VerifyTrace(
+                round_index=self.round_index,
+                greedy=greedy,
+                checks=checks,
+                accepted=n,
+                next_token=self.token(verdict.next_token),
+                kind=verdict.kind,
+                next_dist=next_dist,
+                verify_ms=verify_ms,
+                target_forward_tokens=fed,
+                kv_before=kv_before,
+                kv_after=self.kv_state(list(record.statuses)),
+                context_dists=contexts,
+            )
+        pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
+        return trace
+
+    # ------------------------------------------------------------------ commit
+    def commit(self) -> CommitTrace:
+        """Phase 4 (+ reject): append the round's committed tokens (accepted drafts +
+        correction/bonus, cut short by EOS, a stop string, ``max_new_tokens`` or the
+        context), and roll both caches back to the committed history. The appended token
+        is committed with no KV yet.
+
+        Raises:
+            PhaseError: not after ``verify``.
+        """
+        pending = self._require("commit", "commit")
+        assert pending is not None and pending.record is not None
+        assert pending.propose is not None and pending.verify is not None
+        record = pending.record
+        kv_before = self.kv_state(list(record.statuses))
+        by_status = {
+            s: [
+                self.token(t)
+                for t, st in zip(record.drafted, record.statuses, strict=True)
+                if st == s
+            ]
+            for s in ("rejected", "discarded", "cut")
+        }
+        self.ids = self.ids + list(record.appended)
+        rolled_target, rolled_draft = rollback(self.target, self.drafter, self.ids)
+        self._pending = None
+        self.stop_reason = pending.stop_reason
+        trace = CommitTrace(
+            round_index=self.round_index,
+            appended=tuple(self.token(t) for t in record.appended),
+            kind=record.kind,
+            discarded=tuple(by_status["rejected"] + by_status["discarded"]),
+            cut=tuple(by_status["cut"]),
+            stop_reason=pending.stop_reason,
+            rolled_back_target=rolled_target,
+            rolled_back_draft=rolled_draft,
+            kv_before=kv_before,
+            kv_after=self.kv_state(),
+        )
+        self.history.append(
+            RoundTrace(
+                self.round_index,
+                pending.propose,
+                tuple(pending.edits),
+                pending.verify,
+                trace,
+                record,
+            )
+        )
+        self.round_index += 1
+        return trace
+
+    # ------------------------------------------------------------------ helpers
+    def run_round(self) -> RoundTrace:
+        """Propose, verify and commit in one call; returns the round's trace."""
+        self.propose()
+        self.verify()
+        self.commit()
+        return self.history[-1]
+
+    def run(self, max_rounds: int | None = None) -> list[RoundTrace]:
+        """Run rounds until a stop (or ``max_rounds``)."""
+        rounds = []
+        while self.phase == "propose" and (max_rounds is None or len(rounds) < max_rounds):
+            rounds.append(self.run_round())
+        return rounds

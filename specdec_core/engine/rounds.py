@@ -1,0 +1,232 @@
+"""The pieces of one round shared by the step machine (``session.py``) and the fast path
+(``generate.py``): the round's two random streams, γ for the round, the parallel
+verification forward, the stop rule, the commit that ends in the round's
+:class:`~specdec_core.core.records.RoundRecord`, and the rollback of both caches. Reads top to
+bottom as the round does. (The tree's step machine and fast path use the streams too.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+import torch
+
+from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.core.records import RoundRecord, make_record
+from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.drafters import Drafter
+from specdec_core.rules.acceptance import Verdict, acceptance_total, verify_greedy, verify_sampling
+
+if TYPE_CHECKING:
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.models import ModelPair
+
+
+Stream = Literal["draft", "verify"]
+#: Each stream's number in the seed mix (part of the replay contract: never renumber).
+STREAM_KEYS: dict[str, int] = {"draft": 0, "verify": 1}
+_MASK64 = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """SplitMix64's output function (Steele, Lea and Flood 2014): a bijection of 64-bit
+    words that spreads every input bit over the output."""
+    z = (x + 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)
+
+
+def stream_seed(seed: int, round_index: int, stream: Stream) -> int:
+    """The 64-bit seed of one stream of one round:
+    ``mix(mix(mix(seed) ^ round_index) ^ STREAM_KEYS[stream])`` with ``mix`` =
+    :func:`_splitmix64` (≈ 2 µs; ``numpy.random.SeedSequence`` would cost 50–150 µs a call
+    on the fast path's every round).
+
+    Raises:
+        KeyError: an unknown stream name. ValueError: ``seed`` outside ``0..2**64 − 1`` or a
+        negative ``round_index``.
+    """
+    key = STREAM_KEYS[stream]
+    if not 0 <= seed <= _MASK64 or round_index < 0:
+        raise ValueError(f"seed must be 0..2**64 − 1, round index ≥ 0: {seed}, {round_index}")
+    return _splitmix64(_splitmix64(_splitmix64(seed) ^ round_index) ^ key)
+
+
+def round_stream(seed: int, round_index: int, stream: Stream) -> torch.Generator:
+    """A fresh CPU ``torch.Generator`` for one of the two random streams of a round,
+    seeded with :func:`stream_seed` ``(seed, round_index, stream)``.
+
+    Every speculative round (chain and tree, step machine and fast path) draws from two
+    streams of its own: ``"draft"`` (drafting, and re-drafting after an edit: each
+    ``y_i ~ q_i``; the tree's sibling draws) and ``"verify"`` (each ``u_i``, then the
+    correction/bonus draw; the tree walk's draws). So the verification draws do not
+    depend on how many draws drafting used: an edit at position ``k`` re-drafts from the
+    drafting stream and leaves ``u_1..u_{k−1}`` and their verdicts as they were
+    (DESIGN.md, "One round, precisely", step 3). ``round_index`` counts the rounds
+    finished before this one in the session or run (0 first). The autoregressive
+    baseline (``generate.py``) keeps one generator seeded with ``seed``: it has no rounds.
+
+    Raises:
+        KeyError, ValueError: see :func:`stream_seed`.
+    """
+    return torch.Generator().manual_seed(stream_seed(seed, round_index, stream))
+
+
+def gamma_for_round(
+    gamma: int, generated: int, max_new_tokens: int, committed: int, context_length: int
+) -> int:
+    """γ shortened so a round can pass neither ``max_new_tokens`` nor the context.
+
+    A round commits at most γ + 1 tokens, so ``γ ≤ remaining − 1``; verification feeds
+    positions up to ``L − 1 + γ`` and the next round feeds position ``L + γ``, so
+    ``γ ≤ context_length − L − 1``. May be 0 (the round is then one plain target step).
+    """
+    remaining = max_new_tokens - generated
+    return max(0, min(gamma, remaining - 1, context_length - committed - 1))
+
+
+def verify_drafts(
+    target: ModelCache,
+    committed: list[int],
+    draft_ids: list[int],
+    draft_probs: torch.Tensor,
+    sampling: SamplingConfig,
+    generator: torch.Generator,
+    raw_out: list[torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, Verdict, int]:
+    """ONE target forward over ``[committed tokens without KV] + y_1..y_γ``, then the rule.
+
+    Args:
+        target: the target's cache (extended in place by the forward).
+        committed: ``[L]`` committed ids. draft_ids: ``[γ]``. draft_probs: ``[γ, V]``.
+        generator: the round's verification stream (:func:`round_stream` ``"verify"``);
+            unused at temperature 0.
+        raw_out: if given, the same logits at T = 1 (plain softmax, ``[γ + 1, V]`` float32
+            CPU) are appended to it: context for a greedy lesson, never used by the rule.
+
+    Returns:
+        ``(p_rows, verdict, fed)``: ``p_rows`` ``[γ + 1, V]`` float32 CPU (``p_1..p_{γ+1}``
+        after temperature/top-k/top-p), the :class:`Verdict`, and how many tokens the
+        forward processed.
+    """
+    gamma = len(draft_ids)
+    feed = target.sync_to(committed + draft_ids)
+    logits = target.extend(feed)[-(gamma + 1) :]  # [γ+1, V]
+    p_rows = logits_to_probs(logits, sampling).cpu()
+    if raw_out is not None:
+        raw_out.append(torch.softmax(logits.float(), dim=-1).cpu())
+    ids = torch.tensor(draft_ids, dtype=torch.long)
+    if sampling.greedy:
+        verdict = verify_greedy(ids, p_rows)
+    else:
+        verdict = verify_sampling(ids, draft_probs, p_rows, generator)
+    return p_rows, verdict, len(feed)
+
+
+def overlaps(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> list[float]:
+    """``Σ_x min(p_i(x), q_i(x))`` per drafted position: ``[γ+1, V]`` and ``[γ, V]`` rows
+    (the bonus row is ignored) → ``γ`` floats (Leviathan et al. 2023, Def. 3.1)."""
+    gamma = draft_probs.shape[0]
+    return acceptance_total(target_probs[:gamma], draft_probs).tolist() if gamma else []
+
+
+def stop_reason_after(
+    generated: list[int],
+    total_len: int,
+    eos_token_id: int | None,
+    max_new_tokens: int,
+    context_length: int,
+    stop_strings: tuple[str, ...] = (),
+    decode: Callable[[list[int]], str] | None = None,
+) -> str | None:
+    """Why generation stops after the last token of ``generated`` (``None``: go on).
+
+    Checked in order: ``eos``, ``stop_string``, ``max_new_tokens``, ``context_limit``.
+    """
+    if eos_token_id is not None and generated and generated[-1] == eos_token_id:
+        return "eos"
+    if stop_strings and decode is not None:
+        text = decode(generated)
+        if any(s and s in text for s in stop_strings):
+            return "stop_string"
+    if len(generated) >= max_new_tokens:
+        return "max_new_tokens"
+    if total_len >= context_length:
+        return "context_limit"
+    return None
+
+
+def stop_rule(pair: ModelPair, config: SessionConfig) -> Callable[[list[int], int], str | None]:
+    """:func:`stop_reason_after` bound to a pair (EOS id, context, tokenizer) and settings
+    (``max_new_tokens``, stop strings): ``stop(generated, total_len)``."""
+
+    def stop(generated: list[int], total_len: int) -> str | None:
+        return stop_reason_after(
+            generated,
+            total_len,
+            pair.eos_token_id,
+            config.max_new_tokens,
+            pair.context_length,
+            config.stop_strings,
+            pair.tokenizer.decode,
+        )
+
+    return stop
+
+
+def commit_tokens(
+    committed: list[int],
+    proposal: list[int],
+    prompt_len: int,
+    stop: Callable[[list[int], int], str | None],
+) -> tuple[list[int], str | None]:
+    """Append ``proposal`` (accepted drafts + correction/bonus) token by token until
+    ``stop(generated, total_len)`` names a reason. Returns ``(appended, stop_reason)``."""
+    appended: list[int] = []
+    for token in proposal:
+        appended.append(token)
+        ids = committed + appended
+        reason = stop(ids[prompt_len:], len(ids))
+        if reason:
+            return appended, reason
+    return appended, None
+
+
+def commit_round(
+    committed: list[int],
+    prompt_len: int,
+    gamma: int,
+    draft_ids: list[int],
+    verdict: Verdict,
+    round_overlaps: list[float],
+    stop: Callable[[list[int], int], str | None],
+) -> tuple[RoundRecord, str | None]:
+    """Commit the accepted drafts + the correction/bonus token (cut short by ``stop``) and
+    describe the round. ``committed`` is not changed: the caller appends
+    ``record.appended``.
+
+    Args:
+        committed: ``[L]`` ids before the round. gamma: γ the drafter was asked for.
+        draft_ids: ``[γ']`` drafted ids. verdict: the rule's decision.
+        round_overlaps: ``[γ']`` ``Σ min(p_i, q_i)`` (see :func:`overlaps`).
+
+    Returns:
+        ``(record, stop_reason)``.
+    """
+    proposal = draft_ids[: verdict.accepted] + [verdict.next_token]
+    appended, reason = commit_tokens(committed, proposal, prompt_len, stop)
+    record = make_record(gamma, draft_ids, verdict.accepted, round_overlaps, appended, verdict.kind)
+    return record, reason
+
+
+def rollback(target: ModelCache, drafter: Drafter, committed: list[int]) -> tuple[int, int]:
+    """Crop both caches to the committed history, leaving the last committed token
+    without KV (it is the first input of the next round). Returns positions removed
+    ``(target, draft)``."""
+    last = len(committed) - 1
+    removed_target = target.crop(min(common_prefix_len(target.ids, committed), last))
+    draft_cached = drafter.cached_ids() or []
+    removed_draft = drafter.rollback(min(common_prefix_len(draft_cached, committed), last))
+    return removed_target, removed_draft

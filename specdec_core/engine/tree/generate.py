@@ -1,0 +1,220 @@
+"""The tree round driver: the pieces of ``tree.py`` (draft, one masked forward, walk,
+compaction) strung into rounds. Settings checks (:func:`check_budget`,
+:func:`check_tree_settings`), the drafter choice, the round's depth, what a round
+commits (:func:`decide_round`) and how it is applied (:func:`apply_round`) are shared by
+:func:`generate_tree` (the fast path, no views, returns a :class:`TreeRun`) and
+``tree_session.py`` (the step machine for the page).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from specdec_core.core.errors import ConfigError
+from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.models import ModelPair
+from specdec_core.drafters import Drafter, ModelDrafter, make_named_drafter
+from specdec_core.engine.rounds import (
+    commit_tokens,
+    gamma_for_round,
+    rollback,
+    round_stream,
+    stop_rule,
+)
+from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, node_states, summarize_tree
+from specdec_core.engine.tree.steps import (
+    DraftTree,
+    TreeVerdict,
+    compact,
+    draft_tree,
+    parse_shape,
+    tree_forward,
+    walk,
+)
+
+MAX_TREE_NODES = 16
+
+
+def check_budget(budget: int) -> int:
+    """The node budget, 1..:data:`MAX_TREE_NODES`. Raises ConfigError otherwise."""
+    if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_TREE_NODES:
+        raise ConfigError(f"tree node budget must be 1..{MAX_TREE_NODES}, got {budget!r}", "tree")
+    return budget
+
+
+def check_tree_settings(config: SessionConfig) -> None:
+    """Raises ConfigError: a greedy *draft method* at temperature > 0 (sibling
+    candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule)."""
+    if config.draft_method == "greedy" and not config.sampling.greedy:
+        raise ConfigError("tree drafting at temperature > 0 needs the probabilistic method", "tree")
+
+
+def resolve_drafter(pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
+    """A drafter object: the pair's draft model by default, or one made by name
+    (:func:`drafters.make_named_drafter`, e.g. ``"model"``, ``"eagle"``)."""
+    if drafter is None:
+        return ModelDrafter(pair.draft)
+    if isinstance(drafter, str):
+        return make_named_drafter(pair, drafter)
+    return drafter
+
+
+def round_shape(
+    shape: Sequence[int], generated: int, config: SessionConfig, committed: int, context_length: int
+) -> tuple[int, ...]:
+    """The shape for this round: ``shape`` cut to the depth a round may reach before
+    ``max_new_tokens`` or the context end (:func:`rounds.gamma_for_round`)."""
+    depth = gamma_for_round(len(shape), generated, config.max_new_tokens, committed, context_length)
+    return tuple(shape[:depth])
+
+
+def decide_round(
+    tree: DraftTree,
+    verdict: TreeVerdict,
+    committed: list[int],
+    prompt_len: int,
+    stop: Callable[[list[int], int], str | None],
+    shape: Sequence[int],
+    draft_forwards: int,
+    target_forwards: int = 1,
+) -> tuple[TreeRoundRecord, str | None]:
+    """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
+    its record. ``committed`` is not changed. ``target_forwards``: the round's target
+    forwards (the verify forward, plus the prompt's prefill an EAGLE drafter runs in its
+    first proposal)."""
+    path_tokens = [tree.tokens[i] for i in verdict.path]
+    appended, reason = commit_tokens(
+        committed, path_tokens + [verdict.next_token], prompt_len, stop
+    )
+    on_path = min(len(verdict.path), len(appended))
+    stopped = len(appended) < len(verdict.path) + 1
+    record = TreeRoundRecord(
+        shape=tuple(int(k) for k in shape),
+        tokens=tuple(tree.tokens),
+        parents=tuple(tree.parents),
+        depths=tuple(tree.depths),
+        states=node_states(len(tree.tokens), verdict.path, verdict.rejected, on_path),
+        path=tuple(verdict.path),
+        next_token=int(verdict.next_token),
+        kind="stopped" if stopped else verdict.kind,  # type: ignore[arg-type]
+        appended=tuple(int(t) for t in appended),
+        draft_forwards=int(draft_forwards),
+        target_forwards=int(target_forwards),
+    )
+    return record, reason
+
+
+def apply_round(
+    target: ModelCache, drafter: Drafter, committed: list[int], record: TreeRoundRecord
+) -> list[int]:
+    """Compact the target's cache to the committed path, then roll both caches back to
+    the committed history (the appended token keeps no KV). Returns the new committed
+    ids (``committed`` is not changed)."""
+    path = [i for i in record.path if record.states[i] == "accepted"]
+    compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
+    ids = committed + list(record.appended)
+    rollback(target, drafter, ids)
+    return ids
+
+
+@dataclass(frozen=True)
+class TreeRun:
+    """A tree-speculative generation: ``output_ids`` (prompt excluded), ``stop_reason``,
+    one :class:`TreeRoundRecord` per round, the forwards run and the wall time."""
+
+    output_ids: list[int]
+    text: str
+    stop_reason: str
+    records: tuple[TreeRoundRecord, ...]
+    target_forwards: int
+    draft_forwards: int
+    total_ms: float = 0.0
+
+    @property
+    def stats(self) -> TreeStats:
+        return summarize_tree(self.records)
+
+    @property
+    def nodes_per_round(self) -> tuple[int, ...]:
+        return tuple(r.nodes for r in self.records)
+
+    @property
+    def accepted_per_round(self) -> tuple[int, ...]:
+        return tuple(r.accepted for r in self.records)
+
+    @property
+    def committed_per_round(self) -> tuple[int, ...]:
+        return tuple(len(r.appended) for r in self.records)
+
+    @property
+    def tokens_per_target_forward(self) -> float:
+        return len(self.output_ids) / self.target_forwards if self.target_forwards else 0.0
+
+    @property
+    def ms_per_token(self) -> float:
+        return self.total_ms / len(self.output_ids) if self.output_ids else 0.0
+
+
+def generate_tree(
+    pair: ModelPair,
+    prompt: str | list[int],
+    config: SessionConfig,
+    shape: Sequence[int],
+    budget: int = 12,
+    drafter: Drafter | str | None = None,
+) -> TreeRun:
+    """Tree-speculative decoding: draft a tree with ``drafter`` (default the pair's draft
+    model; a name goes through :func:`drafters.make_named_drafter`), verify it in one
+    target forward, commit the accepted path + one target token, compact the target's
+    cache and roll both back to the committed history.
+
+    Raises:
+        PromptError, ConfigError: bad prompt or settings (a greedy *draft method* at
+        temperature > 0 is refused; so is a drafter without a distribution).
+    """
+    config = config.validate(pair.vocab_size)
+    check_tree_settings(config)
+    shape = parse_shape(",".join(str(k) for k in shape))
+    budget = check_budget(budget)
+    sampling = config.sampling
+    ids = prompt_ids(pair, prompt)
+    prompt_len = len(ids)
+    target = ModelCache(pair.target)
+    drafter = resolve_drafter(pair, drafter)
+    drafter.attach(target)
+    records: list[TreeRoundRecord] = []
+    reason = None
+    stop = stop_rule(pair, config)
+    started = time.perf_counter()
+    while reason is None:
+        now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
+        before = target.forwards
+        r = len(records)  # this round's two streams, as in tree_session.py
+        tree, forwards = draft_tree(
+            drafter, ids, now, sampling, round_stream(config.seed, r, "draft"), budget
+        )
+        logits = tree_forward(target, ids, tree)
+        verdict = walk(tree, logits, sampling, round_stream(config.seed, r, "verify"))
+        record, reason = decide_round(
+            tree, verdict, ids, prompt_len, stop, now, forwards, target.forwards - before
+        )
+        ids = apply_round(target, drafter, ids, record)
+        records.append(record)
+    if target.device.type == "cuda":
+        torch.cuda.synchronize()
+    total_ms = (time.perf_counter() - started) * 1e3
+    output = ids[prompt_len:]
+    return TreeRun(
+        output,
+        pair.tokenizer.decode(output),
+        reason,
+        tuple(records),
+        target.forwards,
+        sum(r.draft_forwards for r in records),
+        total_ms,
+    )

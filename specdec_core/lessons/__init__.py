@@ -1,0 +1,1 @@
+"""Lesson states you can name, share and replay: links, replay, one-click scenarios, trace files."""

@@ -1,0 +1,297 @@
+"""A lesson state you can name, share and replay: the settings, the prompt and the position
+inside the step-through lesson (round, phase, the edits made so far).
+
+The engine is seeded and deterministic (every random draw comes from one of the round's
+two seeded streams, :func:`rounds.round_stream`, in order), so the state is *what was
+done*, not what came out: :func:`replay.replay` runs the same steps again and reaches the
+same drafts, verdicts and KV table. :func:`encode` / :func:`decode` turn a state into URL
+query parameters (``v=2&lang=zh&s=<base64url(zlib(compact JSON))>``: short, versioned,
+opaque to nobody — decoding validates every field). Version 1 links (made while every
+draw came from one generator per session) still open: greedy ones replay the same moment
+(temperature 0 makes no random draw); one with temperature > 0 opens with the problem
+``old_rng`` (its sampled moment may differ). :func:`replay.step_back` is undo: the state
+one phase or edit earlier, replayed.
+
+Query parameters are untrusted input: every value is bounded and checked; a bad one is
+dropped for its default with a :class:`Problem` naming it, never an exception. A link can
+name a pair only from the caller's allow-list and can run nothing but the steps that
+``replay.py`` replays.
+
+Pure module: no Streamlit.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
+
+from specdec_core.core.inputs import SessionConfig, is_valid_text, load_json
+from specdec_core.drafters import DRAFTER_NAMES, preset_has_eagle_head
+
+LINK_VERSION = 2
+#: Older versions that still open; their draws came from one generator per session, so a
+#: link of theirs with temperature > 0 gets the problem ``old_rng``.
+OLD_RNG_VERSIONS = ("1",)
+MAX_LINK_PROMPT_CHARS = 1_000  # longer prompts are refused for links (URL ≤ ~2,000 chars)
+MAX_PARAM_CHARS = 8_000  # the encoded state, before anything is decompressed
+MAX_STATE_BYTES = 64_000  # the decompressed JSON
+MAX_EDITS = 64
+MAX_ROUNDS = 200
+MAX_CONT = 1_024
+UI_MAX_GAMMA = 8
+PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons")
+PHASES = ("propose", "verify", "commit")
+#: drafters with a distribution q, the only ones that can draft a tree (prompt lookup
+#: proposes one continuation without probabilities)
+TREE_DRAFTERS = ("model", "early-exit", "eagle")
+LANGS = ("en", "zh")
+
+
+@dataclass(frozen=True)
+class LessonState:
+    """Everything a lesson link holds. ``round``: finished rounds; ``phase``: where the
+    next round stands (``propose``: nothing done yet, ``verify``: drafts proposed (and
+    edited), ``commit``: verified). ``edits``: ``(round, position, token id)`` in the
+    order they were made (round from 0, position from 1). ``cont``: committed tokens
+    carried over from a session continued after a settings change (appended to the
+    prompt; they count as generated). ``tree``: the tree shape (children per node at
+    each depth, ``tree.parse_shape`` limits) when the lesson verifies a tree, ``()`` for
+    a chain; a tree has no edits and needs a drafter of :data:`TREE_DRAFTERS`."""
+
+    page: str = "step_through"
+    lang: str = "en"
+    pair: str = "embedded"
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    draft_method: str = "probabilistic"
+    drafter: str = "model"
+    seed: int = 0
+    max_new_tokens: int = 80
+    prompt: str = ""
+    cont: tuple[int, ...] = ()
+    round: int = 0
+    phase: str = "propose"
+    edits: tuple[tuple[int, int, int], ...] = ()
+    presenter: bool = False
+    tree: tuple[int, ...] = ()
+
+    def config(self) -> SessionConfig:
+        """The session settings of this state."""
+        return SessionConfig(
+            gamma=self.gamma,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            draft_method=self.draft_method,
+            seed=self.seed,  # type: ignore[arg-type]
+            max_new_tokens=self.max_new_tokens,
+        )
+
+    def with_config(self, config: SessionConfig) -> LessonState:
+        """This state with ``config``'s settings (the inverse of :meth:`config`)."""
+        return replace(
+            self,
+            gamma=config.gamma,
+            temperature=config.temperature,
+            top_k=config.top_k,
+            top_p=config.top_p,
+            draft_method=config.draft_method,
+            seed=config.seed,
+            max_new_tokens=config.max_new_tokens,
+        )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A part of a link that was dropped: ``code`` (UI string ``link_<code>``) and the
+    values its message names."""
+
+    code: str
+    params: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- URL form
+def encode(state: LessonState) -> dict[str, str]:
+    """Query parameters for ``state`` (only the fields that differ from the defaults go
+    into ``s``; ``lang`` stays readable)."""
+    default = LessonState()
+    diff = {
+        f.name: _plain(getattr(state, f.name))
+        for f in fields(state)
+        if f.name != "lang" and getattr(state, f.name) != getattr(default, f.name)
+    }
+    raw = json.dumps(diff, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    packed = base64.urlsafe_b64encode(zlib.compress(raw, 9)).rstrip(b"=").decode("ascii")
+    return {"v": str(LINK_VERSION), "lang": state.lang, "s": packed}
+
+
+def _plain(value: object) -> object:
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def decode(
+    params: Mapping[str, str | Sequence[str]], offered_pairs: Sequence[str]
+) -> tuple[LessonState, list[Problem]]:
+    """The state a link's query parameters describe, each bad part replaced by its default
+    with a :class:`Problem` (never an exception). ``offered_pairs`` is the allow-list:
+    another pair name falls back to ``embedded``."""
+    problems: list[Problem] = []
+    state = LessonState()
+    lang = _first(params.get("lang"))
+    if lang is not None:
+        if lang in LANGS:
+            state = replace(state, lang=lang)
+        else:
+            problems.append(Problem("bad_value", {"name": "lang"}))
+    version, packed = _first(params.get("v")), _first(params.get("s"))
+    if packed is None:
+        return state, problems
+    if version != str(LINK_VERSION) and version not in OLD_RNG_VERSIONS:
+        shown = "—" if version is None else _shown_name(version, 8)
+        return state, [*problems, Problem("version", {"version": shown})]
+    data = _unpack(packed)
+    if data is None:
+        return state, [*problems, Problem("unreadable")]
+    values: dict[str, object] = {}
+    for f in fields(LessonState):
+        if f.name not in data or f.name == "lang":
+            continue
+        checked = check_field(f.name, data[f.name], offered_pairs)
+        if checked is BAD:
+            problems.append(Problem("bad_value", {"name": f.name}))
+        else:
+            values[f.name] = checked
+    if values.get("drafter") == "eagle" and not preset_has_eagle_head(
+        str(values.get("pair", state.pair))
+    ):  # the EAGLE head exists only beside a pair that ships one
+        del values["drafter"]
+        problems.append(Problem("bad_value", {"name": "drafter"}))
+    if values.get("tree") and tree_refused(replace(state, **values)):
+        del values["tree"]  # the rest of the link opens as a chain
+        problems.append(Problem("bad_value", {"name": "tree"}))
+    unknown = sorted(set(data) - {f.name for f in fields(LessonState)})
+    if unknown:
+        names = ", ".join(_shown_name(name, 20) for name in unknown)
+        problems.append(Problem("bad_value", {"name": names[:60]}))
+    state = replace(state, **values)
+    if version in OLD_RNG_VERSIONS and state.temperature > 0:  # greedy: no draws, same moment
+        problems.append(Problem("old_rng"))
+    return state, problems
+
+
+def _shown_name(text: object, limit: int) -> str:
+    """A name from a link, safe to show in a message: letters, digits, ``_ . -`` only (a
+    key such as ``[a](https://e.vil)`` must not become a link), at most ``limit``."""
+    return re.sub(r"[^A-Za-z0-9_.\-]", "?", str(text)[:limit])
+
+
+def _first(value: str | Sequence[str] | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return value[0] if value else None
+
+
+def _unpack(packed: str) -> dict | None:
+    if len(packed) > MAX_PARAM_CHARS:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(packed + "=" * (-len(packed) % 4))
+        inflater = zlib.decompressobj()
+        text = inflater.decompress(raw, MAX_STATE_BYTES)
+        if inflater.unconsumed_tail:  # larger than allowed: a zip bomb is not read
+            return None
+        data = load_json(text, strict=False)  # nesting bounded; fields checked below
+    except (binascii.Error, ValueError, zlib.error):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+BAD = object()  # the marker check_field returns for a value it refuses
+
+
+def _int(value: object, low: int, high: int) -> object:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        return BAD
+    return value
+
+
+def _float(value: object, low: float, high: float) -> object:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return BAD
+    value = float(value)
+    return value if math.isfinite(value) and low <= value <= high else BAD
+
+
+def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> object:
+    """The validated value of one field, or ``BAD``."""
+    choices = {
+        "page": PAGES,
+        "pair": tuple(offered_pairs),
+        "draft_method": ("probabilistic", "greedy"),
+        "drafter": DRAFTER_NAMES,
+        "phase": PHASES,
+    }
+    if name in choices:
+        return value if isinstance(value, str) and value in choices[name] else BAD
+    if name in ("gamma", "top_k", "seed", "max_new_tokens", "round"):
+        high = {
+            "gamma": UI_MAX_GAMMA,
+            "top_k": 1 << 20,
+            "seed": 2**31 - 1,
+            "max_new_tokens": 1 << 16,
+            "round": MAX_ROUNDS,
+        }[name]
+        return _int(value, 1 if name in ("gamma", "max_new_tokens") else 0, high)
+    if name == "temperature":
+        return _float(value, 0.0, 2.0)
+    if name == "top_p":
+        return _float(value, 0.05, 1.0)
+    if name == "presenter":
+        return value if isinstance(value, bool) else BAD
+    if name == "prompt":
+        ok = is_valid_text(value) and len(value) <= MAX_LINK_PROMPT_CHARS  # type: ignore[arg-type]
+        return value if ok else BAD
+    if name == "tree":  # 1..8 depths of 1..4 children (tree.parse_shape), or [] (a chain)
+        ok = isinstance(value, list) and len(value) <= 8
+        ok = ok and all(_int(v, 1, 4) is not BAD for v in value)
+        return tuple(value) if ok else BAD
+    if name == "cont":
+        ok = isinstance(value, list) and len(value) <= MAX_CONT
+        ok = ok and all(_int(v, 0, 1 << 24) is not BAD for v in value)
+        return tuple(value) if ok else BAD
+    if name == "edits":
+        if not isinstance(value, list) or len(value) > MAX_EDITS:
+            return BAD
+        edits = []
+        for item in value:
+            ok = isinstance(item, list) and len(item) == 3
+            if not ok or any(_int(v, 0, 1 << 24) is BAD for v in item):
+                return BAD
+            edits.append((item[0], item[1], item[2]))
+        return tuple(edits)
+    return BAD
+
+
+def tree_refused(state: LessonState) -> bool:
+    """Whether ``state`` names a tree its settings cannot draft: a drafter without a
+    distribution, or the greedy draft method at temperature > 0 (siblings must be drawn
+    i.i.d. from q; ``tree_generate.check_tree_settings``)."""
+    if not state.tree:
+        return False
+    greedy_at_t = state.draft_method == "greedy" and state.temperature > 0
+    return state.drafter not in TREE_DRAFTERS or greedy_at_t
+
+
+def state_json(state: LessonState) -> dict:
+    """``state`` as plain JSON values (for the trace file)."""
+    return {k: _plain(v) for k, v in asdict(state).items()}

@@ -1,0 +1,35 @@
+"""The acceptance-rule lab: why ``min(1, p/q)`` plus the residual gives exactly ``p``.
+
+Small hand-edited distributions over 3–8 named tokens (or real model rows taken from a
+step-through round), the exact decomposition
+
+    p(x) = min(p(x), q(x))  +  β · r(x),   β = 1 − A = Σ [p − q]+,  r = norm([p − q]+)
+           (accept path)      (reject path)
+
+with ``A = Σ min(p, q) = 1 − TV(p, q)`` (Leviathan et al. 2023, Thm 3.5 and Lemma 3.3;
+Chen et al. 2023, Thm 1), three rules compared exactly (correct; the wrong "resample from
+p after a rejection"; a one-hot draft), and a Monte Carlo of one verification step with the
+vectorised rule of :mod:`acceptance_batch` (the same rule as
+:func:`acceptance.verify_sampling`).
+
+Pure: numpy, torch and scipy; no streamlit, no plotly. All probabilities are float64
+numpy arrays ``[V]`` (``V`` = number of tokens, 3..8 for hand-made rows).
+
+Modules: ``rows`` (presets, normalising, rows from a model position), ``exact`` (the
+decomposition and each rule's exact final distribution), ``montecarlo`` (simulation and
+χ²), ``temperature`` (``A(T)``), ``tree_node`` (several sibling candidates at one tree node:
+the residual rule against the naive one). Their public names are re-exported here.
+"""
+
+from specdec_core.core.errors import RuleInputError
+from specdec_core.rules.batch import accept_mask, sample_position
+from specdec_core.rules.lab import exact, montecarlo, rows, temperature, tree_node
+from specdec_core.rules.lab.exact import *  # noqa: F403
+from specdec_core.rules.lab.montecarlo import *  # noqa: F403
+from specdec_core.rules.lab.rows import *  # noqa: F403
+from specdec_core.rules.lab.temperature import *  # noqa: F403
+from specdec_core.rules.lab.tree_node import *  # noqa: F403
+
+__all__ = ["RuleInputError", "accept_mask", "sample_position"]
+__all__ += rows.__all__ + exact.__all__ + montecarlo.__all__ + temperature.__all__
+__all__ += tree_node.__all__

@@ -1,0 +1,219 @@
+"""What one speed-page measurement is and does: its caps, the :class:`Job` (a list of
+tasks, each a checkpoint for progress and cancellation), :func:`make_job`,
+:func:`run_task` (engine calls only) and :func:`finish` (the :class:`Measurement` the page
+shows). Where and when tasks run (one server-wide queue, a worker process) is ``jobs``;
+the worker process imports this module to run a task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from specdec_core.bench import (
+    BENCH_PROMPTS,
+    BenchSummary,
+    ForwardCurve,
+    HFComparison,
+    batch_sweep_point,
+    compare_hf,
+    gamma_sweep_point,
+    hf_generate,
+    ignoring_eos,
+    measure_forward_curve,
+    measure_pair_runs,
+    summarize,
+)
+from specdec_core.core.errors import InputError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair
+from specdec_core.core.timeline import Timeline
+from specdec_core.drafters import DRAFTER_NAMES
+
+MAX_TOKENS = 256
+MAX_REPEATS = 7
+MAX_WORK = 768  # repeats × tokens of one measurement (e.g. 3 × 256 or 7 × 109)
+GAMMAS = range(1, 9)
+BATCHES = (1, 2, 4, 8)
+CURVE_REPEATS = 11  # the verify-cost curve: k = 1 … 2γ + 1 ≤ 17 forwards, 1 + 11 times each
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a finished "measure" job shows: the settings it ran with (``Job.params``),
+    the bench summary, HF's runs next to ours (or HF's error), both texts, the verify-cost
+    curve and the two runs' timelines (target-only, speculative)."""
+
+    params: dict
+    summary: BenchSummary
+    hf: HFComparison
+    hf_error: str | None
+    texts: tuple[str, str]  # target-only, speculative
+    curve: ForwardCurve | None = None
+    timelines: tuple[Timeline, Timeline] | None = None
+
+
+@dataclass
+class Job:
+    """One measurement: ``kind`` is ``measure``, ``gamma`` or ``batch``."""
+
+    kind: str
+    owner: str  # session id
+    pair: ModelPair
+    prompt: str
+    n: int
+    repeats: int
+    ignore_eos: bool
+    with_hf: bool
+    config: SessionConfig
+    drafter: str = "model"
+    tasks: list[tuple] = field(default_factory=list)
+    total: int = 0
+    done: int = 0
+    state: str = "queued"  # queued, running, done, cancelled, failed
+    error: BaseException | None = None
+    out: dict = field(default_factory=dict)
+    points: list = field(default_factory=list)  # GammaPoint / BatchPoint, as they finish
+    result: Measurement | None = None  # the "measure" summary
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "cancelled", "failed")
+
+    def params(self) -> dict:
+        return {
+            "prompt": self.prompt,
+            "n": self.n,
+            "repeats": self.repeats,
+            "ignore_eos": self.ignore_eos,
+            "hf": self.with_hf,
+            "config": self.config,
+            "pair": self.pair.name,
+            "device": self.pair.device_label(),
+            "threads": None,
+            "drafter": self.drafter,
+        }
+
+
+def check_work(n: object, repeats: object) -> tuple[int, int]:
+    """Tokens and repeats as ints within the server's caps.
+
+    Raises:
+        InputError: ``bad_value`` or ``too_much_work``.
+    """
+    from specdec_core.ui.guards import whole_number
+
+    n_ = whole_number(n, 1, MAX_TOKENS, "tokens")
+    r_ = whole_number(repeats, 1, MAX_REPEATS, "repeats")
+    if n_ * r_ > MAX_WORK:
+        raise InputError(
+            f"repeats × tokens = {n_ * r_} exceeds {MAX_WORK}",
+            "too_much_work",
+            work=n_ * r_,
+            limit=MAX_WORK,
+        )
+    return n_, r_
+
+
+def make_job(
+    kind: str,
+    owner: str,
+    pair: ModelPair,
+    prompt: str,
+    n: object,
+    repeats: object,
+    ignore_eos: bool,
+    with_hf: bool,
+    config: SessionConfig,
+    drafter: str = "model",
+) -> Job:
+    """A job of ``kind`` (``measure``: one pair of runs + the verify-cost curve + HF's runs
+    when asked, greedy and the draft model only; ``gamma``: the γ sweep; ``batch``).
+
+    Raises:
+        InputError: bad tokens/repeats/drafter/kind, too much work.
+    """
+    n_, r_ = check_work(n, repeats)
+    if drafter not in DRAFTER_NAMES:
+        raise InputError(
+            f"unknown drafter {drafter!r}",
+            "bad_value",
+            what="drafter",
+            low=0,
+            high=0,
+            value=str(drafter)[:20],
+        )
+    cfg = replace(config, max_new_tokens=n_)
+    hf = bool(with_hf) and cfg.temperature == 0.0 and drafter == "model"
+    job = Job(kind, owner, pair, prompt, n_, r_, bool(ignore_eos), hf, cfg, drafter)
+    if kind == "measure":
+        hf_tasks = [("hf", False), ("hf", True)] if hf else []
+        job.tasks = [("pair", cfg.gamma), ("curve", cfg.gamma)] + hf_tasks
+    elif kind == "gamma":
+        job.tasks = [("pair", g) for g in GAMMAS]
+    elif kind == "batch":
+        job.tasks = [("batch", b) for b in BATCHES]
+    else:
+        raise InputError(
+            f"unknown measurement {kind!r}",
+            "bad_value",
+            what="kind",
+            low=0,
+            high=0,
+            value=str(kind)[:20],
+        )
+    job.total = len(job.tasks)
+    return job
+
+
+def run_task(job: Job, task: tuple) -> None:
+    """Run one task of ``job`` and store what it measured (engine calls only)."""
+    timed = ignoring_eos(job.pair) if job.ignore_eos else job.pair
+    name, arg = task
+    if name == "pair":  # target-only and speculative, interleaved
+        runs = measure_pair_runs(
+            timed, job.prompt, replace(job.config, gamma=arg), job.repeats, job.drafter
+        )
+        ar, sp = runs.autoregressive, runs.speculative
+        job.out["ar"], job.out[("sp", arg)] = ar, sp
+        job.out[("spread", arg)] = runs.spread  # the repeats' spread, how they were measured
+        if job.kind == "gamma":
+            job.points.append(gamma_sweep_point(ar, sp, arg))
+    elif name == "curve":  # bounded: k ≤ 2γ + 1 ≤ 17, CURVE_REPEATS each
+        job.out["curve"] = measure_forward_curve(
+            job.pair, job.prompt, 2 * arg + 1, CURVE_REPEATS, job.drafter
+        )
+    elif name == "hf":
+        try:
+            job.out[("hf", arg)] = hf_generate(
+                job.pair,
+                job.prompt,
+                job.config.gamma,
+                job.n,
+                job.repeats,
+                arg,
+                stop_at_eos=not job.ignore_eos,
+            )
+        except Exception as exc:  # noqa: BLE001 - HF's own failure: report, keep ours
+            job.out["hf_error"] = type(exc).__name__
+    else:  # one point of the batch sweep: the engine's own function
+        job.points.append(
+            batch_sweep_point(job.pair, list(BENCH_PROMPTS[:arg]), job.config, job.repeats)
+        )
+
+
+def finish(job: Job) -> None:
+    if job.kind == "measure":
+        ar, sp = job.out["ar"], job.out[("sp", job.config.gamma)]
+        curve = job.out.get("curve")
+        lanes = (ar.timeline, sp.timeline)
+        job.result = Measurement(
+            params=job.params(),
+            summary=summarize(
+                ar, sp, job.config.gamma, curve, job.out.get(("spread", job.config.gamma))
+            ),
+            hf=compare_hf(ar, job.out.get(("hf", False)), job.out.get(("hf", True))),
+            hf_error=job.out.get("hf_error"),
+            texts=(ar.text, sp.text),
+            curve=curve,
+            timelines=lanes if lanes[0] is not None and lanes[1] is not None else None,
+        )

@@ -1,0 +1,3 @@
+"""Reproducible training of the embedded pair and of the EAGLE head (``python -m
+specdec_core.training.embedded`` / ``.eagle``).
+"""

@@ -1,0 +1,325 @@
+"""Speed lesson: per-token cost of a round, expected tokens and improvement against γ,
+time breakdowns, accepted-length histogram, per-position acceptance, γ and batch sweeps."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+
+if TYPE_CHECKING:
+    from specdec_core.bench import BatchPoint, Breakdown, GammaPoint
+
+__all__ = [
+    "SPEED_COLORS",
+    "speed_cost_figure",
+    "speed_gamma_curve_figure",
+    "speed_breakdown_figure",
+    "speed_histogram_figure",
+    "speed_position_figure",
+    "speed_gamma_sweep_figure",
+    "speed_batch_figure",
+]
+
+SPEED_COLORS = {
+    "draft": "#ff7f0e",
+    "verify": "#1f77b4",
+    "overhead": "#9ca3af",
+    "target": "#6b7280",
+    "measured": "#111827",
+    "forward": "#2ca02c",
+    "leviathan": "#9467bd",
+    "faster": "#16a34a",
+    "slower": "#dc2626",
+}
+
+
+def _speed_layout(fig: go.Figure, title: str, x: str, y: str, height: int = 340) -> go.Figure:
+    fig.update_layout(
+        title=dict(text=title, font=dict(size=15)),
+        height=height,
+        margin=dict(l=55, r=20, t=60, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+        xaxis=dict(title=x),
+        yaxis=dict(title=y, rangemode="tozero"),
+        template="plotly_white",
+    )
+    return fig
+
+
+def speed_cost_figure(
+    advanced: Sequence[int],
+    costs_ms: Sequence[float],
+    target_step_ms: float,
+    labels: Mapping[str, str],
+    chosen: int | None = None,
+) -> go.Figure:
+    """Per-token cost of a round (ms) for each possible number of tokens advanced, green
+    where it beats one target step and red where it does not, with the target step as a
+    dashed line. ``labels``: ``title``, ``x``, ``y``, ``target`` (line), ``chosen``
+    (marker text)."""
+    colors = [
+        SPEED_COLORS["faster"] if c < target_step_ms else SPEED_COLORS["slower"] for c in costs_ms
+    ]
+    fig = go.Figure(
+        go.Bar(
+            x=list(advanced),
+            y=list(costs_ms),
+            marker_color=colors,
+            showlegend=False,
+            text=[f"{c:.1f}" for c in costs_ms],
+            textposition="outside",
+            hovertemplate="%{x}: %{y:.2f} ms<extra></extra>",
+        )
+    )
+    fig.add_hline(
+        y=target_step_ms,
+        line_dash="dash",
+        line_color=SPEED_COLORS["target"],
+        annotation_text=f"{labels['target']} {target_step_ms:g} ms",
+        annotation_position="top right",
+    )
+    if chosen is not None and chosen in list(advanced):
+        i = list(advanced).index(chosen)
+        fig.add_annotation(
+            x=chosen, y=costs_ms[i], text=f"▼ {labels['chosen']}", yshift=28, showarrow=False
+        )
+    _speed_layout(fig, labels["title"], labels["x"], labels["y"])
+    fig.update_xaxes(dtick=1)
+    top = max(max(costs_ms, default=0.0), target_step_ms)
+    fig.update_yaxes(range=[0, top * 1.3])
+    return fig
+
+
+def speed_gamma_curve_figure(
+    curve: Sequence[tuple[int, float, float]],
+    best_gamma: int,
+    labels: Mapping[str, str],
+) -> go.Figure:
+    """Expected tokens per round (bars, left axis) and walltime improvement (line, right
+    axis) against γ, the best γ marked (Leviathan et al. 2023, Eq. 1 / Thm 3.8).
+
+    ``curve``: ``[(γ, E[tokens], improvement)]``. ``labels``: ``title``, ``x``,
+    ``tokens``, ``improvement``, ``best``, ``breakeven``."""
+    from plotly.subplots import make_subplots
+
+    gammas = [g for g, _, _ in curve]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    fig.add_bar(
+        x=gammas,
+        y=[e for _, e, _ in curve],
+        name=labels["tokens"],
+        marker_color="#bfdbfe",
+        hovertemplate="γ=%{x}: %{y:.3f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=gammas,
+        y=[w for _, _, w in curve],
+        name=labels["improvement"],
+        mode="lines+markers",
+        line=dict(color=SPEED_COLORS["leviathan"], width=3),
+        secondary_y=True,
+        hovertemplate="γ=%{x}: %{y:.3f}×<extra></extra>",
+    )
+    best = [w for g, _, w in curve if g == best_gamma]
+    if best:
+        fig.add_scatter(
+            x=[best_gamma],
+            y=best,
+            mode="markers+text",
+            name=labels["best"],
+            marker=dict(symbol="star", size=18, color="#f59e0b"),
+            text=[f"{labels['best']}: γ={best_gamma}, {best[0]:.2f}×"],
+            textposition="top center",
+            secondary_y=True,
+            showlegend=False,
+        )
+    fig.add_hline(
+        y=1.0,
+        line_dash="dot",
+        line_color=SPEED_COLORS["slower"],
+        secondary_y=True,
+        annotation_text=labels["breakeven"],
+        annotation_position="bottom left",  # at the right it sat on the curve at γ = 8
+        annotation_bgcolor="rgba(255,255,255,0.85)",
+    )
+    _speed_layout(fig, labels["title"], labels["x"], labels["tokens"], height=380)
+    top = max([w for _, _, w in curve] + [1.0])
+    fig.update_yaxes(
+        title_text=labels["improvement"],
+        secondary_y=True,
+        range=[0, top * 1.25],
+        showgrid=False,
+        tickmode="linear",
+        tick0=0,
+        dtick=0.5 if top <= 4 else 1.0,
+    )
+    fig.update_yaxes(range=[0, max(e for _, e, _ in curve) * 1.25], secondary_y=False)
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def speed_breakdown_figure(breakdown: Breakdown, labels: Mapping[str, str]) -> go.Figure:
+    """Horizontal stacked bars of time (ms): one speculative round (draft, verify,
+    overhead) above target-only decoding of as many tokens (target, overhead).
+    ``labels``: ``round`` and ``target_only`` (bar names), ``draft``, ``verify``,
+    ``overhead``, ``target`` (parts), ``title``, ``x``."""
+    r, a = breakdown.round, breakdown.target_only
+    bars = [
+        (labels["round"], {"draft": r.draft, "verify": r.verify, "overhead": r.overhead}),
+        (labels["target_only"], {"target": a.target, "overhead": a.overhead}),
+    ]
+    fig = go.Figure()
+    names = [name for name, _ in bars]
+    for part in ("draft", "verify", "overhead", "target"):
+        values = [parts.get(part, 0.0) for _, parts in bars]
+        if not any(values):
+            continue
+        fig.add_bar(
+            y=names,
+            x=values,
+            name=labels[part],
+            orientation="h",
+            marker_color=SPEED_COLORS[part],
+            text=[f"{v:.2f}" if v else "" for v in values],
+            textposition="inside",
+            hovertemplate="%{x:.3f} ms<extra>" + labels[part] + "</extra>",
+        )
+    _speed_layout(fig, labels["title"], labels["x"], "", height=120 + 60 * len(bars))
+    fig.update_layout(barmode="stack", yaxis=dict(autorange="reversed", title=None))
+    return fig
+
+
+def speed_histogram_figure(histogram: Sequence[int], labels: Mapping[str, str]) -> go.Figure:
+    """Rounds that accepted exactly ``n`` drafts, ``n = 0..γ``. ``labels``: ``title``, ``x``,
+    ``y``."""
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(histogram))),
+            y=list(histogram),
+            marker_color=SPEED_COLORS["verify"],
+            text=list(histogram),
+            textposition="outside",
+            showlegend=False,
+            hovertemplate="%{x}: %{y}<extra></extra>",
+        )
+    )
+    _speed_layout(fig, labels["title"], labels["x"], labels["y"])
+    fig.update_xaxes(dtick=1)
+    fig.update_yaxes(range=[0, max(list(histogram) + [1]) * 1.2])
+    return fig
+
+
+def speed_position_figure(
+    rates: Sequence[float], alpha: float, labels: Mapping[str, str]
+) -> go.Figure:
+    """Measured fraction of rounds whose draft ``i`` was accepted (bars) next to ``α^i``,
+    what independent acceptances with rate α would give (line). ``labels``: ``title``,
+    ``x``, ``y``, ``measured``, ``model``."""
+    positions = list(range(1, len(rates) + 1))
+    fig = go.Figure()
+    fig.add_bar(
+        x=positions,
+        y=list(rates),
+        name=labels["measured"],
+        marker_color=SPEED_COLORS["forward"],
+        hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=positions,
+        y=[alpha**i for i in positions],
+        name=labels["model"],
+        mode="lines+markers",
+        line=dict(color=SPEED_COLORS["leviathan"], dash="dash"),
+    )
+    _speed_layout(fig, labels["title"], labels["x"], labels["y"])
+    fig.update_xaxes(dtick=1)
+    fig.update_yaxes(range=[0, 1.05])
+    return fig
+
+
+def speed_gamma_sweep_figure(points: Sequence[GammaPoint], labels: Mapping[str, str]) -> go.Figure:
+    """Speed-up over target-only decoding against γ: measured, the cost model from
+    measured forward times and α, and Leviathan's formula from α and ``c``; 1× dotted.
+
+    ``labels``: ``title``, ``x``, ``y``, ``measured``, ``forward``, ``leviathan``,
+    ``breakeven``."""
+    gammas = [p.gamma for p in points]
+    fig = go.Figure()
+    for values, name, color, dash, width in (
+        ([p.speedup for p in points], labels["measured"], SPEED_COLORS["measured"], "solid", 3),
+        (
+            [p.forward_time_speedup for p in points],
+            labels["forward"],
+            SPEED_COLORS["forward"],
+            "dash",
+            2,
+        ),
+        (
+            [p.leviathan_speedup for p in points],
+            labels["leviathan"],
+            SPEED_COLORS["leviathan"],
+            "dot",
+            2,
+        ),
+    ):
+        fig.add_scatter(
+            x=gammas,
+            y=values,
+            name=name,
+            mode="lines+markers",
+            line=dict(color=color, dash=dash, width=width),
+            hovertemplate="γ=%{x}: %{y:.2f}×<extra>" + name + "</extra>",
+        )
+    fig.add_hline(
+        y=1.0,
+        line_dash="dot",
+        line_color=SPEED_COLORS["slower"],
+        annotation_text=labels["breakeven"],
+        annotation_position="bottom left",  # at the right it sat on the curve at γ = 8
+        annotation_bgcolor="rgba(255,255,255,0.85)",
+    )
+    _speed_layout(fig, labels["title"], labels["x"], labels["y"], height=380)
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def speed_batch_figure(points: Sequence[BatchPoint], labels: Mapping[str, str]) -> go.Figure:
+    """Throughput (tokens/s over all prompts) against batch size: batched target-only,
+    sequential speculative, sequential target-only. ``points``: from
+    ``bench.batch_sweep_point``. ``labels``: ``title``, ``x``, ``y``, ``batched``,
+    ``speculative``, ``sequential``."""
+    sizes = [p.batch_size for p in points]
+    fig = go.Figure()
+    for values, name, color, dash in (
+        (
+            [p.batched_autoregressive_tokens_per_s for p in points],
+            labels["batched"],
+            SPEED_COLORS["verify"],
+            "solid",
+        ),
+        (
+            [p.sequential_speculative_tokens_per_s for p in points],
+            labels["speculative"],
+            SPEED_COLORS["draft"],
+            "solid",
+        ),
+        (
+            [p.sequential_autoregressive_tokens_per_s for p in points],
+            labels["sequential"],
+            SPEED_COLORS["target"],
+            "dot",
+        ),
+    ):
+        fig.add_scatter(
+            x=sizes,
+            y=values,
+            name=name,
+            mode="lines+markers",
+            line=dict(color=color, dash=dash, width=3),
+            hovertemplate="B=%{x}: %{y:.1f}<extra>" + name + "</extra>",
+        )
+    _speed_layout(fig, labels["title"], labels["x"], labels["y"], height=380)
+    fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(s) for s in sizes])
+    return fig

@@ -1,0 +1,1 @@
+"""The acceptance-rule lab page's parts."""

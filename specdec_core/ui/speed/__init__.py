@@ -1,0 +1,1 @@
+"""The speed page's parts."""

@@ -1,0 +1,146 @@
+"""The speed page's "why": the verify-cost curve, the round timeline of the median runs and
+the prediction-vs-measurement table per drafter. Rendering only: every number is an
+attribute of a bench result or a timeline (``specdec_core.bench``, ``timeline``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core.server.tasks import Measurement
+from specdec_core.ui.figures.speed_timing import speed_timeline_figure, speed_verify_curve_figure
+from specdec_core.ui.i18n import t
+from specdec_core.ui.speed.view import busy_message, how_label
+
+
+def _err(pred: float, meas: float) -> str:
+    return f"{100.0 * (pred - meas) / meas:+.1f} %" if meas else "—"
+
+
+def show_verify_curve(measured: Measurement) -> None:
+    """The verify-cost curve with its spread and how it was measured; on a machine too busy
+    for a conclusion (``summary.timing.busy``), that message instead of the curve and its
+    best γ."""
+    curve, gamma = measured.curve, measured.params["config"].gamma
+    if curve is None:
+        return
+    st.subheader(t("sp_why_header"))
+    st.markdown(t("sp_why_help", r=curve.repeats))
+    timing = measured.summary.timing
+    if timing is not None and timing.busy:
+        st.warning(busy_message(timing.reasons, "sp_busy_curve"))
+        st.caption(how_label(curve.how, curve=True))
+        return
+    labels = {
+        "title": t("sp_vc_title"),
+        "x": t("sp_vc_x"),
+        "y": t("sp_vc_y"),
+        "measured": t("sp_vc_measured"),
+        "flat": t("sp_vc_flat"),
+        "serial": t("sp_vc_serial"),
+        "verify": t("sp_vc_verify"),
+        "draft": t("sp_vc_draft"),
+    }
+    st.plotly_chart(
+        speed_verify_curve_figure(curve.target_ms, curve.draft_step_ms, gamma, labels),
+        width="stretch",
+        key="sp_vc_fig",
+    )
+    k = min(gamma + 1, len(curve.target_ms))
+    cm = measured.summary.cost_model
+    st.caption(
+        t(
+            "sp_vc_caption",
+            t1=cm.target_step_ms,
+            k=k,
+            tk=curve.target_ms[k - 1],
+            r=curve.ratio()[k - 1],
+            d=cm.draft_step_ms,
+            g=cm.best_gamma,
+        )
+    )
+    if curve.target_spread:
+        one, kk = curve.target_spread[0], curve.target_spread[k - 1]
+        d = curve.draft_spread
+        st.caption(
+            t(
+                "sp_vc_spread",
+                lo1=one.low,
+                hi1=one.high,
+                k=k,
+                lok=kk.low,
+                hik=kk.high,
+                lod=d.low if d else 0.0,
+                hid=d.high if d else 0.0,
+                how=how_label(curve.how, curve=True),
+            )
+        )
+
+
+def show_timeline(measured: Measurement) -> None:
+    if measured.timelines is None:
+        return
+    ar, sp = measured.timelines
+    st.subheader(t("sp_tl_header"))
+    st.markdown(t("sp_tl_help"))
+    keys = ("title", "x", "ar", "sp", "target", "draft", "verify", "done")
+    labels = {k: t("sp_tl_" + k) for k in keys}
+    st.plotly_chart(speed_timeline_figure(ar, sp, labels), width="stretch", key="sp_tl_fig")
+    n_draft = sum(1 for s in sp.forwards if s.kind == "draft")
+    st.caption(
+        t(
+            "sp_tl_caption",
+            an=len(ar.forwards),
+            af=ar.forward_ms,
+            ao=ar.overhead_ms,
+            at=ar.total_ms,
+            sd=n_draft,
+            sv=len(sp.forwards) - n_draft,
+            sf=sp.forward_ms,
+            so=sp.overhead_ms,
+            st=sp.total_ms,
+        )
+    )
+
+
+def show_predictions(by_drafter: Mapping[str, Measurement]) -> None:
+    """One row per drafter measured in this session: predicted vs measured tokens per
+    round and speed-up, with the relative errors."""
+    if not by_drafter:
+        return
+    st.subheader(t("sp_pv_header"))
+    st.markdown(t("sp_pv_help"))
+    rows: dict[str, list] = {
+        t(k): []
+        for k in (
+            "sp_pv_drafter",
+            "sp_col_gamma",
+            "sp_pv_drafts",
+            "sp_pv_tok_pred",
+            "sp_pv_tok_meas",
+            "sp_pv_err",
+            "sp_pv_sp_pred",
+            "sp_pv_sp_meas",
+        )
+    }
+    rows[t("sp_pv_err") + " "] = []
+    for name, m in by_drafter.items():
+        s = m.summary
+        cm, sp = s.cost_model, s.speculative
+        busy = s.timing is not None and s.timing.busy  # no prediction from a busy machine
+        values = [
+            t("sp_drafter_" + name),
+            s.gamma,
+            f"{sp.drafts_per_round:.2f}",
+            f"{cm.expected_tokens_per_round:.2f}",
+            f"{cm.measured_tokens_per_round:.2f}",
+            _err(cm.expected_tokens_per_round, cm.measured_tokens_per_round),
+            "—" if busy else f"{cm.predicted_speedup:.2f}×",
+            f"{s.speedup:.2f}×",
+            "—" if busy else _err(cm.predicted_speedup, s.speedup),
+        ]
+        for column, value in zip(rows, values, strict=True):
+            rows[column].append(value)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

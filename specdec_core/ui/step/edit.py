@@ -1,0 +1,129 @@
+"""The step-through page's edit box: edit a drafted token before Verify (pick one of the
+draft's or the target's top tokens, type one token, "use the target's 2nd choice at
+position k", "use the target's top token at every position"), and the preview it needs
+(the target's top tokens at each drafted position; at T > 0 after an edit, the exact
+acceptance probabilities)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from specdec_core.core.errors import TokenTextError
+from specdec_core.core.inputs import single_token_id
+from specdec_core.core.models import ModelPair
+from specdec_core.core.numfmt import fmt_sig
+from specdec_core.core.trace import byte_groups, token_lookup
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.guards import SHORT_CHARS
+from specdec_core.ui.i18n import t
+
+S = st.session_state
+
+
+def typed_token_id(pair: ModelPair, text: str) -> int:
+    """The id of the one token ``text`` is (``inputs.single_token_id``).
+
+    Raises:
+        TokenTextError: zero or several tokens; when some are bytes of a multi-byte
+            character (春 is ``‹E6› | ‹98› | ‹A5›`` in a byte-level vocabulary) the code is
+            ``not_one_token_bytes`` and the message shows the bytes and the character
+            they make (never "� | � | �").
+    """
+    try:
+        return single_token_id(pair, text)
+    except TokenTextError as exc:
+        ids = pair.tokenizer.encode(text, add_special_tokens=False) if text else []
+        info = token_lookup(pair.tokenizer)
+        tokens = [info(i) for i in ids[:24]]
+        if not any(tok.partial for tok in tokens):
+            raise
+        groups = byte_groups(tokens)
+        pieces = " | ".join(visible_token(tok) for tok in tokens[:12])
+        chars = "; ".join(
+            f"{visible_token(char)} = " + " ".join(visible_token(x) for x in tokens[i:end])
+            for i, (end, char) in list(groups.items())[:4]
+        )
+        raise TokenTextError(
+            f"{str(exc)} (bytes: {pieces})",
+            "not_one_token_bytes",
+            text=exc.params.get("text", text),
+            n=len(ids),
+            pieces=pieces + (" | …" if len(ids) > 12 else ""),
+            chars=chars or pieces,
+        ) from exc
+
+
+def previews(session: SpeculativeSession) -> tuple[list | None, list | None]:
+    """The edit box's target preview (top 5 of p at each drafted position) and, at T > 0
+    after an edit, the exact acceptance probabilities; each computed once per drafts and
+    kept in session state. The click callbacks call this, so the forward runs before the
+    panel starts sending its elements: run while the server is sending them, the two
+    threads take turns on the GIL at every torch op and the same forward took 10× longer
+    (≈ 70 ms instead of ≈ 6 ms on 2 cores)."""
+    if session.phase != "verify" or not session.drafts:
+        return None, None
+    key = tuple(session.ids[-1:] + session.drafts)
+    if S.get("step_preview", (None,))[0] != key:
+        S["step_preview"] = (key, session.target_preview(top_n=5))
+    accept = None
+    if not session.config.sampling.greedy and session.edited_positions:
+        if S.get("step_accept", (None,))[0] != key:
+            S["step_accept"] = (key, session.accept_preview())
+        accept = S["step_accept"][1]
+    return S["step_preview"][1], accept
+
+
+def edit_box(
+    session: SpeculativeSession, phase: str, presenter: bool, on_edit: Callable[[str], None]
+) -> None:
+    """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on.
+    ``on_edit(kind)`` is the page's button callback (``choice``, ``text``, ``wrong``,
+    ``agree``); an edit's message (``edit_error`` / ``edit_notice`` in session state) is
+    shown just above the box."""
+    sampling = not session.config.sampling.greedy
+    if phase != "verify" or not session.drafts:
+        return
+    # an edit's outcome is said here, just above the edit box (the page's message row is
+    # above the strip, out of view while a student edits; inside a closed box it would
+    # be hidden)
+    if "edit_error" in S:
+        st.error(S.pop("edit_error"))
+    if "edit_notice" in S:
+        st.info(S.pop("edit_notice"))
+    with st.expander(t("st_edit"), expanded=not presenter):
+        st.caption(t("st_edit_help"))
+        gamma = len(session.drafts)
+        preview, probs = previews(session)  # computed by the click's callback already
+        e1, e2, e3 = st.columns([1, 3, 2])
+        pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
+        dists = session.current_draft_dists
+        options: dict[int, str] = {}
+        for tok in dists[pos - 1].tokens[:6]:
+            options.setdefault(tok.id, f"{visible_token(tok)}  (q)")
+        for tok in preview[pos - 1]:
+            options.setdefault(tok.id, f"{visible_token(tok)}  (p)")
+        e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
+        e2.button(t("edit_apply"), on_click=on_edit, args=("choice",))
+        e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)
+        e3.button(t("edit_apply_text"), on_click=on_edit, args=("text",))
+        # sized to their labels in one wrapping row: a label is never cut with "…"
+        quick = st.container(horizontal=True, gap="small", key="edit_quick")
+        quick.button(t("edit_wrong", k=pos), on_click=on_edit, args=("wrong",))
+        quick.button(t("edit_agree"), on_click=on_edit, args=("agree",))
+        # what the two quick edits do now: the names hold at any T, the outcome does not
+        if sampling:
+            st.caption(t("edit_quick_sampling", temp=session.config.temperature))
+        else:
+            st.caption(t("edit_quick_greedy"))
+    edited = sorted(session.edited_positions)
+    if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
+        st.warning(
+            t(
+                "st_edit_random",
+                temp=session.config.temperature,
+                probs=", ".join(f"a{k} = {fmt_sig(probs[k - 1])}" for k in edited),
+            )
+        )

@@ -1,0 +1,320 @@
+"""The step-through page's tree mode: its lesson state (kept outside widget keys, like the
+chain's :mod:`.lesson`), the hand-over between the chain and the tree, and the button
+actions.
+
+* The mode (``chain`` | ``tree``) and the tree shape are widgets on the step page; their
+  values are also kept under other keys (Streamlit drops a widget's state when another
+  page is shown) and put back by :func:`seed_widgets`.
+* Entering tree mode starts a :class:`TreeSession` from the chain lesson's committed text
+  with the chain's original prompt boundary (a round in flight is dropped, with a notice);
+  leaving it continues the chain from the tree's committed text the same way.
+* :func:`sync` is the tree's :func:`.lesson.sync`: same pair and prompt with other
+  settings, drafter or shape continue from the committed text; another prompt or pair
+  starts again from the prompt; a prompt that cannot start keeps the session, blocked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import streamlit as st
+
+from specdec_core.core.errors import ConfigError, SpecDecError
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair
+from specdec_core.drafters import make_named_drafter
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.tree.steps import parse_shape
+from specdec_core.lessons.link import TREE_DRAFTERS
+from specdec_core.lessons.replay import TREE_BUDGET
+from specdec_core.ui.guards import prompt_ids
+from specdec_core.ui.sidebar import current_config
+from specdec_core.ui.step import lesson as L
+
+KEY = "tree_lesson"
+MODE_KEPT = "step_mode_kept"  # the mode (the segmented control's key is per language)
+SHAPE_KEY = "tree_shape"  # the shape select box
+SHAPE_KEPT = "tree_shape_kept"
+MODES = ("chain", "tree")
+SHAPES = ("2,2,1,1", "3,2,1", "2,2,2", "4,1,1,1")
+BUDGET = TREE_BUDGET  # nodes per tree (replay.py's: a lesson link replays with it)
+
+
+@dataclass
+class TreeLesson:
+    session: TreeSession
+    prompt: str  # the text the session's prompt came from
+    pair_name: str
+    config: SessionConfig
+    prompt_len: int  # original prompt boundary (kept across restarts)
+    drafter: str
+    shape: tuple[int, ...]
+
+
+def current() -> TreeLesson | None:
+    return st.session_state.get(KEY)
+
+
+def mode_key() -> str:
+    """The mode control's widget key: one widget per language (Streamlit matches a
+    widget's value by its formatted label, which the language changes)."""
+    return f"step_mode_{st.session_state.get('lang', 'en')}"
+
+
+def seed_widgets() -> None:
+    """Put the kept mode and shape into their widget keys (before they are drawn)."""
+    S = st.session_state
+    S[mode_key()] = mode()
+    if SHAPE_KEY not in S:
+        S[SHAPE_KEY] = S.get(SHAPE_KEPT, SHAPES[0])
+
+
+def shape_options() -> list[str]:
+    """The shape box's options: :data:`SHAPES`, plus the kept shape when a lesson link
+    brought another one (any shape within the engine's limits)."""
+    kept = st.session_state.get(SHAPE_KEPT)
+    return list(SHAPES) + ([kept] if isinstance(kept, str) and kept not in SHAPES else [])
+
+
+def seed_link(tree: tuple[int, ...]) -> None:
+    """From a lesson link, a step back or a replay: the mode its state names (``tree``:
+    a shape, or ``()`` for the chain), put into the kept keys and the shape box."""
+    S = st.session_state
+    S[MODE_KEPT] = "tree" if tree else "chain"
+    if tree:
+        S[SHAPE_KEPT] = S[SHAPE_KEY] = ",".join(str(k) for k in tree)
+
+
+def store_replayed(session: TreeSession, prompt: str, pair_name: str, drafter: str) -> None:
+    """Make a replayed tree session (a lesson link, step back) the tree lesson."""
+    _store(
+        TreeLesson(
+            session,
+            prompt,
+            pair_name,
+            session.config,
+            session.prompt_len,
+            drafter,
+            tuple(session.shape),
+        )
+    )
+
+
+def mode() -> str:
+    value = st.session_state.get(MODE_KEPT, "chain")
+    return value if value in MODES else "chain"
+
+
+def shape() -> tuple[int, ...]:
+    """The shape chosen on the page (raises ``ConfigError`` for a value that is not one)."""
+    value = st.session_state.get(SHAPE_KEY, st.session_state.get(SHAPE_KEPT, SHAPES[0]))
+    return parse_shape(str(value))
+
+
+def tree_ready(drafter: str, config: SessionConfig) -> str | None:
+    """``None`` when the sidebar's drafter and settings can draft a tree, else the string
+    key saying why not (prompt lookup; a greedy draft method at temperature > 0)."""
+    if drafter not in TREE_DRAFTERS:
+        return "tree_no_ngram"
+    if config.draft_method == "greedy" and not config.sampling.greedy:
+        return "tree_needs_probabilistic"
+    return None
+
+
+def _store(lesson: TreeLesson) -> TreeLesson:
+    st.session_state[KEY] = lesson
+    return lesson
+
+
+def start(
+    pair: ModelPair,
+    config: SessionConfig,
+    prompt: str,
+    shape: tuple[int, ...],
+    ids: list[int] | None = None,
+    prompt_len: int | None = None,
+) -> TreeLesson:
+    """A new tree lesson from ``prompt`` (or from committed ``ids`` with the boundary
+    ``prompt_len``). Raises ``SpecDecError`` (the old lesson is kept)."""
+    drafter = L.drafter_name()
+    why = tree_ready(drafter, config)
+    if why is not None:
+        raise ConfigError(why, why)
+    if ids is None:
+        ids = prompt_ids(pair, prompt, L.PROMPT_KEY)
+        prompt_len = len(ids)
+    session = TreeSession(
+        pair,
+        list(ids),
+        config,
+        make_named_drafter(pair, drafter),
+        shape,
+        BUDGET,
+        prompt_len=prompt_len,
+    )
+    return _store(
+        TreeLesson(session, prompt, pair.name, config, session.prompt_len, drafter, tuple(shape))
+    )
+
+
+def _in_flight(session) -> int | None:
+    return session.round_index + 1 if session.phase in ("verify", "commit") else None
+
+
+def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int, ...]) -> L.Sync:
+    """Tree mode from the chain: continue from the chain lesson's committed text when it
+    is the prompt on screen (and not finished), else start from the prompt."""
+    chain = L.current()
+    if (
+        chain is not None
+        and chain.pair_name == pair.name
+        and chain.prompt == prompt
+        and chain.session.stop_reason is None
+    ):
+        ids = list(chain.session.ids)
+        flight = _in_flight(chain.session)
+        new = start(pair, config, prompt, shape, ids, chain.prompt_len)
+        n = len(ids) - chain.prompt_len
+        if flight:
+            return L.Sync(new, notice="tree_from_chain_dropped", notice_args={"n": n, "r": flight})
+        return L.Sync(new, notice="tree_from_chain" if n else None, notice_args={"n": n})
+    return L.Sync(start(pair, config, prompt, shape))
+
+
+def leave(pair: ModelPair, config: SessionConfig, prompt: str) -> str | None:
+    """Back to the chain: the chain lesson continues from the tree's committed text (a
+    tree round in flight is dropped). Returns a notice key (or ``None``). Raises
+    ``SpecDecError``."""
+    tree = current()
+    if tree is None or tree.pair_name != pair.name or tree.prompt != prompt:
+        return None  # the chain's own sync handles the prompt on screen
+    session = tree.session
+    if session.stop_reason is not None:
+        L.start(pair, config, prompt)
+        return "chain_from_tree_restart"
+    L.adopt(pair, config, prompt, list(session.ids), tree.prompt_len)
+    if _in_flight(session):
+        return "chain_from_tree_dropped"
+    return "chain_from_tree" if len(session.ids) > tree.prompt_len else None
+
+
+def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> L.Sync:
+    """Bring the tree lesson in line with the pair, settings, shape and prompt on screen
+    (the notices are the chain's: same situations, same words)."""
+    lesson = current()
+    try:
+        wanted = shape()
+        if lesson is None:
+            return enter(pair, config, prompt, wanted)
+        old = lesson.session
+        flight = _in_flight(old)
+        busy = bool(old.history) or flight is not None
+        if lesson.pair_name == pair.name and lesson.prompt == prompt:
+            # γ plays no part in a tree round (the shape sets the depth): a γ change alone
+            # keeps the round in flight
+            now = (replace(config, gamma=lesson.config.gamma), L.drafter_name(), wanted)
+            if (lesson.config, lesson.drafter, lesson.shape) == now:
+                return L.Sync(lesson)
+            if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
+                new = start(pair, config, prompt, wanted, list(old.ids), lesson.prompt_len)
+                key = "st_settings_dropped" if flight else "st_settings_continue"
+                return L.Sync(new, notice=key, notice_args={"r": flight})
+            new = start(pair, config, prompt, wanted)
+            if not busy:
+                return L.Sync(new)
+            key = "st_settings_dropped_restart" if flight else "st_settings_changed"
+            return L.Sync(new, notice=key, notice_args={"r": flight})
+        new = start(pair, config, prompt, wanted)
+        if not busy:
+            return L.Sync(new)
+        key = "st_settings_changed" if lesson.pair_name != pair.name else "st_prompt_changed"
+        return L.Sync(new, notice=key, notice_args={"r": flight, "n": len(old.history)})
+    except SpecDecError as exc:
+        return L.Sync(lesson, blocked=lesson is not None, error=exc)
+
+
+# ------------------------------------------------------------------ callbacks
+def _pair_config() -> tuple[ModelPair, SessionConfig]:
+    pair = st.session_state["pair"]
+    return pair, current_config(pair)
+
+
+@L.one_at_a_time
+def switch_mode() -> None:
+    """``on_change`` of the mode control: hand the committed text over."""
+    from specdec_core.ui.errors import error_message
+    from specdec_core.ui.i18n import t
+
+    S = st.session_state
+    new = S.get(mode_key())
+    if new not in MODES:  # a segmented control can be deselected: keep the mode
+        S[mode_key()] = mode()
+        return
+    old = mode()
+    S[MODE_KEPT] = new
+    if new == old:
+        return
+    pair, config = _pair_config()
+    prompt = S.get(L.PROMPT_KEY, "")
+    try:
+        if new == "tree":
+            S.pop(KEY, None)  # always from the chain's committed text
+            if tree_ready(L.drafter_name(), config) is None:
+                synced = enter(pair, config, prompt, shape())
+                if synced.notice:
+                    S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
+        else:
+            key = leave(pair, config, prompt)
+            if key:
+                S["step_notice"] = t(key)
+    except SpecDecError as exc:
+        S["step_error"] = error_message(exc)
+
+
+def keep_shape() -> None:
+    """``on_change`` of the shape box."""
+    st.session_state[SHAPE_KEPT] = st.session_state.get(SHAPE_KEY, SHAPES[0])
+
+
+@L.one_at_a_time
+def use_chain() -> None:
+    """The "use the chain" button (tree mode refused for this drafter)."""
+    st.session_state[mode_key()] = "chain"
+    st.session_state[MODE_KEPT] = "chain"
+    st.session_state.pop(KEY, None)
+
+
+@L.one_at_a_time
+def act(action: str) -> None:
+    """Button callback: one tree phase, a whole round, or reset; errors leave the state."""
+    from specdec_core.ui.errors import error_message
+    from specdec_core.ui.i18n import t
+
+    S = st.session_state
+    pair, config = _pair_config()
+    prompt = S.get(L.PROMPT_KEY, "")
+    try:
+        if action == "reset":
+            start(pair, config, prompt, shape())
+            return
+        before = current()
+        synced = sync(pair, config, prompt)
+        if synced.notice:
+            S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
+        if synced.lesson is None or synced.blocked:
+            if synced.error is not None:
+                S["step_error"] = error_message(synced.error)
+            return
+        session = synced.lesson.session
+        steps = ["propose", "verify", "commit"]
+        if action == "round":
+            action = "commit"
+        elif synced.lesson is before and session.phase != action:
+            return  # a stale click (the button was already disabled on screen)
+        while session.phase in steps and steps.index(session.phase) <= steps.index(action):
+            step = session.phase
+            getattr(session, step)()
+            if step == action:
+                break
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        S["step_error"] = error_message(exc)

@@ -1,0 +1,415 @@
+"""The step-through page's tree mode, drawn inside the page's step fragment: the mode
+control (chain | tree) and shape, the tree buttons, the committed text, the drafted tree
+(Plotly), the tree attention mask (an HTML grid), the target's KV cache before and after
+the path compaction, and the round's outcome -- one tree round. The statistics and "chain
+vs tree on this prompt" below it are :mod:`.tree_stats`. Drawing only; every number comes
+from the :class:`TreeSession`'s views."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core.core.models import ModelPair
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
+from specdec_core.ui import links
+from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
+from specdec_core.ui.i18n import t
+from specdec_core.ui.render import KV_ROW_COLORS, StripItem, kv_table, token_strip_html
+from specdec_core.ui.sidebar import current_config
+from specdec_core.ui.step import lesson as L
+from specdec_core.ui.step import tree_lesson as TL
+from specdec_core.ui.step import tree_stats
+from specdec_core.ui.step.tools import render_tree_lesson_tools, step_back_button
+
+
+def mode_row() -> str:
+    """The "Verify: a chain | a tree" control (and, in tree mode, the shape box) in one
+    row at the top of the step panel. Returns the mode."""
+    TL.seed_widgets()
+    row = st.container(
+        horizontal=True, vertical_alignment="bottom", gap="medium", key="step_mode_row"
+    )
+    with row:
+        names = {m: t("tree_mode_" + m) for m in TL.MODES}  # bound now: one widget per language
+        st.segmented_control(
+            t("tree_mode_label"),
+            list(TL.MODES),
+            key=TL.mode_key(),
+            on_change=TL.switch_mode,
+            format_func=names.__getitem__,
+            help=t("tree_mode_help"),
+        )
+        mode = TL.mode()
+        if mode == "tree":
+            st.selectbox(
+                t("tree_shape_label"),
+                TL.shape_options(),
+                key=TL.SHAPE_KEY,
+                on_change=TL.keep_shape,
+                help=t("tree_shape_help"),
+                width=380,
+            )
+    return mode
+
+
+# ------------------------------------------------------------------ the tree panel
+def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> None:
+    """Everything of tree mode below the mode row."""
+    S = st.session_state
+    config = current_config(pair)
+    why = TL.tree_ready(L.drafter_name(), config)
+    if why is not None:  # prompt lookup (or a greedy draft method at T > 0): say so once
+        st.warning(t("err_" + why))
+        st.button(
+            t("tree_use_chain"), on_click=TL.use_chain, type="primary", key="btn_tree_use_chain"
+        )
+        return
+    synced = TL.sync(pair, config, S[L.PROMPT_KEY])
+    if synced.lesson is None:
+        st.error(error_message(synced.error))
+        return
+    if synced.notice:
+        S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
+    if synced.blocked and synced.error is not None:
+        S["step_error"] = error_message(synced.error)
+    session: TreeSession = synced.lesson.session
+    phase = "finished" if synced.blocked else session.phase
+    _controls(session, phase)
+    _messages(session, phase, synced.blocked)
+    render_tree_lesson_tools(session)
+    if not presenter:
+        st.caption(t("tree_intro"))
+        with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
+            st.markdown(t("tree_rule_body"))
+    _strip(session, phase, heading)
+    tree = session.tree_view()
+    mask = session.attention_mask()
+    last = session.history[-1] if session.history and tree is None else None
+    if last is not None:  # after a commit: the round just committed, as verified
+        tree, mask = last.tree, last.mask
+    # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
+    # otherwise the tree, its outcome and the mask stacked across the page (a 13-column
+    # grid fits beside nothing next to an open sidebar at 1024 px: it ran under the outcome)
+    if presenter:
+        tree_box, mask_box = st.columns([3, 2], gap="medium")
+    else:
+        tree_box, mask_box = st.container(), st.container()
+    outcome_box = tree_box
+    with tree_box:
+        heading(t("tree_fig_heading"))
+        if tree is None:
+            st.caption(t("tree_empty"))
+        else:
+            if last is not None:
+                st.caption(t("tree_last_round", r=last.round_index + 1))
+            # the root: the last committed token before the round (committed ids only grow)
+            root = session.token(session.ids[tree.committed_len - 1])
+            _tree_chart(tree, root, presenter)
+    if tree is not None:
+        with outcome_box:
+            _outcome(session, tree, last)
+    with mask_box:
+        if not presenter:
+            st.markdown(f"**{t('tree_mask_heading')}**")
+        else:
+            heading(t("tree_mask_heading"))
+        if mask is not None:
+            st.html(mask_html(mask, tree, presenter))
+        st.caption(t("tree_mask_caption"))
+    _kv(session, phase, heading)
+    tree_stats.section(pair, session, synced.lesson, heading)
+
+
+def _controls(session: TreeSession, phase: str) -> None:
+    """The tree's buttons, in the chain's row (same key: presenter mode keeps it sticky),
+    ending with ↶ Step back (the lesson one phase earlier, replayed: like the chain's)."""
+    with st.container(
+        horizontal=True, vertical_alignment="bottom", gap="small", key="step_controls"
+    ):
+        for step in ("propose", "verify", "commit"):
+            st.button(
+                t("tree_" + step),
+                on_click=TL.act,
+                args=(step,),
+                disabled=phase != step,
+                type="primary" if phase == step else "secondary",
+                key=f"btn_tree_{step}",
+            )
+        st.button(
+            t("st_run_round"),
+            on_click=TL.act,
+            args=("round",),
+            disabled=phase == "finished",
+            key="btn_tree_round",
+        )
+        st.button(
+            t("st_reset"),
+            on_click=TL.act,
+            args=("reset",),
+            help=t("tree_reset_help"),
+            key="btn_tree_reset",
+        )
+        step_back_button(st, session)
+
+
+def _messages(session: TreeSession, phase: str, blocked: bool) -> None:
+    S = st.session_state
+    if "step_error" in S:
+        st.error(S.pop("step_error"))
+    if "step_notice" in S:
+        st.info(S.pop("step_notice"))
+    links.show_problems()  # what a lesson link or a replay dropped
+    if blocked:
+        return
+    if phase == "finished":
+        st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
+    elif phase == "propose":
+        shape = ",".join(map(str, session.shape))
+        st.info(t("st_phase") + t("tree_phase_propose", shape=shape, budget=session.budget))
+    else:
+        st.info(t("st_phase") + t("tree_phase_" + phase))
+
+
+def _strip(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+    """The committed text; after a commit the round's accepted path and ★ token."""
+    last = session.history[-1] if session.history and phase in ("propose", "finished") else None
+    items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
+    generated = session.ids[session.prompt_len :]
+    n_new = len(last.record.appended) if last is not None else 0
+    items += [StripItem(session.token(i), "committed") for i in generated[: len(generated) - n_new]]
+    if last is not None:
+        record = last.record
+        on_path = sum(1 for i in record.path if record.states[i] == "accepted")
+        for j, tok in enumerate(record.appended):
+            state = "accepted" if j < on_path else record.kind
+            state = state if state in ("accepted", "correction", "bonus") else "committed"
+            items.append(StripItem(session.token(tok), state))
+    heading(t("st_strip"))
+    legend = ["prompt", "committed", "accepted", "correction", "bonus"]
+    st.html(token_strip_html(items, legend))
+
+
+def _labels() -> dict[str, str]:
+    out = {state: t("tree_state_" + state) for state in STATE_STYLE}
+    for key in (
+        "root",
+        "root_tick",
+        "depth",
+        "node",
+        "position",
+        "accept",
+        "not_checked",
+        "next_correction",
+        "next_bonus",
+    ):
+        out[key] = t("tree_" + key)
+    return out
+
+
+def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
+    """The tree figure, built once per (view, language, presenter) and kept in session
+    state (a Plotly figure costs tens of ms; the views are frozen)."""
+    labels = _labels()
+    key = (id(tree), tuple(labels.items()), presenter)
+    cached = st.session_state.get("tree_fig")
+    if cached is None or cached[0] != key or cached[1] is not tree:
+        cached = (key, tree, tree_figure(tree, root, labels, presenter))
+        st.session_state["tree_fig"] = cached
+    st.plotly_chart(
+        cached[2],
+        width="stretch",
+        key="tree_chart",
+        config={"displaylogo": False, "displayModeBar": False},
+    )
+
+
+def _outcome(session: TreeSession, tree: TreeView, last) -> None:
+    record = last.record if last is not None else session.current_record
+    if record is None:
+        return
+    depth = max((n.depth for n in tree.nodes), default=0)
+    tok = f"`{plain(visible_token(tree.next_token))}`"
+    if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
+        reason = last.stop_reason if last is not None else session.current_stop_reason
+        reason = reason or "eos"
+        st.info(
+            t(
+                "tree_outcome_stopped",
+                reason=t("stop_" + reason),
+                n=len(record.appended),
+                kind=t("tree_kind_" + (tree.next_kind or "correction")),
+                tok=tok,
+            )
+        )
+    else:
+        box = st.success if record.kind == "bonus" else st.warning
+        box(
+            t(
+                "tree_outcome",
+                k=record.accepted,
+                depth=depth,
+                nodes=record.nodes,
+                kind=t("tree_kind_" + record.kind),
+                tok=tok,
+                n=len(record.appended),
+            )
+        )
+    if last is not None:
+        st.caption(
+            t(
+                "tree_timing",
+                d=last.draft_ms,
+                f=record.draft_forwards,
+                v=last.verify_ms,
+                n=record.nodes,
+            )
+        )
+
+
+def mask_html(mask: MaskView, tree: TreeView | None, presenter: bool = False) -> str:
+    """The tree attention mask as a small HTML grid: rows = nodes (token and position id,
+    coloured by state), columns = the committed prefix + every node; ✓ where the row's
+    node attends, · where it does not. All token text is escaped."""
+    states = [n.state for n in tree.nodes] if tree is not None else ["tentative"] * len(mask.labels)
+    size = 14 if presenter else 13
+    cell = f"padding:1px 3px;text-align:center;font-size:{size}px;border:1px solid #e5e7eb;"
+    head = (
+        f'<th style="{cell}">{html.escape(t("tree_mask_node"))}</th>'
+        f'<th style="{cell}" title="{mask.prefix_len}">'
+        f"{html.escape(t('tree_mask_prefix', n=mask.prefix_len))}</th>"
+    )
+    # node tokens (a byte of a multi-byte character shows as ‹E6›, not "�"), else the labels
+    toks = [n.token for n in tree.nodes] if tree is not None else list(mask.labels)
+    head += "".join(
+        f'<th style="{cell}" title="{html.escape(visible_token(lab))}">{j}</th>'
+        for j, lab in enumerate(toks)
+    )
+    rows = []
+    for i, lab in enumerate(toks):
+        fill, border, color = STATE_COLORS[STATE_STYLE.get(states[i], "tentative")]
+        text = visible_token(lab)
+        text = text if len(text) <= 9 else text[:8] + "…"
+        name = (
+            f'<td style="{cell}text-align:left;white-space:pre;font-family:monospace;'
+            f'background:{fill};color:{color};border-left:3px solid {border}">'
+            f"{i} {html.escape(text)} · {mask.positions[i]}</td>"
+        )
+        cells = "".join(
+            f'<td style="{cell}background:#dcfce7;color:#14532d;font-weight:700">✓</td>'
+            if v
+            else f'<td style="{cell}color:#9ca3af">·</td>'
+            for v in mask.grid[i].tolist()
+        )
+        rows.append(f"<tr>{name}{cells}</tr>")
+    return (
+        f'<div class="tree-mask" style="overflow:visible"><table style="border-collapse:'
+        f'collapse;line-height:1.25"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
+        "</tbody></table></div>"
+    )
+
+
+# ------------------------------------------------------------------ KV before / after
+_KEEP_COMMITTED = 2  # committed rows shown before the tree's rows
+
+
+def _slot_state(state: str) -> str:
+    if state in ("prompt", "committed"):
+        return t("tree_slot_" + state)
+    return t("tree_state_" + state)
+
+
+def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(before, after) of a compaction plan as plain tables: before = the cache right
+    after the verify forward (the last committed rows and one row per node) with what the
+    commit does to each row; after = the rows it keeps, in their new slots."""
+    slots = list(plan.slots)
+    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
+    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
+    action = {
+        "kept": lambda s: t("tree_action_kept"),
+        "moved": lambda s: t("tree_action_moved", n=s.new_slot),
+        "dropped": lambda s: t("tree_action_dropped"),
+    }
+    before = pd.DataFrame(
+        {
+            t("tree_col_slot"): [s.slot for s in shown],
+            t("col_token"): [visible_token(s.token) for s in shown],
+            t("tree_col_state"): [_slot_state(s.state) for s in shown],
+            t("tree_col_action"): [action[s.action](s) for s in shown],
+        }
+    )
+    after_slots = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
+    after_slots = [s for s in after_slots if s.new_slot >= shown[0].slot] if shown else []
+    after = pd.DataFrame(
+        {
+            t("tree_col_slot"): [s.new_slot for s in after_slots],
+            t("col_token"): [visible_token(s.token) for s in after_slots],
+            t("tree_col_state"): [_slot_state(s.state) for s in after_slots],
+            t("tree_col_from"): [s.slot for s in after_slots],
+        }
+    )
+    return before, after
+
+
+def _styled(df: pd.DataFrame, states: list[str]):
+    colours = {
+        "accepted": KV_ROW_COLORS["accepted"],
+        "rejected": KV_ROW_COLORS["rejected"],
+        "unchecked": KV_ROW_COLORS["discarded"],
+        "cut": KV_ROW_COLORS["cut"],
+        "tentative": KV_ROW_COLORS["tentative"],
+    }
+    rows = [colours.get(s, "") for s in states]
+    return df.style.apply(lambda r: [rows[r.name]] * len(r), axis=1).hide(axis="index")
+
+
+def _kv(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+    heading(t("tree_kv_heading"))
+    state = session.kv_state()
+    plan = session.compaction() if phase != "verify" else None
+    target_len = plan.rows_before if plan is not None and not plan.applied else state.target_kv_len
+    st.markdown(t("tree_kv_counts", c=state.committed_len, t=target_len, d=state.draft_kv_len))
+    if plan is None:
+        if phase == "verify":
+            st.caption(t("tree_kv_no_tree"))
+        st.table(kv_table(state, 3), border="horizontal", hide_index=True)
+        return
+    if plan.applied:
+        moved = sum(s.action == "moved" for s in plan.slots)
+        dropped = sum(s.action == "dropped" for s in plan.slots)
+        if session.stop_reason:  # no next round: nothing "is the next round's first input"
+            tok = f"`{plain(visible_token(session.token(session.ids[-1])))}`"
+            st.caption(
+                t(
+                    "tree_kv_applied_end",
+                    r=len(session.history),
+                    moved=moved,
+                    dropped=dropped,
+                    reason=t("stop_" + session.stop_reason),
+                    tok=tok,
+                )
+            )
+        else:
+            st.caption(t("tree_kv_applied", r=len(session.history), moved=moved, dropped=dropped))
+    else:
+        st.caption(t("tree_kv_planned"))
+    before, after = compaction_tables(plan)
+    slots = list(plan.slots)
+    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
+    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
+    kept = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
+    kept = [s for s in kept if shown and s.new_slot >= shown[0].slot]
+    c1, c2 = st.columns([5, 4], gap="medium")
+    with c1:
+        st.markdown(f"**{t('tree_kv_before')}**")
+        st.table(_styled(before, [s.state for s in shown]), border="horizontal")
+    with c2:
+        st.markdown(f"**{t('tree_kv_after')}**")
+        st.table(_styled(after, [s.state for s in kept]), border="horizontal")

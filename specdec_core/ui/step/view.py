@@ -1,0 +1,344 @@
+"""The step-through page's lower half: the per-position distributions with the checks
+table, the KV-cache state of both models, and the history of finished rounds. Drawing
+only; every number comes from the session's frozen traces."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from specdec_core.core.numfmt import fmt_sig
+from specdec_core.core.records import summarize
+from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
+from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.rounds import gamma_for_round
+from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
+from specdec_core.ui.figures.step import distribution_option
+from specdec_core.ui.i18n import t
+from specdec_core.ui.render import (
+    grouped_cells,
+    history_html,
+    html_table,
+    kv_table_html,
+    round_strip,
+    token_strip_html,
+)
+
+
+def _labels() -> dict[str, str]:
+    return {
+        "p": t("trace_p"),
+        "q": t("trace_q"),
+        "min": t("trace_min"),
+        "excess": t("trace_excess"),
+        "other": t("other_bucket"),
+        "probability": t("probability"),
+        "token": t("token"),
+        "marked": t("drafted_marker"),
+        "correction": t("legend_correction"),
+        "context": t("trace_context"),
+    }
+
+
+def _pick_position(
+    session: SpeculativeSession, phase: str, n: int, bonus: bool, default: int
+) -> int:
+    """One chart at a time: one position's bars are what a student reads at once."""
+    options = list(range(1, n + 1)) + ([n + 1] if bonus else [])
+    chosen = st.segmented_control(
+        t("st_position"),
+        options,
+        default=min(default, len(options)),
+        format_func=lambda i: f"{i} ★" if bonus and i == n + 1 else str(i),
+        key=f"st_pos_{session.round_index}_{phase}_{n}",
+    )
+    return chosen or min(default, len(options))
+
+
+def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
+    """Draw one position's distribution chart (an ECharts option: < 1 ms to build, so it
+    is built on every rerun; the Plotly figure it replaced was cached per state)."""
+    option = distribution_option(
+        dist, labels, title, presenter=bool(st.session_state.get("presenter")), **kw
+    )
+    with st.container(key="dist_chart_box"):  # kept by the browser: see _lower_views
+        st.echarts_chart(option, height=CHART_HEIGHT, key="dist_chart")
+
+
+UNCHECKED = ("discarded", "cut")  # never checked: after the rejection, or after a stop
+
+
+def shown_u(c: PositionCheck) -> float | None:
+    """The ``u`` a student may compare with ``a``: only at a checked position (a
+    discarded or cut position was never checked, whatever the engine drew there)."""
+    return c.u if c.status not in UNCHECKED else None
+
+
+def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, list]:
+    """The checks table's columns (header → cells). Values at unchecked positions
+    (discarded, cut) carry ``†`` in both modes (their forward's context held the rejected
+    token, or text after the stop: never compared); ``u`` there is "—". Probabilities have
+    4 significant digits (``numfmt.fmt_sig``), so the shown ``p`` and ``q`` reproduce the
+    shown ``a``."""
+
+    def mark(c: PositionCheck, text: str) -> str:
+        return text + " †" if c.status in UNCHECKED else text
+
+    tokens = [c.token for c in checks]  # the drafted text y_1..y_γ, in order
+    rows: dict[str, list] = {
+        t("col_pos"): [c.position for c in checks],
+        t("col_token"): grouped_cells(tokens, byte_groups(tokens)),
+    }
+    if greedy:
+        rows[t("col_argmax")] = [mark(c, visible_token(c.target_argmax)) for c in checks]
+    else:
+        rows["p(y)"] = [mark(c, fmt_sig(c.p)) for c in checks]
+        rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
+        rows["a = min(1, p/q)"] = [mark(c, fmt_sig(c.accept_prob)) for c in checks]
+        rows["u"] = [fmt_sig(shown_u(c)) for c in checks]  # "—": never checked
+    rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
+    return rows
+
+
+def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
+    """The per-position checks as a plain table (text, not a canvas: readable and
+    searchable); probabilities never printed as 0.0000 when they are not 0."""
+    st.html(html_table(check_columns(checks, greedy), name="checks-table"))
+    if any(c.status in UNCHECKED for c in checks):
+        st.caption(t("unchecked_mark"))
+
+
+def no_drafts_reason(session: SpeculativeSession, back: int = 0) -> str | None:
+    """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
+    context), ``"ngram"`` (prompt lookup found no n-gram match), ``"drafter"`` (another
+    drafter proposed nothing). ``back = 0``: the pending round (``None`` when it has drafts
+    or no round is pending); ``back = k``: the finished round that appended the last ``k``
+    tokens (the caller knows it had no drafts)."""
+    if back == 0 and (session.phase not in ("verify", "commit") or session.drafts):
+        return None
+    cfg = session.config
+    planned = gamma_for_round(
+        cfg.gamma,
+        len(session.generated_ids) - back,
+        cfg.max_new_tokens,
+        len(session.ids) - back,
+        session.pair.context_length,
+    )
+    if planned == 0:
+        return "budget"
+    return "ngram" if getattr(session.drafter, "name", "") == "ngram" else "drafter"
+
+
+def phase_text(session: SpeculativeSession, phase: str) -> str:
+    """The phase line above the strip (a round with no drafts says why, and that the
+    target's forward still yields one token)."""
+    reason = no_drafts_reason(session)
+    if reason is None or phase not in ("verify", "commit"):
+        return t("phase_" + phase)
+    return t(f"phase_{phase}_no_drafts_{reason}")
+
+
+def _verified(
+    session: SpeculativeSession,
+    shown: VerifyTrace,
+    last: RoundTrace | None,
+    phase: str,
+    log_y: bool,
+    checks_box,
+) -> None:
+    """The chart of one verified position (or the bonus position), the verdict in words
+    and the checks table."""
+    labels = _labels()
+    checks, gamma = shown.checks, len(shown.checks)
+    record = last.record if last is not None else session.current_record
+    # a stop on a committed draft (e.g. an accepted end-of-text) ends the round there: the
+    # rule's correction/bonus is never emitted, so it is neither drawn nor explained
+    stopped = record is not None and record.kind == "stopped"
+    bonus = shown.kind == "bonus" and not stopped
+    greedy, contexts = shown.greedy, shown.context_dists
+    default = record.accepted if stopped else shown.accepted + 1
+    pos = _pick_position(session, phase, gamma, bonus, max(1, default))
+    if pos <= gamma:
+        c = checks[pos - 1]
+        correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
+        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token))
+        _chart(
+            c.dist,
+            labels,
+            title,
+            marked_id=c.token.id,
+            correction_id=correction,
+            log_y=log_y,
+            context=contexts[pos - 1] if contexts else None,
+        )
+        verdict = t("verdict_" + c.status)
+        if greedy:
+            st.markdown(
+                t(
+                    "check_greedy",
+                    argmax=f"`{visible_token(c.target_argmax)}`",
+                    tok=f"`{visible_token(c.token)}`",
+                    verdict=verdict,
+                )
+            )
+        else:
+            st.markdown(
+                t(
+                    "check_sampling",
+                    p=fmt_sig(c.p),
+                    q=fmt_sig(c.q),
+                    a=fmt_sig(c.accept_prob),
+                    u=fmt_sig(shown_u(c), missing=t("check_not_drawn")),
+                    verdict=verdict,
+                )
+            )
+            if c.status in UNCHECKED:
+                st.caption(t("unchecked_mark"))
+    else:
+        # ★ marks the target's own token (correction or bonus), ▼ a drafted one
+        bonus_labels = {**labels, "correction": t("legend_bonus")}
+        _chart(
+            shown.next_dist,
+            bonus_labels,
+            t("fig_title_bonus", i=pos),
+            correction_id=shown.next_token.id,
+            log_y=log_y,
+            context=contexts[gamma] if len(contexts) > gamma else None,
+        )
+    if greedy and contexts:
+        st.caption(t("context_note"))
+    next_tok = f"`{visible_token(shown.next_token)}`"
+    if stopped:  # the round ends at the stop: later drafts are cut, no correction/bonus
+        st.info(t("next_stopped", n=record.accepted, cut=record.statuses.count("cut")))
+    elif gamma == 0:  # a round with no drafts (budget, or no n-gram match): a normal state
+        back = len(last.commit.appended) if last is not None else 0
+        reason = no_drafts_reason(session, back) or "budget"
+        st.info(t("next_no_drafts" + ("" if reason == "budget" else "_" + reason), tok=next_tok))
+    elif bonus:
+        st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
+    else:
+        how = "next_correction_greedy" if greedy else "next_correction"
+        st.warning(t(how, k=shown.accepted + 1, tok=next_tok))
+    proposed = last.propose if last is not None else session.current_propose
+    st.caption(t("timing", d=proposed.draft_ms, v=shown.verify_ms, n=shown.target_forward_tokens))
+    with checks_box:
+        checks_table(checks, greedy)
+        st.caption(t("st_dists_help"))
+
+
+def distributions(
+    session: SpeculativeSession,
+    last: RoundTrace | None,
+    phase: str,
+    heading: Callable[[str], None],
+    checks_box,
+) -> None:
+    """The per-position distributions: the verified round (or the last one), else the
+    drafts' ``q`` before Verify."""
+    verify = session.current_verify
+    shown = verify if verify is not None else (last.verify if last is not None else None)
+    heading(t("st_dists"))
+    log_y = st.toggle(t("fig_log"), key="st_log_y", help=t("fig_log_help"))
+    if shown is None and not session.drafts:  # before Propose, or a round with no drafts
+        st.caption(t("st_dists_no_drafts" if no_drafts_reason(session) else "st_dists_empty"))
+    elif shown is not None:
+        _verified(session, shown, last, phase, log_y, checks_box)
+    else:
+        dists = session.current_draft_dists
+        pos = _pick_position(session, phase, len(dists), False, 1)
+        d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
+        title = t("fig_title_draft", i=pos, tok=visible_token(tok))
+        _chart(d, _labels(), title, marked_id=tok.id, log_y=log_y)
+        q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
+        st.markdown(t("check_pending", q=fmt_sig(q_y)))
+        st.caption(t("st_dists_help"))
+
+
+def kv_section(
+    session: SpeculativeSession,
+    last: RoundTrace | None,
+    presenter: bool,
+    heading: Callable[[str], None],
+) -> None:
+    """Counters and the KV-state table of both models."""
+    heading(t("st_kv"))
+    state = session.kv_state(session.current_statuses())
+    counts = [
+        (t("kv_committed_len"), state.committed_len),
+        (t("kv_target_len"), state.target_kv_len),
+        (t("kv_draft_len"), state.draft_kv_len),
+    ]
+    if presenter:  # one line instead of three tall metric boxes
+        st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
+    else:
+        for col, (name, n) in zip(st.columns(3), counts, strict=True):
+            col.metric(name, n)
+    if last is not None:
+        st.caption(
+            t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
+        )
+    show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
+    # the current round's rows and the last few committed ones (after a commit: the whole
+    # last round), as a plain table: no inner scroll
+    keep = 2 + (len(last.commit.appended) if last is not None else 0)
+    st.html(kv_table_html(state, None if show_all else keep))
+    st.caption(t("kv_help"))
+
+
+HISTORY_SHOWN = 20  # rounds of the history drawn unless older ones are asked for
+
+
+def history(session: SpeculativeSession) -> None:
+    """Finished rounds, newest first, with the statistics of all of them."""
+    st.subheader(t("st_history"))
+    if not session.history:
+        st.caption(t("history_empty"))
+        return
+    summary = summarize(session.records)
+    st.markdown(
+        t(
+            "history_stats",
+            rounds=summary.rounds,
+            alpha=summary.acceptance_rate,
+            acc=summary.accepted,
+            drafted=summary.drafted,
+            checked=summary.checked,
+            mean=summary.mean_accepted,
+        )
+    )
+    # the newest HISTORY_SHOWN rounds unless the student asks for older ones: every round
+    # is sent on every click (a 515-round history was 1.4 MB a click)
+    older = len(session.history) > HISTORY_SHOWN and st.toggle(
+        t("lt_older_rounds"), key="st_history_older"
+    )
+    shown = session.history if older else session.history[-HISTORY_SHOWN:]
+    # one HTML element for all rounds (native <details>), built once per history length
+    # and language: a step click re-renders every element of the panel in the browser
+    key = (len(session.history), t("st_history"), older)
+    cached = st.session_state.get("step_history_html")
+    if cached is None or cached[0] != key or cached[1] is not session.history[-1]:
+        rounds = [
+            (
+                t(
+                    "history_round",
+                    r=r.round_index + 1,
+                    n=r.record.accepted,
+                    g=len(r.verify.checks),
+                    k=len(r.commit.appended),
+                    kind=t("kind_" + r.commit.kind),
+                ),
+                token_strip_html(round_strip(r.verify, r.record), []),
+                t(
+                    "timing",
+                    d=r.propose.draft_ms,
+                    v=r.verify.verify_ms,
+                    n=r.verify.target_forward_tokens,
+                ),
+            )
+            for r in reversed(shown)
+        ]
+        cached = (key, session.history[-1], history_html(rounds))
+        st.session_state["step_history_html"] = cached
+    st.html(cached[2])
