@@ -9,7 +9,7 @@ import streamlit as st
 
 from specdec_core.core.trace import RoundTrace
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.ui import links
+from specdec_core.ui import links, problems
 from specdec_core.ui.context import fragment_run, page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
@@ -70,7 +70,6 @@ def _act(action: str) -> None:
     session = _synced_session()
     if session is None:
         return
-    steps = ["propose", "verify", "commit"]
     if action == "round":
         action = "commit"
     elif session is before and session.phase != action:
@@ -78,11 +77,7 @@ def _act(action: str) -> None:
     try:
         # after a restart by an edit (new session in phase "propose"), run up to the
         # clicked phase so the click acts on the edited inputs at once
-        while session.phase in steps and steps.index(session.phase) <= steps.index(action):
-            step = session.phase
-            getattr(session, step)()
-            if step == action:
-                break
+        L.advance(session, action)
         step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         _error(exc)
@@ -247,7 +242,7 @@ def _messages(session: SpeculativeSession, phase: str, blocked: bool) -> None:
         st.error(S.pop("step_error"))
     if "step_notice" in S:
         st.info(S.pop("step_notice"))
-    links.show_problems()
+    problems.show()
     if blocked:
         pass  # the prompt error above says what to fix
     elif phase == "finished":

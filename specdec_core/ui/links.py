@@ -22,15 +22,16 @@ import streamlit as st
 
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
-from specdec_core.lessons.link import LessonState, Problem, decode, encode
+from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
 from specdec_core.ui.i18n import t
 from specdec_core.ui.loader import offered_pairs
+from specdec_core.ui.problems import keep, kept
 from specdec_core.ui.step import lesson as L
+from specdec_core.ui.step import tree_lesson as TL
 
 PENDING = "link_pending"  # a LessonState the step page replays on its next run
-PROBLEMS = "link_problems"  # what the last link/replay dropped (shown once)
 LOADED = "link_loaded"  # the URL of this browser session was read
 PAGE = "link_page"  # the page the app is showing (set by each page)
 FIRST_VISIT = "first_visit"  # opened on a bare URL (no lesson state) and not dismissed
@@ -58,15 +59,7 @@ def _seed_widgets(state: LessonState) -> None:
         S[key] = getattr(state, name)
     if state.prompt:
         S[L.PROMPT_KEY] = state.prompt
-    _tree_lesson().seed_link(state.tree)  # the step page's mode (chain | tree) and shape
-
-
-def _tree_lesson():
-    """:mod:`.tree_lesson`, imported when first needed (it imports the sidebar, which
-    imports this module)."""
-    from specdec_core.ui.step import tree_lesson
-
-    return tree_lesson
+    TL.seed_link(state.tree)  # the step page's mode (chain | tree) and shape
 
 
 def load_from_url() -> None:
@@ -84,12 +77,12 @@ def load_from_url() -> None:
     if "s" not in params:  # a bare link (?lang=zh, ?presenter=1): nothing to replay
         if "lang" in params and state.lang in ("en", "zh"):
             S["lang"] = state.lang
-        S[PROBLEMS] = problems
+        keep(problems)
         return
     _seed_widgets(state)  # values the linked pair cannot show: the sidebar resets them
     if state.prompt and (state.pair != "embedded" or state.page == "step_through"):
         S[PENDING] = state  # a state without a prompt has nothing to replay
-    S[PROBLEMS] = problems
+    keep(problems)
 
 
 def request(state: LessonState) -> None:
@@ -109,7 +102,6 @@ def current_state(page: str) -> LessonState:
         drafter=S.get("cfg_drafter", "model"),
         presenter=bool(S.get("presenter", False)),
     )
-    TL = _tree_lesson()
     lesson = TL.current() if TL.mode() == "tree" else L.current()
     if lesson is not None and lesson.pair_name == base.pair:
         return state_of(lesson.session, base, lesson.prompt)
@@ -157,42 +149,28 @@ def link_for(state: LessonState) -> str:
     return f"{base}?{urlencode(encode(state))}"
 
 
-def note_dropped(name: str) -> None:
-    """Record that a setting could not be kept (shown by :func:`show_problems`)."""
-    st.session_state.setdefault(PROBLEMS, []).append(Problem("bad_value", {"name": name}))
-
-
 def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -> None:
     """On the step page, before the lesson syncs: replay a state from a link, a scenario
     or step back with the settings the sidebar shows (seeded from that state, reset where
     the pair's widgets could not hold a value), and keep what it dropped for
-    :func:`show_problems`."""
+    ``problems.show``."""
     S = st.session_state
     state: LessonState | None = S.pop(PENDING, None)
     if state is None or state.pair != pair.name:
         return
     state = state.with_config(config)
     out = replay(pair, state)
-    problems = list(S.get(PROBLEMS, [])) + out.problems
+    problems = kept() + out.problems
     if out.session is None:  # the link's prompt could not start: the default prompt
         S[L.PROMPT_KEY] = default_prompt
     else:
         S[L.PROMPT_KEY] = state.prompt
-        TL = _tree_lesson()
         if out.state.tree:
             TL.store_replayed(out.session, state.prompt, pair.name, state.drafter)
         else:
             L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
         TL.seed_link(out.state.tree)  # a tree the settings could not draft: the chain
-    S[PROBLEMS] = problems
-
-
-def show_problems() -> None:
-    """One message naming what a link or a replay dropped (then forgotten)."""
-    problems: list[Problem] = st.session_state.pop(PROBLEMS, [])
-    if problems:
-        items = "; ".join(t("link_" + p.code, **p.params) for p in problems)
-        st.warning(t("link_dropped", items=items))
+    keep(problems)
 
 
 _scenario_lock = threading.Lock()

@@ -13,8 +13,8 @@ from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_nam
 from specdec_core.drafters import drafters_for
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import LANGUAGES, t
-from specdec_core.ui.links import note_dropped
 from specdec_core.ui.loader import get_pair, offered_pairs
+from specdec_core.ui.problems import note_dropped
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
 # Option labels stay the same in both languages (a widget whose options change with the

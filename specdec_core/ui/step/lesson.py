@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import streamlit as st
 
@@ -37,6 +37,7 @@ from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
 from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.tree.session import TreeSession
 from specdec_core.ui.guards import prompt_ids
 from specdec_core.ui.i18n import t
 
@@ -100,12 +101,15 @@ def one_at_a_time(action: Callable[..., Any]) -> Callable[..., Any]:
 
 @dataclass
 class Lesson:
-    session: SpeculativeSession
+    """A lesson of the step page: the chain's (``shape == ()``) or the tree's."""
+
+    session: SpeculativeSession | TreeSession
     prompt: str  # the text the session's prompt came from
     pair_name: str
     config: SessionConfig
     prompt_len: int  # original prompt boundary (kept across settings changes)
     drafter: str = "model"  # the draft source (sidebar ``cfg_drafter``)
+    shape: tuple[int, ...] = ()  # the tree's branching per depth; () for the chain
 
 
 @dataclass
@@ -160,16 +164,6 @@ def start(pair: ModelPair, config: SessionConfig, prompt: str) -> Lesson:
     return _store(Lesson(session, prompt, pair.name, config, len(ids), drafter))
 
 
-def _continue(lesson: Lesson, pair: ModelPair, config: SessionConfig) -> Lesson:
-    old = lesson.session
-    # the committed text stays "generated": the original prompt boundary is kept
-    drafter = drafter_name()
-    session = SpeculativeSession(
-        pair, list(old.ids), config, make_named_drafter(pair, drafter), prompt_len=lesson.prompt_len
-    )
-    return _store(Lesson(session, lesson.prompt, pair.name, config, lesson.prompt_len, drafter))
-
-
 def adopt(
     pair: ModelPair, config: SessionConfig, prompt: str, ids: list[int], prompt_len: int
 ) -> Lesson:
@@ -183,39 +177,97 @@ def adopt(
     return _store(Lesson(session, prompt, pair.name, config, prompt_len, drafter))
 
 
-def _in_flight(session: SpeculativeSession) -> int | None:
+STEPS = ("propose", "verify", "commit")
+
+
+def advance(session: SpeculativeSession | TreeSession, action: str) -> None:
+    """Run ``session``'s steps from its phase up to and including ``action`` (one of
+    :data:`STEPS`): a click on Verify in phase ``propose`` (a restart by an edit) proposes
+    and verifies, so the click acts on the inputs on screen at once. Nothing runs when the
+    session already stands past ``action`` or has finished. Raises what the step raises."""
+    while session.phase in STEPS and STEPS.index(session.phase) <= STEPS.index(action):
+        step = session.phase
+        getattr(session, step)()
+        if step == action:
+            break
+
+
+def in_flight(session: SpeculativeSession | TreeSession) -> int | None:
     """The 1-based number of the round in flight (proposed, not committed), else ``None``."""
     return session.round_index + 1 if session.phase in ("verify", "commit") else None
 
 
-def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> Sync:
-    """Bring the lesson in line with the pair, settings and prompt on screen."""
-    lesson = current()
+@dataclass(frozen=True)
+class Shape:
+    """A verification shape's part in :func:`sync` (the chain's :data:`CHAIN`, the tree's
+    ``tree_lesson.TREE``).
+
+    ``current()``: the shape's lesson (or ``None``). ``unchanged(lesson, config)``:
+    whether the lesson was made with the settings on screen (the tree ignores γ and reads
+    its shape box). ``start(pair, config, prompt, ids, prompt_len)``: a new lesson from
+    the prompt (``ids is None``) or from committed ``ids`` with the original prompt
+    boundary; raises ``SpecDecError``. ``first(pair, config, prompt)``: the sync when there
+    is no lesson yet."""
+
+    name: Literal["chain", "tree"]
+    current: Callable[[], Lesson | None]
+    unchanged: Callable[[Lesson, SessionConfig], bool]
+    start: Callable[[ModelPair, SessionConfig, str, list[int] | None, int | None], Lesson]
+    first: Callable[[ModelPair, SessionConfig, str], Sync]
+
+
+def sync(pair: ModelPair, config: SessionConfig, prompt: str, shape: Shape | None = None) -> Sync:
+    """Bring the lesson of ``shape`` (the chain's by default) in line with the pair,
+    settings and prompt on screen; the notices are the same for both shapes."""
+    shape = CHAIN if shape is None else shape
+    lesson = shape.current()
     try:
         if lesson is None:
-            return Sync(start(pair, config, prompt))
+            return shape.first(pair, config, prompt)
         old = lesson.session
-        flight = _in_flight(old)
+        flight = in_flight(old)
         busy = bool(old.history) or flight is not None
         if lesson.pair_name == pair.name and lesson.prompt == prompt:
-            if lesson.config == config and lesson.drafter == drafter_name():
+            if shape.unchanged(lesson, config):
                 return Sync(lesson)
             if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
-                new = _continue(lesson, pair, config)
+                # the committed text stays "generated": the original prompt boundary is kept
+                new = shape.start(pair, config, prompt, list(old.ids), lesson.prompt_len)
                 key = "st_settings_dropped" if flight else "st_settings_continue"
                 return Sync(new, notice=key, notice_args={"r": flight})
-            new = start(pair, config, prompt)
+            new = shape.start(pair, config, prompt, None, None)
             if not busy:
                 return Sync(new)
             key = "st_settings_dropped_restart" if flight else "st_settings_changed"
             return Sync(new, notice=key, notice_args={"r": flight})
-        new = start(pair, config, prompt)
+        new = shape.start(pair, config, prompt, None, None)
         if not busy:
             return Sync(new)
         key = "st_settings_changed" if lesson.pair_name != pair.name else "st_prompt_changed"
         return Sync(new, notice=key, notice_args={"r": flight, "n": len(old.history)})
     except SpecDecError as exc:
         return Sync(lesson, blocked=lesson is not None, error=exc)
+
+
+def _chain_start(
+    pair: ModelPair,
+    config: SessionConfig,
+    prompt: str,
+    ids: list[int] | None,
+    prompt_len: int | None,
+) -> Lesson:
+    if ids is None or prompt_len is None:
+        return start(pair, config, prompt)
+    return adopt(pair, config, prompt, ids, prompt_len)
+
+
+CHAIN = Shape(
+    name="chain",
+    current=current,
+    unchanged=lambda lesson, config: lesson.config == config and lesson.drafter == drafter_name(),
+    start=_chain_start,
+    first=lambda pair, config, prompt: Sync(start(pair, config, prompt)),
+)
 
 
 def reset(pair: ModelPair, config: SessionConfig, prompt: str) -> None:

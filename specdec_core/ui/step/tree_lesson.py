@@ -8,14 +8,15 @@ actions.
 * Entering tree mode starts a :class:`TreeSession` from the chain lesson's committed text
   with the chain's original prompt boundary (a round in flight is dropped, with a notice);
   leaving it continues the chain from the tree's committed text the same way.
-* :func:`sync` is the tree's :func:`.lesson.sync`: same pair and prompt with other
-  settings, drafter or shape continue from the committed text; another prompt or pair
-  starts again from the prompt; a prompt that cannot start keeps the session, blocked.
+* :func:`sync` is :func:`specdec_core.ui.step.lesson.sync` with the tree's :data:`TREE`
+  shape: same pair and prompt with other settings, drafter or shape continue from the
+  committed text; another prompt or pair starts again from the prompt; a prompt that
+  cannot start keeps the session, blocked.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import streamlit as st
 
@@ -27,7 +28,9 @@ from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.link import TREE_DRAFTERS
 from specdec_core.lessons.replay import TREE_BUDGET
+from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import prompt_ids
+from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import lesson as L
 
@@ -40,18 +43,7 @@ SHAPES = ("2,2,1,1", "3,2,1", "2,2,2", "4,1,1,1")
 BUDGET = TREE_BUDGET  # nodes per tree (replay.py's: a lesson link replays with it)
 
 
-@dataclass
-class TreeLesson:
-    session: TreeSession
-    prompt: str  # the text the session's prompt came from
-    pair_name: str
-    config: SessionConfig
-    prompt_len: int  # original prompt boundary (kept across restarts)
-    drafter: str
-    shape: tuple[int, ...]
-
-
-def current() -> TreeLesson | None:
+def current() -> L.Lesson | None:
     return st.session_state.get(KEY)
 
 
@@ -87,17 +79,8 @@ def seed_link(tree: tuple[int, ...]) -> None:
 
 def store_replayed(session: TreeSession, prompt: str, pair_name: str, drafter: str) -> None:
     """Make a replayed tree session (a lesson link, step back) the tree lesson."""
-    _store(
-        TreeLesson(
-            session,
-            prompt,
-            pair_name,
-            session.config,
-            session.prompt_len,
-            drafter,
-            tuple(session.shape),
-        )
-    )
+    lesson = L.Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter)
+    _store(replace(lesson, shape=tuple(session.shape)))
 
 
 def mode() -> str:
@@ -121,7 +104,7 @@ def tree_ready(drafter: str, config: SessionConfig) -> str | None:
     return None
 
 
-def _store(lesson: TreeLesson) -> TreeLesson:
+def _store(lesson: L.Lesson) -> L.Lesson:
     st.session_state[KEY] = lesson
     return lesson
 
@@ -133,7 +116,7 @@ def start(
     shape: tuple[int, ...],
     ids: list[int] | None = None,
     prompt_len: int | None = None,
-) -> TreeLesson:
+) -> L.Lesson:
     """A new tree lesson from ``prompt`` (or from committed ``ids`` with the boundary
     ``prompt_len``). Raises ``SpecDecError`` (the old lesson is kept)."""
     drafter = L.drafter_name()
@@ -152,13 +135,8 @@ def start(
         BUDGET,
         prompt_len=prompt_len,
     )
-    return _store(
-        TreeLesson(session, prompt, pair.name, config, session.prompt_len, drafter, tuple(shape))
-    )
-
-
-def _in_flight(session) -> int | None:
-    return session.round_index + 1 if session.phase in ("verify", "commit") else None
+    lesson = L.Lesson(session, prompt, pair.name, config, session.prompt_len, drafter)
+    return _store(replace(lesson, shape=tuple(shape)))
 
 
 def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int, ...]) -> L.Sync:
@@ -172,7 +150,7 @@ def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int,
         and chain.session.stop_reason is None
     ):
         ids = list(chain.session.ids)
-        flight = _in_flight(chain.session)
+        flight = L.in_flight(chain.session)
         new = start(pair, config, prompt, shape, ids, chain.prompt_len)
         n = len(ids) - chain.prompt_len
         if flight:
@@ -193,44 +171,41 @@ def leave(pair: ModelPair, config: SessionConfig, prompt: str) -> str | None:
         L.start(pair, config, prompt)
         return "chain_from_tree_restart"
     L.adopt(pair, config, prompt, list(session.ids), tree.prompt_len)
-    if _in_flight(session):
+    if L.in_flight(session):
         return "chain_from_tree_dropped"
     return "chain_from_tree" if len(session.ids) > tree.prompt_len else None
 
 
+def _unchanged(lesson: L.Lesson, config: SessionConfig) -> bool:
+    # γ plays no part in a tree round (the shape sets the depth): a γ change alone keeps
+    # the round in flight
+    now = (replace(config, gamma=lesson.config.gamma), L.drafter_name(), shape())
+    return (lesson.config, lesson.drafter, lesson.shape) == now
+
+
+def _start(
+    pair: ModelPair,
+    config: SessionConfig,
+    prompt: str,
+    ids: list[int] | None,
+    prompt_len: int | None,
+) -> L.Lesson:
+    return start(pair, config, prompt, shape(), ids, prompt_len)
+
+
+TREE = L.Shape(
+    name="tree",
+    current=current,
+    unchanged=_unchanged,
+    start=_start,
+    first=lambda pair, config, prompt: enter(pair, config, prompt, shape()),
+)
+
+
 def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> L.Sync:
     """Bring the tree lesson in line with the pair, settings, shape and prompt on screen
-    (the notices are the chain's: same situations, same words)."""
-    lesson = current()
-    try:
-        wanted = shape()
-        if lesson is None:
-            return enter(pair, config, prompt, wanted)
-        old = lesson.session
-        flight = _in_flight(old)
-        busy = bool(old.history) or flight is not None
-        if lesson.pair_name == pair.name and lesson.prompt == prompt:
-            # γ plays no part in a tree round (the shape sets the depth): a γ change alone
-            # keeps the round in flight
-            now = (replace(config, gamma=lesson.config.gamma), L.drafter_name(), wanted)
-            if (lesson.config, lesson.drafter, lesson.shape) == now:
-                return L.Sync(lesson)
-            if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
-                new = start(pair, config, prompt, wanted, list(old.ids), lesson.prompt_len)
-                key = "st_settings_dropped" if flight else "st_settings_continue"
-                return L.Sync(new, notice=key, notice_args={"r": flight})
-            new = start(pair, config, prompt, wanted)
-            if not busy:
-                return L.Sync(new)
-            key = "st_settings_dropped_restart" if flight else "st_settings_changed"
-            return L.Sync(new, notice=key, notice_args={"r": flight})
-        new = start(pair, config, prompt, wanted)
-        if not busy:
-            return L.Sync(new)
-        key = "st_settings_changed" if lesson.pair_name != pair.name else "st_prompt_changed"
-        return L.Sync(new, notice=key, notice_args={"r": flight, "n": len(old.history)})
-    except SpecDecError as exc:
-        return L.Sync(lesson, blocked=lesson is not None, error=exc)
+    (:func:`specdec_core.ui.step.lesson.sync` with :data:`TREE`)."""
+    return L.sync(pair, config, prompt, TREE)
 
 
 # ------------------------------------------------------------------ callbacks
@@ -242,9 +217,6 @@ def _pair_config() -> tuple[ModelPair, SessionConfig]:
 @L.one_at_a_time
 def switch_mode() -> None:
     """``on_change`` of the mode control: hand the committed text over."""
-    from specdec_core.ui.errors import error_message
-    from specdec_core.ui.i18n import t
-
     S = st.session_state
     new = S.get(mode_key())
     if new not in MODES:  # a segmented control can be deselected: keep the mode
@@ -287,9 +259,6 @@ def use_chain() -> None:
 @L.one_at_a_time
 def act(action: str) -> None:
     """Button callback: one tree phase, a whole round, or reset; errors leave the state."""
-    from specdec_core.ui.errors import error_message
-    from specdec_core.ui.i18n import t
-
     S = st.session_state
     pair, config = _pair_config()
     prompt = S.get(L.PROMPT_KEY, "")
@@ -306,15 +275,10 @@ def act(action: str) -> None:
                 S["step_error"] = error_message(synced.error)
             return
         session = synced.lesson.session
-        steps = ["propose", "verify", "commit"]
         if action == "round":
             action = "commit"
         elif synced.lesson is before and session.phase != action:
             return  # a stale click (the button was already disabled on screen)
-        while session.phase in steps and steps.index(session.phase) <= steps.index(action):
-            step = session.phase
-            getattr(session, step)()
-            if step == action:
-                break
+        L.advance(session, action)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["step_error"] = error_message(exc)

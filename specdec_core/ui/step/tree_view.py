@@ -16,7 +16,7 @@ import streamlit as st
 from specdec_core.core.models import ModelPair
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
-from specdec_core.ui import links
+from specdec_core.ui import problems
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
@@ -165,7 +165,7 @@ def _messages(session: TreeSession, phase: str, blocked: bool) -> None:
         st.error(S.pop("step_error"))
     if "step_notice" in S:
         st.info(S.pop("step_notice"))
-    links.show_problems()  # what a lesson link or a replay dropped
+    problems.show()  # what a lesson link or a replay dropped
     if blocked:
         return
     if phase == "finished":
