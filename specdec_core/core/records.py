@@ -25,10 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-CheckStatus = Literal["accepted", "rejected", "discarded", "cut"]
-RoundKind = Literal["correction", "bonus", "stopped"]
+from specdec_core.core.words import CheckStatus, RoundKind, StripState, VerdictKind
+
 CHECKED: tuple[CheckStatus, ...] = ("accepted", "rejected")
 
 
@@ -88,25 +87,32 @@ def round_statuses(drafted: int, rule_accepted: int, appended: int) -> tuple[Che
     return ("accepted",) * rule_accepted + (("rejected",) + ("discarded",) * (rest - 1))[:rest]
 
 
+def round_kind(rule_accepted: int, appended: int, rule_kind: VerdictKind) -> RoundKind:
+    """The round's kind, chain or tree: ``stopped`` when a stop cut the commit short (it
+    appended fewer than the ``rule_accepted + 1`` tokens the rule proposed), else the
+    rule's ``rule_kind`` (``correction`` | ``bonus``)."""
+    return "stopped" if appended < rule_accepted + 1 else rule_kind
+
+
 def make_record(
     gamma: int,
     drafted: Sequence[int],
     rule_accepted: int,
     overlaps: Sequence[float],
     appended: Sequence[int],
-    rule_kind: str,
+    rule_kind: VerdictKind,
 ) -> RoundRecord:
     """The record of a finished round (see :func:`round_statuses`); ``kind`` becomes
     ``stopped`` when the commit appended fewer than ``rule_accepted + 1`` tokens."""
     statuses = round_statuses(len(drafted), rule_accepted, len(appended))
-    kind = "stopped" if len(appended) < rule_accepted + 1 else rule_kind
+    kind = round_kind(rule_accepted, len(appended), rule_kind)
     return RoundRecord(
         gamma=int(gamma),
         drafted=tuple(int(t) for t in drafted),
         statuses=statuses,
         overlaps=tuple(float(o) for o in overlaps),
         appended=tuple(int(t) for t in appended),
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
     )
 
 
@@ -175,7 +181,15 @@ def summarize(records: Sequence[RoundRecord]) -> AcceptanceStats:
 #: States a token of the strip can have (keys of ``ui.render.STYLES``): a draft's
 #: :data:`CheckStatus`, or the target's own token of the round: ``correction`` / ``bonus``,
 #: or ``committed`` in a round where the drafter proposed nothing.
-STRIP_STATES = ("accepted", "rejected", "discarded", "cut", "correction", "bonus", "committed")
+STRIP_STATES: tuple[StripState, ...] = (
+    "accepted",
+    "rejected",
+    "discarded",
+    "cut",
+    "correction",
+    "bonus",
+    "committed",
+)
 
 
 def strip_order(statuses: Sequence[str], target_token: bool) -> list[int | None]:
@@ -188,11 +202,11 @@ def strip_order(statuses: Sequence[str], target_token: bool) -> list[int | None]
     return first + ([None] if target_token else []) + rest
 
 
-def strip_states(record: RoundRecord) -> list[tuple[int, str]]:
+def strip_states(record: RoundRecord) -> list[tuple[int, StripState]]:
     """``(token id, state)`` of one round in :func:`strip_order`; the target's token has
     state ``correction``/``bonus``, or ``committed`` when the round had no drafts."""
     target = record.kind != "stopped"
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, StripState]] = []
     for i in strip_order(record.statuses, target):
         if i is None:
             out.append((record.appended[-1], record.kind if record.drafted else "committed"))

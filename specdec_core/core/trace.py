@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from specdec_core.core.records import RoundRecord
+from specdec_core.core.words import CheckStatus, RoundKind, StopReason, VerdictKind
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ class PositionCheck:
     q: float
     accept_prob: float
     u: float | None
-    status: str
+    status: CheckStatus
     target_argmax: TokenInfo
     edited: bool
     overlap: float
@@ -243,7 +244,7 @@ class VerifyTrace:
     checks: tuple[PositionCheck, ...]
     accepted: int
     next_token: TokenInfo
-    kind: str  # correction | bonus
+    kind: VerdictKind
     next_dist: DistSlice
     verify_ms: float
     target_forward_tokens: int
@@ -263,10 +264,10 @@ class CommitTrace:
 
     round_index: int
     appended: tuple[TokenInfo, ...]
-    kind: str
+    kind: RoundKind
     discarded: tuple[TokenInfo, ...]
     cut: tuple[TokenInfo, ...]
-    stop_reason: str | None
+    stop_reason: StopReason | None
     rolled_back_target: int
     rolled_back_draft: int
     kv_before: KVState

@@ -16,6 +16,7 @@ import pandas as pd
 
 from specdec_core.core.records import RoundRecord, strip_order
 from specdec_core.core.trace import KVState, TokenInfo, VerifyTrace, byte_groups
+from specdec_core.core.words import StripState
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 
@@ -48,7 +49,7 @@ KV_ROW_COLORS = {
 @dataclass(frozen=True)
 class StripItem:
     token: TokenInfo
-    state: str  # a key of STYLES
+    state: StripState  # a key of STYLES
     edited: bool = False
 
 

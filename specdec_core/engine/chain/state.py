@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
 
 import torch
 
@@ -28,10 +27,9 @@ from specdec_core.core.trace import (
     VerifyTrace,
     token_lookup,
 )
+from specdec_core.core.words import CheckStatus, Phase, StopReason
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.rounds import gamma_for_round, stop_rule
-
-Phase = Literal["propose", "verify", "commit", "finished"]
 
 
 @dataclass
@@ -46,7 +44,7 @@ class PendingRound:
     propose: ProposeTrace | None = None
     edits: list[EditTrace] = field(default_factory=list)
     record: RoundRecord | None = None
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     verify: VerifyTrace | None = None
 
 
@@ -91,7 +89,7 @@ class SessionState:
         self.drafter: Drafter = drafter or ModelDrafter(pair.draft)
         self.drafter.attach(self.target)
         self.round_index = 0
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         self.history: list[RoundTrace] = []
         self._pending: PendingRound | None = None
         self._token = token_lookup(pair.tokenizer)
@@ -124,6 +122,12 @@ class SessionState:
         return self._pending.propose if self._pending else None
 
     @property
+    def current_gamma(self) -> int | None:
+        """γ the drafter was asked for in the pending round (after shortening near
+        ``max_new_tokens`` or the context end; 0: no room for a draft), else ``None``."""
+        return self._pending.gamma if self._pending else None
+
+    @property
     def edited_positions(self) -> set[int]:
         return set(self._pending.edited) if self._pending else set()
 
@@ -137,7 +141,7 @@ class SessionState:
         """The verification of the pending round (phase ``commit``), else ``None``."""
         return self._pending.verify if self._pending else None
 
-    def current_statuses(self) -> list[str] | None:
+    def current_statuses(self) -> list[CheckStatus] | None:
         """Per-draft status for the KV table after verify (accepted / rejected /
         discarded / cut), else ``None``."""
         if self._pending is None or self._pending.record is None:

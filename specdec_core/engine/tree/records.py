@@ -21,11 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
 
-NodeState = Literal["accepted", "rejected", "unchecked", "cut"]
-NODE_STATES: tuple[NodeState, ...] = ("accepted", "rejected", "unchecked", "cut")
-TreeRoundKind = Literal["correction", "bonus", "stopped"]
+from specdec_core.core.words import NODE_STATES, NodeState, RoundKind, StripState
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class TreeRoundRecord:
     states: tuple[NodeState, ...]
     path: tuple[int, ...]
     next_token: int
-    kind: TreeRoundKind
+    kind: RoundKind
     appended: tuple[int, ...]
     draft_forwards: int
     target_forwards: int = 1
@@ -103,6 +100,23 @@ def node_states(
             raise ValueError(f"node {i} is both on the accepted path and rejected")
         states[i] = "accepted" if j < committed_path else "cut"
     return tuple(states)
+
+
+def tree_strip_states(record: TreeRoundRecord) -> list[tuple[int, StripState]]:
+    """``(token id, state)`` of each token a tree round appended, in order (the tree's
+    counterpart of :func:`specdec_core.core.records.strip_states`): the committed path
+    nodes are ``accepted``, the target's own token is the round's ``correction``/``bonus``;
+    a token after the path in a ``stopped`` round (never, today: a stop on the path cuts
+    the rest) is shown as plain ``committed``."""
+    on_path = sum(1 for i in record.path if record.states[i] == "accepted")
+    out: list[tuple[int, StripState]] = []
+    for j, tok in enumerate(record.appended):
+        kind = record.kind
+        state: StripState = (
+            "accepted" if j < on_path else kind if kind in ("correction", "bonus") else "committed"
+        )
+        out.append((tok, state))
+    return out
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,13 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Literal
 
 from specdec_core.core.errors import InputError, PhaseError
 from specdec_core.core.inputs import SessionConfig, prompt_ids
 from specdec_core.core.kvcache import ModelCache, kv_state
 from specdec_core.core.models import ModelPair
 from specdec_core.core.trace import KVState, token_lookup
+from specdec_core.core.words import Phase, StopReason
 from specdec_core.drafters import Drafter
 from specdec_core.engine.rounds import round_stream, stop_rule
 from specdec_core.engine.tree.generate import (
@@ -64,8 +64,6 @@ from specdec_core.engine.tree.views import (
     plan_compaction,
 )
 
-TreePhase = Literal["propose", "verify", "commit", "finished"]
-
 
 @dataclass
 class _Pending:
@@ -77,7 +75,7 @@ class _Pending:
     target_forwards: int = 0  # run while proposing (an EAGLE drafter's first-round prefill)
     verdict: TreeVerdict | None = None
     record: TreeRoundRecord | None = None
-    stop_reason: str | None = None
+    stop_reason: StopReason | None = None
     verify_ms: float = 0.0
 
 
@@ -124,7 +122,7 @@ class TreeSession:
         self.drafter: Drafter = resolve_drafter(pair, drafter)
         self.drafter.attach(self.target)
         self.round_index = 0
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         self.history: list[TreeRoundTrace] = []
         self._pending: _Pending | None = None
         self._stop = stop_rule(pair, self.config)
@@ -229,7 +227,7 @@ class TreeSession:
 
     # ------------------------------------------------------------------ views
     @property
-    def phase(self) -> TreePhase:
+    def phase(self) -> Phase:
         if self._pending is None:
             return "finished" if self.stop_reason else "propose"
         return "commit" if self._pending.record is not None else "verify"
@@ -253,7 +251,7 @@ class TreeSession:
         return self._pending.record if self._pending else None
 
     @property
-    def current_stop_reason(self) -> str | None:
+    def current_stop_reason(self) -> StopReason | None:
         """The stop that cuts the pending round's commit short (phase ``commit``), else
         ``None``."""
         return self._pending.stop_reason if self._pending else None
@@ -301,7 +299,7 @@ class TreeSession:
         )
 
     # ------------------------------------------------------------------ helpers
-    def _require(self, phase: TreePhase, action: str) -> _Pending | None:
+    def _require(self, phase: Phase, action: str) -> _Pending | None:
         if self.phase != phase:
             hint = {
                 "propose": "propose first",

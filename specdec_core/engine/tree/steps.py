@@ -37,7 +37,6 @@ round's record and commit, :func:`~specdec_core.engine.tree.generate.generate_tr
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +45,7 @@ import torch
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.words import VerdictKind
 from specdec_core.drafters import Drafter
 from specdec_core.rules.tree_node import verify_node
 
@@ -64,6 +64,21 @@ def parse_shape(text: str) -> tuple[int, ...]:
     if not 1 <= len(shape) <= 8 or not all(1 <= k <= 4 for k in shape):
         raise ConfigError(f"tree shape: 1..8 depths of 1..4 children, got {text!r}", "tree")
     return shape
+
+
+def tree_refused(code: str, drafter: str = "") -> ConfigError:
+    """The error for a tree setting refused for reason ``code`` (the UI's string key is
+    ``err_<code>``): ``tree_no_ngram`` (``drafter`` has no distribution: it cannot give
+    more than one candidate per position) or ``tree_needs_probabilistic`` (a greedy draft
+    method at temperature > 0: siblings must be drawn i.i.d. from ``q``)."""
+    if code == "tree_no_ngram":
+        message = (
+            f"the {drafter!r} drafter proposes one continuation without probabilities, so "
+            "it cannot draft a tree; use the draft model"
+        )
+    else:
+        message = "tree drafting at temperature > 0 needs the probabilistic method"
+    return ConfigError(message, code, drafter=drafter)
 
 
 @dataclass
@@ -119,11 +134,7 @@ def draft_tree(
             path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
             logits = drafter.tree_logits(context + path)  # [V]
             if logits is None:
-                raise ConfigError(
-                    f"the {drafter.name!r} drafter proposes one continuation without "
-                    "probabilities, so it cannot draft a tree; use the draft model",
-                    "tree",
-                )
+                raise tree_refused("tree_no_ngram", drafter.name)
             q = logits_to_probs(logits, sampling).cpu()
             if sampling.greedy:
                 kids = torch.topk(logits.float().cpu(), min(k, room)).indices.tolist()
@@ -151,9 +162,10 @@ def tree_allowed(tree: DraftTree) -> torch.Tensor:
     return allowed
 
 
-def tree_mask(prefix: int, pending: int, tree: DraftTree, dtype: torch.dtype) -> torch.Tensor:
-    """``[1, 1, n, prefix + n]`` additive mask, ``n = pending + len(tree)``: pending tokens
-    are causal; node ``i`` sees the prefix, every pending token, its ancestors and itself."""
+def tree_attention(prefix: int, pending: int, tree: DraftTree) -> torch.Tensor:
+    """``[n, prefix + n]`` bool, ``n = pending + len(tree)``: pending tokens are causal;
+    node ``i`` sees the prefix, every pending token, its ancestors and itself (the cache
+    turns it into the additive mask, :meth:`ModelCache.extend_masked`)."""
     n = pending + len(tree.tokens)
     allowed = torch.zeros(n, prefix + n, dtype=torch.bool)
     allowed[:, :prefix] = True
@@ -161,77 +173,44 @@ def tree_mask(prefix: int, pending: int, tree: DraftTree, dtype: torch.dtype) ->
         allowed[r, prefix : prefix + r + 1] = True
     allowed[pending:, prefix : prefix + pending] = True
     allowed[pending:, prefix + pending :] = tree_allowed(tree)
-    mask = torch.zeros(n, prefix + n, dtype=dtype)
-    return mask.masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+    return allowed
 
 
-@torch.inference_mode()
 def tree_forward(target: ModelCache, committed: list[int], tree: DraftTree) -> torch.Tensor:
-    """ONE target forward over the pending committed tokens and every node.
+    """ONE target forward over the pending committed tokens and every node
+    (:meth:`ModelCache.extend_masked`: node ``i`` at position ``depth`` after the last
+    committed token, attending as :func:`tree_attention` says).
 
     Returns:
         ``[1 + len(tree), V]`` float32 logits: row 0 predicts the first new position (the
         root's children), row ``1 + i`` the position after node ``i``. The cache then holds
-        the prefix, the pending tokens and all nodes (``target.ids`` is *not* a sequence
-        until :func:`compact` is called); with ``target.track_hidden`` set, so does
-        ``target.hidden`` (one row per cached position, the nodes' rows last).
+        the prefix, the pending tokens and all nodes (``target.ids`` covers only the
+        prefix and the pending tokens until :func:`compact` is called); with
+        ``target.track_hidden`` set, so does ``target.hidden`` (one row per cached
+        position, the nodes' rows last).
     """
-    started = time.perf_counter()
     pending = target.sync_to(committed)
     prefix = target.kv_len
-    model = target.model
-    ids = torch.tensor([pending + tree.tokens], device=target.device)  # [1, n]
     base = prefix + len(pending) - 1
     positions = list(range(prefix, prefix + len(pending))) + [base + d for d in tree.depths]
-    pos = torch.tensor([positions], device=target.device)
-    mask = tree_mask(prefix, len(pending), tree, model.dtype).to(target.device)
-    out = model(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=pos,
-        cache=target.cache,
-        use_cache=True,
-        output_hidden_states=target.track_hidden,
-    )
-    target.keep_hidden(out)
-    target.ids.extend(pending)  # the tree part is reconciled by compact()
-    logits = out.logits[0].float()  # [n, V]
-    if target.device.type == "cuda":
-        torch.cuda.synchronize()
-    ended = time.perf_counter()
-    target.forwards += 1
-    target.forward_ms += (ended - started) * 1e3
-    if target.spans is not None:
-        target.spans.append((started, ended))
-    return logits[len(pending) - 1 :]
+    allowed = tree_attention(prefix, len(pending), tree)
+    logits = target.extend_masked(pending + tree.tokens, positions, allowed, len(pending))
+    return logits[len(pending) - 1 :]  # [1 + n_nodes, V]
 
 
 def compact(target: ModelCache, n_nodes: int, path: list[int], path_tokens: list[int]) -> None:
-    """Keep the accepted path's keys/values (node indices ``path``) right after the
-    committed prefix, drop every other node's; ``target.ids`` becomes prefix + path.
-    ``target.hidden`` (when kept) is compacted the same way."""
-    keep = target.kv_len  # prefix + pending (the nodes are not in target.ids)
-    rows = [keep + i for i in path]
-    for layer in target.cache.layers:
-        for name in ("keys", "values"):
-            t = getattr(layer, name)  # [B, H, keep + n_nodes, D]
-            setattr(layer, name, torch.cat([t[:, :, :keep], t[:, :, rows]], dim=2))
-    if target.hidden is not None:  # [keep + n_nodes, d]
-        target.hidden = torch.cat([target.hidden[:keep], target.hidden[rows]])
-    target.ids.extend(path_tokens)
+    """Keep the accepted path's keys/values (node indices ``path``, of the ``n_nodes``
+    after the committed prefix) right after the prefix, drop every other node's
+    (:meth:`ModelCache.keep_rows`); ``target.ids`` becomes prefix + path. ``target.hidden``
+    (when kept) is compacted the same way."""
+    if any(not 0 <= i < n_nodes for i in path):
+        raise ValueError(f"path {path} names a node outside 0..{n_nodes - 1}")
+    target.keep_rows([target.kv_len + i for i in path], path_tokens)
 
 
 def truncate_cache(target: ModelCache, length: int) -> None:
-    """Cut the cache back to its first ``length`` rows, tree rows included (restores a
-    cache after a failed step: :func:`tree_forward` adds rows ``target.ids`` omits)."""
-    for layer in target.cache.layers:
-        for name in ("keys", "values"):
-            t = getattr(layer, name, None)
-            if isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[2] > length:
-                setattr(layer, name, t[:, :, :length])
-    del target.ids[length:]
-    if target.hidden is not None:
-        target.hidden = target.hidden[:length]
+    """:meth:`ModelCache.truncate` (kept for ``engine/tree/session.py``)."""
+    target.truncate(length)
 
 
 @dataclass(frozen=True)
@@ -256,7 +235,7 @@ class TreeVerdict:
 
     path: tuple[int, ...]
     next_token: int
-    kind: str
+    kind: VerdictKind
     checks: tuple[NodeCheck, ...] = ()
 
     @property

@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from specdec_core.core.trace import KVState, TokenInfo
+from specdec_core.core.words import NodeViewState, RoundKind, StopReason, VerdictKind
 from specdec_core.engine.tree.records import TreeRoundRecord
 from specdec_core.engine.tree.steps import DraftTree, TreeVerdict, tree_allowed
 
@@ -49,7 +50,7 @@ class TreeNodeView:
     p: float | None
     accept_prob: float | None
     u: float | None
-    state: str
+    state: NodeViewState
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,8 @@ class TreeView:
     nodes: tuple[TreeNodeView, ...]
     path: tuple[int, ...] = ()
     next_token: TokenInfo | None = None
-    kind: str | None = None
-    next_kind: str | None = None
+    kind: RoundKind | None = None
+    next_kind: VerdictKind | None = None
 
     @property
     def next_appended(self) -> bool:
@@ -137,7 +138,7 @@ class TreeRoundTrace:
     record: TreeRoundRecord
     draft_ms: float
     verify_ms: float
-    stop_reason: str | None
+    stop_reason: StopReason | None
     kv_before: KVState
     kv_after: KVState
 
@@ -162,7 +163,7 @@ def build_tree_view(
         p = None
         if c is not None:
             p = c.p
-        state = record.states[i] if record else "tentative"
+        state: NodeViewState = record.states[i] if record else "tentative"
         nodes.append(
             TreeNodeView(
                 i,
