@@ -31,6 +31,13 @@ def test_every_token_state_meets_wcag_aa(state):
     assert min(contrast(text, bg) for bg in backgrounds) >= 4.5, state
 
 
-@pytest.mark.parametrize("state", ["discarded", "cut"])
-def test_discarded_still_looks_discarded(state):
-    assert "line-through" in STYLES[state] and "dashed" in STYLES[state] + STYLES["discarded"]
+@pytest.mark.parametrize(
+    ("state", "border", "hatched"), [("discarded", "dashed", True), ("cut", "dotted", False)]
+)
+def test_discarded_still_looks_discarded(state, border, hatched):
+    """Struck through, with its own border line (discarded: dashed, cut: dotted) so the two
+    are told apart without colour; only a discarded token has the hatched background."""
+    style = STYLES[state]
+    assert re.search(r"text-decoration:line-through[ ;]", style), style
+    assert re.findall(r"border:1px (\w+) #[0-9a-f]{6};", style) == [border], style
+    assert ("repeating-linear-gradient" in style) is hatched

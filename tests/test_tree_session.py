@@ -204,7 +204,9 @@ def test_cli_tree_json(capsys, pair_arg):
     assert tree["stats"]["tokens_per_target_forward"] == len(tree["output_ids"]) / len(rounds)
     first = rounds[0]
     assert first["nodes"] == len(first["tokens"]) == len(first["states"]) <= 12
-    assert first["accepted"] == len(first["path"]) or first["kind"] == "stopped"
+    assert (first["accepted"], first["path"], first["kind"]) == (0, [], "correction")
+    assert [r["kind"] for r in rounds] == ["correction"] * 11 + ["bonus"]  # none stopped
+    assert all(r["accepted"] == len(r["path"]) for r in rounds)
     assert first["target_kv_len"] == first["committed_len"] - 1
     bads = (
         ["--tree", "2,0"],
