@@ -6,7 +6,6 @@ Widgets and rendering only: every number comes from ``specdec_core.rules.lab`` (
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob
@@ -125,15 +124,12 @@ names = LV.unique_names(edited["name"].tolist())
 n_tok = len(names)
 with right:
     st.markdown(f"**{t('rl_normalised')}**")
-    st.dataframe(
-        pd.DataFrame({"token": names, "p": p, "q": q}),
-        key="rl_norm_table",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "token": t("rl_col_name"),
-            "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM),
-            "q": st.column_config.NumberColumn(t("rl_lab_q"), format=NUM),
+    LV.table(
+        "rl_norm_table",
+        {
+            "token": (names, t("rl_col_name")),
+            "p": (p, LV.number(t("rl_lab_p"))),
+            "q": (q, LV.number(t("rl_lab_q"))),
         },
     )
 
@@ -186,9 +182,6 @@ h1, h2, h3 = st.columns(3)
 h1.markdown(t("rl_rule_correct_help"))
 h2.markdown(t("rl_rule_resample_p_help"))
 h3.markdown(t("rl_rule_one_hot_help", tok=y_name))
-rule_cols = {
-    rule: st.column_config.NumberColumn(t(f"rl_rule_{rule}"), format=NUM) for rule in R.RULES
-}
 f1, f2 = st.columns([3, 2])
 finals = {rule: res.final for rule, res in results.items()}
 f1.plotly_chart(
@@ -197,33 +190,24 @@ f1.plotly_chart(
 )
 with f2:
     st.write("")
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
-                "acceptance": [results[rule].acceptance for rule in R.RULES],
-                "tv": [results[rule].tv_to_p for rule in R.RULES],
-            }
-        ),
-        key="rl_rule_summary",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "rule": t("rl_col_rule"),
-            "acceptance": st.column_config.NumberColumn(t("rl_col_acceptance"), format=NUM),
-            "tv": st.column_config.NumberColumn(t("rl_col_tv"), format=NUM),
+    LV.table(
+        "rl_rule_summary",
+        {
+            "rule": ([t(f"rl_rule_{r}") for r in R.RULES], t("rl_col_rule")),
+            "acceptance": (
+                [results[r].acceptance for r in R.RULES],
+                LV.number(t("rl_col_acceptance")),
+            ),
+            "tv": ([results[r].tv_to_p for r in R.RULES], LV.number(t("rl_col_tv"))),
         },
     )
 st.markdown(f"**{t('rl_final_table_title')}**")
-st.dataframe(
-    pd.DataFrame({"token": names, "p": p, **finals}),
-    key="rl_final_table",
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "token": t("rl_col_name"),
-        "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM),
-        **rule_cols,
+LV.table(
+    "rl_final_table",
+    {
+        "token": (names, t("rl_col_name")),
+        "p": (p, LV.number(t("rl_lab_p"))),
+        **{rule: (final, LV.number(t(f"rl_rule_{rule}"))) for rule, final in finals.items()},
     },
 )
 
@@ -244,7 +228,7 @@ if S.get("rl_mc_key") != mc_key:
         rule = R.RULES[min(int(done * len(R.RULES)), len(R.RULES) - 1)]
         bar.progress(min(done, 1.0), text=t("rl_mc_running", rule=t(f"rl_rule_{rule}")))
 
-    # bounded per tab (lab_view.mc_allowed): past the budget N is lowered, with a message
+    # bounded per tab (ui/lab/view.py mc_allowed): past the budget N is lowered, with a message
     mc, used = LV.monte_carlo_bounded(p, q, y, n_draws, seed, progress=_tick)
     bar.empty()
     S.pop("rl_mc_capped", None)

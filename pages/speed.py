@@ -27,6 +27,7 @@ from specdec_core.rules.costmodel import (
     walltime_improvement,
 )
 from specdec_core.server import jobs as J
+from specdec_core.server import tasks as T
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.speed import speed_cost_figure, speed_gamma_curve_figure
@@ -185,7 +186,7 @@ def _start(kind: str) -> None:
         prompt = str(S.get("sp_prompt", ""))
         if kind != "batch":
             prompt_ids(pair, prompt, "sp_prompt")
-        job = J.make_job(
+        job = T.make_job(
             kind,
             _session_id(),
             pair,
@@ -209,13 +210,13 @@ def _start(kind: str) -> None:
 def _stop() -> None:
     job = S.pop("sp_job", None)
     if job is not None:
-        if isinstance(job, J.Job):
+        if isinstance(job, T.Job):
             J.QUEUE.cancel(job)
-        sweep = not isinstance(job, J.Job) or job.kind != "measure"  # sweeps keep points
+        sweep = not isinstance(job, T.Job) or job.kind != "measure"  # sweeps keep points
         S["sp_notice"] = t("sp_stopped" if sweep else "sp_stopped_measure")
 
 
-def _label(job: J.Job) -> str:
+def _label(job: T.Job) -> str:
     if job.done >= job.total:
         return t("sp_task_pair", g=job.config.gamma)
     name, arg = job.tasks[job.done]
@@ -228,7 +229,7 @@ def _label(job: J.Job) -> str:
     return t("sp_task_batched", b=arg)
 
 
-def _wait(job: J.Job) -> None:
+def _wait(job: T.Job) -> None:
     """Show the job's place in the queue / progress until it finishes (a click reruns the
     page and interrupts only this wait: the job goes on in the server's worker)."""
     bar = st.progress(0.0)
@@ -281,18 +282,18 @@ try:  # tokenized once per change of the text, not once per rerun
     room = pair.context_length - len(prompt_ids(pair, prompt, "sp_prompt"))
 except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
     prompt_error, room = error_message(exc), 9
-max_n = max(8, min(J.MAX_TOKENS, room))
+max_n = max(8, min(T.MAX_TOKENS, room))
 S.setdefault("sp_n", min(config.max_new_tokens, max_n))  # starts at the sidebar's value
 if not isinstance(S["sp_n"], int) or not 1 <= S["sp_n"] <= max_n:
     S["sp_n"] = max_n
 o1, o2 = st.columns(2)
 o1.slider(t("sp_max_new"), 1, max_n, key="sp_n")
-max_repeats = max(2, min(J.MAX_REPEATS, J.MAX_WORK // int(S["sp_n"])))  # the work cap
+max_repeats = max(2, min(T.MAX_REPEATS, T.MAX_WORK // int(S["sp_n"])))  # the work cap
 S.setdefault("sp_repeats", min(3, max_repeats))
 if not isinstance(S["sp_repeats"], int) or not 1 <= S["sp_repeats"] <= max_repeats:
     S["sp_repeats"] = max_repeats
 o2.slider(t("sp_repeats"), 1, max_repeats, key="sp_repeats")
-st.caption(t("sp_limits", work=J.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_num_threads()))
+st.caption(t("sp_limits", work=T.MAX_WORK, jobs=J.max_jobs(), threads=torch.get_num_threads()))
 offered = drafters_for(pair)  # eagle only where the pair has a head
 if S.get("sp_drafter") not in offered:
     S["sp_drafter"] = "model"
@@ -347,14 +348,14 @@ if "sp_job_error" in S:
     st.error(S.pop("sp_job_error"))
 
 job = S.get("sp_job")
-if isinstance(job, J.Job):
+if isinstance(job, T.Job):
     _wait(job)
 elif job is not None:  # not a job of this server (an old or crafted state): drop it
     S.pop("sp_job", None)
 
 # ------------------------------------------------------------------ ③ measured: results
 measured = S.get("sp_measured")
-if isinstance(measured, J.Measurement):
+if isinstance(measured, T.Measurement):
     show_measurement(measured)
     show_verify_curve(measured)
     show_timeline(measured)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.core.trace import RoundTrace
+from specdec_core.core.words import STRIP_WORDS
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui import links, problems
 from specdec_core.ui.context import fragment_run, page_context
@@ -25,6 +26,7 @@ from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_view, view
 from specdec_core.ui.step.tools import render_lesson_tools, step_back_button
+from specdec_core.ui.words import PHASE, STEP_BUTTON, STOP_REASON, say
 
 S = st.session_state
 pair, config = page_context()
@@ -166,7 +168,7 @@ def step_panel() -> None:
             return
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
-        if tree_view.mode_row() == "tree":  # verify a tree (ui/tree_view.py, issue 17)
+        if tree_view.mode_row() == "tree":  # verify a tree (ui/step/tree_view.py, issue 17)
             tree_view.panel(pair, presenter, _heading)
             return
         synced = L.sync(pair, current_config(pair), S[L.PROMPT_KEY])
@@ -202,9 +204,9 @@ def _controls(session: SpeculativeSession, phase: str) -> bool:
         horizontal=True, vertical_alignment="bottom", gap="small", key="step_controls"
     )
     with controls:
-        for step in ("propose", "verify", "commit"):
+        for step, label in STEP_BUTTON.items():
             st.button(
-                t("st_" + step),
+                t(label),
                 on_click=_act,
                 args=(step,),
                 disabled=phase != step,
@@ -246,7 +248,8 @@ def _messages(session: SpeculativeSession, phase: str, blocked: bool) -> None:
     if blocked:
         pass  # the prompt error above says what to fix
     elif phase == "finished":
-        st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
+        reason = say(STOP_REASON, session.stop_reason)
+        st.success(t("st_phase") + say(PHASE, "finished", reason=reason))
     else:
         st.info(t("st_phase") + view.phase_text(session, phase))
 
@@ -280,7 +283,7 @@ def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:
                 "st_stopped_in_round",
                 n=len(last.commit.appended),
                 cut=len(last.commit.cut),
-                reason=t("stop_" + (last.commit.stop_reason or "eos")),
+                reason=say(STOP_REASON, last.commit.stop_reason or "eos"),
             )
         )
     elif last is not None and last.commit.discarded:
@@ -295,18 +298,7 @@ def _strip(session: SpeculativeSession, phase: str) -> RoundTrace | None:
                 d=commit.rolled_back_draft,
             )
         )
-    legend = [
-        "prompt",
-        "committed",
-        "tentative",
-        "accepted",
-        "rejected",
-        "discarded",
-        "cut",
-        "correction",
-        "bonus",
-    ]
-    st.html(token_strip_html(items, legend))
+    st.html(token_strip_html(items, list(STRIP_WORDS)))  # every state, in the house order
     return last
 
 

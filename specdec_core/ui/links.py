@@ -3,7 +3,7 @@ and the step-through page gets scenarios, a copyable link with its QR code, expo
 import of the trace, and step back.
 
 Flow: :func:`load_from_url` runs first in ``app.py`` (once per browser session): it
-decodes the query parameters (``lesson_link.decode``: untrusted input, validated), seeds
+decodes the query parameters (``lessons.link.decode``: untrusted input, validated), seeds
 the sidebar's widget keys, and leaves the state for the step-through page to replay
 (:func:`apply_pending`). :func:`write_url` runs last in ``app.py``: it writes the state
 now on screen back into ``st.query_params`` (so a reload keeps everything, the language

@@ -19,6 +19,7 @@ from specdec_core.core.trace import KVState, TokenInfo, VerifyTrace, byte_groups
 from specdec_core.core.words import StripState
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
+from specdec_core.ui.words import KV_ROW_STATE, STRIP_STATE, say
 
 STYLES = {
     "prompt": "background:#f1f5f9;color:#475569;",
@@ -80,7 +81,7 @@ def _span(item: StripItem) -> str:
 
 
 def round_strip(verify: VerifyTrace, record: RoundRecord) -> list[StripItem]:
-    """A verified round's tokens in the house order (``records.strip_order``): committed
+    """A verified round's tokens in the house order (``core.records.strip_order``): committed
     drafts, the rejected draft, the target's token, then discarded and cut drafts."""
     items = []
     for i in strip_order(record.statuses, record.kind != "stopped"):
@@ -150,7 +151,7 @@ def strip_body(items: list[StripItem]) -> str:
     return "".join(out)
 
 
-def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
+def token_strip_html(items: list[StripItem], legend: list[StripState]) -> str:
     """HTML for a row of coloured tokens (hover: id and BPE piece) and a legend. All
     token text is escaped. Each legend chip is one unbreakable box (the legend wraps
     between chips, never inside one)."""
@@ -158,7 +159,7 @@ def token_strip_html(items: list[StripItem], legend: list[str]) -> str:
     keys = "".join(
         f'<span class="legend-chip" style="{STYLES[s]}padding:1px 6px;margin-right:6px;'
         f"border-radius:4px;font-size:12px;white-space:nowrap;display:inline-block;"
-        f'margin-bottom:3px">{html.escape(t("legend_" + s))}</span>'
+        f'margin-bottom:3px">{html.escape(say(STRIP_STATE, s))}</span>'
         for s in legend
     )
     if not legend:
@@ -200,7 +201,7 @@ def _kv_columns(state: KVState, keep: int | None) -> tuple[dict[str, list], list
         t("col_committed"): [yes if r.committed else no for r in rows],
         t("col_target_kv"): [yes if r.target_kv else no for r in rows],
         t("col_draft_kv"): [yes if r.draft_kv else no for r in rows],
-        t("col_state"): [t("state_" + r.state) for r in rows],
+        t("col_state"): [say(KV_ROW_STATE, r.state) for r in rows],
     }
     return columns, [KV_ROW_COLORS.get(r.state, "") for r in rows]
 

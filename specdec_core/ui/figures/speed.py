@@ -35,6 +35,32 @@ SPEED_COLORS = {
 }
 
 
+def _line_figure(
+    points: Sequence[object],
+    x_field: str,
+    lines: Sequence[tuple[str, str, str, str, int]],
+    labels: Mapping[str, str],
+    hover: str,
+) -> go.Figure:
+    """A figure of one line with markers per ``(field, label, colour, dash, width)``
+    over ``x_field`` of each point: the y values are ``field`` of each point, named
+    ``labels[label]``, coloured ``SPEED_COLORS[colour]``; ``hover``: the hover text before
+    the line's name."""
+    fig = go.Figure()
+    x = [getattr(p, x_field) for p in points]
+    for field, label, colour, dash, width in lines:
+        name = labels[label]
+        fig.add_scatter(
+            x=x,
+            y=[getattr(p, field) for p in points],
+            name=name,
+            mode="lines+markers",
+            line=dict(color=SPEED_COLORS[colour], dash=dash, width=width),
+            hovertemplate=f"{hover}<extra>{name}</extra>",
+        )
+    return fig
+
+
 def _speed_layout(fig: go.Figure, title: str, x: str, y: str, height: int = 340) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, font=dict(size=15)),
@@ -245,33 +271,12 @@ def speed_gamma_sweep_figure(points: Sequence[GammaPoint], labels: Mapping[str, 
 
     ``labels``: ``title``, ``x``, ``y``, ``measured``, ``forward``, ``leviathan``,
     ``breakeven``."""
-    gammas = [p.gamma for p in points]
-    fig = go.Figure()
-    for values, name, color, dash, width in (
-        ([p.speedup for p in points], labels["measured"], SPEED_COLORS["measured"], "solid", 3),
-        (
-            [p.forward_time_speedup for p in points],
-            labels["forward"],
-            SPEED_COLORS["forward"],
-            "dash",
-            2,
-        ),
-        (
-            [p.leviathan_speedup for p in points],
-            labels["leviathan"],
-            SPEED_COLORS["leviathan"],
-            "dot",
-            2,
-        ),
-    ):
-        fig.add_scatter(
-            x=gammas,
-            y=values,
-            name=name,
-            mode="lines+markers",
-            line=dict(color=color, dash=dash, width=width),
-            hovertemplate="γ=%{x}: %{y:.2f}×<extra>" + name + "</extra>",
-        )
+    lines = (  # (the point's field, its label, colour, dash, width)
+        ("speedup", "measured", "measured", "solid", 3),
+        ("forward_time_speedup", "forward", "forward", "dash", 2),
+        ("leviathan_speedup", "leviathan", "leviathan", "dot", 2),
+    )
+    fig = _line_figure(points, "gamma", lines, labels, "γ=%{x}: %{y:.2f}×")
     fig.add_hline(
         y=1.0,
         line_dash="dot",
@@ -288,38 +293,15 @@ def speed_gamma_sweep_figure(points: Sequence[GammaPoint], labels: Mapping[str, 
 def speed_batch_figure(points: Sequence[BatchPoint], labels: Mapping[str, str]) -> go.Figure:
     """Throughput (tokens/s over all prompts) against batch size: batched target-only,
     sequential speculative, sequential target-only. ``points``: from
-    ``bench.batch_sweep_point``. ``labels``: ``title``, ``x``, ``y``, ``batched``,
+    ``bench.sweeps.batch_sweep_point``. ``labels``: ``title``, ``x``, ``y``, ``batched``,
     ``speculative``, ``sequential``."""
     sizes = [p.batch_size for p in points]
-    fig = go.Figure()
-    for values, name, color, dash in (
-        (
-            [p.batched_autoregressive_tokens_per_s for p in points],
-            labels["batched"],
-            SPEED_COLORS["verify"],
-            "solid",
-        ),
-        (
-            [p.sequential_speculative_tokens_per_s for p in points],
-            labels["speculative"],
-            SPEED_COLORS["draft"],
-            "solid",
-        ),
-        (
-            [p.sequential_autoregressive_tokens_per_s for p in points],
-            labels["sequential"],
-            SPEED_COLORS["target"],
-            "dot",
-        ),
-    ):
-        fig.add_scatter(
-            x=sizes,
-            y=values,
-            name=name,
-            mode="lines+markers",
-            line=dict(color=color, dash=dash, width=3),
-            hovertemplate="B=%{x}: %{y:.1f}<extra>" + name + "</extra>",
-        )
+    lines = (  # (the point's field, its label, colour, dash, width)
+        ("batched_autoregressive_tokens_per_s", "batched", "verify", "solid", 3),
+        ("sequential_speculative_tokens_per_s", "speculative", "draft", "solid", 3),
+        ("sequential_autoregressive_tokens_per_s", "sequential", "target", "dot", 3),
+    )
+    fig = _line_figure(points, "batch_size", lines, labels, "B=%{x}: %{y:.1f}")
     _speed_layout(fig, labels["title"], labels["x"], labels["y"], height=380)
     fig.update_xaxes(type="log", tickvals=sizes, ticktext=[str(s) for s in sizes])
     return fig

@@ -95,7 +95,7 @@ def _root_y(parents: Sequence[int], y: Sequence[float]) -> float:
 
 
 def tree_figure(tree, root_token, labels: Mapping[str, str], presenter: bool = False) -> go.Figure:
-    """The round's token tree (a ``tree_views.TreeView``): the root (``root_token``, the
+    """The round's token tree (a ``engine.tree.views.TreeView``): the root (``root_token``, the
     last committed token) on the left, one column per depth (= position id), each node a
     box with its token coloured by its state, the committed path's edges thick and green
     (edges to ``cut`` nodes -- accepted by the rule but after a stop -- grey and dashed);

@@ -110,33 +110,36 @@ def unique_names(raw: list) -> list[str]:
 
 
 # ------------------------------------------------------------------ tables
-def show_proof_table(names: list[str], d: R.Decomposition) -> None:
-    """The decomposition row by row: p = min(p, q) + excess, and the residual."""
-    proof = {
-        "token": names,
-        "p": d.p,
-        "q": d.q,
-        "min": d.min_pq,
-        "excess": d.excess,
-        "sum": d.reconstructed,
-    }
-    if d.residual is not None:
-        proof["residual"] = d.residual
+def number(label: str, fmt: str = NUM):
+    """A number column of :func:`table` (``fmt``: printf style, 4 decimals by default)."""
+    return st.column_config.NumberColumn(label, format=fmt)
+
+
+def table(key: str, columns: dict[str, tuple[object, object]]) -> None:
+    """One of the lab's tables: full width, no index, keyed ``key``. ``columns``: column
+    id → (its values, its header: a string or a :func:`number` column)."""
     st.dataframe(
-        pd.DataFrame(proof),
-        key="rl_proof_table",
+        pd.DataFrame({c: values for c, (values, _) in columns.items()}),
+        key=key,
         hide_index=True,
         width="stretch",
-        column_config={
-            "token": t("rl_col_name"),
-            "p": st.column_config.NumberColumn("p", format=NUM),
-            "q": st.column_config.NumberColumn("q", format=NUM),
-            "min": st.column_config.NumberColumn(t("rl_col_min"), format=NUM),
-            "excess": st.column_config.NumberColumn(t("rl_col_excess"), format=NUM),
-            "sum": st.column_config.NumberColumn(t("rl_col_sum"), format=NUM),
-            "residual": st.column_config.NumberColumn(t("rl_col_residual"), format=NUM),
-        },
+        column_config={c: header for c, (_, header) in columns.items()},
     )
+
+
+def show_proof_table(names: list[str], d: R.Decomposition) -> None:
+    """The decomposition row by row: p = min(p, q) + excess, and the residual."""
+    proof: dict[str, tuple[object, object]] = {
+        "token": (names, t("rl_col_name")),
+        "p": (d.p, number("p")),
+        "q": (d.q, number("q")),
+        "min": (d.min_pq, number(t("rl_col_min"))),
+        "excess": (d.excess, number(t("rl_col_excess"))),
+        "sum": (d.reconstructed, number(t("rl_col_sum"))),
+    }
+    if d.residual is not None:
+        proof["residual"] = (d.residual, number(t("rl_col_residual")))
+    table("rl_proof_table", proof)
     if d.residual is None:
         st.caption(t("rl_no_residual"))
 
@@ -149,37 +152,26 @@ def verdict(fit: R.ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
 
 def show_mc_table(mc: dict, results: dict) -> None:
     """The Monte Carlo rates, exact acceptance and χ² fit of each rule."""
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "rule": [t(f"rl_rule_{rule}") for rule in R.RULES],
-                "rate": [mc[rule].acceptance_rate for rule in R.RULES],
-                "exact": [results[rule].acceptance for rule in R.RULES],
-                "chi2": [mc[rule].fit.statistic for rule in R.RULES],
-                "dof": [mc[rule].fit.dof for rule in R.RULES],
-                "pvalue": [mc[rule].fit.p_value for rule in R.RULES],
-                "verdict": [verdict(mc[rule].fit) for rule in R.RULES],
-            }
-        ),
-        key="rl_mc_table",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "rule": t("rl_col_rule"),
-            "rate": st.column_config.NumberColumn(t("rl_col_rate"), format=NUM),
-            "exact": st.column_config.NumberColumn(t("rl_col_exact_A"), format=NUM),
-            "chi2": st.column_config.NumberColumn(t("rl_col_chi2"), format="%.1f"),
-            "dof": t("rl_col_dof"),
-            "pvalue": st.column_config.NumberColumn(t("rl_col_pvalue"), format="%.3g"),
-            "verdict": t("rl_col_verdict"),
+    rules = R.RULES
+    table(
+        "rl_mc_table",
+        {
+            "rule": ([t(f"rl_rule_{r}") for r in rules], t("rl_col_rule")),
+            "rate": ([mc[r].acceptance_rate for r in rules], number(t("rl_col_rate"))),
+            "exact": ([results[r].acceptance for r in rules], number(t("rl_col_exact_A"))),
+            "chi2": ([mc[r].fit.statistic for r in rules], number(t("rl_col_chi2"), "%.1f")),
+            "dof": ([mc[r].fit.dof for r in rules], t("rl_col_dof")),
+            "pvalue": ([mc[r].fit.p_value for r in rules], number(t("rl_col_pvalue"), "%.3g")),
+            "verdict": ([verdict(mc[r].fit) for r in rules], t("rl_col_verdict")),
         },
     )
 
 
 # ------------------------------------------------------------------ tree node
 def tree_node(p, q, k: int) -> dict:
-    """:func:`rulelab.node_rules` for these rows, kept in the session (up to 4,096 candidate
-    tuples per rule: about a second on a busy CPU, so not on every rerun)."""
+    """:func:`specdec_core.rules.lab.node_rules` for these rows, kept in the session (up
+    to 4,096 candidate tuples per rule: about a second on a busy CPU, so not on every
+    rerun)."""
     key = (tuple(p), tuple(q), k)
     if S.get("rl_tree_key") != key:
         S["rl_tree"], S["rl_tree_key"] = R.node_rules(p, q, k), key
@@ -189,39 +181,20 @@ def tree_node(p, q, k: int) -> dict:
 def show_tree_tables(names: list[str], p, results: dict) -> None:
     """The tree node's exact output per token, and each rule's TV to p and P(accept)."""
     rule_label = {rule: t(f"rl_tree_rule_{rule}") for rule in R.TREE_RULES}
-    st.dataframe(
-        pd.DataFrame(
-            {
-                "rule": [rule_label[rule] for rule in R.TREE_RULES],
-                "accept_any": [results[rule].accept_prob for rule in R.TREE_RULES],
-                "tv_to_p": [results[rule].tv_to_p for rule in R.TREE_RULES],
-            }
-        ),
-        key="rl_tree_summary",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "rule": t("rl_col_rule"),
-            "accept_any": st.column_config.NumberColumn(t("rl_col_accept_any"), format=NUM),
-            "tv_to_p": st.column_config.NumberColumn(t("rl_col_tv"), format=NUM),
+    rules = R.TREE_RULES
+    table(
+        "rl_tree_summary",
+        {
+            "rule": ([rule_label[r] for r in rules], t("rl_col_rule")),
+            "accept_any": ([results[r].accept_prob for r in rules], number(t("rl_col_accept_any"))),
+            "tv_to_p": ([results[r].tv_to_p for r in rules], number(t("rl_col_tv"))),
         },
     )
     st.markdown(f"**{t('rl_tree_table_title')}**")
-    st.dataframe(
-        pd.DataFrame(
-            {"token": names, "p": p, **{rule: results[rule].final for rule in R.TREE_RULES}}
-        ),
-        key="rl_tree_table",
-        hide_index=True,
-        width="stretch",
-        column_config={
-            "token": t("rl_col_name"),
-            "p": st.column_config.NumberColumn(t("rl_lab_p"), format=NUM),
-            **{
-                rule: st.column_config.NumberColumn(rule_label[rule], format=NUM)
-                for rule in R.TREE_RULES
-            },
-        },
+    finals = {r: (results[r].final, number(rule_label[r])) for r in rules}
+    table(
+        "rl_tree_table",
+        {"token": (names, t("rl_col_name")), "p": (p, number(t("rl_lab_p"))), **finals},
     )
 
 
@@ -277,9 +250,9 @@ def _mc_key(p, q, y: int, n: int, seed: int) -> tuple:
 
 
 def monte_carlo_all(p, q, y: int, n: int, seed: int, progress=None) -> dict:
-    """``rulelab.monte_carlo`` of every rule, from a process-wide cache of seeded results
-    (they depend only on the inputs, so a toggle back to an earlier N costs nothing and
-    one tab's run serves the next tab); a miss is charged to this tab's budget
+    """:func:`specdec_core.rules.lab.monte_carlo` of every rule, from a process-wide cache
+    of seeded results (they depend only on the inputs, so a toggle back to an earlier N
+    costs nothing and one tab's run serves the next tab); a miss is charged to this tab's budget
     (:func:`mc_allowed`) and runs when no other tab's Monte Carlo runs (one at a time per
     process). ``progress(fraction)`` while it runs."""
     key = _mc_key(p, q, y, n, seed)

@@ -1,9 +1,11 @@
 """The guided lessons: five chapters, each its own section and link (``?chapter=N``),
-with predict-then-reveal checkpoints (:mod:`.checkpoint`) on the real pair.
+with predict-then-reveal checkpoints (:mod:`specdec_core.ui.lessons.checkpoint`) on the
+real pair.
 
 The chapter is read from the URL once per browser session (validated: 1..5, anything
 else opens chapter 1 with a message), then kept in ``st.session_state``; each run hands it
-to ``links.write_url`` through :data:`links.EXTRA_PARAMS`, so a reload keeps the chapter.
+to :func:`specdec_core.ui.links.write_url` through ``ui/links.py``'s ``EXTRA_PARAMS``, so
+a reload keeps the chapter.
 """
 
 from __future__ import annotations

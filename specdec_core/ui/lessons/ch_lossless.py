@@ -9,7 +9,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.lessons.scenarios import PROMPTS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import live
-from specdec_core.ui.lessons.checkpoint import Check, ask
+from specdec_core.ui.lessons.checkpoint import ask, choice
 
 CHECKS = ("c4_same_text", "c4_quant", "c4_proc")
 TOKENS = 32
@@ -51,43 +51,15 @@ def render(pair: ModelPair) -> None:
     st.markdown(t("ls_c4_intro"))
     st.subheader(t("ls_c4_text_title"))
     opts = ("same_text", "same_dist", "worse")
-    if ask(
-        Check(
-            "c4_same_text",
-            "choice",
-            t("ls_c4_text_q"),
-            "same_dist",
-            t("ls_c4_text_why"),
-            options=opts,
-            label=lambda s: t("ls_c4_text_" + str(s)),
-        )
-    ):
+    question, why = t("ls_c4_text_q"), t("ls_c4_text_why")
+    if ask(choice("c4_same_text", question, "same_dist", why, opts, "ls_c4_text_")):
         _compare(pair)
-    st.subheader(t("ls_c4_quant_title"))
-    opts = ("original", "quantized", "draft", "none")
-    if ask(
-        Check(
-            "c4_quant",
-            "choice",
-            t("ls_c4_quant_q"),
-            "quantized",
-            t("ls_c4_quant_why"),
-            options=opts,
-            label=lambda s: t("ls_c4_quant_" + str(s)),
-        )
+    # two questions answered by a reveal text: ``ls_c4_<name>_title / _q / _why / _reveal``
+    for name, answer, opts in (
+        ("quant", "quantized", ("original", "quantized", "draft", "none")),
+        ("proc", "candidate", ("committed", "candidate", "skip", "draft")),
     ):
-        st.markdown(t("ls_c4_quant_reveal"))
-    st.subheader(t("ls_c4_proc_title"))
-    opts = ("committed", "candidate", "skip", "draft")
-    if ask(
-        Check(
-            "c4_proc",
-            "choice",
-            t("ls_c4_proc_q"),
-            "candidate",
-            t("ls_c4_proc_why"),
-            options=opts,
-            label=lambda s: t("ls_c4_proc_" + str(s)),
-        )
-    ):
-        st.markdown(t("ls_c4_proc_reveal"))
+        key = f"ls_c4_{name}"
+        st.subheader(t(f"{key}_title"))
+        if ask(choice(f"c4_{name}", t(f"{key}_q"), answer, t(f"{key}_why"), opts, f"{key}_")):
+            st.markdown(t(f"{key}_reveal"))

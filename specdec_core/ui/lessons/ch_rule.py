@@ -13,7 +13,8 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.lab import acceptance_stack_figure, rule_finals_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import live
-from specdec_core.ui.lessons.checkpoint import Check, ask
+from specdec_core.ui.lessons.checkpoint import Check, ask, choice
+from specdec_core.ui.words import STRIP_STATE, say
 
 CHECKS = ("c2_accept", "c2_source", "c2_rule")
 PRESET = R.PRESETS["textbook"]
@@ -74,7 +75,7 @@ def _accept(pair: ModelPair) -> None:
                     "q(y)": [fmt_prob(x.q) for x in v.checks],
                     "min(1, p/q)": [f"{x.accept_prob:.3f}" for x in v.checks],
                     "u": ["—" if x.u is None else f"{x.u:.3f}" for x in v.checks],
-                    t("ls_col_status"): [t("legend_" + x.status) for x in v.checks],
+                    t("ls_col_status"): [say(STRIP_STATE, x.status) for x in v.checks],
                 }
             ),
             hide_index=True,
@@ -96,15 +97,8 @@ def _source() -> None:
     p, q = rows()
     d = R.decompose(p, q)
     st.markdown(t("ls_c2_rows", p=_vec(p), q=_vec(q)))
-    check = Check(
-        "c2_source",
-        "choice",
-        t("ls_c2_source_q"),
-        "residual",
-        t("ls_c2_source_why"),
-        options=SOURCES,
-        label=lambda s: t("ls_c2_src_" + str(s)),
-    )
+    question, why = t("ls_c2_source_q"), t("ls_c2_source_why")
+    check = choice("c2_source", question, "residual", why, SOURCES, "ls_c2_src_")
     if ask(check):
         assert d.residual is not None
         st.markdown(
@@ -134,15 +128,8 @@ def _rule() -> None:
     st.subheader(t("ls_c2_rule_title"))
     p, q = rows()
     one_hot = PRESET.one_hot_token
-    check = Check(
-        "c2_rule",
-        "choice",
-        t("ls_c2_rule_q", tok=PRESET.names[one_hot]),
-        "correct_one_hot",
-        t("ls_c2_rule_why"),
-        options=RULE_CHOICES,
-        label=lambda s: t("ls_c2_rules_" + str(s)),
-    )
+    question, why = t("ls_c2_rule_q", tok=PRESET.names[one_hot]), t("ls_c2_rule_why")
+    check = choice("c2_rule", question, "correct_one_hot", why, RULE_CHOICES, "ls_c2_rules_")
     if ask(check):
         results = R.compare_rules(p, q, one_hot)
         st.dataframe(

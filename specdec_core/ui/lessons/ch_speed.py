@@ -24,7 +24,7 @@ from specdec_core.lessons.link import LessonState
 from specdec_core.lessons.scenarios import PROMPTS
 from specdec_core.rules.costmodel import walltime_improvement
 from specdec_core.ui.i18n import t
-from specdec_core.ui.lessons.checkpoint import Check, ask
+from specdec_core.ui.lessons.checkpoint import Check, ask, choice
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 
 CHECKS = ("c5_faster", "c5_source", "c5_eval")
@@ -110,17 +110,8 @@ def measure(pair: ModelPair, repeats: int = REPEATS) -> SpeedRun:
 
 def _faster(pair: ModelPair) -> None:
     st.subheader(t("ls_c5_faster_title"))
-    if not ask(
-        Check(
-            "c5_faster",
-            "choice",
-            t("ls_c5_faster_q"),
-            "no",
-            t("ls_c5_faster_why"),
-            options=("yes", "no"),
-            label=lambda s: t("ls_c5_" + str(s)),
-        )
-    ):
+    question, why = t("ls_c5_faster_q"), t("ls_c5_faster_why")
+    if not ask(choice("c5_faster", question, "no", why, ("yes", "no"), "ls_c5_")):
         return
     again = st.button(t("ls_c5_measure"), key="ls_c5_measure")
     run = st.session_state.get(RUN)
@@ -164,17 +155,8 @@ def _faster(pair: ModelPair) -> None:
 
 def _sources() -> None:
     st.subheader(t("ls_c5_sources_title"))
-    if ask(
-        Check(
-            "c5_source",
-            "choice",
-            t("ls_c5_source_q"),
-            "lookup",
-            t("ls_c5_source_why"),
-            options=SOURCES[:3],
-            label=lambda s: t("ls_c5_src_" + str(s)),
-        )
-    ):
+    question, why = t("ls_c5_source_q"), t("ls_c5_source_why")
+    if ask(choice("c5_source", question, "lookup", why, SOURCES[:3], "ls_c5_src_")):
         st.dataframe(
             pd.DataFrame(
                 {

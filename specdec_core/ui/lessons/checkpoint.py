@@ -40,6 +40,16 @@ class Check:
     unit: str = ""
 
 
+def choice(
+    cid: str, question: str, answer: str, why: str, options: Sequence[str], labels: str
+) -> Check:
+    """A multiple-choice :class:`Check`: option ``s`` of ``options`` is shown as the string
+    ``labels + s`` (e.g. ``labels="ls_c4_text_"``)."""
+    return Check(
+        cid, "choice", question, answer, why, options=options, label=lambda s: t(f"{labels}{s}")
+    )
+
+
 def answers() -> dict[str, dict]:
     return st.session_state.setdefault(ANSWERS, {})
 

@@ -1,13 +1,16 @@
 """The step-through page's lesson tools: one-click scenarios, the lesson link with its QR
 code, trace export / import, and step back (undo). Logic lives in the engine
-(``lesson_link``, ``replay``, ``scenarios``, ``tracefile``) and in :mod:`.links`; this
+(``lessons/``: ``link``, ``replay``, ``scenarios``, ``tracefile``) and in
+:mod:`specdec_core.ui.links`; this
 module draws the controls."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
+from typing import Any
 
 import pandas as pd
 import segno
@@ -180,25 +183,20 @@ def _uploaded() -> None:
     S["step_notice"] = t("lt_import_readonly", pair=plain(trace.pair), n=len(trace.rounds))
 
 
+def _download(box, label: str, data: Callable[[], str], file_name: str, **kw: Any) -> None:
+    """A download button whose file is made only when clicked (``data`` is called then);
+    the click does not rerun the page. ``file_name``'s ending sets the MIME type."""
+    mime = "text/csv" if file_name.endswith(".csv") else "application/json"
+    box.download_button(label, data=data, file_name=file_name, mime=mime, on_click="ignore", **kw)
+
+
 def _files(session: SpeculativeSession) -> None:
     state = links.current_state("step_through")
     c1, c2 = st.columns(2)
-    c1.download_button(
-        t("lt_download_json"),
-        data=lambda: export_json(session, state),
-        file_name="specdec-trace.json",
-        mime="application/json",
-        on_click="ignore",
-        width="stretch",
-    )
-    c2.download_button(
-        t("lt_download_csv"),
-        data=lambda: export_csv(session),
-        file_name="specdec-checks.csv",
-        mime="text/csv",
-        on_click="ignore",
-        width="stretch",
-    )
+    json_file = partial(export_json, session, state)
+    _download(c1, t("lt_download_json"), json_file, "specdec-trace.json", width="stretch")
+    csv_file = partial(export_csv, session)
+    _download(c2, t("lt_download_csv"), csv_file, "specdec-checks.csv", width="stretch")
     st.file_uploader(
         t("lt_upload", mb=MAX_TRACE_BYTES // 1_000_000),
         type=["json"],
@@ -308,11 +306,6 @@ def render_tree_lesson_tools(session: TreeSession) -> None:
             _link()
         with tabs[1]:
             state = links.current_state("step_through")
-            st.download_button(
-                t("lt_download_tree_json"),
-                data=lambda: export_tree_json(session, state),
-                file_name="specdec-tree-trace.json",
-                mime="application/json",
-                on_click="ignore",
-                key="btn_tree_json",
-            )
+            tree_file = partial(export_tree_json, session, state)
+            label = t("lt_download_tree_json")
+            _download(st, label, tree_file, "specdec-tree-trace.json", key="btn_tree_json")

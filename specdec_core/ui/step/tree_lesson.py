@@ -1,6 +1,6 @@
 """The step-through page's tree mode: its lesson state (kept outside widget keys, like the
-chain's :mod:`.lesson`), the hand-over between the chain and the tree, and the button
-actions.
+chain's, :mod:`specdec_core.ui.step.lesson`), the hand-over between the chain and the
+tree, and the button actions.
 
 * The mode (``chain`` | ``tree``) and the tree shape are widgets on the step page; their
   values are also kept under other keys (Streamlit drops a widget's state when another

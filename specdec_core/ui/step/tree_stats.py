@@ -1,6 +1,6 @@
 """The step-through page's tree mode, its statistics: the tree session's summary and
 round history, and "chain vs tree on this prompt" -- the chain (gamma = the tree's depth)
-and the tree timed interleaved on the fast paths (``tree_bench.measure_many``), drawn as a
+and the tree timed interleaved on the fast paths (``bench.tree_vs_chain.measure_many``), drawn as a
 chart with the timing's spread and how it was measured.
 
 A timing is never shared between sessions: one measured while another student flooded the
@@ -25,6 +25,7 @@ from specdec_core.ui.figures.tree import chain_tree_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 from specdec_core.ui.step import tree_lesson as TL
+from specdec_core.ui.words import TREE_ROUND_KIND, say
 
 COMPARE_TOKENS = 32  # new tokens per fast-path run in "chain vs tree"
 COMPARE_REPEATS = 3  # timed runs of each, interleaved, after one warm-up run of each
@@ -72,7 +73,7 @@ def _remember(key: tuple, rows: tuple[TreeBenchRow, TreeBenchRow]) -> None:
 
 @dataclass(frozen=True)
 class Bar:
-    """One bar pair of the chart (``figures.tree.chain_tree_figure``)."""
+    """One bar pair of the chart (``ui.figures.tree.chain_tree_figure``)."""
 
     label: str
     tokens_per_target_forward: float
@@ -111,7 +112,7 @@ def section(pair: ModelPair, session: TreeSession, lesson, heading: Callable[[st
                         depth=rec.depth,
                         nodes=rec.nodes,
                         n=len(rec.appended),
-                        kind=t("tree_kind_" + rec.kind),
+                        kind=say(TREE_ROUND_KIND, rec.kind),
                     )
                 )
     else:

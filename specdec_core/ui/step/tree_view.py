@@ -2,8 +2,8 @@
 control (chain | tree) and shape, the tree buttons, the committed text, the drafted tree
 (Plotly), the tree attention mask (an HTML grid), the target's KV cache before and after
 the path compaction, and the round's outcome -- one tree round. The statistics and "chain
-vs tree on this prompt" below it are :mod:`.tree_stats`. Drawing only; every number comes
-from the :class:`TreeSession`'s views."""
+vs tree on this prompt" below it are :mod:`specdec_core.ui.step.tree_stats`. Drawing only;
+every number comes from the :class:`TreeSession`'s views."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
+from specdec_core.core.words import StripState
+from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
 from specdec_core.ui import problems
@@ -27,6 +29,16 @@ from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step import tree_stats
 from specdec_core.ui.step.tools import render_tree_lesson_tools, step_back_button
+from specdec_core.ui.words import (
+    FIGURE_STATE,
+    MODE,
+    SLOT_STATE,
+    STOP_REASON,
+    TREE_PHASE,
+    TREE_ROUND_KIND,
+    TREE_STEP_BUTTON,
+    say,
+)
 
 
 def mode_row() -> str:
@@ -37,7 +49,7 @@ def mode_row() -> str:
         horizontal=True, vertical_alignment="bottom", gap="medium", key="step_mode_row"
     )
     with row:
-        names = {m: t("tree_mode_" + m) for m in TL.MODES}  # bound now: one widget per language
+        names = {m: say(MODE, m) for m in TL.MODES}  # bound now: one widget per language
         st.segmented_control(
             t("tree_mode_label"),
             list(TL.MODES),
@@ -133,9 +145,9 @@ def _controls(session: TreeSession, phase: str) -> None:
     with st.container(
         horizontal=True, vertical_alignment="bottom", gap="small", key="step_controls"
     ):
-        for step in ("propose", "verify", "commit"):
+        for step, label in TREE_STEP_BUTTON.items():
             st.button(
-                t("tree_" + step),
+                t(label),
                 on_click=TL.act,
                 args=(step,),
                 disabled=phase != step,
@@ -169,12 +181,13 @@ def _messages(session: TreeSession, phase: str, blocked: bool) -> None:
     if blocked:
         return
     if phase == "finished":
-        st.success(t("st_phase") + t("phase_finished", reason=t("stop_" + session.stop_reason)))
+        reason = say(STOP_REASON, session.stop_reason)
+        st.success(t("st_phase") + say(TREE_PHASE, "finished", reason=reason))
     elif phase == "propose":
         shape = ",".join(map(str, session.shape))
-        st.info(t("st_phase") + t("tree_phase_propose", shape=shape, budget=session.budget))
+        st.info(t("st_phase") + say(TREE_PHASE, "propose", shape=shape, budget=session.budget))
     else:
-        st.info(t("st_phase") + t("tree_phase_" + phase))
+        st.info(t("st_phase") + say(TREE_PHASE, phase))
 
 
 def _strip(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
@@ -184,33 +197,26 @@ def _strip(session: TreeSession, phase: str, heading: Callable[[str], None]) -> 
     generated = session.ids[session.prompt_len :]
     n_new = len(last.record.appended) if last is not None else 0
     items += [StripItem(session.token(i), "committed") for i in generated[: len(generated) - n_new]]
-    if last is not None:
-        record = last.record
-        on_path = sum(1 for i in record.path if record.states[i] == "accepted")
-        for j, tok in enumerate(record.appended):
-            state = "accepted" if j < on_path else record.kind
-            state = state if state in ("accepted", "correction", "bonus") else "committed"
-            items.append(StripItem(session.token(tok), state))
+    if last is not None:  # the engine's rule: path accepted, then the round's ★ token
+        items += [StripItem(session.token(tok), s) for tok, s in tree_strip_states(last.record)]
     heading(t("st_strip"))
-    legend = ["prompt", "committed", "accepted", "correction", "bonus"]
+    legend: list[StripState] = ["prompt", "committed", "accepted", "correction", "bonus"]
     st.html(token_strip_html(items, legend))
 
 
 def _labels() -> dict[str, str]:
-    out = {state: t("tree_state_" + state) for state in STATE_STYLE}
-    for key in (
-        "root",
-        "root_tick",
-        "depth",
-        "node",
-        "position",
-        "accept",
-        "not_checked",
-        "next_correction",
-        "next_bonus",
-    ):
-        out[key] = t("tree_" + key)
-    return out
+    return {
+        **{state: say(FIGURE_STATE, state) for state in STATE_STYLE},
+        "root": t("tree_root"),
+        "root_tick": t("tree_root_tick"),
+        "depth": t("tree_depth"),
+        "node": t("tree_node"),
+        "position": t("tree_position"),
+        "accept": t("tree_accept"),
+        "not_checked": t("tree_not_checked"),
+        "next_correction": t("tree_next_correction"),
+        "next_bonus": t("tree_next_bonus"),
+    }
 
 
 def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
@@ -242,9 +248,9 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
         st.info(
             t(
                 "tree_outcome_stopped",
-                reason=t("stop_" + reason),
+                reason=say(STOP_REASON, reason),
                 n=len(record.appended),
-                kind=t("tree_kind_" + (tree.next_kind or "correction")),
+                kind=say(TREE_ROUND_KIND, tree.next_kind or "correction"),
                 tok=tok,
             )
         )
@@ -256,7 +262,7 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
                 k=record.accepted,
                 depth=depth,
                 nodes=record.nodes,
-                kind=t("tree_kind_" + record.kind),
+                kind=say(TREE_ROUND_KIND, record.kind),
                 tok=tok,
                 n=len(record.appended),
             )
@@ -320,9 +326,7 @@ _KEEP_COMMITTED = 2  # committed rows shown before the tree's rows
 
 
 def _slot_state(state: str) -> str:
-    if state in ("prompt", "committed"):
-        return t("tree_slot_" + state)
-    return t("tree_state_" + state)
+    return say(SLOT_STATE, state)
 
 
 def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -392,7 +396,7 @@ def _kv(session: TreeSession, phase: str, heading: Callable[[str], None]) -> Non
                     r=len(session.history),
                     moved=moved,
                     dropped=dropped,
-                    reason=t("stop_" + session.stop_reason),
+                    reason=say(STOP_REASON, session.stop_reason),
                     tok=tok,
                 )
             )

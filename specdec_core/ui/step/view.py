@@ -12,7 +12,6 @@ from specdec_core.core.numfmt import fmt_sig
 from specdec_core.core.records import summarize
 from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.engine.rounds import gamma_for_round
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
@@ -24,6 +23,15 @@ from specdec_core.ui.render import (
     kv_table_html,
     round_strip,
     token_strip_html,
+)
+from specdec_core.ui.words import (
+    CHECK_STATUS,
+    NEXT_NO_DRAFTS,
+    NO_DRAFTS_PHASE,
+    PHASE,
+    ROUND_KIND,
+    NoDraftsReason,
+    say,
 )
 
 
@@ -98,7 +106,7 @@ def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, 
         rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
         rows["a = min(1, p/q)"] = [mark(c, fmt_sig(c.accept_prob)) for c in checks]
         rows["u"] = [fmt_sig(shown_u(c)) for c in checks]  # "—": never checked
-    rows[t("col_verdict")] = [t("verdict_" + c.status) for c in checks]
+    rows[t("col_verdict")] = [say(CHECK_STATUS, c.status) for c in checks]
     return rows
 
 
@@ -110,22 +118,21 @@ def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
         st.caption(t("unchecked_mark"))
 
 
-def no_drafts_reason(session: SpeculativeSession, back: int = 0) -> str | None:
+def no_drafts_reason(
+    session: SpeculativeSession, last: RoundTrace | None = None
+) -> NoDraftsReason | None:
     """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
     context), ``"ngram"`` (prompt lookup found no n-gram match), ``"drafter"`` (another
-    drafter proposed nothing). ``back = 0``: the pending round (``None`` when it has drafts
-    or no round is pending); ``back = k``: the finished round that appended the last ``k``
-    tokens (the caller knows it had no drafts)."""
-    if back == 0 and (session.phase not in ("verify", "commit") or session.drafts):
+    drafter proposed nothing). ``last = None``: the pending round (``None`` when it has
+    drafts or no round is pending); else the finished round ``last`` (the caller knows it
+    had no drafts). The γ asked for comes from the engine (the round's record, or the
+    pending round's :attr:`current_gamma`)."""
+    if last is not None:
+        planned = last.record.gamma
+    elif session.phase not in ("verify", "commit") or session.drafts:
         return None
-    cfg = session.config
-    planned = gamma_for_round(
-        cfg.gamma,
-        len(session.generated_ids) - back,
-        cfg.max_new_tokens,
-        len(session.ids) - back,
-        session.pair.context_length,
-    )
+    else:
+        planned = session.current_gamma
     if planned == 0:
         return "budget"
     return "ngram" if getattr(session.drafter, "name", "") == "ngram" else "drafter"
@@ -136,8 +143,8 @@ def phase_text(session: SpeculativeSession, phase: str) -> str:
     target's forward still yields one token)."""
     reason = no_drafts_reason(session)
     if reason is None or phase not in ("verify", "commit"):
-        return t("phase_" + phase)
-    return t(f"phase_{phase}_no_drafts_{reason}")
+        return say(PHASE, phase)
+    return say(NO_DRAFTS_PHASE, (phase, reason))
 
 
 def _verified(
@@ -173,7 +180,7 @@ def _verified(
             log_y=log_y,
             context=contexts[pos - 1] if contexts else None,
         )
-        verdict = t("verdict_" + c.status)
+        verdict = say(CHECK_STATUS, c.status)
         if greedy:
             st.markdown(
                 t(
@@ -213,9 +220,8 @@ def _verified(
     if stopped:  # the round ends at the stop: later drafts are cut, no correction/bonus
         st.info(t("next_stopped", n=record.accepted, cut=record.statuses.count("cut")))
     elif gamma == 0:  # a round with no drafts (budget, or no n-gram match): a normal state
-        back = len(last.commit.appended) if last is not None else 0
-        reason = no_drafts_reason(session, back) or "budget"
-        st.info(t("next_no_drafts" + ("" if reason == "budget" else "_" + reason), tok=next_tok))
+        reason = no_drafts_reason(session, last) or "budget"
+        st.info(say(NEXT_NO_DRAFTS, reason, tok=next_tok))
     elif bonus:
         st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
     else:
@@ -327,7 +333,7 @@ def history(session: SpeculativeSession) -> None:
                     n=r.record.accepted,
                     g=len(r.verify.checks),
                     k=len(r.commit.appended),
-                    kind=t("kind_" + r.commit.kind),
+                    kind=say(ROUND_KIND, r.commit.kind),
                 ),
                 token_strip_html(round_strip(r.verify, r.record), []),
                 t(

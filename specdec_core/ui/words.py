@@ -1,0 +1,179 @@
+"""Engine words → translation keys: one table per word family of
+:mod:`specdec_core.core.words` (and the few words the step page adds), so a page never
+builds a string key by concatenation and ``tests/test_ui_words.py`` checks that every
+value of every family has its string in English and Chinese.
+
+Use: ``t(STOP_REASON[session.stop_reason])``, or :func:`say` for the common case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal, TypeVar
+
+from specdec_core.core.words import (
+    CheckStatus,
+    NodeViewState,
+    Phase,
+    RoundKind,
+    StopReason,
+    StripState,
+)
+from specdec_core.ui.i18n import t
+
+Step = Literal["propose", "verify", "commit"]  # a phase a button runs
+#: why a chain round has no drafts (``ui/step/view.py`` ``no_drafts_reason``)
+NoDraftsReason = Literal["budget", "ngram", "drafter"]
+#: a row of the chain's KV table (``core/kvcache.py`` ``kv_state``)
+KvRowState = Literal[
+    "prompt",
+    "committed",
+    "committed-no-KV-yet",
+    "tentative",
+    "accepted",
+    "rejected",
+    "discarded",
+    "cut",
+]
+#: a node of the drawn tree (``ui/figures/tree.py`` ``STATE_STYLE``): a node view's state,
+#: the root, and the ★ token (appended, or ``_cut`` when a stop came first)
+FigureState = Literal[
+    "root",
+    "tentative",
+    "accepted",
+    "rejected",
+    "unchecked",
+    "cut",
+    "correction",
+    "bonus",
+    "correction_cut",
+    "bonus_cut",
+]
+#: a slot of the tree's KV tables: a committed row or a node
+SlotState = Literal["prompt", "committed", "tentative", "accepted", "rejected", "unchecked", "cut"]
+Mode = Literal["chain", "tree"]
+
+#: why generation stopped (``phase_finished``'s ``{reason}``, the stop notices)
+STOP_REASON: dict[StopReason, str] = {
+    "eos": "stop_eos",
+    "stop_string": "stop_stop_string",
+    "max_new_tokens": "stop_max_new_tokens",
+    "context_limit": "stop_context_limit",
+    "until": "stop_until",
+}
+#: how a chain round ended (the history lines)
+ROUND_KIND: dict[RoundKind, str] = {
+    "correction": "kind_correction",
+    "bonus": "kind_bonus",
+    "stopped": "kind_stopped",
+}
+#: how a tree round ended (its outcome line, the history lines)
+TREE_ROUND_KIND: dict[RoundKind, str] = {
+    "correction": "tree_kind_correction",
+    "bonus": "tree_kind_bonus",
+    "stopped": "tree_kind_stopped",
+}
+#: the verdict on one drafted position (the checks table, the verdict sentence)
+CHECK_STATUS: dict[CheckStatus, str] = {
+    "accepted": "verdict_accepted",
+    "rejected": "verdict_rejected",
+    "discarded": "verdict_discarded",
+    "cut": "verdict_cut",
+}
+#: a token of a token strip (its legend chip)
+STRIP_STATE: dict[StripState, str] = {
+    "prompt": "legend_prompt",
+    "committed": "legend_committed",
+    "tentative": "legend_tentative",
+    "accepted": "legend_accepted",
+    "rejected": "legend_rejected",
+    "discarded": "legend_discarded",
+    "cut": "legend_cut",
+    "correction": "legend_correction",
+    "bonus": "legend_bonus",
+}
+#: a row of the chain's KV table
+KV_ROW_STATE: dict[KvRowState, str] = {
+    "prompt": "state_prompt",
+    "committed": "state_committed",
+    "committed-no-KV-yet": "state_committed-no-KV-yet",
+    "tentative": "state_tentative",
+    "accepted": "state_accepted",
+    "rejected": "state_rejected",
+    "discarded": "state_discarded",
+    "cut": "state_cut",
+}
+#: a node of a tree view (the mask grid; the figure uses :data:`FIGURE_STATE`)
+NODE_STATE: dict[NodeViewState, str] = {
+    "tentative": "tree_state_tentative",
+    "accepted": "tree_state_accepted",
+    "rejected": "tree_state_rejected",
+    "unchecked": "tree_state_unchecked",
+    "cut": "tree_state_cut",
+}
+#: a node of the drawn tree (legend and hover)
+FIGURE_STATE: dict[FigureState, str] = {
+    "root": "tree_state_root",
+    **NODE_STATE,
+    "correction": "tree_state_correction",
+    "bonus": "tree_state_bonus",
+    "correction_cut": "tree_state_correction_cut",
+    "bonus_cut": "tree_state_bonus_cut",
+}
+#: a slot of the tree's KV tables
+SLOT_STATE: dict[SlotState, str] = {
+    "prompt": "tree_slot_prompt",
+    "committed": "tree_slot_committed",
+    **NODE_STATE,
+}
+#: where the chain's step machine stands (the phase line; ``finished`` takes ``{reason}``)
+PHASE: dict[Phase, str] = {
+    "propose": "phase_propose",
+    "verify": "phase_verify",
+    "commit": "phase_commit",
+    "finished": "phase_finished",
+}
+#: the chain's phase line in a round without drafts, by phase and reason
+NO_DRAFTS_PHASE: dict[tuple[Step, NoDraftsReason], str] = {
+    ("verify", "budget"): "phase_verify_no_drafts_budget",
+    ("verify", "ngram"): "phase_verify_no_drafts_ngram",
+    ("verify", "drafter"): "phase_verify_no_drafts_drafter",
+    ("commit", "budget"): "phase_commit_no_drafts_budget",
+    ("commit", "ngram"): "phase_commit_no_drafts_ngram",
+    ("commit", "drafter"): "phase_commit_no_drafts_drafter",
+}
+#: the chain's "what comes next" line in a round without drafts (``{tok}``)
+NEXT_NO_DRAFTS: dict[NoDraftsReason, str] = {
+    "budget": "next_no_drafts",
+    "ngram": "next_no_drafts_ngram",
+    "drafter": "next_no_drafts_drafter",
+}
+#: where the tree's step machine stands (``propose`` takes ``{shape}`` and ``{budget}``)
+TREE_PHASE: dict[Phase, str] = {
+    "propose": "tree_phase_propose",
+    "verify": "tree_phase_verify",
+    "commit": "tree_phase_commit",
+    "finished": "phase_finished",
+}
+#: the chain's step buttons
+STEP_BUTTON: dict[Step, str] = {
+    "propose": "st_propose",
+    "verify": "st_verify",
+    "commit": "st_commit",
+}
+#: the tree's step buttons
+TREE_STEP_BUTTON: dict[Step, str] = {
+    "propose": "tree_propose",
+    "verify": "tree_verify",
+    "commit": "tree_commit",
+}
+#: the step page's verification shape (its mode control)
+MODE: dict[Mode, str] = {"chain": "tree_mode_chain", "tree": "tree_mode_tree"}
+
+W = TypeVar("W", bound=str)
+
+
+def say(table: Mapping[W, str], word: W, **fmt: object) -> str:
+    """``word`` in the page's language: ``t(table[word], **fmt)``. Raises ``KeyError`` for
+    a word the table does not have (never a made-up key)."""
+    return t(table[word], **fmt)
