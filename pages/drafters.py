@@ -20,6 +20,7 @@ from specdec_core.ui.figures.drafters import drafter_time_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t, tr
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
+from specdec_core.ui.words import DRAFTERS_STRIP
 
 S = st.session_state
 pair, config = page_context()
@@ -28,7 +29,6 @@ PRESETS = ("repetitive", "novel", "custom")
 DRAFTERS = drafters_for(pair)  # eagle only where the pair has a head
 OTHER_ROWS = ("eagle", "medusa", "mtp", "block", "random")
 OTHER_COLS = ("method", "how", "needs", "note")
-LEGEND = ("accepted", "rejected", "discarded", "correction", "bonus", "committed")
 
 
 def _label(name: str, knob: int | None) -> str:
@@ -245,8 +245,8 @@ else:
     show_discarded = st.toggle(t("dr_show_discarded"), key="dr_show_discarded")
     legend = "".join(
         f'<span style="{STYLES[s]}padding:1px 6px;margin-right:6px;border-radius:4px;'
-        f'font-size:12px;display:inline-block">{html.escape(t("dr_leg_" + s))}</span>'
-        for s in LEGEND
+        f'font-size:12px;display:inline-block">{html.escape(t(key))}</span>'
+        for s, key in DRAFTERS_STRIP.items()
     )
     st.html(f'<div style="margin-bottom:4px">{legend}</div>')
     edited_note = html.escape(t("legend_edited"))

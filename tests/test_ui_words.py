@@ -20,6 +20,7 @@ TABLES = {  # table name → the values it must cover
     "CHECK_STATUS": get_args(W.CheckStatus),
     "STRIP_STATE": get_args(W.StripState),
     "KV_ROW_STATE": get_args(UW.KvRowState),
+    "DRAFTERS_STRIP": ("accepted", "rejected", "discarded", "correction", "bonus", "committed"),
     "NODE_STATE": get_args(W.NodeViewState),
     "FIGURE_STATE": get_args(UW.FigureState),
     "SLOT_STATE": get_args(UW.SlotState),

@@ -24,6 +24,15 @@ from specdec_core.ui.i18n import t
 Step = Literal["propose", "verify", "commit"]  # a phase a button runs
 #: why a chain round has no drafts (``ui/step/view.py`` ``no_drafts_reason``)
 NoDraftsReason = Literal["budget", "ngram", "drafter"]
+#: the drafters page's strip legend (its own words: which model made the token), in order
+DRAFTERS_STRIP: dict[StripState, str] = {
+    "accepted": "dr_leg_accepted",
+    "rejected": "dr_leg_rejected",
+    "discarded": "dr_leg_discarded",
+    "correction": "dr_leg_correction",
+    "bonus": "dr_leg_bonus",
+    "committed": "dr_leg_committed",
+}
 #: a row of the chain's KV table (``core/kvcache.py`` ``kv_state``)
 KvRowState = Literal[
     "prompt",
