@@ -1,10 +1,19 @@
 """Shared fixtures: tiny random GPT-2 pairs saved with ``save_pretrained`` to a temp folder
-and loaded through the same ``from_pretrained`` path as the real presets (offline)."""
+and loaded through the same ``from_pretrained`` path as the real presets (offline); one
+``streamlit run app.py`` server and one Chromium for every real-browser test; the
+``slow`` marker on the browser tests and on the tests listed in :data:`SLOW`
+(``pytest -m "not slow"`` is the quick loop; the README's ``pytest -q`` runs everything)."""
 
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -211,3 +220,173 @@ def shown_error(exc: Exception, lang: str | None = None) -> str:
     assert not at.exception, at.exception
     [box] = at.error
     return box.value
+
+
+# ------------------------------------------------------------------ markers: the quick loop
+#: Tests marked ``slow`` besides every ``browser`` test: a module name marks the whole
+#: module, ``module::test`` one test (all its parameters). The training tests, the modules
+#: that start real servers, and single tests over ~20 s; seconds as measured with
+#: ``pytest --durations`` on the 2-core machine with other work running.
+#: ``pytest -m "not slow"`` leaves them out; the README's ``pytest -q`` (CI) runs them.
+SLOW = {
+    "test_train_embedded.py": "trains the embedded pair's recipe on a tiny budget (4 s)",
+    "test_eagle.py": "trains EAGLE heads, greedy checks on held-out prompts (45 s)",
+    "test_replicas.py": "two replicas behind nginx, Chromium, 1,200 half-open requests (86 s)",
+    "test_classroom_server.py": "a real server driven over websockets (80 s)",
+    "test_hostile_server.py": "a real server under a storm of full reruns (40 s)",
+    "test_page_speed.py::test_tiny_measurement_is_consistent": "a full measurement (40 s)",
+    "test_page_speed.py::test_sweeps_stop_and_chinese": "two sweeps (20 s)",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        name = item.path.name
+        test = f"{name}::{getattr(item, 'originalname', item.name)}"
+        if item.get_closest_marker("browser") or name in SLOW or test in SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
+# ------------------------------------------------------- one server + one Chromium (browser)
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _need_chromium() -> None:
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: .ci/run must install it")
+        pytest.skip("Debian's chromium is not installed")
+
+
+@pytest.fixture(scope="session")
+def server_log(tmp_path_factory) -> Path:
+    """The shared server's output; ``SPECDEC_PROFILE=1`` logs one ``specdec-render-ms``
+    line per full run of app.py and one ``... fragment=KEY`` line per fragment-only rerun
+    (a test compares counts before and after its own clicks)."""
+    return tmp_path_factory.getbasetemp() / "streamlit-server.log"
+
+
+@pytest.fixture(scope="session")
+def server(server_log) -> Iterator[str]:
+    """One ``streamlit run app.py`` on a free local port for every browser test of the
+    session (started by the first test that asks); yields its base URL. Modules that need
+    a server of another kind (special environment, replicas) define their own."""
+    _need_chromium()
+    port = free_port()
+    log = open(server_log, "w")  # a file, not a pipe nobody reads
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        log.close()
+        pytest.fail("streamlit did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+
+
+class _Chromium:
+    """The one Playwright + Chromium of the session, started on first use.
+
+    Playwright's sync API marks an event loop as running for as long as it is started, so
+    ``asyncio.run`` (the websocket tests) and a second ``sync_playwright`` (the replicas
+    test) fail while it lives: :func:`pytest_runtest_teardown` stops it after the last of
+    a run of consecutive tests that use it (the browser modules sort next to each other,
+    so the whole browser block shares one Chromium)."""
+
+    def __init__(self) -> None:
+        self._playwright = None
+        self._browser = None
+
+    def get(self):
+        if self._browser is None:
+            _need_chromium()
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            self._browser = self._playwright.chromium.launch(
+                executable_path=CHROMIUM, args=CHROMIUM_FLAGS
+            )
+        return self._browser
+
+    def stop(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+            self._playwright.stop()
+            self._browser = self._playwright = None
+
+
+_CHROMIUM = _Chromium()
+
+
+@pytest.fixture
+def browser():
+    """The session's Chromium (a Playwright ``Browser``); prefer :func:`new_page`."""
+    return _CHROMIUM.get()
+
+
+@pytest.fixture
+def new_page(browser) -> Iterator[Callable[..., object]]:
+    """``new_page(width, height)``: a Playwright page in a fresh browser context (no
+    cookies, storage or Streamlit session shared with any other page); every context it
+    made is closed after the test, passed or failed, so no session is left on the shared
+    server."""
+    contexts = []
+
+    def make(width: int = 1400, height: int = 2000):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(context)
+        return context.new_page()
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's fixtures (its pages) are torn down
+def pytest_runtest_teardown(item, nextitem) -> None:
+    if nextitem is None or "browser" not in getattr(nextitem, "fixturenames", ()):
+        _CHROMIUM.stop()

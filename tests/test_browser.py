@@ -1,125 +1,37 @@
-"""Real browser: start ``streamlit run app.py`` headless on a free local port, drive it
-with Playwright + Debian's Chromium, click through one round, save screenshots."""
+"""Real browser: the session's ``streamlit run app.py`` (headless, on a free local port) driven
+with Playwright + Debian's Chromium (both shared, ``conftest.py``), click through one round,
+save screenshots."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # the server and Chromium: conftest.py
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _log_path(tmp_path_factory) -> Path:
-    """The server's output; ``SPECDEC_PROFILE=1`` logs one ``specdec-render-ms`` line per
-    full run of app.py and one ``... fragment=KEY`` line per fragment-only rerun."""
-    return tmp_path_factory.getbasetemp() / "streamlit-server.log"
-
-
-@pytest.fixture(scope="module")
-def server_log(server, tmp_path_factory) -> Path:
-    return _log_path(tmp_path_factory)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):  # other test modules import this fixture alone
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: .ci/run must install it")
-        pytest.skip("Debian's chromium is not installed")
-    port = _free_port()
-    log = open(_log_path(tmp_path_factory), "w")  # a file, not a pipe nobody reads
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "SPECDEC_PROFILE": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
-
-
-def test_deep_link_runs_inside_the_app(server, browser):
-    """Opening a lesson URL directly on a fresh server (this test runs first) still renders
-    the sidebar and the page, no traceback."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+def test_deep_link_runs_inside_the_app(server, new_page):
+    """Opening a lesson URL directly on a fresh server (the session's first browser test:
+    the shared server has served no page yet) still renders the sidebar and the page, no
+    traceback."""
+    page = new_page(1400, 1400)
     page.goto(server + "/acceptance_lab")
     page.get_by_text("Decoding settings").wait_for(timeout=90_000)
     page.get_by_text("Acceptance-rule lab").first.wait_for(timeout=30_000)
     assert page.get_by_text("KeyError").count() == 0
-    page.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_click_through_one_round(server, browser, tmp_path, lang):
+def test_click_through_one_round(server, new_page, tmp_path, lang):
     names = {
         "en": ("① Propose", "② Verify", "③ Commit / reject", "accepted", "KV-cache state"),
         "zh": ("① 提议", "② 验证", "③ 提交 / 拒绝", "已接受", "KV 缓存状态"),
     }[lang]
-    page = browser.new_page(viewport={"width": 1400, "height": 2400})
+    page = new_page(1400, 2400)
     page.goto(server)
     page.get_by_role("button", name="① Propose").wait_for(timeout=90_000)
     if lang == "zh":
@@ -146,7 +58,6 @@ def test_click_through_one_round(server, browser, tmp_path, lang):
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
-    page.close()
 
 
 def _runs(log: Path) -> tuple[int, int]:
@@ -156,7 +67,7 @@ def _runs(log: Path) -> tuple[int, int]:
     return len(lines) - fragment, fragment
 
 
-def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, server_log, browser):
+def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, server_log, new_page):
     """Propose, Verify, Commit: the strip, chart and KV table change and the lesson link in
     the URL follows every step, while app.py (sidebar, navigation, prompt) never reruns:
     the step panel is an st.fragment (AppTest reruns the whole script, so this is checked
@@ -170,7 +81,7 @@ def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, se
         assert not problems
         return s.round, s.phase
 
-    page = browser.new_page(viewport={"width": 1400, "height": 2000})
+    page = new_page(1400, 2000)
     page.goto(server)
     page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
     page.wait_for_function("() => location.search.includes('s=')", timeout=30_000)
@@ -193,13 +104,12 @@ def test_a_step_click_reruns_only_the_step_panel_and_rewrites_the_url(server, se
     assert seen[0] != seen[1]  # tentative drafts → verdicts (a commit keeps the verdicts)
     assert page.locator("div.strip").first.locator("span.tok-correction, span.tok-bonus").count()
     assert _runs(server_log) == (full, fragments + 3)  # three fragment reruns, no full run
-    page.close()
 
 
-def test_language_switch_on_drafters_page(server, browser):
+def test_language_switch_on_drafters_page(server, new_page):
     """Streamlit keeps a radio's value as its label in the browser: switching language
     must not break the preset radio (it raised KeyError when labels were translated)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 2000})
+    page = new_page(1400, 2000)
     page.goto(server + "/drafters")
     page.get_by_text("Where drafts come from").first.wait_for(timeout=90_000)
     page.get_by_text("中文").first.click()
@@ -208,12 +118,11 @@ def test_language_switch_on_drafters_page(server, browser):
     page.get_by_text("草稿从哪里来").first.wait_for(timeout=30_000)
     page.wait_for_timeout(3000)
     assert page.get_by_text("KeyError").count() == 0
-    page.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_scenario_link_opens_its_outcome_and_survives_a_reload(
-    server, browser, embedded_pair, tmp_path, lang
+    server, new_page, embedded_pair, tmp_path, lang
 ):
     """A fresh browser context opens a scenario link (greedy, first error at position 3):
     two accepted drafts, the rejected one, its correction, one discarded — in one load;
@@ -225,8 +134,7 @@ def test_scenario_link_opens_its_outcome_and_survives_a_reload(
     from specdec_core.lessons.scenarios import find_scenarios
 
     state = next(f.state for f in find_scenarios(embedded_pair) if f.key == "first_error_3")
-    context = browser.new_context(viewport={"width": 1400, "height": 2000})
-    page = context.new_page()
+    page = new_page(1400, 2000)  # a fresh context: nothing of another test's session
     page.goto(server + "/?" + urlencode(encode(replace(state, lang=lang))))
     commit = {"en": "③ Commit / reject", "zh": "③ 提交 / 拒绝"}[lang]
     strip = page.locator("div.strip").first
@@ -248,7 +156,6 @@ def test_scenario_link_opens_its_outcome_and_survives_a_reload(
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
-    context.close()
 
 
 # ---------------------------------------------------------------- projector (issue 13)
@@ -259,10 +166,10 @@ CUT_BUTTONS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] 
   .map(b => b.innerText)"""
 
 
-def open_presenter(browser, server: str, lang: str, width: int, height: int):
+def open_presenter(new_page, server: str, lang: str, width: int, height: int):
     """A page in ``lang`` with presenter mode switched on from the sidebar toggle (the
     sidebar collapses: ``?presenter=1`` is tested in AppTest)."""
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = new_page(width, height)
     page.goto(server)
     page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
     if lang == "zh":
@@ -325,12 +232,12 @@ def in_view(page, locator) -> tuple[float, float]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
-def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size):
+def test_presenter_layout_fits_a_projector(server, new_page, tmp_path, lang, size):
     """No button label is cut; after Verify the chart and the KV table are both in the
     viewport with the phase buttons; after 5 rounds + Propose every row of the round in
     flight is in the KV table without an inner scroll. Screenshots of each."""
     width, height = size
-    page = open_presenter(browser, server, lang, width, height)
+    page = open_presenter(new_page, server, lang, width, height)
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
 
     def shot(name: str) -> None:
@@ -387,11 +294,10 @@ def test_presenter_layout_fits_a_projector(server, browser, tmp_path, lang, size
     sticky = in_view(page, page.locator(".st-key-step_controls"))[1]
     assert sticky <= k_top and k_bottom <= height + 1, (sticky, k_top, k_bottom)  # all rows
     shot("after_5_rounds")
-    page.close()
 
 
 def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
-    server, browser, embedded_pair, tmp_path
+    server, new_page, embedded_pair, tmp_path
 ):
     """Export → upload: a trace made on this pair replays (identical rounds); the same
     trace claiming another pair opens read-only; a damaged file gives one message. The
@@ -421,7 +327,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
         (other, "read-only"),
         (bad, "not a SpecDec Lab trace"),
     ]:
-        page = browser.new_page(viewport={"width": 1400, "height": 2000})
+        page = new_page(1400, 2000)
         page.goto(server)
         page.get_by_role("button", name="① Propose").wait_for(timeout=90_000)
         page.get_by_text("Lesson: scenarios").first.click()
@@ -431,7 +337,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
         page.wait_for_timeout(800)  # a replay reruns the app: the tabs are redrawn
         tab = page.get_by_role("tab", name="Export / import")  # the student stays here
         assert tab.get_attribute("aria-selected") == "true", path.name
-        page.close()
+        page.context.close()  # one upload per session (new_page closes it again: a no-op)
 
 
 # ------------------------------------------------------ layout at 1024×768 (issue 24.12)
@@ -465,14 +371,14 @@ SIDEBAR_FITS_JS = """labels => { const e = document.querySelector('.st-key-cfg_d
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, browser, lang):
+def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, new_page, lang):
     """Legend chips on one line each, table headers unwrapped, every sidebar drafter label
     fits its box (the step page after Verify); the speed page's change chip, metric, widget
     and button labels are not cut;
     the drafter cards are not squeezed with the sidebar open."""
     from specdec_core.ui.sidebar import DRAFTER_LABELS
 
-    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page = new_page(1024, 768)
     page.goto(f"{server}/?lang={lang}")
     page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
     step(page, "propose")
@@ -494,4 +400,3 @@ def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, browser, lang):
     cards.first.wait_for(timeout=90_000)
     widths = [cards.nth(i).bounding_box()["width"] for i in range(cards.count())]
     assert len(widths) == 4 and min(widths) >= 220, widths
-    page.close()

@@ -9,21 +9,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_browser import browser, server  # noqa: F401  (the real server + Chromium fixtures)
 
 from specdec_core.lessons.replay import replay
 from specdec_core.lessons.scenarios import find_scenarios
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # the server and Chromium: conftest.py
 
 
-def test_chapter_3_by_its_link_in_a_fresh_context(server, browser, embedded_pair, tmp_path):  # noqa: F811
+def test_chapter_3_by_its_link_in_a_fresh_context(server, new_page, embedded_pair, tmp_path):
     state = next(f.state for f in find_scenarios(embedded_pair) if f.key == "first_error_3")
     session = replay(embedded_pair, state).session
     session.commit()
     kv = session.history[-1].commit.kv_after
-    context = browser.new_context(viewport={"width": 1400, "height": 2400})
-    page = context.new_page()
+    page = new_page(1400, 2400)  # a fresh context
     page.goto(server + "/lessons?chapter=3")
     page.get_by_text("Chapter 3 · The caches").first.wait_for(timeout=180_000)
     answers = (
@@ -52,4 +50,3 @@ def test_chapter_3_by_its_link_in_a_fresh_context(server, browser, embedded_pair
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
-    context.close()

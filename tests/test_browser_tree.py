@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_browser import browser, server, server_log  # noqa: F401  (server + Chromium)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # the server and Chromium: conftest.py
 
 NAMES = {
     "en": {
@@ -51,9 +50,9 @@ def _step(page, name: str) -> None:
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_one_tree_round_in_the_browser(server, browser, tmp_path, lang):  # noqa: F811
+def test_one_tree_round_in_the_browser(server, new_page, tmp_path, lang):
     names = NAMES[lang]
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page = new_page(1280, 720)
     page.goto(server)
     page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
     if lang == "zh":
@@ -89,4 +88,3 @@ def test_one_tree_round_in_the_browser(server, browser, tmp_path, lang):  # noqa
     if keep:
         shutil.copy(shot, Path(keep) / shot.name)
     assert shot.stat().st_size > 20_000
-    page.close()

@@ -1,0 +1,152 @@
+"""The house rules of ``specdec_core`` (issue 28), read from the source with ``ast``
+(``benchmarks/import_graph.py`` builds the graph; nothing is imported): at most 12 entries
+at the top, no import cycle, chain and tree never import each other, ``core`` imports
+nothing above it, the engine side never reaches Streamlit or Plotly, absolute imports only,
+no engine module over the line limit, and the whole tree formatted by ``ruff format``."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+import import_graph as G  # noqa: E402
+
+PKG = REPO / "specdec_core"
+#: Folders that are not UI: none may import streamlit or plotly, directly or through
+#: another specdec_core module.
+NOT_UI = ("core", "rules", "drafters", "engine", "lessons", "bench", "training", "server")
+UI_LIBRARIES = {"streamlit", "plotly"}
+#: "No engine module over ~300 lines": 300 plus a tolerance of 40.
+ENGINE_MAX_LINES = 340
+
+
+@pytest.fixture(scope="module")
+def graph() -> G.Graph:
+    return G.build()
+
+
+def _under(module: str, *folders: str) -> bool:
+    return any(
+        module == f"specdec_core.{f}" or module.startswith(f"specdec_core.{f}.") for f in folders
+    )
+
+
+def test_the_top_level_has_at_most_12_entries():
+    entries = sorted(p.name for p in PKG.iterdir() if p.name != "__pycache__")
+    assert len(entries) <= 12, entries
+
+
+def test_the_graph_reads_the_source(graph):
+    """The graph sees what is there (so the rules below are not vacuous)."""
+    session = "specdec_core.engine.chain.session"
+    assert len(graph.files) >= 100 and session in graph.files
+    assert "specdec_core.core.trace" in graph.edges[session]  # a module-level import
+    assert G.cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert G.cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycle(graph):
+    """Between modules, at run time (module-level and function-level imports; ``if
+    TYPE_CHECKING:`` imports never run and are left out). Each cycle is shown as a path."""
+    found = G.cycles(graph.edges)
+    assert found == [], "\n".join(" → ".join(c) for c in found)
+
+
+def test_chain_and_tree_never_import_each_other(graph):
+    """Typing-only imports count too: the two shapes know only what they share."""
+    crossing = [
+        f"{a} → {b}"
+        for a in graph.files
+        for b in graph.all_edges(a)
+        if (_under(a, "engine.chain") and _under(b, "engine.tree"))
+        or (_under(a, "engine.tree") and _under(b, "engine.chain"))
+    ]
+    assert crossing == []
+
+
+def test_core_imports_nothing_above_it(graph):
+    above = [
+        f"{a} → {b}"
+        for a in graph.files
+        if _under(a, "core")
+        for b in graph.all_edges(a)
+        if not _under(b, "core")
+    ]
+    assert above == []
+
+
+def _path_to_ui_library(graph: G.Graph, start: str) -> list[str] | None:
+    """The import path from ``start`` to a module that imports streamlit or plotly (the
+    library last), breadth first over runtime and typing edges; ``None`` if none."""
+    parents: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        hit = sorted(graph.external[node] & UI_LIBRARIES)
+        if hit:
+            path = [hit[0]]
+            while node is not None:
+                path.append(node)
+                node = parents[node]
+            return path[::-1]
+        for child in sorted(graph.all_edges(node)):
+            if child not in parents:
+                parents[child] = node
+                queue.append(child)
+    return None
+
+
+def test_nothing_outside_the_ui_reaches_streamlit_or_plotly(graph):
+    """No module under ``core``, ``rules``, ``drafters``, ``engine``, ``lessons``,
+    ``bench``, ``training``, ``server`` imports streamlit or plotly, nor imports a
+    specdec_core module that does (the path is shown)."""
+    paths = [
+        " → ".join(path)
+        for module in sorted(graph.files)
+        if _under(module, *NOT_UI)
+        for path in [_path_to_ui_library(graph, module)]
+        if path
+    ]
+    assert paths == [], "\n".join(paths)
+
+
+def test_imports_are_absolute(graph):
+    assert graph.relative == []
+
+
+def test_no_engine_module_is_over_the_line_limit():
+    sizes = sorted(
+        (len(p.read_text(encoding="utf-8").splitlines()), str(p.relative_to(REPO)))
+        for p in (PKG / "engine").rglob("*.py")
+    )
+    print("largest engine modules:", sizes[-3:])
+    over = [(n, name) for n, name in sizes if n > ENGINE_MAX_LINES]
+    assert over == [], f"over {ENGINE_MAX_LINES} lines: {over}"
+
+
+def test_the_formatter_is_not_switched_off():
+    """``ruff format`` formats every line: no ``# fmt: skip`` / ``# fmt: off`` left."""
+    files = [REPO / "app.py", *REPO.glob("pages/*.py"), *PKG.rglob("*.py")]
+    found = [
+        f"{p.relative_to(REPO)}:{i}"
+        for p in files
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if "# fmt: skip" in line or "# fmt: off" in line
+    ]
+    assert found == []
+
+
+def test_ruff_format_check_passes():
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff is not installed (requirements-test.txt pins it)")
+    out = subprocess.run(
+        [ruff, "format", "--check", "."], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
