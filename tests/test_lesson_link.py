@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core.core.inputs import SessionConfig
-from specdec_core.core.trace import to_jsonable
+from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay, state_of, step_back, timeless_json

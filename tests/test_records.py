@@ -200,7 +200,8 @@ def test_fast_path_and_step_machine_make_equal_records(tiny_pair, drafter, tempe
 
 
 def test_records_round_trip_through_json(tiny_pair):
-    from specdec_core.core.trace import RoundTrace, from_jsonable, to_jsonable
+    from specdec_core.core.trace import RoundTrace
+    from specdec_core.core.trace_json import from_jsonable, to_jsonable
 
     session = SpeculativeSession(tiny_pair, "To be", SessionConfig(temperature=1.0, seed=3))
     session.run(max_rounds=2)

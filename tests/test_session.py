@@ -8,11 +8,12 @@ import json
 import pytest
 import torch
 
-from specdec_core.core.errors import PhaseError, PromptError
+from specdec_core.core.errors import InputError, PhaseError, PromptError
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.sampling import ConfigError
-from specdec_core.core.trace import RoundTrace, from_jsonable, to_jsonable
-from specdec_core.engine.chain.session import InputError, SpeculativeSession
+from specdec_core.core.trace import RoundTrace
+from specdec_core.core.trace_json import from_jsonable, to_jsonable
+from specdec_core.engine.chain.session import SpeculativeSession
 
 PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING"]
 
@@ -236,8 +237,8 @@ def test_stop_string_and_eos_cut_commit(self_pair):
     assert s.stop_reason == "stop_string" and first.commit.kind == "stopped"
     assert stop_text in s.text and len(s.generated_ids) <= 3
     # EOS: pretend the 2nd generated token is the end-of-text token
-    s2 = SpeculativeSession(self_pair, PROMPTS[0], SessionConfig(gamma=6, max_new_tokens=12))
-    s2.pair = dataclasses.replace(self_pair, eos_token_id=target_ids[1])
+    eos_pair = dataclasses.replace(self_pair, eos_token_id=target_ids[1])
+    s2 = SpeculativeSession(eos_pair, PROMPTS[0], SessionConfig(gamma=6, max_new_tokens=12))
     s2.run()
     assert s2.stop_reason == "eos" and s2.generated_ids == target_ids[:2]
 

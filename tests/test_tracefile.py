@@ -10,7 +10,7 @@ import json
 import pytest
 
 from specdec_core.core.inputs import SessionConfig
-from specdec_core.core.trace import to_jsonable
+from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState

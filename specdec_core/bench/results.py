@@ -14,7 +14,7 @@ from typing import Any
 
 from specdec_core.bench.curve import ForwardCurve
 from specdec_core.bench.timing import HowMeasured, Spread
-from specdec_core.core.trace import to_jsonable
+from specdec_core.core.trace_json import to_jsonable
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """One round as the statistics see it, and every statistic derived from a list of them.
 
-Both the step machine (``session.py``) and the fast path (``generate.py``) end each round
+Both the step machine (``engine/chain/session.py``) and the fast path
+(``engine/chain/generate.py``) end each round
 with :func:`make_record`; the acceptance rate, mean accepted length, histogram,
 per-position rates and the token strip are all computed here from records, and nowhere
 else, so a number on any page can be recomputed from the trace.
@@ -23,12 +24,61 @@ target never agreed to, so they do not estimate it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from specdec_core.core.words import CheckStatus, RoundKind, StripState, VerdictKind
+from specdec_core.core.words import STRIP_WORDS, CheckStatus, RoundKind, StripState, VerdictKind
 
 CHECKED: tuple[CheckStatus, ...] = ("accepted", "rejected")
+
+
+class Record(Protocol):
+    """What every round record has, chain (:class:`RoundRecord`) or tree
+    (:class:`~specdec_core.engine.tree.records.TreeRoundRecord`): the ids the round
+    ``appended``, how it ended (``kind``) and how many drafted tokens it committed
+    (``accepted``)."""
+
+    @property
+    def appended(self) -> tuple[int, ...]: ...
+
+    @property
+    def kind(self) -> RoundKind: ...
+
+    @property
+    def accepted(self) -> int: ...
+
+
+def accepted_histogram(records: Sequence[Record]) -> tuple[int, ...]:
+    """``[n]`` rounds that committed exactly ``n`` drafted tokens, ``n = 0..max`` (empty
+    for no rounds)."""
+    accepted = [r.accepted for r in records]
+    histogram = [0] * (max(accepted, default=0) + 1) if records else []
+    for a in accepted:
+        histogram[a] += 1
+    return tuple(histogram)
+
+
+def share_by_index(marks: Iterable[Sequence[bool | None]]) -> tuple[float, ...]:
+    """Per index ``i``: the share of ``True`` among the rows whose mark ``i`` is not
+    ``None`` (0.0 where no row counts); one row per round, rows of any length. The chain's
+    per-position acceptance and the tree's per-depth acceptance."""
+    seen: list[int] = []
+    hits: list[int] = []
+    for row in marks:
+        for i, mark in enumerate(row):
+            if i == len(seen):
+                seen.append(0)
+                hits.append(0)
+            if mark is not None:
+                seen[i] += 1
+                hits[i] += mark
+    return tuple(h / n if n else 0.0 for h, n in zip(hits, seen, strict=True))
+
+
+def mean(total: float, count: int) -> float:
+    """``total / count``, 0.0 for no count (a statistic of no rounds)."""
+    return total / count if count else 0.0
 
 
 @dataclass(frozen=True)
@@ -151,45 +201,27 @@ def summarize(records: Sequence[RoundRecord]) -> AcceptanceStats:
     """Every acceptance statistic of ``records``, by the definitions above."""
     n_rounds = len(records)
     overlaps = [o for r in records for o in r.checked_overlaps]
-    accepted = [r.accepted for r in records]
-    width = max((len(r.drafted) for r in records), default=0)
-    seen = [0] * width
-    hits = [0] * width
-    for r in records:
-        for i, status in enumerate(r.statuses):
-            if status != "cut":
-                seen[i] += 1
-                hits[i] += status == "accepted"
-    histogram = [0] * (max(accepted, default=0) + 1) if records else []
-    for a in accepted:
-        histogram[a] += 1
+    accepted = sum(r.accepted for r in records)
+    marks = ([None if s == "cut" else s == "accepted" for s in r.statuses] for r in records)
     return AcceptanceStats(
         rounds=n_rounds,
         drafted=sum(len(r.drafted) for r in records),
         checked=len(overlaps),
-        accepted=sum(accepted),
+        accepted=accepted,
         cut=sum(r.statuses.count("cut") for r in records),
-        acceptance_rate=sum(overlaps) / len(overlaps) if overlaps else 0.0,
-        mean_accepted=sum(accepted) / n_rounds if n_rounds else 0.0,
-        tokens_per_round=sum(len(r.appended) for r in records) / n_rounds if n_rounds else 0.0,
-        accepted_histogram=tuple(histogram),
-        per_position_acceptance=tuple(h / s if s else 0.0 for h, s in zip(hits, seen, strict=True)),
+        acceptance_rate=mean(sum(overlaps), len(overlaps)),
+        mean_accepted=mean(accepted, n_rounds),
+        tokens_per_round=mean(sum(len(r.appended) for r in records), n_rounds),
+        accepted_histogram=accepted_histogram(records),
+        per_position_acceptance=share_by_index(marks),
         empty_rounds=sum(1 for r in records if r.gamma > 0 and not r.drafted),
     )
 
 
-#: States a token of the strip can have (keys of ``ui.render.STYLES``): a draft's
-#: :data:`CheckStatus`, or the target's own token of the round: ``correction`` / ``bonus``,
-#: or ``committed`` in a round where the drafter proposed nothing.
-STRIP_STATES: tuple[StripState, ...] = (
-    "accepted",
-    "rejected",
-    "discarded",
-    "cut",
-    "correction",
-    "bonus",
-    "committed",
-)
+#: States a token of a chain round's strip can have (the first seven :data:`StripState`):
+#: a draft's :data:`CheckStatus`, or the target's own token of the round: ``correction`` /
+#: ``bonus``, or ``committed`` in a round where the drafter proposed nothing.
+STRIP_STATES: tuple[StripState, ...] = STRIP_WORDS[:7]
 
 
 def strip_order(statuses: Sequence[str], target_token: bool) -> list[int | None]:

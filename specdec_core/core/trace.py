@@ -1,4 +1,5 @@
-"""Frozen dataclasses for everything a page draws, and their JSON round-trip.
+"""Frozen dataclasses for everything a page draws (their JSON round-trip is
+``core/trace_json.py``).
 
 Traces hold numpy arrays and plain values only (no tensors, no full-vocabulary rows), so
 they pickle into ``st.session_state`` and serialise to JSON. Probability slices keep the
@@ -8,10 +9,7 @@ the rest of the mass, computed from the full rows.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import types
-import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -188,7 +186,7 @@ class PositionCheck:
     ``p``/``q`` are ``p_i(y_i)``/``q_i(y_i)``; ``accept_prob = min(1, p/q)`` (greedy: 1 on
     a match with the target argmax, else 0); ``u`` the uniform draw, ``None`` when not
     drawn (greedy, or discarded); ``status`` accepted | rejected | discarded | cut (see
-    ``records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
+    ``core/records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
     acceptance rate averages over checked (accepted or rejected) positions.
     """
 
@@ -285,53 +283,3 @@ class RoundTrace:
     verify: VerifyTrace
     commit: CommitTrace
     record: RoundRecord
-
-
-# ---------------------------------------------------------------- JSON round-trip
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Dataclasses → dicts, numpy arrays → lists, tuples → lists (recursively)."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, list | tuple):
-        return [to_jsonable(x) for x in obj]
-    return obj
-
-
-def from_jsonable(cls: Any, data: Any) -> Any:
-    """Inverse of :func:`to_jsonable` for the trace types above.
-
-    Raises:
-        TypeError / KeyError: when ``data`` does not have the shape of ``cls``.
-    """
-    if data is None:
-        return None
-    origin = typing.get_origin(cls)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(cls) if a is not type(None)]
-        return from_jsonable(inner[0], data)
-    if origin is tuple:
-        (item,) = typing.get_args(cls)[:1]
-        return tuple(from_jsonable(item, x) for x in data)
-    if cls is np.ndarray:
-        arr = np.asarray(data)
-        return arr.astype(np.int64) if arr.dtype.kind in "iu" else arr.astype(np.float32)
-    if dataclasses.is_dataclass(cls):
-        hints = typing.get_type_hints(cls)
-        return cls(  # a field with a default may be missing (JSON from an older version)
-            **{
-                f.name: from_jsonable(hints[f.name], data[f.name])
-                for f in dataclasses.fields(cls)
-                if f.name in data or f.default is dataclasses.MISSING
-            }
-        )
-    if cls is float:
-        return float(data)
-    if cls in (int, str, bool):
-        return cls(data)
-    return data

@@ -44,15 +44,15 @@ NodeViewState = Literal["tentative", "accepted", "rejected", "unchecked", "cut"]
 #: Chain rule: :func:`specdec_core.core.records.strip_states`; tree rule:
 #: :func:`specdec_core.engine.tree.records.tree_strip_states`.
 StripState = Literal[
-    "prompt",
-    "committed",
-    "tentative",
     "accepted",
     "rejected",
     "discarded",
     "cut",
     "correction",
     "bonus",
+    "committed",
+    "prompt",
+    "tentative",
 ]
 
 PHASES: tuple[Phase, ...] = get_args(Phase)

@@ -2,20 +2,21 @@
 inside the step-through lesson (round, phase, the edits made so far).
 
 The engine is seeded and deterministic (every random draw comes from one of the round's
-two seeded streams, :func:`rounds.round_stream`, in order), so the state is *what was
-done*, not what came out: :func:`replay.replay` runs the same steps again and reaches the
-same drafts, verdicts and KV table. :func:`encode` / :func:`decode` turn a state into URL
-query parameters (``v=2&lang=zh&s=<base64url(zlib(compact JSON))>``: short, versioned,
-opaque to nobody — decoding validates every field). Version 1 links (made while every
-draw came from one generator per session) still open: greedy ones replay the same moment
-(temperature 0 makes no random draw); one with temperature > 0 opens with the problem
-``old_rng`` (its sampled moment may differ). :func:`replay.step_back` is undo: the state
-one phase or edit earlier, replayed.
+two seeded streams, :func:`~specdec_core.engine.rounds.round_stream`, in order), so the
+state is *what was done*, not what came out: :func:`~specdec_core.lessons.replay.replay`
+runs the same steps again and reaches the same drafts, verdicts and KV table.
+:func:`encode` / :func:`decode` turn a state into URL query parameters
+(``v=2&lang=zh&s=<base64url(zlib(compact JSON))>``: short, versioned, opaque to nobody —
+decoding validates every field). Version 1 links (made while every draw came from one
+generator per session) still open: greedy ones replay the same moment (temperature 0 makes
+no random draw); one with temperature > 0 opens with the problem ``old_rng`` (its sampled
+moment may differ). :func:`~specdec_core.lessons.replay.step_back` is undo: the state one
+phase or edit earlier, replayed.
 
 Query parameters are untrusted input: every value is bounded and checked; a bad one is
 dropped for its default with a :class:`Problem` naming it, never an exception. A link can
 name a pair only from the caller's allow-list and can run nothing but the steps that
-``replay.py`` replays.
+``lessons/replay.py`` replays.
 
 Pure module: no Streamlit.
 """

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from specdec_core.core.errors import ConfigError, SpecDecError
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair
-from specdec_core.core.trace import to_jsonable
+from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
@@ -48,8 +48,8 @@ def replay_forwards(state: LessonState) -> int:
 
 def tree_draft_forwards(shape: tuple[int, ...], budget: int = TREE_BUDGET) -> int:
     """Draft forwards of one full tree of ``shape`` under ``budget`` nodes: the nodes
-    :func:`tree.draft_tree` expands (breadth first, one forward each, until the budget
-    is spent). E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
+    :func:`~specdec_core.engine.tree.steps.draft_tree` expands (breadth first, one forward
+    each, until the budget is spent). E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
     frontier, nodes, forwards = 1, 0, 0
     for k in shape:
         grown = 0

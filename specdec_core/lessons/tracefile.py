@@ -1,5 +1,5 @@
 """Export and import a step-through session: a trace JSON (the lesson state that replays
-it, the prompt ids and every round's full trace through ``trace.py``'s round trip) and a
+it, the prompt ids and every round's full trace through ``core/trace_json.py``'s round trip) and a
 CSV of the checks table.
 
 An uploaded file is untrusted: its size is bounded before parsing, its shape is checked by
@@ -16,7 +16,8 @@ from dataclasses import dataclass, fields
 
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.inputs import load_json
-from specdec_core.core.trace import RoundTrace, from_jsonable, to_jsonable
+from specdec_core.core.trace import RoundTrace
+from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import BAD, LessonState, check_field, state_json
@@ -143,8 +144,9 @@ def export_csv(session: SpeculativeSession) -> str:
 def parse(data: bytes) -> TraceFile:
     """Read an uploaded trace file. Never raises anything but :class:`TraceFileError`:
     the nesting is bounded before parsing, text must be valid Unicode, numbers finite
-    (:func:`inputs.load_json`), and any other failure of a crafted file (a ``TypeError``
-    deep in the typed round trip, an ``OverflowError``) becomes ``trace_malformed``.
+    (:func:`~specdec_core.core.inputs.load_json`), and any other failure of a crafted file
+    (a ``TypeError`` deep in the typed round trip, an ``OverflowError``) becomes
+    ``trace_malformed``.
 
     Raises:
         TraceFileError: ``trace_too_large`` (over :data:`MAX_TRACE_BYTES`),

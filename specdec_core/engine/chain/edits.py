@@ -1,24 +1,22 @@
-"""Helpers of the step machine that are not the round itself: the target's preview used by
-the edit controls, the two quick edits, and the per-position checks a verification shows.
-
-Kept out of ``session.py`` so that file reads as the round does.
+"""Helpers of the chain's step machine that are not the round itself: the target's preview
+used by the edit controls, the choice behind the quick edits, and the per-position checks a
+verification shows. Plain data in (the pair, committed ids, drafts, ``q`` rows, sampling),
+plain values out: ``engine/chain/session.py`` imports this module, nothing here imports
+back, and no cache is touched.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import torch
 
 from specdec_core.core.errors import InputError
+from specdec_core.core.models import ModelPair
 from specdec_core.core.records import RoundRecord
-from specdec_core.core.sampling import logits_to_probs
-from specdec_core.core.trace import DistSlice, EditTrace, PositionCheck, TokenInfo
+from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.trace import DistSlice, PositionCheck, TokenInfo
 from specdec_core.rules.acceptance import Verdict, acceptance_probability
-
-if TYPE_CHECKING:
-    from specdec_core.engine.chain.session import SpeculativeSession
 
 Slicer = Callable[[torch.Tensor | None, torch.Tensor | None, list[int]], DistSlice]
 
@@ -37,78 +35,77 @@ def check_position(position: object, gamma: int) -> None:
         )
 
 
+def check_token_id(token_id: object, vocab: int) -> None:
+    """A token id a student may put in a draft: a whole number in ``0..vocab − 1``.
+
+    Raises:
+        InputError: anything else (code ``edit_token_id``).
+    """
+    if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab:
+        raise InputError(
+            f"token id must be between 0 and {vocab - 1}, got {token_id!r}",
+            "edit_token_id",
+            vocab=vocab,
+        )
+
+
 @torch.inference_mode()
-def _preview_logits(session: SpeculativeSession, drafts: list[int]) -> torch.Tensor:
+def _preview_logits(pair: ModelPair, committed: list[int], drafts: list[int]) -> torch.Tensor:
     """``[γ', V]`` float32 target logits at each drafted position given ``drafts``, from a
-    cache-free forward over ``committed + drafts`` (the session's caches are untouched)."""
-    ids = torch.tensor([session.ids + drafts], device=session.pair.device)
-    return session.pair.target(input_ids=ids).logits[0, -(len(drafts) + 1) : -1].float()
+    cache-free forward of ``pair.target`` over ``committed + drafts`` (no cache touched)."""
+    ids = torch.tensor([committed + drafts], device=pair.device)
+    return pair.target(input_ids=ids).logits[0, -(len(drafts) + 1) : -1].float()
 
 
 @torch.inference_mode()
-def target_preview(
-    session: SpeculativeSession, drafts: list[int], top_n: int = 5
-) -> list[list[TokenInfo]]:
-    """The target's top tokens at each drafted position 1..γ' given the current drafts,
+def target_top_ids(
+    pair: ModelPair, committed: list[int], drafts: list[int], top_n: int = 5
+) -> list[list[int]]:
+    """The target's top token ids at each drafted position 1..γ' given the current drafts,
     *before* verification (for the edit controls), from a cache-free forward over
-    ``committed + drafts``; the session's caches are not touched.
+    ``committed + drafts``; no cache is touched.
 
     Returns:
-        ``γ'`` lists of ``top_n`` :class:`TokenInfo`, most likely first (index 0 is the
-        greedy choice ``argmax p_i``). Empty when there are no drafts.
+        ``γ'`` lists of ``min(top_n, V)`` ids, most likely first (index 0 is the greedy
+        choice ``argmax p_i``). Empty when there are no drafts.
     """
     if not drafts:
         return []
-    logits = _preview_logits(session, drafts)  # [γ', V]
-    top = torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
-    return [[session.token(t) for t in row] for row in top]
+    logits = _preview_logits(pair, committed, drafts)  # [γ', V]
+    return torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
 
 
 @torch.inference_mode()
 def accept_preview(
-    session: SpeculativeSession, drafts: list[int], q_rows: torch.Tensor
+    pair: ModelPair,
+    committed: list[int],
+    drafts: list[int],
+    q_rows: torch.Tensor,
+    sampling: SamplingConfig,
 ) -> list[float]:
     """The exact acceptance probability ``a_i = min(1, p_i(y_i) / q_i(y_i))`` at each drafted
     position given the current drafts, *before* verification (a cache-free forward over
-    ``committed + drafts`` with the session's sampling settings; caches untouched). For an
-    edited position ``q_i`` is one-hot, so ``a_i = p_i(y_i)``. Position ``i`` is only
-    checked if positions ``1..i−1`` were accepted.
+    ``committed + drafts``, ``p`` after ``sampling``'s temperature/top-k/top-p; ``q_rows``
+    ``[γ', V]``). For an edited position ``q_i`` is one-hot, so ``a_i = p_i(y_i)``.
+    Position ``i`` is only checked if positions ``1..i−1`` were accepted.
     """
     if not drafts:
         return []
-    p_rows = logits_to_probs(_preview_logits(session, drafts), session.config.sampling).cpu()
+    p_rows = logits_to_probs(_preview_logits(pair, committed, drafts), sampling).cpu()
     return [
         acceptance_probability(float(p_rows[i, y]), float(q_rows[i, y]))
         for i, y in enumerate(drafts)
     ]
 
 
-def make_position_wrong(session: SpeculativeSession, position: int) -> EditTrace:
-    """Quick edit: replace ``y_position`` by the target's second choice there, a plausible
-    token that greedy verification rejects.
-
-    Raises:
-        PhaseError: not after ``propose``. InputError: position out of range.
-    """
-    check_position(position, len(session.drafts))  # before the preview's forward
-    preview = session.target_preview(top_n=2)
-    return session.edit_draft(position, preview[position - 1][1].id)
-
-
-def make_draft_agree(session: SpeculativeSession) -> list[EditTrace]:
-    """Quick edit: replace each draft that differs from the target's argmax (first
-    mismatch first, re-checking after each edit) so that greedy verification accepts all
-    of them. At most γ' edits, each one cache-free target forward."""
-    edits = []
-    for _ in range(len(session.drafts)):
-        preview = session.target_preview(top_n=1)
-        drafts = session.drafts
-        mismatch = [i for i, row in enumerate(preview) if row[0].id != drafts[i]]
-        if not mismatch:
-            break
-        k = mismatch[0]
-        edits.append(session.edit_draft(k + 1, preview[k][0].id))
-    return edits
+def first_mismatch(top_ids: list[list[int]], drafts: list[int]) -> tuple[int, int] | None:
+    """The quick edit "make the drafts agree", one step: ``(position, token)`` (1-based)
+    of the first draft that differs from the target's argmax ``top_ids[i][0]``, and that
+    argmax; ``None`` when every draft agrees (greedy verification then accepts all)."""
+    for i, (row, y) in enumerate(zip(top_ids, drafts, strict=True)):
+        if row[0] != y:
+            return i + 1, row[0]
+    return None
 
 
 def build_checks(
@@ -148,3 +145,26 @@ def build_checks(
             )
         )
     return tuple(checks)
+
+
+def verify_slices(
+    drafts: list[int],
+    p_rows: torch.Tensor,
+    raw_rows: torch.Tensor | None,
+    verdict: Verdict,
+    checks: tuple[PositionCheck, ...],
+    slicer: Slicer,
+) -> tuple[DistSlice, tuple[DistSlice, ...]]:
+    """The verification's ``next_dist`` and greedy ``context_dists``.
+
+    ``next_dist``: the slice at the rejected position (whose ``excess`` is the residual),
+    or ``p_{γ'+1}`` after every draft was accepted (bonus). ``context_dists``: with
+    ``raw_rows`` (greedy: the same logits at T = 1, ``[γ' + 1, V]``) one slice per drafted
+    position and the bonus position, the confidence behind the one-hot argmax; else ``()``.
+    """
+    n, gamma = verdict.accepted, len(drafts)
+    next_dist = checks[n].dist if n < gamma else slicer(p_rows[gamma], None, [verdict.next_token])
+    if raw_rows is None:
+        return next_dist, ()
+    ids = [*drafts, verdict.next_token]
+    return next_dist, tuple(slicer(raw_rows[i], None, [y]) for i, y in enumerate(ids))

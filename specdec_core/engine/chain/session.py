@@ -6,15 +6,18 @@ One round (docs/ARCHITECTURE.md "One round, step by step"):
 2. ``edit_draft(i, token)`` (optional, repeatable) — a student replaces ``y_i``; its ``q_i``
    becomes one-hot (still lossless) and later drafts are re-proposed from the edit.
 3. ``verify()``   — ONE target forward over the pending committed token(s) + ``y_1..y_γ``
-   gives ``p_1..p_{γ+1}``; the rule in ``acceptance.py`` decides.
+   gives ``p_1..p_{γ+1}``; the rule in ``rules/acceptance.py`` decides.
 4. ``commit()``   — append the accepted prefix + correction/bonus token, discard the rest,
    crop both caches to the committed history (the appended token has no KV yet).
 
-The round's pieces (γ, the verification forward, the commit that produces the round's
-:class:`~specdec_core.core.records.RoundRecord`, rollback) live in ``rounds.py`` and are shared
-with the fast path (``generate.py``). Each call returns a frozen trace (``trace.py``). A
-call out of phase raises :class:`PhaseError`; any step that raises leaves the session as
-it was.
+Files a reader opens besides this one: ``engine/rounds.py`` (γ for the round, the
+verification forward, the stop rule, the commit that produces the round's
+:class:`~specdec_core.core.records.RoundRecord`, rollback; shared with the fast path
+``engine/chain/generate.py``), ``engine/machine.py`` (what chain and tree share: prompt,
+caches, phase, atomic steps, ``run_round``/``run``/``run_until``), ``engine/chain/state.py``
+(the pending round and its views) and ``engine/chain/edits.py`` (previews, checks). Each
+call returns a frozen trace (``core/trace.py``). A call out of phase raises
+:class:`PhaseError`; any step that raises leaves the session as it was.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import time
 
 import torch
 
-from specdec_core.core.errors import InputError
 from specdec_core.core.kvcache import common_prefix_len
 from specdec_core.core.sampling import one_hot
 from specdec_core.core.trace import (
@@ -31,16 +33,14 @@ from specdec_core.core.trace import (
     EditTrace,
     ProposeTrace,
     RoundTrace,
-    TokenInfo,
     VerifyTrace,
 )
 from specdec_core.engine.chain.edits import (
-    accept_preview,
     build_checks,
     check_position,
-    make_draft_agree,
-    make_position_wrong,
-    target_preview,
+    check_token_id,
+    first_mismatch,
+    verify_slices,
 )
 from specdec_core.engine.chain.state import PendingRound, SessionState
 from specdec_core.engine.rounds import commit_round, overlaps, rollback, round_stream, verify_drafts
@@ -108,12 +108,7 @@ class SpeculativeSession(SessionState):
         gamma = len(pending.ids)
         check_position(position, gamma)
         vocab = self.pair.vocab_size
-        if isinstance(token_id, bool) or not isinstance(token_id, int) or not 0 <= token_id < vocab:
-            raise InputError(
-                f"token id must be between 0 and {vocab - 1}, got {token_id!r}",
-                "edit_token_id",
-                vocab=vocab,
-            )
+        check_token_id(token_id, vocab)
         old = pending.ids[position - 1]
         ids = pending.ids[: position - 1] + [token_id]
         rows = [pending.q_rows[: position - 1], one_hot(torch.tensor([token_id]), vocab)]
@@ -158,34 +153,40 @@ class SpeculativeSession(SessionState):
         pending.edits.append(trace)
         return trace
 
-    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
-        """The target's top tokens at each drafted position (see :func:`edits.target_preview`)."""
-        pending = self._require("verify", "preview the target")
-        assert pending is not None
-        return target_preview(self, pending.ids, top_n)
-
-    def accept_preview(self) -> list[float]:
-        """Exact ``a_i`` at each drafted position before verification (see
-        :func:`edits.accept_preview`)."""
-        pending = self._require("verify", "preview the acceptance probabilities")
-        assert pending is not None
-        return accept_preview(self, pending.ids, pending.q_rows)
-
     def make_position_wrong(self, position: int) -> EditTrace:
-        """Quick edit: ``y_position`` becomes the target's second choice there."""
-        return make_position_wrong(self, position)
+        """Quick edit: ``y_position`` becomes the target's second choice there, a plausible
+        token that greedy verification rejects.
+
+        Raises:
+            InputError: position out of range (checked before the preview's forward).
+            PhaseError: not after ``propose``.
+        """
+        check_position(position, len(self.drafts))
+        return self.edit_draft(position, self.target_preview(top_n=2)[position - 1][1].id)
 
     def make_draft_agree(self) -> list[EditTrace]:
-        """Quick edit: every draft that differs from the target's argmax is replaced."""
-        return make_draft_agree(self)
+        """Quick edit: replace each draft that differs from the target's argmax (first
+        mismatch first, re-checking after each edit, since an edit may re-draft the rest)
+        so that greedy verification accepts all of them. At most γ' edits, each after one
+        cache-free target forward."""
+        edits = []
+        for _ in range(len(self.drafts)):
+            fix = first_mismatch(
+                [[t.id for t in row] for row in self.target_preview(1)], self.drafts
+            )
+            if fix is None:
+                break
+            edits.append(self.edit_draft(*fix))
+        return edits
 
     # ------------------------------------------------------------------ verify
     def verify(self) -> VerifyTrace:
         """Phase 3: one parallel target forward over the pending tokens and all drafts,
-        then the rule (``acceptance.py``) with draws from the round's own verification
-        stream (:func:`rounds.round_stream`). The checks' statuses are final: the commit
-        that follows is already decided (a stop on a committed draft makes later drafts
-        ``cut``, :func:`records.round_statuses`).
+        then the rule (``rules/acceptance.py``) with draws from the round's own
+        verification stream (:func:`~specdec_core.engine.rounds.round_stream`). The checks'
+        statuses are final: the commit that follows is already decided (a stop on a
+        committed draft makes later drafts ``cut``,
+        :func:`~specdec_core.core.records.round_statuses`).
 
         Raises:
             PhaseError: not after ``propose``.
@@ -227,26 +228,14 @@ class SpeculativeSession(SessionState):
                 self.token,
                 self._slice,
             )
-            n, gamma = verdict.accepted, len(pending.ids)
-            next_dist = (
-                checks[n].dist
-                if n < gamma
-                else self._slice(p_rows[gamma], None, [verdict.next_token])
-            )
-            # greedy: p is one-hot; the T = 1 slices show the confidence behind the argmax
-            contexts = (
-                tuple(
-                    self._slice(raw[0][i], None, [y])
-                    for i, y in enumerate([*pending.ids, verdict.next_token])
-                )
-                if raw
-                else ()
+            next_dist, contexts = verify_slices(
+                pending.ids, p_rows, raw[0] if raw else None, verdict, checks, self._slice
             )
             trace = VerifyTrace(
                 round_index=self.round_index,
                 greedy=greedy,
                 checks=checks,
-                accepted=n,
+                accepted=verdict.accepted,
                 next_token=self.token(verdict.next_token),
                 kind=verdict.kind,
                 next_dist=next_dist,
@@ -274,14 +263,6 @@ class SpeculativeSession(SessionState):
         assert pending.propose is not None and pending.verify is not None
         record = pending.record
         kv_before = self.kv_state(list(record.statuses))
-        by_status = {
-            s: [
-                self.token(t)
-                for t, st in zip(record.drafted, record.statuses, strict=True)
-                if st == s
-            ]
-            for s in ("rejected", "discarded", "cut")
-        }
         self.ids = self.ids + list(record.appended)
         rolled_target, rolled_draft = rollback(self.target, self.drafter, self.ids)
         self._pending = None
@@ -290,8 +271,8 @@ class SpeculativeSession(SessionState):
             round_index=self.round_index,
             appended=tuple(self.token(t) for t in record.appended),
             kind=record.kind,
-            discarded=tuple(by_status["rejected"] + by_status["discarded"]),
-            cut=tuple(by_status["cut"]),
+            discarded=self._drafts_in(record, "rejected", "discarded"),
+            cut=self._drafts_in(record, "cut"),
             stop_reason=pending.stop_reason,
             rolled_back_target=rolled_target,
             rolled_back_draft=rolled_draft,
@@ -310,18 +291,3 @@ class SpeculativeSession(SessionState):
         )
         self.round_index += 1
         return trace
-
-    # ------------------------------------------------------------------ helpers
-    def run_round(self) -> RoundTrace:
-        """Propose, verify and commit in one call; returns the round's trace."""
-        self.propose()
-        self.verify()
-        self.commit()
-        return self.history[-1]
-
-    def run(self, max_rounds: int | None = None) -> list[RoundTrace]:
-        """Run rounds until a stop (or ``max_rounds``)."""
-        rounds = []
-        while self.phase == "propose" and (max_rounds is None or len(rounds) < max_rounds):
-            rounds.append(self.run_round())
-        return rounds

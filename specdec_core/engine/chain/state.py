@@ -1,35 +1,30 @@
 """The state a :class:`~specdec_core.engine.chain.session.SpeculativeSession` keeps between
-steps, and its read-only views (phase, pending drafts, KV table, records), kept apart from the steps
-themselves so ``session.py`` reads as the round does.
+steps (:class:`PendingRound`) and its read-only views (pending drafts, edits, records), kept
+apart from the steps so ``engine/chain/session.py`` reads as the round does. What both
+shapes share (prompt, caches, phase, atomic steps, drivers) is in ``engine/machine.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
-from specdec_core.core.errors import InputError, PhaseError
-from specdec_core.core.inputs import SessionConfig, prompt_ids
-from specdec_core.core.kvcache import ModelCache, kv_state
-from specdec_core.core.models import ModelPair
 from specdec_core.core.records import RoundRecord
 from specdec_core.core.slices import dist_slice
 from specdec_core.core.trace import (
     DistSlice,
     EditTrace,
-    KVState,
     ProposeTrace,
     RoundTrace,
     TokenInfo,
     VerifyTrace,
-    token_lookup,
 )
-from specdec_core.core.words import CheckStatus, Phase, StopReason
+from specdec_core.core.words import CheckStatus, StopReason
 from specdec_core.drafters import Drafter, ModelDrafter
-from specdec_core.engine.rounds import gamma_for_round, stop_rule
+from specdec_core.engine.chain.edits import accept_preview, target_top_ids
+from specdec_core.engine.machine import StepMachine
+from specdec_core.engine.rounds import gamma_for_round
 
 
 @dataclass
@@ -48,59 +43,29 @@ class PendingRound:
     verify: VerifyTrace | None = None
 
 
-class SessionState:
-    """Owns one target ``DynamicCache`` (via :class:`ModelCache`), the drafter (with its own
-    cache), the committed ids and the finished rounds; the steps live in
-    :class:`~specdec_core.engine.chain.session.SpeculativeSession`. Random draws: each round has a
-    drafting and a verification stream of its own (:func:`rounds.round_stream` of
-    ``config.seed``, the round index and the stream's name); the pending round keeps its
-    drafting stream (re-drafting after an edit continues it), ``verify`` makes the
-    verification stream afresh.
-
-    ``prompt_len`` continues a generation: the first ``prompt_len`` ids of ``prompt`` are
-    the prompt and the rest count as already generated (towards ``max_new_tokens``, and
-    in ``generated_ids``); default: all of them are the prompt.
+class SessionState(StepMachine[PendingRound, RoundTrace]):
+    """The chain's state between steps on top of the shared
+    :class:`~specdec_core.engine.machine.StepMachine` (prompt, caches, phase, atomic steps,
+    drivers): the pending round (:class:`PendingRound`) and its read-only views; the steps
+    live in :class:`~specdec_core.engine.chain.session.SpeculativeSession`. Random draws:
+    each round has a drafting and a verification stream of its own
+    (:func:`specdec_core.engine.rounds.round_stream` of ``config.seed``, the round index and
+    the stream's name); the pending round keeps its drafting stream (re-drafting after an
+    edit continues it), ``verify`` makes the verification stream afresh.
 
     Raises:
-        PromptError: bad prompt (text or ids, :func:`inputs.prompt_ids`). ConfigError: bad
-        settings. InputError: ``prompt_len`` outside ``1..len(ids)``.
+        PromptError, ConfigError, InputError: see :class:`StepMachine`.
     """
 
-    def __init__(
-        self,
-        pair: ModelPair,
-        prompt: str | list[int],
-        config: SessionConfig | None = None,
-        drafter: Drafter | None = None,
-        prompt_len: int | None = None,
-    ) -> None:
-        self.pair = pair
-        self.config = (config or SessionConfig()).validate(pair.vocab_size)
-        ids = prompt_ids(pair, prompt)
-        if prompt_len is None:
-            prompt_len = len(ids)
-        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int):
-            raise InputError(f"prompt length must be a whole number, got {prompt_len!r}")
-        if not 1 <= prompt_len <= len(ids):
-            raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
-        self.ids: list[int] = ids
-        self.prompt_len = prompt_len
-        self.target = ModelCache(pair.target)
-        self.drafter: Drafter = drafter or ModelDrafter(pair.draft)
-        self.drafter.attach(self.target)
-        self.round_index = 0
-        self.stop_reason: StopReason | None = None
-        self.history: list[RoundTrace] = []
-        self._pending: PendingRound | None = None
-        self._token = token_lookup(pair.tokenizer)
+    unit = "drafts"
 
-    # ------------------------------------------------------------------ state
-    @property
-    def phase(self) -> Phase:
-        if self._pending is None:
-            return "finished" if self.stop_reason else "propose"
-        return "commit" if self._pending.record is not None else "verify"
+    def _make_drafter(self, drafter: Drafter | None) -> Drafter:
+        return drafter or ModelDrafter(self.pair.draft)
 
+    def _kv_drafts(self) -> list[int]:
+        return list(self._pending.ids) if self._pending else []
+
+    # ------------------------------------------------------------------ views
     @property
     def current_edits(self) -> tuple[EditTrace, ...]:
         """The edits made to the pending round's drafts, in order (empty between rounds)."""
@@ -153,42 +118,6 @@ class SessionState:
         """This round's drafted ids (empty outside the verify/commit phases)."""
         return list(self._pending.ids) if self._pending else []
 
-    @property
-    def generated_ids(self) -> list[int]:
-        return self.ids[self.prompt_len :]
-
-    @property
-    def text(self) -> str:
-        return self.pair.tokenizer.decode(self.generated_ids)
-
-    def token(self, token_id: int) -> TokenInfo:
-        """The :class:`TokenInfo` of ``token_id`` (memoised per session)."""
-        return self._token(token_id)
-
-    def kv_state(self, tentative_states: list[str] | None = None) -> KVState:
-        """The KV-state table now: committed tokens, then this round's drafts (if any)."""
-        drafts = self._pending.ids if self._pending else []
-        tokens = [self.token(t) for t in self.ids + drafts]
-        return kv_state(
-            tokens,
-            self.prompt_len,
-            len(self.ids),
-            self.target,
-            self.drafter.cached_ids(),
-            tentative_states,
-        )
-
-    def _require(self, phase: Phase, action: str) -> PendingRound | None:
-        if self.phase != phase:
-            hint = {
-                "propose": "propose first",
-                "verify": "verify the drafts first",
-                "commit": "commit the verified round first",
-                "finished": "generation has finished (reset to start again)",
-            }[self.phase]
-            raise PhaseError(f"cannot {action} in phase {self.phase!r}: {hint}")
-        return self._pending
-
     def _gamma_now(self) -> int:
         return gamma_for_round(
             self.config.gamma,
@@ -204,37 +133,39 @@ class SessionState:
         rounds). The verification stream is made afresh inside ``verify``."""
         return self._pending.draft_rng.get_state().tolist() if self._pending else []
 
-    @contextmanager
-    def _atomic(self) -> Iterator[None]:
-        """Run a step so that, if it raises, the session is as it was: the pending round's
-        drafting stream and both caches' lengths are restored (the step assigns its new
-        state only after all of its work succeeded; a stream the step made afresh is
-        simply dropped)."""
-        rng = self._pending.draft_rng if self._pending else None
-        rng_state = rng.get_state() if rng is not None else None
-        target_len = self.target.kv_len
-        draft_len = len(self.drafter.cached_ids() or [])
-        try:
-            yield
-        except BaseException:
-            if rng is not None and rng_state is not None:
-                rng.set_state(rng_state)
-            self.target.crop(min(target_len, self.target.kv_len))
-            self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
-            raise
-
-    def _stop(self, generated: list[int], total_len: int) -> str | None:
-        """Why generation stops after ``generated`` (``rounds.stop_rule`` of the session's
-        pair and settings, looked up at each call)."""
-        return stop_rule(self.pair, self.config)(generated, total_len)
-
-    @property
-    def records(self) -> tuple[RoundRecord, ...]:
-        """One :class:`RoundRecord` per finished round (for :func:`records.summarize`)."""
-        return tuple(r.record for r in self.history)
-
     def _draft_slices(self, ids: list[int], q_rows: torch.Tensor) -> tuple[DistSlice, ...]:
         return tuple(self._slice(None, q_rows[i], [t]) for i, t in enumerate(ids))
 
     def _slice(self, p: torch.Tensor | None, q: torch.Tensor | None, extra: list[int]) -> DistSlice:
         return dist_slice(p, q, extra, self.config.top_n, self.token)
+
+    def _drafts_in(self, record: RoundRecord, *statuses: str) -> tuple[TokenInfo, ...]:
+        """The drafted tokens of ``record`` whose status is one of ``statuses``."""
+        pairs = zip(record.drafted, record.statuses, strict=True)
+        return tuple(self.token(t) for t, st in pairs if st in statuses)
+
+    # ------------------------------------------------------------------ previews
+    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
+        """The target's top ``top_n`` tokens at each drafted position, before verification
+        (:func:`~specdec_core.engine.chain.edits.target_top_ids`; caches untouched).
+
+        Raises:
+            PhaseError: not after ``propose``.
+        """
+        pending = self._require("verify", "preview the target")
+        assert pending is not None
+        rows = target_top_ids(self.pair, self.ids, pending.ids, top_n)
+        return [[self.token(t) for t in row] for row in rows]
+
+    def accept_preview(self) -> list[float]:
+        """Exact ``a_i`` at each drafted position before verification
+        (:func:`~specdec_core.engine.chain.edits.accept_preview`).
+
+        Raises:
+            PhaseError: not after ``propose``.
+        """
+        pending = self._require("verify", "preview the acceptance probabilities")
+        assert pending is not None
+        return accept_preview(
+            self.pair, self.ids, pending.ids, pending.q_rows, self.config.sampling
+        )

@@ -1,5 +1,7 @@
-"""One tree round as the statistics see it (``tree.py``), and every tree statistic derived
-from a list of them — the tree's counterpart of ``records.py``.
+"""One tree round as the statistics see it (``engine/tree/steps.py``), and every tree
+statistic derived from a list of them — the tree's counterpart of ``core/records.py``
+(whose :func:`~specdec_core.core.records.accepted_histogram`, ``share_by_index`` and ``mean``
+both summaries use), and the tree's token-strip rule (:func:`tree_strip_states`).
 
 State of each node of a round's tree after verification:
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from specdec_core.core.records import accepted_histogram, mean, share_by_index
 from specdec_core.core.words import NODE_STATES, NodeState, RoundKind, StripState
 
 
@@ -159,26 +162,17 @@ def summarize_tree(records: Sequence[TreeRoundRecord]) -> TreeStats:
     n = len(records)
     target = sum(r.target_forwards for r in records)
     tokens = sum(len(r.appended) for r in records)
-    accepted = [r.accepted for r in records]
-    histogram = [0] * (max(accepted, default=0) + 1) if records else []
-    for a in accepted:
-        histogram[a] += 1
-    width = max((r.depth for r in records), default=0)
-    seen, hits = [0] * width, [0] * width
-    for r in records:
-        for d in range(r.depth):
-            seen[d] += 1
-            hits[d] += r.accepted > d
+    nodes = sum(r.nodes for r in records)
     return TreeStats(
         rounds=n,
         target_forwards=target,
         draft_forwards=sum(r.draft_forwards for r in records),
         tokens=tokens,
-        nodes=sum(r.nodes for r in records),
-        tokens_per_target_forward=tokens / target if target else 0.0,
-        mean_accepted=sum(accepted) / n if n else 0.0,
-        mean_nodes=sum(r.nodes for r in records) / n if n else 0.0,
-        accepted_histogram=tuple(histogram),
-        depth_acceptance=tuple(h / s if s else 0.0 for h, s in zip(hits, seen, strict=True)),
+        nodes=nodes,
+        tokens_per_target_forward=mean(tokens, target),
+        mean_accepted=mean(sum(r.accepted for r in records), n),
+        mean_nodes=mean(nodes, n),
+        accepted_histogram=accepted_histogram(records),
+        depth_acceptance=share_by_index([r.accepted > d for d in range(r.depth)] for r in records),
         state_counts={s: sum(r.states.count(s) for r in records) for s in NODE_STATES},
     )

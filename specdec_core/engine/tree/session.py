@@ -1,14 +1,13 @@
 """``TreeSession``: the step machine of a *tree* round, for the step-through page — the
-tree counterpart of :class:`~specdec_core.engine.chain.session.SpeculativeSession` (``tree.py`` has
-the round's pieces; :func:`tree_generate.generate_tree` runs the same pieces without
-views).
+tree counterpart of :class:`~specdec_core.engine.chain.session.SpeculativeSession`.
 
 1. ``propose()`` — the drafter expands a token tree (``shape`` = children per node at
    each depth, at most ``budget`` nodes; one ``tree_logits`` call per expanded node,
    counting the draft forwards that ran).
 2. ``verify()``  — ONE target forward over the pending committed token(s) and every
    node, with the tree attention mask; the walk from the root decides the accepted
-   path and the correction/bonus token. Every node gets its state (``tree_records.py``).
+   path and the correction/bonus token. Every node gets its state
+   (``engine/tree/records.py``).
 3. ``commit()``  — append the committed path + the target's token, move the path's KV
    rows into place after the committed prefix and drop the rest (compaction), roll both
    caches back to the committed history.
@@ -17,25 +16,28 @@ Any step that raises leaves the session as it was; a step out of phase raises
 :class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
 :meth:`attention_mask`, :meth:`compaction`, :meth:`kv_state`, ``history``, ``records``.
 
-The view dataclasses and the pure functions that build them live in ``tree_views.py``;
-the round driver's shared pieces in ``tree_generate.py``.
+Files a reader opens besides this one: ``engine/machine.py`` (what chain and tree share:
+prompt, caches, phase, atomic steps, ``run_round``/``run``/``run_until``),
+``engine/tree/steps.py`` (drafting the tree, the masked forward, the walk),
+``engine/tree/generate.py`` (the round's record and commit, shared with the fast path
+:func:`~specdec_core.engine.tree.generate.generate_tree`), ``engine/tree/views.py`` (the
+frozen views and the pure functions that build them) and ``engine/rounds.py`` (the
+round's random streams and the stop rule).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specdec_core.core.errors import InputError, PhaseError
-from specdec_core.core.inputs import SessionConfig, prompt_ids
-from specdec_core.core.kvcache import ModelCache, kv_state
+from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
-from specdec_core.core.trace import KVState, token_lookup
-from specdec_core.core.words import Phase, StopReason
+from specdec_core.core.trace import KVState
+from specdec_core.core.words import StopReason
 from specdec_core.drafters import Drafter
-from specdec_core.engine.rounds import round_stream, stop_rule
+from specdec_core.engine.machine import StepMachine
+from specdec_core.engine.rounds import round_stream
 from specdec_core.engine.tree.generate import (
     apply_round,
     check_budget,
@@ -51,7 +53,6 @@ from specdec_core.engine.tree.steps import (
     draft_tree,
     parse_shape,
     tree_forward,
-    truncate_cache,
     walk,
 )
 from specdec_core.engine.tree.views import (
@@ -79,13 +80,15 @@ class _Pending:
     verify_ms: float = 0.0
 
 
-class TreeSession:
+class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
     """Step-by-step tree-speculative decoding over a shared, read-only :class:`ModelPair`.
 
     Args:
-        drafter: a :class:`Drafter`, a name for :func:`drafters.make_named_drafter`
-            (``"model"``, ``"eagle"``, ...) or ``None`` (the pair's draft model).
-        shape: children per node at each depth (``tree.parse_shape`` rules).
+        drafter: a :class:`Drafter`, a name for
+            :func:`~specdec_core.drafters.registry.make_named_drafter` (``"model"``,
+            ``"eagle"``, ...) or ``None`` (the pair's draft model).
+        shape: children per node at each depth
+            (:func:`~specdec_core.engine.tree.steps.parse_shape` rules).
         budget: most nodes per tree. prompt_len: as for ``SpeculativeSession`` (the
             first ``prompt_len`` ids are the prompt, the rest already generated).
 
@@ -94,6 +97,8 @@ class TreeSession:
         ``prompt_len``. A drafter without a distribution (prompt lookup) makes
         :meth:`propose` raise :class:`ConfigError`.
     """
+
+    unit = "tree"
 
     def __init__(
         self,
@@ -105,28 +110,17 @@ class TreeSession:
         budget: int = 12,
         prompt_len: int | None = None,
     ) -> None:
-        self.pair = pair
-        self.config = (config or SessionConfig()).validate(pair.vocab_size)
+        self._settings = (shape, budget)
+        super().__init__(pair, prompt, config, drafter, prompt_len)
+
+    def _check_settings(self) -> None:
+        shape, budget = self._settings
         check_tree_settings(self.config)
         self.shape = parse_shape(",".join(str(k) for k in shape))
         self.budget = check_budget(budget)
-        ids = prompt_ids(pair, prompt)
-        prompt_len = len(ids) if prompt_len is None else prompt_len
-        if isinstance(prompt_len, bool) or not isinstance(prompt_len, int):
-            raise InputError(f"prompt length must be a whole number, got {prompt_len!r}")
-        if not 1 <= prompt_len <= len(ids):
-            raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
-        self.ids: list[int] = ids
-        self.prompt_len = prompt_len
-        self.target = ModelCache(pair.target)
-        self.drafter: Drafter = resolve_drafter(pair, drafter)
-        self.drafter.attach(self.target)
-        self.round_index = 0
-        self.stop_reason: StopReason | None = None
-        self.history: list[TreeRoundTrace] = []
-        self._pending: _Pending | None = None
-        self._stop = stop_rule(pair, self.config)
-        self.token = token_lookup(pair.tokenizer)
+
+    def _make_drafter(self, drafter: Drafter | str | None) -> Drafter:
+        return resolve_drafter(self.pair, drafter)
 
     # ------------------------------------------------------------------ steps
     def propose(self) -> TreeView:
@@ -211,40 +205,7 @@ class TreeSession:
         self.round_index += 1
         return done
 
-    def run_round(self) -> TreeRoundTrace:
-        """Propose, verify and commit in one call."""
-        self.propose()
-        self.verify()
-        self.commit()
-        return self.history[-1]
-
-    def run(self, max_rounds: int | None = None) -> list[TreeRoundTrace]:
-        """Rounds until a stop (or ``max_rounds``)."""
-        out = []
-        while self.phase == "propose" and (max_rounds is None or len(out) < max_rounds):
-            out.append(self.run_round())
-        return out
-
     # ------------------------------------------------------------------ views
-    @property
-    def phase(self) -> Phase:
-        if self._pending is None:
-            return "finished" if self.stop_reason else "propose"
-        return "commit" if self._pending.record is not None else "verify"
-
-    @property
-    def generated_ids(self) -> list[int]:
-        return self.ids[self.prompt_len :]
-
-    @property
-    def text(self) -> str:
-        """The generated text (prompt excluded)."""
-        return self.pair.tokenizer.decode(self.generated_ids)
-
-    @property
-    def records(self) -> tuple[TreeRoundRecord, ...]:
-        return tuple(r.record for r in self.history)
-
     @property
     def current_record(self) -> TreeRoundRecord | None:
         """The pending round's record once verified (phase ``commit``)."""
@@ -257,7 +218,7 @@ class TreeSession:
         return self._pending.stop_reason if self._pending else None
 
     def summary(self) -> TreeStats:
-        """:func:`tree_records.summarize_tree` of the finished rounds."""
+        """:func:`~specdec_core.engine.tree.records.summarize_tree` of the finished rounds."""
         return summarize_tree(self.records)
 
     def tree_view(self) -> TreeView | None:
@@ -288,38 +249,3 @@ class TreeSession:
         if pending is None or pending.record is None:
             return self.history[-1].compaction if self.history else None
         return plan_compaction(self.ids, self.prompt_len, pending.record, self.token)
-
-    def kv_state(self) -> KVState:
-        """The KV-state table of the committed tokens (both caches; the chain's format).
-        During phase ``commit`` the target's cache also holds one row per node: see
-        :meth:`compaction`."""
-        tokens = [self.token(t) for t in self.ids]
-        return kv_state(
-            tokens, self.prompt_len, len(self.ids), self.target, self.drafter.cached_ids()
-        )
-
-    # ------------------------------------------------------------------ helpers
-    def _require(self, phase: Phase, action: str) -> _Pending | None:
-        if self.phase != phase:
-            hint = {
-                "propose": "propose first",
-                "verify": "verify the tree first",
-                "commit": "commit the verified round first",
-                "finished": "generation has finished (reset to start again)",
-            }[self.phase]
-            raise PhaseError(f"cannot {action} in phase {self.phase!r}: {hint}")
-        return self._pending
-
-    @contextmanager
-    def _atomic(self) -> Iterator[None]:
-        """If the step raises: the target's cache (tree rows included) and the drafter's
-        cache are restored. No random state needs restoring: each step makes its round's
-        stream afresh (:func:`rounds.round_stream`), so a step run again draws the same."""
-        target_len = self.target.kv_len
-        draft_len = len(self.drafter.cached_ids() or [])
-        try:
-            yield
-        except BaseException:
-            truncate_cache(self.target, target_len)
-            self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
-            raise

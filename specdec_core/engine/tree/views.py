@@ -2,7 +2,7 @@
 numpy): the drafted tree (:class:`TreeView` of :class:`TreeNodeView`), the tree mask grid
 (:class:`MaskView`), the KV compaction plan (:class:`CompactionView` of :class:`KVSlot`)
 and a finished round (:class:`TreeRoundTrace`), plus the pure functions that build the
-first three from a round's tree, verdict and record. ``tree_session.py`` fills them.
+first three from a round's tree, verdict and record. ``engine/tree/session.py`` fills them.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class TreeNodeView:
             against the current residual; greedy 1 or 0); ``None`` if never checked.
         u: the uniform draw that decided it (sampling only), else ``None``.
         state: ``tentative`` before verify; then ``accepted`` | ``rejected`` |
-            ``unchecked`` | ``cut`` (``tree_records.py``).
+            ``unchecked`` | ``cut`` (``engine/tree/records.py``).
     """
 
     index: int
