@@ -149,9 +149,9 @@ def use(where: str, nice: int | None) -> None:
 
 def make_job(pair, owner: str, tokens: int, repeats: int):
     from specdec_core.core.inputs import SessionConfig
-    from specdec_core.server import jobs
+    from specdec_core.server import tasks
 
-    return jobs.make_job(
+    return tasks.make_job(
         "measure", owner, pair, PROMPT, tokens, repeats, True, True, SessionConfig()
     )
 
@@ -249,12 +249,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from specdec_core.core.errors import SpecDecError
-    from specdec_core.server import jobs
+    from specdec_core.server import jobs, tasks
     from specdec_core.server import worker as job_worker
     from specdec_core.ui import loader
 
     try:  # the job's size within the server's caps, before anything is loaded
-        jobs.check_work(args.job_tokens, args.job_repeats)
+        tasks.check_work(args.job_tokens, args.job_repeats)
     except SpecDecError as exc:
         ap.error(f"--job-tokens/--job-repeats: {exc}")
     pair = loader.get_pair("embedded")

@@ -12,7 +12,7 @@ from conftest import shown_error
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.errors import BusyError, InputError, PhaseError, PromptError
-from specdec_core.server import jobs
+from specdec_core.server import jobs, tasks
 from specdec_core.ui.errors import plain
 from specdec_core.ui.guards import table_state_ok
 
@@ -183,18 +183,18 @@ def test_table_state_check():
 
 def test_measurement_caps_and_queue(embedded_pair):
     with pytest.raises(InputError, match="exceeds"):
-        jobs.check_work(256, 7)
+        tasks.check_work(256, 7)
     with pytest.raises(InputError):
-        jobs.check_work("many", 1)
-    assert jobs.check_work(8, 3) == (8, 3)
+        tasks.check_work("many", 1)
+    assert tasks.check_work(8, 3) == (8, 3)
     queue = jobs.JobQueue()
     queue.alive = lambda _sid: True
     cfg = embedded_pair and __import__("specdec_core.core.inputs", fromlist=["x"]).SessionConfig()
-    a = jobs.make_job("gamma", "s1", embedded_pair, "ROMEO:", 4, 1, True, False, cfg)
+    a = tasks.make_job("gamma", "s1", embedded_pair, "ROMEO:", 4, 1, True, False, cfg)
     queue._queue.append(a)  # held in the queue (no worker started): position 1
     assert queue.position(a) == 1
     with pytest.raises(BusyError):
-        queue.submit(jobs.make_job("measure", "s1", embedded_pair, "x", 4, 1, True, False, cfg))
+        queue.submit(tasks.make_job("measure", "s1", embedded_pair, "x", 4, 1, True, False, cfg))
     queue.cancel(a)
     assert a.state == "cancelled" and queue.position(a) == -1
 
@@ -204,7 +204,7 @@ def test_job_of_a_closed_session_is_cancelled(embedded_pair):
 
     queue = jobs.JobQueue()
     queue.alive = lambda sid: sid != "gone"
-    job = jobs.make_job(
+    job = tasks.make_job(
         "gamma", "gone", embedded_pair, "ROMEO:", 4, 1, True, False, SessionConfig()
     )
     queue.submit(job)

@@ -17,7 +17,7 @@ import pytest
 
 from specdec_core.core.errors import BusyError, ModelLoadError
 from specdec_core.core.inputs import SessionConfig
-from specdec_core.server import jobs
+from specdec_core.server import jobs, tasks
 from specdec_core.server import worker as job_worker
 
 PROMPT = "ROMEO:\nBut soft, what light"
@@ -136,7 +136,7 @@ def test_client_key_trusts_x_real_ip_only_from_a_trusted_proxy(monkeypatch):
 
 def test_measure_runs_in_the_worker_process(queue, embedded_pair):
     cfg = SessionConfig()  # greedy
-    job = jobs.make_job("measure", "m1", embedded_pair, PROMPT, 12, 1, True, True, cfg)
+    job = tasks.make_job("measure", "m1", embedded_pair, PROMPT, 12, 1, True, True, cfg)
     assert jobs.in_process(job)
     before = queue.process.tasks_run
     wait(queue.submit(job))
@@ -166,7 +166,7 @@ def test_measure_runs_in_the_worker_process(queue, embedded_pair):
     assert len(m.curve.target_ms) == 2 * cfg.gamma + 1 and all(map(positive, m.curve.target_ms))
     assert m.timelines is not None and m.params["pair"] == "embedded"
     # the same task in this thread: greedy, so the same texts
-    direct = jobs.make_job("measure", "m1", embedded_pair, PROMPT, 12, 1, True, True, cfg)
+    direct = tasks.make_job("measure", "m1", embedded_pair, PROMPT, 12, 1, True, True, cfg)
     jobs.run_task(direct, ("pair", cfg.gamma))
     assert (direct.out["ar"].text, direct.out[("sp", cfg.gamma)].text) == m.texts
     assert direct.out["ar"].output_ids == job.out["ar"].output_ids
@@ -175,7 +175,7 @@ def test_measure_runs_in_the_worker_process(queue, embedded_pair):
 def test_an_error_in_the_worker_comes_back_as_itself(queue, embedded_pair):
     # a preset this server does not offer: the worker's allow-list refuses to load it
     pair = replace(embedded_pair, name="gpt2-xl")
-    job = jobs.make_job("gamma", "e1", pair, PROMPT, 4, 1, True, False, SessionConfig())
+    job = tasks.make_job("gamma", "e1", pair, PROMPT, 4, 1, True, False, SessionConfig())
     assert jobs.in_process(job)
     wait(queue.submit(job))
     assert job.state == "failed" and job.done == 0
@@ -184,7 +184,7 @@ def test_an_error_in_the_worker_comes_back_as_itself(queue, embedded_pair):
 
 
 def test_stop_while_a_task_runs_drops_its_result(queue, embedded_pair):
-    job = jobs.make_job("gamma", "c1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig())
+    job = tasks.make_job("gamma", "c1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig())
     before = queue.process.tasks_run
     queue.submit(job)
     wait_until(lambda: job.done >= 1 and queue.process.busy)
@@ -199,7 +199,7 @@ def test_custom_pairs_and_the_switch_run_in_the_thread(
     queue, tiny_pair, embedded_pair, monkeypatch
 ):
     cfg = SessionConfig()
-    job = jobs.make_job("gamma", "t1", tiny_pair, "ab", 3, 1, True, False, cfg)
+    job = tasks.make_job("gamma", "t1", tiny_pair, "ab", 3, 1, True, False, cfg)
     assert not jobs.in_process(job)  # not a named preset: the worker could not load it
     before = queue.process.tasks_run
     wait(queue.submit(job))
@@ -207,14 +207,14 @@ def test_custom_pairs_and_the_switch_run_in_the_thread(
     assert queue.process.tasks_run == before
     monkeypatch.setenv(jobs.WORKER_ENV, "thread")
     assert not jobs.in_process(
-        jobs.make_job("gamma", "t2", embedded_pair, "x", 3, 1, True, False, cfg)
+        tasks.make_job("gamma", "t2", embedded_pair, "x", 3, 1, True, False, cfg)
     )
 
 
 def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(queue, embedded_pair):
     cfg = SessionConfig()
-    first = jobs.make_job("measure", "k1", embedded_pair, PROMPT, 64, 2, True, False, cfg)
-    second = jobs.make_job("gamma", "k2", embedded_pair, PROMPT, 4, 1, True, False, cfg)
+    first = tasks.make_job("measure", "k1", embedded_pair, PROMPT, 64, 2, True, False, cfg)
+    second = tasks.make_job("gamma", "k2", embedded_pair, PROMPT, 4, 1, True, False, cfg)
     queue.submit(first)
     queue.submit(second)
     wait_until(lambda: first.state == "running" and queue.process.busy)
@@ -224,7 +224,7 @@ def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(queue, em
     wait(first)
     assert first.state == "failed" and first.result is None
     err = first.error
-    assert isinstance(err, jobs.WorkerError) and err.code == "job_worker"
+    assert isinstance(err, job_worker.WorkerError) and err.code == "job_worker"
     assert "worker process stopped (exit code -9)" in str(err)
     assert "next measurement starts a new worker" in str(err)
     from specdec_core.ui.errors import error_message
@@ -239,9 +239,11 @@ def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(queue, em
 
 def test_a_task_that_overruns_is_stopped(queue, embedded_pair, monkeypatch):
     monkeypatch.setattr(job_worker, "TASK_TIMEOUT_S", 0.3)
-    job = jobs.make_job("measure", "o1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig())
+    job = tasks.make_job(
+        "measure", "o1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig()
+    )
     started = time.monotonic()
     wait(queue.submit(job), timeout=30)
     assert time.monotonic() - started < 15
-    assert job.state == "failed" and isinstance(job.error, jobs.WorkerError)
+    assert job.state == "failed" and isinstance(job.error, job_worker.WorkerError)
     assert "overran" in str(job.error) and not queue.process.alive()
