@@ -79,7 +79,7 @@ def _act(action: str) -> None:
     try:
         # after a restart by an edit (new session in phase "propose"), run up to the
         # clicked phase so the click acts on the edited inputs at once
-        L.advance(session, action)
+        session.run_through(action)
         step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         _error(exc)

@@ -177,21 +177,6 @@ def adopt(
     return _store(Lesson(session, prompt, pair.name, config, prompt_len, drafter))
 
 
-STEPS = ("propose", "verify", "commit")
-
-
-def advance(session: SpeculativeSession | TreeSession, action: str) -> None:
-    """Run ``session``'s steps from its phase up to and including ``action`` (one of
-    :data:`STEPS`): a click on Verify in phase ``propose`` (a restart by an edit) proposes
-    and verifies, so the click acts on the inputs on screen at once. Nothing runs when the
-    session already stands past ``action`` or has finished. Raises what the step raises."""
-    while session.phase in STEPS and STEPS.index(session.phase) <= STEPS.index(action):
-        step = session.phase
-        getattr(session, step)()
-        if step == action:
-            break
-
-
 def in_flight(session: SpeculativeSession | TreeSession) -> int | None:
     """The 1-based number of the round in flight (proposed, not committed), else ``None``."""
     return session.round_index + 1 if session.phase in ("verify", "commit") else None

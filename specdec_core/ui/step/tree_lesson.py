@@ -279,6 +279,6 @@ def act(action: str) -> None:
             action = "commit"
         elif synced.lesson is before and session.phase != action:
             return  # a stale click (the button was already disabled on screen)
-        L.advance(session, action)
+        session.run_through(action)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["step_error"] = error_message(exc)
