@@ -10,7 +10,8 @@ import sys
 import pytest
 from conftest import run_json
 
-from specdec_core.__main__ import main, parse_edits
+from specdec_core.__main__ import main
+from specdec_core.server.cli import parse_edits
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROUND_KEYS = {

@@ -1,5 +1,6 @@
-"""``drafters.py``: prompt lookup's matching rule and early exit's shared, untouched
-target (the greedy losslessness of each drafter is in ``test_generate.py``)."""
+"""``drafters/``: prompt lookup's matching rule, early exit's shared, untouched target, the
+one proposal loop and the tree flag (the greedy losslessness of each drafter is in
+``test_generate.py``); ``core/device.sync``."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from specdec_core.core.device import sync
 from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters import (
+    DRAFTER_NAMES,
+    TREE_DRAFTERS,
+    EagleDrafter,
     EarlyExitDrafter,
     ModelDrafter,
     NgramDrafter,
@@ -134,3 +140,40 @@ def test_drafter_time_figure_legend_sits_below_the_axis_not_on_the_title():
     assert lay.legend.y < 0 and -lay.legend.y * plot_px == pytest.approx(50)
     assert lay.margin.b >= 50 + 50  # two legend rows fit under the gap
     assert plot_px == 48 * 3 + 30 and lay.margin.t == 50
+
+
+def test_can_draft_tree_is_exactly_where_tree_logits_gives_logits(tiny_pair):
+    """The interface's flag, read without running anything, agrees with ``tree_logits``;
+    the tree drafters by name derive from it."""
+    for name in DRAFTER_NAMES:
+        if name == "eagle":
+            assert EagleDrafter.can_draft_tree  # the tiny pair ships no head
+            continue
+        drafter = make_named_drafter(tiny_pair, name)
+        assert drafter.can_draft_tree == (drafter.tree_logits([1, 2, 3]) is not None), name
+    assert TREE_DRAFTERS == ("model", "early-exit", "eagle")
+
+
+@pytest.mark.parametrize("name", ["model", "early-exit", "ngram"])
+def test_propose_and_propose_argmax_agree_at_temperature_zero(tiny_pair, name):
+    """The one serial loop behind both proposals: the same ids, the same forwards, and the
+    rows ``q_i`` one-hot on them."""
+    context = tiny_pair.tokenizer.encode("To be, or not to be, to be")
+    a, b = make_named_drafter(tiny_pair, name), make_named_drafter(tiny_pair, name)
+    draft = a.propose(context, 4, SamplingConfig(0.0), "probabilistic", torch.Generator())
+    ids, forwards = b.propose_argmax(context, 4)
+    assert draft.ids.tolist() == ids and draft.forwards == forwards == a.forwards
+    assert forwards == (0 if name == "ngram" else 4)
+    assert draft.probs.shape == (len(ids), tiny_pair.vocab_size)
+    assert draft.probs.argmax(-1).tolist() == ids and torch.all(draft.probs.sum(-1) == 1.0)
+
+
+def test_sync_is_a_no_op_off_cuda_and_syncs_on_cuda(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append(a))
+    sync("cpu")
+    sync(torch.device("cpu"))
+    assert calls == []
+    sync("cuda:0")
+    sync(torch.device("cuda"))
+    assert calls == [(), ()]

@@ -327,7 +327,7 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair):
     """Issue 24.5: a tree round with the EAGLE drafter reports the head forwards that
     really ran (per expanded node 0 to several: the head catches up on features), counted
     here by a hook on the head. Counting one per expanded node said 54 where 78 ran."""
-    from specdec_core.drafters.eagle import load_eagle_head
+    from specdec_core.drafters.eagle_head import load_eagle_head
     from specdec_core.engine.tree.generate import generate_tree
     from specdec_core.engine.tree.session import TreeSession
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, REPO, TEXTBOOK_PATH
 
-from specdec_core.training.embedded import DEFAULT_CORPUS
+from specdec_core.training.loop import DEFAULT_CORPUS
 
 # Paths outside the repository that used to be read (built here, so this file is no hit).
 OUTSIDE = [

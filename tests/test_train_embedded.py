@@ -10,7 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from specdec_core.training.embedded import DEFAULT_CORPUS, EOS, main
+from specdec_core.training.corpus import EOS
+from specdec_core.training.embedded import main
+from specdec_core.training.loop import DEFAULT_CORPUS
 
 LINE = "ROMEO:\nBut, soft! what light through yonder window breaks?  It is the east, 'tis…"
 

@@ -1,6 +1,7 @@
-"""Tree verification (``tree.py``): the tree-mask forward equals chain forwards of every
-root-to-node path; greedy tree decoding equals target-only greedy; the target's cache
-after tree rounds equals a fresh forward over the committed text."""
+"""Tree verification (``engine/tree/steps.py``, ``engine/tree/generate.py``): the
+tree-mask forward equals chain forwards of every root-to-node path; greedy tree decoding
+equals target-only greedy; the target's cache after tree rounds equals a fresh forward over
+the committed text; one rule says why a tree setting is refused."""
 
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig
-from specdec_core.drafters import ModelDrafter, make_named_drafter
+from specdec_core.drafters import ModelDrafter, NgramDrafter, make_named_drafter
 from specdec_core.engine.chain.generate import generate
-from specdec_core.engine.tree.generate import generate_tree
+from specdec_core.engine.tree.generate import check_tree_settings, generate_tree, tree_refusal
 from specdec_core.engine.tree.steps import compact, draft_tree, parse_shape, tree_forward, walk
 
 REPO = Path(__file__).resolve().parents[1]
@@ -144,3 +145,61 @@ def test_greedy_tree_equals_target_greedy_on_the_heldout_prompts(
         deepest = max(deepest, *(r.depth for r in run.records))
     assert deepest == len(shape)  # the deepest level was drafted and verified
     assert tokens / forwards > 1.5  # measured: 1.9 (γ = 1), 3.6 (2,2,1,1), 3.8 (γ = 8), eagle 2.9
+
+
+@pytest.mark.parametrize(
+    ("drafter", "method", "temperature", "code"),
+    [
+        ("model", "probabilistic", 0.0, None),
+        ("model", "greedy", 0.0, None),  # greedy draws nothing at T = 0
+        ("model", "probabilistic", 0.7, None),
+        ("model", "greedy", 0.7, "tree_needs_probabilistic"),
+        ("early-exit", "greedy", 0.7, "tree_needs_probabilistic"),
+        ("eagle", "probabilistic", 1.0, None),
+        ("ngram", "probabilistic", 0.0, "tree_no_ngram"),
+        ("ngram", "greedy", 0.7, "tree_no_ngram"),  # the drafter is named first
+        ("no-such-drafter", "probabilistic", 0.0, "tree_no_ngram"),
+        (None, "probabilistic", 0.0, None),  # None: the pair's draft model
+    ],
+)
+def test_tree_refusal_table(drafter, method, temperature, code):
+    """One rule says why a tree setting is refused, by a code the UI shows as
+    ``err_<code>``; ``check_tree_settings`` raises it with that code."""
+    assert tree_refusal(drafter, method, temperature) == code
+    config = SessionConfig(temperature=temperature, draft_method=method)
+    if code is None:
+        check_tree_settings(config, drafter)
+    else:
+        with pytest.raises(ConfigError) as exc:
+            check_tree_settings(config, drafter)
+        assert exc.value.code == code
+
+
+def test_tree_refusal_reads_the_drafter_flag(tiny_pair):
+    lookup = NgramDrafter(tiny_pair.vocab_size, 3)
+    assert tree_refusal(lookup, "probabilistic", 0.0) == "tree_no_ngram"
+    assert tree_refusal(ModelDrafter(tiny_pair.draft), "probabilistic", 0.0) is None
+    with pytest.raises(ConfigError, match="cannot draft a tree") as exc:
+        generate_tree(tiny_pair, PROMPTS[0], SessionConfig(), (2,), drafter=lookup)
+    assert exc.value.code == "tree_no_ngram"
+    with pytest.raises(ConfigError, match="cannot draft a tree") as exc:  # the walk's own check
+        draft_tree(lookup, [1, 2, 3], (2,), SamplingConfig(0.0), torch.Generator())
+    assert exc.value.code == "tree_no_ngram"
+
+
+def test_truncate_restores_a_cache_after_a_tree_forward(tiny_pair):
+    """``ModelCache.truncate`` drops the tree rows a masked forward left beyond ``ids``."""
+    ids = tiny_pair.tokenizer.encode(PROMPTS[2])
+    target, draft = ModelCache(tiny_pair.target), ModelDrafter(tiny_pair.draft)
+    target.track_hidden = True
+    target.extend(ids[:-2])
+    before = target.kv_len
+    tree, _ = draft_tree(draft, ids, (2, 2), SamplingConfig(0.0), torch.Generator())
+    tree_forward(target, ids, tree)
+    assert target.kv_len == len(ids)  # the pending tokens joined ids, the nodes did not
+    assert target.cache.get_seq_length() == len(ids) + len(tree.tokens)
+    assert len(target.hidden) == target.cache.get_seq_length()
+    target.truncate(before)
+    assert target.kv_len == target.cache.get_seq_length() == len(target.hidden) == before
+    nxt = target.extend(ids[before:])[-1]  # continues exactly like a plain decode
+    assert torch.allclose(nxt, _chain_logits(tiny_pair.target, ids), atol=1e-5)

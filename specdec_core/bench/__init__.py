@@ -1,11 +1,12 @@
 """Benchmark: target-only autoregressive vs speculative decoding (and Hugging Face
 assisted generation) on one pair, greedy by default. Used by ``python -m specdec_core
 bench``, ``benchmarks/bench_pairs.py`` and the speed page (which calls the pieces one at a
-time, through ``ui/jobs.py``, so it can show progress and stop between them).
+time, through ``server/jobs.py``, so it can show progress and stop between them).
 
 - ``results``: the frozen result types, and their JSON form (``to_json``);
 - ``runs``: timed runs (:func:`measure_pair`, :func:`hf_generate`);
-- ``summary``: figures from runs (:func:`summarize`, :func:`compare_hf`) and
+- ``summary``: figures from runs (:func:`summarize`);
+- ``report``: Hugging Face's figures next to ours (:func:`compare_hf`) and
   :func:`run_bench`, the whole benchmark;
 - ``curve``: the verify-cost curve ``t(k)`` and the draft step (:func:`measure_forward_curve`);
 - ``timing``: the spread of repeats, how a timing was measured, and whether the timings
@@ -14,6 +15,7 @@ time, through ``ui/jobs.py``, so it can show progress and stop between them).
 """
 
 from specdec_core.bench.curve import MAX_K, ForwardCurve, measure_forward_curve
+from specdec_core.bench.report import compare_hf, run_bench
 from specdec_core.bench.results import (
     AutoregressiveFigures,
     BatchPoint,
@@ -38,7 +40,7 @@ from specdec_core.bench.runs import (
     measure_pair,
     measure_pair_runs,
 )
-from specdec_core.bench.summary import compare_hf, run_bench, summarize
+from specdec_core.bench.summary import summarize
 from specdec_core.bench.sweeps import (
     BENCH_PROMPTS,
     batch_crossover,

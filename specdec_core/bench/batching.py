@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from specdec_core.core.device import sync
 from specdec_core.core.errors import PromptError
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair
@@ -144,8 +145,7 @@ def generate_batch(
             )
             forwards += 1
         generated = torch.stack(tokens, dim=1).tolist()  # [B, steps run]
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+    sync(device)
     total_ms = (time.perf_counter() - started) * 1e3
     rows = []
     for row in generated:

@@ -1,11 +1,12 @@
 """Where drafts come from: run one prompt through several draft sources and compare.
 
 For each drafter (draft model, prompt lookup / n-gram, early exit, EAGLE head) the same
-prompt and settings go through the fast path :func:`generate.generate` once per timing
-pass; its per-round records (``records.py``) give the acceptance numbers and the token strip
-(which drafts were accepted, rejected, discarded or cut), so the strip and the numbers
-describe the same generation. The target alone, run in the same timing passes, is the
-baseline that speed-ups are measured against.
+prompt and settings go through the fast path
+:func:`specdec_core.engine.chain.generate.generate` once per timing pass; its per-round
+records (``core/records.py``) give the acceptance numbers and the token strip (which
+drafts were accepted, rejected, discarded or cut), so the strip and the numbers describe
+the same generation. The target alone, run in the same timing passes, is the baseline
+that speed-ups are measured against.
 """
 
 from __future__ import annotations
@@ -126,8 +127,9 @@ class DrafterResult:
 def strip_marks(
     records: Sequence[RoundRecord], token: Callable[[int], TokenInfo]
 ) -> list[StripMark]:
-    """Per-token marks of a run's rounds, in output order (:func:`records.strip_states`);
-    ``token`` turns an id into its :class:`TokenInfo`."""
+    """Per-token marks of a run's rounds, in output order
+    (:func:`specdec_core.core.records.strip_states`); ``token`` turns an id into its
+    :class:`TokenInfo`."""
     return [
         StripMark(token(t), state, i)
         for i, record in enumerate(records)

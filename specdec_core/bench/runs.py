@@ -13,6 +13,7 @@ import torch
 
 from specdec_core.bench.results import HFRun, RunSpread
 from specdec_core.bench.timing import HowMeasured, Spread
+from specdec_core.core.device import sync
 from specdec_core.core.inputs import SessionConfig, encode_prompt
 from specdec_core.core.models import ModelPair, quiet_transformers
 from specdec_core.drafters import make_named_drafter
@@ -23,11 +24,6 @@ def ignoring_eos(pair: ModelPair) -> ModelPair:
     """A view of ``pair`` whose generation does not stop at EOS (same models, shared and
     unchanged), so every timed run produces exactly ``max_new_tokens`` tokens."""
     return replace(pair, eos_token_id=None)
-
-
-def _sync(pair: ModelPair) -> None:
-    if pair.device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 @dataclass(frozen=True)
@@ -172,7 +168,7 @@ def hf_generate(
             calls[0] = 0
             started = time.perf_counter()
             out = target.generate(ids, **kwargs)
-            _sync(pair)
+            sync(pair.device)
             runs.append(((time.perf_counter() - started) * 1e3, out, calls[0]))
     runs.sort(key=lambda r: r[0])
     ms, out, forwards = runs[len(runs) // 2]

@@ -1,5 +1,5 @@
-"""From timed runs to figures: :func:`summarize` (ours), :func:`compare_hf` (Hugging
-Face's next to ours) and :func:`run_bench`, the whole benchmark of one pair.
+"""From timed runs to figures: :func:`summarize` (ours; Hugging Face's next to ours and
+the whole benchmark of one pair are ``bench/report.py``).
 
 The cost model (Leviathan et al. 2023, §3.3–3.4) takes α (the measured mean
 ``Σ min(p, q)``), tokens per round and the loop's overhead from the runs, and its step
@@ -16,28 +16,19 @@ machine (7.7 ms vs ``t(1)`` = 2.13 ms). :class:`TimingFigures` carries the sprea
 
 from __future__ import annotations
 
-import torch
-
-from specdec_core.bench.curve import CURVE_REPEATS, ForwardCurve, measure_forward_curve
+from specdec_core.bench.curve import ForwardCurve
 from specdec_core.bench.results import (
     AutoregressiveFigures,
-    BenchReport,
     BenchSummary,
     Breakdown,
     CostModelFigures,
-    HFComparison,
-    HFFigures,
-    HFRun,
     RoundParts,
     RunSpread,
     SpeculativeFigures,
     TargetOnlyParts,
     TimingFigures,
 )
-from specdec_core.bench.runs import hf_generate, ignoring_eos, measure_pair_runs
 from specdec_core.bench.timing import judge
-from specdec_core.core.inputs import SessionConfig
-from specdec_core.core.models import ModelPair, load_pair
 from specdec_core.engine.chain.generate import GenerationResult
 from specdec_core.rules.costmodel import (
     best_gamma,
@@ -246,90 +237,4 @@ def summarize(
         ),
         greedy_equal=sp.output_ids == ar.output_ids,
         timing=_timing(curve, spread, run_step),
-    )
-
-
-def compare_hf(
-    ar: GenerationResult, hf_greedy: HFRun | None, hf_assisted: HFRun | None
-) -> HFComparison:
-    """HF figures next to ours: tokens/s, speed-ups and whether HF's texts equal our
-    target-only text (compared over the common length). Either HF run may be ``None``."""
-    ar_tps = ar.stats.tokens_per_s
-
-    def figures(run: HFRun, **assisted: float | None) -> HFFigures:
-        n = min(len(run.output_ids), len(ar.output_ids))
-        return HFFigures(
-            tokens_per_s=run.tokens_per_s,
-            ms_per_token=run.ms_per_token,
-            new_tokens=run.new_tokens,
-            target_forwards=run.target_forwards,
-            speedup=run.tokens_per_s / ar_tps if ar_tps else 0.0,
-            equal_to_target=list(run.output_ids[:n]) == list(ar.output_ids[:n]),
-            **assisted,
-        )
-
-    greedy = figures(hf_greedy) if hf_greedy is not None else None
-    assisted = None
-    if hf_assisted is not None:
-        over_greedy = None
-        if hf_greedy is not None and hf_greedy.tokens_per_s:
-            over_greedy = hf_assisted.tokens_per_s / hf_greedy.tokens_per_s
-        assisted = figures(
-            hf_assisted,
-            mean_accepted=hf_assisted.mean_accepted,
-            speedup_over_hf_greedy=over_greedy,
-        )
-    return HFComparison(greedy=greedy, assisted=assisted)
-
-
-def run_bench(
-    pair_spec: str | tuple[str, str] | ModelPair,
-    prompt: str,
-    gamma: int = 4,
-    max_new_tokens: int = 128,
-    repeats: int = 3,
-    temperature: float = 0.0,
-    hf: bool = True,
-    ignore_eos: bool = True,
-    drafter: str = "model",
-) -> BenchReport:
-    """Benchmark one pair; ``.to_json()`` is the ``bench`` JSON object of
-    docs/ARCHITECTURE.md. Target-only and speculative runs interleaved (see
-    :func:`measure_pair`), then, with ``hf``, Hugging Face ``generate`` without and with
-    the draft as assistant (a failure of HF's is reported in ``hf_error``, never raised).
-    ``ignore_eos`` (default): every run generates exactly ``max_new_tokens`` tokens (cut by
-    the context).
-
-    Raises:
-        ModelLoadError, PromptError, ConfigError.
-    """
-    pair = pair_spec if isinstance(pair_spec, ModelPair) else load_pair(pair_spec)
-    timed = ignoring_eos(pair) if ignore_eos else pair
-    config = SessionConfig(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens)
-    runs = measure_pair_runs(timed, prompt, config, repeats, drafter)
-    ar, sp = runs.autoregressive, runs.speculative
-    # the curve's forwards take milliseconds: a median of 5 moved t(2)/t(1) by ±0.15 on a
-    # shared CPU (1.04-1.49 seen), a median of 15 by ±0.03
-    curve = measure_forward_curve(pair, prompt, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter)
-    compared, error = HFComparison(), None
-    if hf:
-        try:
-            base = hf_generate(pair, prompt, gamma, max_new_tokens, repeats, False, not ignore_eos)
-            asst = hf_generate(pair, prompt, gamma, max_new_tokens, repeats, True, not ignore_eos)
-            compared = compare_hf(ar, base, asst)
-        except Exception as exc:  # noqa: BLE001 - report, never fail the benchmark
-            error = f"{type(exc).__name__}: {exc}"
-    return BenchReport(
-        pair=pair.name,
-        device=pair.device_label(),
-        threads=torch.get_num_threads(),
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        repeats=repeats,
-        drafter=drafter,
-        ignore_eos=ignore_eos,
-        summary=summarize(ar, sp, gamma, curve, runs.spread),
-        curve=curve,
-        hf=compared,
-        hf_error=error,
     )

@@ -1,21 +1,23 @@
 """Chain vs tree, timed on the fast paths: target-only, chain speculative
-(:func:`generate.generate`) and tree speculative (:func:`tree.generate_tree`) over the
+(:func:`specdec_core.engine.chain.generate.generate`) and tree speculative
+(:func:`specdec_core.engine.tree.generate.generate_tree`) over the
 same prompts and settings; tokens per target forward and measured ms per generated token
 (median over repeats, with its spread and how it was measured). The methods are timed
 interleaved -- one untimed warm-up run of each, then each repeat runs every method once --
 so a burst of load hits them alike. Used by ``python -m specdec_core bench --tree``,
-``benchmarks/tree_vs_chain.py`` and the step-through page's "chain vs tree"."""
+``benchmarks/tree_vs_chain.py`` and the step-through page's "chain vs tree"
+(:func:`chain_vs_tree`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.timing import HowMeasured, Spread
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
 
@@ -146,3 +148,31 @@ def compare(
         variants.append(("chain", (), name))
         variants += [("tree", tuple(shape), name) for shape in shapes]
     return measure_many(pair, prompts, config, variants, budget, repeats, ignore_eos)
+
+
+def chain_vs_tree(
+    pair: ModelPair,
+    prompt: str,
+    config: SessionConfig,
+    drafter: str,
+    shape: Sequence[int],
+    budget: int = 12,
+    tokens: int = 32,
+    repeats: int = 3,
+) -> tuple[TreeBenchRow, TreeBenchRow]:
+    """The tree panel's "chain vs tree on this prompt": the chain (γ = the tree's depth)
+    and the tree ``shape``, both greedy (top-k / top-p off), ``tokens`` new tokens each
+    (end-of-text ignored), on the fast paths with ``drafter``: :func:`measure_many`'s
+    interleaved timing (one warm-up run of each, then ``repeats`` timed runs of each;
+    median, spread, how; a run that made no token or ran no forward gives 0, never a
+    division by zero). Returns ``(chain row, tree row)``.
+
+    Raises:
+        PromptError, ConfigError: from the generators.
+    """
+    cfg = replace(
+        config, gamma=len(shape), temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=tokens
+    )
+    variants: list[Variant] = [("chain", (), drafter), ("tree", tuple(shape), drafter)]
+    chain, tree = measure_many(pair, [prompt], cfg, variants, budget, repeats)
+    return chain, tree

@@ -9,15 +9,19 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
-from specdec_core.core.errors import PromptError, TokenTextError
+from specdec_core.core.errors import InputError, PromptError, TokenTextError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.sampling import ConfigError, SamplingConfig
-from specdec_core.drafters import DraftMethod
 
 MAX_GAMMA = 16
+
+#: How a model drafter picks each draft token: ``probabilistic`` draws ``y_i ~ q_i`` (the
+#: rule needs this at temperature > 0), ``greedy`` takes the argmax (one-hot ``q_i``).
+DraftMethod = Literal["probabilistic", "greedy"]
 
 
 def is_valid_text(text: object) -> bool:
@@ -102,6 +106,37 @@ class SessionConfig:
 #: Longest prompt text accepted, in characters: checked before tokenizing, so a
 #: multi-megabyte paste costs nothing (a 1024-token GPT-2 context is ≈ 4–5 k characters).
 MAX_PROMPT_CHARS = 20_000
+
+
+#: Longest one-token edit text or rule-lab token name, in characters; also how much of a bad
+#: value an error message quotes.
+SHORT_CHARS = 40
+
+
+def whole_number(value: object, low: int, high: int, what: str) -> int:
+    """``value`` as an int in ``low..high`` (a float only when it is whole).
+
+    Raises:
+        InputError: code ``bad_value`` (not a whole number, or out of range); ``params``
+        ``what``, ``low``, ``high`` and ``value`` (its first :data:`SHORT_CHARS` characters).
+    """
+    try:
+        number = int(value)  # type: ignore[call-overload]
+        if isinstance(value, float) and not value.is_integer():
+            raise ValueError(value)
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or not low <= number <= high:
+        shown = str(value)[:SHORT_CHARS]
+        raise InputError(
+            f"{what} must be a whole number from {low} to {high}, got {shown!r}",
+            "bad_value",
+            what=what,
+            low=low,
+            high=high,
+            value=shown,
+        )
+    return number
 
 
 def encode_prompt(pair: ModelPair, prompt: str) -> list[int]:

@@ -21,6 +21,7 @@ import time
 import torch
 from transformers import DynamicCache, PreTrainedModel
 
+from specdec_core.core.device import sync
 from specdec_core.core.trace import KVRow, KVState, TokenInfo
 
 
@@ -55,7 +56,6 @@ class ModelCache:
         # (start, end) perf_counter pairs of each forward, kept only when a caller sets a
         # list here (the fast path's round timeline); no extra clock reads either way.
         self.spans: list[tuple[float, float]] | None = None
-        self._cuda = self.device.type == "cuda"
         # Feature-level drafters (EAGLE) read the target's last hidden state (the LM head's
         # input) at every KV-computed position: set ``track_hidden`` before the first
         # forward and ``hidden`` is kept as a ``[kv_len, d]`` float32 tensor, cropped and
@@ -89,27 +89,88 @@ class ModelCache:
         which needs just the next-token logits."""
         return self._forward(new_ids, 1)[0]  # [V]
 
-    def _forward(self, new_ids: list[int], keep: int) -> torch.Tensor:
+    @torch.inference_mode()
+    def extend_masked(
+        self, new_ids: list[int], positions: list[int], allowed: torch.Tensor, known: int
+    ) -> torch.Tensor:
+        """One forward over ``new_ids`` at explicit ``positions``, each row attending only
+        where ``allowed`` says (the tree's verification forward).
+
+        Args:
+            new_ids: ``T`` ids fed after the cached ones. positions: ``[T]`` their position
+                ids. allowed: ``[T, kv_len + T]`` bool, row ``t`` may attend to column
+                ``j`` (turned into an additive ``[1, 1, T, kv_len + T]`` mask: 0 where
+                allowed, ``finfo.min`` elsewhere, in the model's dtype).
+            known: how many leading ``new_ids`` form a sequence with the cached ones and
+                join :attr:`ids`; the cache (and :attr:`hidden`) also keeps the other
+                ``T − known`` rows, which :meth:`keep_rows` or :meth:`truncate` must then
+                resolve (until then ``kv_len`` counts only the ``known`` ones).
+
+        Returns:
+            ``[T, V]`` float32 logits on the model's device.
+        """
+        dtype = self.model.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        pos = torch.tensor([positions], device=self.device)  # [1, T]
+        return self._forward(new_ids, 0, pos, mask[None, None].to(self.device), known)
+
+    def _forward(
+        self,
+        new_ids: list[int],
+        keep: int,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        known: int | None = None,
+    ) -> torch.Tensor:
+        """The one forward every method runs: timing, counters, hidden states, ids."""
         started = time.perf_counter()
         input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # [1, T]
+        extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
         out = self.model(
             input_ids=input_ids,
             cache=self.cache,
             use_cache=True,
             logits_to_keep=keep,
             output_hidden_states=self.track_hidden,
+            **extra,
         )
         logits = out.logits[0].float()  # [T or keep, V]
         self.keep_hidden(out)
-        if self._cuda:
-            torch.cuda.synchronize()
+        sync(self.device)
         ended = time.perf_counter()
         self.forward_ms += (ended - started) * 1e3
         if self.spans is not None:
             self.spans.append((started, ended))
         self.forwards += 1
-        self.ids.extend(new_ids)
+        self.ids.extend(new_ids if known is None else new_ids[:known])
         return logits
+
+    def keep_rows(self, rows: list[int], tokens: list[int]) -> None:
+        """After :meth:`extend_masked`: keep the first :attr:`kv_len` cached rows, then the
+        rows ``rows`` (absolute indices ≥ ``kv_len``, in order), which hold ``tokens``;
+        drop every other row. Keys, values and :attr:`hidden` are moved alike, and
+        ``tokens`` join :attr:`ids` (the invariant holds again)."""
+        keep = self.kv_len
+        for layer in self.cache.layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name)  # [B, H, keep + extra rows, D]
+                setattr(layer, name, torch.cat([t[:, :, :keep], t[:, :, rows]], dim=2))
+        if self.hidden is not None:  # [keep + extra rows, d]
+            self.hidden = torch.cat([self.hidden[:keep], self.hidden[rows]])
+        self.ids.extend(tokens)
+
+    def truncate(self, length: int) -> None:
+        """Cut the cache back to its first ``length`` rows, rows :attr:`ids` does not cover
+        included (restores a cache after a failed step: :meth:`extend_masked` keeps rows
+        beyond ``kv_len``)."""
+        for layer in self.cache.layers:
+            for name in ("keys", "values"):
+                t = getattr(layer, name, None)
+                if isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[2] > length:
+                    setattr(layer, name, t[:, :, :length])
+        del self.ids[length:]
+        if self.hidden is not None:
+            self.hidden = self.hidden[:length]
 
     def crop(self, length: int) -> int:
         """Roll back to the first ``length`` positions; returns how many were removed.

@@ -4,23 +4,20 @@ Modelled on transformers' ``CandidateGenerator``: a drafter proposes up to γ ca
 tokens after the committed context, with the distributions ``q_1..q_γ`` they were drawn
 from. A drafter without a distribution returns one-hot rows.
 
-Modules: ``base`` (the interface, :class:`Draft`, :func:`draw_proposal`), ``model`` (draft
-model and early exit), ``ngram`` (prompt lookup), ``eagle`` (EAGLE feature head on the
-target's hidden states), ``registry`` (drafters by name).
+Modules: ``base`` (the interface with its one proposal loop, :class:`Draft`,
+:func:`draw_proposal`), ``model`` (draft model and early exit), ``ngram`` (prompt lookup),
+``eagle`` (EAGLE drafting on the target's hidden states), ``eagle_head`` (the head's model,
+files, and which pair ships one), ``registry`` (drafters by name, :data:`TREE_DRAFTERS`).
 """
 
-from specdec_core.drafters.base import Draft, Drafter, DraftMethod, draw_proposal
-from specdec_core.drafters.eagle import (
-    EagleDrafter,
-    has_eagle_head,
-    load_eagle_head,
-    make_eagle_drafter,
-    preset_has_eagle_head,
-)
+from specdec_core.drafters.base import Draft, Drafter, draw_proposal
+from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
+from specdec_core.drafters.eagle_head import has_eagle_head, load_eagle_head, preset_has_eagle_head
 from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, early_exit_model
 from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.drafters.registry import (
     DRAFTER_NAMES,
+    TREE_DRAFTERS,
     default_knob,
     drafters_for,
     make_named_drafter,
@@ -28,8 +25,8 @@ from specdec_core.drafters.registry import (
 
 __all__ = [
     "DRAFTER_NAMES",
+    "TREE_DRAFTERS",
     "Draft",
-    "DraftMethod",
     "Drafter",
     "EagleDrafter",
     "EarlyExitDrafter",

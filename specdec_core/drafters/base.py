@@ -8,15 +8,16 @@ from. A drafter without a distribution returns one-hot rows.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
 
 import torch
 
+from specdec_core.core.device import sync
+from specdec_core.core.inputs import DraftMethod
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
-
-DraftMethod = Literal["probabilistic", "greedy"]
 
 
 @dataclass(frozen=True)
@@ -37,24 +38,41 @@ class Draft:
     ms: float
 
 
-class Drafter(Protocol):
-    """What every draft source provides (all methods required; no hidden capabilities).
+class Drafter:
+    """What every draft source provides, with the shared parts written once.
 
     ``propose`` is the general proposal with the rows ``q_i`` (the step machine and the
     sampled fast path); ``propose_argmax`` is the same proposal at temperature 0 without
-    building one-hot rows (the greedy fast path; it must return exactly the ids
-    ``propose`` returns at temperature 0). ``forward_ms`` is the time spent inside draft
-    model forwards so far (0.0 for a drafter without a model). ``attach`` is called by
-    every engine path once, right after it creates the target's cache (a feature-level
-    drafter keeps a reference to read the target's hidden states; others ignore it).
-    ``tree_logits`` serves tree drafting (``tree.py``): the drafter's next-token logits
-    after any context, or ``None`` for a drafter without a distribution. ``forwards``
-    counts the draft forwards that really ran since the drafter was made (one call may run
-    several, or none: the EAGLE head catching up on features); ``tree.draft_tree`` reports
-    a tree's draft forwards as its difference, the way ``Draft.forwards`` counts a chain's.
+    building one-hot rows (the greedy fast path; it returns exactly the ids ``propose``
+    returns at temperature 0). Both run the subclass's :meth:`_serial` loop, so a drafter
+    writes its drafting once. A drafter without a distribution (prompt lookup) picks its
+    ids without calling ``pick`` and gets one-hot rows.
+
+    ``forward_ms`` is the time spent inside draft model forwards so far (0.0 for a
+    drafter without a model). ``forwards`` counts the draft forwards that really ran since
+    the drafter was made (one call may run several, or none: the EAGLE head catching up on
+    features); ``Draft.forwards`` and ``engine.tree.steps.draft_tree`` report differences
+    of it. ``attach`` is called by every engine path once, right after it creates the
+    target's cache (a feature-level drafter keeps a reference to read the target's hidden
+    states; others ignore it). ``tree_logits`` serves tree drafting
+    (``engine/tree/steps.py``): the drafter's next-token logits after any context, or
+    ``None`` for a drafter without a distribution; :attr:`can_draft_tree` says which,
+    without running anything (the lesson links and the tree page read it).
+
+    Attributes:
+        name: the drafter's name (:data:`drafters.registry.DRAFTER_NAMES`).
+        can_draft_tree: ``True`` exactly when :meth:`tree_logits` returns logits.
+        vocab_size: ``V``, the width of every ``q`` row.
+        device: where the drafter's forwards run (synchronised before a proposal's clock
+            is read).
     """
 
-    name: str
+    name: str = ""
+    can_draft_tree: bool = False
+    vocab_size: int
+    device: torch.device = torch.device("cpu")
+    forward_ms: float = 0.0
+    forwards: int = 0
 
     def propose(
         self,
@@ -63,45 +81,57 @@ class Drafter(Protocol):
         sampling: SamplingConfig,
         method: DraftMethod,
         generator: torch.Generator,
-    ) -> Draft: ...
+    ) -> Draft:
+        """Up to ``gamma`` drafts after ``context`` (``L ≥ 1`` ids), each drawn by
+        :func:`draw_proposal` from the drafter's row at its position (``generator``: the
+        round's drafting stream)."""
+        started = time.perf_counter()
+        forwards = self.forwards
+        rows: list[torch.Tensor] = []
+
+        def pick(logits: torch.Tensor) -> int:
+            token, q = draw_proposal(logits, sampling, method, generator)
+            rows.append(q)
+            return token
+
+        ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
+        sync(self.device)
+        probs = torch.stack(rows) if rows else one_hot(ids, self.vocab_size)
+        ms = (time.perf_counter() - started) * 1e3
+        return Draft(ids, probs, self.forwards - forwards, ms)
 
     def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
-        """``([γ'] drafted ids, forwards run)`` at temperature 0, ``γ' ≤ gamma``."""
-        ...
+        """``([γ'] drafted ids, forwards run)`` at temperature 0, ``γ' ≤ gamma``: the ids
+        :meth:`propose` gives at temperature 0, without ``q`` rows (the LM head on the
+        last position only)."""
+        forwards = self.forwards
+        ids = self._serial(context, gamma, lambda logits: int(logits.argmax()), True)
+        return ids, self.forwards - forwards
+
+    def _serial(
+        self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
+    ) -> list[int]:
+        """The drafting loop: up to ``gamma`` ids, each ``pick(logits)`` of the drafter's
+        ``[V]`` row after ``context`` + the ids so far. ``last``: the greedy fast path
+        (a model may run its LM head on the last position only)."""
+        raise NotImplementedError
 
     def cached_ids(self) -> list[int] | None:
         """Ids covered by the drafter's KV cache (``None`` if it keeps none)."""
-        ...
+        return None
 
     def rollback(self, length: int) -> int:
         """Crop the drafter's cache to ``length`` positions; returns positions removed."""
-        ...
-
-    @property
-    def forward_ms(self) -> float:
-        """Milliseconds spent in draft-model forwards since the drafter was made."""
-        ...
-
-    @property
-    def forwards(self) -> int:
-        """Draft forwards run since the drafter was made (model or head forwards; 0 for a
-        drafter without a model)."""
-        ...
+        return 0
 
     def attach(self, target: ModelCache) -> None:
         """Called once with the target's cache before the first proposal."""
-        ...
 
     def tree_logits(self, context: list[int]) -> torch.Tensor | None:
         """``[V]`` float32 logits for the token after ``context`` (committed ids followed by
         a tree path), from and extending the drafter's own cache (one forward over the ids
         it lacks); ``None`` when the drafter has no distribution (tree drafting refused)."""
-        ...
-
-
-def sync_device() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+        return None
 
 
 def draw_proposal(

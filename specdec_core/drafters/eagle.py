@@ -25,25 +25,23 @@ feature), so after each round the head's cache holds real-feature entries only.
 
 from __future__ import annotations
 
-import threading
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel
 
-from specdec_core.core.errors import ConfigError
+from specdec_core.core.device import sync
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
-from specdec_core.core.sampling import SamplingConfig
-from specdec_core.drafters.base import Draft, DraftMethod, draw_proposal, sync_device
-from specdec_core.drafters.eagle_head import EagleHead, target_parts
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.eagle_head import EagleHead, load_eagle_head, target_parts
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
 
 
-class EagleDrafter:
+class EagleDrafter(Drafter):
     """Drafts from the target's hidden states with an EAGLE-1 head (see the module doc).
 
     ``cached_ids()`` are the tokens the head's cache has seen: ``context[: entries + 1]``
@@ -52,11 +50,13 @@ class EagleDrafter:
     """
 
     name = "eagle"
+    can_draft_tree = True
 
     def __init__(self, head: EagleHead, target_model: PreTrainedModel) -> None:
         self.head = head
         self.wte, self.lm_head = target_parts(target_model)
         self.device = target_model.device
+        self.vocab_size = self.lm_head.weight.shape[0]
         self.target: ModelCache | None = None
         self._reset()
         self._forward_ms = 0.0
@@ -112,50 +112,18 @@ class EagleDrafter:
         return self._forward_ms
 
     @torch.inference_mode()
-    def propose(
-        self,
-        context: list[int],
-        gamma: int,
-        sampling: SamplingConfig,
-        method: DraftMethod,
-        generator: torch.Generator,
-    ) -> Draft:
-        """Draft ``gamma`` tokens after ``context`` (``L ≥ 1`` ids): one head forward per
-        token (the first also catches the cache up on the tokens committed last round,
-        from their real features); the last draft is not fed."""
-        started = time.perf_counter()
+    def _serial(
+        self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
+    ) -> list[int]:
+        """One head forward per token (the first also catches the cache up on the tokens
+        committed last round, from their real features); the last draft is not fed."""
         ids: list[int] = []
-        rows: list[torch.Tensor] = []
-        forwards = self.forwards
         feature, real = self._next_feature(context) if gamma > 0 else (None, False)
         for i in range(gamma if feature is not None else 0):
-            token, q = draw_proposal(self._logits(feature), sampling, method, generator)
-            ids.append(token)
-            rows.append(q)
+            ids.append(pick(self._logits(feature)))
             if i < gamma - 1:
-                feature, real = self._feed(feature[None], [token], real, context[0])[-1], False
-        sync_device()
-        vocab = self.lm_head.weight.shape[0]
-        probs = torch.stack(rows) if rows else torch.zeros(0, vocab)
-        return Draft(
-            torch.tensor(ids, dtype=torch.long),
-            probs,
-            self.forwards - forwards,
-            (time.perf_counter() - started) * 1e3,
-        )
-
-    @torch.inference_mode()
-    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
-        """The same ids as :meth:`propose` at temperature 0, without ``q`` rows."""
-        ids: list[int] = []
-        forwards = self.forwards
-        feature, real = self._next_feature(context) if gamma > 0 else (None, False)
-        for i in range(gamma if feature is not None else 0):
-            token = int(self._logits(feature).argmax())
-            ids.append(token)
-            if i < gamma - 1:
-                feature, real = self._feed(feature[None], [token], real, context[0])[-1], False
-        return ids, self.forwards - forwards
+                feature, real = self._feed(feature[None], [ids[-1]], real, context[0])[-1], False
+        return ids
 
     @torch.inference_mode()
     def tree_logits(self, context: list[int]) -> torch.Tensor:
@@ -237,7 +205,7 @@ class EagleDrafter:
         started = time.perf_counter()
         emb = self.wte(torch.tensor([tokens], dtype=torch.long, device=self.device))
         out = self.head(features[None].to(emb.dtype), emb, self.cache)[0]  # [T, d]
-        sync_device()
+        sync(self.device)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.forwards += 1
         if not self.ids:
@@ -253,75 +221,6 @@ class EagleDrafter:
         logits = self.lm_head(feature).float()
         self._forward_ms += (time.perf_counter() - started) * 1e3
         return logits
-
-
-# ---------------------------------------------------------------------- heads by pair
-_HEADS: dict[tuple[str, str], EagleHead] = {}  # (folder, device) → head, loaded once
-_HEADS_LOCK = threading.Lock()
-
-
-def eagle_head_dir(pair: ModelPair) -> Path | None:
-    """Where a pair's head lives: ``eagle/`` beside the target's folder (the embedded
-    pair: ``assets/models/embedded/eagle``); ``None`` when the folder has no head (hub
-    presets, test pairs)."""
-    source = Path(pair.target_source)
-    if not source.is_dir():
-        return None
-    folder = source.parent / "eagle"
-    return folder if (folder / "config.json").is_file() else None
-
-
-def preset_has_eagle_head(name: str) -> bool:
-    """Whether the preset ``name`` ships a head (by name, without loading the pair: the
-    lesson-link check)."""
-    from specdec_core.core.models import PRESETS
-
-    preset = PRESETS.get(name)
-    if preset is None or not preset.local:
-        return False
-    return (Path(preset.target).parent / "eagle" / "config.json").is_file()
-
-
-def has_eagle_head(pair: ModelPair) -> bool:
-    """Whether :func:`make_eagle_drafter` can serve this pair."""
-    return eagle_head_dir(pair) is not None
-
-
-def load_eagle_head(pair: ModelPair) -> EagleHead:
-    """The pair's head, loaded once per process (shared read-only, like the models).
-
-    Raises:
-        ConfigError: the pair has no head, or its head was trained for another target.
-    """
-    folder = eagle_head_dir(pair)
-    if folder is None:
-        raise ConfigError(
-            f"the pair {pair.name!r} has no EAGLE draft head (only the embedded pair ships "
-            "one, in assets/models/embedded/eagle); choose another drafter",
-            "no_eagle_head",
-            pair=pair.name,
-        )
-    key = (str(folder.resolve()), str(pair.device))
-    with _HEADS_LOCK:
-        head = _HEADS.get(key)
-        if head is None:
-            try:
-                head = EagleHead.load(folder, pair.device)
-            except (OSError, ValueError) as exc:
-                raise ConfigError(
-                    f"the EAGLE head in {folder.name}/ cannot be loaded: {exc}",
-                    "no_eagle_head",
-                    pair=pair.name,
-                ) from exc
-            _HEADS[key] = head
-    if not head.config.matches(pair.target.config):
-        raise ConfigError(
-            f"the EAGLE head beside {pair.name!r} was trained for another target "
-            f"(width {head.config.width}, vocabulary {head.config.target_vocab})",
-            "no_eagle_head",
-            pair=pair.name,
-        )
-    return head
 
 
 def make_eagle_drafter(pair: ModelPair) -> EagleDrafter:

@@ -33,13 +33,20 @@ to float32 on load; nothing is loaded with ``trust_remote_code``.
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import DynamicCache, GPT2Config, GPT2Model
+
+from specdec_core.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from specdec_core.core.models import ModelPair
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -182,3 +189,72 @@ def target_parts(target) -> tuple[nn.Embedding, nn.Module]:
 def parameter_count(head: EagleHead) -> int:
     """Parameters the head adds (the target's embedding / LM head are not counted)."""
     return sum(p.numel() for p in head.parameters())
+
+
+# ---------------------------------------------------------------------- heads by pair
+_HEADS: dict[tuple[str, str], EagleHead] = {}  # (folder, device) → head, loaded once
+_HEADS_LOCK = threading.Lock()
+
+
+def eagle_head_dir(pair: ModelPair) -> Path | None:
+    """Where a pair's head lives: ``eagle/`` beside the target's folder (the embedded
+    pair: ``assets/models/embedded/eagle``); ``None`` when the folder has no head (hub
+    presets, test pairs)."""
+    source = Path(pair.target_source)
+    if not source.is_dir():
+        return None
+    folder = source.parent / "eagle"
+    return folder if (folder / "config.json").is_file() else None
+
+
+def preset_has_eagle_head(name: str) -> bool:
+    """Whether the preset ``name`` ships a head (by name, without loading the pair: the
+    lesson-link check)."""
+    from specdec_core.core.models import PRESETS
+
+    preset = PRESETS.get(name)
+    if preset is None or not preset.local:
+        return False
+    return (Path(preset.target).parent / "eagle" / "config.json").is_file()
+
+
+def has_eagle_head(pair: ModelPair) -> bool:
+    """Whether :func:`make_eagle_drafter` can serve this pair."""
+    return eagle_head_dir(pair) is not None
+
+
+def load_eagle_head(pair: ModelPair) -> EagleHead:
+    """The pair's head, loaded once per process (shared read-only, like the models).
+
+    Raises:
+        ConfigError: the pair has no head, or its head was trained for another target.
+    """
+    folder = eagle_head_dir(pair)
+    if folder is None:
+        raise ConfigError(
+            f"the pair {pair.name!r} has no EAGLE draft head (only the embedded pair ships "
+            "one, in assets/models/embedded/eagle); choose another drafter",
+            "no_eagle_head",
+            pair=pair.name,
+        )
+    key = (str(folder.resolve()), str(pair.device))
+    with _HEADS_LOCK:
+        head = _HEADS.get(key)
+        if head is None:
+            try:
+                head = EagleHead.load(folder, pair.device)
+            except (OSError, ValueError) as exc:
+                raise ConfigError(
+                    f"the EAGLE head in {folder.name}/ cannot be loaded: {exc}",
+                    "no_eagle_head",
+                    pair=pair.name,
+                ) from exc
+            _HEADS[key] = head
+    if not head.config.matches(pair.target.config):
+        raise ConfigError(
+            f"the EAGLE head beside {pair.name!r} was trained for another target "
+            f"(width {head.config.width}, vocabulary {head.config.target_vocab})",
+            "no_eagle_head",
+            pair=pair.name,
+        )
+    return head

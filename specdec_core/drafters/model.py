@@ -4,23 +4,31 @@ target's first layers), each proposing serially from its own KV cache."""
 from __future__ import annotations
 
 import copy
-import time
+from collections.abc import Callable
 
 import torch
 from transformers import PreTrainedModel
 
 from specdec_core.core.kvcache import ModelCache
-from specdec_core.core.sampling import SamplingConfig
-from specdec_core.drafters.base import Draft, DraftMethod, draw_proposal, sync_device
+from specdec_core.drafters.base import Drafter
 
 
-class ModelDrafter:
-    """A smaller causal LM proposes tokens one at a time (serially) from its own cache."""
+class ModelDrafter(Drafter):
+    """A smaller causal LM proposes tokens one at a time (serially) from its own cache.
+
+    The first forward of a proposal catches the cache up on every context token it lacks
+    (after a rollback, usually the last committed tokens); each later forward feeds one
+    drafted token. ``gamma`` forwards in all; the last draft is not fed (its KV is not
+    needed unless it is accepted, and then the next round's catch-up computes it).
+    """
 
     name = "model"
+    can_draft_tree = True
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.kv = ModelCache(model)
+        self.device = self.kv.device
+        self.vocab_size = model.config.vocab_size
 
     def cached_ids(self) -> list[int] | None:
         return self.kv.ids
@@ -28,53 +36,18 @@ class ModelDrafter:
     def rollback(self, length: int) -> int:
         return self.kv.crop(length)
 
-    def propose(
-        self,
-        context: list[int],
-        gamma: int,
-        sampling: SamplingConfig,
-        method: DraftMethod,
-        generator: torch.Generator,
-    ) -> Draft:
-        """Draft ``gamma`` tokens after ``context`` (``L ≥ 1`` ids).
-
-        The first forward catches the cache up on every context token it lacks (after a
-        rollback, usually the last committed tokens); each later forward feeds one drafted
-        token. ``gamma`` forwards in all; the last draft is not fed (its KV is not needed
-        unless it is accepted, and then the next round's catch-up computes it).
-        """
-        started = time.perf_counter()
-        ids: list[int] = []
-        rows: list[torch.Tensor] = []
-        pending = self.kv.sync_to(context)
-        for _ in range(gamma):
-            logits = self.kv.extend(pending)[-1]  # [V]
-            token, q = draw_proposal(logits, sampling, method, generator)
-            ids.append(token)
-            rows.append(q)
-            pending = [token]
-        sync_device()
-        vocab = self.kv.model.config.vocab_size
-        probs = torch.stack(rows) if rows else torch.zeros(0, vocab)
-        return Draft(
-            torch.tensor(ids, dtype=torch.long), probs, gamma, (time.perf_counter() - started) * 1e3
-        )
-
-    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
-        """The greedy fast path's proposal: the same tokens as :meth:`propose` at
-        temperature 0 (argmax of each draft row) without building one-hot ``q`` rows or a
-        :class:`Draft`; the LM head runs on the last position only.
-
-        Returns:
-            ``([γ] drafted ids, γ forwards)``.
-        """
+    def _serial(
+        self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
+    ) -> list[int]:
+        """``gamma`` forwards; ``last``: the LM head on the last position only
+        (:meth:`ModelCache.extend_last`, the greedy fast path)."""
         ids: list[int] = []
         pending = self.kv.sync_to(context)
         for _ in range(gamma):
-            token = int(self.kv.extend_last(pending).argmax())
-            ids.append(token)
-            pending = [token]
-        return ids, gamma
+            logits = self.kv.extend_last(pending) if last else self.kv.extend(pending)[-1]
+            ids.append(pick(logits))  # logits: [V]
+            pending = [ids[-1]]
+        return ids
 
     @property
     def forward_ms(self) -> float:
@@ -85,9 +58,6 @@ class ModelDrafter:
     def forwards(self) -> int:
         """Model forwards run since the drafter was made (:class:`ModelCache` counts them)."""
         return self.kv.forwards
-
-    def attach(self, target: ModelCache) -> None:
-        """Nothing to do: a model drafter reads only token ids."""
 
     def tree_logits(self, context: list[int]) -> torch.Tensor:
         """``[V]`` float32 next-token logits after ``context`` (one cached forward over the

@@ -3,16 +3,14 @@ the context's suffix. No model, no distribution: one-hot ``q``."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 
 import torch
 
-from specdec_core.core.kvcache import ModelCache
-from specdec_core.core.sampling import SamplingConfig, one_hot
-from specdec_core.drafters.base import Draft, DraftMethod
+from specdec_core.drafters.base import Drafter
 
 
-class NgramDrafter:
+class NgramDrafter(Drafter):
     """Prompt lookup: find the most recent earlier occurrence of the longest suffix n-gram
     (``max_n`` down to 1) of the context and propose the tokens that followed it.
 
@@ -42,25 +40,12 @@ class NgramDrafter:
         """The largest n-gram size tried (``n``)."""
         return self.max_n
 
-    forward_ms = 0.0  # no model
-    forwards = 0
-
-    def cached_ids(self) -> list[int] | None:
-        return None
-
-    def rollback(self, length: int) -> int:
-        return 0
-
-    def attach(self, target: ModelCache) -> None:
-        """Nothing to do: the lookup reads only token ids."""
-
-    def tree_logits(self, context: list[int]) -> None:
-        """No distribution: prompt lookup proposes one continuation, not a tree."""
-        return None
-
-    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
-        """The lookup's ids (they do not depend on temperature); no forwards."""
-        return self.lookup(context, gamma), 0
+    def _serial(
+        self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
+    ) -> list[int]:
+        """The lookup's ids (they do not depend on temperature; ``pick`` is never called,
+        so :meth:`Drafter.propose` gives one-hot rows); no forwards."""
+        return self.lookup(context, gamma)
 
     def match(self, context: list[int]) -> tuple[int, int] | None:
         """``(n, start)`` of the longest suffix n-gram (``n ≤ max_n``, ``n ≤ L − 1``) of
@@ -86,18 +71,3 @@ class NgramDrafter:
             j = source + i
             out.append(context[j] if j < len(context) else out[j - len(context)])
         return out
-
-    def propose(
-        self,
-        context: list[int],
-        gamma: int,
-        sampling: SamplingConfig,
-        method: DraftMethod,
-        generator: torch.Generator,
-    ) -> Draft:
-        started = time.perf_counter()
-        ids = self.lookup(context, gamma)
-        tensor = torch.tensor(ids, dtype=torch.long)
-        return Draft(
-            tensor, one_hot(tensor, self.vocab_size), 0, (time.perf_counter() - started) * 1e3
-        )

@@ -5,14 +5,25 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.eagle import has_eagle_head, make_eagle_drafter
+from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
+from specdec_core.drafters.eagle_head import has_eagle_head
 from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter
 from specdec_core.drafters.ngram import NgramDrafter
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
 
-DRAFTER_NAMES = ("model", "ngram", "early-exit", "eagle")
+#: The drafter classes by name (the order the pages list them in).
+DRAFTER_CLASSES: dict[str, type[Drafter]] = {
+    "model": ModelDrafter,
+    "ngram": NgramDrafter,
+    "early-exit": EarlyExitDrafter,
+    "eagle": EagleDrafter,
+}
+DRAFTER_NAMES = tuple(DRAFTER_CLASSES)
+#: The drafters that can draft a tree (:attr:`Drafter.can_draft_tree`: they have a
+#: distribution), by name, in :data:`DRAFTER_NAMES` order.
+TREE_DRAFTERS = tuple(n for n, cls in DRAFTER_CLASSES.items() if cls.can_draft_tree)
 
 
 def default_knob(pair: ModelPair, name: str) -> int | None:

@@ -1,6 +1,6 @@
-"""The pieces of one round shared by the step machine (``session.py``) and the fast path
-(``generate.py``): the round's two random streams, γ for the round, the parallel
-verification forward, the stop rule, the commit that ends in the round's
+"""The pieces of one round shared by the step machine (``engine/chain/session.py``) and
+the fast path (``engine/chain/generate.py``): the round's two random streams, γ for the
+round, the parallel verification forward, the stop rule, the commit that ends in the round's
 :class:`~specdec_core.core.records.RoundRecord`, and the rollback of both caches. Reads top to
 bottom as the round does. (The tree's step machine and fast path use the streams too.)
 """
@@ -16,7 +16,14 @@ from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.drafters import Drafter
-from specdec_core.rules.acceptance import Verdict, acceptance_total, verify_greedy, verify_sampling
+from specdec_core.rules.acceptance import (
+    Verdict,
+    acceptance_total,
+    greedy_accepted_length,
+    greedy_overlaps,
+    verify_greedy,
+    verify_sampling,
+)
 
 if TYPE_CHECKING:
     from specdec_core.core.inputs import SessionConfig
@@ -66,7 +73,8 @@ def round_stream(seed: int, round_index: int, stream: Stream) -> torch.Generator
     drafting stream and leaves ``u_1..u_{k−1}`` and their verdicts as they were
     (DESIGN.md, "One round, precisely", step 3). ``round_index`` counts the rounds
     finished before this one in the session or run (0 first). The autoregressive
-    baseline (``generate.py``) keeps one generator seeded with ``seed``: it has no rounds.
+    baseline (``engine/chain/generate.py``) keeps one generator seeded with ``seed``: it has
+    no rounds.
 
     Raises:
         KeyError, ValueError: see :func:`stream_seed`.
@@ -123,6 +131,26 @@ def verify_drafts(
     else:
         verdict = verify_sampling(ids, draft_probs, p_rows, generator)
     return p_rows, verdict, len(feed)
+
+
+def verify_argmax(
+    target: ModelCache, committed: list[int], draft_ids: list[int]
+) -> tuple[Verdict, list[float]]:
+    """The greedy fast path's verification: ONE target forward over ``[committed tokens
+    without KV] + y_1..y_γ'``, then the argmax rule straight from the logits (no one-hot
+    rows, no draws); decides exactly what :func:`verify_drafts` decides at temperature 0.
+
+    Returns:
+        ``(verdict, overlaps)``: the :class:`Verdict` (no per-position draws) and ``[γ']``
+        greedy overlaps (1.0 where the draft equals the target's argmax, else 0.0).
+    """
+    g = len(draft_ids)
+    logits = target.extend(target.sync_to(committed + draft_ids))[-(g + 1) :]
+    target_argmax = logits.argmax(dim=-1).tolist()  # [γ' + 1]
+    round_overlaps = greedy_overlaps(draft_ids, target_argmax)
+    n = greedy_accepted_length(draft_ids, target_argmax)
+    kind = "bonus" if n == g else "correction"
+    return Verdict(n, target_argmax[n], kind, tuple(round_overlaps), ()), round_overlaps
 
 
 def overlaps(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> list[float]:

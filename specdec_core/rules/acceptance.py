@@ -4,7 +4,7 @@ Notation (Leviathan et al. 2023 "Fast Inference from Transformers via Speculativ
 Decoding"; Chen et al. 2023 "Accelerating LLM Decoding with Speculative Sampling"):
 
 * ``p`` — target model distribution (``target_probs``), ``q`` — draft model distribution
-  (``draft_probs``); both *after* temperature / top-k / top-p (see ``sampling.py``).
+  (``draft_probs``); both *after* temperature / top-k / top-p (see ``core/sampling.py``).
 * acceptance probability of a drafted token ``y``: ``a = min(1, p(y) / q(y))``.
 * residual distribution after a rejection: ``r = norm([p − q]+)``.
 * Each round emits the accepted prefix plus one token: the *correction* drawn from ``r``

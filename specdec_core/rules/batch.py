@@ -1,12 +1,13 @@
-"""The speculative-sampling rule of :mod:`acceptance`, vectorised over ``n`` independent
-single-position verifications (γ = 1) — what the acceptance-rule lab's Monte Carlo runs.
+"""The speculative-sampling rule of :mod:`specdec_core.rules.acceptance`, vectorised over
+``n`` independent single-position verifications (γ = 1) — what the acceptance-rule
+lab's Monte Carlo runs.
 
-Same rule, same notation as :func:`acceptance.verify_sampling` (Leviathan et al. 2023,
-Alg. 1; Chen et al. 2023, Alg. 2): draft ``y ~ q``, draw ``u ~ U[0, 1)``, accept ``y`` iff
-``u < a = min(1, p(y) / q(y))``, otherwise emit a draw from ``r = norm([p − q]+)``
-(``p`` when ``r`` is undefined, as ``verify_sampling`` does) — or, for teaching only, from
-``p`` (``resample_from="target"``, the biased rule). ``tests/test_acceptance_batch.py``
-checks these against the scalar rule on random rows.
+Same rule, same notation as :func:`specdec_core.rules.acceptance.verify_sampling`
+(Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2): draft ``y ~ q``, draw
+``u ~ U[0, 1)``, accept ``y`` iff ``u < a = min(1, p(y) / q(y))``, otherwise emit a draw
+from ``r = norm([p − q]+)`` (``p`` when ``r`` is undefined, as ``verify_sampling`` does)
+— or, for teaching only, from ``p`` (``resample_from="target"``, the biased rule).
+``tests/test_acceptance_batch.py`` checks these against the scalar rule on random rows.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The speed page's measurements: one server-wide queue, run in one worker process.
 
-The job itself (caps, tasks, results) is ``job_tasks``; the process is ``job_worker``.
+The job itself (caps, tasks, results) is ``server/tasks.py``; the process is ``server/worker.py``.
 
 A measurement is a :class:`Job` (a list of tasks; each task is a checkpoint for progress
 and cancellation). Jobs from every session wait in one FIFO queue (``SPECDEC_MAX_JOBS``

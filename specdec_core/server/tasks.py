@@ -24,7 +24,7 @@ from specdec_core.bench import (
     summarize,
 )
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.inputs import SessionConfig, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.timeline import Timeline
 from specdec_core.drafters import DRAFTER_NAMES
@@ -100,8 +100,6 @@ def check_work(n: object, repeats: object) -> tuple[int, int]:
     Raises:
         InputError: ``bad_value`` or ``too_much_work``.
     """
-    from specdec_core.ui.guards import whole_number
-
     n_ = whole_number(n, 1, MAX_TOKENS, "tokens")
     r_ = whole_number(repeats, 1, MAX_REPEATS, "repeats")
     if n_ * r_ > MAX_WORK:
@@ -112,6 +110,20 @@ def check_work(n: object, repeats: object) -> tuple[int, int]:
             limit=MAX_WORK,
         )
     return n_, r_
+
+
+def _unknown(what: str, value: object) -> InputError:
+    """``bad_value`` for a name that is not one of the choices (``what``: ``drafter`` or
+    ``kind``)."""
+    noun = "measurement" if what == "kind" else what
+    return InputError(
+        f"unknown {noun} {value!r}",
+        "bad_value",
+        what=what,
+        low=0,
+        high=0,
+        value=str(value)[:20],
+    )
 
 
 def make_job(
@@ -134,14 +146,7 @@ def make_job(
     """
     n_, r_ = check_work(n, repeats)
     if drafter not in DRAFTER_NAMES:
-        raise InputError(
-            f"unknown drafter {drafter!r}",
-            "bad_value",
-            what="drafter",
-            low=0,
-            high=0,
-            value=str(drafter)[:20],
-        )
+        raise _unknown("drafter", drafter)
     cfg = replace(config, max_new_tokens=n_)
     hf = bool(with_hf) and cfg.temperature == 0.0 and drafter == "model"
     job = Job(kind, owner, pair, prompt, n_, r_, bool(ignore_eos), hf, cfg, drafter)
@@ -153,14 +158,7 @@ def make_job(
     elif kind == "batch":
         job.tasks = [("batch", b) for b in BATCHES]
     else:
-        raise InputError(
-            f"unknown measurement {kind!r}",
-            "bad_value",
-            what="kind",
-            low=0,
-            high=0,
-            value=str(kind)[:20],
-        )
+        raise _unknown("kind", kind)
     job.total = len(job.tasks)
     return job
 

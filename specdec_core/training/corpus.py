@@ -1,7 +1,8 @@
 """The embedded pair's data: Tiny Shakespeare split into speeches, a byte-level BPE
 tokenizer trained on them (the GPT-2 algorithm, ``tokenizers`` library, ``<|endoftext|>``
 as id 0), its ``transformers`` wrapper, and the corpus as one token stream. Used by
-``train_embedded`` and ``train_eagle``."""
+``training/embedded.py`` (``python -m specdec_core.training.embedded``) and
+``training/eagle.py`` (``python -m specdec_core.training.eagle``)."""
 
 from __future__ import annotations
 

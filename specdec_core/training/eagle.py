@@ -3,10 +3,10 @@
 Reproducible recipe (``python -m specdec_core.training.eagle``; Li et al. 2024, "EAGLE:
 Speculative Sampling Requires Rethinking Feature Uncertainty"):
 
-1. data: the corpus split exactly as ``train_embedded`` splits it (speeches joined by
-   end-of-text, first 90 % of the token stream = train, last 10 % = validation), encoded
-   with the shipped target's own tokenizer; random 256-token windows
-   (``train_embedded.random_batch``), the training loop ``train_embedded.train`` (AdamW,
+1. data: the corpus split exactly as ``python -m specdec_core.training.embedded`` splits it
+   (speeches joined by end-of-text, first 90 % of the token stream = train, last 10 % =
+   validation), encoded with the shipped target's own tokenizer; random 256-token windows
+   (``training/loop.py``: ``random_batch``), the training loop ``train`` (AdamW,
    warm-up + cosine, wall-clock budget);
 2. the target is frozen: per window one no-grad forward gives its last hidden states
    ``f_0..f_{T−1}`` (after ``ln_f``: the LM head's input) and its next-token distributions;
@@ -30,10 +30,8 @@ import argparse
 import json
 import math
 import os
-import random
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
@@ -47,7 +45,15 @@ from specdec_core.drafters.eagle_head import (
     target_parts,
 )
 from specdec_core.training.corpus import encode_corpus, split_speeches
-from specdec_core.training.embedded import DEFAULT_CORPUS, REPO_ROOT, train, val_windows
+from specdec_core.training.loop import (
+    REPO_ROOT,
+    parser,
+    report_args,
+    seed_everything,
+    split_ids,
+    train,
+    val_windows,
+)
 
 DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
 DEFAULT_DRAFT = REPO_ROOT / "assets/models/embedded/draft"
@@ -56,12 +62,7 @@ DEFAULT_OUT = REPO_ROOT / "assets/models/embedded/eagle"
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped head."""
-    ap = argparse.ArgumentParser(
-        prog="python -m specdec_core.training.eagle",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap = parser("python -m specdec_core.training.eagle", __doc__)
     ap.add_argument("--target", type=Path, default=DEFAULT_TARGET, help="frozen target folder")
     ap.add_argument(
         "--draft",
@@ -70,15 +71,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="draft model folder, only to compare with in the report",
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minutes", type=float, default=11.0)
     ap.add_argument("--context", type=int, default=None, help="window (default: target's)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ce-weight", type=float, default=1.0)
     ap.add_argument("--noise", type=float, default=0.1, help="U(-a, a) on input features")
-    ap.add_argument("--max-steps", type=int, default=None)
-    ap.add_argument("--threads", type=int, default=2)
     return ap.parse_args(argv)
 
 
@@ -98,7 +96,7 @@ def head_loss(
     gen: torch.Generator,
     parts: dict[str, float],
 ):
-    """The loss function ``train_embedded.train`` calls with each window batch ``(x, y)``
+    """The loss function ``training.loop.train`` calls with each window batch ``(x, y)``
     (``y`` unused: the labels are the target's own features and distributions). Keeps an
     EMA of each term in ``parts`` (``regression``, ``cross_entropy``; nats for CE)."""
     wte, lm_head = target_parts(target)
@@ -162,10 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Run the recipe; write the head and ``training_report.json`` under ``--out`` and
     return the report (a JSON-able dict)."""
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    seed_everything(args)
     load = {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False}
     target = AutoModelForCausalLM.from_pretrained(args.target, **load).eval().requires_grad_(False)
     draft = AutoModelForCausalLM.from_pretrained(args.draft, **load).eval().requires_grad_(False)
@@ -175,8 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     raw = args.corpus.read_bytes()
     speeches = split_speeches(raw.decode("utf-8"))
     ids = torch.from_numpy(encode_corpus(tokenizer.backend_tokenizer, speeches))
-    n_train = int(len(ids) * 0.9)  # train_embedded's split
-    train_ids, val_ids = ids[:n_train], ids[n_train:]
+    train_ids, val_ids = split_ids(ids)  # the pair's split
     print(f"train {len(train_ids)} / val {len(val_ids)} tokens, target {args.target}", flush=True)
 
     torch.manual_seed(args.seed)
@@ -205,11 +199,7 @@ def main(argv: list[str] | None = None) -> dict:
         "train_tokens": len(train_ids),
         "val_tokens": len(val_ids),
         "seed": args.seed,
-        "args": {
-            k: str(v) if isinstance(v, Path) else v
-            for k, v in vars(args).items()
-            if k not in ("corpus", "out", "target", "draft")
-        },
+        "args": report_args(args, ("corpus", "out", "target", "draft")),
         "config": json.loads((args.out / "config.json").read_text()),
         "parameters": parameter_count(head),
         "weights_bytes": size,

@@ -1,6 +1,7 @@
 """Train the embedded offline GPT-2 target/draft pair shipped in ``assets/models/embedded``.
 
-(The corpus and tokenizer steps are ``embedded_corpus``; this module trains and reports.)
+(The corpus and tokenizer steps are ``specdec_core/training/corpus.py``, the training
+loop ``specdec_core/training/loop.py``; this module builds, trains and reports.)
 
 Reproducible recipe (``python -m specdec_core.training.embedded``):
 
@@ -25,12 +26,9 @@ import hashlib
 import json
 import math
 import os
-import random
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 import transformers
@@ -48,24 +46,24 @@ from specdec_core.training.corpus import (
     train_tokenizer,
     wrap_tokenizer,
 )
+from specdec_core.training.loop import (
+    REPO_ROOT,
+    LossFn,
+    parser,
+    report_args,
+    seed_everything,
+    split_ids,
+    train,
+    val_windows,
+)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CORPUS = REPO_ROOT / "data/tinyshakespeare.txt"
 DEFAULT_OUT = REPO_ROOT / "assets/models/embedded"
-WARMUP_STEPS = 50  # at most; never more than 10% of the estimated steps
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -> scalar
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped pair."""
-    ap = argparse.ArgumentParser(
-        prog="python -m specdec_core.training.embedded",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap = parser("python -m specdec_core.training.embedded", __doc__)
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--vocab-size", type=int, default=4096)
     ap.add_argument("--target-minutes", type=float, default=14.0)
     ap.add_argument("--draft-minutes", type=float, default=5.0)
@@ -78,8 +76,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--context", type=int, default=256, help="window length, tokens")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--max-steps", type=int, default=None, help="cap on steps per model")
-    ap.add_argument("--threads", type=int, default=2)
     return ap.parse_args(argv)
 
 
@@ -100,15 +96,6 @@ def gpt2(
         eos_token_id=0,
     )
     return GPT2LMHeadModel(cfg)
-
-
-def random_batch(
-    data: torch.Tensor, batch: int, context: int, gen: torch.Generator
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows: inputs x and next-token labels y, both (B, T) int64."""
-    starts = torch.randint(0, len(data) - context - 1, (batch,), generator=gen)
-    rows = torch.stack([data[s : s + context + 1] for s in starts.tolist()])  # (B, T + 1)
-    return rows[:, :-1], rows[:, 1:]
 
 
 def lm_loss(model: GPT2LMHeadModel) -> LossFn:
@@ -134,69 +121,6 @@ def distill_loss(draft: GPT2LMHeadModel, target: GPT2LMHeadModel, ce_weight: flo
         return kl + ce_weight * F.cross_entropy(logits, y.flatten())
 
     return loss
-
-
-def train(
-    name: str,
-    model: GPT2LMHeadModel,
-    loss_fn: LossFn,
-    data: torch.Tensor,
-    args: argparse.Namespace,
-    minutes: float,
-    seed: int,
-) -> dict[str, float]:
-    """Train ``model`` for ``minutes`` of wall time (or ``--max-steps``) with AdamW, a
-    linear warmup and a cosine decay to 10% of ``--lr``. The number of steps the budget
-    allows is estimated from the measured step time and re-estimated every 50 steps.
-    Returns {"steps", "seconds", "final_loss"} (seconds of wall time, loss in nats)."""
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
-    budget_s = minutes * 60.0
-    est_steps = cap = args.max_steps if args.max_steps is not None else 10**9
-    model.train()
-    t0 = time.perf_counter()
-    step, ema = 0, float("nan")
-    while step < est_steps:
-        warmup = max(1, min(WARMUP_STEPS, est_steps // 10))
-        if step < warmup:
-            lr = args.lr * (step + 1) / warmup
-        else:
-            frac = min(1.0, (step - warmup) / max(1, est_steps - warmup))
-            lr = args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
-        for group in opt.param_groups:
-            group["lr"] = lr
-        x, y = random_batch(data, args.batch, args.context, gen)
-        loss = loss_fn(x, y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        step += 1
-        ema = loss.item() if math.isnan(ema) else 0.95 * ema + 0.05 * loss.item()
-        elapsed = time.perf_counter() - t0
-        if elapsed >= budget_s:
-            break
-        if step == 5 or step % 50 == 0:  # re-estimate the steps the budget allows
-            est_steps = min(cap, max(step + 1, int(budget_s / (elapsed / step))))
-        if step % 50 == 0 or step in (1, 5):
-            print(
-                f"[{name}] step {step:5d}/{est_steps}  loss {loss.item():.3f} (ema {ema:.3f})"
-                f"  lr {lr:.2e}  {elapsed:6.0f}s",
-                flush=True,
-            )
-    seconds = time.perf_counter() - t0
-    print(f"[{name}] done: {step} steps in {seconds:.0f}s, loss ema {ema:.3f}", flush=True)
-    model.eval()
-    return {"steps": step, "seconds": round(seconds, 1), "final_loss": round(ema, 4)}
-
-
-def val_windows(val: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fixed, non-overlapping validation windows: x, y both (W, T) int64."""
-    t = min(context, len(val) - 1)
-    n = (len(val) - 1) // t
-    x = val[: n * t].view(n, t)
-    y = val[1 : n * t + 1].view(n, t)
-    return x, y
 
 
 @torch.no_grad()
@@ -237,10 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
     """Run the whole recipe; write the models and ``training_report.json`` under
     ``--out`` and return the report (a JSON-able dict)."""
     args = parse_args(argv)
-    torch.set_num_threads(args.threads)
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    seed_everything(args)
     raw = args.corpus.read_bytes()
     speeches = split_speeches(raw.decode("utf-8"))
 
@@ -250,8 +171,7 @@ def main(argv: list[str] | None = None) -> dict:
     assert hf_tok.decode(hf_tok.encode(sample)) == sample, "tokenizer round trip failed"
     vocab = tok.get_vocab_size()
     ids = torch.from_numpy(encode_corpus(tok, speeches))
-    n_train = int(len(ids) * 0.9)
-    train_ids, val_ids = ids[:n_train], ids[n_train:]
+    train_ids, val_ids = split_ids(ids)
     print(
         f"corpus {len(raw)} bytes, {len(speeches)} speeches, vocab {vocab}, "
         f"train {len(train_ids)} / val {len(val_ids)} tokens",
@@ -302,11 +222,7 @@ def main(argv: list[str] | None = None) -> dict:
         "train_tokens": len(train_ids),
         "val_tokens": len(val_ids),
         "seed": args.seed,
-        "args": {
-            k: str(v) if isinstance(v, Path) else v
-            for k, v in vars(args).items()
-            if k not in ("corpus", "out")
-        },
+        "args": report_args(args, ("corpus", "out")),
         "target": {
             "config": json.loads((out / "target/config.json").read_text()),
             "parameters": sum(p.numel() for p in target.parameters()),

@@ -17,13 +17,12 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import MAX_PROMPT_CHARS, encode_prompt
+from specdec_core.core.inputs import MAX_PROMPT_CHARS, SHORT_CHARS, encode_prompt
+from specdec_core.core.inputs import whole_number as whole_number  # the pages import it here
 from specdec_core.core.models import ModelPair
 
 #: ``max_chars`` of every prompt box (the engine refuses longer text before tokenizing).
 PROMPT_CHARS = MAX_PROMPT_CHARS
-#: ``max_chars`` of one-token edit boxes and of a rule-lab token name.
-SHORT_CHARS = 40
 _CACHE = "_guard_tokens"
 
 
@@ -47,31 +46,6 @@ def prompt_ids(pair: ModelPair, prompt: str, slot: str) -> list[int]:
     if hit[2] is not None:
         raise hit[2]
     return list(hit[1])
-
-
-def whole_number(value: object, low: int, high: int, what: str) -> int:
-    """``value`` as an int in ``low..high``.
-
-    Raises:
-        InputError: code ``bad_value`` (not a whole number, or out of range).
-    """
-    try:
-        number = int(value)  # type: ignore[call-overload]
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError(value)
-    except (TypeError, ValueError, OverflowError):
-        number = None
-    if number is None or not low <= number <= high:
-        shown = str(value)[:SHORT_CHARS]
-        raise InputError(
-            f"{what} must be a whole number from {low} to {high}, got {shown!r}",
-            "bad_value",
-            what=what,
-            low=low,
-            high=high,
-            value=shown,
-        )
-    return number
 
 
 def _finite_or_empty(value: object) -> bool:

@@ -1,7 +1,7 @@
 """``generate()``: the fast path — target-only autoregressive baseline and speculative
 decoding, with counters and timings but no trace building.
 
-The speculative loop is the round of ``session.py`` without the teaching extras:
+The speculative loop is the round of ``engine/chain/session.py`` without the teaching extras:
 propose (serial draft) → verify (one target forward) → commit + rollback.
 """
 
@@ -14,6 +14,7 @@ from typing import Literal
 
 import torch
 
+from specdec_core.core.device import sync
 from specdec_core.core.inputs import SessionConfig, prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
@@ -27,10 +28,10 @@ from specdec_core.engine.rounds import (
     overlaps,
     rollback,
     round_stream,
-    stop_reason_after,
+    stop_rule,
+    verify_argmax,
     verify_drafts,
 )
-from specdec_core.rules.acceptance import Verdict, greedy_accepted_length, greedy_overlaps
 
 Mode = Literal["speculative", "autoregressive"]
 
@@ -39,7 +40,7 @@ Mode = Literal["speculative", "autoregressive"]
 class GenerationStats:
     """Counters of one generation. Times in milliseconds.
 
-    The acceptance fields are :func:`records.summarize` of the run's records (one
+    The acceptance fields are :func:`specdec_core.core.records.summarize` of the run's records (one
     definition everywhere): ``acceptance_rate`` α is the mean ``Σ min(p_i, q_i)`` over
     *checked* positions (accepted or the first rejected; Leviathan et al. 2023 Def. 3.1);
     ``mean_accepted`` committed drafts per round (0..γ); ``per_position_acceptance[i]``
@@ -116,11 +117,6 @@ class GenerationResult:
     timeline: Timeline | None = None
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def generate(
     pair: ModelPair,
     prompt: str | list[int],
@@ -135,7 +131,8 @@ def generate(
     Args:
         pair: loaded models (read-only). prompt: text or ids.
         config: γ, sampling settings, seed. Speculative mode: each round draws from its
-            own drafting and verification streams (:func:`rounds.round_stream`, as the
+            own drafting and verification streams
+            (:func:`specdec_core.engine.rounds.round_stream`, as the
             step machine does, so records match it round for round); autoregressive mode
             (no rounds): every draw from one CPU ``torch.Generator`` seeded with ``seed``.
         mode: ``speculative`` or ``autoregressive`` (target only, one forward per token).
@@ -150,14 +147,14 @@ def generate(
         :class:`GenerationResult` (ids exclude the prompt).
 
     Raises:
-        PromptError, ConfigError: bad prompt (text or ids, :func:`inputs.prompt_ids`) or
-            settings.
+        PromptError, ConfigError: bad prompt (text or ids,
+            :func:`specdec_core.core.inputs.prompt_ids`) or settings.
 
     Greedy decoding (temperature 0) takes a lean path: argmax straight from the logits
     (no one-hot probability rows), the LM head on the last position only where one row is
     needed. It decides exactly what the general path decides (the rule of
     ``verify_greedy``; no random draws), only faster. Sampling always takes the general
-    path, which draws from the round's streams in the order of ``session.py``.
+    path, which draws from the round's streams in the order of ``engine/chain/session.py``.
     """
     config = (config or SessionConfig()).validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
@@ -165,19 +162,7 @@ def generate(
     sampling = config.sampling
     target = ModelCache(pair.target)
     stats = GenerationStats()
-    stop_strings = config.stop_strings
-
-    def stop(generated: list[int], total_len: int) -> str | None:
-        return stop_reason_after(
-            generated,
-            total_len,
-            pair.eos_token_id,
-            config.max_new_tokens,
-            pair.context_length,
-            stop_strings,
-            pair.tokenizer.decode,
-        )
-
+    stop = stop_rule(pair, config)
     records: tuple[RoundRecord, ...] = ()
     if mode != "autoregressive":
         drafter = drafter or ModelDrafter(pair.draft)
@@ -201,7 +186,7 @@ def generate(
                 pair, target, drafter, ids, prompt_len, config, stop, stats, started, marks, until
             )
             stats.draft_forward_ms = drafter.forward_ms
-        _sync(pair.device)
+        sync(pair.device)
         stats.total_ms = (time.perf_counter() - started) * 1e3
     stats.target_forward_ms = target.forward_ms
     output = ids[prompt_len:]
@@ -245,7 +230,7 @@ def _autoregressive(
             marks.append((t_token, time.perf_counter(), 0, 1))
         if stats.target_forwards == 1:
             stats.prefill_ms = target.forward_ms
-            _sync(pair.device)
+            sync(pair.device)
             stats.ttft_ms = (time.perf_counter() - started) * 1e3
     stats.verify_ms = (time.perf_counter() - started) * 1e3
     return reason
@@ -266,7 +251,8 @@ def _speculative(
 ) -> tuple[str, tuple[RoundRecord, ...]]:
     """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
     place). Returns the stop reason and one record per round. Sampling draws come from
-    each round's drafting and verification streams (:func:`rounds.round_stream`)."""
+    each round's drafting and verification streams
+    (:func:`specdec_core.engine.rounds.round_stream`)."""
     sampling = config.sampling
     records: list[RoundRecord] = []
     reason: str | None = None
@@ -281,16 +267,10 @@ def _speculative(
         t_draft = time.perf_counter()
         if sampling.greedy:  # lean: argmax only, no [γ, V] rows, no random draws
             draft_ids, forwards = drafter.propose_argmax(ids, gamma)
-            _sync(pair.device)
+            sync(pair.device)
             t_verify = time.perf_counter()
             stats.draft_ms += (t_verify - t_draft) * 1e3
-            g = len(draft_ids)
-            logits = target.extend(target.sync_to(ids + draft_ids))[-(g + 1) :]
-            target_argmax = logits.argmax(dim=-1).tolist()  # [γ' + 1]
-            round_overlaps = greedy_overlaps(draft_ids, target_argmax)
-            n = greedy_accepted_length(draft_ids, target_argmax)
-            kind = "bonus" if n == g else "correction"
-            verdict = Verdict(n, target_argmax[n], kind, tuple(round_overlaps), ())
+            verdict, round_overlaps = verify_argmax(target, ids, draft_ids)
         else:
             r = len(records)
             draft_rng = round_stream(config.seed, r, "draft")
@@ -304,7 +284,7 @@ def _speculative(
                 target, ids, draft_ids, draft.probs, sampling, verify_rng
             )
             round_overlaps = overlaps(p_rows, draft.probs)
-        _sync(pair.device)
+        sync(pair.device)
         stats.verify_ms += (time.perf_counter() - t_verify) * 1e3
         stats.draft_forwards += forwards
         stats.target_forwards += 1

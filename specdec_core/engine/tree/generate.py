@@ -1,9 +1,9 @@
-"""The tree round driver: the pieces of ``tree.py`` (draft, one masked forward, walk,
+"""The tree round driver: the pieces of ``engine/tree/steps.py`` (draft, one masked forward, walk,
 compaction) strung into rounds. Settings checks (:func:`check_budget`,
 :func:`check_tree_settings`), the drafter choice, the round's depth, what a round
 commits (:func:`decide_round`) and how it is applied (:func:`apply_round`) are shared by
 :func:`generate_tree` (the fast path, no views, returns a :class:`TreeRun`) and
-``tree_session.py`` (the step machine for the page).
+``engine/tree/session.py`` (the step machine for the page).
 """
 
 from __future__ import annotations
@@ -12,13 +12,15 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import torch
-
+from specdec_core.core.device import sync
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.inputs import SessionConfig, prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
-from specdec_core.drafters import Drafter, ModelDrafter, make_named_drafter
+from specdec_core.core.records import round_kind
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter
 from specdec_core.engine.rounds import (
     commit_tokens,
     gamma_for_round,
@@ -34,6 +36,7 @@ from specdec_core.engine.tree.steps import (
     draft_tree,
     parse_shape,
     tree_forward,
+    tree_refused,
     walk,
 )
 
@@ -47,16 +50,44 @@ def check_budget(budget: int) -> int:
     return budget
 
 
-def check_tree_settings(config: SessionConfig) -> None:
-    """Raises ConfigError: a greedy *draft method* at temperature > 0 (sibling
-    candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule)."""
-    if config.draft_method == "greedy" and not config.sampling.greedy:
-        raise ConfigError("tree drafting at temperature > 0 needs the probabilistic method", "tree")
+def tree_refusal(
+    drafter: Drafter | str | None, draft_method: str, temperature: float
+) -> str | None:
+    """Why a tree cannot be drafted with these settings, as a code (the UI's string key
+    is ``err_<code>``), or ``None`` when it can. The one rule the engine, the tree page
+    and the lesson links share:
+
+    * ``tree_no_ngram``: the drafter (an object, a name of
+      :data:`specdec_core.drafters.registry.DRAFTER_NAMES`; ``None`` is the pair's draft
+      model) has no distribution (:attr:`Drafter.can_draft_tree` is false: prompt
+      lookup), so it cannot give more than one candidate per position;
+    * ``tree_needs_probabilistic``: a greedy *draft method* at temperature > 0 (sibling
+      candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule).
+    """
+    if isinstance(drafter, str):
+        can_tree = drafter in TREE_DRAFTERS
+    else:
+        can_tree = drafter is None or drafter.can_draft_tree
+    if not can_tree:
+        return "tree_no_ngram"
+    if draft_method == "greedy" and temperature > 0:
+        return "tree_needs_probabilistic"
+    return None
+
+
+def check_tree_settings(config: SessionConfig, drafter: Drafter | str | None = None) -> None:
+    """Raises the ConfigError of :func:`tree_refusal` (code ``tree_no_ngram`` or
+    ``tree_needs_probabilistic``, English message for the CLI and logs) when
+    ``config`` and ``drafter`` cannot draft a tree."""
+    code = tree_refusal(drafter, config.draft_method, config.temperature)
+    if code is not None:
+        name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "model")
+        raise tree_refused(code, name)
 
 
 def resolve_drafter(pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
     """A drafter object: the pair's draft model by default, or one made by name
-    (:func:`drafters.make_named_drafter`, e.g. ``"model"``, ``"eagle"``)."""
+    (:func:`specdec_core.drafters.registry.make_named_drafter`, e.g. ``"model"``, ``"eagle"``)."""
     if drafter is None:
         return ModelDrafter(pair.draft)
     if isinstance(drafter, str):
@@ -68,7 +99,7 @@ def round_shape(
     shape: Sequence[int], generated: int, config: SessionConfig, committed: int, context_length: int
 ) -> tuple[int, ...]:
     """The shape for this round: ``shape`` cut to the depth a round may reach before
-    ``max_new_tokens`` or the context end (:func:`rounds.gamma_for_round`)."""
+    ``max_new_tokens`` or the context end (:func:`specdec_core.engine.rounds.gamma_for_round`)."""
     depth = gamma_for_round(len(shape), generated, config.max_new_tokens, committed, context_length)
     return tuple(shape[:depth])
 
@@ -92,7 +123,6 @@ def decide_round(
         committed, path_tokens + [verdict.next_token], prompt_len, stop
     )
     on_path = min(len(verdict.path), len(appended))
-    stopped = len(appended) < len(verdict.path) + 1
     record = TreeRoundRecord(
         shape=tuple(int(k) for k in shape),
         tokens=tuple(tree.tokens),
@@ -101,7 +131,7 @@ def decide_round(
         states=node_states(len(tree.tokens), verdict.path, verdict.rejected, on_path),
         path=tuple(verdict.path),
         next_token=int(verdict.next_token),
-        kind="stopped" if stopped else verdict.kind,  # type: ignore[arg-type]
+        kind=round_kind(len(verdict.path), len(appended), verdict.kind),
         appended=tuple(int(t) for t in appended),
         draft_forwards=int(draft_forwards),
         target_forwards=int(target_forwards),
@@ -169,16 +199,17 @@ def generate_tree(
     drafter: Drafter | str | None = None,
 ) -> TreeRun:
     """Tree-speculative decoding: draft a tree with ``drafter`` (default the pair's draft
-    model; a name goes through :func:`drafters.make_named_drafter`), verify it in one
-    target forward, commit the accepted path + one target token, compact the target's
-    cache and roll both back to the committed history.
+    model; a name goes through
+    :func:`specdec_core.drafters.registry.make_named_drafter`), verify it in one target
+    forward, commit the accepted path + one target token, compact the target's cache and
+    roll both back to the committed history.
 
     Raises:
         PromptError, ConfigError: bad prompt or settings (a greedy *draft method* at
         temperature > 0 is refused; so is a drafter without a distribution).
     """
     config = config.validate(pair.vocab_size)
-    check_tree_settings(config)
+    check_tree_settings(config, drafter)
     shape = parse_shape(",".join(str(k) for k in shape))
     budget = check_budget(budget)
     sampling = config.sampling
@@ -194,7 +225,7 @@ def generate_tree(
     while reason is None:
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
         before = target.forwards
-        r = len(records)  # this round's two streams, as in tree_session.py
+        r = len(records)  # this round's two streams, as in engine/tree/session.py
         tree, forwards = draft_tree(
             drafter, ids, now, sampling, round_stream(config.seed, r, "draft"), budget
         )
@@ -205,8 +236,7 @@ def generate_tree(
         )
         ids = apply_round(target, drafter, ids, record)
         records.append(record)
-    if target.device.type == "cuda":
-        torch.cuda.synchronize()
+    sync(target.device)
     total_ms = (time.perf_counter() - started) * 1e3
     output = ids[prompt_len:]
     return TreeRun(

@@ -10,7 +10,7 @@ is committed.
   distribution; prompt lookup is refused). Greedy (temperature 0): the ``k`` most likely
   distinct tokens of the draft at that node. Sampling: ``k`` children
   drawn i.i.d. from the draft's ``q`` at that node (the multi-candidate rule needs
-  i.i.d. siblings, ``acceptance_tree.py``).
+  i.i.d. siblings, ``rules/tree_node.py``).
 * **Verify in one forward.** Inputs: the committed tokens without target KV, then every
   node. Each node attends to the cached prefix, those pending tokens, its ancestors and
   itself (a 4D float mask ``[1, 1, n, P + n]``: 0 where allowed, ``finfo.min``
@@ -19,7 +19,8 @@ is committed.
   the root-to-``i`` path would give (tested to 1e-5).
 * **Walk the tree.** From the root, at each node: greedy — move to the child equal to the
   target's argmax, else that argmax is the correction; sampling — the siblings' verdict of
-  :func:`acceptance_tree.verify_node`. A leaf reached gives a bonus token from its ``p``.
+  :func:`specdec_core.rules.tree_node.verify_node`. A leaf reached gives a bonus token from
+  its ``p``.
 * **Compact the KV.** The accepted path's keys/values are moved into place right after
   the committed prefix and the rest is cropped, so the target's cache ends equal to a
   plain decode of the committed text (tested); the draft's cache is rolled back as usual.
@@ -32,7 +33,7 @@ features; the round counts the forwards that ran), to keep the lesson readable.
 This module is the tree mechanism — draft, mask, forward, compaction, walk and their
 verdict types. The round driver that strings them together (settings checks, the
 round's record and commit, :func:`~specdec_core.engine.tree.generate.generate_tree`) is
-``tree_generate.py``; ``tree_session.py`` runs the same pieces step by step.
+``engine/tree/generate.py``; ``engine/tree/session.py`` runs the same pieces step by step.
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def draft_tree(
     doc; one call per expanded node, from and extending the drafter's own cache).
     Returns ``(tree, draft forwards)``: the forwards that really ran (the difference of
     ``drafter.forwards``; a call may run several or none); at most ``budget`` nodes.
-    ``generator``: the round's drafting stream (:func:`rounds.round_stream` ``"draft"``),
+    ``generator``: the round's drafting stream
+    (:func:`specdec_core.engine.rounds.round_stream` ``"draft"``),
     for the sibling draws at temperature > 0.
 
     Raises:
@@ -250,7 +252,7 @@ def walk(
     """Follow the tree from the root with the target's rows (``logits`` from
     :func:`tree_forward`): greedy match, or the multi-candidate rule per node, whose draws
     come from ``generator``, the round's verification stream
-    (:func:`rounds.round_stream` ``"verify"``), never the drafting stream."""
+    (:func:`specdec_core.engine.rounds.round_stream` ``"verify"``), never the drafting stream."""
     node, path, checks = -1, [], []
     while True:
         p = logits_to_probs(logits[node + 1], sampling).cpu()

@@ -9,8 +9,8 @@ step-through round), the exact decomposition
 with ``A = Σ min(p, q) = 1 − TV(p, q)`` (Leviathan et al. 2023, Thm 3.5 and Lemma 3.3;
 Chen et al. 2023, Thm 1), three rules compared exactly (correct; the wrong "resample from
 p after a rejection"; a one-hot draft), and a Monte Carlo of one verification step with the
-vectorised rule of :mod:`acceptance_batch` (the same rule as
-:func:`acceptance.verify_sampling`).
+vectorised rule of :mod:`specdec_core.rules.batch` (the same rule as
+:func:`specdec_core.rules.acceptance.verify_sampling`).
 
 Pure: numpy, torch and scipy; no streamlit, no plotly. All probabilities are float64
 numpy arrays ``[V]`` (``V`` = number of tokens, 3..8 for hand-made rows).

@@ -1,6 +1,6 @@
 """The exact picture of one verification step: ``p = min(p, q) + β·r``, and the exact
 final distribution of each of the lab's three rules (correct, resample from ``p``,
-one-hot draft), from the engine's own rule in :mod:`acceptance`."""
+one-hot draft), from the engine's own rule in :mod:`specdec_core.rules.acceptance`."""
 
 from __future__ import annotations
 

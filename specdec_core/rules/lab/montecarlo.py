@@ -1,5 +1,5 @@
 """Monte Carlo of one verification step per rule (the vectorised rule of
-:mod:`acceptance_batch`), checked against the exact laws with Pearson's χ²."""
+:mod:`specdec_core.rules.batch`), checked against the exact laws with Pearson's χ²."""
 
 from __future__ import annotations
 

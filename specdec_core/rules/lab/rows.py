@@ -99,7 +99,8 @@ def normalise(weights: Sequence[float], row: str = "p") -> np.ndarray:
 
 
 def as_tensor(x: np.ndarray) -> torch.Tensor:
-    """A row ``[V]`` as a float64 tensor, for the engine's rules in :mod:`acceptance`."""
+    """A row ``[V]`` as a float64 tensor, for the engine's rules in
+    :mod:`specdec_core.rules.acceptance`."""
     return torch.as_tensor(np.asarray(x, dtype=np.float64))
 
 

@@ -1,0 +1,131 @@
+"""The training loop both recipes share (``python -m specdec_core.training.embedded`` for
+the pair, ``python -m specdec_core.training.eagle`` for the EAGLE head): the common
+command-line options, seeding, the 90 / 10 split of the token stream, random training
+windows, AdamW with a linear warmup and a cosine decay for a wall-clock budget, and the
+fixed validation windows. The report's ``args`` block is :func:`report_args`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CORPUS = REPO_ROOT / "data/tinyshakespeare.txt"
+WARMUP_STEPS = 50  # at most; never more than 10% of the estimated steps
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -> scalar
+
+
+def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
+    """A recipe's parser with the options both recipes have (``--corpus``, ``--seed``,
+    ``--max-steps``, ``--threads``); each recipe adds its own."""
+    ap = argparse.ArgumentParser(
+        prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-steps", type=int, default=None, help="cap on steps per model")
+    ap.add_argument("--threads", type=int, default=2)
+    return ap
+
+
+def seed_everything(args: argparse.Namespace) -> None:
+    """``--threads`` torch CPU threads; Python's, NumPy's and torch's RNGs seeded with
+    ``--seed``."""
+    torch.set_num_threads(args.threads)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+
+
+def split_ids(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The token stream's first 90 % for training, the rest for validation."""
+    n_train = int(len(ids) * 0.9)
+    return ids[:n_train], ids[n_train:]
+
+
+def report_args(args: argparse.Namespace, paths: tuple[str, ...]) -> dict:
+    """The options for the report (paths named in ``paths`` left out: they are reported
+    relative to the repository)."""
+    return {
+        k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k not in paths
+    }
+
+
+def random_batch(
+    data: torch.Tensor, batch: int, context: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random windows: inputs x and next-token labels y, both (B, T) int64."""
+    starts = torch.randint(0, len(data) - context - 1, (batch,), generator=gen)
+    rows = torch.stack([data[s : s + context + 1] for s in starts.tolist()])  # (B, T + 1)
+    return rows[:, :-1], rows[:, 1:]
+
+
+def train(
+    name: str,
+    model: torch.nn.Module,
+    loss_fn: LossFn,
+    data: torch.Tensor,
+    args: argparse.Namespace,
+    minutes: float,
+    seed: int,
+) -> dict[str, float]:
+    """Train ``model`` for ``minutes`` of wall time (or ``--max-steps``) with AdamW, a
+    linear warmup and a cosine decay to 10% of ``--lr``. The number of steps the budget
+    allows is estimated from the measured step time and re-estimated every 50 steps.
+    Returns {"steps", "seconds", "final_loss"} (seconds of wall time, loss in nats)."""
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.01)
+    budget_s = minutes * 60.0
+    est_steps = cap = args.max_steps if args.max_steps is not None else 10**9
+    model.train()
+    t0 = time.perf_counter()
+    step, ema = 0, float("nan")
+    while step < est_steps:
+        warmup = max(1, min(WARMUP_STEPS, est_steps // 10))
+        if step < warmup:
+            lr = args.lr * (step + 1) / warmup
+        else:
+            frac = min(1.0, (step - warmup) / max(1, est_steps - warmup))
+            lr = args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x, y = random_batch(data, args.batch, args.context, gen)
+        loss = loss_fn(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        ema = loss.item() if math.isnan(ema) else 0.95 * ema + 0.05 * loss.item()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= budget_s:
+            break
+        if step == 5 or step % 50 == 0:  # re-estimate the steps the budget allows
+            est_steps = min(cap, max(step + 1, int(budget_s / (elapsed / step))))
+        if step % 50 == 0 or step in (1, 5):
+            print(
+                f"[{name}] step {step:5d}/{est_steps}  loss {loss.item():.3f} (ema {ema:.3f})"
+                f"  lr {lr:.2e}  {elapsed:6.0f}s",
+                flush=True,
+            )
+    seconds = time.perf_counter() - t0
+    print(f"[{name}] done: {step} steps in {seconds:.0f}s, loss ema {ema:.3f}", flush=True)
+    model.eval()
+    return {"steps": step, "seconds": round(seconds, 1), "final_loss": round(ema, 4)}
+
+
+def val_windows(val: torch.Tensor, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fixed, non-overlapping validation windows: x, y both (W, T) int64."""
+    t = min(context, len(val) - 1)
+    n = (len(val) - 1) // t
+    x = val[: n * t].view(n, t)
+    y = val[1 : n * t + 1].view(n, t)
+    return x, y
