@@ -210,11 +210,6 @@ def compact(target: ModelCache, n_nodes: int, path: list[int], path_tokens: list
     target.keep_rows([target.kv_len + i for i in path], path_tokens)
 
 
-def truncate_cache(target: ModelCache, length: int) -> None:
-    """:meth:`ModelCache.truncate` (kept for ``engine/tree/session.py``)."""
-    target.truncate(length)
-
-
 @dataclass(frozen=True)
 class NodeCheck:
     """The rule's look at one node: ``p``/``q`` are ``p(x)``/``q(x)`` of its token at the

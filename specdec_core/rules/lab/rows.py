@@ -75,6 +75,26 @@ def resize(
     return names, p, q
 
 
+def check_weights(w: np.ndarray, row: str) -> np.ndarray:
+    """``w`` as a float64 row ``[V]`` of finite, non-negative weights, ``V`` in 3..8.
+
+    Raises:
+        RuleInputError: codes ``n_tokens`` (not one row of 3..8), ``not_a_number``,
+            ``negative``; ``params`` has ``row`` (or ``n``).
+    """
+    w = np.asarray(w, dtype=np.float64)
+    if w.ndim != 1 or not MIN_TOKENS <= w.size <= MAX_TOKENS:
+        got = w.size if w.ndim == 1 else f"shape {w.shape}"
+        raise RuleInputError(
+            f"need {MIN_TOKENS}..{MAX_TOKENS} tokens, got {got}", "n_tokens", n=w.size
+        )
+    if not np.isfinite(w).all():
+        raise RuleInputError(f"{row}: every weight must be a number", "not_a_number", row=row)
+    if (w < 0).any():
+        raise RuleInputError(f"{row}: weights must be ≥ 0", "negative", row=row)
+    return w
+
+
 def normalise(weights: Sequence[float], row: str = "p") -> np.ndarray:
     """Non-negative weights ``[V]`` → a probability row ``[V]`` float64 (``w / Σ w``).
 
@@ -83,15 +103,7 @@ def normalise(weights: Sequence[float], row: str = "p") -> np.ndarray:
             a row with no mass (codes ``n_tokens``, ``not_a_number``, ``negative``,
             ``no_mass``; ``params`` has ``row``).
     """
-    w = np.asarray([np.nan if x is None else x for x in weights], dtype=np.float64)
-    if not MIN_TOKENS <= w.size <= MAX_TOKENS:
-        raise RuleInputError(
-            f"need {MIN_TOKENS}..{MAX_TOKENS} tokens, got {w.size}", "n_tokens", n=w.size
-        )
-    if not np.isfinite(w).all():
-        raise RuleInputError(f"{row}: every weight must be a number", "not_a_number", row=row)
-    if (w < 0).any():
-        raise RuleInputError(f"{row}: weights must be ≥ 0", "negative", row=row)
+    w = check_weights(np.asarray([np.nan if x is None else x for x in weights]), row)
     total = w.sum()
     if total <= 0:
         raise RuleInputError(f"{row}: weights sum to 0", "no_mass", row=row)

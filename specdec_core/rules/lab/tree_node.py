@@ -23,7 +23,7 @@ import torch
 
 from specdec_core.core.errors import RuleInputError
 from specdec_core.core.sampling import tv_distance
-from specdec_core.rules.lab.rows import MAX_TOKENS, MIN_TOKENS, as_tensor
+from specdec_core.rules.lab.rows import as_tensor, check_weights
 from specdec_core.rules.tree_node import TreeRule, node_output_distribution, node_steps
 
 __all__ = ["MAX_SIBLINGS", "TREE_RULES", "TreeNodeResult", "node_rules"]
@@ -54,14 +54,7 @@ def _row(x: object, name: str) -> np.ndarray:
         row = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise RuleInputError(f"{name}: not a row of numbers", "not_a_number", row=name) from exc
-    if row.ndim != 1 or not MIN_TOKENS <= row.size <= MAX_TOKENS:
-        raise RuleInputError(
-            f"need {MIN_TOKENS}..{MAX_TOKENS} tokens, got shape {row.shape}", "n_tokens", n=row.size
-        )
-    if not np.isfinite(row).all():
-        raise RuleInputError(f"{name}: every weight must be a number", "not_a_number", row=name)
-    if (row < 0).any():
-        raise RuleInputError(f"{name}: weights must be ≥ 0", "negative", row=name)
+    row = check_weights(row, name)
     if abs(row.sum() - 1.0) > 1e-6:
         raise RuleInputError(
             f"{name}: not a probability row (sums to {row.sum()})", "not_probability", row=name
