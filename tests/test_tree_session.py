@@ -1,4 +1,4 @@
-"""The tree step machine (``tree_session.py``): node states on known cases, the KV
+"""The tree step machine (``engine/tree/session.py``): node states on known cases, the KV
 invariant (target cache, its hidden states and the draft cache equal fresh forwards over
 the committed text) after tree rounds with a rejection at every depth, the views, the
 step machine equal to ``generate_tree`` round by round, atomic steps, and the CLI."""

@@ -159,8 +159,10 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
     except SpecDecError as exc:
         problems.append(Problem("prompt_dropped", {"reason": exc.code}))
         return Replay(None, replace(state, prompt="", cont=(), round=0, edits=()), problems)
-    if isinstance(session, TreeSession):
-        return _replay_tree(session, state, problems)
+    if isinstance(session, TreeSession):  # a tree round has no edits: each is dropped
+        for r, pos, tok in state.edits:
+            problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
+        state = replace(state, edits=())
     edits: dict[int, list[tuple[int, int]]] = {}
     for r, pos, tok in state.edits:
         edits.setdefault(r, []).append((pos, tok))
@@ -190,25 +192,6 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
             problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
     phase = "propose" if session.phase == "finished" else session.phase
     used = replace(state, round=len(session.history), phase=phase, edits=tuple(kept))
-    return Replay(session, used, problems)
-
-
-def _replay_tree(session: TreeSession, state: LessonState, problems: list[Problem]) -> Replay:
-    """:func:`replay`'s loop for a tree session: whole rounds, then the last one up to
-    ``state.phase`` (a tree state's edits are dropped, each with a :class:`Problem`)."""
-    for r, pos, tok in state.edits:
-        problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
-    steps = ("propose", "verify", "commit")
-    for r in range(state.round + 1):
-        last = r == state.round
-        if session.phase == "finished":
-            if not (last and state.phase == "propose"):
-                problems.append(Problem("round_beyond_end", {"round": r + 1}))
-            break
-        for step in steps[: steps.index(state.phase) if last else 3]:
-            getattr(session, step)()
-    phase = "propose" if session.phase == "finished" else session.phase
-    used = replace(state, round=len(session.history), phase=phase, edits=())
     return Replay(session, used, problems)
 
 
