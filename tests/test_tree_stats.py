@@ -1,5 +1,6 @@
 """Tree mode's "chain vs tree" timing (issue 30.9): never shared between sessions, labelled
-with how it was measured, measured by ``tree_bench`` (interleaved, warmed up, zero-safe)."""
+with how it was measured, measured by ``bench/tree_vs_chain.py`` ``chain_vs_tree``
+(interleaved, warmed up, zero-safe)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def test_two_sessions_never_share_a_timing(embedded_pair, monkeypatch):
         ms = 138.0 if len(calls) == 1 else 1.9  # the first measured during a flood
         return crafted(ms, 3600.0 * len(calls)), crafted(ms * 1.3, 3600.0 * len(calls))
 
-    monkeypatch.setattr(tree_stats, "measure_many", fake_measure)
+    monkeypatch.setattr(tree_bench, "measure_many", fake_measure)  # under chain_vs_tree
     first = start_app("en")
     to_tree(first)
     click_button(first, BUTTON)

@@ -31,6 +31,7 @@ TABLES = {  # table name → the values it must cover
     "STEP_BUTTON": get_args(UW.Step),
     "TREE_STEP_BUTTON": get_args(UW.Step),
     "MODE": get_args(UW.Mode),
+    "TREE_REFUSAL": get_args(UW.TreeRefusal),
 }
 
 
@@ -59,6 +60,14 @@ def test_the_strip_states_are_the_render_styles_and_the_figure_states_the_tree_s
 
     assert set(get_args(W.StripState)) <= set(STYLES)
     assert set(UW.FIGURE_STATE) == set(STATE_STYLE)
+
+
+def test_the_tree_refusals_are_the_engines():
+    from specdec_core.engine.tree.generate import tree_refusal
+
+    got = {tree_refusal("ngram", "probabilistic", 1.0), tree_refusal("model", "greedy", 1.0)}
+    assert got == set(UW.TREE_REFUSAL)
+    assert tree_refusal("model", "greedy", 0.0) is None
 
 
 def test_say_translates_and_refuses_a_made_up_word(monkeypatch):

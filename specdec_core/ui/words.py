@@ -61,6 +61,8 @@ FigureState = Literal[
 #: a slot of the tree's KV tables: a committed row or a node
 SlotState = Literal["prompt", "committed", "tentative", "accepted", "rejected", "unchecked", "cut"]
 Mode = Literal["chain", "tree"]
+#: why the settings cannot draft a tree (``engine/tree/generate.py`` ``tree_refusal``)
+TreeRefusal = Literal["tree_no_ngram", "tree_needs_probabilistic"]
 
 #: why generation stopped (``phase_finished``'s ``{reason}``, the stop notices)
 STOP_REASON: dict[StopReason, str] = {
@@ -175,6 +177,11 @@ TREE_STEP_BUTTON: dict[Step, str] = {
     "propose": "tree_propose",
     "verify": "tree_verify",
     "commit": "tree_commit",
+}
+#: why tree mode is refused with the sidebar's settings (the tree panel's warning)
+TREE_REFUSAL: dict[TreeRefusal, str] = {
+    "tree_no_ngram": "err_tree_no_ngram",
+    "tree_needs_probabilistic": "err_tree_needs_probabilistic",
 }
 #: the step page's verification shape (its mode control)
 MODE: dict[Mode, str] = {"chain": "tree_mode_chain", "tree": "tree_mode_tree"}

@@ -20,13 +20,13 @@ from dataclasses import replace
 
 import streamlit as st
 
-from specdec_core.core.errors import ConfigError, SpecDecError
+from specdec_core.core.errors import SpecDecError
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
 from specdec_core.drafters import make_named_drafter
+from specdec_core.engine.tree.generate import check_tree_settings, tree_refusal
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.steps import parse_shape
-from specdec_core.lessons.link import TREE_DRAFTERS
 from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import prompt_ids
@@ -95,13 +95,10 @@ def shape() -> tuple[int, ...]:
 
 
 def tree_ready(drafter: str, config: SessionConfig) -> str | None:
-    """``None`` when the sidebar's drafter and settings can draft a tree, else the string
-    key saying why not (prompt lookup; a greedy draft method at temperature > 0)."""
-    if drafter not in TREE_DRAFTERS:
-        return "tree_no_ngram"
-    if config.draft_method == "greedy" and not config.sampling.greedy:
-        return "tree_needs_probabilistic"
-    return None
+    """``None`` when the sidebar's drafter and settings can draft a tree, else the
+    engine's reason code (:func:`specdec_core.engine.tree.generate.tree_refusal`: prompt
+    lookup; a greedy draft method at temperature > 0)."""
+    return tree_refusal(drafter, config.draft_method, config.temperature)
 
 
 def _store(lesson: L.Lesson) -> L.Lesson:
@@ -120,9 +117,7 @@ def start(
     """A new tree lesson from ``prompt`` (or from committed ``ids`` with the boundary
     ``prompt_len``). Raises ``SpecDecError`` (the old lesson is kept)."""
     drafter = L.drafter_name()
-    why = tree_ready(drafter, config)
-    if why is not None:
-        raise ConfigError(why, why)
+    check_tree_settings(config, drafter)
     if ids is None:
         ids = prompt_ids(pair, prompt, L.PROMPT_KEY)
         prompt_len = len(ids)

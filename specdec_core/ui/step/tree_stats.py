@@ -1,6 +1,6 @@
 """The step-through page's tree mode, its statistics: the tree session's summary and
 round history, and "chain vs tree on this prompt" -- the chain (gamma = the tree's depth)
-and the tree timed interleaved on the fast paths (``bench.tree_vs_chain.measure_many``), drawn as a
+and the tree timed interleaved on the fast paths (``bench.tree_vs_chain.chain_vs_tree``), drawn as a
 chart with the timing's spread and how it was measured.
 
 A timing is never shared between sessions: one measured while another student flooded the
@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import streamlit as st
 
 from specdec_core.bench import judge
-from specdec_core.bench.tree_vs_chain import TreeBenchRow, measure_many
+from specdec_core.bench.tree_vs_chain import TreeBenchRow, chain_vs_tree
 from specdec_core.core.models import ModelPair
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.ui.figures.tree import chain_tree_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 from specdec_core.ui.step import tree_lesson as TL
+from specdec_core.ui.step.lesson import Lesson
 from specdec_core.ui.words import TREE_ROUND_KIND, say
 
 COMPARE_TOKENS = 32  # new tokens per fast-path run in "chain vs tree"
@@ -40,19 +41,21 @@ def compare_key(pair: ModelPair, prompt: str, drafter: str, shape: tuple[int, ..
     return (pair.name, prompt, drafter, tuple(shape), COMPARE_TOKENS)
 
 
-def chain_vs_tree(
-    pair: ModelPair, prompt: str, config, drafter: str, shape: tuple[int, ...]
-) -> tuple[TreeBenchRow, TreeBenchRow]:
-    """The chain (γ = the tree's depth) and the tree, greedy, ``COMPARE_TOKENS`` new tokens
-    each (end-of-text ignored), on the fast paths, measured now: interleaved, one warm-up
-    run of each, then :data:`COMPARE_REPEATS` timed runs of each (median, spread, how)."""
-    cfg = replace(
-        config, gamma=len(shape), temperature=0.0, top_k=0, top_p=1.0, max_new_tokens=COMPARE_TOKENS
-    )
-    variants = [("chain", (), drafter), ("tree", tuple(shape), drafter)]
+def _measure(pair: ModelPair, lesson: Lesson) -> tuple[TreeBenchRow, TreeBenchRow]:
+    """The benchmark's :func:`specdec_core.bench.tree_vs_chain.chain_vs_tree` for the
+    lesson's prompt, settings, drafter and shape (:data:`COMPARE_TOKENS` new tokens,
+    :data:`COMPARE_REPEATS` timed runs each), one measurement at a time."""
     with _measure_lock:
-        chain, tree = measure_many(pair, [prompt], cfg, variants, TL.BUDGET, COMPARE_REPEATS)
-    return chain, tree
+        return chain_vs_tree(
+            pair,
+            lesson.prompt,
+            lesson.config,
+            lesson.drafter,
+            lesson.shape,
+            TL.BUDGET,
+            COMPARE_TOKENS,
+            COMPARE_REPEATS,
+        )
 
 
 def _cache() -> dict:
@@ -84,7 +87,9 @@ def _run_compare() -> None:
     st.session_state["tree_compare_wanted"] = True
 
 
-def section(pair: ModelPair, session: TreeSession, lesson, heading: Callable[[str], None]) -> None:
+def section(
+    pair: ModelPair, session: TreeSession, lesson: Lesson, heading: Callable[[str], None]
+) -> None:
     """The tree mode's statistics (summary and per-round history) and "chain vs tree on
     this prompt": a button, then the measured pair as a chart and a caption."""
     heading(t("tree_stats_heading"))
@@ -122,9 +127,7 @@ def section(pair: ModelPair, session: TreeSession, lesson, heading: Callable[[st
     cache = _cache()
     if st.session_state.pop("tree_compare_wanted", False):  # first time, or measure again
         with st.spinner(t("tree_compare_running")):
-            _remember(
-                key, chain_vs_tree(pair, lesson.prompt, lesson.config, lesson.drafter, lesson.shape)
-            )
+            _remember(key, _measure(pair, lesson))
     if key not in cache:
         st.button(
             t("tree_compare_button", n=COMPARE_TOKENS),

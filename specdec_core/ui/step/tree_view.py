@@ -35,6 +35,7 @@ from specdec_core.ui.words import (
     SLOT_STATE,
     STOP_REASON,
     TREE_PHASE,
+    TREE_REFUSAL,
     TREE_ROUND_KIND,
     TREE_STEP_BUTTON,
     say,
@@ -78,7 +79,7 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
     config = current_config(pair)
     why = TL.tree_ready(L.drafter_name(), config)
     if why is not None:  # prompt lookup (or a greedy draft method at T > 0): say so once
-        st.warning(t("err_" + why))
+        st.warning(say(TREE_REFUSAL, why))
         st.button(
             t("tree_use_chain"), on_click=TL.use_chain, type="primary", key="btn_tree_use_chain"
         )
