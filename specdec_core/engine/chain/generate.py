@@ -131,15 +131,14 @@ def generate(
     Args:
         pair: loaded models (read-only). prompt: text or ids.
         config: γ, sampling settings, seed. Speculative mode: each round draws from its
-            own drafting and verification streams
-            (:func:`specdec_core.engine.rounds.round_stream`, as the
-            step machine does, so records match it round for round); autoregressive mode
-            (no rounds): every draw from one CPU ``torch.Generator`` seeded with ``seed``.
+            own drafting and verification streams, as the step machine does
+            (:func:`specdec_core.engine.rounds.round_stream`), so records match it round
+            for round; autoregressive mode: one CPU ``torch.Generator`` seeded with ``seed``.
         mode: ``speculative`` or ``autoregressive`` (target only, one forward per token).
         drafter: draft source (default: the pair's draft model).
         trace_timeline: also keep the start/end of every forward and round (the timers
             already running; a list append each) as ``GenerationResult.timeline``.
-        until: speculative mode, for searches (``scenarios.py``): called with each round's
+        until: speculative mode, for searches (``lessons/scenarios.py``): called with each round's
             record; ``True`` ends the run after that round (``stop_reason`` ``"until"``
             unless a stop came first). The rounds before are those of the full run.
 
@@ -150,11 +149,10 @@ def generate(
         PromptError, ConfigError: bad prompt (text or ids,
             :func:`specdec_core.core.inputs.prompt_ids`) or settings.
 
-    Greedy decoding (temperature 0) takes a lean path: argmax straight from the logits
-    (no one-hot probability rows), the LM head on the last position only where one row is
-    needed. It decides exactly what the general path decides (the rule of
-    ``verify_greedy``; no random draws), only faster. Sampling always takes the general
-    path, which draws from the round's streams in the order of ``engine/chain/session.py``.
+    Greedy decoding takes a lean path (argmax straight from the logits, no one-hot rows,
+    the LM head on the last position only where one row is needed) that decides exactly
+    what the general path decides; sampling always takes the general path, drawing from
+    the round's streams in the order of ``engine/chain/session.py``.
     """
     config = (config or SessionConfig()).validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
