@@ -250,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from specdec_core.core.errors import SpecDecError
     from specdec_core.server import jobs, tasks
+    from specdec_core.server import pairs as loader
     from specdec_core.server import worker as job_worker
-    from specdec_core.ui import loader
 
     try:  # the job's size within the server's caps, before anything is loaded
         tasks.check_work(args.job_tokens, args.job_repeats)

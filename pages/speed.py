@@ -33,6 +33,7 @@ from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.speed import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
+from specdec_core.ui.speed.queue import queue
 from specdec_core.ui.speed.view import show_batch_sweep, show_gamma_sweep, show_measurement
 from specdec_core.ui.speed.why import show_predictions, show_timeline, show_verify_curve
 
@@ -41,7 +42,7 @@ pair, config = page_context()
 if S.get("sp_worker_for") != pair.name:  # imports and loads while the teacher sets options
     S["sp_worker_for"] = pair.name
     try:
-        J.QUEUE.start(pair.name)
+        queue().start(pair.name)
     except OSError:  # no process could start: the first measurement says so
         pass
 
@@ -198,7 +199,7 @@ def _start(kind: str) -> None:
             config,
             str(S.get("sp_drafter", "model")),
         )
-        J.QUEUE.submit(job)
+        queue().submit(job)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["sp_job_error"] = error_message(exc)
         return
@@ -211,7 +212,7 @@ def _stop() -> None:
     job = S.pop("sp_job", None)
     if job is not None:
         if isinstance(job, T.Job):
-            J.QUEUE.cancel(job)
+            queue().cancel(job)
         sweep = not isinstance(job, T.Job) or job.kind != "measure"  # sweeps keep points
         S["sp_notice"] = t("sp_stopped" if sweep else "sp_stopped_measure")
 
@@ -236,7 +237,7 @@ def _wait(job: T.Job) -> None:
     for _ in range(WAIT_STEPS):
         if job.finished:
             break
-        k = J.QUEUE.position(job)
+        k = queue().position(job)
         if k > 0:
             bar.progress(0.0, text=t("sp_queued", k=k))
         else:

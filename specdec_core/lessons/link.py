@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from specdec_core.core.inputs import SessionConfig, is_valid_text, load_json
 from specdec_core.drafters import DRAFTER_NAMES, preset_has_eagle_head
+from specdec_core.engine.tree.generate import tree_refusal
 
 LINK_VERSION = 2
 #: Older versions that still open; their draws came from one generator per session, so a
@@ -48,9 +49,6 @@ MAX_CONT = 1_024
 UI_MAX_GAMMA = 8
 PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons")
 PHASES = ("propose", "verify", "commit")
-#: drafters with a distribution q, the only ones that can draft a tree (prompt lookup
-#: proposes one continuation without probabilities)
-TREE_DRAFTERS = ("model", "early-exit", "eagle")
 LANGS = ("en", "zh")
 
 
@@ -63,7 +61,8 @@ class LessonState:
     carried over from a session continued after a settings change (appended to the
     prompt; they count as generated). ``tree``: the tree shape (children per node at
     each depth, ``tree.parse_shape`` limits) when the lesson verifies a tree, ``()`` for
-    a chain; a tree has no edits and needs a drafter of :data:`TREE_DRAFTERS`."""
+    a chain; a tree has no edits and needs settings the engine can draft a tree with
+    (:func:`specdec_core.engine.tree.generate.tree_refusal`)."""
 
     page: str = "step_through"
     lang: str = "en"
@@ -284,13 +283,12 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
 
 
 def tree_refused(state: LessonState) -> bool:
-    """Whether ``state`` names a tree its settings cannot draft: a drafter without a
-    distribution, or the greedy draft method at temperature > 0 (siblings must be drawn
-    i.i.d. from q; ``tree_generate.check_tree_settings``)."""
+    """Whether ``state`` names a tree its settings cannot draft (the engine's rule,
+    :func:`specdec_core.engine.tree.generate.tree_refusal`: a drafter without a
+    distribution, or the greedy draft method at temperature > 0)."""
     if not state.tree:
         return False
-    greedy_at_t = state.draft_method == "greedy" and state.temperature > 0
-    return state.drafter not in TREE_DRAFTERS or greedy_at_t
+    return tree_refusal(state.drafter, state.draft_method, state.temperature) is not None
 
 
 def state_json(state: LessonState) -> dict:

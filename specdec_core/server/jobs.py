@@ -8,8 +8,8 @@ queued or running at most, default 4) and run one at a time, so a class that pre
 "Measure" together slows nobody's stepping by more than one job.
 
 Places (issue 30): one job per session and one per **client** -- the browser's address
-(:func:`client_of`: the websocket's peer, or the ``X-Real-IP`` nginx sets when the peer is a
-trusted proxy, ``SPECDEC_TRUSTED_PROXIES``, default loopback; a session with no known
+(``ui/speed/queue.client_of``: the websocket's peer, or the ``X-Real-IP`` nginx sets when
+the peer is a trusted proxy, ``SPECDEC_TRUSTED_PROXIES``, default loopback; a session with no known
 address, e.g. a test, is its own client) -- so six tabs of one student hold one place.
 The last place is the **teacher's**: clients whose address is in ``SPECDEC_TEACHER_ADDRS``
 (default ``127.0.0.1,::1``: the machine that runs the server) may take any place, every
@@ -39,7 +39,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from specdec_core.core.errors import BusyError, SpecDecError
 from specdec_core.core.models import PRESETS
@@ -102,17 +102,6 @@ def client_key(peer: str | None, headers: Mapping[str, str], session_id: str) ->
     return f"addr:{address}"
 
 
-def client_of(session_id: str) -> str:
-    """:func:`client_key` of the running script's browser session (``st.context``)."""
-    try:
-        import streamlit as st
-
-        headers = dict(st.context.headers or {})
-        return client_key(st.context.ip_address, headers, session_id)
-    except Exception:  # noqa: BLE001 - no script context: the session is its own client
-        return f"session:{session_id}"
-
-
 def is_teacher(client: str) -> bool:
     """Whether ``client`` (a :func:`client_key`) is one of ``SPECDEC_TEACHER_ADDRS``."""
     return client.startswith("addr:") and client[5:] in _addresses(TEACHER_ENV)
@@ -155,19 +144,6 @@ def _fields(job: Job) -> dict:
     }
 
 
-def _session_alive(session_id: str) -> bool:
-    """Whether the browser session that queued a job is still connected (always true
-    outside a real server, e.g. in AppTest)."""
-    try:
-        from streamlit.runtime import Runtime
-
-        if not Runtime.exists():
-            return True
-        return Runtime.instance().is_active_session(session_id)
-    except Exception:  # noqa: BLE001 - no runtime: nothing to check
-        return True
-
-
 class JobQueue:
     """FIFO of jobs from every session, taken one at a time by a daemon thread that runs
     their tasks in ``worker`` (a process) or, where it cannot, in itself."""
@@ -179,7 +155,10 @@ class JobQueue:
         self._cancelled: set[int] = set()
         self._clients: dict[int, str] = {}  # id(job) → its client_key, while queued/running
         self._worker: threading.Thread | None = None
-        self.alive = _session_alive
+        # Hooks the page installs (``ui/speed/queue.py``), so the server never imports
+        # Streamlit: is a session still connected; the client (address) of a session.
+        self.alive: Callable[[str], bool] = lambda _session_id: True
+        self.client_of: Callable[[str], str] = lambda session_id: f"session:{session_id}"
         self.process = worker if worker is not None else Worker()
 
     def start(self, pair_name: str = "embedded") -> None:
@@ -190,12 +169,12 @@ class JobQueue:
             self.process.start(pair_name)
 
     def submit(self, job: Job, client: str | None = None) -> Job:
-        """Queue ``job`` for ``client`` (a :func:`client_key`; default: :func:`client_of`
-        the job's session). Raises :class:`BusyError`: ``job_running`` when the session
+        """Queue ``job`` for ``client`` (a :func:`client_key`; default: ``self.client_of``
+        of the job's session). Raises :class:`BusyError`: ``job_running`` when the session
         already has a job, ``client_has_job`` when its client (address) has one,
         ``busy_reserved`` when every place but the teacher's is taken and the client is not
         the teacher, ``busy`` when every place is taken."""
-        client = client if client is not None else client_of(job.owner)
+        client = client if client is not None else self.client_of(job.owner)
         with self._lock:
             jobs = list(self._queue) + ([self._running] if self._running else [])
             if any(j.owner == job.owner for j in jobs):

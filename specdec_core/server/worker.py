@@ -15,10 +15,10 @@ nothing of the threaded server is copied -- but with ``subprocess`` and a
 replays the parent's ``__main__`` in the child, and in a Streamlit server ``__main__`` is
 the fake module of the app script (``app.py`` would run in the worker). The child lives on:
 it loads the pair itself by preset name through the server's allow-list
-(:func:`loader.get_pair`) and keeps it across jobs; its torch threads are the server's
-(sent at start). One task at a time travels over the pipe: (pair name, the job's picklable
-fields, the task) out; ``run_task``'s ``job.out`` entries and ``job.points`` additions
-back. A child that dies or overruns :data:`TASK_TIMEOUT_S` fails the task with
+(:func:`specdec_core.server.pairs.get_pair`) and keeps it across jobs; its torch threads are
+the server's (sent at start). One task at a time travels over the pipe: (pair name, the
+job's picklable fields, the task) out; ``run_task``'s ``job.out`` entries and ``job.points``
+additions back. A child that dies or overruns :data:`TASK_TIMEOUT_S` fails the task with
 :class:`WorkerError` and the next task starts a fresh one; the child leaves when the
 server does (its pipe closes, or its parent changes). Every wait here is bounded.
 """
@@ -87,8 +87,8 @@ def main() -> None:
 
     if threads > 0:
         torch.set_num_threads(threads)
+    from specdec_core.server import pairs as loader
     from specdec_core.server import tasks as job_tasks
-    from specdec_core.ui import loader
 
     conn = Connection(fd)
     while True:

@@ -25,8 +25,8 @@ from specdec_core.core.models import ModelPair
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
+from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.i18n import t
-from specdec_core.ui.loader import offered_pairs
 from specdec_core.ui.problems import keep, kept
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL

@@ -11,9 +11,10 @@ import streamlit as st
 from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
 from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
 from specdec_core.drafters import drafters_for
+from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import LANGUAGES, t
-from specdec_core.ui.loader import get_pair, offered_pairs
+from specdec_core.ui.loader import get_pair
 from specdec_core.ui.problems import note_dropped
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
