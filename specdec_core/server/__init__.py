@@ -1,3 +1,5 @@
-"""The measurement server: a job queue and worker that run long measurements off the page (no
-Streamlit).
+"""The engine outside a page, with no Streamlit: the process-wide pair registry
+(``pairs``), the speed page's measurement queue, its tasks and the worker process that runs
+them (``jobs``, ``tasks``, ``worker``), and the command line's commands (``cli``; the parser
+is ``specdec_core/__main__.py``).
 """
