@@ -12,8 +12,8 @@ import streamlit as st
 
 from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
-from specdec_core.ui.links import FIRST_VISIT, PAGE, load_from_url, write_url
 from specdec_core.ui.sidebar import presenter_on, render_sidebar
+from specdec_core.ui.step.links import FIRST_VISIT, PAGE, load_from_url, write_url
 
 HERE = Path(__file__).resolve().parent
 _started = time.perf_counter()

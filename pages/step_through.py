@@ -10,8 +10,8 @@ import streamlit as st
 from specdec_core.core.trace import RoundTrace
 from specdec_core.core.words import STRIP_WORDS
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.ui import links, problems
-from specdec_core.ui.context import fragment_run, page_context
+from specdec_core.ui import problems
+from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
@@ -24,7 +24,8 @@ from specdec_core.ui.render import (
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
-from specdec_core.ui.step import tree_view, view
+from specdec_core.ui.step import links, tree_view, view
+from specdec_core.ui.step.links import fragment_run
 from specdec_core.ui.step.tools import render_lesson_tools, step_back_button
 from specdec_core.ui.words import PHASE, STEP_BUTTON, STOP_REASON, say
 

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from specdec_core.lessons.link import LessonState, decode
-from specdec_core.ui import links
+from specdec_core.ui.step import links
 
 
 @pytest.mark.parametrize(

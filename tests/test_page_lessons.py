@@ -13,8 +13,8 @@ from streamlit.testing.v1 import AppTest
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay
 from specdec_core.rules.costmodel import per_token_cost_ms
-from specdec_core.ui import links
-from specdec_core.ui.links import scenarios
+from specdec_core.ui.step import links
+from specdec_core.ui.step.links import scenarios
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")

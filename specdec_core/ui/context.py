@@ -5,17 +5,13 @@ directly through its legacy ``pages/`` discovery, without ``app.py``: no sidebar
 Pages call :func:`page_context` first; outside the app it runs ``app.py`` (which renders
 the sidebar and, through ``st.navigation``, this same page) and stops the direct run.
 
-:func:`fragment_run` wraps an ``st.fragment``'s body: it tells a fragment-only rerun (a
-click inside the fragment: ``app.py`` and the rest of the page do not run) from a full
-run, and does for such a rerun what ``app.py`` does after the page (the URL, the profile).
+``APP_RUNS`` counts full runs of ``app.py`` (the step panel's
+:func:`specdec_core.ui.step.links.fragment_run` tells a fragment-only rerun by it).
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +22,6 @@ from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
 from specdec_core.ui import logguard
 from specdec_core.ui.guards import pace_full_run
-from specdec_core.ui.links import write_url
 
 APP_PATH = Path(__file__).resolve().parents[2] / "app.py"
 APP_RUNS = "app_runs"  # full runs of app.py in this browser session (session state)
@@ -37,7 +32,8 @@ _run_lock = threading.Lock()  # compile() of app.py from several session threads
 @contextmanager
 def app_context() -> Iterator[None]:
     """Used by ``app.py`` around ``nav.run()``: pages run inside the app (and the full runs
-    are counted, see :func:`fragment_run`). Also keeps the log guard on every handler."""
+    are counted, see :func:`specdec_core.ui.step.links.fragment_run`). Also keeps the log
+    guard on every handler."""
     logguard.install_in_server()  # repeats collapsed, records capped (cheap when done)
     pace_full_run()  # a tab sending full reruns as fast as it can is slowed to a few a second
     st.session_state[APP_RUNS] = st.session_state.get(APP_RUNS, 0) + 1
@@ -60,25 +56,3 @@ def page_context() -> tuple[ModelPair, SessionConfig]:
         exec(code, {"__name__": "__main__", "__file__": str(APP_PATH)})
         st.stop()
     return st.session_state["pair"], st.session_state["config"]
-
-
-@contextmanager
-def fragment_run(key: str) -> Iterator[bool]:
-    """Around the body of the ``st.fragment`` ``key``: yields ``True`` on a fragment-only
-    rerun (no full run of ``app.py`` since this fragment last ran), ``False`` inside a full
-    run. After a fragment-only rerun it writes the lesson state into the URL (``app.py``'s
-    ``write_url`` runs only in a full run) and, with ``SPECDEC_PROFILE`` set, logs the
-    fragment's server time as ``app.py`` logs a full run's."""
-    S = st.session_state
-    seen = f"{key}__app_run"
-    only = S.get(seen) == S.get(APP_RUNS, 0)
-    S[seen] = S.get(APP_RUNS, 0)
-    started = time.perf_counter()
-    try:
-        yield only
-    finally:
-        if only:
-            write_url()
-            if os.environ.get("SPECDEC_PROFILE"):
-                ms = (time.perf_counter() - started) * 1e3
-                print(f"specdec-render-ms {ms:.1f} fragment={key}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """What a lesson link, a replay or the sidebar could not keep, shown once on the page.
 
-A leaf of ``ui/``: :mod:`specdec_core.ui.links` (links, replays) and
+A leaf of ``ui/``: :mod:`specdec_core.ui.step.links` (links, replays) and
 :mod:`specdec_core.ui.sidebar` (a value the loaded pair cannot hold) both record here, and
 the step page shows and forgets them with :func:`show`. Kept apart from ``links`` so the
 sidebar need not import it (``links`` imports the tree lesson, which reads the sidebar).

@@ -4,7 +4,7 @@ real pair.
 
 The chapter is read from the URL once per browser session (validated: 1..5, anything
 else opens chapter 1 with a message), then kept in ``st.session_state``; each run hands it
-to :func:`specdec_core.ui.links.write_url` through ``ui/links.py``'s ``EXTRA_PARAMS``, so
+to :func:`specdec_core.ui.step.links.write_url` through ``ui/step/links.py``'s ``EXTRA_PARAMS``, so
 a reload keeps the chapter.
 """
 
@@ -19,7 +19,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import ch_cache, ch_greedy, ch_lossless, ch_rule, ch_speed
 from specdec_core.ui.lessons.checkpoint import ANSWERS, chapter_progress, progress_bar
-from specdec_core.ui.links import EXTRA_PARAMS
+from specdec_core.ui.step.links import EXTRA_PARAMS
 
 CHAPTERS = (ch_greedy, ch_rule, ch_cache, ch_lossless, ch_speed)
 PAGE = "lessons"

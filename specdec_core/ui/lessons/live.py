@@ -17,8 +17,8 @@ from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay
 from specdec_core.ui.i18n import t
-from specdec_core.ui.links import link_for, scenarios
 from specdec_core.ui.render import StripItem, round_strip, token_strip_html
+from specdec_core.ui.step.links import link_for, scenarios
 
 LEGEND = ["accepted", "rejected", "discarded", "correction", "bonus"]
 

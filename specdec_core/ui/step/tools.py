@@ -1,7 +1,7 @@
 """The step-through page's lesson tools: one-click scenarios, the lesson link with its QR
 code, trace export / import, and step back (undo). Logic lives in the engine
 (``lessons/``: ``link``, ``replay``, ``scenarios``, ``tracefile``) and in
-:mod:`specdec_core.ui.links`; this
+:mod:`specdec_core.ui.step.links`; this
 module draws the controls."""
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from specdec_core.lessons.tracefile import (
     export_tree_json,
     parse,
 )
-from specdec_core.ui import links
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.guards import forget_upload
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.render import round_strip, token_strip_html
 from specdec_core.ui.step import lesson as L
+from specdec_core.ui.step import links
 
 UPLOAD_KEY = "trace_upload"
 VIEW_KEY = "trace_view"

@@ -13,8 +13,12 @@ button callback and replays on the next run.
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from urllib.parse import urlencode
 
@@ -26,6 +30,7 @@ from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
 from specdec_core.server.pairs import offered_pairs
+from specdec_core.ui.context import APP_RUNS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.problems import keep, kept
 from specdec_core.ui.step import lesson as L
@@ -219,3 +224,25 @@ def _search_with_progress(pair: ModelPair) -> list[Found]:
         label = t("sc_search_done", n=len(found), s=time.perf_counter() - started)
         box.update(label=label, state="complete", expanded=False)
     return found
+
+
+@contextmanager
+def fragment_run(key: str) -> Iterator[bool]:
+    """Around the body of the ``st.fragment`` ``key``: yields ``True`` on a fragment-only
+    rerun (no full run of ``app.py`` since this fragment last ran), ``False`` inside a full
+    run. After a fragment-only rerun it writes the lesson state into the URL (``app.py``'s
+    ``write_url`` runs only in a full run) and, with ``SPECDEC_PROFILE`` set, logs the
+    fragment's server time as ``app.py`` logs a full run's."""
+    S = st.session_state
+    seen = f"{key}__app_run"
+    only = S.get(seen) == S.get(APP_RUNS, 0)
+    S[seen] = S.get(APP_RUNS, 0)
+    started = time.perf_counter()
+    try:
+        yield only
+    finally:
+        if only:
+            write_url()
+            if os.environ.get("SPECDEC_PROFILE"):
+                ms = (time.perf_counter() - started) * 1e3
+                print(f"specdec-render-ms {ms:.1f} fragment={key}", file=sys.stderr)
