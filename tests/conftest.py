@@ -236,6 +236,14 @@ SLOW = {
     "test_hostile_server.py": "a real server under a storm of full reruns (40 s)",
     "test_page_speed.py::test_tiny_measurement_is_consistent": "a full measurement (40 s)",
     "test_page_speed.py::test_sweeps_stop_and_chinese": "two sweeps (20 s)",
+    "test_jobs.py::test_stop_while_a_task_runs_drops_its_result": "a worker process (35 s)",
+    "test_jobs.py::test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one": (
+        "two worker processes (22 s)"
+    ),
+    "test_jobs.py::test_measure_runs_in_the_worker_process": "a worker process (19 s)",
+    "test_bench.py::test_bench_cli_json_contract_on_embedded_pair": "a CLI bench run (28 s)",
+    "test_bench.py::test_bench_cli_json_keys_are_pinned": "a CLI bench run (21 s)",
+    "test_cli.py::test_cli_subprocess_embedded_pair": "a CLI subprocess (10 s)",
 }
 
 
