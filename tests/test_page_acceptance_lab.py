@@ -10,7 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core import models
+from specdec_core.core.errors import RuleInputError
 from specdec_core.core.inputs import SessionConfig
+from specdec_core.drafters import ModelDrafter
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.lab import PRESETS
 from specdec_core.rules.lab.exact import RULES
@@ -208,3 +210,29 @@ def test_tree_node_section(app_on_tiny_pair, lang, header):
         np.testing.assert_allclose(tree["residual"], [0.6, 0.3, 0.1], atol=1e-12)
         at.selectbox(key="rl_tree_k").set_value(1).run()
         assert any("both rules give p" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_position_with_one_token_is_refused_and_the_rows_stay(app_on_tiny_pair, lang):
+    """At temperature 0 a draft that agrees with the target has p = q = one-hot on it: the
+    lab says so (one message) and keeps the rows it had (all sections still drawn)."""
+    at = open_page(lang)
+    before = table(at, "rl_norm_table")
+    pair = at.session_state["pair"]
+    config = SessionConfig(gamma=2, temperature=0.0)
+    session = SpeculativeSession(pair, "ROMEO:", config, drafter=ModelDrafter(pair.target))
+    session.run_round()
+    check = session.history[-1].verify.checks[0]
+    assert check.status == "accepted" and check.dist.token_ids.tolist() == [check.token.id]
+    with pytest.raises(RuleInputError) as refused:
+        rows_from_slice(check.dist, keep=[check.token.id])
+    assert refused.value.code == "one_token"
+    at.session_state["step_session"] = session
+    at.run()
+    at.selectbox(key="rl_step_pos").set_value(1).run()
+    at.button(key="rl_preset_step").click().run()
+    assert not at.exception
+    words = {"en": "all their mass on one token", "zh": "全部概率放在同一个 token 上"}[lang]
+    assert len(at.error) == 1 and words in at.error[0].value
+    assert table(at, "rl_norm_table").equals(before)
+    table(at, "rl_final_table")  # the later sections are still drawn

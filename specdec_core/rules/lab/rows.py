@@ -138,11 +138,20 @@ def rows_from_slice(
 
     Raises:
         RuleInputError: the slice has no ``p`` or ``q`` (an unverified or bonus position;
-            code ``no_rows``).
+            code ``no_rows``), or names fewer than ``MIN_TOKENS − 1`` tokens (at temperature
+            0 a position where the draft agreed with the target: ``p`` and ``q`` are one-hot
+            on the same token, code ``one_token``, param ``token``).
     """
     if dist.p is None or dist.q is None or dist.min_pq is None:
         raise RuleInputError("this position has no verified p and q", "no_rows")
     ids = dist.token_ids.tolist()
+    if len(ids) < MIN_TOKENS - 1:
+        token = dist.tokens[0].text if dist.tokens else ""
+        raise RuleInputError(
+            f"p and q put all their mass on {token!r}: nothing for the rule to weigh",
+            "one_token",
+            token=token,
+        )
     forced = [ids.index(i) for i in dict.fromkeys(keep) if i in ids][:max_named]
     rest = [j for j in range(len(ids)) if j not in forced]
     chosen = sorted(forced + rest[: max(max_named - len(forced), 0)])

@@ -61,7 +61,12 @@ def _load_step() -> None:
         return
     k = whole_number(S.get("rl_step_pos", 1), 1, len(verify.checks), "position")
     check = verify.checks[k - 1]
-    rows = R.rows_from_slice(check.dist, keep=[check.token.id])
+    try:
+        rows = R.rows_from_slice(check.dist, keep=[check.token.id])
+    except R.RuleInputError as exc:
+        if exc.code == "one_token":  # name the token as the page writes tokens (‹E6›, ␣)
+            exc.params["token"] = visible_token(check.token)
+        raise
     names = token_labels(rows.tokens) + [t("other_bucket")]
     ids = [tok.id for tok in rows.tokens]
     y = ids.index(check.token.id) if check.token.id in ids else len(ids)
