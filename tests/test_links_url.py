@@ -91,3 +91,24 @@ def test_the_scenario_search_says_what_it_is_trying_while_it_runs(monkeypatch):
         f"Trying prompts and seeds for scenario {i} of {n}" for i in range(1, n + 1)
     ]
     assert shown[-1].startswith(f"done: Searched {n} scenarios in") and "(complete)" in shown[-1]
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("http://localhost:8501/?v=2&s=x", True),
+        ("http://LOCALHOST:8501/step_through", True),
+        ("http://127.0.0.1:8501/", True),
+        ("http://127.1.2.3/", True),
+        ("http://[::1]:8501/", True),
+        ("http://0.0.0.0:8501/", True),
+        ("http://app.localhost/", True),
+        ("http://192.168.1.20:8501/?v=2", False),
+        ("https://specdec.school.example/step_through", False),
+        ("http://10.0.0.5/", False),
+        ("http://localhost.example.com/", False),
+        ("", False),
+    ],
+)
+def test_a_link_that_names_this_computer_only_is_told_apart(url, local):
+    assert links.is_local_url(url) is local

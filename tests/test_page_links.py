@@ -160,6 +160,9 @@ def test_the_link_panel_shows_the_link_and_its_qr_code(embedded_pair):
     assert [(s.round, s.phase) for s in mine] == [(1, "verify")]
     qr = [h.proto.body for h in at.get("html") if "data:image/svg+xml" in h.proto.body]
     assert len(qr) == 1 and 'alt="QR code"' in qr[0]
+    # AppTest serves http://localhost:8501: a link of this computer only says so by its QR
+    local = [w for w in at.warning if "names this computer only (localhost)" in w.value]
+    assert len(local) == 1
 
 
 def test_a_round_cut_by_end_of_text_explains_no_correction(embedded_pair):

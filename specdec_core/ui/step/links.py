@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
@@ -144,6 +144,16 @@ def page_url(current_url: str, current_page: str, page: str) -> str:
     if last and last in (current_page, DEFAULT_PAGE):
         base = head
     return f"{base}/" + ("" if page == DEFAULT_PAGE else page)
+
+
+LOCAL_HOSTS = ("localhost", "0.0.0.0", "::1", "::")
+
+
+def is_local_url(url: str) -> bool:
+    """Whether ``url`` names this machine only (``localhost``, a loopback or unspecified
+    address): a phone or another computer in the class cannot open it."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in LOCAL_HOSTS or host.endswith(".localhost") or host.startswith("127.")
 
 
 def link_for(state: LessonState) -> str:

@@ -124,6 +124,8 @@ def _link() -> None:
     url = links.link_for(state)
     st.caption(t("lt_link_help"))
     st.code(url, language=None, wrap_lines=True)
+    if links.is_local_url(url):  # a projected QR code of localhost opens nothing on a phone
+        st.warning(t("lt_link_local"))
     uri, version = _qr(url)
     # an <img> with a data URI: inline, no /media file (which lives on one replica only)
     st.html(f'<img src="{uri}" alt="QR code" style="background:#fff">')
