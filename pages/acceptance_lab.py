@@ -182,14 +182,15 @@ h1, h2, h3 = st.columns(3)
 h1.markdown(t("rl_rule_correct_help"))
 h2.markdown(t("rl_rule_resample_p_help"))
 h3.markdown(t("rl_rule_one_hot_help", tok=y_name))
-f1, f2 = st.columns([3, 2])
+# stacked, not side by side: at 1024 px with the sidebar open a column leaves the chart's
+# bar labels overlapping and the table scrolling sideways
+f1, f2 = st.container(), st.container()
 finals = {rule: res.final for rule, res in results.items()}
 f1.plotly_chart(
     LV.figure(rule_finals_figure, names, p, finals, fig_labels, t("rl_final_title")),
     key="rl_fig_finals",
 )
 with f2:
-    st.write("")
     LV.table(
         "rl_rule_summary",
         {
