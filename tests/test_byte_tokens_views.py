@@ -61,7 +61,7 @@ def test_the_tree_figure_shows_the_root_bytes(verified):
 
 
 def test_the_mask_grid_shows_bytes_not_replacement_characters(verified):
-    from specdec_core.ui.step.tree_view import mask_html
+    from specdec_core.ui.step.tree_tables import mask_html
 
     byte = verified.token(verified.ids[-1])  # ‹93›: the last byte of 晓
     tree = verified.tree_view()

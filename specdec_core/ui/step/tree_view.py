@@ -7,32 +7,30 @@ every number comes from the :class:`TreeSession`'s views."""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 
-import pandas as pd
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
 from specdec_core.core.words import StripState
 from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
+from specdec_core.engine.tree.views import TreeView
 from specdec_core.ui import problems
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
-from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
+from specdec_core.ui.figures.tree import STATE_STYLE, tree_figure
 from specdec_core.ui.i18n import t
-from specdec_core.ui.render import KV_ROW_COLORS, StripItem, kv_table, token_strip_html
+from specdec_core.ui.render import StripItem, token_strip_html
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step import tree_stats
 from specdec_core.ui.step.tools import render_tree_lesson_tools, step_back_button
+from specdec_core.ui.step.tree_tables import kv_panel, mask_html
 from specdec_core.ui.words import (
     FIGURE_STATE,
     MODE,
-    SLOT_STATE,
     STOP_REASON,
     TREE_PHASE,
     TREE_REFUSAL,
@@ -136,7 +134,7 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
         if mask is not None:
             st.html(mask_html(mask, tree, presenter))
         st.caption(t("tree_mask_caption"))
-    _kv(session, phase, heading)
+    kv_panel(session, phase, heading)
     tree_stats.section(pair, session, synced.lesson, heading)
 
 
@@ -278,143 +276,3 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
                 n=record.nodes,
             )
         )
-
-
-def mask_html(mask: MaskView, tree: TreeView | None, presenter: bool = False) -> str:
-    """The tree attention mask as a small HTML grid: rows = nodes (token and position id,
-    coloured by state), columns = the committed prefix + every node; ✓ where the row's
-    node attends, · where it does not. All token text is escaped."""
-    states = [n.state for n in tree.nodes] if tree is not None else ["tentative"] * len(mask.labels)
-    size = 14 if presenter else 13
-    cell = f"padding:1px 3px;text-align:center;font-size:{size}px;border:1px solid #e5e7eb;"
-    head = (
-        f'<th style="{cell}">{html.escape(t("tree_mask_node"))}</th>'
-        f'<th style="{cell}" title="{mask.prefix_len}">'
-        f"{html.escape(t('tree_mask_prefix', n=mask.prefix_len))}</th>"
-    )
-    # node tokens (a byte of a multi-byte character shows as ‹E6›, not "�"), else the labels
-    toks = [n.token for n in tree.nodes] if tree is not None else list(mask.labels)
-    head += "".join(
-        f'<th style="{cell}" title="{html.escape(visible_token(lab))}">{j}</th>'
-        for j, lab in enumerate(toks)
-    )
-    rows = []
-    for i, lab in enumerate(toks):
-        fill, border, color = STATE_COLORS[STATE_STYLE.get(states[i], "tentative")]
-        text = visible_token(lab)
-        text = text if len(text) <= 9 else text[:8] + "…"
-        name = (
-            f'<td style="{cell}text-align:left;white-space:pre;font-family:monospace;'
-            f'background:{fill};color:{color};border-left:3px solid {border}">'
-            f"{i} {html.escape(text)} · {mask.positions[i]}</td>"
-        )
-        cells = "".join(
-            f'<td style="{cell}background:#dcfce7;color:#14532d;font-weight:700">✓</td>'
-            if v
-            else f'<td style="{cell}color:#9ca3af">·</td>'
-            for v in mask.grid[i].tolist()
-        )
-        rows.append(f"<tr>{name}{cells}</tr>")
-    return (
-        f'<div class="tree-mask" style="overflow:visible"><table style="border-collapse:'
-        f'collapse;line-height:1.25"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}'
-        "</tbody></table></div>"
-    )
-
-
-# ------------------------------------------------------------------ KV before / after
-_KEEP_COMMITTED = 2  # committed rows shown before the tree's rows
-
-
-def _slot_state(state: str) -> str:
-    return say(SLOT_STATE, state)
-
-
-def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(before, after) of a compaction plan as plain tables: before = the cache right
-    after the verify forward (the last committed rows and one row per node) with what the
-    commit does to each row; after = the rows it keeps, in their new slots."""
-    slots = list(plan.slots)
-    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
-    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
-    action = {
-        "kept": lambda s: t("tree_action_kept"),
-        "moved": lambda s: t("tree_action_moved", n=s.new_slot),
-        "dropped": lambda s: t("tree_action_dropped"),
-    }
-    before = pd.DataFrame(
-        {
-            t("tree_col_slot"): [s.slot for s in shown],
-            t("col_token"): [visible_token(s.token) for s in shown],
-            t("tree_col_state"): [_slot_state(s.state) for s in shown],
-            t("tree_col_action"): [action[s.action](s) for s in shown],
-        }
-    )
-    after_slots = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
-    after_slots = [s for s in after_slots if s.new_slot >= shown[0].slot] if shown else []
-    after = pd.DataFrame(
-        {
-            t("tree_col_slot"): [s.new_slot for s in after_slots],
-            t("col_token"): [visible_token(s.token) for s in after_slots],
-            t("tree_col_state"): [_slot_state(s.state) for s in after_slots],
-            t("tree_col_from"): [s.slot for s in after_slots],
-        }
-    )
-    return before, after
-
-
-def _styled(df: pd.DataFrame, states: list[str]):
-    colours = {
-        "accepted": KV_ROW_COLORS["accepted"],
-        "rejected": KV_ROW_COLORS["rejected"],
-        "unchecked": KV_ROW_COLORS["discarded"],
-        "cut": KV_ROW_COLORS["cut"],
-        "tentative": KV_ROW_COLORS["tentative"],
-    }
-    rows = [colours.get(s, "") for s in states]
-    return df.style.apply(lambda r: [rows[r.name]] * len(r), axis=1).hide(axis="index")
-
-
-def _kv(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
-    heading(t("tree_kv_heading"))
-    state = session.kv_state()
-    plan = session.compaction() if phase != "verify" else None
-    target_len = plan.rows_before if plan is not None and not plan.applied else state.target_kv_len
-    st.markdown(t("tree_kv_counts", c=state.committed_len, t=target_len, d=state.draft_kv_len))
-    if plan is None:
-        if phase == "verify":
-            st.caption(t("tree_kv_no_tree"))
-        st.table(kv_table(state, 3), border="horizontal", hide_index=True)
-        return
-    if plan.applied:
-        moved = sum(s.action == "moved" for s in plan.slots)
-        dropped = sum(s.action == "dropped" for s in plan.slots)
-        if session.stop_reason:  # no next round: nothing "is the next round's first input"
-            tok = f"`{plain(visible_token(session.token(session.ids[-1])))}`"
-            st.caption(
-                t(
-                    "tree_kv_applied_end",
-                    r=len(session.history),
-                    moved=moved,
-                    dropped=dropped,
-                    reason=say(STOP_REASON, session.stop_reason),
-                    tok=tok,
-                )
-            )
-        else:
-            st.caption(t("tree_kv_applied", r=len(session.history), moved=moved, dropped=dropped))
-    else:
-        st.caption(t("tree_kv_planned"))
-    before, after = compaction_tables(plan)
-    slots = list(plan.slots)
-    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
-    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
-    kept = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
-    kept = [s for s in kept if shown and s.new_slot >= shown[0].slot]
-    c1, c2 = st.columns([5, 4], gap="medium")
-    with c1:
-        st.markdown(f"**{t('tree_kv_before')}**")
-        st.table(_styled(before, [s.state for s in shown]), border="horizontal")
-    with c2:
-        st.markdown(f"**{t('tree_kv_after')}**")
-        st.table(_styled(after, [s.state for s in kept]), border="horizontal")
