@@ -26,7 +26,8 @@ from specdec_core.ui.figures.speed import speed_cost_figure, speed_gamma_curve_f
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.measure import show_controls
 from specdec_core.ui.speed.queue import queue
-from specdec_core.ui.speed.view import show_batch_sweep, show_gamma_sweep, show_measurement
+from specdec_core.ui.speed.sweeps import show_batch_sweep, show_gamma_sweep
+from specdec_core.ui.speed.view import show_measurement
 from specdec_core.ui.speed.why import show_predictions, show_timeline, show_verify_curve
 
 S = st.session_state
