@@ -12,17 +12,15 @@ from specdec_core.core.numfmt import fmt_prob
 from specdec_core.rules import lab as R
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import plain, show_error
-from specdec_core.ui.figures.common import COLORS
 from specdec_core.ui.figures.lab import (
-    RULE_COLORS,
     acceptance_stack_figure,
-    acceptance_temperature_figure,
-    empirical_figure,
     rule_finals_figure,
     rule_rows_figure,
 )
 from specdec_core.ui.guards import SHORT_CHARS, table_state_ok, whole_number
 from specdec_core.ui.i18n import t
+from specdec_core.ui.lab import beyond as BY
+from specdec_core.ui.lab import montecarlo as MC
 from specdec_core.ui.lab import view as LV
 
 S = st.session_state
@@ -213,158 +211,13 @@ LV.table(
 )
 
 # ------------------------------------------------------------------ 4 · Monte Carlo
-st.header(t("rl_sec_mc"))
-st.markdown(t("rl_mc_help", seed=seed))
-n_draws = int(
-    st.columns([1, 2])[0].number_input(
-        t("rl_mc_n"), 1000, R.MAX_N, R.DEFAULT_N, 1000, key="rl_mc_n"
-    )
-)
-n_asked = n_draws
-mc_key = (tuple(p), tuple(q), y, n_draws, seed)
-if S.get("rl_mc_key") != mc_key:
-    bar = st.progress(0.0)
-
-    def _tick(done: float) -> None:  # done: the fraction of all rules' draws
-        rule = R.RULES[min(int(done * len(R.RULES)), len(R.RULES) - 1)]
-        bar.progress(min(done, 1.0), text=t("rl_mc_running", rule=t(f"rl_rule_{rule}")))
-
-    # bounded per tab (ui/lab/view.py mc_allowed): past the budget N is lowered, with a message
-    mc, used = LV.monte_carlo_bounded(p, q, y, n_draws, seed, progress=_tick)
-    bar.empty()
-    S.pop("rl_mc_capped", None)
-    if mc["correct"].n != n_asked:
-        S["rl_mc_capped"] = t(
-            "rl_mc_capped",
-            limit=f"{LV.MC_BUDGET_DRAWS:,}",
-            used=f"{used:,}",
-            n=f"{n_asked:,}",
-            shown=f"{mc['correct'].n:,}",
-        )
-    S["rl_mc"], S["rl_mc_key"] = mc, mc_key
-mc = S["rl_mc"]
-n_draws = mc["correct"].n
-if "rl_mc_capped" in S:
-    st.warning(S["rl_mc_capped"])
-
-
-LV.show_mc_table(mc, results)
-if results["resample_p"].tv_to_p < 1e-12:
-    st.caption(t("rl_mc_same"))
-exact = [(t("rl_lab_p"), p, COLORS["p"])]
-empirical = [
-    (t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule]) for rule in R.RULES
-]
-st.plotly_chart(
-    LV.figure(empirical_figure, names, exact, empirical, fig_labels, t("rl_mc_title", n=n_draws)),
-    key="rl_fig_mc",
-)
-st.caption(t("rl_mc_errbars"))
+mc = MC.show_monte_carlo(p, q, y, seed, names, results, fig_labels)
 
 # ------------------------------------------------------------------ 5 · accepted ≠ output
-st.header(t("rl_sec_accepted"))
-st.markdown(t("rl_accepted_help"))
-run = mc["correct"]
-if d.accepted_only is None or run.accepted_fit is None:
-    st.info(t("rl_acc_none"))
-else:
-    a1, a2 = st.columns([3, 2])
-    exact_acc = [
-        (t("rl_lab_p"), p, COLORS["p"]),
-        (t("rl_acc_exact"), d.accepted_only, COLORS["min"]),
-    ]
-    emp_acc = [
-        (
-            t("rl_acc_empirical"),
-            run.accepted_freq,
-            run.accepted_stderr,
-            RULE_COLORS["accepted_only"],
-        )
-    ]
-    title = t("rl_acc_title", n=run.n_accepted, total=run.n)
-    a1.plotly_chart(
-        LV.figure(empirical_figure, names, exact_acc, emp_acc, fig_labels, title),
-        key="rl_fig_accepted",
-    )
-    a2.metric(
-        t("rl_acc_fit"),
-        f"{run.accepted_fit.p_value:.3g}",
-        delta=LV.verdict(run.accepted_fit, "rl_verdict_ok_acc"),
-        delta_color="off",
-        delta_arrow="off",
-    )
-    a2.metric(
-        t("rl_acc_fit_p"),
-        f"{run.accepted_vs_p.p_value:.3g}",
-        delta=LV.verdict(run.accepted_vs_p),
-        delta_color="off",
-        delta_arrow="off",
-    )
-    a2.metric(t("rl_col_rate"), fmt_prob(run.acceptance_rate))
+MC.show_accepted(mc, d, p, names, fig_labels)
 
 # ------------------------------------------------------------------ 6 · temperature
-st.header(t("rl_sec_temp"))
-st.markdown(t("rl_temp_help"))
-if source[0] == "step":
-    st.caption(t("rl_temp_other"))
-temp = float(st.slider(t("rl_temp"), 0.0, 3.0, 1.0, 0.05, key="rl_temp"))
-p_t, q_t = R.temper(p, temp), R.temper(q, temp)
-a_t = R.acceptance_at(p, q, temp)
-curve = R.acceptance_curve(p, q)
-k1, k2 = st.columns(2)
-k1.plotly_chart(
-    LV.figure(rule_rows_figure, names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
-    key="rl_fig_temp_rows",
-)
-curve_labels = {
-    "acceptance": t("rl_lab_acceptance"),
-    "temperature": t("rl_lab_temperature"),
-    "chosen": t("rl_lab_chosen"),
-}
-k2.plotly_chart(
-    LV.figure(
-        acceptance_temperature_figure,
-        R.TEMPERATURE_GRID,
-        curve,
-        (temp, a_t),
-        curve_labels,
-        t("rl_temp_curve"),
-    ),
-    key="rl_fig_temp_curve",
-)
-n1, n2 = st.columns(2)
-n1.metric(t("rl_m_A_T", t=temp), fmt_prob(a_t))
-n2.metric(t("rl_m_A_1"), fmt_prob(d.acceptance))
+BY.show_temperature(p, q, d, names, fig_labels, source)
 
 # ------------------------------------------------------------------ 7 · tree node
-st.header(t("rl_sec_tree"))
-st.markdown(t("rl_tree_help"))
-k_state = S.get("rl_tree_k")  # None on first load, or a crafted value: not one of the choices
-if type(k_state) is not int or not 1 <= k_state <= R.MAX_SIBLINGS:
-    S["rl_tree_k"] = 2  # two siblings: the smallest tree where the naive rule goes wrong
-k_tree = st.columns([1, 2])[0].selectbox(
-    t("rl_tree_k"), list(range(1, R.MAX_SIBLINGS + 1)), key="rl_tree_k", help=t("rl_tree_k_help")
-)
-try:
-    tree = LV.tree_node(p, q, k_tree)
-except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-    show_error(exc)
-    st.stop()
-# the figure colours rules by the lab's palette: residual as "correct", naive as "resample_p"
-tree_labels = {
-    **fig_labels,
-    "correct": t("rl_tree_rule_residual"),
-    "resample_p": t("rl_tree_rule_naive"),
-}
-tree_finals = {"correct": tree["residual"].final, "resample_p": tree["naive"].final}
-g1, g2 = st.columns([3, 2])
-g1.plotly_chart(
-    LV.figure(rule_finals_figure, names, p, tree_finals, tree_labels, t("rl_tree_fig", k=k_tree)),
-    key="rl_fig_tree",
-)
-with g2:
-    st.write("")
-    st.markdown(t("rl_tree_why", beta=fmt_prob(d.beta)))
-if tree["naive"].tv_to_p < 1e-12:
-    st.caption(t("rl_tree_same"))
-LV.show_tree_tables(names, p, tree)
+BY.show_tree_node(p, q, d, names, fig_labels)
