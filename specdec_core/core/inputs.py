@@ -15,6 +15,7 @@ import numpy as np
 
 from specdec_core.core.errors import InputError, PromptError, TokenTextError
 from specdec_core.core.models import ModelPair
+from specdec_core.core.processors import GrammarSpec, PenaltyConfig
 from specdec_core.core.sampling import ConfigError, SamplingConfig
 
 MAX_GAMMA = 16
@@ -69,6 +70,9 @@ class SessionConfig:
     ``draft_method``: ``probabilistic`` (sample from ``q``) or ``greedy`` (argmax,
     one-hot ``q``). ``max_new_tokens`` ≥ 1. ``stop_strings``: generation stops right after
     the token that completes one. ``top_n``: tokens kept per distribution in traces.
+    ``repetition_penalty`` / ``frequency_penalty`` / ``presence_penalty`` /
+    ``no_repeat_ngram_size`` and ``grammar``: the history-dependent processors
+    (``core/processors.py``), applied to ``p`` and ``q`` on each row's own prefix.
     """
 
     gamma: int = 4
@@ -81,10 +85,24 @@ class SessionConfig:
     stop_strings: tuple[str, ...] = ()
     repropose_after_edit: bool = True
     top_n: int = 8
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    no_repeat_ngram_size: int = 0
+    grammar: GrammarSpec | None = None
 
     @property
     def sampling(self) -> SamplingConfig:
         return SamplingConfig(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def penalties(self) -> PenaltyConfig:
+        return PenaltyConfig(
+            self.repetition_penalty,
+            self.frequency_penalty,
+            self.presence_penalty,
+            self.no_repeat_ngram_size,
+        )
 
     def validate(self, vocab_size: int | None = None) -> SessionConfig:
         if not isinstance(self.gamma, int) or not 1 <= self.gamma <= MAX_GAMMA:
@@ -100,6 +118,11 @@ class SessionConfig:
             raise ConfigError(f"seed must be a whole number from 0 to 2**63 − 1, got {self.seed!r}")
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ConfigError(f"max new tokens must be ≥ 1, got {self.max_new_tokens!r}")
+        self.penalties.validate()
+        if self.grammar is not None:
+            if not isinstance(self.grammar, GrammarSpec):
+                raise ConfigError(f"grammar must be a GrammarSpec, got {self.grammar!r}")
+            self.grammar.validate()
         return self
 
 
