@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from specdec_core.core.processors import ProcessorView
 from specdec_core.core.records import RoundRecord
 from specdec_core.core.words import CheckStatus, RoundKind, StopReason, VerdictKind
 
@@ -171,12 +172,15 @@ class KVRow:
 
 @dataclass(frozen=True)
 class KVState:
-    """Counters (all in tokens, prompt included) and the table."""
+    """Counters (all in tokens, prompt included) and the table; ``processors``: the state
+    beyond the KV cache at the same moment (grammar matcher, penalty counts; ``None`` when
+    the session has no history-dependent processor, ``core/processors.py``)."""
 
     committed_len: int
     target_kv_len: int
     draft_kv_len: int
     rows: tuple[KVRow, ...]
+    processors: ProcessorView | None = None
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import torch
 from specdec_core.core.device import sync
 from specdec_core.core.inputs import DraftMethod
 from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
 
 
@@ -81,17 +82,28 @@ class Drafter:
         sampling: SamplingConfig,
         method: DraftMethod,
         generator: torch.Generator,
+        processors: Processors | None = None,
     ) -> Draft:
         """Up to ``gamma`` drafts after ``context`` (``L ≥ 1`` ids), each drawn by
         :func:`draw_proposal` from the drafter's row at its position (``generator``: the
-        round's drafting stream)."""
+        round's drafting stream). ``processors`` (active ones): each row is processed for
+        its own prefix, ``context + y_1..y_{i−1}`` (:meth:`Processors.row`), before
+        temperature/top-k/top-p, so ``q_i`` is what ``y_i`` was really drawn from and the
+        drafts stay inside the grammar; the processors then stand on
+        ``context + y_1..y_{γ'−1}``."""
         started = time.perf_counter()
         forwards = self.forwards
         rows: list[torch.Tensor] = []
+        picked: list[int] = []
+        process = processors is not None and processors.active
 
         def pick(logits: torch.Tensor) -> int:
+            if process:
+                assert processors is not None
+                logits = processors.row(logits, context + picked)
             token, q = draw_proposal(logits, sampling, method, generator)
             rows.append(q)
+            picked.append(token)
             return token
 
         ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 import torch
@@ -29,6 +30,7 @@ from specdec_core.core.errors import InputError, PhaseError
 from specdec_core.core.inputs import SessionConfig, prompt_ids
 from specdec_core.core.kvcache import ModelCache, kv_state
 from specdec_core.core.models import ModelPair
+from specdec_core.core.processors import Processors, make_processors
 from specdec_core.core.trace import KVState, TokenInfo, token_lookup
 from specdec_core.core.words import Phase, StopReason
 from specdec_core.drafters import Drafter
@@ -100,6 +102,16 @@ class StepMachine(Generic[P, T]):
             raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
         self.ids: list[int] = ids
         self.prompt_len = prompt_len
+        #: The history-dependent processors (penalties, grammar matcher), standing on the
+        #: committed ids between rounds (``core/processors.py``).
+        self.processors: Processors = make_processors(
+            pair.tokenizer,
+            pair.vocab_size,
+            self.config.penalties,
+            self.config.grammar,
+            prompt_len,
+            ids,
+        )
         self.target = ModelCache(pair.target)
         self.drafter: Drafter = self._make_drafter(drafter)
         self.drafter.attach(self.target)
@@ -173,11 +185,13 @@ class StepMachine(Generic[P, T]):
         rng_state = rng.get_state() if rng is not None else None
         target_len = self.target.kv_len
         draft_len = len(self.drafter.cached_ids() or [])
+        processor_ids = list(self.processors.ids)
         try:
             yield
         except BaseException:
             if rng is not None and rng_state is not None:
                 rng.set_state(rng_state)
+            self.processors.sync_to(processor_ids)
             self.target.truncate(target_len)
             self.drafter.rollback(min(draft_len, len(self.drafter.cached_ids() or [])))
             raise
@@ -260,7 +274,7 @@ class StepMachine(Generic[P, T]):
         :meth:`_kv_drafts` names, marked with ``tentative_states`` (default all
         ``tentative``)."""
         tokens = [self.token(t) for t in self.ids + self._kv_drafts()]
-        return kv_state(
+        state = kv_state(
             tokens,
             self.prompt_len,
             len(self.ids),
@@ -268,3 +282,6 @@ class StepMachine(Generic[P, T]):
             self.drafter.cached_ids(),
             tentative_states,
         )
+        if not self.processors.active:
+            return state
+        return replace(state, processors=self.processors.view())

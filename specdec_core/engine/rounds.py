@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.core.processors import Processors
 from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.drafters import Drafter
@@ -103,6 +104,7 @@ def verify_drafts(
     sampling: SamplingConfig,
     generator: torch.Generator,
     raw_out: list[torch.Tensor] | None = None,
+    processors: Processors | None = None,
 ) -> tuple[torch.Tensor, Verdict, int]:
     """ONE target forward over ``[committed tokens without KV] + y_1..y_γ``, then the rule.
 
@@ -113,6 +115,10 @@ def verify_drafts(
             unused at temperature 0.
         raw_out: if given, the same logits at T = 1 (plain softmax, ``[γ + 1, V]`` float32
             CPU) are appended to it: context for a greedy lesson, never used by the rule.
+        processors: active ones process row ``i`` for its own prefix
+            ``committed + y_1..y_{i−1}`` (:meth:`Processors.rows`) before
+            temperature/top-k/top-p; they then stand advanced through the drafts (the
+            commit's :func:`rollback` brings them back with the caches).
 
     Returns:
         ``(p_rows, verdict, fed)``: ``p_rows`` ``[γ + 1, V]`` float32 CPU (``p_1..p_{γ+1}``
@@ -122,6 +128,8 @@ def verify_drafts(
     gamma = len(draft_ids)
     feed = target.sync_to(committed + draft_ids)
     logits = target.extend(feed)[-(gamma + 1) :]  # [γ+1, V]
+    if processors is not None and processors.active:
+        logits = processors.rows(logits, committed, draft_ids)
     p_rows = logits_to_probs(logits, sampling).cpu()
     if raw_out is not None:
         raw_out.append(torch.softmax(logits.float(), dim=-1).cpu())
@@ -249,10 +257,18 @@ def commit_round(
     return record, reason
 
 
-def rollback(target: ModelCache, drafter: Drafter, committed: list[int]) -> tuple[int, int]:
+def rollback(
+    target: ModelCache,
+    drafter: Drafter,
+    committed: list[int],
+    processors: Processors | None = None,
+) -> tuple[int, int]:
     """Crop both caches to the committed history, leaving the last committed token
-    without KV (it is the first input of the next round). Returns positions removed
-    ``(target, draft)``."""
+    without KV (it is the first input of the next round), and bring the processors (the
+    grammar matcher) to the committed ids, correction/bonus token included. Returns
+    positions removed ``(target, draft)``."""
+    if processors is not None:
+        processors.sync_to(committed)
     last = len(committed) - 1
     removed_target = target.crop(min(common_prefix_len(target.ids, committed), last))
     draft_cached = drafter.cached_ids() or []
