@@ -71,6 +71,7 @@ PAGES = [
     ("pages/acceptance_lab.py", "nav_rules", ":material/balance:"),
     ("pages/speed.py", "nav_speed", ":material/speed:"),
     ("pages/drafters.py", "nav_drafters", ":material/call_split:"),
+    ("pages/lossless.py", "nav_lossless", ":material/verified:"),
 ]
 
 pages = [

@@ -1,0 +1,1 @@
+"""The lossless page's parts (where the promise of speculative decoding ends)."""
