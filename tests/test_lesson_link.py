@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.processors import GrammarSpec, PenaltyConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
@@ -260,3 +261,73 @@ def test_cli_prints_the_scenario_links(capsys, embedded_pair):
         assert url.startswith("http://h:1/?") and len(url) < 2000
         state, problems = decode(parse_qs(parts.query), ["embedded"])
         assert problems == [] and state.prompt and state.phase == "commit"
+
+
+# ---------------------------------------------------------------- issue 25: processors
+SPEAKER = ("regex", r"(ROMEO|JULIET|NURSE): [A-Za-z ,.;'!?]{1,80}\n")
+
+
+def test_processor_settings_survive_the_url_form_and_name_the_session_config():
+    state = LessonState(
+        repetition_penalty=1.3,
+        frequency_penalty=-0.5,
+        presence_penalty=0.25,
+        no_repeat_ngram_size=3,
+        grammar=SPEAKER,
+        prompt="ROMEO",
+    )
+    assert decode(encode(state), OFFERED) == (state, [])
+    config = state.config()
+    assert config.penalties == PenaltyConfig(1.3, -0.5, 0.25, 3)
+    assert config.grammar == GrammarSpec(*SPEAKER)
+    assert LessonState(prompt="ROMEO").with_config(config) == state
+    # a state without processors encodes none of their fields (old links stay the same)
+    plain = LessonState(prompt="ROMEO")
+    raw = zlib.decompress(base64.urlsafe_b64decode(encode(plain)["s"] + "=="))
+    assert json.loads(raw) == {"prompt": "ROMEO"}
+    assert plain.config().grammar is None and not plain.config().penalties.active
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("repetition_penalty", 0.0),
+        ("repetition_penalty", 10.5),
+        ("repetition_penalty", "1.2"),
+        ("repetition_penalty", float("nan")),
+        ("frequency_penalty", 2.5),
+        ("presence_penalty", -3),
+        ("presence_penalty", True),
+        ("no_repeat_ngram_size", 11),
+        ("no_repeat_ngram_size", -1),
+        ("no_repeat_ngram_size", 2.5),
+        ("grammar", ["regex"]),
+        ("grammar", ["lisp", "(a)"]),
+        ("grammar", ["regex", "   "]),
+        ("grammar", ["regex", "a" * 2001]),
+        ("grammar", ["json_schema", 7]),
+        ("grammar", "regex:a+"),
+    ],
+)
+def test_a_bad_processor_field_is_dropped_alone(field, value):
+    state, problems = decode({"v": "2", "s": _pack({field: value, "gamma": 6})}, OFFERED)
+    assert [(p.code, p.params["name"]) for p in problems] == [("bad_value", field)]
+    assert state == LessonState(gamma=6)  # the rest of the link is kept
+
+
+def test_a_link_with_processors_replays_the_same_session(embedded_pair):
+    config = SessionConfig(
+        gamma=3, max_new_tokens=12, repetition_penalty=1.5, grammar=GrammarSpec(*SPEAKER)
+    )
+    session = SpeculativeSession(embedded_pair, PROMPT, config)
+    for step in (session.propose, session.verify, session.commit, session.propose):
+        step()
+    state = state_of(session, LessonState(max_new_tokens=12), PROMPT)
+    assert state.grammar == SPEAKER and state.repetition_penalty == 1.5
+    back, problems = decode(encode(state), OFFERED)
+    assert back == state and problems == []
+    again = replay(embedded_pair, back)
+    assert again.problems == [] and again.session.config == config
+    assert timeless_json(again.session.history) == timeless_json(session.history)
+    assert again.session.drafts == session.drafts
+    assert again.session.kv_state() == session.kv_state()

@@ -33,6 +33,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from specdec_core.core.inputs import SessionConfig, is_valid_text, load_json
+from specdec_core.core.processors import (
+    FREQUENCY_PENALTY_RANGE,
+    MAX_GRAMMAR_CHARS,
+    MAX_NGRAM_SIZE,
+    PRESENCE_PENALTY_RANGE,
+    REPETITION_PENALTY_RANGE,
+    GrammarSpec,
+)
 from specdec_core.drafters import DRAFTER_NAMES, preset_has_eagle_head
 from specdec_core.engine.tree.generate import tree_refusal
 
@@ -82,6 +90,11 @@ class LessonState:
     edits: tuple[tuple[int, int, int], ...] = ()
     presenter: bool = False
     tree: tuple[int, ...] = ()
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    no_repeat_ngram_size: int = 0
+    grammar: tuple[str, ...] = ()
 
     def config(self) -> SessionConfig:
         """The session settings of this state."""
@@ -93,6 +106,11 @@ class LessonState:
             draft_method=self.draft_method,
             seed=self.seed,  # type: ignore[arg-type]
             max_new_tokens=self.max_new_tokens,
+            repetition_penalty=self.repetition_penalty,
+            frequency_penalty=self.frequency_penalty,
+            presence_penalty=self.presence_penalty,
+            no_repeat_ngram_size=self.no_repeat_ngram_size,
+            grammar=GrammarSpec(*self.grammar) if self.grammar else None,  # type: ignore[arg-type]
         )
 
     def with_config(self, config: SessionConfig) -> LessonState:
@@ -106,6 +124,11 @@ class LessonState:
             draft_method=config.draft_method,
             seed=config.seed,
             max_new_tokens=config.max_new_tokens,
+            repetition_penalty=config.repetition_penalty,
+            frequency_penalty=config.frequency_penalty,
+            presence_penalty=config.presence_penalty,
+            no_repeat_ngram_size=config.no_repeat_ngram_size,
+            grammar=(config.grammar.kind, config.grammar.source) if config.grammar else (),
         )
 
 
@@ -254,6 +277,20 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
         return _int(value, 1 if name in ("gamma", "max_new_tokens") else 0, high)
     if name == "temperature":
         return _float(value, 0.0, 2.0)
+    penalty_ranges = {
+        "repetition_penalty": REPETITION_PENALTY_RANGE,
+        "frequency_penalty": FREQUENCY_PENALTY_RANGE,
+        "presence_penalty": PRESENCE_PENALTY_RANGE,
+    }
+    if name in penalty_ranges:
+        return _float(value, *penalty_ranges[name])
+    if name == "no_repeat_ngram_size":
+        return _int(value, 0, MAX_NGRAM_SIZE)
+    if name == "grammar":  # [kind, source]: a regex or a JSON schema, bounded text
+        ok = isinstance(value, list) and len(value) == 2 and value[0] in ("regex", "json_schema")
+        ok = ok and is_valid_text(value[1]) and len(value[1]) <= MAX_GRAMMAR_CHARS
+        ok = ok and bool(value[1].strip())
+        return (value[0], value[1]) if ok else BAD
     if name == "top_p":
         return _float(value, 0.05, 1.0)
     if name == "presenter":

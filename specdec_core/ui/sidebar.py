@@ -8,8 +8,20 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specdec_core.core.errors import ConfigError
 from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
 from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
+from specdec_core.core.processors import (
+    FREQUENCY_PENALTY_RANGE,
+    GRAMMAR_PRESETS,
+    MAX_GRAMMAR_CHARS,
+    MAX_NGRAM_SIZE,
+    PRESENCE_PENALTY_RANGE,
+    REPETITION_PENALTY_RANGE,
+    GrammarSpec,
+    GrammarState,
+    compile_grammar,
+)
 from specdec_core.drafters import drafters_for
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.errors import error_message, plain
@@ -37,6 +49,26 @@ DRAFTER_LABELS = {
     "early-exit": "early exit · 提前退出",
     "eagle": "EAGLE head · EAGLE 特征头",
 }
+#: The grammar choices: none, the presets (core/processors.GRAMMAR_PRESETS), custom text.
+GRAMMAR_LABELS = {
+    "none": "none · 无",
+    "speaker_line": "speaker line · 角色台词",
+    "short_answer": "short answer · 简短回答",
+    "json_person": "JSON person · JSON 人物",
+    "regex": "custom regex · 自定义正则",
+    "json_schema": "custom JSON schema · 自定义 JSON",
+}
+CUSTOM_GRAMMARS = ("regex", "json_schema")
+#: The penalty number boxes: widget key, string key (and ``<key>_help``), range, step.
+PENALTY_WIDGETS = (
+    ("cfg_rep_penalty", "sb_rep_penalty", REPETITION_PENALTY_RANGE, 0.05),
+    ("cfg_freq_penalty", "sb_freq_penalty", FREQUENCY_PENALTY_RANGE, 0.1),
+    ("cfg_pres_penalty", "sb_pres_penalty", PRESENCE_PENALTY_RANGE, 0.1),
+    ("cfg_no_repeat_ngram", "sb_no_repeat_ngram", (0, MAX_NGRAM_SIZE), 1),
+)
+GRAMMAR_CHECKED = "grammar_checked"  # {(pair, kind, source): ConfigError | None}, bounded
+GRAMMAR_OK = "grammar_ok"  # (pair name, the last grammar on screen that compiled)
+GRAMMAR_ERROR = "grammar_error"  # the error of the grammar on screen, for the sidebar
 
 
 def _load_current() -> ModelPair:
@@ -76,9 +108,62 @@ def _chosen_by_user() -> None:
     st.session_state.pop("pair_notice", None)
 
 
+def grammar_on_screen() -> GrammarSpec | None:
+    """The grammar the sidebar's widgets name (a preset, or the custom text), unchecked."""
+    get = st.session_state.get
+    choice = get("cfg_grammar", "none")
+    if choice in GRAMMAR_PRESETS:
+        return GrammarSpec(*GRAMMAR_PRESETS[choice])
+    if choice in CUSTOM_GRAMMARS:
+        return GrammarSpec(choice, str(get("cfg_grammar_text", "")))
+    return None
+
+
+def grammar_choice(spec: GrammarSpec | None) -> tuple[str, str | None]:
+    """The widget values that show ``spec``: ``(choice, custom text or None)``."""
+    if spec is None:
+        return "none", None
+    for name, (kind, source) in GRAMMAR_PRESETS.items():
+        if (kind, source) == (spec.kind, spec.source):
+            return name, None
+    return spec.kind, spec.source
+
+
+def check_grammar(pair: ModelPair, spec: GrammarSpec) -> ConfigError | None:
+    """Whether ``spec`` compiles for ``pair`` and allows a first token (the verdict is
+    kept per session, so a grammar is compiled once, not on every rerun)."""
+    checked: dict = st.session_state.setdefault(GRAMMAR_CHECKED, {})
+    key = (pair.name, spec.kind, spec.source)
+    if key not in checked:
+        try:
+            GrammarState(compile_grammar(pair.tokenizer, pair.vocab_size, spec), pair.vocab_size)
+            checked[key] = None
+        except ConfigError as exc:
+            checked[key] = exc
+        while len(checked) > 16:  # the oldest verdict goes first
+            del checked[next(iter(checked))]
+    return checked[key]
+
+
+def chosen_grammar(pair: ModelPair) -> GrammarSpec | None:
+    """The grammar the session gets: the one on screen if it compiles, else the last one
+    that did (the session is left unchanged; the sidebar shows the error)."""
+    S = st.session_state
+    spec = grammar_on_screen()
+    error = None if spec is None else check_grammar(pair, spec)
+    if error is None:
+        S[GRAMMAR_OK] = (pair.name, spec)
+        S.pop(GRAMMAR_ERROR, None)
+        return spec
+    S[GRAMMAR_ERROR] = error
+    name, kept = S.get(GRAMMAR_OK, (pair.name, None))
+    return kept if name == pair.name else None
+
+
 def current_config(pair: ModelPair) -> SessionConfig:
     """The settings the sidebar widgets hold now (also inside a button callback, where a
-    number typed without Enter has already reached session state)."""
+    number typed without Enter has already reached session state). A grammar that does
+    not compile is not taken (:func:`chosen_grammar`)."""
     get = st.session_state.get
     return SessionConfig(
         gamma=int(get("cfg_gamma", 4)),
@@ -88,7 +173,70 @@ def current_config(pair: ModelPair) -> SessionConfig:
         draft_method=get("cfg_method", "probabilistic"),
         seed=int(get("cfg_seed", 0)),
         max_new_tokens=int(get("cfg_max_new", min(80, pair.context_length - 1))),
+        repetition_penalty=float(get("cfg_rep_penalty", 1.0)),
+        frequency_penalty=float(get("cfg_freq_penalty", 0.0)),
+        presence_penalty=float(get("cfg_pres_penalty", 0.0)),
+        no_repeat_ngram_size=int(get("cfg_no_repeat_ngram", 0)),
+        grammar=chosen_grammar(pair),
     )
+
+
+def _fill_custom() -> None:
+    """Switched to a custom grammar with an empty box: start from an example (the speaker
+    line or the JSON person), never from an empty grammar's error."""
+    S = st.session_state
+    choice = S.get("cfg_grammar")
+    if choice in CUSTOM_GRAMMARS and not str(S.get("cfg_grammar_text", "")).strip():
+        example = "speaker_line" if choice == "regex" else "json_person"
+        S["cfg_grammar_text"] = GRAMMAR_PRESETS[example][1]
+
+
+def _processors(pair: ModelPair) -> None:
+    """The expander of history-dependent logits processors (core/processors.py)."""
+    get = st.session_state.get
+    active = (
+        get("cfg_rep_penalty", 1.0) != 1.0
+        or get("cfg_freq_penalty", 0.0) != 0.0
+        or get("cfg_pres_penalty", 0.0) != 0.0
+        or get("cfg_no_repeat_ngram", 0) > 0
+        or get("cfg_grammar", "none") != "none"
+    )
+    box = st.sidebar.expander(t("sb_processors"), expanded=active)
+    box.caption(t("sb_processors_help"))
+    for key, label, (low, high), step in PENALTY_WIDGETS:
+        number = isinstance(low, int)  # the n-gram size: a whole number
+        box.number_input(
+            t(label),
+            low,
+            high,
+            0 if number else (1.0 if key == "cfg_rep_penalty" else 0.0),
+            step,
+            None if number else "%.2f",
+            key=key,
+            help=t(label + "_help"),
+        )
+    choice = box.selectbox(
+        t("sb_grammar"),
+        list(GRAMMAR_LABELS),
+        key="cfg_grammar",
+        format_func=GRAMMAR_LABELS.get,
+        on_change=_fill_custom,
+        help=t("sb_grammar_help"),
+    )
+    if choice in GRAMMAR_PRESETS:
+        kind, source = GRAMMAR_PRESETS[choice]
+        box.caption(t("sb_grammar_kind_" + kind))
+        box.code(source, language=None, wrap_lines=True)
+    elif choice in CUSTOM_GRAMMARS:
+        box.text_area(
+            t("sb_grammar_text_" + choice),
+            key="cfg_grammar_text",
+            max_chars=MAX_GRAMMAR_CHARS,
+            height=100,
+        )
+    error = get(GRAMMAR_ERROR)
+    if error is not None:
+        box.error(error_message(error))
 
 
 def presenter_on() -> bool:
@@ -178,7 +326,8 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         key="cfg_max_new",
         help=t("max_new_tokens_help"),
     )
-    config = current_config(pair)
+    config = current_config(pair)  # checks the grammar before its expander is drawn
+    _processors(pair)
     st.session_state["pair"] = pair
     st.session_state["config"] = config
     return pair, config

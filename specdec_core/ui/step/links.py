@@ -33,6 +33,7 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.problems import keep, kept
+from specdec_core.ui.sidebar import grammar_choice
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 
@@ -51,6 +52,10 @@ SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
     "seed": "cfg_seed",
     "max_new_tokens": "cfg_max_new",
     "drafter": "cfg_drafter",
+    "repetition_penalty": "cfg_rep_penalty",
+    "frequency_penalty": "cfg_freq_penalty",
+    "presence_penalty": "cfg_pres_penalty",
+    "no_repeat_ngram_size": "cfg_no_repeat_ngram",
     "pair": "pair_name",
     "lang": "lang",
     "presenter": "presenter",
@@ -62,6 +67,10 @@ def _seed_widgets(state: LessonState) -> None:
     S = st.session_state
     for name, key in SIDEBAR_KEYS.items():
         S[key] = getattr(state, name)
+    choice, text = grammar_choice(state.config().grammar)  # a preset, or the custom text
+    S["cfg_grammar"] = choice
+    if text is not None:
+        S["cfg_grammar_text"] = text
     if state.prompt:
         S[L.PROMPT_KEY] = state.prompt
     TL.seed_link(state.tree)  # the step page's mode (chain | tree) and shape
