@@ -24,6 +24,7 @@ from specdec_core.ui.render import (
     round_strip,
     token_strip_html,
 )
+from specdec_core.ui.step import processors_view
 from specdec_core.ui.words import (
     CHECK_STATUS,
     NEXT_NO_DRAFTS,
@@ -291,6 +292,14 @@ def kv_section(
     keep = 2 + (len(last.commit.appended) if last is not None else 0)
     st.html(kv_table_html(state, None if show_all else keep))
     st.caption(t("kv_help"))
+    config = session.config
+    processors_view.section(
+        processors_view.chain_moments(session, last, session.phase),
+        session.prompt_len,
+        session.token,
+        config.repetition_penalty == 1.0 and config.no_repeat_ngram_size == 0,
+        heading,
+    )
 
 
 HISTORY_SHOWN = 20  # rounds of the history drawn unless older ones are asked for
