@@ -30,8 +30,9 @@ from __future__ import annotations
 import math
 import re
 import threading
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import torch
@@ -60,7 +61,8 @@ GRAMMAR_PRESETS: dict[str, tuple[GrammarKind, str]] = {
     "json_person": (
         "json_schema",
         '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, '
-        '"age": {"type": "integer"}}, "required": ["name", "age"], '
+        '"age": {"type": "integer", "minimum": 0, "maximum": 120}}, '
+        '"required": ["name", "age"], '
         '"additionalProperties": false}',
     ),
 }
@@ -250,7 +252,9 @@ def compile_grammar(tokenizer: object, vocab_size: int, spec: GrammarSpec) -> ob
             if spec.kind == "regex":
                 result["grammar"] = compiler.compile_regex(spec.source)
             else:
-                result["grammar"] = compiler.compile_json_schema(spec.source, strict_mode=True)
+                result["grammar"] = compiler.compile_json_schema(
+                    spec.source, any_whitespace=False, strict_mode=True
+                )
         except Exception as exc:  # xgrammar raises RuntimeError with a C++ location prefix
             result["error"] = exc
 
@@ -374,12 +378,17 @@ class Processors:
         penalties: the penalty settings. grammar: the matcher (``None``: no grammar).
         prompt_len: ids of every prefix that are the prompt.
         ids: the full prefix (prompt + generated + tentative) the state stands on.
+        timing: milliseconds spent processing rows so far (``penalty_ms``, ``grammar_ms``)
+            and the number of ``rows`` (a counter for benchmarks; never reset).
     """
 
     penalties: PenaltyConfig
     grammar: GrammarState | None
     prompt_len: int
     ids: list[int] = field(default_factory=list)
+    timing: dict[str, float] = field(
+        default_factory=lambda: {"penalty_ms": 0.0, "grammar_ms": 0.0, "rows": 0.0}
+    )
 
     @property
     def active(self) -> bool:
@@ -396,15 +405,30 @@ class Processors:
         """``[V]`` logits → ``[V]`` float32 processed logits for the position after
         ``prefix``; the state then stands on ``prefix``. A row whose prefix the grammar
         refuses (a drafted token outside the grammar) is masked as after the accepted part
-        (its position is rejected anyway: the refused token has ``p = 0``)."""
-        self.sync_to(prefix)
+        (its position is rejected anyway: the refused token has ``p = 0``). When the
+        no-repeat n-gram ban leaves no token the grammar allows, the grammar wins: the row
+        is recomputed without the ban (never a row with no finite logit). The time spent
+        is added to :attr:`timing` (``penalty_ms``, ``grammar_ms``: matcher sync + mask,
+        ``rows``)."""
+        started = time.perf_counter()
+        self.ids = list(prefix)
         out = apply_penalties(logits, prefix, self.prompt_len, self.penalties)
-        if self.grammar is not None:
-            allowed = self.grammar.allowed().to(out.device)
-            if not bool(allowed.any()):  # terminated: never sampled (the stop rule ends it)
-                allowed[self.grammar.stop_token_ids] = True
-            out = out.masked_fill(~allowed, float("-inf"))
-        return out
+        penalised = time.perf_counter()
+        self.timing["penalty_ms"] += (penalised - started) * 1e3
+        self.timing["rows"] += 1
+        if self.grammar is None:
+            return out
+        self.grammar.sync_to(self.ids[self.prompt_len :])
+        allowed = self.grammar.allowed().to(out.device)
+        if not bool(allowed.any()):  # terminated: never sampled (the stop rule ends it)
+            allowed[self.grammar.stop_token_ids] = True
+        masked = out.masked_fill(~allowed, float("-inf"))
+        if self.penalties.no_repeat_ngram_size > 0 and not bool(torch.isfinite(masked).any()):
+            relaxed = replace(self.penalties, no_repeat_ngram_size=0)
+            masked = apply_penalties(logits, prefix, self.prompt_len, relaxed)
+            masked = masked.masked_fill(~allowed, float("-inf"))
+        self.timing["grammar_ms"] += (time.perf_counter() - penalised) * 1e3
+        return masked
 
     def rows(
         self, logits: torch.Tensor, base: Sequence[int], tokens: Sequence[int]

@@ -239,7 +239,10 @@ class VerifyTrace:
     ``n + 1``); the committed drafts are the checks whose status is ``accepted`` (fewer
     when a stop cuts the round). ``next_dist`` is ``p_{γ+1}`` (bonus) or, after a
     rejection, the slice at that position (whose ``excess`` is the residual before
-    normalisation)."""
+    normalisation). ``kv_before`` / ``kv_after``: the caches and the processors' state
+    (:attr:`KVState.processors`) before the forward (at the committed ids) and after it
+    (advanced through the drafts). ``unprocessed_dists``: ``p`` before the processors,
+    next to the checks' processed ``p`` (the masked mass made visible)."""
 
     round_index: int
     greedy: bool
@@ -255,6 +258,11 @@ class VerifyTrace:
     # greedy only: the target's T = 1 slices at positions 1..γ+1 from the same logits
     # (context the greedy rule does not use); empty when sampling
     context_dists: tuple[DistSlice, ...] = ()
+    # with history-dependent processors (penalties, grammar): the target's slices at
+    # positions 1..γ+1 BEFORE them (after temperature/top-k/top-p; at T = 0 the T = 1
+    # softmax, like context_dists), showing every token the processed slices show plus
+    # their own top tokens; empty when no processor is active
+    unprocessed_dists: tuple[DistSlice, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -262,7 +270,8 @@ class CommitTrace:
     """``kind`` is correction | bonus | stopped (a stop cut the commit short);
     ``discarded`` the rejected draft and those after it, ``cut`` the drafts after a stop
     that fell on a committed draft; ``kv_before`` marks the rows the rollback removes
-    (state ``rejected``/``discarded``/``cut``)."""
+    (state ``rejected``/``discarded``/``cut``); ``kv_after``'s processors stand rolled
+    back to the committed ids, correction/bonus token included."""
 
     round_index: int
     appended: tuple[TokenInfo, ...]

@@ -63,6 +63,10 @@ class Drafter:
     Attributes:
         name: the drafter's name (:data:`drafters.registry.DRAFTER_NAMES`).
         can_draft_tree: ``True`` exactly when :meth:`tree_logits` returns logits.
+        follows_grammar: ``True`` when every draft is picked from a processed row (so
+            a grammar keeps the drafts inside it); ``False`` for a drafter that picks
+            without ``pick`` (prompt lookup: a grammar is refused with it,
+            :func:`specdec_core.engine.rounds.grammar_refusal`).
         vocab_size: ``V``, the width of every ``q`` row.
         device: where the drafter's forwards run (synchronised before a proposal's clock
             is read).
@@ -70,6 +74,7 @@ class Drafter:
 
     name: str = ""
     can_draft_tree: bool = False
+    follows_grammar: bool = True
     vocab_size: int
     device: torch.device = torch.device("cpu")
     forward_ms: float = 0.0

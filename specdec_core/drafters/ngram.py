@@ -28,6 +28,7 @@ class NgramDrafter(Drafter):
     """
 
     name = "ngram"
+    follows_grammar = False  # copies text: a grammar is refused with it
 
     def __init__(self, vocab_size: int, max_n: int = 3) -> None:
         if not isinstance(max_n, int) or max_n < 1:

@@ -34,7 +34,7 @@ from specdec_core.core.processors import Processors, make_processors
 from specdec_core.core.trace import KVState, TokenInfo, token_lookup
 from specdec_core.core.words import Phase, StopReason
 from specdec_core.drafters import Drafter
-from specdec_core.engine.rounds import stop_rule
+from specdec_core.engine.rounds import check_grammar_drafter, stop_rule
 
 Step = Literal["propose", "verify", "commit"]
 #: The steps of one round, in order.
@@ -74,7 +74,10 @@ class StepMachine(Generic[P, T]):
     prompt), :meth:`_make_drafter`, :meth:`_kv_drafts`, and the three steps.
 
     Raises:
-        ConfigError: bad settings. PromptError: bad prompt (text or ids,
+        ConfigError: bad settings, a bad penalty or grammar (codes of
+        :func:`~specdec_core.core.processors.make_processors`), a grammar the text already
+        generated breaks (``grammar_prompt``), a grammar with prompt lookup
+        (``grammar_ngram``). PromptError: bad prompt (text or ids,
         :func:`specdec_core.core.inputs.prompt_ids`). InputError: ``prompt_len`` outside
         ``1..len(ids)`` or not a whole number.
     """
@@ -102,6 +105,7 @@ class StepMachine(Generic[P, T]):
             raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
         self.ids: list[int] = ids
         self.prompt_len = prompt_len
+        check_grammar_drafter(drafter, self.config.grammar)  # before compiling it
         #: The history-dependent processors (penalties, grammar matcher), standing on the
         #: committed ids between rounds (``core/processors.py``).
         self.processors: Processors = make_processors(

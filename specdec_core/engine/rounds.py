@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Literal
 
 import torch
 
+from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
-from specdec_core.core.processors import Processors
+from specdec_core.core.processors import GrammarSpec, Processors
 from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
-from specdec_core.drafters import Drafter
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.registry import DRAFTER_CLASSES
 from specdec_core.rules.acceptance import (
     Verdict,
     acceptance_total,
@@ -83,6 +85,38 @@ def round_stream(seed: int, round_index: int, stream: Stream) -> torch.Generator
     return torch.Generator().manual_seed(stream_seed(seed, round_index, stream))
 
 
+def grammar_refusal(drafter: Drafter | str | None, grammar: GrammarSpec | None) -> str | None:
+    """Why ``drafter`` cannot run under ``grammar``, as a code (the UI's string key is
+    ``err_<code>``), or ``None`` when it can. The one rule the chain, the tree, the CLI and
+    the pages share: ``grammar_ngram``, a grammar with a drafter whose drafts do not come
+    from processed rows (:attr:`Drafter.follows_grammar` false: prompt lookup copies text
+    from the context and would propose outside the grammar). ``drafter``: an object, a
+    name of :data:`specdec_core.drafters.registry.DRAFTER_NAMES`, or ``None`` (the pair's
+    draft model)."""
+    if grammar is None or drafter is None:
+        return None
+    if isinstance(drafter, str):
+        cls = DRAFTER_CLASSES.get(drafter)
+        follows = cls is None or cls.follows_grammar
+    else:
+        follows = drafter.follows_grammar
+    return None if follows else "grammar_ngram"
+
+
+def check_grammar_drafter(drafter: Drafter | str | None, grammar: GrammarSpec | None) -> None:
+    """Raises ConfigError (code ``grammar_ngram``, param ``drafter``) when
+    :func:`grammar_refusal` refuses the pair ``(drafter, grammar)``."""
+    code = grammar_refusal(drafter, grammar)
+    if code is not None:
+        name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "")
+        raise ConfigError(
+            f"a grammar cannot be used with the {name} drafter (prompt lookup copies text "
+            "from the context, outside the grammar): choose a model drafter",
+            code,
+            drafter=name,
+        )
+
+
 def gamma_for_round(
     gamma: int, generated: int, max_new_tokens: int, committed: int, context_length: int
 ) -> int:
@@ -105,6 +139,7 @@ def verify_drafts(
     generator: torch.Generator,
     raw_out: list[torch.Tensor] | None = None,
     processors: Processors | None = None,
+    unprocessed_out: list[torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, Verdict, int]:
     """ONE target forward over ``[committed tokens without KV] + y_1..y_γ``, then the rule.
 
@@ -119,6 +154,10 @@ def verify_drafts(
             ``committed + y_1..y_{i−1}`` (:meth:`Processors.rows`) before
             temperature/top-k/top-p; they then stand advanced through the drafts (the
             commit's :func:`rollback` brings them back with the caches).
+        unprocessed_out: if given and processors are active, the rows *before* the
+            processors are appended to it (``[γ + 1, V]`` float32 CPU: after
+            temperature/top-k/top-p, or the plain T = 1 softmax at temperature 0, as
+            ``raw_out``): what the processors changed, for the chart.
 
     Returns:
         ``(p_rows, verdict, fed)``: ``p_rows`` ``[γ + 1, V]`` float32 CPU (``p_1..p_{γ+1}``
@@ -129,6 +168,11 @@ def verify_drafts(
     feed = target.sync_to(committed + draft_ids)
     logits = target.extend(feed)[-(gamma + 1) :]  # [γ+1, V]
     if processors is not None and processors.active:
+        if unprocessed_out is not None:
+            if sampling.greedy:  # T = 0: the T = 1 softmax, as raw_out
+                unprocessed_out.append(torch.softmax(logits.float(), dim=-1).cpu())
+            else:
+                unprocessed_out.append(logits_to_probs(logits, sampling).cpu())
         logits = processors.rows(logits, committed, draft_ids)
     p_rows = logits_to_probs(logits, sampling).cpu()
     if raw_out is not None:

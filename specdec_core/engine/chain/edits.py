@@ -168,3 +168,33 @@ def verify_slices(
         return next_dist, ()
     ids = [*drafts, verdict.next_token]
     return next_dist, tuple(slicer(raw_rows[i], None, [y]) for i, y in enumerate(ids))
+
+
+def unprocessed_slices(
+    rows: torch.Tensor | None,
+    checks: tuple[PositionCheck, ...],
+    contexts: tuple[DistSlice, ...],
+    next_dist: DistSlice,
+    slicer: Slicer,
+) -> tuple[DistSlice, ...]:
+    """The target's slices *before* the history-dependent processors at positions
+    1..γ'+1, for a chart of ``p`` before / after them (the masked mass made visible).
+
+    Args:
+        rows: ``[γ' + 1, V]`` float32 CPU rows before the processors
+            (:func:`~specdec_core.engine.rounds.verify_drafts`' ``unprocessed_out``), or
+            ``None`` when no processor is active (then ``()``).
+        checks, contexts, next_dist: the verification's processed slices; each unprocessed
+            slice shows every token they show at that position, plus its own top tokens
+            (those the processors removed or pushed down).
+    """
+    if rows is None:
+        return ()
+    bonus = [] if any(next_dist is c.dist for c in checks) else [next_dist]
+    out = []
+    for i in range(rows.shape[0]):
+        shown = [checks[i].dist] if i < len(checks) else list(bonus)
+        shown += [contexts[i]] if i < len(contexts) else []
+        extra = list(dict.fromkeys(int(t) for s in shown for t in s.token_ids))
+        out.append(slicer(rows[i], None, extra))
+    return tuple(out)

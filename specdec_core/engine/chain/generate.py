@@ -18,11 +18,12 @@ from specdec_core.core.device import sync
 from specdec_core.core.inputs import SessionConfig, prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
+from specdec_core.core.processors import Processors, make_processors
 from specdec_core.core.records import RoundRecord, summarize
-from specdec_core.core.sampling import SamplingConfig
 from specdec_core.core.timeline import Timeline, build_timeline
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.rounds import (
+    check_grammar_drafter,
     commit_round,
     gamma_for_round,
     overlaps,
@@ -152,12 +153,19 @@ def generate(
     Greedy decoding takes a lean path (argmax straight from the logits, no one-hot rows,
     the LM head on the last position only where one row is needed) that decides exactly
     what the general path decides; sampling always takes the general path, drawing from
-    the round's streams in the order of ``engine/chain/session.py``.
+    the round's streams in the order of ``engine/chain/session.py``. With an active
+    history-dependent processor (``config``'s penalties or grammar, ``core/processors.py``)
+    both modes take the general path at every temperature, each row processed on its own
+    prefix (the grammar is refused with prompt lookup: ConfigError ``grammar_ngram``).
     """
     config = (config or SessionConfig()).validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)
-    sampling = config.sampling
+    if mode != "autoregressive":
+        check_grammar_drafter(drafter, config.grammar)
+    processors = make_processors(
+        pair.tokenizer, pair.vocab_size, config.penalties, config.grammar, prompt_len, ids
+    )
     target = ModelCache(pair.target)
     stats = GenerationStats()
     stop = stop_rule(pair, config)
@@ -174,14 +182,24 @@ def generate(
     with torch.inference_mode():
         started = time.perf_counter()
         if mode == "autoregressive":
-            generator = torch.Generator().manual_seed(config.seed)  # one stream: no rounds
             reason = _autoregressive(
-                pair, target, ids, prompt_len, sampling, generator, stop, stats, started, marks
+                pair, target, ids, prompt_len, config, stop, stats, started, marks, processors
             )
         else:
             assert drafter is not None
             reason, records = _speculative(
-                pair, target, drafter, ids, prompt_len, config, stop, stats, started, marks, until
+                pair,
+                target,
+                drafter,
+                ids,
+                prompt_len,
+                config,
+                stop,
+                stats,
+                started,
+                marks,
+                until,
+                processors,
             )
             stats.draft_forward_ms = drafter.forward_ms
         sync(pair.device)
@@ -203,23 +221,29 @@ def _autoregressive(
     target: ModelCache,
     ids: list[int],
     prompt_len: int,
-    sampling: SamplingConfig,
-    generator: torch.Generator,
+    config: SessionConfig,
     stop: Callable[[list[int], int], str | None],
     stats: GenerationStats,
     started: float,
     marks: list[tuple[float, float, int, int]] | None = None,
+    processors: Processors | None = None,
 ) -> str:
     """Target only, one forward per token (``ids`` grows in place). Returns the stop
-    reason."""
+    reason. One CPU generator seeded with ``config.seed`` (no rounds). Active
+    ``processors`` process each row for ``ids`` (any temperature)."""
+    sampling = config.sampling
+    generator = torch.Generator().manual_seed(config.seed)
     reason: str | None = None
     no_drafts = torch.zeros(0, pair.vocab_size)
+    lean = sampling.greedy and not (processors is not None and processors.active)
     while reason is None:
         t_token = time.perf_counter() if marks is not None else 0.0
-        if sampling.greedy:
+        if lean:
             token = int(target.extend_last(target.sync_to(ids)).argmax())
         else:
-            _, verdict, _ = verify_drafts(target, ids, [], no_drafts, sampling, generator)
+            _, verdict, _ = verify_drafts(
+                target, ids, [], no_drafts, sampling, generator, processors=processors
+            )
             token = verdict.next_token
         stats.target_forwards += 1
         ids.append(token)
@@ -246,14 +270,18 @@ def _speculative(
     started: float,
     marks: list[tuple[float, float, int, int]] | None = None,
     until: Callable[[RoundRecord], bool] | None = None,
+    processors: Processors | None = None,
 ) -> tuple[str, tuple[RoundRecord, ...]]:
     """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
     place). Returns the stop reason and one record per round. Sampling draws come from
     each round's drafting and verification streams
-    (:func:`specdec_core.engine.rounds.round_stream`)."""
+    (:func:`specdec_core.engine.rounds.round_stream`). Active ``processors`` take the
+    general path at every temperature (each ``q`` and ``p`` row on its own prefix) and
+    roll back with the caches."""
     sampling = config.sampling
     records: list[RoundRecord] = []
     reason: str | None = None
+    active = processors if processors is not None and processors.active else None
     while reason is None:
         gamma = gamma_for_round(
             config.gamma,
@@ -263,7 +291,7 @@ def _speculative(
             pair.context_length,
         )
         t_draft = time.perf_counter()
-        if sampling.greedy:  # lean: argmax only, no [γ, V] rows, no random draws
+        if sampling.greedy and active is None:  # lean: argmax only, no rows, no draws
             draft_ids, forwards = drafter.propose_argmax(ids, gamma)
             sync(pair.device)
             t_verify = time.perf_counter()
@@ -272,14 +300,14 @@ def _speculative(
         else:
             r = len(records)
             draft_rng = round_stream(config.seed, r, "draft")
-            draft = drafter.propose(ids, gamma, sampling, config.draft_method, draft_rng)
+            draft = drafter.propose(ids, gamma, sampling, config.draft_method, draft_rng, active)
             t_verify = time.perf_counter()
             stats.draft_ms += draft.ms
             forwards = draft.forwards
             draft_ids = draft.ids.tolist()
             verify_rng = round_stream(config.seed, r, "verify")
             p_rows, verdict, _ = verify_drafts(
-                target, ids, draft_ids, draft.probs, sampling, verify_rng
+                target, ids, draft_ids, draft.probs, sampling, verify_rng, processors=active
             )
             round_overlaps = overlaps(p_rows, draft.probs)
         sync(pair.device)
@@ -291,7 +319,7 @@ def _speculative(
         )
         records.append(record)
         ids += record.appended
-        rollback(target, drafter, ids)
+        rollback(target, drafter, ids, active)
         if marks is not None:
             marks.append((t_draft, time.perf_counter(), len(draft_ids), len(record.appended)))
         if len(records) == 1:

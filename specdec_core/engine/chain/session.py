@@ -10,6 +10,15 @@ One round (docs/ARCHITECTURE.md "One round, step by step"):
 4. ``commit()``   — append the accepted prefix + correction/bonus token, discard the rest,
    crop both caches to the committed history (the appended token has no KV yet).
 
+State beyond the KV cache: the history-dependent processors (``self.processors``,
+``core/processors.py``: penalties, a grammar matcher) process every ``q`` and ``p`` row on
+its own prefix and are kept like the caches. Between steps they stand on the committed
+ids (``propose`` and an edit's re-proposal advance them through the drafts, then sync
+them back); ``verify`` advances them through the drafts (``VerifyTrace.kv_after``);
+``commit`` rolls them back with the caches to the committed ids, correction/bonus token
+included (``CommitTrace.kv_after``). An edit to a token outside the grammar is allowed:
+its ``p`` is 0, so it is rejected.
+
 Files a reader opens besides this one: ``engine/rounds.py`` (γ for the round, the
 verification forward, the stop rule, the commit that produces the round's
 :class:`~specdec_core.core.records.RoundRecord`, rollback; shared with the fast path
@@ -40,6 +49,7 @@ from specdec_core.engine.chain.edits import (
     check_position,
     check_token_id,
     first_mismatch,
+    unprocessed_slices,
     verify_slices,
 )
 from specdec_core.engine.chain.state import PendingRound, SessionState
@@ -68,8 +78,14 @@ class SpeculativeSession(SessionState):
         rng = round_stream(self.config.seed, self.round_index, "draft")
         with self._atomic():
             draft = self.drafter.propose(
-                self.ids, gamma, self.config.sampling, self.config.draft_method, rng
+                self.ids,
+                gamma,
+                self.config.sampling,
+                self.config.draft_method,
+                rng,
+                self.processors,
             )
+            self.processors.sync_to(self.ids)  # drafting advanced them: back to the commit
             ids = draft.ids.tolist()
             pending = PendingRound(ids, draft.probs, gamma, rng)
             drafted = tuple(self.token(t) for t in ids)
@@ -124,7 +140,9 @@ class SpeculativeSession(SessionState):
                     self.config.sampling,
                     self.config.draft_method,
                     pending.draft_rng,
+                    self.processors,
                 )
+                self.processors.sync_to(self.ids)
                 ids += draft.ids.tolist()
                 rows.append(draft.probs)
                 forwards = draft.forwards
@@ -198,6 +216,7 @@ class SpeculativeSession(SessionState):
             started = time.perf_counter()
             greedy = self.config.sampling.greedy
             raw: list[torch.Tensor] | None = [] if greedy else None
+            before: list[torch.Tensor] = []
             p_rows, verdict, fed = verify_drafts(
                 self.target,
                 self.ids,
@@ -206,6 +225,8 @@ class SpeculativeSession(SessionState):
                 self.config.sampling,
                 round_stream(self.config.seed, self.round_index, "verify"),
                 raw,
+                self.processors,
+                before,
             )
             verify_ms = (time.perf_counter() - started) * 1e3
             round_overlaps = overlaps(p_rows, pending.q_rows)
@@ -231,6 +252,9 @@ class SpeculativeSession(SessionState):
             next_dist, contexts = verify_slices(
                 pending.ids, p_rows, raw[0] if raw else None, verdict, checks, self._slice
             )
+            unprocessed = unprocessed_slices(
+                before[0] if before else None, checks, contexts, next_dist, self._slice
+            )
             trace = VerifyTrace(
                 round_index=self.round_index,
                 greedy=greedy,
@@ -244,6 +268,7 @@ class SpeculativeSession(SessionState):
                 kv_before=kv_before,
                 kv_after=self.kv_state(list(record.statuses)),
                 context_dists=contexts,
+                unprocessed_dists=unprocessed,
             )
         pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
         return trace
@@ -264,7 +289,7 @@ class SpeculativeSession(SessionState):
         record = pending.record
         kv_before = self.kv_state(list(record.statuses))
         self.ids = self.ids + list(record.appended)
-        rolled_target, rolled_draft = rollback(self.target, self.drafter, self.ids)
+        rolled_target, rolled_draft = rollback(self.target, self.drafter, self.ids, self.processors)
         self._pending = None
         self.stop_reason = pending.stop_reason
         trace = CommitTrace(
