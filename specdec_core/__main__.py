@@ -22,6 +22,7 @@ from specdec_core.core.errors import SpecDecError
 from specdec_core.drafters.registry import DRAFTER_NAMES
 from specdec_core.engine.tree.generate import MAX_TREE_NODES
 from specdec_core.server.cli import (
+    add_processor_args,
     pair_arg,
     run_command,
     scenarios_command,
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--draft-method", choices=["probabilistic", "greedy"], default="probabilistic")
     run.add_argument("--drafter", choices=list(DRAFTER_NAMES), default="model")
     run.add_argument("--edit", action="append", metavar="ROUND:POS=TOKEN_ID")
+    add_processor_args(run)
     tree_help = "draft a tree: children per node at each depth, e.g. 2,2,1,1"
     run.add_argument("--tree", metavar="K1,K2,...", default=None, help=tree_help)
     run.add_argument(

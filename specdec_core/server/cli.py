@@ -18,8 +18,10 @@ from specdec_core.bench.tree_vs_chain import compare as compare_tree
 from specdec_core.core.errors import InputError
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair, load_pair
+from specdec_core.core.processors import MAX_GRAMMAR_CHARS, MAX_NGRAM_SIZE, GrammarSpec
 from specdec_core.core.records import summarize
 from specdec_core.core.trace import RoundTrace
+from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -59,6 +61,103 @@ def pair_arg(value: str) -> str | tuple[str, str]:
     return value
 
 
+def add_processor_args(parser: argparse.ArgumentParser) -> None:
+    """``run``'s history-dependent processors (``core/processors.py``): the penalties and a
+    grammar, applied to ``p`` and ``q`` on each row's own prefix, in speculative and
+    autoregressive mode alike."""
+    group = parser.add_argument_group("logits processors (applied to p and q, per prefix)")
+    for flag, what in (
+        ("--repetition-penalty", "CTRL / transformers repetition penalty (1 = off)"),
+        ("--frequency-penalty", "OpenAI frequency penalty over generated tokens (0 = off)"),
+        ("--presence-penalty", "OpenAI presence penalty over generated tokens (0 = off)"),
+    ):
+        group.add_argument(flag, type=float, default=None, metavar="F", help=what)
+    group.add_argument(
+        "--no-repeat-ngram-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"ban a token that repeats an n-gram of the prefix (1..{MAX_NGRAM_SIZE})",
+    )
+    group.add_argument("--regex", default=None, metavar="PATTERN", help="generated text matches")
+    group.add_argument(
+        "--json-schema",
+        default=None,
+        metavar="JSON_OR_FILE",
+        help="generated text is a JSON object of this schema (text or a file path)",
+    )
+
+
+def read_schema(value: str) -> str:
+    """``--json-schema``'s text: ``value`` itself when it looks like JSON (starts with
+    ``{``), else the file it names, read with a bound (more than
+    :data:`MAX_GRAMMAR_CHARS` characters is refused without reading further).
+
+    Raises:
+        InputError: no such readable file, or not UTF-8. ConfigError: code
+        ``grammar_too_long``.
+    """
+    if value.lstrip().startswith("{"):
+        return value
+    try:
+        with open(value, "rb") as handle:
+            raw = handle.read(4 * MAX_GRAMMAR_CHARS + 4)  # ≤ 4 bytes a character
+        text = raw.decode("utf-8")
+    except (OSError, ValueError) as exc:
+        shown = value if len(value) <= 60 else value[:60] + "…"
+        raise InputError(
+            f"--json-schema is neither JSON text nor a readable UTF-8 file: {shown!r}"
+        ) from exc
+    if len(text) > MAX_GRAMMAR_CHARS:
+        GrammarSpec("json_schema", text).validate()  # raises grammar_too_long
+    return text
+
+
+def processor_settings(args: argparse.Namespace) -> dict:
+    """The :class:`SessionConfig` fields the processor flags set (only those given, so a
+    run without them has the default settings).
+
+    Raises:
+        InputError: ``--no-repeat-ngram-size`` ≤ 0, or both ``--regex`` and
+        ``--json-schema``; see :func:`read_schema`.
+    """
+    out: dict = {}
+    for name in ("repetition_penalty", "frequency_penalty", "presence_penalty"):
+        if getattr(args, name, None) is not None:
+            out[name] = getattr(args, name)
+    n = getattr(args, "no_repeat_ngram_size", None)
+    if n is not None:
+        if n <= 0:
+            raise InputError(f"--no-repeat-ngram-size must be ≥ 1 (leave it out for off), got {n}")
+        out["no_repeat_ngram_size"] = n
+    regex, schema = getattr(args, "regex", None), getattr(args, "json_schema", None)
+    if regex is not None and schema is not None:
+        raise InputError("--regex and --json-schema cannot be used together: choose one")
+    if regex is not None:
+        out["grammar"] = GrammarSpec("regex", regex)
+    elif schema is not None:
+        out["grammar"] = GrammarSpec("json_schema", read_schema(schema))
+    return out
+
+
+def processor_json(r: RoundTrace) -> dict:
+    """A round's processor state for the ``run`` JSON (empty without a processor):
+    ``grammar`` and ``penalty``, each ``{before_verify, after_verify, after_commit}``
+    (:class:`~specdec_core.core.processors.GrammarView` fields; the penalty's ``counts``
+    as ``[token id, count in the prefix, count in the generated part]`` and ``distinct``)."""
+    states = {
+        "before_verify": r.verify.kv_before.processors,
+        "after_verify": r.verify.kv_after.processors,
+        "after_commit": r.commit.kv_after.processors,
+    }
+    out: dict = {}
+    for key in ("grammar", "penalty"):
+        views = {when: getattr(v, key) if v is not None else None for when, v in states.items()}
+        if any(view is not None for view in views.values()):
+            out[key] = {when: to_jsonable(view) for when, view in views.items()}
+    return out
+
+
 def run_command(args: argparse.Namespace) -> dict:
     pair = load_pair(pair_arg(args.pair))
     config = SessionConfig(
@@ -69,6 +168,7 @@ def run_command(args: argparse.Namespace) -> dict:
         draft_method=args.draft_method,
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
+        **processor_settings(args),
     )
     edits = parse_edits(args.edit or [])
     if args.tree is not None:
@@ -211,6 +311,7 @@ def round_json(r: RoundTrace) -> dict:
         "committed_len": after.committed_len,
         "target_kv_len": after.target_kv_len,
         "draft_kv_len": after.draft_kv_len,
+        **processor_json(r),
     }
 
 
