@@ -20,12 +20,13 @@ from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.trace import DistSlice
 from specdec_core.ui.figures.common import COLORS, token_labels
 
-__all__ = ["distribution_option", "shown_indices"]
+__all__ = ["before_after_slice", "distribution_option", "masked_mass", "shown_indices"]
 
 TOP_TOKENS = 8
 SHORT = {"p": "p", "q": "q", "min": "min(p, q)", "excess": "[p − q]+"}  # math: both languages
 CONTEXT_FILL, CONTEXT_LINE = "rgba(31,119,180,0.22)", COLORS["p"]  # greedy: faint T = 1 bars
 MARK_COLOR, NOTE_COLOR = "#9a3412", "#374151"  # "▼ drafted · ★ correction"; "other" line
+BEFORE_FILL, BEFORE_LINE = "rgba(107,114,128,0.35)", "#6b7280"  # p before the processors
 HEIGHT = 360  # px: pass it to st.echarts_chart (an ECharts option has no height)
 MARKED_TICK = {"color": MARK_COLOR, "fontWeight": "bold"}
 PRESENTER_SCALE = 4 / 3  # presenter mode: 12 px chart text → 16 px (read from a projector)
@@ -65,6 +66,55 @@ def _with_context_tokens(dist: DistSlice, context: DistSlice, top: int) -> DistS
     )
 
 
+def before_after_slice(after: DistSlice, before: DistSlice) -> DistSlice:
+    """One slice for the chart of ``p`` before and after the history-dependent processors:
+    ``p`` = after, ``q`` = before (``min`` / ``excess`` ``None``), over the tokens of
+    ``before`` (which shows every token ``after`` shows, plus its own top tokens) whose
+    ``p`` after is known: shown in ``after``, or any token when ``after`` keeps no mass
+    outside its shown tokens (then every other token has ``p = 0`` after: masked). A
+    token whose ``p`` after is unknown is left out; its mass stays in ``q_other``."""
+    after_p = dict(zip(after.token_ids.tolist(), after.p.astype(float).tolist(), strict=True))
+    before_p = before.p.astype(float)
+    known = [
+        i
+        for i, tid in enumerate(before.token_ids.tolist())
+        if tid in after_p or after.p_other <= 0.0
+    ]
+    ids = before.token_ids[known]
+    q = before_p[known]
+    p = np.array([after_p.get(int(tid), 0.0) for tid in ids], dtype=np.float64)
+    return DistSlice(
+        token_ids=ids,
+        tokens=tuple(before.tokens[i] for i in known),
+        p=p,
+        q=q,
+        min_pq=None,
+        excess=None,
+        p_other=max(0.0, 1.0 - float(p.sum())) if after.p_other > 0 else 0.0,
+        q_other=max(0.0, 1.0 - float(q.sum())),
+        min_other=0.0,
+        excess_other=0.0,
+    )
+
+
+def masked_mass(after: DistSlice, before: DistSlice) -> tuple[float, bool]:
+    """The mass ``p`` had before the processors on the tokens they set to 0 (masked by
+    the grammar, banned by the no-repeat n-gram): ``Σ p_before(x) · [p_after(x) = 0]``.
+
+    Returns:
+        ``(mass, exact)``: exact when ``after`` keeps no mass outside its shown tokens
+        (every token it does not show has ``p = 0`` after: ``1 − Σ`` of ``p_before`` over
+        its shown tokens with ``p_after > 0``); otherwise a lower bound, the sum over the
+        shown tokens whose ``p`` after is 0.
+    """
+    after_p = dict(zip(after.token_ids.tolist(), after.p.astype(float).tolist(), strict=True))
+    before_p = dict(zip(before.token_ids.tolist(), before.p.astype(float).tolist(), strict=True))
+    if after.p_other <= 0.0:
+        kept = sum(before_p.get(tid, 0.0) for tid, v in after_p.items() if v > 0)
+        return max(0.0, 1.0 - kept), True
+    return sum(before_p[tid] for tid, v in after_p.items() if v == 0 and tid in before_p), False
+
+
 @dataclass(frozen=True)
 class _Bars:
     """What the chart of one drafted position shows, in plain Python values (shared by
@@ -86,10 +136,12 @@ def _bars(
     correction_id: int | None,
     context: DistSlice | None,
     top: int,
+    before_after: bool = False,
 ) -> _Bars:
     """The tokens, series and notes of the chart (arguments as in
     :func:`distribution_figure`). Series whose row is ``None`` are left out; the greedy
-    ``context`` (T = 1 bars) comes first when given."""
+    ``context`` (T = 1 bars) comes first when given. ``before_after``: ``dist`` is a
+    :func:`before_after_slice` (its ``q`` drawn as "before", its ``p`` as after)."""
     if context is not None and context.p is not None:
         dist = _with_context_tokens(dist, context, top)
     else:
@@ -111,13 +163,18 @@ def _bars(
         ("min", dist.min_pq, dist.min_other),
         ("excess", dist.excess, dist.excess_other),
     ]
+    if before_after:
+        rows = [("before", dist.q, dist.q_other), ("p", dist.p, dist.p_other)]
     for key, values, other in rows:
         if values is None:
             continue
         y = values.astype(float)[keep]
         peak = max(peak, float(y.max(initial=0.0)))
         low = min(low, float(y[y > 0].min(initial=1.0)))
-        others.append(f"{SHORT[key]} = {fmt_prob(other)}")
+        others.append(
+            f"{labels[key] if key in ('before', 'p') and before_after else SHORT[key]}"
+            f" = {fmt_prob(other)}"
+        )
         series.append((key, y.tolist()))
     # the drafted (▼) and correction (★) tokens are marked in their axis labels: markers
     # above adjacent bars used to overlap
@@ -156,6 +213,7 @@ def distribution_option(
     context: DistSlice | None = None,
     top: int = TOP_TOKENS,
     presenter: bool = False,
+    before_after: bool = False,
 ) -> dict:
     """An Apache ECharts option for ``st.echarts_chart``: grouped bars of ``p``, ``q``,
     ``min(p, q)`` and ``[p − q]+`` (the greedy T = 1 context faintly first) over the top
@@ -176,13 +234,15 @@ def distribution_option(
             :func:`distribution_figure`.
         presenter: projector-sized text (:data:`PRESENTER_SCALE` × every font size: axis
             ticks and legend 16 px instead of 12, the title 20 px instead of 15).
+        before_after: ``dist`` is a :func:`before_after_slice`: two series, ``p`` before
+            the processors (grey, label ``labels["before"]``) and after (``labels["p"]``).
 
     Returns:
         The option ``dict``, JSON-serialisable (plain ``str``/``float``/``None``; no NumPy
         values). Every value shown is in its bar's tooltip, written with :func:`fmt_prob`
         (never ``0.0000`` for a non-zero value).
     """
-    bars = _bars(dist, labels, marked_id, correction_id, context, top)
+    bars = _bars(dist, labels, marked_id, correction_id, context, top, before_after)
     k = PRESENTER_SCALE if presenter else 1.0
 
     def px(size: float) -> int:
@@ -197,11 +257,11 @@ def distribution_option(
     ]
     series = []
     for key in keys:
-        style = (
-            {"color": CONTEXT_FILL, "borderColor": CONTEXT_LINE, "borderWidth": 1}
-            if key == "context"
-            else {"color": COLORS[key]}
-        )
+        style = {"color": COLORS.get(key)}
+        if key == "context":
+            style = {"color": CONTEXT_FILL, "borderColor": CONTEXT_LINE, "borderWidth": 1}
+        elif key == "before":
+            style = {"color": BEFORE_FILL, "borderColor": BEFORE_LINE, "borderWidth": 1}
         series.append(
             {
                 "type": "bar",

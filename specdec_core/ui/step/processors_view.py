@@ -73,12 +73,17 @@ def chain_moments(session, last, phase: str) -> list[Moment] | None:
 def tree_moments(session, phase: str) -> list[Moment] | None:
     """The same for a tree session: before the round, after the verify forward and the
     walk (standing on the committed ids + the accepted path), after the commit. ``None``
-    without an active processor."""
+    without an active processor. The round in flight's state before verify is the one
+    the tree session keeps for its trace (its pending round's ``kv_before``)."""
     now = session.kv_state()
     if now.processors is None:
         return None
-    if phase in ("verify", "commit"):  # drafted (maybe verified), not committed
+    pending = getattr(session, "_pending", None)  # the round in flight (no public view yet)
+    before = getattr(pending, "kv_before", None)
+    if phase == "verify":  # drafted: the processors stand on the committed text
         return [(MOMENTS[0], now), (MOMENTS[1], None), (MOMENTS[2], None)]
+    if phase == "commit":  # verified: they stand on the committed text + the accepted path
+        return [(MOMENTS[0], before), (MOMENTS[1], now), (MOMENTS[2], None)]
     if session.history:
         last = session.history[-1]
         return [
@@ -119,6 +124,7 @@ def penalty_columns(
     prompt_len: int,
     token: Callable[[int], TokenInfo],
     generated_only: bool,
+    exact: bool = True,
     limit: int = PENALTY_COLUMNS,
 ) -> dict[str, list] | None:
     """The penalty counts (header → cells), one row per moment, one column per token the
@@ -126,20 +132,27 @@ def penalty_columns(
     between the moments come first (what the drafts added and the commit took back), then
     the most frequent. A cell is the count in the whole prefix (repetition penalty,
     no-repeat n-gram), or in the generated part only when ``generated_only`` (frequency /
-    presence penalties without the others). ``None`` when no moment has a penalty view."""
+    presence penalties without the others). ``exact``: count every token from the KV rows
+    (:func:`exact_counts`; the chain's rows hold the processors' prefix), else only the
+    view's most frequent few, a token missing from a view that was cut written ``≤ m``
+    (``m``: the smallest count it kept). ``None`` when no moment has a penalty view."""
     views = [None if _view(s) is None else _view(s).penalty for _, s in moments]
     if all(p is None for p in views):
         return None
     pick = 1 if generated_only else 0
     counts: list[dict[int, int] | None] = []
+    cut: dict[int, bool] = {}  # row → its view kept only the most frequent few
+    floor: dict[int, int] = {}  # row → the smallest count that view kept
     for (_, state), view in zip(moments, views, strict=True):
         if state is None or view is None:
             counts.append(None)
             continue
-        exact = exact_counts(state, prompt_len)
-        if exact is None:  # the view's most frequent few only
-            exact = {tid: (whole, gen) for tid, whole, gen in view.counts}
-        counts.append({tid: c[pick] for tid, c in exact.items() if c[pick] > 0})
+        full = exact_counts(state, prompt_len) if exact else None
+        if full is None:  # the view's most frequent few only
+            full = {tid: (whole, gen) for tid, whole, gen in view.counts}
+            cut[len(counts)] = len(full) < view.distinct and bool(full)
+            floor[len(counts)] = min((c[pick] for c in full.values()), default=0)
+        counts.append({tid: c[pick] for tid, c in full.items() if c[pick] > 0})
     seen = [c for c in counts if c is not None]
     ids = list(dict.fromkeys(tid for c in seen for tid in c))
 
@@ -161,7 +174,10 @@ def penalty_columns(
         name = visible_token(token(tid))
         while name in cols:  # two tokens that look alike keep two columns
             name += " "
-        cols[name] = ["—" if c is None else c.get(tid, 0) for c in counts]
+        cols[name] = [
+            "—" if c is None else c.get(tid, f"≤ {floor[i]}" if cut.get(i) else 0)
+            for i, c in enumerate(counts)
+        ]
     cols[t("proc_col_distinct")] = ["—" if p is None else p.distinct for p in views]
     return cols
 
@@ -172,6 +188,7 @@ def section(
     token: Callable[[int], TokenInfo],
     generated_only: bool,
     heading: Callable[[str], None],
+    exact: bool = True,
 ) -> None:
     """The state beyond the KV cache: the processors' table, the penalty counts and what
     they mean (nothing without an active processor)."""
@@ -179,7 +196,7 @@ def section(
         return
     heading(t("proc_heading"))
     st.html(html_table(state_columns(moments, prompt_len), name="processor-table"))
-    penalties = penalty_columns(moments, prompt_len, token, generated_only)
+    penalties = penalty_columns(moments, prompt_len, token, generated_only, exact)
     if penalties is not None:
         st.caption(t("proc_penalty_gen" if generated_only else "proc_penalty_whole"))
         st.html(html_table(penalties, name="penalty-table"))

@@ -18,6 +18,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import KV_ROW_COLORS, kv_table
+from specdec_core.ui.step import processors_view
 from specdec_core.ui.words import (
     SLOT_STATE,
     STOP_REASON,
@@ -130,6 +131,7 @@ def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -
         if phase == "verify":
             st.caption(t("tree_kv_no_tree"))
         st.table(kv_table(state, 3), border="horizontal", hide_index=True)
+        _processors(session, phase, heading)
         return
     if plan.applied:
         moved = sum(s.action == "moved" for s in plan.slots)
@@ -163,3 +165,18 @@ def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -
     with c2:
         st.markdown(f"**{t('tree_kv_after')}**")
         st.table(_styled(after, [s.state for s in kept]), border="horizontal")
+    _processors(session, phase, heading)
+
+
+def _processors(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+    """The state beyond the KV cache (ui/step/processors_view.py); the tree's KV rows do
+    not list the processors' prefix in order, so the penalty counts are the view's."""
+    config = session.config
+    processors_view.section(
+        processors_view.tree_moments(session, phase),
+        session.prompt_len,
+        session.token,
+        config.repetition_penalty == 1.0 and config.no_repeat_ngram_size == 0,
+        heading,
+        exact=False,
+    )

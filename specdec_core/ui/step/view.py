@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from specdec_core.core.numfmt import fmt_sig
+from specdec_core.core.numfmt import fmt_prob, fmt_sig
 from specdec_core.core.records import summarize
 from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
-from specdec_core.ui.figures.step import distribution_option
+from specdec_core.ui.figures.step import before_after_slice, distribution_option, masked_mass
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import (
     grouped_cells,
@@ -48,6 +48,7 @@ def _labels() -> dict[str, str]:
         "marked": t("drafted_marker"),
         "correction": t("legend_correction"),
         "context": t("trace_context"),
+        "before": t("trace_before"),
     }
 
 
@@ -148,6 +149,40 @@ def phase_text(session: SpeculativeSession, phase: str) -> str:
     return say(NO_DRAFTS_PHASE, (phase, reason))
 
 
+def _before_after(
+    shown: VerifyTrace, pos: int, log_y: bool, marked: int | None, correction: int | None
+) -> None:
+    """Position ``pos``: the target's ``p`` before the history-dependent processors
+    (``VerifyTrace.unprocessed_dists``) and after them, with the mass they set to 0. At
+    temperature 0 the rule's ``p`` is one-hot, so both sides are the T = 1 softmax (the
+    faint context bars' row)."""
+    i = pos - 1
+    gamma = len(shown.checks)
+    if i >= len(shown.unprocessed_dists):
+        return
+    before = shown.unprocessed_dists[i]
+    if shown.greedy and i < len(shown.context_dists):
+        after = shown.context_dists[i]
+    else:
+        after = shown.checks[i].dist if pos <= gamma else shown.next_dist
+    labels = {**_labels(), "p": t("trace_after")}
+    if pos > gamma:
+        labels["correction"] = t("legend_bonus")
+    _chart(
+        before_after_slice(after, before),
+        labels,
+        t("fig_title_before_after", i=pos),
+        marked_id=marked,
+        correction_id=correction,
+        log_y=log_y,
+        before_after=True,
+    )
+    mass, exact = masked_mass(after, before)
+    st.caption(t("masked_mass" if exact else "masked_mass_bound", m=fmt_prob(mass)))
+    if shown.greedy:
+        st.caption(t("before_after_greedy"))
+
+
 def _verified(
     session: SpeculativeSession,
     shown: VerifyTrace,
@@ -155,9 +190,11 @@ def _verified(
     phase: str,
     log_y: bool,
     checks_box,
+    before_after: bool = False,
 ) -> None:
     """The chart of one verified position (or the bonus position), the verdict in words
-    and the checks table."""
+    and the checks table. ``before_after``: the chart shows ``p`` before and after the
+    processors instead (:func:`_before_after`)."""
     labels = _labels()
     checks, gamma = shown.checks, len(shown.checks)
     record = last.record if last is not None else session.current_record
@@ -172,15 +209,18 @@ def _verified(
         c = checks[pos - 1]
         correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
         title = t("fig_title_pos", i=c.position, tok=visible_token(c.token))
-        _chart(
-            c.dist,
-            labels,
-            title,
-            marked_id=c.token.id,
-            correction_id=correction,
-            log_y=log_y,
-            context=contexts[pos - 1] if contexts else None,
-        )
+        if before_after:
+            _before_after(shown, pos, log_y, c.token.id, correction)
+        else:
+            _chart(
+                c.dist,
+                labels,
+                title,
+                marked_id=c.token.id,
+                correction_id=correction,
+                log_y=log_y,
+                context=contexts[pos - 1] if contexts else None,
+            )
         verdict = say(CHECK_STATUS, c.status)
         if greedy:
             st.markdown(
@@ -207,14 +247,17 @@ def _verified(
     else:
         # ★ marks the target's own token (correction or bonus), ▼ a drafted one
         bonus_labels = {**labels, "correction": t("legend_bonus")}
-        _chart(
-            shown.next_dist,
-            bonus_labels,
-            t("fig_title_bonus", i=pos),
-            correction_id=shown.next_token.id,
-            log_y=log_y,
-            context=contexts[gamma] if len(contexts) > gamma else None,
-        )
+        if before_after:
+            _before_after(shown, pos, log_y, None, shown.next_token.id)
+        else:
+            _chart(
+                shown.next_dist,
+                bonus_labels,
+                t("fig_title_bonus", i=pos),
+                correction_id=shown.next_token.id,
+                log_y=log_y,
+                context=contexts[gamma] if len(contexts) > gamma else None,
+            )
     if greedy and contexts:
         st.caption(t("context_note"))
     next_tok = f"`{visible_token(shown.next_token)}`"
@@ -251,7 +294,10 @@ def distributions(
     if shown is None and not session.drafts:  # before Propose, or a round with no drafts
         st.caption(t("st_dists_no_drafts" if no_drafts_reason(session) else "st_dists_empty"))
     elif shown is not None:
-        _verified(session, shown, last, phase, log_y, checks_box)
+        before_after = bool(shown.unprocessed_dists) and st.toggle(
+            t("fig_before_after"), key="st_before_after", help=t("fig_before_after_help")
+        )
+        _verified(session, shown, last, phase, log_y, checks_box, before_after)
     else:
         dists = session.current_draft_dists
         pos = _pick_position(session, phase, len(dists), False, 1)
