@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_TOP_K",
     "DELTA_GRID",
     "LOSSY_RULES",
+    "MAX_TOP_K",
     "LossyName",
     "LossyResult",
     "LossyRules",

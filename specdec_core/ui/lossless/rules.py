@@ -17,6 +17,7 @@ from specdec_core.rules.lab.lossy import (
     DEFAULT_EPSILON,
     DEFAULT_TOP_K,
     LOSSY_RULES,
+    MAX_TOP_K,
     check_lossy,
     compare_lossy,
     lossy_sweep,
@@ -147,13 +148,13 @@ def show_lab_rules() -> None:
     st.subheader(t("ll_sub_lab"))
     st.markdown(t("ll_rules_help"))
     names, p, q = show_rows_input()
+    knobs = _knobs()  # before the widgets: a crafted state never reaches them
     k1, k2, k3 = st.columns(3)
     k1.slider(t("ll_delta"), 0.0, 1.0, step=0.025, key="ll_delta", help=t("ll_delta_help"))
     k2.number_input(
-        t("ll_eps"), 0.01, 1.0, step=0.01, format="%.2f", key="ll_eps", help=t("ll_eps_help")
+        t("ll_eps"), 0.0, 1.0, step=0.01, format="%.2f", key="ll_eps", help=t("ll_eps_help")
     )
-    k3.selectbox(t("ll_topk"), [0, 1, 2, 3], key="ll_topk", help=t("ll_topk_help"))
-    knobs = _knobs()
+    k3.selectbox(t("ll_topk"), list(range(MAX_TOP_K + 1)), key="ll_topk", help=t("ll_topk_help"))
     results = compare_lossy(p, q, knobs)
     st.caption(
         t(
@@ -198,13 +199,13 @@ def show_lab_rules() -> None:
             "p": (p, LV.number(t("rl_lab_p"))),
             "q": (q, LV.number(t("rl_lab_q"))),
             **{r: (results[r].final, LV.number(t(f"ll_rule_{r}"))) for r in LOSSY_RULES},
-            **{
-                f"{r}_accepts": (
-                    [t("yes") if a else t("no") for a in marks[r]],
-                    t(f"ll_col_accepts_{r}"),
-                )
-                for r in marks
-            },
+            "passes": (
+                [
+                    f"{t('yes') if a else t('no')} / {t('yes') if b else t('no')}"
+                    for a, b in zip(*marks.values(), strict=True)
+                ],
+                t("ll_col_passes"),
+            ),
         },
     )
     sweeps = {r: lossy_sweep(p, q, r, knobs) for r in ("typical", "threshold")}

@@ -1,0 +1,168 @@
+"""AppTest of the lossless page (pages/lossless.py): renders in en and zh, the lossy-rule
+enumeration shown with its exact values, one translated message for bad input (the rows
+and knobs kept), the rule lab's rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specdec_core.core import models
+from specdec_core.ui.loader import cached_pair
+from tests.conftest import open_app
+
+PAGE = "pages/lossless.py"
+LAB = "pages/acceptance_lab.py"
+
+# the page's tables, told apart by their (language-neutral) column names
+COLUMNS = {
+    "ll_rule_summary": ["rule", "acceptance", "tv", "lossless"],
+    "ll_final_table": ["token", "p", "q", "exact", "typical", "threshold", "passes"],
+}
+
+
+@pytest.fixture(scope="module")
+def app_on_tiny_pair(tiny_dirs):
+    """Run the app on the tiny pair (in-process: patch the preset, not the env)."""
+    mp = pytest.MonkeyPatch()
+    tiny = models.Preset("embedded", str(tiny_dirs["target"]), str(tiny_dirs["draft"]), "tiny")
+    mp.setitem(models.PRESETS, "embedded", tiny)
+    cached_pair.clear()
+    yield
+    cached_pair.clear()
+    mp.undo()
+
+
+def open_page(lang: str = "en"):
+    at = open_app(lang=lang)
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def table(at, name: str):
+    found = [df.value for df in at.dataframe if list(df.value.columns) == COLUMNS[name]]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def check_summary(at, acceptance, tv):
+    summary = table(at, "ll_rule_summary")
+    np.testing.assert_allclose(summary["acceptance"], acceptance, atol=1e-12)
+    np.testing.assert_allclose(summary["tv"], tv, atol=1e-12)
+    return summary
+
+
+@pytest.mark.parametrize(
+    ("lang", "title", "lossless", "passes"),
+    [("en", "Where “lossless” ends", "✓", "✓ / ✗"), ("zh", "“无损”的边界在哪里", "✓", "✓ / ✗")],
+)
+def test_renders_with_the_textbook_enumeration(app_on_tiny_pair, lang, title, lossless, passes):
+    at = open_page(lang)
+    assert at.title[0].value == title
+    assert not at.error
+    # textbook rows, δ = 0.3, ε = 0.09, top-1: typical's bar is ε = 0.09, all three pass
+    summary = check_summary(at, [0.6, 1.0, 0.7], [0.0, 0.4, 0.29])
+    assert list(summary["lossless"]) == [lossless, "✗", "✗"]
+    final = table(at, "ll_final_table")
+    np.testing.assert_allclose(final["exact"], [0.6, 0.3, 0.1], atol=1e-12)
+    np.testing.assert_allclose(final["typical"], [0.2, 0.5, 0.3], atol=1e-12)
+    np.testing.assert_allclose(final["threshold"], [0.38, 0.59, 0.03], atol=1e-12)
+    assert list(final["passes"]) == ["✓ / ✓", "✓ / ✓", passes]
+    assert any("0.0900" in c.value for c in at.caption)  # the typical bar, written out
+
+
+def test_knobs_and_presets_change_the_enumeration(app_on_tiny_pair):
+    at = open_page()
+    at.slider(key="ll_delta").set_value(0.5).run()
+    check_summary(at, [0.6, 1.0, 0.2], [0.0, 0.4, 0.08])  # only t1 passes the threshold
+    at.number_input(key="ll_eps").set_value(0.2).run()  # bar 0.5·e^−H = 0.204: t3 fails
+    np.testing.assert_allclose(table(at, "ll_final_table")["typical"], [0.38, 0.59, 0.03])
+    at.button(key="ll_preset_identical").click().run()
+    at.slider(key="ll_delta").set_value(0.3).run()
+    # q = p, and still lossy: only t3 (0.5) passes the threshold
+    summary = check_summary(at, [1.0, 1.0, 0.5], [0.0, 0.0, 0.25])
+    assert list(summary["lossless"]) == ["✓", "✓", "✗"]
+
+
+def test_typed_rows(app_on_tiny_pair):
+    at = open_page()
+    at.text_input(key="ll_p_text").set_value("4 4 2").run()
+    at.text_input(key="ll_q_text").set_value("2, 2, 6").run()
+    assert not at.error
+    at.slider(key="ll_delta").set_value(1.0).run()
+    final = table(at, "ll_final_table")
+    np.testing.assert_allclose(final["p"], [0.4, 0.4, 0.2], atol=1e-12)
+    # a tie for the top-1: the lower index passes, 0.8 of q is redrawn from p
+    np.testing.assert_allclose(final["threshold"], [0.52, 0.32, 0.16], atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("lang", "p_text", "q_text", "message"),
+    [
+        ("en", "0.5, x, 1", None, "Nothing was changed: Every p weight must be a number."),
+        ("zh", "0.5, x, 1", None, "p 的每个权重都必须是数字。"),
+        ("en", "1, 2", None, "Need 3 to 8 tokens (got 2)."),
+        ("en", None, "1, 1, 1, 1", "p has 3 weights and q has 4: give both rows as many."),
+        ("zh", None, "1, -1, 1", "q 的权重必须 ≥ 0。"),
+        ("en", "0, 0, 0", None, "The p weights add up to 0"),
+    ],
+)
+def test_bad_rows_give_one_message_and_keep_the_rows(
+    app_on_tiny_pair, lang, p_text, q_text, message
+):
+    at = open_page(lang)
+    at.slider(key="ll_delta").set_value(0.5).run()
+    key, text = ("ll_p_text", p_text) if p_text is not None else ("ll_q_text", q_text)
+    at.text_input(key=key).set_value(text).run()
+    assert not at.exception
+    assert len(at.error) == 1 and message in at.error[0].value
+    assert at.text_input(key="ll_p_text").value == "0.6, 0.3, 0.1"  # the last good rows
+    assert at.text_input(key="ll_q_text").value == "0.2, 0.5, 0.3"
+    assert at.slider(key="ll_delta").value == 0.5
+    check_summary(at, [0.6, 1.0, 0.2], [0.0, 0.4, 0.08])
+    at.run()
+    assert not at.error  # the message is shown once
+
+
+def test_a_crafted_epsilon_gives_one_message_and_the_default(app_on_tiny_pair):
+    at = open_page()
+    at.session_state["ll_eps"] = 5.0  # Streamlit brings it to the widget's minimum, 0
+    at.run()
+    assert not at.exception
+    assert len(at.error) == 1 and "ε must be a number above 0 and at most 1" in at.error[0].value
+    check_summary(at, [0.6, 1.0, 0.7], [0.0, 0.4, 0.29])  # δ 0.3, ε 0.09, top-1 again
+    at.run()
+    assert not at.error
+
+
+@pytest.mark.parametrize(
+    ("lang", "message"),
+    [
+        ("en", "ε must be a number above 0 and at most 1 (got 0"),
+        ("zh", "ε 必须是大于 0 且不超过 1 的数"),
+    ],
+)
+def test_epsilon_zero_typed_gives_one_message(app_on_tiny_pair, lang, message):
+    at = open_page(lang)
+    at.number_input(key="ll_eps").set_value(0.0).run()
+    assert not at.exception
+    assert len(at.error) == 1 and message in at.error[0].value
+    assert at.number_input(key="ll_eps").value == pytest.approx(0.09)
+    check_summary(at, [0.6, 1.0, 0.7], [0.0, 0.4, 0.29])
+
+
+def test_rows_from_the_rule_lab(app_on_tiny_pair):
+    at = open_page()
+    assert at.button(key="ll_from_lab").disabled  # the lab was never opened
+    at.switch_page(LAB).run()
+    at.button(key="rl_preset_forbidden").click().run()
+    at.switch_page(PAGE).run()
+    at.button(key="ll_from_lab").click().run()
+    assert not at.exception
+    final = table(at, "ll_final_table")
+    np.testing.assert_allclose(final["p"], [0.0, 0.7, 0.3], atol=1e-12)
+    np.testing.assert_allclose(final["q"], [0.5, 0.4, 0.1], atol=1e-12)
+    np.testing.assert_allclose(final["exact"], [0.0, 0.7, 0.3], atol=1e-12)
+    # typical (bar 0.09): t2, t3 pass; t1 (p = 0) never does
+    np.testing.assert_allclose(final["typical"], [0.0, 0.75, 0.25], atol=1e-12)
