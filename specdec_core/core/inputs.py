@@ -24,6 +24,12 @@ MAX_GAMMA = 16
 #: rule needs this at temperature > 0), ``greedy`` takes the argmax (one-hot ``q_i``).
 DraftMethod = Literal["probabilistic", "greedy"]
 
+#: The verification rule: ``exact`` (Leviathan et al. 2023, lossless, the default
+#: everywhere) or one of the lossy shortcuts of ``rules/lossy.py`` (issue 27), reachable only
+#: through an explicit setting (the CLI's ``--acceptance``).
+AcceptanceName = Literal["exact", "typical", "threshold"]
+ACCEPTANCE_RULES: tuple[str, ...] = ("exact", "typical", "threshold")
+
 
 def is_valid_text(text: object) -> bool:
     """Whether ``text`` is a ``str`` of valid Unicode: encodable as UTF-8, i.e. no lone
@@ -73,6 +79,11 @@ class SessionConfig:
     ``repetition_penalty`` / ``frequency_penalty`` / ``presence_penalty`` /
     ``no_repeat_ngram_size`` and ``grammar``: the history-dependent processors
     (``core/processors.py``), applied to ``p`` and ``q`` on each row's own prefix.
+    ``acceptance``: the verification rule, ``exact`` (default, lossless) or the lossy
+    ``typical`` / ``threshold`` (``rules/lossy.py``), with ``acceptance_delta`` (δ in
+    [0, 1], both), ``acceptance_epsilon`` (ε in (0, 1], typical) and ``acceptance_top_k``
+    (0..V, threshold); they change sampled rounds only (at temperature 0 both lossy rules
+    accept exactly the target's argmax).
     """
 
     gamma: int = 4
@@ -90,6 +101,16 @@ class SessionConfig:
     presence_penalty: float = 0.0
     no_repeat_ngram_size: int = 0
     grammar: GrammarSpec | None = None
+    acceptance: AcceptanceName = "exact"
+    acceptance_delta: float = 0.3
+    acceptance_epsilon: float = 0.09
+    acceptance_top_k: int = 1
+
+    @property
+    def lossy(self) -> bool:
+        """Whether the verification rule is a lossy one (``typical`` / ``threshold``,
+        ``rules/lossy.py``): never the default; the output then no longer follows ``p``."""
+        return self.acceptance != "exact"
 
     @property
     def sampling(self) -> SamplingConfig:
@@ -119,11 +140,51 @@ class SessionConfig:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
             raise ConfigError(f"max new tokens must be ≥ 1, got {self.max_new_tokens!r}")
         self.penalties.validate()
+        self._validate_acceptance(vocab_size)
         if self.grammar is not None:
             if not isinstance(self.grammar, GrammarSpec):
                 raise ConfigError(f"grammar must be a GrammarSpec, got {self.grammar!r}")
             self.grammar.validate()
         return self
+
+    def _validate_acceptance(self, vocab_size: int | None) -> None:
+        """The verification rule and its knobs (``rules/lossy.py``).
+
+        Raises:
+            ConfigError: codes ``acceptance_rule`` (``rule``: not exact/typical/threshold),
+                ``acceptance_delta`` / ``acceptance_epsilon`` (``value``: δ not a number in
+                [0, 1], ε not in (0, 1]), ``acceptance_top_k`` (``value``, ``vocab``: not a
+                whole number 0..V).
+        """
+        rule = self.acceptance
+        if not isinstance(rule, str) or rule not in ACCEPTANCE_RULES:
+            shown = str(rule)[:SHORT_CHARS]
+            raise ConfigError(
+                f"acceptance rule must be one of {', '.join(ACCEPTANCE_RULES)}, got {shown!r}",
+                "acceptance_rule",
+                rule=shown,
+            )
+        for name, value, low_open in (
+            ("delta", self.acceptance_delta, False),
+            ("epsilon", self.acceptance_epsilon, True),
+        ):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            ok = ok and math.isfinite(value) and (0.0 < value if low_open else 0.0 <= value)
+            if not (ok and value <= 1.0):
+                span = "(0, 1]" if low_open else "[0, 1]"
+                raise ConfigError(
+                    f"acceptance {name} must be a number in {span}, got {value!r}",
+                    f"acceptance_{name}",
+                    value=str(value)[:SHORT_CHARS],
+                )
+        k, vocab = self.acceptance_top_k, vocab_size if vocab_size is not None else 2**31
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= vocab:
+            raise ConfigError(
+                f"acceptance top-k must be a whole number from 0 to {vocab}, got {k!r}",
+                "acceptance_top_k",
+                value=str(k)[:SHORT_CHARS],
+                vocab=vocab,
+            )
 
 
 #: Longest prompt text accepted, in characters: checked before tokenizing, so a

@@ -27,6 +27,7 @@ from specdec_core.rules.acceptance import (
     verify_greedy,
     verify_sampling,
 )
+from specdec_core.rules.lossy import LossyRule, verify_lossy
 
 if TYPE_CHECKING:
     from specdec_core.core.inputs import SessionConfig
@@ -140,6 +141,7 @@ def verify_drafts(
     raw_out: list[torch.Tensor] | None = None,
     processors: Processors | None = None,
     unprocessed_out: list[torch.Tensor] | None = None,
+    lossy: LossyRule | None = None,
 ) -> tuple[torch.Tensor, Verdict, int]:
     """ONE target forward over ``[committed tokens without KV] + y_1..y_γ``, then the rule.
 
@@ -158,6 +160,9 @@ def verify_drafts(
             processors are appended to it (``[γ + 1, V]`` float32 CPU: after
             temperature/top-k/top-p, or the plain T = 1 softmax at temperature 0, as
             ``raw_out``): what the processors changed, for the chart.
+        lossy: a lossy rule (``rules/lossy.py``, only from an explicit setting) replaces
+            the exact rule on sampled rounds; at temperature 0 it would accept exactly the
+            argmax, so greedy rounds keep :func:`verify_greedy`.
 
     Returns:
         ``(p_rows, verdict, fed)``: ``p_rows`` ``[γ + 1, V]`` float32 CPU (``p_1..p_{γ+1}``
@@ -180,6 +185,8 @@ def verify_drafts(
     ids = torch.tensor(draft_ids, dtype=torch.long)
     if sampling.greedy:
         verdict = verify_greedy(ids, p_rows)
+    elif lossy is not None:
+        verdict = verify_lossy(ids, p_rows, generator, lossy)
     else:
         verdict = verify_sampling(ids, draft_probs, p_rows, generator)
     return p_rows, verdict, len(feed)

@@ -33,6 +33,7 @@ from specdec_core.engine.rounds import (
     verify_argmax,
     verify_drafts,
 )
+from specdec_core.rules.lossy import lossy_rule
 
 Mode = Literal["speculative", "autoregressive"]
 
@@ -278,7 +279,7 @@ def _speculative(
     (:func:`specdec_core.engine.rounds.round_stream`). Active ``processors`` take the
     general path at every temperature (each ``q`` and ``p`` row on its own prefix) and
     roll back with the caches."""
-    sampling = config.sampling
+    sampling, lossy = config.sampling, lossy_rule(config)
     records: list[RoundRecord] = []
     reason: str | None = None
     active = processors if processors is not None and processors.active else None
@@ -307,7 +308,7 @@ def _speculative(
             draft_ids = draft.ids.tolist()
             verify_rng = round_stream(config.seed, r, "verify")
             p_rows, verdict, _ = verify_drafts(
-                target, ids, draft_ids, draft.probs, sampling, verify_rng, processors=active
+                target, ids, draft_ids, draft.probs, sampling, verify_rng, None, active, None, lossy
             )
             round_overlaps = overlaps(p_rows, draft.probs)
         sync(pair.device)

@@ -54,6 +54,7 @@ from specdec_core.engine.chain.edits import (
 )
 from specdec_core.engine.chain.state import PendingRound, SessionState
 from specdec_core.engine.rounds import commit_round, overlaps, rollback, round_stream, verify_drafts
+from specdec_core.rules.lossy import lossy_rule
 
 
 class SpeculativeSession(SessionState):
@@ -227,6 +228,7 @@ class SpeculativeSession(SessionState):
                 raw,
                 self.processors,
                 before,
+                lossy_rule(self.config),
             )
             verify_ms = (time.perf_counter() - started) * 1e3
             round_overlaps = overlaps(p_rows, pending.q_rows)
