@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from specdec_core.core import models
+from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.ui.loader import cached_pair
 from tests.conftest import open_app
 
@@ -166,3 +167,9 @@ def test_rows_from_the_rule_lab(app_on_tiny_pair):
     np.testing.assert_allclose(final["exact"], [0.0, 0.7, 0.3], atol=1e-12)
     # typical (bar 0.09): t2, t3 pass; t1 (p = 0) never does
     np.testing.assert_allclose(final["typical"], [0.0, 0.75, 0.25], atol=1e-12)
+
+
+def test_a_lesson_link_can_name_the_page():
+    state = LessonState(page="lossless", lang="zh", seed=3)
+    back, problems = decode(encode(state), ["embedded"])
+    assert problems == [] and back.page == "lossless" and back.seed == 3

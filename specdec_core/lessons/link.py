@@ -55,7 +55,7 @@ MAX_EDITS = 64
 MAX_ROUNDS = 200
 MAX_CONT = 1_024
 UI_MAX_GAMMA = 8
-PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons")
+PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons", "lossless")
 PHASES = ("propose", "verify", "commit")
 LANGS = ("en", "zh")
 
