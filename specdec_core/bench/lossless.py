@@ -1,0 +1,531 @@
+"""Where "lossless" ends, measured on a live pair (issue 27): the pure functions behind the
+lossless page (``pages/lossless.py``) and the figures in its note.
+
+1. **Same distribution, different text**: :func:`same_seed_texts` (target alone and
+   speculative decoding at T = 1, same seed: the texts differ) and
+   :func:`first_tokens_test` (over N seeds the first-k-token distributions agree: χ² and
+   TV, against a simulated null of two target-alone samples of the same N).
+2. **Numerics**: ``bench/numerics.py`` (verify forward vs decode steps, the bf16 flip).
+3. **A quantized target** (``core/quant.py``): :func:`quant_figures` (TV of first-token
+   distributions and greedy divergence against the float32 target over held-out prompts,
+   the draft's acceptance against each target) and :func:`spec_matches_own_greedy`.
+4. **Lossy rules, priced** (``rules/lossy.py``): :func:`lossy_tradeoff`, acceptance,
+   tokens per round and ms per token against the exact rule, with the exact TV of the
+   first token's law to ``p`` (enumerated on the pair's real rows).
+
+Every function is bounded (``MAX_*``), seeded, and refuses bad input with a code
+(``InputError`` ``bad_value``, ``ConfigError`` ``quant_unknown`` / ``acceptance_*`` /
+``dtype_*``, ``InputError`` ``corpus_missing``). Probabilities are float64 numbers, times
+ms. Held-out prompts: the speaker line and first line of speeches from the last 10 % of
+``data/tinyshakespeare.txt`` (the part the embedded pair was not trained on,
+``training/loop.split_ids``), as ``benchmarks/measure_acceptance.py`` takes them.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+from scipy.stats import chi2_contingency
+
+from specdec_core.core.errors import InputError
+from specdec_core.core.inputs import SessionConfig, prompt_ids, whole_number
+from specdec_core.core.models import REPO_ROOT, ModelPair
+from specdec_core.core.quant import quantized_pair, weight_error
+from specdec_core.core.sampling import SamplingConfig, logits_to_probs, tv_distance
+from specdec_core.engine.chain.generate import generate
+from specdec_core.rules.acceptance import acceptance_total
+from specdec_core.rules.lossy import lossy_final_distribution, lossy_rule
+
+CORPUS = REPO_ROOT / "data" / "tinyshakespeare.txt"
+MAX_SEEDS = 2000
+MAX_K = 2
+MAX_PROMPTS = 200
+MAX_TOKENS = 64
+MAX_DELTAS = 12
+NULL_REPS = 200
+#: First tokens kept for the exact joint law of two tokens (the rest is one "other" cell).
+JOINT_TOP = 64
+
+
+# ------------------------------------------------------------------ held-out prompts
+def held_out_prompts(n: int = 100) -> list[str]:
+    """``n`` prompts (1..:data:`MAX_PROMPTS`), evenly spaced over the speeches with at least
+    two lines in the last 10 % of the corpus: the speaker line + the speech's first line
+    + ``"\\n"`` (the same list as ``benchmarks/measure_acceptance.heldout_prompts``).
+
+    Raises:
+        InputError: ``bad_value`` (n out of range), ``corpus_missing`` (``path``).
+    """
+    n = whole_number(n, 1, MAX_PROMPTS, "prompts")
+    if not CORPUS.is_file():
+        raise InputError(f"the corpus is missing: {CORPUS}", "corpus_missing", path=str(CORPUS))
+    text = CORPUS.read_text(encoding="utf-8")
+    tail = text[int(len(text) * 0.9) :]
+    speeches = [s for s in tail.split("\n\n")[1:] if s.count("\n") >= 2]
+    step = max(1, len(speeches) // n)
+    return ["\n".join(s.split("\n")[:2]) + "\n" for s in speeches[::step][:n]]
+
+
+# ------------------------------------------------------------------ 1. same distribution
+@dataclass(frozen=True)
+class SameSeedTexts:
+    """:func:`same_seed_texts`: both texts and ids (prompt excluded), and whether equal."""
+
+    alone: str
+    speculative: str
+    alone_ids: tuple[int, ...]
+    speculative_ids: tuple[int, ...]
+
+    @property
+    def same(self) -> bool:
+        return self.alone_ids == self.speculative_ids
+
+
+def same_seed_texts(
+    pair: ModelPair,
+    prompt: str,
+    seed: int = 0,
+    max_new_tokens: int = 32,
+    temperature: float = 1.0,
+    gamma: int = 4,
+) -> SameSeedTexts:
+    """The target alone and speculative decoding with the same seed and settings (fast
+    path). Each uses the seed in its own way (one stream vs two streams per round,
+    ``engine/rounds.round_stream``), so at T > 0 the texts generally differ though both
+    follow the target's distribution.
+
+    Raises:
+        PromptError, ConfigError, InputError (``bad_value``: tokens out of 1..64).
+    """
+    max_new_tokens = whole_number(max_new_tokens, 1, MAX_TOKENS, "new tokens")
+    config = SessionConfig(
+        gamma=gamma, temperature=temperature, seed=seed, max_new_tokens=max_new_tokens
+    )
+    alone = generate(pair, prompt, config, "autoregressive")
+    spec = generate(pair, prompt, config, "speculative")
+    return SameSeedTexts(alone.text, spec.text, tuple(alone.output_ids), tuple(spec.output_ids))
+
+
+@dataclass(frozen=True)
+class DistributionTest:
+    """:func:`first_tokens_test`: the first-``k``-token samples of the target alone and of
+    speculative decoding over seeds ``0..n − 1``, compared.
+
+    Attributes:
+        n, k: seeds per side and tokens per sample.
+        counts: ``{tuple of k ids: (alone count, speculative count, exact probability)}``
+            for every tuple seen (exact: the target's own law, ``nan`` for a tuple outside
+            the enumerated cells, see :data:`JOINT_TOP`).
+        tv: TV between the two empirical distributions (on the exact law's cells, as the
+            null).
+        tv_alone_exact / tv_spec_exact: each empirical distribution's TV to the exact law
+            (over the enumerated cells plus one "other" cell).
+        chi2, dof, p_value: χ² test of homogeneity on the 2 × C table (cells expected
+            < 5 merged into one; Pearson, no continuity correction).
+        null_tv: sorted ``[NULL_REPS]`` TVs between two samples of ``n`` drawn from the exact
+            law (what TV two target-alone samples show by chance).
+        null_quantiles: ``(5 %, 50 %, 95 %)`` of ``null_tv``.
+        null_share_above: share of ``null_tv`` ≥ ``tv`` (a Monte Carlo p-value).
+    """
+
+    n: int
+    k: int
+    counts: dict[tuple[int, ...], tuple[int, int, float]]
+    tv: float
+    tv_alone_exact: float
+    tv_spec_exact: float
+    chi2: float
+    dof: int
+    p_value: float
+    null_tv: tuple[float, ...]
+    null_quantiles: tuple[float, float, float]
+    null_share_above: float
+
+
+def exact_first_tokens(
+    pair: ModelPair, ids: list[int], k: int, sampling: SamplingConfig
+) -> dict[tuple[int, ...], float]:
+    """The target's exact law of its first ``k`` (1 or 2) tokens after ``ids``:
+    ``{(x,): p(x)}`` for every ``x`` with ``p(x) > 0``; for ``k = 2``
+    ``{(x1, x2): p(x1)·p(x2 | x1)}`` over the :data:`JOINT_TOP` most likely ``x1`` (one
+    batched forward), the rest of the mass under ``("other",)``. An EOS first token ends
+    the sample: ``(eos,)`` holds ``p(eos)``. Probabilities are float64 numbers."""
+    with torch.inference_mode():
+        logits = pair.target(torch.tensor([ids], device=pair.device)).logits[0, -1]
+        p1 = logits_to_probs(logits, sampling).double().cpu()
+    law: dict[tuple, float] = {}
+    if k == 1:
+        for x in torch.nonzero(p1 > 0).flatten().tolist():
+            law[(x,)] = float(p1[x])
+        return law
+    top = [x for x in torch.topk(p1, JOINT_TOP).indices.tolist() if p1[x] > 0]
+    grow = [x for x in top if x != pair.eos_token_id]
+    covered = 0.0
+    if pair.eos_token_id in top:
+        law[(pair.eos_token_id,)] = float(p1[pair.eos_token_id])
+        covered += float(p1[pair.eos_token_id])
+    if grow:
+        batch = torch.tensor([ids + [x] for x in grow], device=pair.device)
+        with torch.inference_mode():
+            rows = logits_to_probs(pair.target(batch).logits[:, -1], sampling).double().cpu()
+        for x1, row in zip(grow, rows, strict=True):
+            for x2 in torch.nonzero(row > 0).flatten().tolist():
+                law[(x1, x2)] = float(p1[x1] * row[x2])
+            covered += float(p1[x1])
+    law[("other",)] = max(0.0, 1.0 - covered)
+    return law
+
+
+def _cells(sample: Counter, law: dict) -> Counter:
+    """``sample`` counted on the cells of ``law`` (a tuple outside them → ``("other",)``)."""
+    out: Counter = Counter()
+    for x, c in sample.items():
+        out[x if x in law else ("other",)] += c
+    return out
+
+
+def _tv_counts(a: Counter, b: Counter, n_a: int, n_b: int) -> float:
+    keys = set(a) | set(b)
+    return 0.5 * sum(abs(a[x] / n_a - b[x] / n_b) for x in keys)
+
+
+def _chi2(a: Counter, b: Counter) -> tuple[float, int, float]:
+    """Pearson χ² of homogeneity on the 2 × C table, cells with an expected count < 5
+    (under pooling) merged into one."""
+    n_a, n_b = sum(a.values()), sum(b.values())
+    keys = sorted(set(a) | set(b), key=str)
+    big, small_a, small_b = [], 0, 0
+    for x in keys:
+        tot = a[x] + b[x]
+        if min(tot * n_a, tot * n_b) / (n_a + n_b) >= 5:
+            big.append((a[x], b[x]))
+        else:
+            small_a, small_b = small_a + a[x], small_b + b[x]
+    if small_a + small_b:
+        big.append((small_a, small_b))
+    if len(big) < 2:
+        return 0.0, 0, 1.0
+    stat, p, dof, _ = chi2_contingency(np.array(big).T, correction=False)
+    return float(stat), int(dof), float(p)
+
+
+def first_tokens_test(
+    pair: ModelPair,
+    prompt: str,
+    n: int = 500,
+    k: int = 1,
+    gamma: int = 4,
+    temperature: float = 1.0,
+    null_seed: int = 0,
+) -> DistributionTest:
+    """Over seeds ``0..n − 1``: the first ``k`` tokens of the target alone and of
+    speculative decoding (fast path, engine streams; the speculative run makes
+    ``max(k, γ + 1)`` tokens so its first round really drafts, and keeps the first ``k``),
+    compared by χ² and TV, with the TV of two exact-law samples of the same ``n`` as the
+    null (``NULL_REPS`` draws, ``torch.Generator`` seeded with ``null_seed``).
+
+    Args:
+        n: seeds per side, 1..:data:`MAX_SEEDS`. k: 1 or 2. temperature: > 0.
+
+    Raises:
+        InputError: ``bad_value`` (n, k or γ out of range), ``needs_temperature``
+            (temperature 0: a greedy run has one outcome); ConfigError; PromptError.
+    """
+    n = whole_number(n, 1, MAX_SEEDS, "seeds")
+    k = whole_number(k, 1, MAX_K, "tokens (k)")
+    gamma = whole_number(gamma, 1, 16, "γ")
+    base = SessionConfig(gamma=gamma, temperature=temperature).validate(pair.vocab_size)
+    if base.sampling.greedy:
+        raise InputError("the distribution test needs a temperature above 0", "needs_temperature")
+    ids = prompt_ids(pair, prompt)
+    law = exact_first_tokens(pair, ids, k, base.sampling)
+    alone, spec = Counter(), Counter()
+    for seed in range(n):
+        ar = generate(pair, ids, replace(base, seed=seed, max_new_tokens=k), "autoregressive")
+        sp_cfg = replace(base, seed=seed, max_new_tokens=max(k, gamma + 1))
+        sp = generate(pair, ids, sp_cfg, "speculative")
+        alone[_first(ar.output_ids, k, pair.eos_token_id)] += 1
+        spec[_first(sp.output_ids, k, pair.eos_token_id)] += 1
+    cells_alone, cells_spec = _cells(alone, law), _cells(spec, law)
+    tv = _tv_counts(cells_alone, cells_spec, n, n)  # on the null's cells
+    chi2, dof, p_value = _chi2(alone, spec)
+    cells = list(law)
+    probs = torch.tensor([law[c] for c in cells], dtype=torch.float64)
+    gen = torch.Generator().manual_seed(null_seed)
+    null = []
+    for _ in range(NULL_REPS):
+        a = torch.multinomial(probs, n, replacement=True, generator=gen).bincount(
+            minlength=len(cells)
+        )
+        b = torch.multinomial(probs, n, replacement=True, generator=gen).bincount(
+            minlength=len(cells)
+        )
+        null.append(0.5 * float((a - b).abs().sum()) / n)
+    null.sort()
+    exact_counter = {c: law[c] for c in cells}
+
+    def to_exact(merged: Counter) -> float:
+        keys = set(merged) | set(exact_counter)
+        return 0.5 * sum(abs(merged[x] / n - exact_counter.get(x, 0.0)) for x in keys)
+
+    counts = {
+        x: (alone[x], spec[x], law.get(x, math.nan))
+        for x in sorted(set(alone) | set(spec), key=lambda x: -(alone[x] + spec[x]))
+    }
+    q = np.quantile(null, [0.05, 0.5, 0.95])
+    return DistributionTest(
+        n=n,
+        k=k,
+        counts=counts,
+        tv=tv,
+        tv_alone_exact=to_exact(cells_alone),
+        tv_spec_exact=to_exact(cells_spec),
+        chi2=chi2,
+        dof=dof,
+        p_value=p_value,
+        null_tv=tuple(null),
+        null_quantiles=(float(q[0]), float(q[1]), float(q[2])),
+        null_share_above=sum(v >= tv for v in null) / len(null),
+    )
+
+
+def _first(ids: Sequence[int], k: int, eos: int | None) -> tuple[int, ...]:
+    """The first ``k`` ids; a sample that starts with EOS is ``(eos,)`` (it ended)."""
+    out = tuple(ids[:k])
+    return out[:1] if eos is not None and out and out[0] == eos else out
+
+
+# ------------------------------------------------------------------ 3. quantized target
+@dataclass(frozen=True)
+class QuantFigures:
+    """:func:`quant_figures` for one quantization ``kind`` over ``prompts`` held-out
+    prompts.
+
+    Attributes:
+        weight_error: relative Frobenius error of the quantized weights (all together).
+        tv_first_mean / tv_first_max: TV between the float32 target's and the quantized
+            target's next-token distributions after each prompt (exact, at the
+            temperature), mean and max over prompts.
+        greedy_divergence: share of prompts whose greedy target-alone outputs
+            (``tokens`` tokens) differ between the two targets.
+        acceptance_float32 / acceptance_quant: the draft's acceptance ``α`` against each
+            target: mean ``Σ min(p, q)`` at the temperature over the positions of each
+            prompt's float32 greedy continuation (teacher-forced, the same positions for
+            both targets).
+    """
+
+    kind: str
+    prompts: int
+    tokens: int
+    weight_error: float
+    tv_first_mean: float
+    tv_first_max: float
+    greedy_divergence: float
+    acceptance_float32: float
+    acceptance_quant: float
+
+
+def _rows(model: torch.nn.Module, ids: list[int], start: int, sampling: SamplingConfig):
+    """``[len(ids) − start, V]`` float64 rows predicting positions ``start..`` (one
+    forward)."""
+    with torch.inference_mode():
+        logits = model(torch.tensor([ids], device=model.device)).logits[0, start - 1 : -1]
+    return logits_to_probs(logits, sampling).double().cpu()
+
+
+def quant_figures(
+    pair: ModelPair,
+    kind: str,
+    prompts: Sequence[str],
+    tokens: int = 16,
+    temperature: float = 1.0,
+) -> QuantFigures:
+    """How far the ``kind``-quantized target (``core/quant.quantized_pair``) is from the
+    float32 one, and how well the draft fits each (see :class:`QuantFigures`).
+
+    Raises:
+        ConfigError: ``quant_unknown``; InputError: ``bad_value`` (prompts or tokens out
+        of range), PromptError.
+    """
+    whole_number(len(prompts), 1, MAX_PROMPTS, "prompts")
+    tokens = whole_number(tokens, 1, MAX_TOKENS, "new tokens")
+    quant = quantized_pair(pair, kind)
+    sampling = SamplingConfig(temperature)
+    greedy = SessionConfig(max_new_tokens=tokens)
+    tvs, differ, acc_f, acc_q = [], 0, [], []
+    for prompt in prompts:
+        ids = prompt_ids(pair, prompt)
+        base = generate(pair, ids, greedy, "autoregressive").output_ids
+        mine = generate(quant, ids, greedy, "autoregressive").output_ids
+        differ += base != mine
+        seq = ids + base
+        p_f = _rows(pair.target, seq, len(ids), sampling)
+        p_q = _rows(quant.target, seq, len(ids), sampling)
+        q = _rows(pair.draft, seq, len(ids), sampling)
+        tvs.append(float(tv_distance(p_f[0], p_q[0])))
+        acc_f += acceptance_total(p_f, q).tolist()
+        acc_q += acceptance_total(p_q, q).tolist()
+    return QuantFigures(
+        kind=kind,
+        prompts=len(prompts),
+        tokens=tokens,
+        weight_error=weight_error(pair.target, kind),
+        tv_first_mean=statistics.fmean(tvs),
+        tv_first_max=max(tvs),
+        greedy_divergence=differ / len(prompts),
+        acceptance_float32=statistics.fmean(acc_f),
+        acceptance_quant=statistics.fmean(acc_q),
+    )
+
+
+def spec_matches_own_greedy(
+    pair: ModelPair, kind: str, prompts: Sequence[str], tokens: int = 16, gamma: int = 4
+) -> tuple[int, int]:
+    """Greedy speculative decoding with the ``kind``-quantized target against that
+    target's own greedy output: ``(prompts where equal, prompts)``.
+
+    Raises:
+        ConfigError: ``quant_unknown``; InputError: ``bad_value``; PromptError.
+    """
+    whole_number(len(prompts), 1, MAX_PROMPTS, "prompts")
+    tokens = whole_number(tokens, 1, MAX_TOKENS, "new tokens")
+    quant = quantized_pair(pair, kind)
+    config = SessionConfig(gamma=gamma, max_new_tokens=tokens)
+    equal = sum(
+        generate(quant, p, config, "speculative").output_ids
+        == generate(quant, p, config, "autoregressive").output_ids
+        for p in prompts
+    )
+    return equal, len(prompts)
+
+
+# ------------------------------------------------------------------ 4. lossy rules
+@dataclass(frozen=True)
+class TradeoffPoint:
+    """One rule at one δ (``delta`` ``None`` for the exact rule) in :func:`lossy_tradeoff`.
+
+    Attributes:
+        acceptance_rate: accepted drafts / checked drafts (accepted, or the first
+            rejected; positions cut by a stop left out), over all runs.
+        tokens_per_round: committed tokens per round (accepted + correction/bonus).
+        ms_per_token: median over runs of wall ms per generated token (fast path).
+        speedup: the exact rule's ``ms_per_token`` / this one's.
+        tv_first_mean / tv_first_max: TV to ``p`` of the exact law of the token emitted at a
+            round's first drafted position after each prompt,
+            ``P = q·[S] + (1 − Σ_S q)·p`` (``rules/lossy.lossy_final_distribution``) on the
+            pair's real rows ``p_1`` and ``q_1``; 0 for the exact rule.
+    """
+
+    rule: str
+    delta: float | None
+    acceptance_rate: float
+    tokens_per_round: float
+    ms_per_token: float
+    speedup: float
+    tv_first_mean: float
+    tv_first_max: float
+
+
+def lossy_tradeoff(
+    pair: ModelPair,
+    rule: str,
+    deltas: Sequence[float],
+    prompts: Sequence[str],
+    seeds: int = 2,
+    tokens: int = 32,
+    gamma: int = 4,
+    temperature: float = 1.0,
+    epsilon: float = 0.09,
+    top_k: int = 1,
+) -> list[TradeoffPoint]:
+    """The speed/TV trade-off of a lossy rule over ``deltas`` on the pair, the exact rule
+    first (``delta = None``): each point runs every prompt with seeds ``0..seeds − 1`` at
+    ``temperature`` (fast path, ``tokens`` new tokens, EOS ignored so every run has the
+    same length) and enumerates the first position's law exactly (:class:`TradeoffPoint`).
+    Timings are wall-clock on a possibly shared machine: compare them within one call.
+
+    Raises:
+        ConfigError: ``acceptance_rule`` / ``acceptance_delta`` / ``acceptance_epsilon`` /
+            ``acceptance_top_k`` (via ``SessionConfig.validate``); InputError
+            ``acceptance_not_lossy`` (``rule`` is ``exact``), ``needs_temperature``
+            (temperature 0: both lossy rules are then exact), ``bad_value`` (more than
+            :data:`MAX_DELTAS` δ, prompts, seeds or tokens out of range); PromptError.
+    """
+    whole_number(len(deltas), 1, MAX_DELTAS, "δ values")
+    whole_number(len(prompts), 1, MAX_PROMPTS, "prompts")
+    seeds = whole_number(seeds, 1, 20, "seeds")
+    tokens = whole_number(tokens, 1, MAX_TOKENS, "new tokens")
+    base = SessionConfig(gamma=gamma, temperature=temperature, max_new_tokens=tokens)
+    settings = [base.validate(pair.vocab_size)]
+    for d in deltas:
+        lossy = replace(
+            base,
+            acceptance=rule,  # type: ignore[arg-type]
+            acceptance_delta=d,
+            acceptance_epsilon=epsilon,
+            acceptance_top_k=top_k,
+        )
+        settings.append(lossy.validate(pair.vocab_size))
+    if rule == "exact":
+        raise InputError(
+            "the trade-off is of a lossy rule: typical or threshold", "acceptance_not_lossy"
+        )
+    if base.sampling.greedy:
+        raise InputError(
+            "lossy rules differ from the exact one only above T = 0", "needs_temperature"
+        )
+    timed = replace(pair, eos_token_id=None)
+    rows = [_first_rows(pair, prompt_ids(pair, p), base.sampling) for p in prompts]
+    points: list[TradeoffPoint] = []
+    for config in settings:
+        accepted = checked = appended = rounds = 0
+        ms: list[float] = []
+        for prompt in prompts:
+            for seed in range(seeds):
+                run = generate(timed, prompt, replace(config, seed=seed), "speculative")
+                ms.append(run.stats.ms_per_token)
+                for rec in run.records:
+                    accepted += rec.accepted
+                    checked += rec.statuses.count("accepted") + rec.statuses.count("rejected")
+                    appended += len(rec.appended)
+                    rounds += 1
+        rule_now = lossy_rule(config)
+        tvs = [
+            0.0
+            if rule_now is None
+            else float(tv_distance(lossy_final_distribution(p, q, rule_now), p))
+            for p, q in rows
+        ]
+        points.append(
+            TradeoffPoint(
+                rule=config.acceptance,
+                delta=None if rule_now is None else config.acceptance_delta,
+                acceptance_rate=accepted / checked if checked else 0.0,
+                tokens_per_round=appended / rounds if rounds else 0.0,
+                ms_per_token=statistics.median(ms),
+                speedup=0.0,
+                tv_first_mean=statistics.fmean(tvs),
+                tv_first_max=max(tvs),
+            )
+        )
+    exact_ms = points[0].ms_per_token
+    return [
+        replace(p, speedup=exact_ms / p.ms_per_token if p.ms_per_token else 0.0) for p in points
+    ]
+
+
+def _first_rows(
+    pair: ModelPair, ids: list[int], sampling: SamplingConfig
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(p_1, q_1)``: the target's and the draft's ``[V]`` float64 rows after ``ids``."""
+    with torch.inference_mode():
+        x = torch.tensor([ids], device=pair.device)
+        p = logits_to_probs(pair.target(x).logits[0, -1], sampling).double().cpu()
+        q = logits_to_probs(pair.draft(x).logits[0, -1], sampling).double().cpu()
+    return p, q
