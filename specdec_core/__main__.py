@@ -28,6 +28,12 @@ from specdec_core.server.cli import (
     scenarios_command,
     tree_bench_command,
 )
+from specdec_core.server.lossless_args import (
+    acceptance_settings,
+    add_lossless_args,
+    check_lossless_args,
+    lossless_json,
+)
 
 BENCH_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
@@ -55,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--tree-budget", type=int, default=12, help=f"most nodes per tree (1..{MAX_TREE_NODES})"
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
+    add_lossless_args(run)
     bench = sub.add_parser("bench", help="time target-only vs speculative decoding")
     bench.add_argument("--pair", default="embedded")
     bench.add_argument("--prompt", default=BENCH_PROMPT)
@@ -78,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--tree-budget", type=int, default=12)
     bench.add_argument("--json", action="store_true")
+    add_lossless_args(bench)
     scen = sub.add_parser("scenarios", help="the lesson scenarios found on a pair, as links")
     scen.add_argument("--pair", default="embedded")
     scen.add_argument("--base-url", default="http://localhost:8501/")
@@ -89,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if args.command != "scenarios":
+            check_lossless_args(args)
         if args.command == "run":
             out = run_command(args)
         elif args.command == "scenarios":
@@ -109,8 +119,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     hf=not args.no_hf,
                     ignore_eos=not args.stop_at_eos,
                     drafter=args.drafter,
+                    target_quant=args.target_quant,
+                    acceptance=acceptance_settings(args),
                 ).to_json()
             )
+        if args.command != "scenarios":
+            out = {**out, **lossless_json(args)}
     except (SpecDecError, ValueError) as exc:  # documented errors (and argument values)
         print(f"error: {exc}", file=sys.stderr)
         return 2

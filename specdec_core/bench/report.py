@@ -14,6 +14,7 @@ from specdec_core.bench.runs import hf_generate, ignoring_eos, measure_pair_runs
 from specdec_core.bench.summary import summarize
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair, load_pair
+from specdec_core.core.quant import quantized_pair
 from specdec_core.engine.chain.generate import GenerationResult
 
 
@@ -60,20 +61,27 @@ def run_bench(
     hf: bool = True,
     ignore_eos: bool = True,
     drafter: str = "model",
+    target_quant: str = "none",
+    acceptance: dict | None = None,
 ) -> BenchReport:
     """Benchmark one pair; ``.to_json()`` is the ``bench`` JSON object of
     docs/ARCHITECTURE.md. Target-only and speculative runs interleaved (see
     :func:`measure_pair`), then, with ``hf``, Hugging Face ``generate`` without and with
     the draft as assistant (a failure of HF's is reported in ``hf_error``, never raised).
     ``ignore_eos`` (default): every run generates exactly ``max_new_tokens`` tokens (cut by
-    the context).
+    the context). ``target_quant`` (``none``/``int8``/``int4``): time a fake-quantized copy
+    of the target (``core/quant.py``); ``acceptance``: ``SessionConfig`` keywords of a
+    lossy verification rule (``acceptance``, ``acceptance_delta``, …; issue 27).
 
     Raises:
         ModelLoadError, PromptError, ConfigError.
     """
     pair = pair_spec if isinstance(pair_spec, ModelPair) else load_pair(pair_spec)
+    pair = quantized_pair(pair, target_quant)
     timed = ignoring_eos(pair) if ignore_eos else pair
-    config = SessionConfig(gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens)
+    config = SessionConfig(
+        gamma=gamma, temperature=temperature, max_new_tokens=max_new_tokens, **(acceptance or {})
+    )
     runs = measure_pair_runs(timed, prompt, config, repeats, drafter)
     ar, sp = runs.autoregressive, runs.speculative
     # the curve's forwards take milliseconds: a median of 5 moved t(2)/t(1) by ±0.15 on a

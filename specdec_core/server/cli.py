@@ -29,6 +29,7 @@ from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.lessons.scenarios import find_scenarios
+from specdec_core.server.lossless_args import acceptance_settings, lossless_pair
 
 _EDIT = re.compile(r"^(\d+):(\d+)=(\d+)$")
 
@@ -159,7 +160,7 @@ def processor_json(r: RoundTrace) -> dict:
 
 
 def run_command(args: argparse.Namespace) -> dict:
-    pair = load_pair(pair_arg(args.pair))
+    pair = lossless_pair(load_pair(pair_arg(args.pair)), args)
     config = SessionConfig(
         gamma=args.gamma,
         temperature=args.temperature,
@@ -169,6 +170,7 @@ def run_command(args: argparse.Namespace) -> dict:
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
         **processor_settings(args),
+        **acceptance_settings(args),
     )
     edits = parse_edits(args.edit or [])
     if args.tree is not None:
@@ -271,7 +273,7 @@ def tree_run_command(
 def tree_bench_command(args: argparse.Namespace) -> dict:
     """``bench --tree SHAPE``: target-only vs chain (γ) vs tree on one prompt, fast paths."""
     shape = parse_shape(args.tree)
-    pair = load_pair(pair_arg(args.pair))
+    pair = lossless_pair(load_pair(pair_arg(args.pair)), args)
     config = SessionConfig(
         gamma=args.gamma, temperature=args.temperature, max_new_tokens=args.max_new_tokens
     )
