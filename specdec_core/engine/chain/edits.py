@@ -13,6 +13,7 @@ import torch
 
 from specdec_core.core.errors import InputError
 from specdec_core.core.models import ModelPair
+from specdec_core.core.processors import Processors
 from specdec_core.core.records import RoundRecord
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.trace import DistSlice, PositionCheck, TokenInfo
@@ -50,20 +51,36 @@ def check_token_id(token_id: object, vocab: int) -> None:
 
 
 @torch.inference_mode()
-def _preview_logits(pair: ModelPair, committed: list[int], drafts: list[int]) -> torch.Tensor:
+def _preview_logits(
+    pair: ModelPair,
+    committed: list[int],
+    drafts: list[int],
+    processors: Processors | None = None,
+) -> torch.Tensor:
     """``[γ', V]`` float32 target logits at each drafted position given ``drafts``, from a
-    cache-free forward of ``pair.target`` over ``committed + drafts`` (no cache touched)."""
+    cache-free forward of ``pair.target`` over ``committed + drafts`` (no cache touched),
+    processed row by row on each row's own prefix by active ``processors`` (which then
+    stand back on ``committed``)."""
     ids = torch.tensor([committed + drafts], device=pair.device)
-    return pair.target(input_ids=ids).logits[0, -(len(drafts) + 1) : -1].float()
+    logits = pair.target(input_ids=ids).logits[0, -(len(drafts) + 1) : -1].float()
+    if processors is not None and processors.active:
+        logits = processors.rows(logits, committed, drafts)
+        processors.sync_to(committed)
+    return logits
 
 
 @torch.inference_mode()
 def target_top_ids(
-    pair: ModelPair, committed: list[int], drafts: list[int], top_n: int = 5
+    pair: ModelPair,
+    committed: list[int],
+    drafts: list[int],
+    top_n: int = 5,
+    processors: Processors | None = None,
 ) -> list[list[int]]:
     """The target's top token ids at each drafted position 1..γ' given the current drafts,
     *before* verification (for the edit controls), from a cache-free forward over
-    ``committed + drafts``; no cache is touched.
+    ``committed + drafts``, after the ``processors`` (so a grammar's argmax is inside
+    it); no cache is touched.
 
     Returns:
         ``γ'`` lists of ``min(top_n, V)`` ids, most likely first (index 0 is the greedy
@@ -71,7 +88,7 @@ def target_top_ids(
     """
     if not drafts:
         return []
-    logits = _preview_logits(pair, committed, drafts)  # [γ', V]
+    logits = _preview_logits(pair, committed, drafts, processors)  # [γ', V]
     return torch.topk(logits, min(top_n, logits.shape[-1]), dim=-1).indices.tolist()
 
 
@@ -82,16 +99,19 @@ def accept_preview(
     drafts: list[int],
     q_rows: torch.Tensor,
     sampling: SamplingConfig,
+    processors: Processors | None = None,
 ) -> list[float]:
     """The exact acceptance probability ``a_i = min(1, p_i(y_i) / q_i(y_i))`` at each drafted
     position given the current drafts, *before* verification (a cache-free forward over
-    ``committed + drafts``, ``p`` after ``sampling``'s temperature/top-k/top-p; ``q_rows``
-    ``[γ', V]``). For an edited position ``q_i`` is one-hot, so ``a_i = p_i(y_i)``.
-    Position ``i`` is only checked if positions ``1..i−1`` were accepted.
+    ``committed + drafts``, ``p`` after the ``processors`` and ``sampling``'s
+    temperature/top-k/top-p; ``q_rows`` ``[γ', V]``). For an edited position ``q_i`` is
+    one-hot, so ``a_i = p_i(y_i)``. Position ``i`` is only checked if positions
+    ``1..i−1`` were accepted.
     """
     if not drafts:
         return []
-    p_rows = logits_to_probs(_preview_logits(pair, committed, drafts), sampling).cpu()
+    logits = _preview_logits(pair, committed, drafts, processors)
+    p_rows = logits_to_probs(logits, sampling).cpu()
     return [
         acceptance_probability(float(p_rows[i, y]), float(q_rows[i, y]))
         for i, y in enumerate(drafts)

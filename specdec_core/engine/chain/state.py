@@ -146,15 +146,16 @@ class SessionState(StepMachine[PendingRound, RoundTrace]):
 
     # ------------------------------------------------------------------ previews
     def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
-        """The target's top ``top_n`` tokens at each drafted position, before verification
-        (:func:`~specdec_core.engine.chain.edits.target_top_ids`; caches untouched).
+        """The target's top ``top_n`` tokens at each drafted position, before verification,
+        after the processors (:func:`~specdec_core.engine.chain.edits.target_top_ids`;
+        caches untouched, the processors back on the committed ids).
 
         Raises:
             PhaseError: not after ``propose``.
         """
         pending = self._require("verify", "preview the target")
         assert pending is not None
-        rows = target_top_ids(self.pair, self.ids, pending.ids, top_n)
+        rows = target_top_ids(self.pair, self.ids, pending.ids, top_n, self.processors)
         return [[self.token(t) for t in row] for row in rows]
 
     def accept_preview(self) -> list[float]:
@@ -167,5 +168,5 @@ class SessionState(StepMachine[PendingRound, RoundTrace]):
         pending = self._require("verify", "preview the acceptance probabilities")
         assert pending is not None
         return accept_preview(
-            self.pair, self.ids, pending.ids, pending.q_rows, self.config.sampling
+            self.pair, self.ids, pending.ids, pending.q_rows, self.config.sampling, self.processors
         )
