@@ -7,6 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specdec_core.bench.lossless import (
+    first_tokens_test,
+    held_out_prompts,
+    quant_figures,
+    same_seed_texts,
+)
+from specdec_core.bench.numerics import verify_vs_decode
 from specdec_core.core import models
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.ui.loader import cached_pair
@@ -173,3 +180,44 @@ def test_a_lesson_link_can_name_the_page():
     state = LessonState(page="lossless", lang="zh", seed=3)
     back, problems = decode(encode(state), ["embedded"])
     assert problems == [] and back.page == "lossless" and back.seed == 3
+
+
+def test_studies_on_the_pair_show_the_backend_numbers(app_on_tiny_pair):
+    """Each Run button on the tiny pair: the page shows what bench/lossless and
+    bench/numerics return for the same inputs."""
+    at = open_page()
+    pair = at.session_state["pair"]
+    prompt = held_out_prompts(12)[0]
+    at.number_input(key="ll_n_seeds").set_value(10).run()
+    at.button(key="ll_run_seed").click().run()
+    assert not at.exception and not at.error
+    texts = same_seed_texts(pair, prompt, 0, 32, 1.0, 4)
+    test = first_tokens_test(pair, prompt, 10, 1, 4, 1.0, 0)
+    shown = [m for m in at.metric if m.label == "TV(target alone, speculative)"]
+    assert shown[0].value == f"{test.tv:.4f}"
+    html = "".join(h.value for h in at.get("html"))
+    assert texts.alone[:10].replace("<", "&lt;") in html
+    at.button(key="ll_run_numerics").click().run()
+    assert not at.exception and not at.error
+    rows = next(df.value for df in at.dataframe if "delta_float32" in df.value.columns)
+    f32 = verify_vs_decode(pair, prompt, "float32", 4)
+    np.testing.assert_allclose(
+        rows["delta_float32"], [p.max_abs_delta for p in f32.positions], rtol=1e-6
+    )
+    assert (rows["delta_float32"] < 1e-4).all()  # float32: verify = decode up to rounding
+    at.number_input(key="ll_q_prompts").set_value(5).run()
+    at.number_input(key="ll_q_seeds").set_value(0).run()
+    at.button(key="ll_run_quant").click().run()
+    assert not at.exception and not at.error
+    quant = next(df.value for df in at.dataframe if "weight_error" in df.value.columns)
+    figs = quant_figures(pair, "int8", held_out_prompts(5), 16)
+    assert quant["tv_first"][0] == pytest.approx(figs.tv_first_mean, abs=1e-12)
+    own = next(df.value for df in at.dataframe if "greedy_equal" in df.value.columns)
+    assert list(own["greedy_equal"]) == ["5 / 5", "5 / 5"]
+    at.number_input(key="ll_t_prompts").set_value(1).run()
+    at.number_input(key="ll_t_seeds").set_value(1).run()
+    at.button(key="ll_run_trade").click().run()
+    assert not at.exception and not at.error
+    trade = next(df.value for df in at.dataframe if "speedup" in df.value.columns)
+    assert len(trade) == 10 and trade["tv"][0] == 0.0  # exact rule first: TV 0
+    assert trade["speedup"][0] == pytest.approx(1.0)

@@ -18,6 +18,7 @@ from specdec_core.rules.lab.lossy import (
     DEFAULT_TOP_K,
     LOSSY_RULES,
     MAX_TOP_K,
+    LossyRules,
     check_lossy,
     compare_lossy,
     lossy_sweep,
@@ -143,8 +144,9 @@ def show_rows_input() -> tuple[list[str], np.ndarray, np.ndarray]:
     return names, p, q
 
 
-def show_lab_rules() -> None:
-    """Section 4a: the exact, typical and threshold rules on the lab's rows."""
+def show_lab_rules() -> LossyRules:
+    """Section 4a: the exact, typical and threshold rules on the lab's rows. Returns the
+    knobs on screen (section 4b runs the pair with the same ε and top-k)."""
     st.subheader(t("ll_sub_lab"))
     st.markdown(t("ll_rules_help"))
     names, p, q = show_rows_input()
@@ -229,3 +231,4 @@ def show_lab_rules() -> None:
         key="ll_fig_price",
     )
     st.markdown(t("ll_price_read"))
+    return knobs
