@@ -171,10 +171,8 @@ def _bars(
         y = values.astype(float)[keep]
         peak = max(peak, float(y.max(initial=0.0)))
         low = min(low, float(y[y > 0].min(initial=1.0)))
-        others.append(
-            f"{labels[key] if key in ('before', 'p') and before_after else SHORT[key]}"
-            f" = {fmt_prob(other)}"
-        )
+        name = labels.get(key + "_short", SHORT.get(key, key)) if before_after else SHORT[key]
+        others.append(f"{name} = {fmt_prob(other)}")
         series.append((key, y.tolist()))
     # the drafted (▼) and correction (★) tokens are marked in their axis labels: markers
     # above adjacent bars used to overlap
@@ -235,7 +233,8 @@ def distribution_option(
         presenter: projector-sized text (:data:`PRESENTER_SCALE` × every font size: axis
             ticks and legend 16 px instead of 12, the title 20 px instead of 15).
         before_after: ``dist`` is a :func:`before_after_slice`: two series, ``p`` before
-            the processors (grey, label ``labels["before"]``) and after (``labels["p"]``).
+            the processors (grey, label ``labels["before"]``) and after (``labels["p"]``);
+            the "other" line names them ``labels["before_short"]`` / ``labels["p_short"]``.
 
     Returns:
         The option ``dict``, JSON-serialisable (plain ``str``/``float``/``None``; no NumPy

@@ -26,6 +26,14 @@ MOMENTS = ("proc_before_verify", "proc_after_verify", "proc_after_commit")
 NOW = "proc_now"
 #: Tokens shown in the penalty table (the ones whose counts change first).
 PENALTY_COLUMNS = 6
+#: Both tables: headers may wrap (presenter mode puts them in half the page's width, where
+#: one line each scrolled sideways at 1024 px) and every column after the first is a number.
+_CSS = (
+    "<style>.sd-table.processor-table th,.sd-table.penalty-table th{white-space:normal}"
+    ".sd-table.processor-table td:not(:first-child),.sd-table.processor-table th:not(:first-child),"
+    ".sd-table.penalty-table td:not(:first-child),.sd-table.penalty-table th:not(:first-child)"
+    "{text-align:right}</style>"
+)
 
 Moment = tuple[str, KVState | None]  # (string key, the state; None: not reached yet)
 
@@ -195,9 +203,10 @@ def section(
     if not moments:
         return
     heading(t("proc_heading"))
-    st.html(html_table(state_columns(moments, prompt_len), name="processor-table"))
+    st.html(_CSS + html_table(state_columns(moments, prompt_len), name="processor-table"))
+    st.caption(t("proc_columns"))
     penalties = penalty_columns(moments, prompt_len, token, generated_only, exact)
     if penalties is not None:
         st.caption(t("proc_penalty_gen" if generated_only else "proc_penalty_whole"))
-        st.html(html_table(penalties, name="penalty-table"))
+        st.html(_CSS + html_table(penalties, name="penalty-table"))
     st.caption(t("proc_help"))

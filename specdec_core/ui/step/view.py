@@ -165,7 +165,12 @@ def _before_after(
         after = shown.context_dists[i]
     else:
         after = shown.checks[i].dist if pos <= gamma else shown.next_dist
-    labels = {**_labels(), "p": t("trace_after")}
+    labels = {
+        **_labels(),
+        "p": t("trace_after"),
+        "before_short": t("trace_before_short"),
+        "p_short": t("trace_after_short"),
+    }
     if pos > gamma:
         labels["correction"] = t("legend_bonus")
     _chart(
