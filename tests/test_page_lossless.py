@@ -221,3 +221,17 @@ def test_studies_on_the_pair_show_the_backend_numbers(app_on_tiny_pair):
     trade = next(df.value for df in at.dataframe if "speedup" in df.value.columns)
     assert len(trade) == 10 and trade["tv"][0] == 0.0  # exact rule first: TV 0
     assert trade["speedup"][0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("lang", "message"),
+    [("en", "The prompt has 3202 tokens; this pair's context"), ("zh", "提示词有 3202 个 token")],
+)
+def test_a_prompt_too_long_gives_one_message_and_runs_nothing(app_on_tiny_pair, lang, message):
+    at = open_page(lang)
+    at.text_input(key="ll_prompt_own").set_value("to be or not " * 400).run()
+    at.button(key="ll_run_seed").click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and message in at.error[0].value
+    assert "ll_res_seed" not in at.session_state
+    check_summary(at, [0.6, 1.0, 0.7], [0.0, 0.4, 0.29])  # the rest of the page as it was

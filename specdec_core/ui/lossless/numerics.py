@@ -17,7 +17,7 @@ from specdec_core.bench.numerics import (
 from specdec_core.core.inputs import SessionConfig, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import DTYPES, dtype_supported
-from specdec_core.ui.errors import error_message
+from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.lossless import logit_gap_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
@@ -154,10 +154,10 @@ def _show_search(pair: ModelPair, config: SessionConfig) -> None:
     st.markdown(
         t(
             "ll_flip_case",
-            prompt=RU.prompt_label(case.prompt),
+            prompt=plain(RU.prompt_label(case.prompt)),
             pos=case.position + 1,
-            a=a,
-            s=s,
+            a=plain(a),
+            s=plain(s),
             round=case.round_index + 1,
         )
     )

@@ -18,7 +18,7 @@ from specdec_core.bench.lossless import (
 from specdec_core.core.inputs import SessionConfig, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import quantized_pair
-from specdec_core.ui.errors import error_message
+from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
 from specdec_core.ui.lossless import runs as RU
@@ -37,7 +37,7 @@ def show_quant(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
     st.markdown(t("ll_quant_help"))
     c1, c2, c3 = st.columns([1, 1, 1.2], vertical_alignment="bottom")
     n_prompts = c1.number_input(
-        t("ll_q_prompts"), 5, MAX_UI_PROMPTS, 30, 5, key="ll_q_prompts", help=t("ll_q_prompts_help")
+        t("ll_q_prompts"), 5, MAX_UI_PROMPTS, 20, 5, key="ll_q_prompts", help=t("ll_q_prompts_help")
     )
     n_seeds = c2.number_input(
         t("ll_q_seeds"), 0, MAX_UI_CHI_SEEDS, 100, 50, key="ll_q_seeds", help=t("ll_q_seeds_help")
@@ -118,7 +118,7 @@ def show_quant(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
         },
     )
     if n_seeds:
-        st.caption(t("ll_quant_chi_note", n=n_seeds, prompt=RU.prompt_label(shown_prompt)))
+        st.caption(t("ll_quant_chi_note", n=n_seeds, prompt=plain(RU.prompt_label(shown_prompt))))
     all_equal = all(a == b for a, b in own)
     (st.success if all_equal else st.warning)(
         t("ll_quant_verdict" if all_equal else "ll_quant_verdict_odd")

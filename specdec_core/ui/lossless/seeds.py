@@ -11,7 +11,7 @@ from specdec_core.bench.lossless import first_tokens_test, same_seed_texts
 from specdec_core.core.inputs import MAX_PROMPT_CHARS, SessionConfig, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
-from specdec_core.ui.errors import error_message
+from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import COLORS
 from specdec_core.ui.figures.lossless import two_dists_figure
 from specdec_core.ui.i18n import t
@@ -77,7 +77,7 @@ def show_same_seed(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
         return
     key, (texts, test) = S[SLOT]
     _, _, shown_prompt, shown_seed, *_ = key
-    st.caption(t("ll_for_prompt", prompt=RU.prompt_label(shown_prompt), seed=shown_seed))
+    st.caption(t("ll_for_prompt", prompt=plain(RU.prompt_label(shown_prompt)), seed=shown_seed))
     st.html(
         RU.texts_html(texts.alone, texts.speculative, (t("ll_label_alone"), t("ll_label_spec")))
     )

@@ -31,8 +31,8 @@ def show_tradeoff(pair: ModelPair, config: SessionConfig, knobs: LossyRules) -> 
     st.subheader(t("ll_sub_pair"))
     st.markdown(t("ll_trade_help", eps=f"{knobs.epsilon:g}", k=knobs.top_k))
     c1, c2, c3 = st.columns([1, 1, 1.2], vertical_alignment="bottom")
-    n_prompts = c1.number_input(t("ll_t_prompts"), 1, MAX_UI_PROMPTS, 4, key="ll_t_prompts")
-    n_seeds = c2.number_input(t("ll_t_seeds"), 1, MAX_UI_SEEDS, 2, key="ll_t_seeds")
+    n_prompts = c1.number_input(t("ll_t_prompts"), 1, MAX_UI_PROMPTS, 3, key="ll_t_prompts")
+    n_seeds = c2.number_input(t("ll_t_seeds"), 1, MAX_UI_SEEDS, 1, key="ll_t_seeds")
     if c3.button(t("ll_run_trade"), key="ll_run_trade", type="primary", width="stretch"):
         try:
             n_prompts = whole_number(n_prompts, 1, MAX_UI_PROMPTS, t("ll_t_prompts"))
