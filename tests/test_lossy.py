@@ -32,6 +32,18 @@ from specdec_core.rules.lossy import (
 )
 
 T = torch.tensor
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Batch-1 forwards of a small model: one thread is as fast as two, and on a loaded
+    machine two threads spin; the suite's setting is restored."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
 # (p, rule, accept set, final law for q = Q) — exact values worked by hand
