@@ -236,7 +236,8 @@ def test_a_link_carries_the_processors_both_ways(embedded_pair):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_tree_mode_shows_the_processors_state(embedded_pair, lang):
-    at = open_app(lang=lang, prompt=PROMPT, state={"cfg_grammar": "speaker_line"})
+    state = {"cfg_grammar": "speaker_line", "cfg_rep_penalty": 1.2}
+    at = open_app(lang=lang, prompt=PROMPT, state=state)
     at.segmented_control(key=f"step_mode_{lang}").set_value("tree").run()
     assert not at.exception
     labels = {
@@ -255,6 +256,19 @@ def test_tree_mode_shows_the_processors_state(embedded_pair, lang):
     ]
     assert [r[1:] for r in _grammar_rows(at, lang)] == want
     assert last.kv_after.processors.grammar.accepted_tokens == len(session.ids) - plen
+    # penalty counts, every token counted: after the walk the processors stand on the
+    # committed ids + the accepted path (from the round's tree view)
+    before_ids = [r.token_id for r in last.kv_before.rows[: last.kv_before.processors.length]]
+    path = [last.tree.nodes[i].token.id for i in last.tree.path]
+    walked = before_ids + path[: last.kv_verified.processors.length - len(before_ids)]
+    after_ids = session.ids
+    [pen] = html_tables(at, "penalty-table")
+    for i, ids in enumerate((before_ids, walked, after_ids)):
+        counts = penalty_counts(ids, plen)
+        for col in pen.columns[1:-1]:
+            [tid] = [t for t in counts if visible_token(session.token(t)) == col] or [None]
+            assert int(pen[col].iloc[i]) == (counts[tid][0] if tid is not None else 0), col
+        assert int(pen[pen.columns[-1]].iloc[i]) == len(counts)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -42,17 +42,26 @@ def _view(state: KVState | None) -> ProcessorView | None:
     return None if state is None else state.processors
 
 
-def exact_counts(state: KVState, prompt_len: int) -> dict[int, tuple[int, int]] | None:
+def exact_counts(
+    state: KVState, prompt_len: int, ids: Sequence[int] | None = None
+) -> dict[int, tuple[int, int]] | None:
     """Every token's ``(count in the whole prefix, count in the generated part)`` at the
-    prefix the processors stand on: the first ``length`` ids of the KV rows (committed,
-    then the drafts they were advanced through), counted with the engine's
-    :func:`~specdec_core.core.processors.penalty_counts`. The view keeps only the most
-    frequent few; these are all of them. ``None`` when the rows do not hold that prefix
-    (then the view's own counts are used): checked against every count the view has."""
+    prefix the processors stand on, counted with the engine's
+    :func:`~specdec_core.core.processors.penalty_counts`: ``ids`` when given, else the first
+    ``length`` ids of the KV rows (the committed ids, then the drafts the chain was advanced
+    through). The view keeps only the most frequent few; these are all of them. ``None``
+    when that prefix is not the one the view counted (every count the view has and its
+    number of distinct ids are checked): then the view's own counts are used."""
     view = state.processors
-    if view is None or view.penalty is None or len(state.rows) < view.length:
+    if view is None or view.penalty is None:
         return None
-    counts = penalty_counts([r.token_id for r in state.rows[: view.length]], prompt_len)
+    if ids is None:
+        if len(state.rows) < view.length:
+            return None
+        ids = [r.token_id for r in state.rows[: view.length]]
+    if len(ids) != view.length:
+        return None
+    counts = penalty_counts(list(ids), prompt_len)
     agree = all(counts.get(tid) == (whole, gen) for tid, whole, gen in view.penalty.counts)
     return counts if agree and len(counts) == view.penalty.distinct else None
 
@@ -78,28 +87,43 @@ def chain_moments(session, last, phase: str) -> list[Moment] | None:
     return [(NOW, now)]
 
 
-def tree_moments(session, phase: str) -> list[Moment] | None:
+def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | None]] | None:
     """The same for a tree session: before the round, after the verify forward and the
-    walk (standing on the committed ids + the accepted path), after the commit. ``None``
+    walk (standing on the committed ids + the accepted path), after the commit; with the
+    prefix each moment stands on where the KV rows do not list it in order (after the
+    walk: the committed ids + the accepted path), for :func:`exact_counts`. ``None``
     without an active processor. The round in flight's state before verify is the one
     the tree session keeps for its trace (its pending round's ``kv_before``)."""
     now = session.kv_state()
     if now.processors is None:
         return None
     pending = getattr(session, "_pending", None)  # the round in flight (no public view yet)
-    before = getattr(pending, "kv_before", None)
     if phase == "verify":  # drafted: the processors stand on the committed text
-        return [(MOMENTS[0], now), (MOMENTS[1], None), (MOMENTS[2], None)]
+        return [(MOMENTS[0], now), (MOMENTS[1], None), (MOMENTS[2], None)], [None] * 3
     if phase == "commit":  # verified: they stand on the committed text + the accepted path
-        return [(MOMENTS[0], before), (MOMENTS[1], now), (MOMENTS[2], None)]
+        view = session.tree_view()
+        path = [view.nodes[i].token.id for i in view.path] if view is not None else []
+        walked = (list(session.ids) + path)[: now.processors.length]
+        before = getattr(pending, "kv_before", None)
+        return [(MOMENTS[0], before), (MOMENTS[1], now), (MOMENTS[2], None)], [
+            None,
+            walked,
+            None,
+        ]
     if session.history:
         last = session.history[-1]
-        return [
+        verified = getattr(last, "kv_verified", None)
+        walked = None
+        if verified is not None and verified.processors is not None:
+            after = [r.token_id for r in last.kv_after.rows]
+            walked = after[: verified.processors.length]  # committed + path (+ next) first
+        moments = [
             (MOMENTS[0], last.kv_before),
-            (MOMENTS[1], getattr(last, "kv_verified", None)),
+            (MOMENTS[1], verified),
             (MOMENTS[2], last.kv_after),
         ]
-    return [(NOW, now)]
+        return moments, [None, walked, None]
+    return [(NOW, now)], [None]
 
 
 def _yes(flag: bool) -> str:
@@ -132,7 +156,7 @@ def penalty_columns(
     prompt_len: int,
     token: Callable[[int], TokenInfo],
     generated_only: bool,
-    exact: bool = True,
+    prefixes: Sequence[Sequence[int] | None] | None = None,
     limit: int = PENALTY_COLUMNS,
 ) -> dict[str, list] | None:
     """The penalty counts (header → cells), one row per moment, one column per token the
@@ -140,9 +164,9 @@ def penalty_columns(
     between the moments come first (what the drafts added and the commit took back), then
     the most frequent. A cell is the count in the whole prefix (repetition penalty,
     no-repeat n-gram), or in the generated part only when ``generated_only`` (frequency /
-    presence penalties without the others). ``exact``: count every token from the KV rows
-    (:func:`exact_counts`; the chain's rows hold the processors' prefix), else only the
-    view's most frequent few, a token missing from a view that was cut written ``≤ m``
+    presence penalties without the others). Every token is counted (:func:`exact_counts`,
+    on ``prefixes[i]`` when given, else on the KV rows); where that is not possible, only
+    the view's most frequent few, a token missing from a view that was cut written ``≤ m``
     (``m``: the smallest count it kept). ``None`` when no moment has a penalty view."""
     views = [None if _view(s) is None else _view(s).penalty for _, s in moments]
     if all(p is None for p in views):
@@ -151,11 +175,11 @@ def penalty_columns(
     counts: list[dict[int, int] | None] = []
     cut: dict[int, bool] = {}  # row → its view kept only the most frequent few
     floor: dict[int, int] = {}  # row → the smallest count that view kept
-    for (_, state), view in zip(moments, views, strict=True):
+    for i, ((_, state), view) in enumerate(zip(moments, views, strict=True)):
         if state is None or view is None:
             counts.append(None)
             continue
-        full = exact_counts(state, prompt_len) if exact else None
+        full = exact_counts(state, prompt_len, prefixes[i] if prefixes else None)
         if full is None:  # the view's most frequent few only
             full = {tid: (whole, gen) for tid, whole, gen in view.counts}
             cut[len(counts)] = len(full) < view.distinct and bool(full)
@@ -196,7 +220,7 @@ def section(
     token: Callable[[int], TokenInfo],
     generated_only: bool,
     heading: Callable[[str], None],
-    exact: bool = True,
+    prefixes: Sequence[Sequence[int] | None] | None = None,
 ) -> None:
     """The state beyond the KV cache: the processors' table, the penalty counts and what
     they mean (nothing without an active processor)."""
@@ -205,7 +229,7 @@ def section(
     heading(t("proc_heading"))
     st.html(_CSS + html_table(state_columns(moments, prompt_len), name="processor-table"))
     st.caption(t("proc_columns"))
-    penalties = penalty_columns(moments, prompt_len, token, generated_only, exact)
+    penalties = penalty_columns(moments, prompt_len, token, generated_only, prefixes)
     if penalties is not None:
         st.caption(t("proc_penalty_gen" if generated_only else "proc_penalty_whole"))
         st.html(_CSS + html_table(penalties, name="penalty-table"))

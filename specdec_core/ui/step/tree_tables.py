@@ -169,14 +169,16 @@ def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -
 
 
 def _processors(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
-    """The state beyond the KV cache (ui/step/processors_view.py); the tree's KV rows do
-    not list the processors' prefix in order, so the penalty counts are the view's."""
+    """The state beyond the KV cache (ui/step/processors_view.py)."""
+    found = processors_view.tree_moments(session, phase)
+    if found is None:
+        return
     config = session.config
     processors_view.section(
-        processors_view.tree_moments(session, phase),
+        found[0],
         session.prompt_len,
         session.token,
         config.repetition_penalty == 1.0 and config.no_repeat_ngram_size == 0,
         heading,
-        exact=False,
+        found[1],
     )
