@@ -244,6 +244,9 @@ SLOW = {
     "test_bench.py::test_bench_cli_json_contract_on_embedded_pair": "a CLI bench run (28 s)",
     "test_bench.py::test_bench_cli_json_keys_are_pinned": "a CLI bench run (21 s)",
     "test_cli.py::test_cli_subprocess_embedded_pair": "a CLI subprocess (10 s)",
+    "test_processors_tree.py::test_greedy_tree_equals_target_alone_30_prompts": (
+        "30 prompts × 3 greedy decodes per processor (≈ 30 s each)"
+    ),
     "test_page_lossless.py::test_studies_on_the_pair_show_the_backend_numbers": (
         "every study of the lossless page on the tiny pair, and again directly (85 s)"
     ),
