@@ -244,6 +244,13 @@ SLOW = {
     "test_bench.py::test_bench_cli_json_contract_on_embedded_pair": "a CLI bench run (28 s)",
     "test_bench.py::test_bench_cli_json_keys_are_pinned": "a CLI bench run (21 s)",
     "test_cli.py::test_cli_subprocess_embedded_pair": "a CLI subprocess (10 s)",
+    "test_processors_chain.py::test_greedy_speculative_equals_target_alone": (
+        "30 prompts × γ 1/4/8 + the target alone, per processor (≈ 50 s each)"
+    ),
+    "test_processors_chain.py::test_chi2_repetition_penalty_per_prefix_not_broadcast": (
+        "600 sampled runs (≈ 60 s)"
+    ),
+    "test_processors_chain.py::test_chi2_grammar_mask_per_prefix": "600 sampled runs (≈ 50 s)",
     "test_processors_tree.py::test_greedy_tree_equals_target_alone_30_prompts": (
         "30 prompts × 3 greedy decodes per processor (≈ 30 s each)"
     ),
