@@ -17,11 +17,13 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.inputs import SessionConfig, prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
+from specdec_core.core.processors import Processors, make_processors
 from specdec_core.core.records import round_kind
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter
 from specdec_core.engine.rounds import (
+    check_grammar_drafter,
     commit_tokens,
     gamma_for_round,
     rollback,
@@ -140,15 +142,20 @@ def decide_round(
 
 
 def apply_round(
-    target: ModelCache, drafter: Drafter, committed: list[int], record: TreeRoundRecord
+    target: ModelCache,
+    drafter: Drafter,
+    committed: list[int],
+    record: TreeRoundRecord,
+    processors: Processors | None = None,
 ) -> list[int]:
     """Compact the target's cache to the committed path, then roll both caches back to
-    the committed history (the appended token keeps no KV). Returns the new committed
-    ids (``committed`` is not changed)."""
+    the committed history (the appended token keeps no KV) and bring ``processors`` (the
+    grammar matcher) to the new committed ids, the correction/bonus token included.
+    Returns the new committed ids (``committed`` is not changed)."""
     path = [i for i in record.path if record.states[i] == "accepted"]
     compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
     ids = committed + list(record.appended)
-    rollback(target, drafter, ids)
+    rollback(target, drafter, ids, processors)
     return ids
 
 
@@ -202,19 +209,31 @@ def generate_tree(
     model; a name goes through
     :func:`specdec_core.drafters.registry.make_named_drafter`), verify it in one target
     forward, commit the accepted path + one target token, compact the target's cache and
-    roll both back to the committed history.
+    roll both back to the committed history. The history-dependent processors of
+    ``config`` (penalties, a grammar) process each node's draft and target rows for that
+    node's own path (``engine/tree/steps.py``) and follow the committed ids; with none
+    active the run is exactly the unprocessed one.
 
     Raises:
         PromptError, ConfigError: bad prompt or settings (a greedy *draft method* at
-        temperature > 0 is refused; so is a drafter without a distribution).
+        temperature > 0 is refused; a grammar with prompt lookup, ``grammar_ngram``; a
+        drafter without a distribution, ``tree_no_ngram``; a bad penalty or grammar,
+        :func:`specdec_core.core.processors.make_processors`), in the order
+        :class:`~specdec_core.engine.tree.session.TreeSession` checks them.
     """
     config = config.validate(pair.vocab_size)
-    check_tree_settings(config, drafter)
+    check_tree_settings(config)  # the step machine's order: the draft method,
+    check_grammar_drafter(drafter, config.grammar)  # a grammar with prompt lookup,
+    check_tree_settings(config, drafter)  # then a drafter that cannot draft a tree
     shape = parse_shape(",".join(str(k) for k in shape))
     budget = check_budget(budget)
     sampling = config.sampling
     ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)
+    made = make_processors(
+        pair.tokenizer, pair.vocab_size, config.penalties, config.grammar, prompt_len, ids
+    )
+    processors = made if made.active else None  # none active: the lean path
     target = ModelCache(pair.target)
     drafter = resolve_drafter(pair, drafter)
     drafter.attach(target)
@@ -226,15 +245,15 @@ def generate_tree(
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
         before = target.forwards
         r = len(records)  # this round's two streams, as in engine/tree/session.py
-        tree, forwards = draft_tree(
-            drafter, ids, now, sampling, round_stream(config.seed, r, "draft"), budget
-        )
+        draws = round_stream(config.seed, r, "draft")
+        tree, forwards = draft_tree(drafter, ids, now, sampling, draws, budget, processors)
         logits = tree_forward(target, ids, tree)
-        verdict = walk(tree, logits, sampling, round_stream(config.seed, r, "verify"))
+        draws = round_stream(config.seed, r, "verify")
+        verdict = walk(tree, logits, sampling, draws, processors, ids)
         record, reason = decide_round(
             tree, verdict, ids, prompt_len, stop, now, forwards, target.forwards - before
         )
-        ids = apply_round(target, drafter, ids, record)
+        ids = apply_round(target, drafter, ids, record, processors)
         records.append(record)
     sync(target.device)
     total_ms = (time.perf_counter() - started) * 1e3

@@ -12,6 +12,15 @@ tree counterpart of :class:`~specdec_core.engine.chain.session.SpeculativeSessio
    rows into place after the committed prefix and drop the rest (compaction), roll both
    caches back to the committed history.
 
+State beyond the KV cache (penalties, a grammar matcher: ``self.processors``,
+``core/processors.py``) follows the round like the caches, and every :meth:`kv_state`
+shows it: between rounds and before verify it stands on the committed ids (``propose``
+processes each node's draft row on that node's path, then syncs it back); after verify it
+stands on the committed ids + the path the walk accepted (each target row it read was
+processed on its node's path; the correction/bonus token is not included yet); the
+commit brings it to the new committed ids with the caches. :class:`TreeRoundTrace` keeps
+the three states (``kv_before``, ``kv_verified``, ``kv_after``).
+
 Any step that raises leaves the session as it was; a step out of phase raises
 :class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
 :meth:`attention_mask`, :meth:`compaction`, :meth:`kv_state`, ``history``, ``records``.
@@ -78,6 +87,7 @@ class _Pending:
     record: TreeRoundRecord | None = None
     stop_reason: StopReason | None = None
     verify_ms: float = 0.0
+    kv_verified: KVState | None = None
 
 
 class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
@@ -140,8 +150,15 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
             before = self.target.forwards
             rng = round_stream(self.config.seed, self.round_index, "draft")
             tree, forwards = draft_tree(
-                self.drafter, self.ids, shape, self.config.sampling, rng, self.budget
+                self.drafter,
+                self.ids,
+                shape,
+                self.config.sampling,
+                rng,
+                self.budget,
+                self.processors,
             )
+            self.processors.sync_to(self.ids)  # before verify: on the committed ids
             ms = (time.perf_counter() - started) * 1e3
         self._pending = _Pending(
             shape, tree, forwards, ms, kv_before, self.target.forwards - before
@@ -159,7 +176,9 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
             started = time.perf_counter()
             logits = tree_forward(self.target, self.ids, pending.tree)
             rng = round_stream(self.config.seed, self.round_index, "verify")
-            verdict = walk(pending.tree, logits, self.config.sampling, rng)
+            verdict = walk(
+                pending.tree, logits, self.config.sampling, rng, self.processors, self.ids
+            )
             ms = (time.perf_counter() - started) * 1e3
             record, reason = decide_round(
                 pending.tree,
@@ -173,6 +192,7 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         pending.verify_ms = ms
+        pending.kv_verified = self.kv_state()
         view = self.tree_view()
         assert view is not None
         return view
@@ -184,7 +204,7 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
         assert pending is not None and pending.record is not None
         tree, mask, plan = self.tree_view(), self.attention_mask(), self.compaction()
         assert tree is not None and mask is not None and plan is not None
-        self.ids = apply_round(self.target, self.drafter, self.ids, pending.record)
+        self.ids = apply_round(self.target, self.drafter, self.ids, pending.record, self.processors)
         done = CompactionView(plan.slots, plan.rows_before, self.target.kv_len, True)
         self._pending = None
         self.stop_reason = pending.stop_reason
@@ -200,6 +220,7 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
                 pending.stop_reason,
                 pending.kv_before,
                 self.kv_state(),
+                pending.kv_verified,
             )
         )
         self.round_index += 1

@@ -21,6 +21,15 @@ is committed.
   target's argmax, else that argmax is the correction; sampling — the siblings' verdict of
   :func:`specdec_core.rules.tree_node.verify_node`. A leaf reached gives a bonus token from
   its ``p``.
+* **History-dependent processors** (penalties, a grammar: ``core/processors.py``). Each
+  node's rows are processed for *its own path*: the draft's row at a node (from which its
+  children are drawn) and the target's row there both see ``committed + the tokens on the
+  path from the root to that node`` (never a sibling's), with
+  :meth:`~specdec_core.core.processors.Processors.row`, before temperature/top-k/top-p. The
+  grammar matcher is synced path by path (rolled back to the common prefix, then advanced).
+  Drafting leaves the processors on the last expanded node's path; the walk leaves them on
+  ``committed + the accepted path`` (the correction/bonus token not yet included); the
+  commit's :func:`specdec_core.engine.rounds.rollback` brings them to the committed ids.
 * **Compact the KV.** The accepted path's keys/values are moved into place right after
   the committed prefix and the rest is cropped, so the target's cache ends equal to a
   plain decode of the committed text (tested); the draft's cache is rolled back as usual.
@@ -45,6 +54,7 @@ import torch
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.words import VerdictKind
 from specdec_core.drafters import Drafter
@@ -113,6 +123,7 @@ def draft_tree(
     sampling: SamplingConfig,
     generator: torch.Generator,
     budget: int = 12,
+    processors: Processors | None = None,
 ) -> tuple[DraftTree, int]:
     """Expand a token tree after ``context`` with ``drafter.tree_logits`` (see the module
     doc; one call per expanded node, from and extending the drafter's own cache).
@@ -120,13 +131,19 @@ def draft_tree(
     ``drafter.forwards``; a call may run several or none); at most ``budget`` nodes.
     ``generator``: the round's drafting stream
     (:func:`specdec_core.engine.rounds.round_stream` ``"draft"``),
-    for the sibling draws at temperature > 0.
+    for the sibling draws at temperature > 0. ``processors`` (active ones): the draft's row
+    at each node is processed for ``context`` + that node's path before
+    temperature/top-k/top-p, so a node's children are drawn from (greedy: the top ``k``
+    of) the processed row and never from a token it forbids (a child with logit ``−inf``
+    is dropped, so a node may get fewer than ``k`` children); the processors then stand on
+    the last expanded node's path.
 
     Raises:
         ConfigError: the drafter has no distribution (prompt lookup): it cannot give
         more than one candidate per position.
     """
     tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
+    process = processors is not None and processors.active
     for k in shape:
         new_frontier = []
         for parent in frontier:
@@ -137,9 +154,14 @@ def draft_tree(
             logits = drafter.tree_logits(context + path)  # [V]
             if logits is None:
                 raise tree_refused("tree_no_ngram", drafter.name)
+            if process:
+                assert processors is not None
+                logits = processors.row(logits, context + path)
             q = logits_to_probs(logits, sampling).cpu()
             if sampling.greedy:
                 kids = torch.topk(logits.float().cpu(), min(k, room)).indices.tolist()
+                if process:  # a forbidden token is never a candidate
+                    kids = [t for t in kids if float(logits[t]) > float("-inf")]
             else:
                 kids = torch.multinomial(q, min(k, room), replacement=True, generator=generator)
                 kids = kids.tolist()
@@ -242,15 +264,31 @@ class TreeVerdict:
 
 
 def walk(
-    tree: DraftTree, logits: torch.Tensor, sampling: SamplingConfig, generator: torch.Generator
+    tree: DraftTree,
+    logits: torch.Tensor,
+    sampling: SamplingConfig,
+    generator: torch.Generator,
+    processors: Processors | None = None,
+    committed: Sequence[int] = (),
 ) -> TreeVerdict:
     """Follow the tree from the root with the target's rows (``logits`` from
     :func:`tree_forward`): greedy match, or the multi-candidate rule per node, whose draws
     come from ``generator``, the round's verification stream
-    (:func:`specdec_core.engine.rounds.round_stream` ``"verify"``), never the drafting stream."""
+    (:func:`specdec_core.engine.rounds.round_stream` ``"verify"``), never the drafting stream.
+
+    ``processors`` (active ones): the target's row at each node the walk reaches is
+    processed for ``committed`` + that node's path (:meth:`Processors.row`) before
+    temperature/top-k/top-p; only those rows decide anything (the others are never read).
+    The processors then stand on ``committed`` + the accepted path."""
     node, path, checks = -1, [], []
+    process = processors is not None and processors.active
+    base = list(committed)
     while True:
-        p = logits_to_probs(logits[node + 1], sampling).cpu()
+        row = logits[node + 1]
+        if process:
+            assert processors is not None
+            row = processors.row(row, base + [tree.tokens[i] for i in path])
+        p = logits_to_probs(row, sampling).cpu()
         kids = tree.children(node)
         q = tree.child_q.get(node, p)
         if sampling.greedy:

@@ -129,7 +129,12 @@ class CompactionView:
 
 @dataclass(frozen=True)
 class TreeRoundTrace:
-    """A finished round: its views and record, timings (ms) and the KV tables."""
+    """A finished round: its views and record, timings (ms) and the KV tables (each with
+    the processors' state when the session has one): ``kv_before`` (before the round:
+    the committed ids, as before verify), ``kv_after`` (after the commit, rolled back to
+    the new committed ids) and ``kv_verified`` (right after the verify forward and the
+    walk: the target's cache holds every node, the processors stand on the committed ids +
+    the accepted path; ``None`` only for a trace built without it)."""
 
     round_index: int
     tree: TreeView
@@ -141,6 +146,7 @@ class TreeRoundTrace:
     stop_reason: StopReason | None
     kv_before: KVState
     kv_after: KVState
+    kv_verified: KVState | None = None
 
 
 def build_tree_view(
