@@ -24,6 +24,8 @@ from specdec_core.ui.render import html_table
 #: The three moments of a round, in order (string keys); ``now`` when nothing is in flight.
 MOMENTS = ("proc_before_verify", "proc_after_verify", "proc_after_commit")
 NOW = "proc_now"
+#: A tree round: the verify forward and the walk leave the processors on the accepted path.
+TREE_MOMENTS = (MOMENTS[0], "proc_after_walk", MOMENTS[2])
 #: Tokens shown in the penalty table (the ones whose counts change first).
 PENALTY_COLUMNS = 6
 #: Both tables: headers may wrap (presenter mode puts them in half the page's width, where
@@ -99,13 +101,15 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
         return None
     pending = getattr(session, "_pending", None)  # the round in flight (no public view yet)
     if phase == "verify":  # drafted: the processors stand on the committed text
-        return [(MOMENTS[0], now), (MOMENTS[1], None), (MOMENTS[2], None)], [None] * 3
+        return [(TREE_MOMENTS[0], now), (TREE_MOMENTS[1], None), (TREE_MOMENTS[2], None)], [
+            None
+        ] * 3
     if phase == "commit":  # verified: they stand on the committed text + the accepted path
         view = session.tree_view()
         path = [view.nodes[i].token.id for i in view.path] if view is not None else []
         walked = (list(session.ids) + path)[: now.processors.length]
         before = getattr(pending, "kv_before", None)
-        return [(MOMENTS[0], before), (MOMENTS[1], now), (MOMENTS[2], None)], [
+        return [(TREE_MOMENTS[0], before), (TREE_MOMENTS[1], now), (TREE_MOMENTS[2], None)], [
             None,
             walked,
             None,
@@ -118,9 +122,9 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
             after = [r.token_id for r in last.kv_after.rows]
             walked = after[: verified.processors.length]  # committed + path (+ next) first
         moments = [
-            (MOMENTS[0], last.kv_before),
-            (MOMENTS[1], verified),
-            (MOMENTS[2], last.kv_after),
+            (TREE_MOMENTS[0], last.kv_before),
+            (TREE_MOMENTS[1], verified),
+            (TREE_MOMENTS[2], last.kv_after),
         ]
         return moments, [None, walked, None]
     return [(NOW, now)], [None]
