@@ -21,10 +21,11 @@ from specdec_core.ui.guards import SHORT_CHARS, table_state_ok, whole_number
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import beyond as BY
 from specdec_core.ui.lab import montecarlo as MC
+from specdec_core.ui.lab import processors as PR
 from specdec_core.ui.lab import view as LV
 
 S = st.session_state
-_, config = page_context()
+pair, config = page_context()
 LV.pace()  # at most one run of this page a second per tab
 seed = int(config.seed)
 NUM = LV.NUM
@@ -221,3 +222,6 @@ BY.show_temperature(p, q, d, names, fig_labels, source)
 
 # ------------------------------------------------------------------ 7 · tree node
 BY.show_tree_node(p, q, d, names, fig_labels)
+
+# ------------------------------------------------------------------ 8 · state beyond the KV cache
+PR.show_state(pair, seed)
