@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -176,3 +177,110 @@ def test_edits_that_cannot_apply_are_reported(capsys, pair_arg):
     assert "--edit 99:1 not applied" in captured.err and json.loads(captured.out)["rounds"]
     assert main([*args, "--mode", "autoregressive", "--edit", "1:1=5", "--json"]) == 2
     assert "needs --mode speculative" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- processors (issue 25)
+GRAMMAR_VIEW_KEYS = {"accepted_tokens", "terminated", "completed", "allowed_next"}
+
+
+def _run(capsys, pair_arg, *extra: str) -> dict:
+    base = ["run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--max-new-tokens", "14"]
+    return run_json(capsys, *base, *extra, "--json")
+
+
+def test_run_with_a_regex_reports_the_matcher_per_round(capsys, pair_arg, tiny_pair):
+    regex = r"[a-z ]{1,20}\.\n"
+    out = _run(capsys, pair_arg, "--regex", regex, "--gamma", "3")
+    committed = 0
+    previous = None
+    for r in out["rounds"]:
+        assert set(r) == ROUND_KEYS | {"grammar"}
+        g = r["grammar"]
+        assert set(g) == {"before_verify", "after_verify", "after_commit"}
+        assert all(set(v) == GRAMMAR_VIEW_KEYS for v in g.values())
+        assert g["before_verify"]["accepted_tokens"] == committed
+        if previous is not None:
+            assert g["before_verify"] == previous
+        drafted = r["drafted"]
+        through = drafted.index(0) + 1 if 0 in drafted else len(drafted)
+        assert g["after_verify"]["accepted_tokens"] == committed + through
+        committed += len(r["appended"])
+        assert g["after_commit"]["accepted_tokens"] == committed
+        previous = g["after_commit"]
+    text = tiny_pair.tokenizer.decode(out["output_ids"])
+    if out["stop_reason"] == "eos":
+        assert re.fullmatch(regex, tiny_pair.tokenizer.decode(out["output_ids"][:-1]))
+    else:
+        assert re.fullmatch(r"[a-z ]{0,20}(\.\n?)?", text), text
+    alone = _run(capsys, pair_arg, "--regex", regex, "--mode", "autoregressive")
+    assert alone["output_ids"] == out["output_ids"] and alone["rounds"] == []
+
+
+def test_run_with_penalties_equals_the_target_alone(capsys, pair_arg):
+    flags = ["--repetition-penalty", "1.6", "--no-repeat-ngram-size", "2"]
+    out = _run(capsys, pair_arg, *flags, "--frequency-penalty", "0.5", "--presence-penalty", "0.5")
+    alone = _run(
+        capsys,
+        pair_arg,
+        *flags,
+        "--frequency-penalty",
+        "0.5",
+        "--presence-penalty",
+        "0.5",
+        "--mode",
+        "autoregressive",
+    )
+    plain = _run(capsys, pair_arg)
+    assert out["output_ids"] == alone["output_ids"] != plain["output_ids"]
+    ids = out["output_ids"]
+    bigrams = list(zip(ids, ids[1:], strict=False))
+    assert len(bigrams) == len(set(bigrams))  # no repeated 2-gram in the generated part
+    for r in out["rounds"]:
+        assert set(r) == ROUND_KEYS | {"penalty"}
+        assert set(r["penalty"]) == {"before_verify", "after_verify", "after_commit"}
+        after = r["penalty"]["after_commit"]
+        assert set(after) == {"counts", "distinct"} and after["distinct"] >= len(after["counts"])
+        assert all(whole >= generated >= 0 for _, whole, generated in after["counts"])
+        wholes = [whole for _, whole, _ in after["counts"]]
+        assert wholes == sorted(wholes, reverse=True)  # most frequent first
+
+
+def test_run_with_a_json_schema_file(capsys, pair_arg, tmp_path):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    path = tmp_path / "schema.json"
+    path.write_text(json.dumps(schema), encoding="utf-8")
+    from_file = _run(capsys, pair_arg, "--json-schema", str(path))
+    from_text = _run(capsys, pair_arg, "--json-schema", json.dumps(schema))
+    assert from_file["output_ids"] == from_text["output_ids"]
+    assert all("grammar" in r for r in from_file["rounds"])
+    big = tmp_path / "big.json"
+    big.write_text('{"description": "' + "x" * 5000 + '"}', encoding="utf-8")
+    assert main(["run", "--pair", pair_arg, "--prompt", "x", "--json-schema", str(big)]) == 2
+    assert "at most 2000" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--regex", "a("], "does not compile"),
+        (["--regex", "(x){0}"], "allows no token"),
+        (["--regex", "x" * 2001], "at most 2000"),
+        (["--json-schema", '{"type": "object", "required": 5'], "not JSON"),
+        (["--json-schema", "no/such/file.json"], "neither JSON text nor a readable"),
+        (["--regex", "a", "--json-schema", "{}"], "cannot be used together"),
+        (["--regex", "a", "--drafter", "ngram"], "ngram drafter"),
+        (["--repetition-penalty", "0"], "repetition penalty must be between"),
+        (["--repetition-penalty", "nan"], "repetition penalty must be between"),
+        (["--frequency-penalty", "3"], "frequency penalty must be between"),
+        (["--presence-penalty", "-2.5"], "presence penalty must be between"),
+        (["--no-repeat-ngram-size", "0"], "must be ≥ 1"),
+        (["--no-repeat-ngram-size", "-3"], "must be ≥ 1"),
+        (["--no-repeat-ngram-size", "11"], "n-gram size"),
+    ],
+)
+def test_processor_flag_errors_exit_2_with_one_line(capsys, pair_arg, args, message):
+    assert main(["run", "--pair", pair_arg, "--prompt", "KING:", *args, "--json"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith("error:") and message in err and "\n" not in err, err
+    assert captured.out == ""
