@@ -298,3 +298,27 @@ def test_every_processor_error_code_has_its_message(lang):
     ]
     for exc, words in cases:
         assert words[lang] in shown_error(exc, lang).replace("\\", ""), exc.code
+
+
+def test_frequency_penalty_alone_counts_generated_tokens(embedded_pair):
+    """Without a grammar the table has no matcher columns; with the frequency penalty
+    alone the counts are of the generated tokens only (the prompt's are not penalised)."""
+    at = open_app(lang="en", prompt=PROMPT, state={"cfg_freq_penalty": 0.8})
+    for label in BUTTONS["en"][:3]:
+        click(at, label)
+    session = at.session_state["step_session"]
+    last = session.history[-1]
+    [df] = html_tables(at, "processor-table")
+    assert list(df.columns) == ["moment", "ids"]
+    states = (last.verify.kv_before, last.verify.kv_after, last.commit.kv_after)
+    plen = session.prompt_len
+    assert [int(x) for x in df["ids"]] == [s.processors.length - plen for s in states]
+    assert any("generated" in c.value for c in at.caption)
+    [pen] = html_tables(at, "penalty-table")
+    for i, kv in enumerate(states):
+        counts = penalty_counts([r.token_id for r in kv.rows[: kv.processors.length]], plen)
+        for col in pen.columns[1:-1]:
+            [tid] = [t for t in counts if visible_token(session.token(t)) == col] or [None]
+            want = counts[tid][1] if tid is not None else 0  # the generated count
+            assert int(pen[col].iloc[i]) == want, col
+    assert max(int(pen[c].iloc[1]) for c in pen.columns[1:-1]) >= 1  # drafts counted

@@ -192,10 +192,10 @@ def penalty_columns(
     seen = [c for c in counts if c is not None]
     ids = list(dict.fromkeys(tid for c in seen for tid in c))
 
-    first: dict[int, int] = {}  # where each token first occurs in the longest prefix
-    longest = max((s for _, s in moments if s is not None), key=lambda s: len(s.rows))
-    for i, row in enumerate(longest.rows):
-        first.setdefault(row.token_id, i)
+    first: dict[int, int] = {}  # where each token first occurs in any moment's rows
+    for _, state in moments:
+        for i, row in enumerate(state.rows if state is not None else ()):
+            first[row.token_id] = min(i, first.get(row.token_id, i))
 
     def order(tid: int) -> tuple[bool, int, int]:
         values = [c.get(tid, 0) for c in seen]
