@@ -381,3 +381,63 @@ def _compare(compiled, V, preset, found, generated) -> NoRollback:
         only_correct=tuple(allowed[2]),
         only_stale=tuple(allowed[3]),
     )
+
+
+# ---------------------------------------------------------------- the rollback, live
+@dataclass(frozen=True)
+class RollbackMoment:
+    """One real round of the engine (chain session, greedy, a grammar and a presence
+    penalty) whose target rejected a draft: the state before verify, after the verify
+    forward (advanced through the drafts) and after commit (rolled back).
+
+    Attributes:
+        gamma: drafts proposed. accepted: drafts kept; the rejection is at ``accepted + 1``.
+        before / verified / committed: :class:`specdec_core.core.trace.KVState` with
+        ``processors`` (grammar view, penalty view).
+    """
+
+    round_index: int
+    gamma: int
+    accepted: int
+    before: object
+    verified: object
+    committed: object
+
+
+def rollback_moment(
+    pair: ModelPair,
+    preset: str = "speaker_line",
+    prompt: str = GRAMMAR_PROMPT,
+    presence: float = 1.0,
+    max_rounds: int = 12,
+) -> RollbackMoment | None:
+    """The first round (of at most ``max_rounds``) of a greedy chain session with the
+    grammar ``preset`` and a presence penalty whose target rejects a draft; ``None`` when
+    none does. The engine's own session (``engine/chain/session.py``), nothing faked."""
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.engine.chain.session import SpeculativeSession
+
+    config = SessionConfig(
+        gamma=4,
+        temperature=0.0,
+        max_new_tokens=48,
+        presence_penalty=presence,
+        grammar=GrammarSpec(*GRAMMAR_PRESETS[preset]),
+    )
+    session = SpeculativeSession(pair, prompt, config)
+    for _ in range(max_rounds):
+        if session.phase == "finished":
+            return None
+        session.run_round()
+        last = session.history[-1]
+        drafted = len(last.propose.drafted)
+        if last.verify.accepted < drafted:
+            return RollbackMoment(
+                round_index=last.round_index,
+                gamma=drafted,
+                accepted=last.verify.accepted,
+                before=last.verify.kv_before,
+                verified=last.verify.kv_after,
+                committed=last.commit.kv_after,
+            )
+    return None

@@ -200,7 +200,8 @@ def _grammar(pair: ModelPair) -> None:
 
 
 def token(pair: ModelPair, i: int) -> str:
-    return plain(visible_token(pair.tokenizer.decode([int(i)])))
+    """Token ``i`` as the page writes tokens (␣, ‹E6›), for a markdown code span."""
+    return visible_token(pair.tokenizer.decode([int(i)])).replace("`", "'")
 
 
 def _cell(pair: ModelPair, i: int) -> str:
