@@ -209,11 +209,12 @@ def test_studies_on_the_pair_show_the_backend_numbers(app_on_tiny_pair):
     at.number_input(key="ll_q_seeds").set_value(0).run()
     at.button(key="ll_run_quant").click().run()
     assert not at.exception and not at.error
-    quant = next(df.value for df in at.dataframe if "weight_error" in df.value.columns)
+    quant = next(df.value for df in at.dataframe if list(df.value.columns) == ["measure", "int8"])
     figs = quant_figures(pair, "int8", held_out_prompts(5), 16)
-    assert quant["tv_first"][0] == pytest.approx(figs.tv_first_mean, abs=1e-12)
-    own = next(df.value for df in at.dataframe if "greedy_equal" in df.value.columns)
-    assert list(own["greedy_equal"]) == ["5 / 5", "5 / 5"]
+    shown = dict(zip(quant["measure"], quant["int8"], strict=True))
+    assert shown["TV to float32 (first token, mean)"] == f"{figs.tv_first_mean:.4f}"
+    assert shown["speculative = its own greedy"] == "5 / 5"
+    assert shown["χ² p-value vs its own"] == "—"  # N seeds = 0: skipped
     at.number_input(key="ll_t_prompts").set_value(1).run()
     at.number_input(key="ll_t_seeds").set_value(1).run()
     at.button(key="ll_run_trade").click().run()

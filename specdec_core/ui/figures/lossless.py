@@ -30,6 +30,7 @@ LOSSY_COLORS = {
     "threshold": "#9467bd",
 }
 DASH = {"typical": "solid", "threshold": "dash"}
+ZERO_AT = 1e-9  # where a difference of exactly 0 is drawn on a log axis
 
 
 def _layout(fig: go.Figure, title: str, y_title: str, x_title: str, height: int = 400):
@@ -211,7 +212,8 @@ def logit_gap_figure(
     Args:
         positions: ``[P]`` position numbers; ``series``: dtype label → ``[P]`` max |Δ|;
         margins: ``[P]`` top-2 margins (logit units) or ``None``.
-        labels: keys ``position``, ``logit``, ``margin``.
+        labels: keys ``position``, ``logit``, ``margin``, ``zero`` (added to the legend
+            name of a series with a difference of exactly 0, drawn at :data:`ZERO_AT`).
     """
     fig = go.Figure()
     x = list(positions)
@@ -224,14 +226,16 @@ def logit_gap_figure(
             hovertemplate="%{x}: %{y:.3g}<extra>" + labels["margin"] + "</extra>",
         )
     for name, values in series.items():
-        y = np.maximum(np.asarray(values, dtype=float), 1e-9)  # a log axis has no 0
+        raw = np.asarray(values, dtype=float)
+        y = np.maximum(raw, ZERO_AT)  # a log axis has no 0
         fig.add_scatter(
             x=x,
             y=y,
-            name=name,
+            name=f"{name} ({labels['zero']})" if (raw <= 0).any() else name,
+            customdata=raw,
             mode="lines+markers",
             line=dict(color=colors[name]),
-            hovertemplate="%{x}: %{y:.3g}<extra>" + name + "</extra>",
+            hovertemplate="%{x}: %{customdata:.3g}<extra>" + name + "</extra>",
         )
     fig = _layout(fig, title, labels["logit"], labels["position"], height=400)
     return fig.update_yaxes(type="log")

@@ -26,6 +26,7 @@ from specdec_core.ui.lossless import runs as RU
 S = st.session_state
 SLOT, FLIP = "ll_res_num", "ll_res_flip"
 DTYPE_COLORS = {"float32": "#1f77b4", "bfloat16": "#d62728", "float16": "#ff7f0e"}
+SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 SEARCH_TOKENS = 16
 SEARCH_DTYPE = "bfloat16"
 
@@ -67,7 +68,12 @@ def _show_reports(pair: ModelPair, reports) -> None:
     positions = [p.index for p in base.positions]
     series = {r.dtype: [p.max_abs_delta for p in r.positions] for r in reports}
     margins = [p.margin_decode for p in base.positions]
-    labels = {"position": t("ll_col_row"), "logit": t("ll_fig_gap_y"), "margin": t("ll_margin")}
+    labels = {
+        "position": t("ll_col_row"),
+        "logit": t("ll_fig_gap_y"),
+        "margin": t("ll_margin"),
+        "zero": t("ll_fig_gap_zero"),
+    }
     st.plotly_chart(
         LV.figure(
             logit_gap_figure, positions, series, margins, DTYPE_COLORS, labels, t("ll_fig_gap")
@@ -83,12 +89,15 @@ def _show_reports(pair: ModelPair, reports) -> None:
     for r in reports:
         columns[f"delta_{r.dtype}"] = (
             [p.max_abs_delta for p in r.positions],
-            LV.number(t("ll_col_delta", dtype=r.dtype), "%.2e"),
+            LV.number(f"|Δ| {SHORT[r.dtype]}", "%.1e"),
         )
-        columns[f"flip_{r.dtype}"] = (
-            [t("yes") if p.flip else "" for p in r.positions],
-            t("ll_col_flip", dtype=r.dtype),
-        )
+    columns["flips"] = (
+        [
+            ", ".join(SHORT[r.dtype] for r in reports if r.positions[i].flip)
+            for i in range(len(positions))
+        ],
+        t("ll_col_flips"),
+    )
     LV.table("ll_numerics_table", columns)
     st.caption(
         " · ".join(

@@ -32,10 +32,12 @@ TOKENS = 16
 
 
 def show_quant(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
-    """Section 3: both quantized targets against the float32 one, and against themselves."""
+    """Section 3: a quantized target against the float32 one, and against itself (one
+    kind per run; the table keeps a row per kind run)."""
     st.header(t("ll_sec_quant"))
     st.markdown(t("ll_quant_help"))
-    c1, c2, c3 = st.columns([1, 1, 1.2], vertical_alignment="bottom")
+    c0, c1, c2, c3 = st.columns([0.8, 1, 1, 1.2], vertical_alignment="bottom")
+    kind = c0.radio(t("ll_q_kind"), KINDS, key="ll_q_kind", horizontal=True)
     n_prompts = c1.number_input(
         t("ll_q_prompts"), 5, MAX_UI_PROMPTS, 20, 5, key="ll_q_prompts", help=t("ll_q_prompts_help")
     )
@@ -44,81 +46,81 @@ def show_quant(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
     )
     if c3.button(t("ll_run_quant"), key="ll_run_quant", type="primary", width="stretch"):
         try:
+            if kind not in KINDS:  # a crafted state
+                quantized_pair(pair, str(kind))  # raises the translated quant_unknown
             n_prompts = whole_number(n_prompts, 5, MAX_UI_PROMPTS, t("ll_q_prompts"))
             n_seeds = whole_number(n_seeds, 0, MAX_UI_CHI_SEEDS, t("ll_q_seeds"))
             prompts = held_out_prompts(min(MAX_PROMPTS, n_prompts))
-            key = ("quant", pair.name, n_prompts, n_seeds, prompt, config.gamma)
-            steps = []
-            for kind in KINDS:
+            key = ("quant", pair.name, kind, n_prompts, n_seeds, prompt, config.gamma)
+            steps = [
+                (
+                    t("ll_step_quant", kind=kind, n=n_prompts),
+                    lambda: quant_figures(pair, kind, prompts, TOKENS),
+                ),
+                (
+                    t("ll_step_own", kind=kind, n=n_prompts),
+                    lambda: spec_matches_own_greedy(pair, kind, prompts, TOKENS, config.gamma),
+                ),
+            ]
+            if n_seeds:
                 steps.append(
                     (
-                        t("ll_step_quant", kind=kind, n=n_prompts),
-                        lambda kind=kind: quant_figures(pair, kind, prompts, TOKENS),
-                    )
-                )
-                steps.append(
-                    (
-                        t("ll_step_own", kind=kind, n=n_prompts),
-                        lambda kind=kind: spec_matches_own_greedy(
-                            pair, kind, prompts, TOKENS, config.gamma
+                        t("ll_step_chi", kind=kind, n=n_seeds),
+                        lambda: first_tokens_test(
+                            quantized_pair(pair, kind), prompt, n_seeds, 1, config.gamma
                         ),
                     )
                 )
-                if n_seeds:
-                    steps.append(
-                        (
-                            t("ll_step_chi", kind=kind, n=n_seeds),
-                            lambda kind=kind: first_tokens_test(
-                                quantized_pair(pair, kind), prompt, n_seeds, 1, config.gamma
-                            ),
-                        )
-                    )
-            RU.run_steps(SLOT, key, steps)
+            RU.run_steps(f"{SLOT}_{kind}", key, steps)
         except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-            S[SLOT + "_error"] = error_message(exc)
-    RU.show_error(SLOT)
-    if SLOT not in S:
+            S[f"{SLOT}_{KINDS[0]}_error"] = error_message(exc)
+    for k in KINDS:
+        RU.show_error(f"{SLOT}_{k}")
+    done = [S[f"{SLOT}_{k}"] for k in KINDS if f"{SLOT}_{k}" in S]
+    if not done:
         st.caption(t("ll_press_run"))
         return
-    key, out = S[SLOT]
-    _, _, n_prompts, n_seeds, shown_prompt, _ = key
-    per_kind = 3 if n_seeds else 2
-    rows = [out[i * per_kind : (i + 1) * per_kind] for i in range(len(KINDS))]
-    figs = [r[0] for r in rows]
-    own = [r[1] for r in rows]
-    chi = [r[2] if n_seeds else None for r in rows]
+    _show_table(done)
+
+
+def _show_table(done: list) -> None:
+    """One column per quantization run (measures as rows, so the table stays narrow):
+    distance to float32, the draft's acceptance, and the target against itself."""
+    keys = [key for key, _ in done]
+    figs = [out[0] for _, out in done]
+    own = [out[1] for _, out in done]
+    chi = [out[2] if len(out) > 2 else None for _, out in done]
+
+    def fmt(values, spec: str) -> list[str]:
+        return ["—" if v is None else format(v, spec) for v in values]
+
+    rows = {
+        "ll_col_werr": fmt([f.weight_error for f in figs], ".4f"),
+        "ll_col_tv_first": fmt([f.tv_first_mean for f in figs], ".4f"),
+        "ll_col_divergence": fmt([f.greedy_divergence for f in figs], ".0%"),
+        "ll_col_acc_f32": fmt([f.acceptance_float32 for f in figs], ".4f"),
+        "ll_col_acc_own": fmt([f.acceptance_quant for f in figs], ".4f"),
+        "ll_col_greedy_equal": [f"{a} / {b}" for a, b in own],
+        "ll_col_chi_p": fmt([c.p_value if c else None for c in chi], ".3g"),
+        "ll_col_tv_own": fmt([c.tv if c else None for c in chi], ".4f"),
+        "ll_col_null_own": [
+            "—" if c is None else f"{c.null_quantiles[0]:.4f} – {c.null_quantiles[2]:.4f}"
+            for c in chi
+        ],
+        "ll_q_prompts": [str(f.prompts) for f in figs],
+        "ll_q_seeds": [str(key[4]) for key in keys],
+    }
     LV.table(
         "ll_quant_table",
         {
-            "kind": (list(KINDS), t("ll_col_kind")),
-            "weight_error": ([f.weight_error for f in figs], LV.number(t("ll_col_werr"), "%.4f")),
-            "tv_first": ([f.tv_first_mean for f in figs], LV.number(t("ll_col_tv_first"), "%.4f")),
-            "divergence": (
-                [f.greedy_divergence for f in figs],
-                LV.number(t("ll_col_divergence"), "%.2f"),
-            ),
-            "acc_f32": (
-                [f.acceptance_float32 for f in figs],
-                LV.number(t("ll_col_acc_f32"), "%.4f"),
-            ),
-            "acc_own": ([f.acceptance_quant for f in figs], LV.number(t("ll_col_acc_own"), "%.4f")),
+            "measure": ([t(k) for k in rows], t("ll_col_measure")),
+            **{f.kind: ([v[i] for v in rows.values()], f.kind) for i, f in enumerate(figs)},
         },
     )
-    st.caption(t("ll_quant_table_note", n=n_prompts, tokens=TOKENS))
-    LV.table(
-        "ll_quant_own_table",
-        {
-            "kind": (list(KINDS), t("ll_col_kind")),
-            "greedy_equal": ([f"{a} / {b}" for a, b in own], t("ll_col_greedy_equal")),
-            "chi_p": (
-                [c.p_value if c else None for c in chi],
-                LV.number(t("ll_col_chi_p"), "%.3g"),
-            ),
-            "tv": ([c.tv if c else None for c in chi], LV.number(t("ll_col_tv_own"), "%.4f")),
-        },
-    )
-    if n_seeds:
-        st.caption(t("ll_quant_chi_note", n=n_seeds, prompt=plain(RU.prompt_label(shown_prompt))))
+    st.caption(t("ll_quant_table_note", tokens=TOKENS))
+    prompts = {key[5] for key, c in zip(keys, chi, strict=True) if c is not None}
+    for shown in prompts:
+        st.caption(t("ll_quant_chi_note", prompt=plain(RU.prompt_label(shown))))
     all_equal = all(a == b for a, b in own)
     (st.success if all_equal else st.warning)(
         t("ll_quant_verdict" if all_equal else "ll_quant_verdict_odd")

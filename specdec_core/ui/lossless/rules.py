@@ -198,9 +198,9 @@ def show_lab_rules() -> LossyRules:
         "ll_final_table",
         {
             "token": (names, t("rl_col_name")),
-            "p": (p, LV.number(t("rl_lab_p"))),
-            "q": (q, LV.number(t("rl_lab_q"))),
-            **{r: (results[r].final, LV.number(t(f"ll_rule_{r}"))) for r in LOSSY_RULES},
+            "p": (p, LV.number("p")),
+            "q": (q, LV.number("q")),
+            **{r: (results[r].final, LV.number(t(f"ll_short_{r}"))) for r in LOSSY_RULES},
             "passes": (
                 [
                     f"{t('yes') if a else t('no')} / {t('yes') if b else t('no')}"

@@ -67,9 +67,8 @@ def run_steps(slot: str, key: tuple, steps: Sequence[Step]) -> None:
     try:
         with _run_lock:
             for i, (label, call) in enumerate(steps):
-                text = t("ll_step", i=i + 1, n=len(steps), what=label)
-                bar.progress(i / len(steps), text=text)
-                with st.spinner(text, show_time=True):
+                bar.progress(i / len(steps), text=t("ll_step", i=i + 1, n=len(steps)))
+                with st.spinner(label, show_time=True):
                     out.append(call())
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S[slot + "_error"] = error_message(exc)

@@ -80,7 +80,7 @@ def show_tradeoff(pair: ModelPair, config: SessionConfig, knobs: LossyRules) -> 
     LV.table(
         "ll_trade_table",
         {
-            "rule": ([t(f"ll_rule_{p.rule}") for p in points], t("rl_col_rule")),
+            "rule": ([t(f"ll_short_{p.rule}") for p in points], t("rl_col_rule")),
             "delta": (["—" if p.delta is None else f"{p.delta:g}" for p in points], "δ"),
             "acceptance": (
                 [p.acceptance_rate for p in points],
