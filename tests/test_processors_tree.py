@@ -106,6 +106,8 @@ def _check_greedy(pair, setting: str, prompts: list[str], max_new: int) -> int:
         expected = _target_alone(pair, prompt, config)
         run = generate_tree(pair, prompt, config, SHAPES[i % len(SHAPES)])
         assert run.output_ids == expected, (setting, prompt, run.text)
+        assert run.processor_timing["rows"] >= len(run.records)  # ≥ the root's row a round
+        assert (run.processor_timing["grammar_ms"] > 0) == (config.grammar is not None)
         if config.grammar is not None:
             _assert_valid(pair, config.grammar, run.output_ids, run.stop_reason)
         changed += expected != _target_alone(pair, prompt, plain)
@@ -290,6 +292,12 @@ def test_session_matcher_equals_a_fresh_one_after_every_round(embedded_pair, tem
 
 
 def test_no_processor_leaves_the_states_without_processors(embedded_pair):
+    assert (
+        generate_tree(
+            embedded_pair, PROMPTS[0], SessionConfig(max_new_tokens=4), (2, 1)
+        ).processor_timing
+        == {}
+    )
     session = TreeSession(embedded_pair, PROMPTS[0], SessionConfig(max_new_tokens=4))
     session.run()
     assert all(

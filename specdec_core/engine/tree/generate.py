@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specdec_core.core.device import sync
 from specdec_core.core.errors import ConfigError
@@ -162,7 +162,11 @@ def apply_round(
 @dataclass(frozen=True)
 class TreeRun:
     """A tree-speculative generation: ``output_ids`` (prompt excluded), ``stop_reason``,
-    one :class:`TreeRoundRecord` per round, the forwards run and the wall time."""
+    one :class:`TreeRoundRecord` per round, the forwards run and the wall time (ms).
+    ``processor_timing``: what the history-dependent processors cost over the run
+    (:attr:`specdec_core.core.processors.Processors.timing`: ``penalty_ms``,
+    ``grammar_ms`` (matcher sync + mask) and ``rows`` processed; empty when none was
+    active)."""
 
     output_ids: list[int]
     text: str
@@ -171,6 +175,14 @@ class TreeRun:
     target_forwards: int
     draft_forwards: int
     total_ms: float = 0.0
+    processor_timing: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def processor_ms_per_round(self) -> float:
+        """Penalty + grammar milliseconds per round (0.0 without a processor)."""
+        spent = self.processor_timing.get("penalty_ms", 0.0)
+        spent += self.processor_timing.get("grammar_ms", 0.0)
+        return spent / len(self.records) if self.records else 0.0
 
     @property
     def stats(self) -> TreeStats:
@@ -266,4 +278,5 @@ def generate_tree(
         target.forwards,
         sum(r.draft_forwards for r in records),
         total_ms,
+        dict(processors.timing) if processors is not None else {},
     )
