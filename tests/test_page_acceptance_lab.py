@@ -236,3 +236,47 @@ def test_a_position_with_one_token_is_refused_and_the_rows_stay(app_on_tiny_pair
     assert len(at.error) == 1 and words in at.error[0].value
     assert table(at, "rl_norm_table").equals(before)
     table(at, "rl_final_table")  # the later sections are still drawn
+
+
+def _frame(at: AppTest, first_columns: list[str]):
+    found = [
+        df.value
+        for df in at.dataframe
+        if list(df.value.columns)[: len(first_columns)] == first_columns
+    ]
+    assert len(found) == 1, first_columns
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("lang", "header"),
+    [
+        ("en", "State beyond the KV cache: the wrong ways"),
+        ("zh", "KV 缓存之外的状态：错误的做法"),
+    ],
+)
+def test_state_section_the_broadcast_penalty_exactly(app_on_tiny_pair, lang, header):
+    """Section 8's hand-made case at its defaults (presence ln 2, θ = 1, γ = 2, two
+    tokens): per-prefix = target alone, broadcast TV 37/336, ignored 17/112; without a
+    penalty every TV is 0; the pair's measurement runs on the button."""
+    at = open_page(lang)
+    assert any(header in h.value for h in at.header)
+    laws = _frame(at, ["outcome", "target", "per_prefix", "broadcast", "ignored"])
+    np.testing.assert_allclose(laws["per_prefix"], laws["target"], atol=1e-12)
+    assert list(laws["outcome"][:3]) == ["A A", "A B", "A C"]
+    tv = 0.5 * np.abs(laws["broadcast"] - laws["target"]).sum()
+    assert tv == pytest.approx(37 / 336, abs=1e-7)
+    metrics = [m.value for m in at.metric][-3:]
+    assert metrics[1:] == ["0.1101", "0.1518"] and float(metrics[0]) < 1e-12
+    if lang == "en":
+        at.selectbox(key="rl_st_presence").set_value(0.0).run()
+        assert not at.exception
+        laws = _frame(at, ["outcome", "target", "per_prefix", "broadcast", "ignored"])
+        for rule in ("per_prefix", "broadcast", "ignored"):
+            np.testing.assert_allclose(laws[rule], laws["target"], atol=1e-12)
+        assert "rl_st_mc" not in at.session_state
+        at.button(key="rl_st_mc_run").click().run()
+        assert not at.exception
+        mc = _frame(at, ["rule", "r0", "r1", "r2", "tv"])
+        assert mc["tv"].isna().tolist() == [True, False, False]
+        assert at.session_state["rl_st_mc"].n_samples == 100
