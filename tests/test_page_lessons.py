@@ -187,9 +187,11 @@ def test_chapter_5_speed_sources_and_summary(embedded_pair, lang):
     assert s("ls_c5_how_lookup", lang) in frames(at)
     wrong_then_right(at, "c5_eval", 3.2, 1.3, lang)
     assert s("ls_c5_m_ttft", lang) in frames(at)
-    assert s("ls_summary_total", lang, right=3, total=17) in markdown(at)
+    next(b for b in at.button if b.key == "ls_next").click().run()  # the summary: chapter 6
+    assert at.session_state["ls_chapter"] == 6
+    assert s("ls_summary_total", lang, right=3, total=21) in markdown(at)
     next(b for b in at.button if b.key == "ls_reset").click().run()
-    assert s("ls_summary_total", lang, right=0, total=17) in markdown(at)
+    assert s("ls_summary_total", lang, right=0, total=21) in markdown(at)
 
 
 def test_a_chapter_link_survives_a_reload_and_the_picker_moves_it(embedded_pair):
@@ -217,7 +219,7 @@ def test_a_bad_chapter_opens_chapter_1_with_a_message(embedded_pair, bad):
     at = open_lessons("en", bad)
     assert at.session_state["ls_chapter"] == 1
     [warning] = texts(at, "warning")
-    assert warning == s("ls_bad_chapter", "en", value=bad, n=5)
+    assert warning == s("ls_bad_chapter", "en", value=bad, n=6)
 
 
 def test_answers_survive_a_language_switch(embedded_pair):
@@ -233,3 +235,32 @@ def test_answers_survive_a_language_switch(embedded_pair):
 def test_lessons_is_a_lesson_link_page():
     state, problems = decode(encode(LessonState(page="lessons")), ["embedded"])
     assert state.page == "lessons" and not problems
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_chapter_6_state_beyond_the_kv_cache(embedded_pair, lang):
+    """The engine's round (speaker-line grammar, presence penalty): draft 2 of 4 rejected;
+    the matcher's count after the commit is the engine's rolled-back one (5 + 1 + 1 = 7);
+    the broadcast penalty's exact TV (37/336 ≈ 0.1101); the stale matcher of the
+    short-answer grammar allows 0 tokens (terminated by a drafted end of text)."""
+    from specdec_core.lessons.wrong_state import grammar_no_rollback, rollback_moment
+
+    m = rollback_moment(embedded_pair, "speaker_line")
+    stale = grammar_no_rollback(embedded_pair, "short_answer")
+    at = open_lessons(lang, "6")
+    assert s("ls_ch6_title", lang) in [h.value for h in at.header]
+    assert s("ls_c6_rollback_q", lang, k=m.accepted + 1) in markdown(at)
+    wrong_then_right(at, "c6_rollback", "kv", "all", lang)
+    assert s("ls_c6_table_note", lang) in texts(at, "caption")
+    after = m.committed.processors.grammar.accepted_tokens
+    assert after == m.before.processors.grammar.accepted_tokens + m.accepted + 1 == 7
+    wrong_then_right(at, "c6_matcher", after + m.gamma - m.accepted - 1, after, lang)
+    wrong_then_right(at, "c6_broadcast", "yes", "no_later", lang)
+    assert "0.1101" in markdown(at)
+    assert stale.stale_allowed == 0 and stale.stale_terminated
+    wrong_then_right(at, "c6_stale", stale.correct_allowed, 0, lang)
+    assert s("ls_c6_stale_why_term", lang, n=0, ok=stale.correct_allowed) in "\n".join(
+        texts(at, "success")
+    )
+    lab = json.loads((REPO / "assets/strings/acceptance_lab.json").read_text(encoding="utf-8"))
+    assert lab["rl_st_gr_terminated_yes"][lang] in markdown(at)
