@@ -16,11 +16,13 @@ import logging
 from dataclasses import dataclass, replace
 
 from specdec_core.core.errors import ConfigError, SpecDecError
-from specdec_core.core.inputs import encode_prompt
+from specdec_core.core.inputs import SessionConfig, encode_prompt
 from specdec_core.core.models import ModelPair
+from specdec_core.core.processors import PenaltyConfig, make_processors
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.rounds import check_grammar_drafter
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState, Problem
 
@@ -113,7 +115,9 @@ def replay(pair: ModelPair, state: LessonState) -> Replay:
     fit (no session: the caller starts from its default prompt), an edit whose token id
     is outside the vocabulary or whose position the round did not draft, rounds beyond
     the end of the text, carried-over tokens that do not fit, a tree the settings cannot
-    draft (the state replays as a chain) and any edit of a tree state (a tree has none).
+    draft (the state replays as a chain), a grammar that cannot run
+    (:func:`grammar_problem`: the state replays without it) and any edit of a tree state
+    (a tree has none).
     Past :data:`MAX_REPLAY_FORWARDS` the replay stops at the last whole round that fits
     (``replay_capped``). Never raises: an unexpected error (a bug, a crafted state no
     check foresaw) is logged and gives no session, with the problem ``replay_failed``.
@@ -144,6 +148,9 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
         elif len(full) < len(ids) + len(state.cont):
             problems.append(Problem("cont_dropped"))
         drafter = make_named_drafter(pair, state.drafter)
+        if config.grammar is not None and grammar_problem(pair, config, state.drafter, full, ids):
+            problems.append(Problem("bad_value", {"name": "grammar"}))
+            state, config = replace(state, grammar=()), replace(config, grammar=None)
         session: Session | None = None
         if state.tree:
             try:
@@ -193,6 +200,22 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
     phase = "propose" if session.phase == "finished" else session.phase
     used = replace(state, round=len(session.history), phase=phase, edits=tuple(kept))
     return Replay(session, used, problems)
+
+
+def grammar_problem(
+    pair: ModelPair, config: SessionConfig, drafter: str, full: list[int], ids: list[int]
+) -> str | None:
+    """Why the grammar of a replayed state cannot run (a code: it does not compile, allows
+    nothing, is refused with the drafter, or the carried-over text breaks it), or
+    ``None``; the replay then drops the grammar alone (``bad_value``), not the prompt."""
+    try:
+        check_grammar_drafter(drafter, config.grammar)
+        make_processors(
+            pair.tokenizer, pair.vocab_size, PenaltyConfig(), config.grammar, len(ids), full
+        )
+    except ConfigError as exc:
+        return exc.code
+    return None
 
 
 def step_back(state: LessonState) -> LessonState | None:
