@@ -469,3 +469,31 @@ def test_unprocessed_dists_show_p_before_the_processors(pair):
     first = trace.unprocessed_dists[0]
     torch.testing.assert_close(torch.tensor(first.p), raw[first.token_ids.tolist()])
     assert set(trace.context_dists[0].token_ids.tolist()) <= set(first.token_ids.tolist())
+
+
+def test_trace_file_and_replay_keep_the_processors(pair):
+    """A trace file of a session with processors round-trips (the processors' views and
+    unprocessed slices included); a lesson state with a grammar replays to the same text;
+    a grammar that cannot run with the state's drafter is dropped alone."""
+    from specdec_core.core.trace_json import to_jsonable
+    from specdec_core.lessons.link import LessonState
+    from specdec_core.lessons.replay import replay, state_of
+    from specdec_core.lessons.tracefile import export_json, parse
+
+    config = SessionConfig(gamma=3, temperature=1.0, seed=4, grammar=SPEAKER, presence_penalty=0.5)
+    session = SpeculativeSession(pair, "KING:\nWe", config)
+    session.run(max_rounds=3)
+    state = state_of(session, LessonState(), "KING:\nWe")
+    assert state.grammar == (SPEAKER.kind, SPEAKER.source) and state.presence_penalty == 0.5
+    parsed = parse(export_json(session, state).encode("utf-8"))
+    assert to_jsonable(parsed.rounds) == to_jsonable(tuple(session.history))
+    assert parsed.rounds[0].verify.kv_after.processors.grammar.accepted_tokens > 0
+    assert len(parsed.rounds[0].verify.unprocessed_dists) == parsed.rounds[0].propose.gamma + 1
+    again = replay(pair, state)
+    assert again.problems == [] and again.session.generated_ids == session.generated_ids
+    lookup = replace(state, drafter="ngram")
+    dropped = replay(pair, lookup)
+    assert [p.code for p in dropped.problems] == ["bad_value"]
+    assert dropped.problems[0].params == {"name": "grammar"}
+    assert dropped.state.grammar == () and dropped.session.config.grammar is None
+    assert dropped.session.config.presence_penalty == 0.5  # the rest of the settings stay
