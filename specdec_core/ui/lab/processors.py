@@ -53,6 +53,11 @@ def show_state(pair: ModelPair, seed: int) -> None:
     _grammar(pair)
 
 
+def _tv_text(tv: float) -> str:
+    """A TV for a metric: float rounding (< 1e-12, the per-prefix rule) written as 0."""
+    return "0" if tv < 1e-12 else fmt_prob(tv)
+
+
 def _hand_case() -> None:
     st.subheader(t("rl_st_hand_title"))
     st.markdown(t("rl_st_hand_help"))
@@ -104,7 +109,7 @@ def _hand_case() -> None:
     )
     m = st.columns(3)
     for col, rule in zip(m, PENALTY_RULES, strict=True):
-        col.metric(t("rl_st_m_tv", rule=rule_names[rule]), fmt_prob(cmp.tv[rule]))
+        col.metric(t("rl_st_m_tv", rule=rule_names[rule]), _tv_text(cmp.tv[rule]))
     st.caption(t("rl_st_closed", tv=fmt_prob(cmp.two_token_tv)))
     with st.expander(t("rl_st_law_table")):
         LV.table(
@@ -157,8 +162,8 @@ def _pair_penalty(pair: ModelPair, seed: int) -> None:
                 for k in range(min(3, mc.n_tokens))
             },
             "tv": (
-                [None] + [mc.tv[r] for r in ("per_prefix", "broadcast")],
-                LV.number(t("rl_col_tv")),
+                ["—"] + [fmt_prob(mc.tv[r]) for r in ("per_prefix", "broadcast")],
+                t("rl_st_col_tv"),
             ),
         },
     )
@@ -180,7 +185,8 @@ def _grammar(pair: ModelPair) -> None:
     _pick("rl_st_gr_preset", presets, "short_answer")
     c1, c2 = st.columns([1, 2], vertical_alignment="bottom")
     preset = c1.selectbox(t("rl_st_gr_preset"), presets, key="rl_st_gr_preset")
-    c1.caption(f"`{plain(GRAMMAR_PRESETS[preset][1])[:80]}`")
+    source = GRAMMAR_PRESETS[preset][1][:80].replace("`", "'")
+    c1.caption(f"`{source}`")
     if c2.button(t("rl_st_gr_run"), key="rl_st_gr_run"):
         with st.spinner(t("rl_st_gr_running")):
             try:
