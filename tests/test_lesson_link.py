@@ -286,6 +286,7 @@ def test_processor_settings_survive_the_url_form_and_name_the_session_config():
     raw = zlib.decompress(base64.urlsafe_b64decode(encode(plain)["s"] + "=="))
     assert json.loads(raw) == {"prompt": "ROMEO"}
     assert plain.config().grammar is None and not plain.config().penalties.active
+    assert decode({"v": "2", "s": _pack({"grammar": []})}, OFFERED) == (LessonState(), [])
 
 
 @pytest.mark.parametrize(
@@ -302,6 +303,7 @@ def test_processor_settings_survive_the_url_form_and_name_the_session_config():
         ("no_repeat_ngram_size", -1),
         ("no_repeat_ngram_size", 2.5),
         ("grammar", ["regex"]),
+        ("grammar", [[], []]),
         ("grammar", ["lisp", "(a)"]),
         ("grammar", ["regex", "   "]),
         ("grammar", ["regex", "a" * 2001]),
@@ -331,3 +333,4 @@ def test_a_link_with_processors_replays_the_same_session(embedded_pair):
     assert timeless_json(again.session.history) == timeless_json(session.history)
     assert again.session.drafts == session.drafts
     assert again.session.kv_state() == session.kv_state()
+    assert parse(export_json(session, state).encode()).state == state  # the trace file too

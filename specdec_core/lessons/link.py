@@ -286,7 +286,9 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
         return _float(value, *penalty_ranges[name])
     if name == "no_repeat_ngram_size":
         return _int(value, 0, MAX_NGRAM_SIZE)
-    if name == "grammar":  # [kind, source]: a regex or a JSON schema, bounded text
+    if name == "grammar":  # [kind, source]: a regex or a JSON schema, bounded text; [] none
+        if value == []:
+            return ()
         ok = isinstance(value, list) and len(value) == 2 and value[0] in ("regex", "json_schema")
         ok = ok and is_valid_text(value[1]) and len(value[1]) <= MAX_GRAMMAR_CHARS
         ok = ok and bool(value[1].strip())
