@@ -266,3 +266,19 @@ def test_presets_compile_and_constrain(tok):
     assert set(json.loads(text)) == set(schema["required"])
     spaced = tok.encode('{ "name": "Romeo", "age": 16}', add_special_tokens=False)
     assert _state(tok, *GRAMMAR_PRESETS["json_person"]).sync_to(spaced) < len(spaced)
+
+
+def test_allowed_equals_xgrammars_own_mask(tok):
+    """The unpacked bitmask is the one xgrammar applies itself (its
+    ``apply_token_bitmask_inplace``), at several points of a text."""
+    import xgrammar as xgr
+
+    for name, text in (("speaker_line", "NURSE: Ay, ay.\n"), ("json_person", '{"name": "Al"')):
+        state = _state(tok, *GRAMMAR_PRESETS[name])
+        ids = tok.encode(text, add_special_tokens=False)
+        for cut in range(len(ids) + 1):
+            state.sync_to(ids[:cut])
+            logits = torch.zeros(1, 4096)
+            state.matcher.fill_next_token_bitmask(state._bitmask)
+            xgr.apply_token_bitmask_inplace(logits, state._bitmask)
+            assert torch.equal(state.allowed(), torch.isfinite(logits[0])), (name, cut)
