@@ -53,7 +53,7 @@ def show_state(pair: ModelPair, seed: int) -> None:
     _grammar(pair)
 
 
-def _tv_text(tv: float) -> str:
+def tv_text(tv: float) -> str:
     """A TV for a metric: float rounding (< 1e-12, the per-prefix rule) written as 0."""
     return "0" if tv < 1e-12 else fmt_prob(tv)
 
@@ -109,7 +109,7 @@ def _hand_case() -> None:
     )
     m = st.columns(3)
     for col, rule in zip(m, PENALTY_RULES, strict=True):
-        col.metric(t("rl_st_m_tv", rule=rule_names[rule]), _tv_text(cmp.tv[rule]))
+        col.metric(t("rl_st_m_tv", rule=rule_names[rule]), tv_text(cmp.tv[rule]))
     st.caption(t("rl_st_closed", tv=fmt_prob(cmp.two_token_tv)))
     with st.expander(t("rl_st_law_table")):
         LV.table(

@@ -17,7 +17,7 @@ from specdec_core.core.processors import GRAMMAR_PRESETS, PenaltyConfig
 from specdec_core.lessons import wrong_state as W
 from specdec_core.rules.lab.penalty import HAND_CASE, compare_penalty_rules
 from specdec_core.ui.i18n import t
-from specdec_core.ui.lab.processors import show_no_rollback, token
+from specdec_core.ui.lab.processors import show_no_rollback, token, tv_text
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice
 from specdec_core.ui.render import html_table
 
@@ -48,22 +48,23 @@ def stale(pair: ModelPair) -> W.NoRollback | None:
 
 
 def state_table(m: W.RollbackMoment) -> str:
-    """Both caches, the grammar matcher and the penalty counts at the three moments."""
+    """Both caches, the grammar matcher and the penalty counts (rows) at the three moments
+    (columns: three short headers, so the table fits 1024 px with the sidebar open)."""
     states = (m.before, m.verified, m.committed)
     grammar = [s.processors.grammar for s in states]
     penalty = [s.processors.penalty for s in states]
-    return html_table(
-        {
-            t("ls_c6_col_moment"): [t("ls_c6_before"), t("ls_c6_verified"), t("ls_c6_committed")],
-            t("ls_c6_col_committed"): [s.committed_len for s in states],
-            t("ls_c6_col_target"): [s.target_kv_len for s in states],
-            t("ls_c6_col_draft"): [s.draft_kv_len for s in states],
-            t("ls_c6_col_grammar"): [g.accepted_tokens if g else 0 for g in grammar],
-            t("ls_c6_col_allowed"): [g.allowed_next if g else 0 for g in grammar],
-            t("ls_c6_col_penalty"): [p.distinct if p else 0 for p in penalty],
-        },
-        name="ls-state-table",
+    rows = (
+        ("ls_c6_col_committed", [s.committed_len for s in states]),
+        ("ls_c6_col_target", [s.target_kv_len for s in states]),
+        ("ls_c6_col_draft", [s.draft_kv_len for s in states]),
+        ("ls_c6_col_grammar", [g.accepted_tokens if g else 0 for g in grammar]),
+        ("ls_c6_col_allowed", [g.allowed_next if g else 0 for g in grammar]),
+        ("ls_c6_col_penalty", [p.distinct if p else 0 for p in penalty]),
     )
+    columns: dict[str, list] = {t("ls_c6_col_moment"): [t(key) for key, _ in rows]}
+    for i, moment in enumerate(("ls_c6_before", "ls_c6_verified", "ls_c6_committed")):
+        columns[t(moment)] = [values[i] for _, values in rows]
+    return html_table(columns, name="ls-state-table")
 
 
 def render(pair: ModelPair) -> None:
@@ -130,7 +131,7 @@ def render(pair: ModelPair) -> None:
         st.markdown(
             t(
                 "ls_c6_broadcast_reveal",
-                ok=fmt_prob(cmp.tv["per_prefix"]),
+                ok=tv_text(cmp.tv["per_prefix"]),
                 bad=fmt_prob(cmp.tv["broadcast"]),
                 ignored=fmt_prob(cmp.tv["ignored"]),
             )
