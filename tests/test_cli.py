@@ -284,3 +284,15 @@ def test_processor_flag_errors_exit_2_with_one_line(capsys, pair_arg, args, mess
     err = captured.err.strip()
     assert err.startswith("error:") and message in err and "\n" not in err, err
     assert captured.out == ""
+
+
+def test_tree_run_with_a_regex_reports_the_matcher_per_round(capsys, pair_arg):
+    out = _run(capsys, pair_arg, "--regex", r"[a-z ]{1,20}\.\n", "--tree", "2,1")
+    committed = 0
+    for r in out["rounds"]:
+        g = r["grammar"]
+        assert g["before_verify"]["accepted_tokens"] == committed
+        committed += len(r["appended"])
+        assert g["after_commit"]["accepted_tokens"] == committed
+    plain = _run(capsys, pair_arg, "--tree", "2,1")
+    assert all("grammar" not in r and "penalty" not in r for r in plain["rounds"])

@@ -20,7 +20,7 @@ from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair, load_pair
 from specdec_core.core.processors import MAX_GRAMMAR_CHARS, MAX_NGRAM_SIZE, GrammarSpec
 from specdec_core.core.records import summarize
-from specdec_core.core.trace import RoundTrace
+from specdec_core.core.trace import KVState, RoundTrace
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
@@ -141,15 +141,18 @@ def processor_settings(args: argparse.Namespace) -> dict:
     return out
 
 
-def processor_json(r: RoundTrace) -> dict:
-    """A round's processor state for the ``run`` JSON (empty without a processor):
-    ``grammar`` and ``penalty``, each ``{before_verify, after_verify, after_commit}``
+def processor_json(before: KVState, verified: KVState | None, after: KVState) -> dict:
+    """A round's processor state for the ``run`` JSON (empty without a processor), from
+    its KV states before verify, after the verify forward and after commit: ``grammar``
+    and ``penalty``, each ``{before_verify, after_verify, after_commit}``
     (:class:`~specdec_core.core.processors.GrammarView` fields; the penalty's ``counts``
-    as ``[token id, count in the prefix, count in the generated part]`` and ``distinct``)."""
+    as ``[token id, count in the prefix, count in the generated part]`` and ``distinct``).
+    A chain round's ``after_verify`` stands on the committed ids + every draft; a tree's
+    on the committed ids + the accepted path."""
     states = {
-        "before_verify": r.verify.kv_before.processors,
-        "after_verify": r.verify.kv_after.processors,
-        "after_commit": r.commit.kv_after.processors,
+        "before_verify": before.processors,
+        "after_verify": verified.processors if verified is not None else None,
+        "after_commit": after.processors,
     }
     out: dict = {}
     for key in ("grammar", "penalty"):
@@ -249,7 +252,8 @@ def tree_run_command(
             "target_kv_len": after.target_kv_len,
             "draft_kv_len": after.draft_kv_len,
         }
-        rounds.append({**trace.record.to_json(), **lengths})
+        states = processor_json(trace.kv_before, trace.kv_verified, trace.kv_after)
+        rounds.append({**trace.record.to_json(), **lengths, **states})
     stats = session.summary()
     return {
         "output_ids": session.generated_ids,
@@ -313,7 +317,7 @@ def round_json(r: RoundTrace) -> dict:
         "committed_len": after.committed_len,
         "target_kv_len": after.target_kv_len,
         "draft_kv_len": after.draft_kv_len,
-        **processor_json(r),
+        **processor_json(r.verify.kv_before, r.verify.kv_after, r.commit.kv_after),
     }
 
 
