@@ -152,6 +152,16 @@ def test_bad_input_has_a_code(embedded_pair, call, code):
     assert info.value.code == code
 
 
+def test_a_large_target_is_not_copied(embedded_pair, monkeypatch):
+    import specdec_core.core.quant as quant
+
+    monkeypatch.setattr(quant, "MAX_COPY_PARAMS", 1_000_000)  # the target has ≈ 4.2 M
+    with pytest.raises(ConfigError) as info:
+        quantized_pair(embedded_pair, "int8")
+    assert info.value.code == "variant_too_large"
+    assert quantized_pair(embedded_pair, "none") is embedded_pair  # nothing to copy
+
+
 def test_a_device_without_the_precision_refuses(embedded_pair, monkeypatch):
     import specdec_core.core.quant as quant
 

@@ -47,6 +47,9 @@ DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16,
 }
 _CACHE_SIZE = 6  # variants kept (a few MB each on the embedded pair)
+#: Largest model (parameters) copied for a variant: gpt2-medium (355 M) fits, a 774 M or
+#: 1.5 B target would add GBs per variant on a shared classroom server.
+MAX_COPY_PARAMS = 400_000_000
 _lock = threading.Lock()
 _cache: OrderedDict[tuple, tuple[weakref.ref, PreTrainedModel, PreTrainedModel]] = OrderedDict()
 
@@ -215,12 +218,23 @@ def variant_pair(pair: ModelPair, quant: str = "none", dtype: str = "float32") -
     gets a suffix (``"embedded+int8"``, ``"embedded+bfloat16"``).
 
     Raises:
-        ConfigError: ``quant_unknown``, ``dtype_unknown``, ``dtype_unsupported``.
+        ConfigError: ``quant_unknown``, ``dtype_unknown``, ``dtype_unsupported``,
+            ``variant_too_large`` (``params``, ``limit``: a target over
+            :data:`MAX_COPY_PARAMS` parameters).
     """
     want = Variant(check_quant(quant), dtype)
     torch_dtype = check_dtype(dtype, pair.device)
     if not want.suffix:
         return pair
+    params = sum(p.numel() for p in pair.target.parameters())
+    if params > MAX_COPY_PARAMS:
+        raise ConfigError(
+            f"the target has {params / 1e6:.0f} M parameters; copies for other numerics are "
+            f"made for models up to {MAX_COPY_PARAMS / 1e6:.0f} M",
+            "variant_too_large",
+            params=f"{params / 1e6:.0f} M",
+            limit=f"{MAX_COPY_PARAMS / 1e6:.0f} M",
+        )
     key = (id(pair.target), id(pair.draft), want)
     with _lock:
         hit = _cache.get(key)
