@@ -5,7 +5,8 @@
 
 On the shipped ``embedded`` pair, chain rounds at γ (default 4), greedy and T = 1, for the
 two grammar presets (``speaker_line``: a regex, ``json_person``: a JSON schema) and, for
-comparison, a repetition penalty. The loop is the fast path's round
+comparison, a repetition penalty and no processor (the same general path, so the rounds
+differ only by the processors). The loop is the fast path's round
 (``engine/chain/generate.py``: ``Drafter.propose`` → ``verify_drafts`` → ``commit_round``
 → ``rollback``, each with the session's ``Processors``), timed per phase:
 
@@ -160,6 +161,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     pair = load_pair("embedded", device="cpu")
     settings = {
+        "none (general path)": {},
         "regex speaker_line": {"grammar": GrammarSpec(*GRAMMAR_PRESETS["speaker_line"])},
         "json_schema json_person": {"grammar": GrammarSpec(*GRAMMAR_PRESETS["json_person"])},
         "repetition penalty 1.3": {"repetition_penalty": 1.3},
