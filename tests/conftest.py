@@ -252,7 +252,7 @@ SLOW = {
     ),
     "test_processors_chain.py::test_chi2_grammar_mask_per_prefix": "600 sampled runs (≈ 50 s)",
     "test_processors_tree.py::test_greedy_tree_equals_target_alone_30_prompts": (
-        "30 prompts × 3 greedy decodes per processor (≈ 30 s each)"
+        "30 prompts × 3 greedy decodes per processor (2-5 min each, loaded machine)"
     ),
     "test_page_lossless.py::test_studies_on_the_pair_show_the_backend_numbers": (
         "every study of the lossless page on the tiny pair, and again directly (85 s)"
