@@ -19,7 +19,7 @@ from specdec_core.bench.lossless import (
     held_out_prompts,
     same_seed_texts,
 )
-from specdec_core.core.errors import InputError
+from specdec_core.core.errors import ConfigError, InputError
 from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.sampling import SamplingConfig
 
@@ -92,9 +92,20 @@ def test_first_tokens_agree_with_the_target_alone(embedded_pair, k, n):
     assert 0.0 < test.null_share_above <= 1.0
 
 
+def test_the_same_test_rejects_a_lossy_rule(embedded_pair):
+    """Typical acceptance at δ = 0.05 on the speculative side (seeds 0..199, first token):
+    χ² rejects "same distribution" (p ≈ 3e-6 measured), and the speculative sample is
+    farther from the target's exact law than the target-alone sample."""
+    lossy = {"acceptance": "typical", "acceptance_delta": 0.05}
+    test = first_tokens_test(embedded_pair, PROMPT, n=200, k=1, acceptance=lossy)
+    assert test.p_value < 1e-3
+    assert test.tv_spec_exact > test.tv_alone_exact
+
+
 @pytest.mark.parametrize(
     ("kwargs", "code"),
     [
+        ({"acceptance": {"acceptance": "typical", "acceptance_delta": 2.0}}, "acceptance_delta"),
         ({"n": MAX_SEEDS + 1}, "bad_value"),
         ({"n": 0}, "bad_value"),
         ({"k": 3}, "bad_value"),
@@ -102,7 +113,7 @@ def test_first_tokens_agree_with_the_target_alone(embedded_pair, k, n):
     ],
 )
 def test_first_tokens_test_refuses(embedded_pair, kwargs, code):
-    with pytest.raises(InputError) as info:
+    with pytest.raises((InputError, ConfigError)) as info:
         first_tokens_test(embedded_pair, PROMPT, **kwargs)
     assert info.value.code == code
 

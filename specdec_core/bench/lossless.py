@@ -233,6 +233,7 @@ def first_tokens_test(
     gamma: int = 4,
     temperature: float = 1.0,
     null_seed: int = 0,
+    acceptance: dict | None = None,
 ) -> DistributionTest:
     """Over seeds ``0..n − 1``: the first ``k`` tokens of the target alone and of
     speculative decoding (fast path, engine streams; the speculative run makes
@@ -242,6 +243,10 @@ def first_tokens_test(
 
     Args:
         n: seeds per side, 1..:data:`MAX_SEEDS`. k: 1 or 2. temperature: > 0.
+        acceptance: ``SessionConfig`` keywords of a lossy rule for the speculative side
+            (``{"acceptance": "typical", "acceptance_delta": 0.05}``): the same test then
+            measures what the rule costs (the target-alone side and the null are the
+            target's own).
 
     Raises:
         InputError: ``bad_value`` (n, k or γ out of range), ``needs_temperature``
@@ -253,12 +258,13 @@ def first_tokens_test(
     base = SessionConfig(gamma=gamma, temperature=temperature).validate(pair.vocab_size)
     if base.sampling.greedy:
         raise InputError("the distribution test needs a temperature above 0", "needs_temperature")
+    spec_base = replace(base, **(acceptance or {})).validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
     law = exact_first_tokens(pair, ids, k, base.sampling)
     alone, spec = Counter(), Counter()
     for seed in range(n):
         ar = generate(pair, ids, replace(base, seed=seed, max_new_tokens=k), "autoregressive")
-        sp_cfg = replace(base, seed=seed, max_new_tokens=max(k, gamma + 1))
+        sp_cfg = replace(spec_base, seed=seed, max_new_tokens=max(k, gamma + 1))
         sp = generate(pair, ids, sp_cfg, "speculative")
         alone[_first(ar.output_ids, k, pair.eos_token_id)] += 1
         spec[_first(sp.output_ids, k, pair.eos_token_id)] += 1
