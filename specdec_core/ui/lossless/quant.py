@@ -20,7 +20,6 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import quantized_pair
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import t
-from specdec_core.ui.lab import view as LV
 from specdec_core.ui.lossless import runs as RU
 
 S = st.session_state
@@ -107,10 +106,8 @@ def _show_table(done: list) -> None:
             "—" if c is None else f"{c.null_quantiles[0]:.4f} – {c.null_quantiles[2]:.4f}"
             for c in chi
         ],
-        "ll_q_prompts": [str(f.prompts) for f in figs],
-        "ll_q_seeds": [str(key[4]) for key in keys],
     }
-    LV.table(
+    RU.table(
         "ll_quant_table",
         {
             "measure": ([t(k) for k in rows], t("ll_col_measure")),

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import cache
 
+import pandas as pd
 import streamlit as st
 
 from specdec_core.bench.lossless import held_out_prompts
@@ -80,6 +81,18 @@ def run_steps(slot: str, key: tuple, steps: Sequence[Step]) -> None:
         while len(_results) > _CACHE_SIZE:
             _results.popitem(last=False)
     S[slot] = (key, out)
+
+
+def table(key: str, columns: dict[str, tuple[object, object]]) -> None:
+    """:func:`specdec_core.ui.lab.view.table`, every row shown (no inner scrolling)."""
+    st.dataframe(
+        pd.DataFrame({c: values for c, (values, _) in columns.items()}),
+        key=key,
+        hide_index=True,
+        width="stretch",
+        height="content",
+        column_config={c: header for c, (_, header) in columns.items()},
+    )
 
 
 def show_error(slot: str) -> None:

@@ -85,7 +85,7 @@ def show_same_seed(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
     if texts.same:
         st.caption(t("ll_texts_same"))
     else:
-        st.caption(t("ll_texts_differ", k=same))
+        st.caption(t("ll_texts_differ", k=same) if same else t("ll_texts_differ_0"))
     _show_test(pair, test)
 
 
@@ -101,7 +101,7 @@ def _show_test(pair: ModelPair, test) -> None:
     lo, mid, hi = test.null_quantiles
     m = st.columns(3)
     m[0].metric(t("ll_m_tv"), fmt_prob(test.tv), help=t("ll_m_tv_help"))
-    m[1].metric(t("ll_m_null"), f"{fmt_prob(lo)} – {fmt_prob(hi)}", help=t("ll_m_null_help"))
+    m[1].metric(t("ll_m_null"), f"{lo:.2f}–{hi:.2f}", help=t("ll_m_null_help"))
     m[2].metric(t("ll_m_chi2"), f"{test.p_value:.3g}", help=t("ll_m_chi2_help", dof=test.dof))
     agree = test.p_value > 0.01 and test.tv <= hi
     (st.success if agree else st.warning)(

@@ -18,9 +18,11 @@ from specdec_core.ui.lossless import runs as RU
 
 S = st.session_state
 SLOT = "ll_res_trade"
-#: δ per rule on the pair: the typical bar δ·exp(−H) is small on 4,096-token rows, the
-#: threshold bar is a probability.
-DELTAS = {"typical": (0.1, 0.3, 0.6, 1.0), "threshold": (0.02, 0.05, 0.1, 0.3)}
+#: δ per rule on the pair. Typical: the bar δ·exp(−H) is small on 4,096-token rows.
+#: Threshold: at T = 1 most drafted tokens have p(y) of a few thousandths (the rows are
+#: flat), so a bar of 0.02 already rejects most of what the exact rule accepts; δ = 0
+#: accepts every token p allows (the output is q).
+DELTAS = {"typical": (0.05, 0.1, 0.3, 1.0), "threshold": (0.0, 0.001, 0.005, 0.02)}
 MAX_UI_PROMPTS = 12
 MAX_UI_SEEDS = 5
 TOKENS = 32
@@ -77,7 +79,7 @@ def show_tradeoff(pair: ModelPair, config: SessionConfig, knobs: LossyRules) -> 
     st.plotly_chart(
         LV.figure(tradeoff_figure, series, labels, t("ll_fig_trade")), key="ll_fig_trade"
     )
-    LV.table(
+    RU.table(
         "ll_trade_table",
         {
             "rule": ([t(f"ll_short_{p.rule}") for p in points], t("rl_col_rule")),
@@ -92,6 +94,7 @@ def show_tradeoff(pair: ModelPair, config: SessionConfig, knobs: LossyRules) -> 
             "tv": ([p.tv_first_mean for p in points], LV.number(t("ll_col_tv_first_p"), "%.4f")),
         },
     )
+    st.markdown(t("ll_trade_read"))
     st.caption(
         t(
             "ll_trade_note",
