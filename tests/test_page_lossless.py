@@ -69,6 +69,10 @@ def test_renders_with_the_textbook_enumeration(app_on_tiny_pair, lang, title, lo
     at = open_page(lang)
     assert at.title[0].value == title
     assert not at.error
+    headers = [h.value for h in at.header]
+    assert [h[0] for h in headers] == ["①", "②", "③", "④"]  # the four edges, in order
+    assert len(at.button(key="ll_run_seed").label) > 4  # each study waits for its button
+    assert "ll_res_seed" not in at.session_state  # nothing heavy runs on page load
     # textbook rows, δ = 0.3, ε = 0.09, top-1: typical's bar is ε = 0.09, all three pass
     summary = check_summary(at, [0.6, 1.0, 0.7], [0.0, 0.4, 0.29])
     assert list(summary["lossless"]) == [lossless, "✗", "✗"]
