@@ -390,3 +390,20 @@ def test_first_token_follows_the_processed_target_chi2(embedded_pair, setting):
         assert counts[~allowed].sum() == 0
     assert _chi2_pvalue(counts, processed) > 1e-3
     assert _chi2_pvalue(counts, unprocessed) < 1e-9
+
+
+@pytest.mark.parametrize("rule", ["typical", "threshold"])
+def test_a_lossy_rule_is_refused_by_the_tree_not_run_as_exact(embedded_pair, rule):
+    """The lossy rules verify chains only: a tree given one refuses (code acceptance_mode)
+    in both the step machine and the fast path, instead of silently running the exact
+    rule."""
+    config = SessionConfig(temperature=1.0, acceptance=rule, max_new_tokens=4)
+    with pytest.raises(ConfigError) as caught:
+        TreeSession(embedded_pair, "ROMEO:", config, shape=(2, 1))
+    assert caught.value.code == "acceptance_mode"
+    assert caught.value.params["rule"] == rule
+    with pytest.raises(ConfigError) as caught:
+        generate_tree(embedded_pair, "ROMEO:", config, (2, 1))
+    assert caught.value.code == "acceptance_mode"
+    exact = generate_tree(embedded_pair, "ROMEO:", SessionConfig(max_new_tokens=4), (2, 1))
+    assert len(exact.output_ids) == 4

@@ -80,7 +80,15 @@ def tree_refusal(
 def check_tree_settings(config: SessionConfig, drafter: Drafter | str | None = None) -> None:
     """Raises the ConfigError of :func:`tree_refusal` (code ``tree_no_ngram`` or
     ``tree_needs_probabilistic``, English message for the CLI and logs) when
-    ``config`` and ``drafter`` cannot draft a tree."""
+    ``config`` and ``drafter`` cannot draft a tree, and code ``acceptance_mode`` for a lossy
+    acceptance rule (``rules/lossy.py`` verifies chains only; the tree keeps the exact
+    multi-candidate rule, never silently)."""
+    if config.acceptance != "exact":
+        raise ConfigError(
+            f"the {config.acceptance} rule verifies chains only, not a tree",
+            "acceptance_mode",
+            rule=config.acceptance,
+        )
     code = tree_refusal(drafter, config.draft_method, config.temperature)
     if code is not None:
         name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "model")
