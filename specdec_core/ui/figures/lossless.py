@@ -30,6 +30,7 @@ LOSSY_COLORS = {
     "threshold": "#9467bd",
 }
 DASH = {"typical": "solid", "threshold": "dash"}
+LABEL_AT = {"typical": "top center", "threshold": "bottom center"}  # two lines' labels apart
 ZERO_AT = 1e-9  # where a difference of exactly 0 is drawn on a log axis
 
 
@@ -146,8 +147,8 @@ def tradeoff_figure(
             y=[c for _, _, c in pts],
             name=labels[rule],
             mode="lines+markers+text",
-            text=[f"δ={fmt_short(v, 2)}" for v in d],
-            textposition="top center",
+            text=[f"δ={v:g}" for v in d],
+            textposition=LABEL_AT.get(rule, "top center"),
             textfont=dict(size=10, color=LOSSY_COLORS[rule]),
             line=dict(color=LOSSY_COLORS[rule], dash=DASH.get(rule, "solid")),
             marker=dict(size=8),
