@@ -84,7 +84,7 @@ def _show_reports(pair: ModelPair, reports) -> None:
     columns: dict[str, tuple[object, object]] = {
         "row": (positions, t("ll_col_row")),
         "after": (fed, t("ll_col_after")),
-        "margin": (margins, LV.number(t("ll_margin"), "%.4f")),
+        "margin": (margins, LV.number(t("ll_col_margin"), "%.4f")),
     }
     for r in reports:
         columns[f"delta_{r.dtype}"] = (
