@@ -111,7 +111,13 @@ def _show_table(done: list) -> None:
         "ll_quant_table",
         {
             "measure": ([t(k) for k in rows], t("ll_col_measure")),
-            **{f.kind: ([v[i] for v in rows.values()], f.kind) for i, f in enumerate(figs)},
+            **{
+                f.kind: (
+                    [v[i] for v in rows.values()],
+                    t("ll_col_kind_run", kind=f.kind, n=f.prompts, seeds=keys[i][4]),
+                )
+                for i, f in enumerate(figs)
+            },
         },
     )
     st.caption(t("ll_quant_table_note", tokens=TOKENS))
