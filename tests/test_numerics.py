@@ -82,7 +82,14 @@ def test_the_bf16_flip_case_is_pinned(embedded_pair):
     """Seed 6 puts the 'Widow' prompt first: at its 4th greedy token the bf16 decode step
     has token 387 ahead of 292 by one bf16 step (5.5 vs 5.46875), while the verification
     forward gives both 5.46875 (a tie: the lower id, 292, wins); the runs diverge there.
-    In float32 387 leads by 0.0093 and both runs agree."""
+    In float32 387 leads by 0.0093 and both runs agree.
+
+    The exact logits come from this CPU's bf16 kernels (torch's AVX2 path, the machines
+    this project tests on); other kernels round differently, so elsewhere the pin is
+    skipped, with the reason, rather than asserting numbers found on other hardware."""
+    capability = torch.backends.cpu.get_cpu_capability()
+    if capability != "AVX2":
+        pytest.skip(f"the case was pinned with AVX2 bf16 kernels; this CPU uses {capability}")
     search = find_flip(
         embedded_pair, held_out_prompts(100), "bfloat16", seed=6, max_prompts=2, max_new_tokens=8
     )
