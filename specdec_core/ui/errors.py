@@ -35,6 +35,18 @@ def plain(text: object) -> str:
     return _MARKDOWN.sub(r"\\\1", flat)
 
 
+def code_span(text: object) -> str:
+    """``text`` as one inline code span that Streamlit's markdown shows literally (one line).
+
+    Inside a code span a backslash is literal, so nothing is escaped (:func:`plain` there
+    would show its backslashes); a backtick in ``text`` gets a longer fence, and a leading or
+    trailing backtick or space a padding space (CommonMark strips one on each side)."""
+    flat = str(text).replace("\r", " ").replace("\n", "↵")
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat[:1] in ("`", " ") or flat[-1:] in ("`", " ") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
 def _keys(exc: SpecDecError) -> list[str]:
     keys = [f"rl_err_{exc.code}"] if isinstance(exc, RuleInputError) else []
     keys.append(f"err_{exc.code}")

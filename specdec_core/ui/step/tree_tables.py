@@ -13,7 +13,7 @@ import streamlit as st
 
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
-from specdec_core.ui.errors import plain
+from specdec_core.ui.errors import code_span
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE
 from specdec_core.ui.i18n import t
@@ -137,7 +137,7 @@ def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -
         moved = sum(s.action == "moved" for s in plan.slots)
         dropped = sum(s.action == "dropped" for s in plan.slots)
         if session.stop_reason:  # no next round: nothing "is the next round's first input"
-            tok = f"`{plain(visible_token(session.token(session.ids[-1])))}`"
+            tok = code_span(visible_token(session.token(session.ids[-1])))
             st.caption(
                 t(
                     "tree_kv_applied_end",

@@ -17,7 +17,7 @@ from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.views import TreeView
 from specdec_core.ui import problems
-from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.errors import code_span, error_message
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_STYLE, tree_figure
 from specdec_core.ui.i18n import t
@@ -240,7 +240,7 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
     if record is None:
         return
     depth = max((n.depth for n in tree.nodes), default=0)
-    tok = f"`{plain(visible_token(tree.next_token))}`"
+    tok = code_span(visible_token(tree.next_token))
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
         reason = last.stop_reason if last is not None else session.current_stop_reason
         reason = reason or "eos"
