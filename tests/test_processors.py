@@ -282,3 +282,46 @@ def test_allowed_equals_xgrammars_own_mask(tok):
             state.matcher.fill_next_token_bitmask(state._bitmask)
             xgr.apply_token_bitmask_inplace(logits, state._bitmask)
             assert torch.equal(state.allowed(), torch.isfinite(logits[0])), (name, cut)
+
+
+@pytest.mark.parametrize(
+    ("schema", "keyword"),
+    [
+        ({"not": {}}, "not"),  # xgrammar let "-3" through for a schema that accepts nothing
+        ({"allOf": [{"type": "integer"}, {"minimum": 5}]}, "allOf"),
+        ({"type": "integer", "oneOf": [{"minimum": 0}, {"maximum": 9}]}, "oneOf"),
+        ({"if": {"type": "integer"}, "then": {"minimum": 5}}, "if"),
+        ({"type": "object", "properties": {"a": {"not": {"const": 1}}}}, "not"),
+        (
+            {"type": "array", "items": [{"type": "string", "contentMediaType": "x"}]},
+            "contentMediaType",
+        ),
+        ({"$ref": "https://example.org/schema.json"}, "$ref"),
+    ],
+)
+def test_schema_keywords_the_engine_would_ignore_are_refused(tok, schema, keyword):
+    spec = GrammarSpec("json_schema", json.dumps(schema))
+    with pytest.raises(ConfigError) as caught:
+        P.compile_grammar(tok, 4096, spec)
+    assert caught.value.code == "grammar_unsupported"
+    assert caught.value.params == {"keyword": keyword}
+
+
+def test_schema_names_and_data_that_look_like_keywords_are_fine(tok):
+    """A property called "not", an enum value "oneOf" and a local $ref are not keywords the
+    engine ignores: the schema compiles and its mask is enforced."""
+    schema = {
+        "type": "object",
+        "properties": {"not": {"$ref": "#/$defs/small"}, "if": {"enum": ["oneOf", "allOf"]}},
+        "required": ["not", "if"],
+        "additionalProperties": False,
+        "$defs": {"small": {"type": "integer", "minimum": 0, "maximum": 9}},
+    }
+    assert P.unsupported_schema_keyword(schema) is None
+    state = GrammarState(
+        P.compile_grammar(tok, 4096, GrammarSpec("json_schema", json.dumps(schema))), 4096
+    )
+    ids = tok.encode('{"not": 7, "if": "oneOf"}', add_special_tokens=False)
+    assert state.sync_to(ids) == len(ids) and state.matcher.is_completed()
+    bad = tok.encode('{"not": 12', add_special_tokens=False)  # 12 > maximum 9
+    assert state.sync_to(bad) < len(bad)

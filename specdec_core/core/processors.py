@@ -222,6 +222,60 @@ def _compiler(tokenizer: object, vocab_size: int) -> xgrammar.GrammarCompiler:
         return held[1]
 
 
+#: JSON-schema keywords xgrammar 0.2.9 compiles but does not enforce (checked one by one:
+#: ``{"not": {}}`` let ``-3`` through, ``allOf`` ignored a ``minimum``, ``oneOf`` does not
+#: exclude a value matching two branches, ``if``/``then`` ignored): refused, so no
+#: constrained output can break the schema it was given.
+UNSUPPORTED_SCHEMA_KEYWORDS = frozenset(
+    {
+        "not",
+        "allOf",
+        "oneOf",
+        "if",
+        "then",
+        "else",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+    }
+)
+#: Keywords whose value maps names (not keywords) to subschemas.
+_NAMED_SUBSCHEMAS = frozenset(
+    {"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+#: Keywords whose value is data, never a schema.
+_DATA_KEYWORDS = frozenset(
+    {"enum", "const", "default", "examples", "required", "dependentRequired"}
+)
+
+
+def unsupported_schema_keyword(schema: object) -> str | None:
+    """The first keyword of :data:`UNSUPPORTED_SCHEMA_KEYWORDS` used anywhere in a JSON
+    schema (a parsed object), or a ``$ref`` outside the document (``"$ref": "http…"``);
+    ``None`` when there is none. Property names are names, not keywords (a property called
+    ``"not"`` is fine); ``enum`` / ``const`` values are data."""
+    stack: list[object] = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        for key, value in node.items():
+            if key in UNSUPPORTED_SCHEMA_KEYWORDS:
+                return key
+            if key == "$ref" and not (isinstance(value, str) and value.startswith("#")):
+                return "$ref"
+            if key in _DATA_KEYWORDS:
+                continue
+            if key in _NAMED_SUBSCHEMAS and isinstance(value, dict):
+                stack.extend(value.values())
+            else:
+                stack.append(value)
+    return None
+
+
 def compile_grammar(tokenizer: object, vocab_size: int, spec: GrammarSpec) -> object:
     """Compile ``spec`` for a tokenizer (cached by xgrammar), within
     :data:`GRAMMAR_COMPILE_S` seconds.
@@ -231,19 +285,28 @@ def compile_grammar(tokenizer: object, vocab_size: int, spec: GrammarSpec) -> ob
 
     Raises:
         ConfigError: code ``grammar_bad`` (the regex or schema does not parse; param
-        ``reason`` = the library's first line), ``grammar_slow`` (compiling took longer than
-        the bound), ``grammar_too_long``.
+        ``reason`` = the library's first line), ``grammar_unsupported`` (a schema keyword
+        the library would ignore, :func:`unsupported_schema_keyword`; param ``keyword``),
+        ``grammar_slow`` (compiling took longer than the bound), ``grammar_too_long``.
     """
     spec.validate()
     if spec.kind == "json_schema":
         import json
 
         try:
-            json.loads(spec.source)
-        except ValueError as exc:
+            schema = json.loads(spec.source)
+        except (ValueError, RecursionError) as exc:
             raise ConfigError(
                 f"the JSON schema is not JSON: {exc}", "grammar_bad", reason=str(exc)[:120]
             ) from exc
+        keyword = unsupported_schema_keyword(schema)
+        if keyword is not None:
+            raise ConfigError(
+                f"the JSON schema uses {keyword!r}, which the grammar engine does not enforce "
+                "(its output could break the schema)",
+                "grammar_unsupported",
+                keyword=keyword[:40],
+            )
     compiler = _compiler(tokenizer, vocab_size)
     result: dict[str, object] = {}
 
