@@ -36,3 +36,39 @@ def test_code_span_shows_a_special_token_without_backslashes():
     assert _rendered_code(message) == ["<|endoftext|>"]
     for text in ("a`b", "`x", "x``", " lead", "back\\slash", "$1_a*"):
         assert _rendered_code(f"see {code_span(text)} here") == [text], text
+
+
+def _link(fields: dict) -> dict[str, str]:
+    """Query parameters of a version-2 link whose state holds ``fields`` as given."""
+    import base64
+    import json
+    import zlib
+
+    raw = json.dumps(fields, separators=(",", ":")).encode("utf-8")
+    packed = base64.urlsafe_b64encode(zlib.compress(raw, 9)).rstrip(b"=").decode("ascii")
+    return {"v": "2", "lang": "en", "s": packed}
+
+
+def test_a_dropped_link_field_is_named_by_its_label_in_both_languages():
+    from specdec_core.lessons.link import decode
+    from specdec_core.ui.problems import message
+
+    state, problems = decode(_link({"repetition_penalty": 99.0, "zz_made_up": 1}), ["embedded"])
+    assert state.repetition_penalty == 1.0
+    en, zh = message(problems, "en"), message(problems, "zh")
+    assert "the value of “repetition penalty θ”" in en
+    assert "“重复惩罚 θ” 的值" in zh
+    assert "repetition_penalty" not in en + zh
+    assert "“zz_made_up”" in en and "“zz_made_up”" in zh  # unknown: the raw (sanitized) name
+
+
+def test_every_field_a_link_or_the_sidebar_can_drop_has_a_label():
+    from dataclasses import fields
+
+    from specdec_core.lessons.link import LessonState
+    from specdec_core.ui.i18n import strings
+
+    for f in fields(LessonState):
+        entry = strings()[f"link_field_{f.name}"]
+        assert entry["en"] and entry["zh"], f.name
+        assert "_" not in entry["en"] and "_" not in entry["zh"], f.name

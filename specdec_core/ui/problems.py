@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.lessons.link import Problem
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import lang, strings, tr
 
 KEY = "link_problems"  # what the last link/replay dropped (shown once)
 
@@ -31,9 +31,27 @@ def note_dropped(name: str) -> None:
     st.session_state.setdefault(KEY, []).append(Problem("bad_value", {"name": name}))
 
 
+def field_label(name: str, language: str) -> str:
+    """The human, translated label of a setting a link or the sidebar can drop (UI string
+    ``link_field_<name>``); an unknown name (a key the link made up, already reduced to
+    ``[A-Za-z0-9_.-]`` by ``lessons/link.py``) is shown as it is."""
+    key = f"link_field_{name}"
+    return tr(key, language) if key in strings() else name
+
+
+def message(problems: list[Problem], language: str) -> str:
+    """The one warning text naming every problem in ``problems``, in ``language``."""
+    items = []
+    for p in problems:
+        params = dict(p.params)
+        if p.code == "bad_value" and "name" in params:
+            params["name"] = field_label(str(params["name"]), language)
+        items.append(tr("link_" + p.code, language).format(**params))
+    return tr("link_dropped", language).format(items="; ".join(items))
+
+
 def show() -> None:
     """One warning naming what a link or a replay dropped (then forgotten)."""
     problems: list[Problem] = st.session_state.pop(KEY, [])
     if problems:
-        items = "; ".join(t("link_" + p.code, **p.params) for p in problems)
-        st.warning(t("link_dropped", items=items))
+        st.warning(message(problems, lang()))
