@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from specdec_core.ui.i18n import tr
 from specdec_core.ui.lessons import CHAPTERS
 
@@ -72,3 +74,26 @@ def test_every_field_a_link_or_the_sidebar_can_drop_has_a_label():
         entry = strings()[f"link_field_{f.name}"]
         assert entry["en"] and entry["zh"], f.name
         assert "_" not in entry["en"] and "_" not in entry["zh"], f.name
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_a_grammar_compile_error_marks_the_parsers_own_words(embedded_pair, language, monkeypatch):
+    import streamlit as st
+
+    from specdec_core.core.errors import ConfigError
+    from specdec_core.core.processors import GrammarSpec, compile_grammar
+    from specdec_core.ui.errors import error_message
+
+    monkeypatch.setitem(st.session_state, "lang", language)
+    with pytest.raises(ConfigError) as bad:
+        compile_grammar(embedded_pair.tokenizer, 4096, GrammarSpec("regex", "a("))
+    with pytest.raises(ConfigError) as empty:
+        compile_grammar(embedded_pair.tokenizer, 4096, GrammarSpec("regex", "   "))
+    reason = bad.value.params["reason"]
+    shown = error_message(bad.value).replace("\\", "")
+    lead = {"en": "the parser's own message", "zh": "解析器的英文原始报错"}[language]
+    assert lead in shown and reason.replace("\\", "") in shown
+    assert shown.index(lead) < shown.index(reason.replace("\\", ""))
+    said = error_message(empty.value)
+    assert {"en": "the grammar is empty", "zh": "该语法为空"}[language] in said
+    assert "empty" not in said.replace("the grammar is empty", "")

@@ -293,7 +293,7 @@ def test_every_processor_error_code_has_its_message(lang):
         (ConfigError("x", "grammar_empty"), {"en": "allows no token", "zh": "不允许任何 token"}),
         (
             ConfigError("x", "grammar_bad", reason="bad"),
-            {"en": "does not compile (bad)", "zh": "无法编译（bad）"},
+            {"en": "the parser's own message", "zh": "解析器的英文原始报错"},
         ),
     ]
     for exc, words in cases:

@@ -49,6 +49,9 @@ def code_span(text: object) -> str:
 
 def _keys(exc: SpecDecError) -> list[str]:
     keys = [f"rl_err_{exc.code}"] if isinstance(exc, RuleInputError) else []
+    reason = exc.params.get("reason")
+    if isinstance(reason, str) and reason.isidentifier():  # a reason code with its own string
+        keys.append(f"err_{exc.code}_{reason}")
     keys.append(f"err_{exc.code}")
     for cls in type(exc).__mro__:  # a class's default code names its generic message
         code = getattr(cls, "default_code", None)
