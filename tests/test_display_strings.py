@@ -97,3 +97,14 @@ def test_a_grammar_compile_error_marks_the_parsers_own_words(embedded_pair, lang
     said = error_message(empty.value)
     assert {"en": "the grammar is empty", "zh": "该语法为空"}[language] in said
     assert "empty" not in said.replace("the grammar is empty", "")
+
+
+def test_numerics_flips_cell_and_summary_hold_when_nothing_differs():
+    from specdec_core.ui.lossless.numerics import flips_cell
+
+    assert flips_cell([]) == "0"
+    assert flips_cell(["bf16"]) == "1 (bf16)"
+    assert flips_cell(["f16", "bf16"]) == "2 (f16, bf16)"
+    en, zh = tr("ll_numerics_levels", "en"), tr("ll_numerics_levels", "zh")
+    assert "from exactly 0 up to about 1e-2 in bfloat16, depending on the prompt" in en
+    assert "bfloat16 下从恰好为 0 到约 1e-2" in zh and "随提示词不同" in zh

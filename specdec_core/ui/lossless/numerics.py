@@ -62,6 +62,12 @@ def show_numerics(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
     st.markdown(t("ll_numerics_levels"))
 
 
+def flips_cell(dtypes: list[str]) -> str:
+    """A row's "flips" cell: how many dtypes flipped the argmax there, and which ("0" when
+    none: a blank cell read as "not measured")."""
+    return f"{len(dtypes)} ({', '.join(dtypes)})" if dtypes else "0"
+
+
 def _show_reports(pair: ModelPair, reports) -> None:
     text = RU.token_text(pair)
     base = reports[0]  # float32
@@ -93,7 +99,7 @@ def _show_reports(pair: ModelPair, reports) -> None:
         )
     columns["flips"] = (
         [
-            ", ".join(SHORT[r.dtype] for r in reports if r.positions[i].flip)
+            flips_cell([SHORT[r.dtype] for r in reports if r.positions[i].flip])
             for i in range(len(positions))
         ],
         t("ll_col_flips"),
