@@ -108,3 +108,18 @@ def test_numerics_flips_cell_and_summary_hold_when_nothing_differs():
     en, zh = tr("ll_numerics_levels", "en"), tr("ll_numerics_levels", "zh")
     assert "from exactly 0 up to about 1e-2 in bfloat16, depending on the prompt" in en
     assert "bfloat16 下从恰好为 0 到约 1e-2" in zh and "随提示词不同" in zh
+
+
+def test_lossless_formula_and_chapter_6_grammar_render_cleanly():
+    from specdec_core.core.processors import GRAMMAR_PRESETS
+    from specdec_core.ui.lessons.ch_state import STALE_GRAMMAR, grammar_shown
+
+    for key in ("ll_rules_help", "ll_trade_help"):
+        for language in ("en", "zh"):
+            text = tr(key, language)
+            assert "Σ_" not in text and "(1 − q(S))" in text, (key, language)
+    shown = grammar_shown(GRAMMAR_PRESETS[STALE_GRAMMAR][1])
+    assert shown == "␣(yes|no|perhaps)[.!]"
+    for language in ("en", "zh"):
+        text = tr("ls_c6_stale_setup", language).format(grammar=shown, drafts="x", k=2)
+        assert "  " not in text and _rendered_code(text)[0] == shown

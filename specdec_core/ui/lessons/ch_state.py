@@ -67,6 +67,14 @@ def state_table(m: W.RollbackMoment) -> str:
     return html_table(columns, name="ls-state-table")
 
 
+def grammar_shown(source: str) -> str:
+    """A grammar source for a code span: a space at either end written ``␣`` (the page's
+    mark for a space; a bare leading space read as a stray double space before it)."""
+    core = source.strip(" ")
+    lead, trail = len(source) - len(source.lstrip(" ")), len(source) - len(source.rstrip(" "))
+    return "␣" * lead + core + "␣" * trail
+
+
 def render(pair: ModelPair) -> None:
     st.markdown(t("ls_c6_intro"))
     with st.spinner(t("ls_c6_finding")):
@@ -78,7 +86,7 @@ def render(pair: ModelPair) -> None:
     st.markdown(
         t(
             "ls_c6_setup",
-            grammar=GRAMMAR_PRESETS[GRAMMAR][1],
+            grammar=grammar_shown(GRAMMAR_PRESETS[GRAMMAR][1]),
             r=m.round_index + 1,
             gamma=m.gamma,
             accepted=m.accepted,
@@ -144,7 +152,7 @@ def render(pair: ModelPair) -> None:
         st.info(t("ls_not_found"))
         return
     drafts = " · ".join(f"`{token(pair, i)}`" for i in res.drafts)
-    grammar = GRAMMAR_PRESETS[STALE_GRAMMAR][1]
+    grammar = grammar_shown(GRAMMAR_PRESETS[STALE_GRAMMAR][1])
     st.markdown(t("ls_c6_stale_setup", grammar=grammar, drafts=drafts, k=res.accepted + 1))
     question = t("ls_c6_stale_q", j=res.first_diff)
     why = t(
