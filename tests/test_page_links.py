@@ -198,7 +198,7 @@ def test_values_the_pair_cannot_show_are_reset_with_one_message(embedded_pair):
     state = LessonState(prompt=PROMPT, top_k=10_000, max_new_tokens=900, round=1)
     at = open_app(encode(state))
     [message] = [w.value for w in at.warning if "dropped" in w.value]
-    assert "top_k" in message and "max_new_tokens" in message
+    assert "“top-k”" in message and "“max new tokens”" in message  # labels, not field names
     assert at.session_state["cfg_top_k"] == 0 and at.session_state["cfg_max_new"] == 80
     s = session(at)
     assert len(s.history) == 1 and s.config.top_k == 0 and s.config.max_new_tokens == 80

@@ -239,7 +239,7 @@ def test_a_bad_tree_field_in_a_link_is_one_message(embedded_pair):
     params = {"v": V, "lang": "en", "s": _pack({"prompt": PAGE_PROMPT, "tree": [9, 9], "round": 1})}
     at = open_app(params)
     [message] = [w.value for w in at.warning if "dropped" in w.value]
-    assert "“tree”" in message
+    assert "“tree shape”" in message
     assert at.session_state["step_mode_kept"] == "chain"
     assert len(at.session_state["lesson"].session.history) == 1  # the rest, as a chain
 
