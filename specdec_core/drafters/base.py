@@ -70,6 +70,9 @@ class Drafter:
         vocab_size: ``V``, the width of every ``q`` row.
         device: where the drafter's forwards run (synchronised before a proposal's clock
             is read).
+        max_gamma: the most drafts one proposal can make (``None``: no limit of its own
+            beyond the session's γ bound; trained multi-token heads or a block drafter
+            can propose only as many positions as they were trained for).
     """
 
     name: str = ""
@@ -79,6 +82,7 @@ class Drafter:
     device: torch.device = torch.device("cpu")
     forward_ms: float = 0.0
     forwards: int = 0
+    max_gamma: int | None = None
 
     def propose(
         self,
