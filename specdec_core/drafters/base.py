@@ -137,6 +137,12 @@ class Drafter:
         (a model may run its LM head on the last position only)."""
         raise NotImplementedError
 
+    def _keep_drafting(self) -> bool:
+        """Whether the ``_serial`` loop may draft another position after the pick it just
+        made. Every ``_serial`` loop calls it right after each ``pick`` and stops when it is
+        false (the adaptive-γ confidence stop sets it; default: always true)."""
+        return True
+
     def cached_ids(self) -> list[int] | None:
         """Ids covered by the drafter's KV cache (``None`` if it keeps none)."""
         return None
