@@ -1,0 +1,491 @@
+"""A live class's room: one small store interface, two backends (issue 29).
+
+A teacher :meth:`~RoomStore.create`\\ s a room and gets a short **room code** (6 characters of
+:data:`CODE_ALPHABET`, from :mod:`secrets`) for the students and a secret **teacher key**
+(``secrets.token_urlsafe(24)``; the store keeps only its SHA-256 and compares with
+:func:`hmac.compare_digest`). Only the key can change what the room shows: the lesson state
+the followers replay (:meth:`~RoomStore.publish`: the URL query parameters
+``lessons/link.encode`` makes, never model output), the open question
+(:meth:`~RoomStore.ask`) and its reveal (:meth:`~RoomStore.reveal`). A student
+:meth:`~RoomStore.join`\\ s with an opaque id the UI makes per browser session and
+:meth:`~RoomStore.answer`\\ s with a choice *index* into the question's own list, so no
+free text from a student ever reaches another screen. A follower polls
+:meth:`~RoomStore.version` (one read; the number bumps on every change, answers and joins
+included) and reads :meth:`~RoomStore.view` only when it changed.
+
+Backends: :class:`~specdec_core.server.rooms_sqlite.SQLiteStore` (the default: one file in
+WAL mode, every replica on one machine) and
+:class:`~specdec_core.server.rooms_redis.RedisStore` (replicas on several machines).
+:func:`make_store` picks one per process from the environment: ``SPECDEC_REDIS_URL`` set →
+Redis, else SQLite at ``SPECDEC_ROOM_DB`` (default ``<tempdir>/specdec-rooms.sqlite3``).
+Rooms expire ``SPECDEC_ROOM_TTL_H`` hours (default 4) after the teacher's last change; at
+most ``SPECDEC_MAX_ROOMS`` rooms (default 200) and ``SPECDEC_ROOM_STUDENTS`` students per
+room (default 200).
+
+Everything from a request is validated here before a backend sees it (codes, keys,
+student ids, question ids, states, questions); the backends write values only through
+SQL parameters or Redis arguments, and build Redis key names only from a validated code.
+Every refusal is a :class:`RoomError` whose ``code`` is a UI string ``err_<code>``. A bad,
+unknown, closed or expired room code all give the same ``room_unknown`` error, so the
+message never tells whether a room exists.
+
+No Streamlit here: the pages render, this module decides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib
+import json
+import os
+import re
+import secrets
+import tempfile
+import threading
+import time
+import unicodedata
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from specdec_core.core.errors import InputError
+
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no I, O, 0, 1: read off a projector
+CODE_LENGTH = 6
+ROOM_PAGES = ("step", "lessons")  # the pages a room can show
+QUESTION_KINDS = ("accept", "correction", "commit_count", "chapter")
+MAX_STATE_BYTES = 8_192  # the published state as compact JSON (UTF-8)
+MAX_STATE_KEYS = 16
+MAX_QID_CHARS = 40
+MIN_CHOICES, MAX_CHOICES = 2, 8
+MAX_CHOICE_CHARS = 40
+MAX_QUESTION_PARAMS = 8
+MAX_PARAM_CHARS = 80
+MAX_STUDENT_CHARS = 64
+MAX_KEY_CHARS = 128
+DEFAULT_TTL_H = 4.0
+DEFAULT_MAX_ROOMS = 200
+DEFAULT_MAX_STUDENTS = 200
+TTL_ENV = "SPECDEC_ROOM_TTL_H"
+ROOMS_ENV = "SPECDEC_MAX_ROOMS"
+STUDENTS_ENV = "SPECDEC_ROOM_STUDENTS"
+DB_ENV = "SPECDEC_ROOM_DB"
+REDIS_ENV = "SPECDEC_REDIS_URL"
+
+_QID = re.compile(r"[A-Za-z0-9_:\-]{1,40}")  # MAX_QID_CHARS
+_STUDENT = re.compile(r"[A-Za-z0-9_.:\-]{1,64}")  # MAX_STUDENT_CHARS
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,23}")
+_STATE_KEY = re.compile(r"[A-Za-z0-9_]{1,16}")
+_CODE_SPACING = re.compile(r"[\s\-]")
+#: Unicode categories refused in any shown text: controls, format characters (bidi
+#: overrides among them), surrogates, line and paragraph separators.
+_BAD_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+MESSAGES = {
+    "room_unknown": "no live class has this code (check it, or ask the teacher: a class "
+    "ends some hours after its last change)",
+    "room_key": "this teacher key does not open this room",
+    "room_full": "this live class is full ({limit} students)",
+    "rooms_full": "the server holds {limit} live classes already: try again later",
+    "room_answer": "this answer is not taken: the question is not open any more, or the "
+    "choice is not one of its own",
+    "room_state": "this lesson state cannot be shared with the class (a page the class can "
+    "follow, at most {limit} bytes of short text fields)",
+    "room_question": "this question cannot be asked: a known kind, {low}–{high} choices of "
+    "at most {chars} characters each",
+    "room_student": "this browser is not in the live class (any more): open the join link again",
+}
+
+
+class RoomError(InputError):
+    """A refused room operation: ``code`` is one of :data:`MESSAGES` (UI string
+    ``err_<code>``), ``params`` the values its message quotes."""
+
+    default_code = "room_unknown"
+
+    def __init__(self, code: str = "room_unknown", **params: object) -> None:
+        super().__init__(MESSAGES[code].format(**params), code, **params)
+
+
+def _unknown() -> RoomError:
+    return RoomError("room_unknown")  # the same for bad, unknown, closed and expired codes
+
+
+def question_error() -> RoomError:
+    return RoomError("room_question", low=MIN_CHOICES, high=MAX_CHOICES, chars=MAX_CHOICE_CHARS)
+
+
+def _shown_text(value: object, limit: int, *, empty: bool = False) -> bool:
+    """Whether ``value`` is a str of at most ``limit`` characters, valid UTF-8, with no
+    control / format / separator character (so it renders as one line, as written)."""
+    if not isinstance(value, str) or len(value) > limit or (not value and not empty):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return not any(unicodedata.category(c) in _BAD_CATEGORIES for c in value)
+
+
+# ---------------------------------------------------------------- types
+@dataclass(frozen=True)
+class Question:
+    """A question the teacher asks the class. ``qid``: its id (≤ 40 of ``A-Z a-z 0-9 _ : -``);
+    ``kind``: one of :data:`QUESTION_KINDS` (the UI formats the translated question from
+    it); ``params``: ``(name, value)`` pairs of short text the question names (e.g.
+    ``(("position", "2"),)``; ≤ 8, names identifiers, values ≤ 80 characters);
+    ``choices``: 2..8 labels of 1..40 characters, no control characters; ``correct``: the
+    right choice's index, set by the reveal (``None`` before, or when the reveal names
+    none); ``revealed``. A list or dict given for ``params`` / ``choices`` is stored as
+    tuples. Raises :class:`RoomError` ``room_question`` when any part is out of bounds."""
+
+    qid: str
+    kind: str
+    params: tuple[tuple[str, str], ...] = ()
+    choices: tuple[str, ...] = ()
+    correct: int | None = None
+    revealed: bool = False
+
+    def __post_init__(self) -> None:
+        params = self.params
+        if isinstance(params, Mapping):
+            params = tuple(params.items())
+        try:
+            params = tuple((name, value) for name, value in params)
+            choices = tuple(self.choices)
+        except (TypeError, ValueError):
+            raise question_error() from None
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "choices", choices)
+        check_question(self)
+
+
+def check_question(question: Question) -> None:
+    """Raise ``room_question`` unless every field of ``question`` is in bounds."""
+    ok = isinstance(question.qid, str) and _QID.fullmatch(question.qid) is not None
+    ok = ok and question.kind in QUESTION_KINDS
+    ok = ok and len(question.params) <= MAX_QUESTION_PARAMS
+    ok = ok and all(
+        isinstance(name, str)
+        and _PARAM_NAME.fullmatch(name) is not None
+        and _shown_text(value, MAX_PARAM_CHARS, empty=True)
+        for name, value in question.params
+    )
+    ok = ok and MIN_CHOICES <= len(question.choices) <= MAX_CHOICES
+    ok = ok and all(_shown_text(c, MAX_CHOICE_CHARS) for c in question.choices)
+    correct = question.correct
+    ok = ok and (correct is None or _index(correct, len(question.choices)))
+    ok = ok and isinstance(question.revealed, bool)
+    if not ok:
+        raise question_error()
+
+
+def _index(value: object, size: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < size
+
+
+def question_json(question: Question) -> str:
+    """``question`` as compact JSON (the store's form)."""
+    data = {
+        "qid": question.qid,
+        "kind": question.kind,
+        "params": [list(p) for p in question.params],
+        "choices": list(question.choices),
+        "correct": question.correct,
+        "revealed": question.revealed,
+    }
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def question_from_json(text: str) -> Question:
+    """The :class:`Question` :func:`question_json` wrote (validated again)."""
+    data = json.loads(text)
+    return Question(
+        qid=data["qid"],
+        kind=data["kind"],
+        params=tuple(tuple(p) for p in data["params"]),
+        choices=tuple(data["choices"]),
+        correct=data["correct"],
+        revealed=data["revealed"],
+    )
+
+
+@dataclass(frozen=True)
+class RoomView:
+    """What a room shows, read at one moment. ``version``: bumps on every change;
+    ``page``: one of :data:`ROOM_PAGES`; ``state``: the teacher's lesson state as URL query
+    parameters (``lessons/link.encode``); ``question``: the open or revealed question, or
+    ``None``; ``counts``: answers per choice (``len(question.choices)`` numbers, ``()``
+    without a question; no names); ``answered``: ``sum(counts)``; ``students``: joined
+    students; ``expires_at``: Unix time (s, the store's clock) the room ends unless the
+    teacher changes something first."""
+
+    code: str
+    version: int
+    page: str
+    state: dict[str, str]
+    question: Question | None
+    counts: tuple[int, ...]
+    answered: int
+    students: int
+    expires_at: float
+
+
+# ---------------------------------------------------------------- validation
+def normalize_code(code: object) -> str:
+    """A room code as typed (``"abc def"``, ``"ABC-DEF"``) → ``"ABCDEF"``; ``room_unknown``
+    when it cannot be a code."""
+    if not isinstance(code, str) or len(code) > 3 * CODE_LENGTH:
+        raise _unknown()
+    text = _CODE_SPACING.sub("", code).upper()
+    if len(text) != CODE_LENGTH or any(c not in CODE_ALPHABET for c in text):
+        raise _unknown()
+    return text
+
+
+def new_code() -> str:
+    """A fresh random room code (``secrets``; 32⁶ ≈ 10⁹ codes)."""
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+def new_key() -> str:
+    """A fresh teacher key (``secrets.token_urlsafe(24)``: 32 characters, 192 bits)."""
+    return secrets.token_urlsafe(24)
+
+
+def hash_key(key: object) -> str:
+    """The SHA-256 (hex) the store keeps of a teacher key; ``room_key`` for a missing or
+    malformed key."""
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS or not key.isascii():
+        raise RoomError("room_key")
+    return hashlib.sha256(key.encode("ascii")).hexdigest()
+
+
+def key_matches(key_hash: str, stored: str | None) -> bool:
+    """Whether a key's hash equals the stored one (constant time)."""
+    return stored is not None and hmac.compare_digest(key_hash, stored)
+
+
+def check_student(student: object) -> str:
+    """A student id (1..64 of ``A-Z a-z 0-9 _ . : -``), else ``room_student``."""
+    if not isinstance(student, str) or _STUDENT.fullmatch(student) is None:
+        raise RoomError("room_student")
+    return student
+
+
+def check_qid(qid: object) -> str:
+    """A question id as an answer names it; ``room_answer`` when malformed."""
+    if not isinstance(qid, str) or _QID.fullmatch(qid) is None:
+        raise RoomError("room_answer")
+    return qid
+
+
+def state_json(page: object, state: object) -> str:
+    """The published ``state`` as compact JSON with sorted keys, after checking ``page`` is
+    in :data:`ROOM_PAGES` and ``state`` is a flat mapping of ≤ 16 short keys to text
+    (no control characters) of ≤ 8 KB in all; else ``room_state``."""
+    bad = RoomError("room_state", limit=MAX_STATE_BYTES)
+    if page not in ROOM_PAGES or not isinstance(state, Mapping) or len(state) > MAX_STATE_KEYS:
+        raise bad
+    for name, value in state.items():
+        if not isinstance(name, str) or _STATE_KEY.fullmatch(name) is None:
+            raise bad
+        if not _shown_text(value, MAX_STATE_BYTES, empty=True):
+            raise bad
+    text = json.dumps(dict(state), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    if len(text.encode("utf-8")) > MAX_STATE_BYTES:
+        raise bad
+    return text
+
+
+def state_from_json(text: str) -> dict[str, str]:
+    data = json.loads(text)
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def counts_of(choices: list[int], size: int) -> tuple[int, ...]:
+    """Answers per choice from the stored choice indices (indices ≥ ``size`` ignored)."""
+    counts = [0] * size
+    for choice in choices:
+        if 0 <= choice < size:
+            counts[choice] += 1
+    return tuple(counts)
+
+
+def _env_float(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+# ---------------------------------------------------------------- the interface
+class RoomStore(ABC):
+    """The room store. ``ttl_s``: seconds a room lives after the teacher's last change
+    (default ``SPECDEC_ROOM_TTL_H`` hours, 4); ``max_rooms`` / ``max_students``: the bounds
+    (``rooms_full``, ``room_full``); ``clock``: Unix time in seconds (injected in tests).
+
+    Every method validates its arguments and raises :class:`RoomError` (``room_unknown``
+    for a bad, unknown, closed or expired code, before anything else); the backends do
+    the rest. Thread-safe; safe for several processes sharing one store."""
+
+    def __init__(
+        self,
+        *,
+        ttl_s: float | None = None,
+        max_rooms: int | None = None,
+        max_students: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ttl_s = float(ttl_s) if ttl_s else _env_float(TTL_ENV, DEFAULT_TTL_H) * 3600.0
+        self.max_rooms = int(max_rooms or _env_float(ROOMS_ENV, DEFAULT_MAX_ROOMS))
+        self.max_students = int(max_students or _env_float(STUDENTS_ENV, DEFAULT_MAX_STUDENTS))
+        self.clock = clock
+
+    # -- public methods (validation here, storage in the backend)
+    def create(self) -> tuple[str, str]:
+        """A new room: ``(code, teacher_key)``; it shows the step page with an empty state
+        until the first :meth:`publish`. Raises ``rooms_full`` at ``max_rooms`` live rooms
+        (expired ones are purged first)."""
+        key = new_key()
+        now = self.clock()
+        self.purge(now)
+        for _ in range(20):  # a taken code (one in ~10⁹ per live room) is drawn again
+            code = new_code()
+            if self._create(code, hash_key(key), now, now + self.ttl_s):
+                return code, key
+        raise RuntimeError("no free room code after 20 draws")  # pragma: no cover
+
+    def version(self, code: str) -> int:
+        """The room's version (one read): poll it, read :meth:`view` when it changed."""
+        return self._version(normalize_code(code), self.clock())
+
+    def view(self, code: str) -> RoomView:
+        """The room as one consistent :class:`RoomView`."""
+        return self._view(normalize_code(code), self.clock())
+
+    def publish(self, code: str, key: str, page: str, state: Mapping[str, str]) -> int:
+        """Show ``state`` (the lesson link's query parameters) on ``page`` to every
+        follower; returns the new version (the same one when nothing changed). Refreshes
+        the room's expiry. Raises ``room_key``, ``room_state``."""
+        code = normalize_code(code)
+        key_hash = hash_key(key)
+        text = state_json(page, state)
+        return self._publish(code, key_hash, str(page), text, self.clock())
+
+    def join(self, code: str, student: str) -> None:
+        """Add ``student`` to the room (idempotent). Raises ``room_full``, ``room_student``
+        (a malformed id)."""
+        code = normalize_code(code)
+        self._join(code, check_student(student), self.clock())
+
+    def ask(self, code: str, key: str, question: Question) -> int:
+        """Open ``question`` (its ``correct`` / ``revealed`` are cleared: nothing of the
+        answer reaches the students before the reveal), replacing any open one and its
+        answers. Returns the new version. Raises ``room_key``, ``room_question``."""
+        code = normalize_code(code)
+        key_hash = hash_key(key)
+        if not isinstance(question, Question):
+            raise question_error()
+        question = replace(question, correct=None, revealed=False)
+        return self._ask(code, key_hash, question, self.clock())
+
+    def answer(self, code: str, student: str, qid: str, choice: int) -> None:
+        """``student``'s answer to the open question ``qid``: a choice index. One answer
+        per student, changeable until the reveal. Raises ``room_student`` (not joined),
+        ``room_answer`` (not the open question, already revealed, not a choice index)."""
+        code = normalize_code(code)
+        student = check_student(student)
+        qid = check_qid(qid)
+        if not _index(choice, MAX_CHOICES):
+            raise RoomError("room_answer")
+        self._answer(code, student, qid, int(choice), self.clock())
+
+    def reveal(self, code: str, key: str, qid: str, correct: int | None) -> int:
+        """Close the open question ``qid`` and show ``correct`` (a choice index, or ``None``
+        when no choice is right); answers are refused afterwards. Revealing again with the
+        same ``correct`` changes nothing. Returns the version. Raises ``room_key``,
+        ``room_question`` (not the open question, another ``correct``, out of range)."""
+        code = normalize_code(code)
+        key_hash = hash_key(key)
+        if not isinstance(qid, str) or _QID.fullmatch(qid) is None:
+            raise question_error()
+        if correct is not None and not _index(correct, MAX_CHOICES):
+            raise question_error()
+        return self._reveal(code, key_hash, qid, correct, self.clock())
+
+    def close(self, code: str, key: str) -> None:
+        """End the room now (its code then gives ``room_unknown``). Raises ``room_key``."""
+        code = normalize_code(code)
+        self._close(code, hash_key(key), self.clock())
+
+    def purge(self, now: float | None = None) -> int:
+        """Remove every room expired at ``now`` (default: the clock); returns how many."""
+        return self._purge(self.clock() if now is None else float(now))
+
+    # -- the backend: arguments arrive validated
+    @abstractmethod
+    def _create(self, code: str, key_hash: str, now: float, expires_at: float) -> bool:
+        """Store a new room (version 1, page ``step``, state ``{}``); ``False`` when the
+        code is taken; ``rooms_full`` at the bound."""
+
+    @abstractmethod
+    def _version(self, code: str, now: float) -> int: ...
+
+    @abstractmethod
+    def _view(self, code: str, now: float) -> RoomView: ...
+
+    @abstractmethod
+    def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int: ...
+
+    @abstractmethod
+    def _join(self, code: str, student: str, now: float) -> None: ...
+
+    @abstractmethod
+    def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int: ...
+
+    @abstractmethod
+    def _answer(self, code: str, student: str, qid: str, choice: int, now: float) -> None: ...
+
+    @abstractmethod
+    def _reveal(
+        self, code: str, key_hash: str, qid: str, correct: int | None, now: float
+    ) -> int: ...
+
+    @abstractmethod
+    def _close(self, code: str, key_hash: str, now: float) -> None: ...
+
+    @abstractmethod
+    def _purge(self, now: float) -> int: ...
+
+
+# ---------------------------------------------------------------- one store per process
+#: Backend name → (module, class). Imported by name when first chosen: the backends
+#: subclass :class:`RoomStore` from this module, so they import it and not the reverse
+#: (and a server without ``SPECDEC_REDIS_URL`` never imports redis).
+BACKENDS = {
+    "sqlite": ("specdec_core.server.rooms_sqlite", "SQLiteStore"),
+    "redis": ("specdec_core.server.rooms_redis", "RedisStore"),
+}
+_store: RoomStore | None = None
+_store_lock = threading.Lock()
+
+
+def default_db_path() -> str:
+    """``SPECDEC_ROOM_DB``, else ``<tempdir>/specdec-rooms.sqlite3``."""
+    return os.environ.get(DB_ENV) or os.path.join(tempfile.gettempdir(), "specdec-rooms.sqlite3")
+
+
+def make_store() -> RoomStore:
+    """The process's room store, made on the first call: Redis at ``SPECDEC_REDIS_URL``
+    when it is set, else SQLite at :func:`default_db_path`."""
+    global _store
+    with _store_lock:
+        if _store is None:
+            url = os.environ.get(REDIS_ENV, "").strip()
+            module, name = BACKENDS["redis" if url else "sqlite"]
+            backend = getattr(importlib.import_module(module), name)
+            _store = backend(url) if url else backend(default_db_path())
+        return _store
