@@ -7,13 +7,17 @@ from. A drafter without a distribution returns one-hot rows.
 Modules: ``base`` (the interface with its one proposal loop, :class:`Draft`,
 :func:`draw_proposal`), ``model`` (draft model and early exit), ``ngram`` (prompt lookup),
 ``eagle`` (EAGLE drafting on the target's hidden states), ``eagle_head`` (the head's model,
-files, and which pair ships one), ``registry`` (drafters by name, :data:`TREE_DRAFTERS`).
+files, and which pair ships one), ``mtp`` / ``mtp_heads`` (Medusa-style multi-token heads
+on the target's hidden states: the drafter, and the heads' model and files), ``registry``
+(drafters by name, :data:`TREE_DRAFTERS`).
 """
 
 from specdec_core.drafters.base import Draft, Drafter, draw_proposal
 from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
 from specdec_core.drafters.eagle_head import has_eagle_head, load_eagle_head, preset_has_eagle_head
 from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, early_exit_model
+from specdec_core.drafters.mtp import MtpDrafter, make_mtp_drafter
+from specdec_core.drafters.mtp_heads import has_mtp_heads, load_mtp_heads, preset_has_mtp_heads
 from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.drafters.registry import (
     DRAFTER_NAMES,
@@ -31,14 +35,19 @@ __all__ = [
     "EagleDrafter",
     "EarlyExitDrafter",
     "ModelDrafter",
+    "MtpDrafter",
     "NgramDrafter",
     "default_knob",
     "drafters_for",
     "draw_proposal",
     "early_exit_model",
     "has_eagle_head",
+    "has_mtp_heads",
     "load_eagle_head",
+    "load_mtp_heads",
     "make_eagle_drafter",
+    "make_mtp_drafter",
     "make_named_drafter",
     "preset_has_eagle_head",
+    "preset_has_mtp_heads",
 ]

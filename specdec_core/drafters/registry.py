@@ -8,6 +8,8 @@ from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
 from specdec_core.drafters.eagle_head import has_eagle_head
 from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter
+from specdec_core.drafters.mtp import MtpDrafter, make_mtp_drafter
+from specdec_core.drafters.mtp_heads import has_mtp_heads
 from specdec_core.drafters.ngram import NgramDrafter
 
 if TYPE_CHECKING:
@@ -19,6 +21,7 @@ DRAFTER_CLASSES: dict[str, type[Drafter]] = {
     "ngram": NgramDrafter,
     "early-exit": EarlyExitDrafter,
     "eagle": EagleDrafter,
+    "mtp": MtpDrafter,
 }
 DRAFTER_NAMES = tuple(DRAFTER_CLASSES)
 #: The drafters that can draft a tree (:attr:`Drafter.can_draft_tree`: they have a
@@ -56,9 +59,12 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
         return EarlyExitDrafter(pair.target, knob)
     if name == "eagle":
         return make_eagle_drafter(pair)
+    if name == "mtp":
+        return make_mtp_drafter(pair)
     raise ValueError(f"unknown drafter {name!r}; choose model, ngram, early-exit or eagle")
 
 
 def drafters_for(pair: ModelPair) -> tuple[str, ...]:
     """The drafter names this pair can run (``eagle`` only with a head beside it)."""
-    return tuple(n for n in DRAFTER_NAMES if n != "eagle" or has_eagle_head(pair))
+    needs = {"eagle": has_eagle_head, "mtp": has_mtp_heads}
+    return tuple(n for n in DRAFTER_NAMES if n not in needs or needs[n](pair))

@@ -1,0 +1,159 @@
+"""MTP drafting: multi-token prediction heads (Medusa-1 style) on the target's own last
+hidden state (Cai et al. 2024, "Medusa"; the heads are
+:mod:`specdec_core.drafters.mtp_heads`). **No extra forward at all**: the heads read the
+hidden states the previous round's verify forward already computed.
+
+Which head drafts which position. After every round the target's cache holds KV (and,
+with ``track_hidden``, the hidden rows ``h_0..h_{m−1}``) for the committed ids except the
+last one (the correction or bonus, committed before its KV exists). With ``m`` hidden
+rows matching the context, the token after a context of length ``n`` (committed ids,
+possibly followed by drafted, edited or tree-path ids) is ``d + 2`` positions ahead of
+``h_{m−1}``, with depth ``d = n − m − 1``; its row is head ``d + 1`` on ``h_{m−1}``
+(head 0 is the target's own LM head: the correction/bonus came from it). When
+``d + 1 > K`` nothing more can be drafted. The same rule serves the chain, a
+re-proposal after a student's edit, and :meth:`MtpDrafter.tree_logits` (every tree node
+at depth ``d`` gets head ``d + 1``'s row: a Medusa tree).
+
+The very first round, when the target has run nothing, there is no hidden state: the
+chain drafts nothing and the round is one plain target step (which computes the hidden
+states); a tree then gets a uniform row (zero logits) at every node, as it does below a
+depth of ``K`` (the rule stays lossless; those levels are guesses).
+
+**Why a q_i that ignores y_<i is still exact.** Head ``i``'s row ``q_i`` depends only on
+``h_{m−1}`` (the committed prefix), not on the drafts ``y_1..y_{i−1}`` before it, while
+the target's ``p_i`` does condition on them. The verification rule accepts ``y_i`` with
+probability ``min(1, p_i(y_i) / q_i(y_i))`` and otherwise draws from
+``norm([p_i − q_i]+)``; for *any* distribution ``q_i`` fixed before ``y_i`` is drawn,
+with ``y_i ~ q_i``, the token it emits is distributed exactly as ``p_i`` (Leviathan et
+al. 2023, Theorem 1: ``P(y) = min(q, p)(y) + (1 − Σ min(p, q)) · [p − q]+(y) / Σ [p −
+q]+ = p(y)``). ``q_i`` may be any function of the prefix, including one that ignores
+``y_<i``: the conditioning only lowers the acceptance (``Σ min(p_i, q_i)``), never the
+exactness. Medusa (Cai et al. 2024) relies on exactly this.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import PreTrainedModel
+
+from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.mtp_heads import MtpHeads, load_mtp_heads
+
+if TYPE_CHECKING:
+    from specdec_core.core.models import ModelPair
+
+
+class MtpDrafter(Drafter):
+    """Drafts position ``d`` (0-based after the newest committed token) with head ``d + 1``
+    on the target's last real hidden state (see the module doc for why this is exact).
+
+    Keeps no state of its own: :meth:`cached_ids` is ``None`` (the KV table shows no
+    drafter row) and :meth:`rollback` removes nothing. :attr:`forwards` counts **head
+    evaluations** (one residual block + the target's LM head row, a ``[d] → [V]``
+    matrix-vector product, not a model forward): one per drafted chain position, one per
+    expanded tree node that has a head. The target runs no forward for the drafter:
+    ``target forwards == rounds``.
+
+    Attributes:
+        max_gamma: ``K``, the number of heads (the most drafts one proposal can make).
+    """
+
+    name = "mtp"
+    can_draft_tree = True
+
+    def __init__(self, heads: MtpHeads, target_model: PreTrainedModel) -> None:
+        self.heads = heads
+        self.lm_head = target_model.get_output_embeddings()
+        self.device = target_model.device
+        self.vocab_size = self.lm_head.weight.shape[0]
+        self.max_gamma = heads.k
+        self.target: ModelCache | None = None
+        self._forward_ms = 0.0
+        self.forwards = 0  # head evaluations
+
+    # ------------------------------------------------------------------ protocol
+    def attach(self, target: ModelCache) -> None:
+        """Read the target's hidden states from now on (sets ``track_hidden``).
+
+        Raises:
+            ValueError: the target already ran forwards without keeping hidden states.
+        """
+        target.track_hidden = True
+        rows = 0 if target.hidden is None else len(target.hidden)
+        if rows != target.kv_len:
+            raise ValueError("attach the MTP drafter before the target's first forward")
+        self.target = target
+
+    @property
+    def forward_ms(self) -> float:
+        """Milliseconds inside head evaluations (block + the LM head row)."""
+        return self._forward_ms
+
+    @torch.inference_mode()
+    def _serial(
+        self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
+    ) -> list[int]:
+        """Heads ``d + 1, d + 2, …`` on the one hidden state ``h_{m−1}`` (``d``: the
+        context's depth), up to ``gamma`` ids and never past head ``K``; nothing when the
+        target has no hidden state yet (the first round)."""
+        ids: list[int] = []
+        found = self._anchor(context)
+        if found is None:
+            return ids
+        hidden, depth = found
+        for i in range(min(gamma, self.heads.k - depth, self.heads.k)):
+            ids.append(pick(self._logits(hidden, depth + i + 1)))
+            if not self._keep_drafting():
+                break
+        return ids
+
+    @torch.inference_mode()
+    def tree_logits(self, context: list[int]) -> torch.Tensor:
+        """``[V]`` float32 logits after ``context`` (committed ids + a tree path): head
+        ``d + 1`` on ``h_{m−1}`` (one head evaluation, counted in :attr:`forwards`); zeros
+        (a uniform row, no evaluation) when there is no hidden state yet or ``d + 1 > K``."""
+        found = self._anchor(context)
+        if found is None or found[1] + 1 > self.heads.k:
+            return torch.zeros(self.vocab_size, device=self.device)
+        return self._logits(found[0], found[1] + 1)
+
+    # ------------------------------------------------------------------ internals
+    def _anchor(self, context: list[int]) -> tuple[torch.Tensor, int] | None:
+        """``(h_{m−1} [d] float32, depth d)`` for ``context``: ``m`` = the leading context
+        ids the target holds hidden rows for, ``d = len(context) − m − 1`` (``−1`` when the
+        target has run the whole context: head 0, its own LM head); ``None`` when ``m = 0``.
+
+        Raises:
+            RuntimeError: :meth:`attach` was not called.
+        """
+        target = self.target
+        if target is None:
+            raise RuntimeError("MtpDrafter.attach(target cache) must be called first")
+        known = min(common_prefix_len(target.ids, context), len(context))
+        if known == 0 or target.hidden is None:
+            return None
+        return target.hidden[known - 1], len(context) - known - 1
+
+    def _logits(self, hidden: torch.Tensor, k: int) -> torch.Tensor:
+        """``[V]`` float32 logits of head ``k`` (``0``: the target's LM head itself) on one
+        ``[d]`` hidden state; one head evaluation."""
+        started = time.perf_counter()
+        feature = hidden if k == 0 else self.heads.block(k, hidden)
+        logits = self.lm_head(feature).float()
+        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.forwards += 1
+        return logits
+
+
+def make_mtp_drafter(pair: ModelPair) -> MtpDrafter:
+    """A fresh :class:`MtpDrafter` on the pair's shared heads.
+
+    Raises:
+        ConfigError: code ``mtp_missing`` (see :func:`load_mtp_heads`).
+    """
+    return MtpDrafter(load_mtp_heads(pair), pair.target)
