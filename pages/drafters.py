@@ -1,6 +1,8 @@
-"""Where drafts come from: the draft model, prompt lookup (n-gram), early exit and (on a
-pair that ships one) the EAGLE feature head on the same prompt, side by side with the
-target alone.
+"""Where drafts come from: every draft source the pair can run (the draft model, prompt
+lookup (n-gram), early exit and, where the pair ships them, the EAGLE feature head, the
+MTP heads and the block drafter) on the same prompt, side by side with the target alone;
+then all of them on a repetitive and a novel prompt, greedy and T = 1, measured beside the
+cost model's prediction (``ui/speed/sources.py``).
 
 Widgets and rendering only: every number comes from ``specdec_core.bench.compare``.
 """
@@ -20,6 +22,7 @@ from specdec_core.ui.figures.drafters import drafter_time_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t, tr
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
+from specdec_core.ui.speed import sources
 from specdec_core.ui.words import DRAFTERS_STRIP
 
 S = st.session_state
@@ -272,6 +275,10 @@ else:
 
 with st.expander(t("dr_read_title"), expanded=stored is not None):
     st.markdown(t("dr_read"))
+
+# ------------------------------------------------------------------ every source, two prompts
+st.divider()
+sources.section(pair, config, "dr")
 
 # ------------------------------------------------------------------ other drafters
 st.subheader(t("dr_other_title"))

@@ -1,0 +1,210 @@
+"""Every draft source compared (issue 26.4): the controls that run
+:func:`specdec_core.bench.compare.compare_sources` and the table + chart that show it, on
+the drafters page and the speed page (each under its own session key ``{prefix}_sources``).
+
+Rendering only: every number is an attribute of a :class:`SourceComparison` (measured by
+the engine's fast path; predictions from ``rules/costmodel.py`` inside ``bench``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from specdec_core.bench.compare import (
+    SOURCE_PROMPTS,
+    SOURCE_TEMPERATURES,
+    SourceComparison,
+    SourceRow,
+    compare_sources,
+)
+from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.models import ModelPair
+from specdec_core.drafters import drafters_for
+from specdec_core.ui.errors import error_message
+from specdec_core.ui.figures.drafters import sources_figure
+from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.speed.view import busy_message, how_label, spread_text
+
+TOKENS = (8, 16, 32)  # new tokens per run offered (a run of 6 sources × 4 settings)
+REPEATS = (1, 3, 5)
+COLUMNS = (
+    "source",
+    "gamma",
+    "accepted",
+    "draft_fwd",
+    "alpha",
+    "tokens",
+    "tokens_pred",
+    "ms",
+    "speedup",
+    "speedup_pred",
+    "c",
+)
+
+
+def source_label(name: str) -> str:
+    """A source's short name on screen (``src_name_<name>``; the raw name for a source
+    that has no string yet)."""
+    key = "src_name_" + name
+    return t(key) if key in strings() else name
+
+
+def temp_label(temperature: float) -> str:
+    return t("src_temp_greedy") if temperature == 0 else t("src_temp_sampled", t=temperature)
+
+
+def result_key(prefix: str) -> str:
+    return f"{prefix}_sources"
+
+
+def controls(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
+    """The run controls: new tokens, repeats and the button; a run's result goes to
+    ``st.session_state[result_key(prefix)] = (settings key, SourceComparison)``, a bad
+    setting to one translated message (the previous result kept)."""
+    S = st.session_state
+    names = drafters_for(pair)
+    st.caption(
+        t(
+            "src_sources_here",
+            n=len(names),
+            names=", ".join(source_label(n) for n in names),
+        )
+    )
+    c1, c2, c3 = st.columns([2, 2, 1.4])
+    tokens = c1.select_slider(
+        t("src_tokens"), TOKENS, value=16, key=f"{prefix}_src_tokens", help=t("src_tokens_help")
+    )
+    repeats = c2.select_slider(
+        t("src_repeats"), REPEATS, value=3, key=f"{prefix}_src_repeats", help=t("src_repeats_help")
+    )
+    c3.write("")
+    run = c3.button(t("src_run"), key=f"{prefix}_src_run", type="primary", width="stretch")
+    if not run:
+        return
+    bar = st.progress(0.0)
+
+    def _progress(done: int, total: int, what: str) -> None:
+        if what == "done":
+            bar.progress(1.0)
+            return
+        label = t("src_target") if what == "target" else source_label(what)
+        bar.progress(done / total, text=t("src_running", what=label, i=done + 1, n=total))
+
+    used = SessionConfig(
+        gamma=config.gamma,
+        top_k=config.top_k,
+        top_p=config.top_p,
+        seed=config.seed,
+        max_new_tokens=int(tokens),
+    )
+    try:
+        result = compare_sources(pair, used, names, repeats=int(repeats), progress=_progress)
+    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
+        st.error(error_message(exc))
+    else:
+        S[result_key(prefix)] = ((pair.name, used, names), result)
+    bar.empty()
+
+
+def _row(r: SourceRow) -> dict[str, str]:
+    return {
+        "source": source_label(r.name),
+        "gamma": str(r.gamma),
+        "accepted": f"{r.accepted_per_round:.2f}",
+        "draft_fwd": f"{r.draft_forwards_per_round:.2f}",
+        "alpha": f"{r.acceptance_rate:.2f}",
+        "tokens": f"{r.tokens_per_round:.2f}",
+        "tokens_pred": f"{r.predicted_tokens_per_round:.2f}",
+        "ms": spread_text(r.ms_per_token, 1),
+        "speedup": spread_text(r.speedup),
+        "speedup_pred": f"{r.predicted_speedup:.2f}×",
+        "c": f"{r.cost_ratio:.2f}",
+    }
+
+
+def table(rows: tuple[SourceRow, ...], key: str) -> None:
+    """One setting's rows as a table (translated headers with their help)."""
+    frame = pd.DataFrame([_row(r) for r in rows], columns=list(COLUMNS))
+    config = {
+        col: st.column_config.TextColumn(
+            t("src_col_" + col),
+            help=t(f"src_col_{col}_help"),
+            alignment="left" if col == "source" else "right",
+        )
+        for col in COLUMNS
+    }
+    st.dataframe(frame, hide_index=True, width="stretch", column_config=config, key=key)
+
+
+def show(comp: SourceComparison, prefix: str) -> None:
+    """The comparison: how it was measured, a temperature choice, one table per prompt
+    and the chart of measured vs predicted speed-ups."""
+    caps = sorted({(r.name, r.gamma) for r in comp.rows if r.gamma != comp.gamma})
+    st.caption(
+        t("src_run_info", gamma=comp.gamma, tokens=comp.max_new_tokens, seed=comp.seed)
+        + (
+            " "
+            + t(
+                "src_capped",
+                caps=", ".join(f"{source_label(n)} γ = {g}" for n, g in caps),
+            )
+            if caps
+            else ""
+        )
+        + " "
+        + how_label(comp.how)
+    )
+    if comp.verdict.busy:
+        st.warning(busy_message(comp.verdict.reasons, "src_busy"))
+    temps = sorted({temp for _, temp in comp.settings})
+    temp = st.radio(
+        t("src_show_temp"),
+        temps,
+        format_func=temp_label,
+        horizontal=True,
+        key=f"{prefix}_src_temp",
+    )
+    prompts = [key for key, _ in comp.prompts]
+    for key in prompts:
+        target = comp.target(key, temp)
+        st.markdown(
+            f"**{t('src_prompt_' + key) if 'src_prompt_' + key in strings() else key}** · "
+            + t("src_target_line", ms=spread_text(target.ms_per_token, 1), step=target.step_ms)
+        )
+        table(comp.rows_for(key, temp), key=f"{prefix}_src_table_{key}")
+    names = comp.sources
+    labels = {k: t("src_fig_" + k) for k in ("measured", "predicted", "y", "breakeven")}
+    groups = [t("src_prompt_" + k) if "src_prompt_" + k in strings() else k for k in prompts]
+    measured = [
+        [(r.speedup.median, r.speedup.low, r.speedup.high) for r in comp.rows_for(k, temp)]
+        for k in prompts
+    ]
+    predicted = [[r.predicted_speedup for r in comp.rows_for(k, temp)] for k in prompts]
+    fig = sources_figure(
+        [source_label(n) for n in names],
+        groups,
+        measured,
+        predicted,
+        labels,
+        t("src_fig_title", temp=temp_label(temp)),
+    )
+    st.plotly_chart(fig, width="stretch", key=f"{prefix}_src_fig")
+    st.caption(t("src_forwards_note"))
+    st.caption(t("src_predict_note"))
+
+
+def section(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
+    """The whole comparison: heading, intro, controls, and the last result (or a hint)."""
+    st.subheader(t("src_title"))
+    st.markdown(t("src_intro"))
+    with st.expander(t("src_prompts_title")):
+        for key, text in SOURCE_PROMPTS.items():
+            st.markdown(f"**{t('src_prompt_' + key)}**")
+            st.code(text, language=None)
+    controls(pair, config, prefix)
+    stored = st.session_state.get(result_key(prefix))
+    if stored is None:
+        st.info(t("src_no_results", temps=", ".join(temp_label(x) for x in SOURCE_TEMPERATURES)))
+        return
+    _, comp = stored
+    show(comp, prefix)
