@@ -28,6 +28,7 @@ from specdec_core.server.cli import (
     scenarios_command,
     tree_bench_command,
 )
+from specdec_core.server.gamma_args import add_gamma_args, check_gamma_args, gamma_json
 from specdec_core.server.lossless_args import (
     acceptance_settings,
     add_lossless_args,
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print one JSON object")
     add_lossless_args(run)
+    add_gamma_args(run)
     bench = sub.add_parser("bench", help="time target-only vs speculative decoding")
     bench.add_argument("--pair", default="embedded")
     bench.add_argument("--prompt", default=BENCH_PROMPT)
@@ -100,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command != "scenarios":
             check_lossless_args(args)
         if args.command == "run":
-            out = run_command(args)
+            check_gamma_args(args)
+            out = {**run_command(args), **gamma_json(args)}
         elif args.command == "scenarios":
             out = scenarios_command(args)
         else:

@@ -30,6 +30,14 @@ DraftMethod = Literal["probabilistic", "greedy"]
 AcceptanceName = Literal["exact", "typical", "threshold"]
 ACCEPTANCE_RULES: tuple[str, ...] = ("exact", "typical", "threshold")
 
+#: How γ changes from round to round (issue 26, ``engine/schedule.py``): ``constant`` (the
+#: default: every round asks for ``gamma``), ``heuristic`` (transformers'
+#: ``num_assistant_tokens_schedule="heuristic"``: +2 after a fully accepted round, else −1)
+#: or ``confidence`` (transformers' ``ConfidenceCriteria``: drafting stops at a position whose
+#: top draft probability is under ``confidence``).
+GammaSchedule = Literal["constant", "heuristic", "confidence"]
+GAMMA_SCHEDULES: tuple[str, ...] = ("constant", "heuristic", "confidence")
+
 
 def is_valid_text(text: object) -> bool:
     """Whether ``text`` is a ``str`` of valid Unicode: encodable as UTF-8, i.e. no lone
@@ -84,6 +92,10 @@ class SessionConfig:
     [0, 1], both), ``acceptance_epsilon`` (ε in (0, 1], typical) and ``acceptance_top_k``
     (0..V, threshold); they change sampled rounds only (at temperature 0 both lossy rules
     accept exactly the target's argmax).
+    ``gamma_schedule``: how γ changes from round to round (:data:`GAMMA_SCHEDULES`,
+    ``engine/schedule.py``; ``constant`` by default) and ``confidence``, the confidence
+    stop's threshold in (0, 1) (used by ``confidence`` only; 0.4 is transformers'
+    ``assistant_confidence_threshold`` default).
     """
 
     gamma: int = 4
@@ -105,6 +117,8 @@ class SessionConfig:
     acceptance_delta: float = 0.3
     acceptance_epsilon: float = 0.09
     acceptance_top_k: int = 1
+    gamma_schedule: GammaSchedule = "constant"
+    confidence: float = 0.4
 
     @property
     def lossy(self) -> bool:
@@ -141,11 +155,37 @@ class SessionConfig:
             raise ConfigError(f"max new tokens must be ≥ 1, got {self.max_new_tokens!r}")
         self.penalties.validate()
         self._validate_acceptance(vocab_size)
+        self._validate_schedule()
         if self.grammar is not None:
             if not isinstance(self.grammar, GrammarSpec):
                 raise ConfigError(f"grammar must be a GrammarSpec, got {self.grammar!r}")
             self.grammar.validate()
         return self
+
+    def _validate_schedule(self) -> None:
+        """The γ schedule and the confidence threshold (``engine/schedule.py``).
+
+        Raises:
+            ConfigError: codes ``bad_gamma_schedule`` (``schedule``: not one of
+                :data:`GAMMA_SCHEDULES`), ``bad_confidence`` (``value``: not a number in
+                the open interval (0, 1); checked whatever the schedule).
+        """
+        schedule = self.gamma_schedule
+        if not isinstance(schedule, str) or schedule not in GAMMA_SCHEDULES:
+            shown = str(schedule)[:SHORT_CHARS]
+            raise ConfigError(
+                f"γ schedule must be one of {', '.join(GAMMA_SCHEDULES)}, got {shown!r}",
+                "bad_gamma_schedule",
+                schedule=shown,
+            )
+        value = self.confidence
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not (ok and math.isfinite(value) and 0.0 < value < 1.0):
+            raise ConfigError(
+                f"confidence must be a number strictly between 0 and 1, got {value!r}",
+                "bad_confidence",
+                value=str(value)[:SHORT_CHARS],
+            )
 
     def _validate_acceptance(self, vocab_size: int | None) -> None:
         """The verification rule and its knobs (``rules/lossy.py``).

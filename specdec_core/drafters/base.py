@@ -9,7 +9,8 @@ from. A drafter without a distribution returns one-hot rows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -83,6 +84,8 @@ class Drafter:
     forward_ms: float = 0.0
     forwards: int = 0
     max_gamma: int | None = None
+    _threshold: float | None = None  # the confidence stop of the proposal running now
+    _top_prob: float = 1.0  # the last pick's top probability (read by _keep_drafting)
 
     def propose(
         self,
@@ -92,6 +95,7 @@ class Drafter:
         method: DraftMethod,
         generator: torch.Generator,
         processors: Processors | None = None,
+        confidence: float | None = None,
     ) -> Draft:
         """Up to ``gamma`` drafts after ``context`` (``L ≥ 1`` ids), each drawn by
         :func:`draw_proposal` from the drafter's row at its position (``generator``: the
@@ -99,7 +103,8 @@ class Drafter:
         its own prefix, ``context + y_1..y_{i−1}`` (:meth:`Processors.row`), before
         temperature/top-k/top-p, so ``q_i`` is what ``y_i`` was really drawn from and the
         drafts stay inside the grammar; the processors then stand on
-        ``context + y_1..y_{γ'−1}``."""
+        ``context + y_1..y_{γ'−1}``. ``confidence``: the confidence stop's threshold
+        (:meth:`_keep_drafting`; ``None``: no stop, γ' = γ for a model drafter)."""
         started = time.perf_counter()
         forwards = self.forwards
         rows: list[torch.Tensor] = []
@@ -110,23 +115,35 @@ class Drafter:
             if process:
                 assert processors is not None
                 logits = processors.row(logits, context + picked)
+            if confidence is not None:
+                self._top_prob = top_probability(logits)
             token, q = draw_proposal(logits, sampling, method, generator)
             rows.append(q)
             picked.append(token)
             return token
 
-        ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
+        with self._confidence_stop(confidence):
+            ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
         sync(self.device)
         probs = torch.stack(rows) if rows else one_hot(ids, self.vocab_size)
         ms = (time.perf_counter() - started) * 1e3
         return Draft(ids, probs, self.forwards - forwards, ms)
 
-    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+    def propose_argmax(
+        self, context: list[int], gamma: int, confidence: float | None = None
+    ) -> tuple[list[int], int]:
         """``([γ'] drafted ids, forwards run)`` at temperature 0, ``γ' ≤ gamma``: the ids
-        :meth:`propose` gives at temperature 0, without ``q`` rows (the LM head on the
-        last position only)."""
+        :meth:`propose` gives at temperature 0 (with the same ``confidence``), without
+        ``q`` rows (the LM head on the last position only)."""
         forwards = self.forwards
-        ids = self._serial(context, gamma, lambda logits: int(logits.argmax()), True)
+
+        def pick(logits: torch.Tensor) -> int:
+            if confidence is not None:
+                self._top_prob = top_probability(logits)
+            return int(logits.argmax())
+
+        with self._confidence_stop(confidence):
+            ids = self._serial(context, gamma, pick, True)
         return ids, self.forwards - forwards
 
     def _serial(
@@ -140,8 +157,23 @@ class Drafter:
     def _keep_drafting(self) -> bool:
         """Whether the ``_serial`` loop may draft another position after the pick it just
         made. Every ``_serial`` loop calls it right after each ``pick`` and stops when it is
-        false (the adaptive-γ confidence stop sets it; default: always true)."""
-        return True
+        false: the adaptive-γ confidence stop (transformers' ``ConfidenceCriteria``), false
+        when a threshold was given to :meth:`propose` / :meth:`propose_argmax` and the
+        last pick's top probability (:func:`top_probability`) is below it. The pick itself
+        is kept: a proposal stopped after ``y_i`` has ``i`` drafts. Without a threshold
+        (every schedule but ``confidence``): always true."""
+        threshold = self._threshold
+        return threshold is None or self._top_prob >= threshold
+
+    @contextmanager
+    def _confidence_stop(self, confidence: float | None) -> Iterator[None]:
+        """Arm the confidence stop for one proposal (``None``: off), disarmed after it
+        even if drafting raises."""
+        self._threshold, self._top_prob = confidence, 1.0
+        try:
+            yield
+        finally:
+            self._threshold = None
 
     def cached_ids(self) -> list[int] | None:
         """Ids covered by the drafter's KV cache (``None`` if it keeps none)."""
@@ -159,6 +191,20 @@ class Drafter:
         a tree path), from and extending the drafter's own cache (one forward over the ids
         it lacks); ``None`` when the drafter has no distribution (tree drafting refused)."""
         return None
+
+
+def top_probability(logits: torch.Tensor) -> float:
+    """The draft's confidence at one position: ``max_x softmax(logits)(x)`` of a ``[V]``
+    row of *processed* logits (after the history processors: penalties, a grammar) at
+    temperature 1, without top-k / top-p, so the stop is the same at every temperature.
+    At T = 0 the row ``q`` is one-hot (its top probability is always 1 and would never
+    stop), which is why the stop reads the logits and not ``q``. transformers'
+    ``ConfidenceCriteria`` reads the probability of the token picked, which is this top
+    probability for its greedy assistant; reading the maximum keeps the stop independent
+    of the draw, so :meth:`Drafter.propose_argmax` and :meth:`Drafter.propose` stop at the
+    same position at T = 0. Returns a float in (0, 1]: ``exp(max − logsumexp)``."""
+    row = logits.float()
+    return float(torch.exp(row.max() - torch.logsumexp(row, dim=-1)))
 
 
 def draw_proposal(

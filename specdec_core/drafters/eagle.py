@@ -116,11 +116,14 @@ class EagleDrafter(Drafter):
         self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
     ) -> list[int]:
         """One head forward per token (the first also catches the cache up on the tokens
-        committed last round, from their real features); the last draft is not fed."""
+        committed last round, from their real features); the last draft is not fed (nor is a
+        draft the confidence stop ends drafting after)."""
         ids: list[int] = []
         feature, real = self._next_feature(context) if gamma > 0 else (None, False)
         for i in range(gamma if feature is not None else 0):
             ids.append(pick(self._logits(feature)))
+            if not self._keep_drafting():  # the confidence stop (Drafter._keep_drafting)
+                break
             if i < gamma - 1:
                 feature, real = self._feed(feature[None], [ids[-1]], real, context[0])[-1], False
         return ids

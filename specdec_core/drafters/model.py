@@ -39,13 +39,16 @@ class ModelDrafter(Drafter):
     def _serial(
         self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
     ) -> list[int]:
-        """``gamma`` forwards; ``last``: the LM head on the last position only
-        (:meth:`ModelCache.extend_last`, the greedy fast path)."""
+        """``gamma`` forwards (fewer when the confidence stop ends drafting early);
+        ``last``: the LM head on the last position only (:meth:`ModelCache.extend_last`,
+        the greedy fast path)."""
         ids: list[int] = []
         pending = self.kv.sync_to(context)
         for _ in range(gamma):
             logits = self.kv.extend_last(pending) if last else self.kv.extend(pending)[-1]
             ids.append(pick(logits))  # logits: [V]
+            if not self._keep_drafting():  # the confidence stop (Drafter._keep_drafting)
+                break
             pending = [ids[-1]]
         return ids
 

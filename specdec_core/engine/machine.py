@@ -35,6 +35,7 @@ from specdec_core.core.trace import KVState, TokenInfo, token_lookup
 from specdec_core.core.words import Phase, StopReason
 from specdec_core.drafters import Drafter
 from specdec_core.engine.rounds import check_grammar_drafter, stop_rule
+from specdec_core.engine.schedule import check_gamma_settings
 
 Step = Literal["propose", "verify", "commit"]
 #: The steps of one round, in order.
@@ -77,9 +78,10 @@ class StepMachine(Generic[P, T]):
         ConfigError: bad settings, a bad penalty or grammar (codes of
         :func:`~specdec_core.core.processors.make_processors`), a grammar the text already
         generated breaks (``grammar_prompt``), a grammar with prompt lookup
-        (``grammar_ngram``). PromptError: bad prompt (text or ids,
-        :func:`specdec_core.core.inputs.prompt_ids`). InputError: ``prompt_len`` outside
-        ``1..len(ids)`` or not a whole number.
+        (``grammar_ngram``), γ settings the shape or drafter cannot run
+        (:func:`~specdec_core.engine.schedule.check_gamma_settings`). PromptError: bad
+        prompt (text or ids, :func:`specdec_core.core.inputs.prompt_ids`). InputError:
+        ``prompt_len`` outside ``1..len(ids)`` or not a whole number.
     """
 
     #: What ``propose`` makes, for the hint "verify the … first".
@@ -106,6 +108,7 @@ class StepMachine(Generic[P, T]):
         self.ids: list[int] = ids
         self.prompt_len = prompt_len
         check_grammar_drafter(drafter, self.config.grammar)  # before compiling it
+        check_gamma_settings(self.config, drafter, tree=self.unit == "tree")
         #: The history-dependent processors (penalties, grammar matcher), standing on the
         #: committed ids between rounds (``core/processors.py``).
         self.processors: Processors = make_processors(

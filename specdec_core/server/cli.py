@@ -29,6 +29,7 @@ from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.lessons.scenarios import find_scenarios
+from specdec_core.server.gamma_args import gamma_settings
 from specdec_core.server.lossless_args import acceptance_settings, lossless_pair
 
 _EDIT = re.compile(r"^(\d+):(\d+)=(\d+)$")
@@ -174,6 +175,7 @@ def run_command(args: argparse.Namespace) -> dict:
         max_new_tokens=args.max_new_tokens,
         **processor_settings(args),
         **acceptance_settings(args),
+        **gamma_settings(args),
     )
     edits = parse_edits(args.edit or [])
     if args.tree is not None:
@@ -227,7 +229,7 @@ def run_command(args: argparse.Namespace) -> dict:
             "acceptance_rate": summary.acceptance_rate,
             "mean_accepted": summary.mean_accepted,
         },
-        "rounds": [round_json(r) for r in session.history],
+        "rounds": [round_json(r, config.gamma_schedule != "constant") for r in session.history],
     }
 
 
@@ -294,10 +296,14 @@ def tree_bench_command(args: argparse.Namespace) -> dict:
     return {"pair": args.pair, "device": pair.device, "rows": [r.to_json() for r in rows]}
 
 
-def round_json(r: RoundTrace) -> dict:
-    """One round of the ``run`` JSON contract (docs/ARCHITECTURE.md "CLI contract")."""
+def round_json(r: RoundTrace, gamma: bool = False) -> dict:
+    """One round of the ``run`` JSON contract (docs/ARCHITECTURE.md "CLI contract");
+    ``gamma`` (a γ schedule is on, ``server/gamma_args.py``): also the round's ``gamma``
+    and ``drafted_count``."""
     after = r.commit.kv_after
+    shown = {"gamma": r.record.gamma, "drafted_count": len(r.record.drafted)} if gamma else {}
     return {
+        **shown,
         "drafted": list(r.record.drafted),
         "accepted": r.record.accepted,
         "appended": list(r.record.appended),

@@ -25,7 +25,6 @@ from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.rounds import (
     check_grammar_drafter,
     commit_round,
-    gamma_for_round,
     overlaps,
     rollback,
     round_stream,
@@ -33,6 +32,7 @@ from specdec_core.engine.rounds import (
     verify_argmax,
     verify_drafts,
 )
+from specdec_core.engine.schedule import check_gamma_settings, confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule
 
 Mode = Literal["speculative", "autoregressive"]
@@ -158,12 +158,14 @@ def generate(
     history-dependent processor (``config``'s penalties or grammar, ``core/processors.py``)
     both modes take the general path at every temperature, each row processed on its own
     prefix (the grammar is refused with prompt lookup: ConfigError ``grammar_ngram``).
+    γ per round follows ``config.gamma_schedule`` (``engine/schedule.py``; its refusals too).
     """
     config = (config or SessionConfig()).validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
     prompt_len = len(ids)
     if mode != "autoregressive":
         check_grammar_drafter(drafter, config.grammar)
+        check_gamma_settings(config, drafter, tree=False)
     processors = make_processors(
         pair.tokenizer, pair.vocab_size, config.penalties, config.grammar, prompt_len, ids
     )
@@ -279,21 +281,16 @@ def _speculative(
     (:func:`specdec_core.engine.rounds.round_stream`). Active ``processors`` take the
     general path at every temperature (each ``q`` and ``p`` row on its own prefix) and
     roll back with the caches."""
-    sampling, lossy = config.sampling, lossy_rule(config)
+    sampling, lossy, stop_at = config.sampling, lossy_rule(config), confidence_for(config)
     records: list[RoundRecord] = []
     reason: str | None = None
     active = processors if processors is not None and processors.active else None
     while reason is None:
-        gamma = gamma_for_round(
-            config.gamma,
-            len(ids) - prompt_len,
-            config.max_new_tokens,
-            len(ids),
-            pair.context_length,
-        )
+        now = (len(ids) - prompt_len, len(ids), pair.context_length)
+        gamma = round_gamma(config, drafter, (r.accepted for r in records), now=now)
         t_draft = time.perf_counter()
         if sampling.greedy and active is None:  # lean: argmax only, no rows, no draws
-            draft_ids, forwards = drafter.propose_argmax(ids, gamma)
+            draft_ids, forwards = drafter.propose_argmax(ids, gamma, stop_at)
             sync(pair.device)
             t_verify = time.perf_counter()
             stats.draft_ms += (t_verify - t_draft) * 1e3
@@ -301,7 +298,8 @@ def _speculative(
         else:
             r = len(records)
             draft_rng = round_stream(config.seed, r, "draft")
-            draft = drafter.propose(ids, gamma, sampling, config.draft_method, draft_rng, active)
+            method = config.draft_method
+            draft = drafter.propose(ids, gamma, sampling, method, draft_rng, active, stop_at)
             t_verify = time.perf_counter()
             stats.draft_ms += draft.ms
             forwards = draft.forwards

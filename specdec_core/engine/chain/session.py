@@ -54,6 +54,7 @@ from specdec_core.engine.chain.edits import (
 )
 from specdec_core.engine.chain.state import PendingRound, SessionState
 from specdec_core.engine.rounds import commit_round, overlaps, rollback, round_stream, verify_drafts
+from specdec_core.engine.schedule import confidence_for
 from specdec_core.rules.lossy import lossy_rule
 
 
@@ -68,7 +69,8 @@ class SpeculativeSession(SessionState):
 
     # ------------------------------------------------------------------ propose
     def propose(self) -> ProposeTrace:
-        """Phase 1: draft up to γ tokens serially (a drafter may propose fewer, even none).
+        """Phase 1: draft up to γ tokens serially (a drafter may propose fewer, even none;
+        γ and the confidence stop follow the γ schedule, ``engine/schedule.py``).
 
         Raises:
             PhaseError: not in phase ``propose``.
@@ -85,6 +87,7 @@ class SpeculativeSession(SessionState):
                 self.config.draft_method,
                 rng,
                 self.processors,
+                confidence_for(self.config),
             )
             self.processors.sync_to(self.ids)  # drafting advanced them: back to the commit
             ids = draft.ids.tolist()
@@ -142,6 +145,7 @@ class SpeculativeSession(SessionState):
                     self.config.draft_method,
                     pending.draft_rng,
                     self.processors,
+                    confidence_for(self.config),
                 )
                 self.processors.sync_to(self.ids)
                 ids += draft.ids.tolist()

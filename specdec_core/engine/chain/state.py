@@ -24,7 +24,7 @@ from specdec_core.core.words import CheckStatus, StopReason
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.chain.edits import accept_preview, target_top_ids
 from specdec_core.engine.machine import StepMachine
-from specdec_core.engine.rounds import gamma_for_round
+from specdec_core.engine.schedule import round_gamma
 
 
 @dataclass
@@ -119,12 +119,13 @@ class SessionState(StepMachine[PendingRound, RoundTrace]):
         return list(self._pending.ids) if self._pending else []
 
     def _gamma_now(self) -> int:
-        return gamma_for_round(
-            self.config.gamma,
-            len(self.generated_ids),
-            self.config.max_new_tokens,
-            len(self.ids),
-            self.pair.context_length,
+        """γ for the next round: the γ schedule (``engine/schedule.py``) of the finished
+        rounds' accepted counts, cut near ``max_new_tokens`` or the context end."""
+        return round_gamma(
+            self.config,
+            self.drafter,
+            (r.record.accepted for r in self.history),
+            now=(len(self.generated_ids), len(self.ids), self.pair.context_length),
         )
 
     def rng_state(self) -> list[int]:

@@ -30,6 +30,7 @@ from specdec_core.engine.rounds import (
     round_stream,
     stop_rule,
 )
+from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, node_states, summarize_tree
 from specdec_core.engine.tree.steps import (
     DraftTree,
@@ -63,6 +64,8 @@ def tree_refusal(
       :data:`specdec_core.drafters.registry.DRAFTER_NAMES`; ``None`` is the pair's draft
       model) has no distribution (:attr:`Drafter.can_draft_tree` is false: prompt
       lookup), so it cannot give more than one candidate per position;
+    * ``tree_block``: the parallel block drafter (``block``) has one row per depth, all
+      from one forward, and no row after a sibling, so it cannot branch;
     * ``tree_needs_probabilistic``: a greedy *draft method* at temperature > 0 (sibling
       candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule).
     """
@@ -71,7 +74,8 @@ def tree_refusal(
     else:
         can_tree = drafter is None or drafter.can_draft_tree
     if not can_tree:
-        return "tree_no_ngram"
+        name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "")
+        return "tree_block" if name == "block" else "tree_no_ngram"
     if draft_method == "greedy" and temperature > 0:
         return "tree_needs_probabilistic"
     return None
@@ -82,13 +86,15 @@ def check_tree_settings(config: SessionConfig, drafter: Drafter | str | None = N
     ``tree_needs_probabilistic``, English message for the CLI and logs) when
     ``config`` and ``drafter`` cannot draft a tree, and code ``acceptance_mode`` for a lossy
     acceptance rule (``rules/lossy.py`` verifies chains only; the tree keeps the exact
-    multi-candidate rule, never silently)."""
+    multi-candidate rule, never silently), and the γ schedule's refusals
+    (:func:`~specdec_core.engine.schedule.check_gamma_settings`: ``gamma_schedule_tree``)."""
     if config.acceptance != "exact":
         raise ConfigError(
             f"the {config.acceptance} rule verifies chains only, not a tree",
             "acceptance_mode",
             rule=config.acceptance,
         )
+    check_gamma_settings(config, drafter, tree=True)  # gamma_schedule_tree, confidence_ngram
     code = tree_refusal(drafter, config.draft_method, config.temperature)
     if code is not None:
         name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "model")
