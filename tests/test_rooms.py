@@ -110,6 +110,7 @@ def make(request, tmp_path):
         path = tmp_path / "rooms.sqlite3"
         return lambda **kw: SQLiteStore(path, **kw)
     import redis
+
     from specdec_core.server.rooms_redis import RedisStore
 
     url = request.getfixturevalue("redis_url")
@@ -614,18 +615,28 @@ def test_every_sql_statement_takes_its_values_as_parameters():
 
 
 def test_redis_keys_are_built_from_a_checked_code_only():
-    """Every Redis key name comes from one function of the (validated) room code; student
-    ids, choices and states travel as values (script arguments, hash fields)."""
+    """Every Redis key name comes from one method, ``_keys``, of the (validated) room code
+    and the store's prefix; student ids, choices and states travel as values (script
+    arguments, hash fields)."""
     path = REPO / "specdec_core" / "server" / "rooms_redis.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    fstrings = [n for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)]
+    keys = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_keys")
+    inside = {id(n) for n in ast.walk(keys)}
+    key_strings = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.JoinedStr)
+        and any(isinstance(v, ast.Constant) and ":room" in v.value for v in n.values)
+    ]
+    assert len(key_strings) == 4 and all(id(n) in inside for n in key_strings)
     names = {
         ast.unparse(v.value)
-        for f in fstrings
-        for v in f.values
+        for n in key_strings
+        for v in n.values
         if isinstance(v, ast.FormattedValue)
     }
-    assert names <= {"self.prefix", "code"}, names
+    assert names == {"self.prefix", "code"}
+    assert "+ student" not in path.read_text(encoding="utf-8")
 
 
 def test_every_room_error_has_a_message_in_both_languages():
