@@ -1,8 +1,8 @@
-"""The guided lessons: six chapters, each its own section and link (``?chapter=N``),
+"""The guided lessons: seven chapters, each its own section and link (``?chapter=N``),
 with predict-then-reveal checkpoints (:mod:`specdec_core.ui.lessons.checkpoint`) on the
 real pair.
 
-The chapter is read from the URL once per browser session (validated: 1..6, anything
+The chapter is read from the URL once per browser session (validated: 1..7, anything
 else opens chapter 1 with a message), then kept in ``st.session_state``; each run hands it
 to :func:`specdec_core.ui.step.links.write_url` through ``ui/step/links.py``'s ``EXTRA_PARAMS``, so
 a reload keeps the chapter.
@@ -17,11 +17,19 @@ import streamlit as st
 
 from specdec_core.core.models import ModelPair
 from specdec_core.ui.i18n import lang, t
-from specdec_core.ui.lessons import ch_cache, ch_greedy, ch_lossless, ch_rule, ch_speed, ch_state
+from specdec_core.ui.lessons import (
+    ch_cache,
+    ch_drafts,
+    ch_greedy,
+    ch_lossless,
+    ch_rule,
+    ch_speed,
+    ch_state,
+)
 from specdec_core.ui.lessons.checkpoint import ANSWERS, chapter_progress, progress_bar
 from specdec_core.ui.step.links import EXTRA_PARAMS
 
-CHAPTERS = (ch_greedy, ch_rule, ch_cache, ch_lossless, ch_speed, ch_state)
+CHAPTERS = (ch_greedy, ch_rule, ch_cache, ch_lossless, ch_speed, ch_state, ch_drafts)
 PAGE = "lessons"
 CHAPTER = "ls_chapter"  # the chapter shown (1-based)
 URL_READ = "ls_url_read"
