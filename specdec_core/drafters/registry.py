@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.block import BlockDrafter, has_block_drafter, make_block_drafter
 from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
 from specdec_core.drafters.eagle_head import has_eagle_head
 from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter
@@ -22,6 +23,7 @@ DRAFTER_CLASSES: dict[str, type[Drafter]] = {
     "early-exit": EarlyExitDrafter,
     "eagle": EagleDrafter,
     "mtp": MtpDrafter,
+    "block": BlockDrafter,
 }
 DRAFTER_NAMES = tuple(DRAFTER_CLASSES)
 #: The drafters that can draft a tree (:attr:`Drafter.can_draft_tree`: they have a
@@ -43,11 +45,15 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
     """A fresh drafter (its own cache; the pair's models are shared, not copied):
     ``model`` (the pair's draft model; no knob), ``ngram`` (knob = max n, default 3) or
     ``early-exit`` (knob = layers, default half the target's) or ``eagle`` (the pair's
-    EAGLE feature head, loaded once per process; no knob).
+    EAGLE feature head, loaded once per process; no knob) or ``mtp`` (the pair's MTP
+    heads, loaded once per process; no knob) or ``block`` (the pair's parallel block
+    drafter, loaded once per process; no knob).
 
     Raises:
         ValueError: unknown name or knob out of range (``0`` is out of range, not "default").
-        ConfigError: ``eagle`` on a pair without a head (a ``ValueError`` too).
+        ConfigError: ``eagle`` on a pair without a head, ``mtp`` (code ``mtp_missing``) on
+        a pair without heads, ``block`` (code ``block_missing``) on a pair without a block
+        drafter (a ``ValueError`` too).
     """
     if knob is None:
         knob = default_knob(pair, name)
@@ -61,10 +67,13 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
         return make_eagle_drafter(pair)
     if name == "mtp":
         return make_mtp_drafter(pair)
+    if name == "block":
+        return make_block_drafter(pair)
     raise ValueError(f"unknown drafter {name!r}; choose model, ngram, early-exit or eagle")
 
 
 def drafters_for(pair: ModelPair) -> tuple[str, ...]:
-    """The drafter names this pair can run (``eagle`` only with a head beside it)."""
-    needs = {"eagle": has_eagle_head, "mtp": has_mtp_heads}
+    """The drafter names this pair can run (``eagle`` only with a head beside it, ``mtp``
+    only with heads beside it, ``block`` only with a block drafter beside it)."""
+    needs = {"eagle": has_eagle_head, "mtp": has_mtp_heads, "block": has_block_drafter}
     return tuple(n for n in DRAFTER_NAMES if n not in needs or needs[n](pair))

@@ -82,7 +82,12 @@ def tree_refused(code: str, drafter: str = "") -> ConfigError:
     ``err_<code>``): ``tree_no_ngram`` (``drafter`` has no distribution: it cannot give
     more than one candidate per position) or ``tree_needs_probabilistic`` (a greedy draft
     method at temperature > 0: siblings must be drawn i.i.d. from ``q``)."""
-    if code == "tree_no_ngram":
+    if code == "tree_block":
+        message = (
+            f"the {drafter!r} drafter proposes one row per position from one forward (no row "
+            "after a sibling), so it cannot draft a tree; verify a chain or use the draft model"
+        )
+    elif code == "tree_no_ngram":
         message = (
             f"the {drafter!r} drafter proposes one continuation without probabilities, so "
             "it cannot draft a tree; use the draft model"
