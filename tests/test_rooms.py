@@ -16,6 +16,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -108,7 +109,9 @@ def make(request, tmp_path):
     ``make`` shares one storage (one SQLite file / one Redis database), like replicas."""
     if request.param == "sqlite":
         path = tmp_path / "rooms.sqlite3"
-        return lambda **kw: SQLiteStore(path, **kw)
+        factory = lambda **kw: SQLiteStore(path, **kw)  # noqa: E731
+        factory.target = ("SQLiteStore", str(path))
+        return factory
     import redis
 
     from specdec_core.server.rooms_redis import RedisStore
@@ -116,7 +119,9 @@ def make(request, tmp_path):
     url = request.getfixturevalue("redis_url")
     with redis.Redis.from_url(url) as client:
         client.flushdb()
-    return lambda **kw: RedisStore(url, **kw)
+    factory = lambda **kw: RedisStore(url, **kw)  # noqa: E731
+    factory.target = ("RedisStore", url)
+    return factory
 
 
 @pytest.fixture
@@ -565,6 +570,71 @@ def test_concurrent_joins_stop_exactly_at_the_bound(make, clock):
     refused = [r for r in results if isinstance(r, RoomError)]
     assert len(refused) == 10 and {r.code for r in refused} == {"room_full"}
     assert store.view(code).students == 50
+
+
+_REPLICA = """
+import sys
+from specdec_core.server.rooms_redis import RedisStore
+from specdec_core.server.rooms_sqlite import SQLiteStore
+kind, target, code = sys.argv[1:]
+store = {"SQLiteStore": SQLiteStore, "RedisStore": RedisStore}[kind](target)
+for i in range(40):
+    store.join(code, f"p-{i}")
+    store.answer(code, f"p-{i}", "q1", i % 2)
+"""
+
+
+def test_two_processes_write_one_room_at_once(make):
+    """Two replica processes on one store: each joins 40 students and answers for them
+    while the other does the same; nothing is lost."""
+    store = make()
+    code, key = store.create()
+    store.ask(code, key, _question("q1", 2))
+    kind, target = make.target
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _REPLICA.replace("p-", f"p{n}-"), kind, target, code],
+            cwd=REPO,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(2)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    view = store.view(code)
+    assert (view.students, view.counts, view.version) == (80, (40, 40), 2 + 160)
+
+
+def test_redis_keys_carry_the_rooms_lifetime(redis_url, clock):
+    """Abandoned rooms leave Redis by themselves: every key of a room has a TTL, pushed on
+    by a teacher change (the clock here is real: Redis counts its own)."""
+    from specdec_core.server.rooms_redis import RedisStore
+
+    store = RedisStore(redis_url, prefix="ttl-test", ttl_s=100)
+    code, key = store.create()
+    store.join(code, "a")
+    store.ask(code, key, _question())
+    store.answer(code, "a", "q1", 0)
+    meta, students, answers, index = store._keys(code)
+    for name in (meta, students, answers):
+        assert 95_000 < store.client.pttl(name) <= 100_000, name
+    assert store.client.pttl(index) == -1  # the index is kept; purge trims it
+    store.client.pexpire(meta, 1_000)
+    store.client.pexpire(students, 1_000)
+    store.publish(code, key, "step", {"v": "2"})
+    assert store.client.pttl(meta) > 95_000 and store.client.pttl(students) > 95_000
+    short = RedisStore(redis_url, prefix="ttl-test", ttl_s=0.2)
+    gone, _ = short.create()
+    time.sleep(0.3)
+    assert not store.client.exists(*short._keys(gone)[:3])
+    with pytest.raises(RoomError) as exc:
+        store.version(gone)
+    assert _code(exc) == "room_unknown"
+    assert short.purge() == 0 and store.client.zscore(index, gone) is None
+    store.close(code, key)
+    assert not store.client.exists(meta, students, answers)
 
 
 def _together(work, items) -> list:
