@@ -32,6 +32,7 @@ from specdec_core.server.rooms import (
     Question,
     RoomError,
     RoomStore,
+    question_error,
 )
 from specdec_core.server.rooms_sqlite import SQLiteStore
 
@@ -429,6 +430,8 @@ def test_a_state_just_under_the_bound_is_taken(store):
         {"params": (("position", 2),)},
         {"correct": 2},
         {"correct": True},
+        {"choices": "ab"},
+        {"params": "ab"},
     ],
 )
 def test_a_bad_question_is_refused(fields):
@@ -707,6 +710,20 @@ def test_redis_keys_are_built_from_a_checked_code_only():
     }
     assert names == {"self.prefix", "code"}
     assert "+ student" not in path.read_text(encoding="utf-8")
+
+
+def test_a_room_error_survives_pickle_and_copy():
+    import copy
+    import pickle
+
+    for exc in (RoomError("room_full", limit=3), RoomError("room_unknown"), question_error()):
+        for back in (pickle.loads(pickle.dumps(exc)), copy.copy(exc)):
+            assert (type(back), back.code, back.params, str(back)) == (
+                RoomError,
+                exc.code,
+                exc.params,
+                str(exc),
+            )
 
 
 def test_every_room_error_has_a_message_in_both_languages():

@@ -107,6 +107,13 @@ class RoomError(InputError):
     def __init__(self, code: str = "room_unknown", **params: object) -> None:
         super().__init__(MESSAGES[code].format(**params), code, **params)
 
+    def __reduce__(self) -> tuple:  # pickle / copy: rebuilt from the code and params
+        return (_room_error, (self.code, self.params))
+
+
+def _room_error(code: str, params: dict) -> RoomError:
+    return RoomError(code, **params)
+
 
 def _unknown() -> RoomError:
     return RoomError("room_unknown")  # the same for bad, unknown, closed and expired codes
@@ -149,6 +156,8 @@ class Question:
 
     def __post_init__(self) -> None:
         params = self.params
+        if isinstance(params, str) or isinstance(self.choices, str):
+            raise question_error()
         if isinstance(params, Mapping):
             params = tuple(params.items())
         try:
