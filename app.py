@@ -12,6 +12,8 @@ import streamlit as st
 
 from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
+from specdec_core.ui.live import follow as live_follow
+from specdec_core.ui.live import room as live_room
 from specdec_core.ui.sidebar import presenter_on, render_sidebar
 from specdec_core.ui.step.links import FIRST_VISIT, PAGE, load_from_url, write_url
 
@@ -19,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 _started = time.perf_counter()
 
 load_from_url()  # a lesson link: seeds the settings once per browser session
+live_room.on_load()  # ?room=CODE joins a live class (once); the teacher publishes on write
+live_follow.before_sidebar()  # a following student gets the teacher's latest state
 presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
 st.set_page_config(
     page_title="SpecDec Lab",
@@ -117,6 +121,8 @@ lessons_page = next(p for p in pages if p.url_path == "lessons")
 with app_context():
     st.session_state[PAGE] = nav.url_path or "step_through"
     welcome(st.session_state[PAGE])
+    with st.container(key="live_bar"):  # a live class: the follower's line, a room error
+        live_follow.bar(st.session_state[PAGE], {p.url_path or "step_through": p for p in pages})
     nav.run()
 write_url()  # the state on screen, so a reload or a copied URL keeps it
 if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py

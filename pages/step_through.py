@@ -16,6 +16,7 @@ from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
 from specdec_core.ui.i18n import t
+from specdec_core.ui.live import teacher as live_teacher
 from specdec_core.ui.render import (
     StripItem,
     round_strip,
@@ -26,12 +27,13 @@ from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links, tree_view, view
 from specdec_core.ui.step.links import fragment_run
-from specdec_core.ui.step.tools import render_lesson_tools, step_back_button
+from specdec_core.ui.step.tools import LIVE_TAB, render_lesson_tools, step_back_button
 from specdec_core.ui.words import PHASE, STEP_BUTTON, STOP_REASON, say
 
 S = st.session_state
 pair, config = page_context()
 presenter = bool(S.get("presenter"))
+S[LIVE_TAB] = live_teacher.start_button  # the Lesson panel's "Live class" tab
 
 
 # ------------------------------------------------------------------ actions
@@ -151,6 +153,7 @@ with st.container():
     )
     if pair.name == "embedded" and not presenter:
         st.caption(t("st_prompt_note"))
+    live_teacher.card("step")  # a live class: the room code, QR code, questions, chart
 
 
 # ------------------------------------------------------------------ the step panel

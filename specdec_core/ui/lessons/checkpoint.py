@@ -20,6 +20,7 @@ import streamlit as st
 from specdec_core.ui.i18n import lang, t
 
 ANSWERS = "ls_answers"  # checkpoint id → {"value", "correct", "tries", "first"}
+DRAWN = "ls_drawn"  # checkpoint id → the Check last drawn (a live class asks it)
 Kind = Literal["choice", "number", "token"]
 
 
@@ -98,6 +99,7 @@ def shown_answer(check: Check) -> str:
 
 def ask(check: Check) -> bool:
     """Draw the checkpoint; ``True`` once it has been answered (then reveal)."""
+    st.session_state.setdefault(DRAWN, {})[check.cid] = check
     with st.container(border=True, key=f"ls_box_{check.cid}"):
         st.markdown(f"**{t('ls_predict')}** {check.question}")
         key = widget_key(check.cid)

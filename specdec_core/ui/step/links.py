@@ -42,6 +42,10 @@ LOADED = "link_loaded"  # the URL of this browser session was read
 PAGE = "link_page"  # the page the app is showing (set by each page)
 FIRST_VISIT = "first_visit"  # opened on a bare URL (no lesson state) and not dismissed
 EXTRA_PARAMS = "link_extra"  # (page, {name: value}): more query parameters that page keeps
+ALWAYS_PARAMS = "link_always"  # {name: value}: kept on every page (a live class's ?room=)
+#: A callable ``(page, params)`` run after every :func:`write_url` (a live class's teacher
+#: publishes the lesson state on screen: ``ui/live/room.publish``).
+AFTER_WRITE = "link_after_write"
 
 SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
     "gamma": "cfg_gamma",
@@ -56,6 +60,8 @@ SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
     "frequency_penalty": "cfg_freq_penalty",
     "presence_penalty": "cfg_pres_penalty",
     "no_repeat_ngram_size": "cfg_no_repeat_ngram",
+    "gamma_schedule": "cfg_gamma_schedule",
+    "confidence": "cfg_confidence",
     "pair": "pair_name",
     "lang": "lang",
     "presenter": "presenter",
@@ -134,8 +140,12 @@ def write_url() -> None:
     page, extra = st.session_state.get(EXTRA_PARAMS, ("", {}))
     if page == state.page:  # e.g. the lessons page's ?chapter=N
         params = {**params, **extra}
+    params = {**params, **st.session_state.get(ALWAYS_PARAMS, {})}
     if {k: st.query_params.get(k) for k in params} != params:
         st.query_params.from_dict(params)
+    after = st.session_state.get(AFTER_WRITE)
+    if after is not None:
+        after(state.page, params)
 
 
 DEFAULT_PAGE = "step_through"  # app.py's default page: served at the app's root URL

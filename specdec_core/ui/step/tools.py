@@ -48,6 +48,9 @@ UPLOAD_KEY = "trace_upload"
 VIEW_KEY = "trace_view"
 OPEN_KEY = "lt_open"  # the Lesson panel is open (lazy expander state)
 TAB_KEY = "lt_tab"  # the panel's tab to show after a click replays the lesson
+#: A callable ``(where)`` drawing the panel's "Live class" tab (set by the step page:
+#: ``ui/live/teacher.start_button``); no tab without it.
+LIVE_TAB = "lt_live_tab"
 #: Trace files one tab may open per minute (each is parsed and may be replayed).
 MAX_UPLOADS_PER_MIN = 6
 _UPLOAD_TIMES = "lt_upload_times"
@@ -277,6 +280,9 @@ def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
             "link": t("lt_tab_link"),
             "files": t("lt_tab_files"),
         }
+        live = st.session_state.get(LIVE_TAB)
+        if live is not None:
+            names["live"] = t("live_tab")
         tabs = st.tabs(
             list(names.values()), default=names[st.session_state.get(TAB_KEY, "scenarios")]
         )
@@ -286,6 +292,9 @@ def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
             _link()
         with tabs[2]:
             _files(session)
+        if live is not None:
+            with tabs[3]:
+                live("step")
 
 
 def render_tree_lesson_tools(session: TreeSession) -> None:
@@ -303,7 +312,8 @@ def render_tree_lesson_tools(session: TreeSession) -> None:
         return
     with box:
         st.caption(t("lt_tree_chain_only"))
-        tabs = st.tabs([t("lt_tab_link"), t("lt_tab_export")])
+        live = st.session_state.get(LIVE_TAB)
+        tabs = st.tabs([t("lt_tab_link"), t("lt_tab_export")] + ([t("live_tab")] if live else []))
         with tabs[0]:
             _link()
         with tabs[1]:
@@ -311,3 +321,6 @@ def render_tree_lesson_tools(session: TreeSession) -> None:
             tree_file = partial(export_tree_json, session, state)
             label = t("lt_download_tree_json")
             _download(st, label, tree_file, "specdec-tree-trace.json", key="btn_tree_json")
+        if live is not None:
+            with tabs[2]:
+                live("step")

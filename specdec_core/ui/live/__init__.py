@@ -1,0 +1,23 @@
+"""A live class (issue 29): a teacher's room, students who follow the teacher's lesson
+state on their own screens (replayed, never sent as model output), questions about the
+round with a live chart, and the reveal of the real outcome.
+
+* :mod:`~specdec_core.ui.live.room` — this session's seat (teacher / student), the store,
+  the room's query parameters (``?room=CODE``; ``&teacher=KEY`` only in the teacher link,
+  never kept in the address bar), publishing the teacher's state.
+* :mod:`~specdec_core.ui.live.follow` — the student: follow, explore, follow again,
+  answer (widget keys in its docstring).
+* :mod:`~specdec_core.ui.live.teacher` — the teacher: start, the projector card, ask,
+  the chart, reveal (widget keys in its docstring).
+* :mod:`~specdec_core.ui.live.questions` — questions built from the engine's views and
+  their outcomes read from the verified round; :mod:`~specdec_core.ui.live.chart` — the
+  answers' bar chart.
+
+Hooks: ``app.py`` calls :func:`room.on_load` and :func:`follow.before_sidebar` before the
+sidebar and :func:`follow.bar` above every page; ``ui/step/links.write_url`` calls the
+session's ``AFTER_WRITE`` hook (:func:`room.publish`); the step page's header and the
+Lessons page draw :func:`teacher.card`; the Lesson panel's tab "Live class" and the
+Lessons page draw :func:`teacher.start_button`; ``ui/lessons/checkpoint.ask`` records
+each checkpoint drawn (``DRAWN``) so a chapter question can be asked and read in each
+browser's own language.
+"""

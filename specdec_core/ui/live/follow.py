@@ -1,0 +1,234 @@
+"""A student's screen in a live class: follow the teacher (the teacher's lesson state,
+replayed here by the same deterministic replay a lesson link takes: only the state comes
+over the store, never model output), explore on one's own, answer the teacher's questions.
+
+Flow. :func:`before_sidebar` (``app.py``, every full run, before the sidebar draws its
+widgets) applies the room's latest ``(page, state)`` when it changed and the student
+follows: the settings are seeded into the sidebar's widget keys and the step page replays
+the state (``links.request`` → ``links.apply_pending``); a Lessons state sets the chapter.
+:func:`bar` (``app.py``, in the keyed container ``live_bar`` above every page) is the
+follower's status line and question box, an ``st.fragment(run_every=POLL_S)``: each poll
+reads ONE version number from the store and, only when it changed, the room's view; a
+changed lesson state then reruns the whole app (which applies it). The student keeps their
+own language and presenter mode.
+
+Widget keys (the websocket bot / browser tests find them by key):
+
+* ``live_bar`` — the container above every page (always present, empty outside a room).
+* ``live_explore`` — button "Explore on my own" / "自己探索" (while following).
+* ``live_follow`` — button "Follow again" / "重新跟随" (while exploring).
+* ``live_answer_<qid>`` — radio over the open question's choices (value: the choice
+  index; an answer is sent on change, changeable until the reveal).
+* ``live_status`` — the container of the status line ("Following the teacher — …").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import streamlit as st
+
+from specdec_core.lessons.link import decode
+from specdec_core.server.pairs import offered_pairs
+from specdec_core.server.rooms import RoomError, RoomView
+from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
+from specdec_core.ui.lessons.checkpoint import DRAWN
+from specdec_core.ui.live import room
+from specdec_core.ui.live.questions import question_text
+from specdec_core.ui.step import links
+
+FOLLOW = "live_follow_on"  # the student follows the teacher (else explores)
+SEEN = "live_seen"  # the room version the last poll read
+VIEW = "live_view"  # the RoomView read at that version
+APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
+WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
+POLL_S = 1.0  # the follower's poll interval (seconds)
+
+
+def following() -> bool:
+    return bool(st.session_state.get(FOLLOW, True))
+
+
+def refresh() -> RoomView | None:
+    """The room's view, read again only when its version changed (one read otherwise);
+    ``None`` when the room is gone (its message is kept, the seat left)."""
+    S = st.session_state
+    s = room.seat()
+    if s is None:
+        return None
+    try:
+        version = room.store().version(s.code)
+        if version != S.get(SEEN) or VIEW not in S:
+            view = room.store().view(s.code)
+            S[VIEW], S[SEEN] = view, view.version
+    except RoomError as exc:
+        room.fail(exc)
+        return None
+    return S[VIEW]
+
+
+def target(view: RoomView) -> tuple[str, dict[str, str]]:
+    return (view.page, dict(view.state))
+
+
+def apply(view: RoomView) -> None:
+    """Show the teacher's ``(page, state)`` here: the state decoded as a lesson link is
+    (validated like any link), in this browser's language and presenter mode; the step
+    page replays it on this run, a Lessons state opens its chapter."""
+    S = st.session_state
+    S[APPLIED] = target(view)
+    S[WANT_PAGE] = room.APP_PAGE.get(view.page, "step_through")
+    if not view.state:  # a new room: the teacher has not published yet
+        return
+    if view.page == "lessons":
+        raw = str(view.state.get("chapter", ""))
+        if raw.isdigit() and 1 <= int(raw) <= len(CHAPTERS):
+            S[CHAPTER], S[URL_READ] = int(raw), True
+        return
+    state, _ = decode(view.state, offered_pairs())
+    if not state.prompt:  # nothing to replay
+        return
+    mine = replace(
+        state,
+        lang=S.get("lang", state.lang),
+        presenter=bool(S.get("presenter", False)),
+        page="step_through",
+    )
+    links.request(mine)
+
+
+def before_sidebar() -> None:
+    """``app.py``, every full run, before the sidebar: a student who follows gets the
+    teacher's latest state; a teacher who just opened the teacher link gets the room's
+    state once."""
+    S = st.session_state
+    s = room.seat()
+    if s is None:
+        return
+    if s.role == "teacher":
+        if S.pop(room.CLAIMED, False):
+            view = room.view()
+            if view is not None:
+                apply(view)
+        return
+    if not following():
+        return
+    view = refresh()
+    if view is not None and target(view) != S.get(APPLIED):
+        apply(view)
+
+
+def _explore() -> None:
+    st.session_state[FOLLOW] = False
+
+
+def _follow_again() -> None:
+    st.session_state[FOLLOW] = True
+    st.session_state[APPLIED] = None  # replay the teacher's latest state
+
+
+def _answer(qid: str, key: str) -> None:
+    s = room.seat()
+    choice = st.session_state.get(key)
+    if s is None or choice is None:
+        return
+    try:
+        room.store().answer(s.code, s.student, qid, int(choice))
+    except RoomError as exc:
+        st.session_state[room.ERROR] = exc
+
+
+def teacher_at(view: RoomView) -> str:
+    """Where the teacher is, in words: "round 2, phase ② Verify" or "Lessons, chapter 3"."""
+    if view.page == "lessons":
+        raw = str(view.state.get("chapter", "1"))
+        n = int(raw) if raw.isdigit() and len(raw) < 3 else 1
+        return t("live_at_lessons", n=n)
+    if not view.state:
+        return t("live_at_start")
+    state, _ = decode(view.state, offered_pairs())
+    step = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}[state.phase]
+    return t("live_at_step", r=state.round + 1, phase=t(step))
+
+
+def bar(page: str, pages: dict) -> None:
+    """``app.py``, above every page (inside the keyed container ``live_bar``): a room
+    error's one message; for a student, the follower (a fragment that polls), and the
+    switch to the teacher's page while following. ``page``: the page stem on screen;
+    ``pages``: page stem → ``st.Page``."""
+    S = st.session_state
+    if room.ERROR in S:
+        st.error(error_message(S.pop(room.ERROR)))
+    if not room.is_student():
+        return
+    want = S.get(WANT_PAGE)
+    if following() and want and want != page and want in pages:
+        st.switch_page(pages[want])
+    _follower()
+
+
+@st.fragment(run_every=POLL_S)
+def _follower() -> None:
+    S = st.session_state
+    view = refresh()
+    if view is None:
+        if room.ERROR in S:
+            st.error(error_message(S.pop(room.ERROR)))
+        return
+    if following() and target(view) != S.get(APPLIED):
+        st.rerun(scope="app")  # the full run applies it (before the sidebar)
+    with st.container(border=True, key="live_status"):
+        row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+        where = teacher_at(view)
+        if following():
+            row.markdown(t("live_following", where=where))
+            row.button(t("live_explore"), key="live_explore", on_click=_explore)
+        else:
+            row.markdown(t("live_exploring", where=where))
+            row.button(
+                t("live_follow_again"), key="live_follow", on_click=_follow_again, type="primary"
+            )
+        _question(view)
+
+
+def _question(view: RoomView) -> None:
+    q = view.question
+    if q is None:
+        return
+    S = st.session_state
+    text, labels = question_text(q.kind, q.params), list(q.choices)
+    if q.kind == "chapter":  # this browser's own checkpoint, in its own language
+        cid = dict(q.params).get("cid", "")
+        check = S.get(DRAWN, {}).get(cid)
+        if check is not None and len(check.options) == len(labels):
+            text = check.question
+            labels = [check.label(o) for o in check.options]
+    key = f"live_answer_{q.qid}"
+    st.markdown(f"**{t('live_question')}** {text}")
+    st.radio(
+        t("live_your_answer"),
+        list(range(len(q.choices))),
+        format_func=lambda i: plain(labels[i]),
+        index=None,
+        key=key,
+        horizontal=len(labels) <= 4,
+        disabled=q.revealed,
+        on_change=_answer,
+        args=(q.qid, key),
+    )
+    mine = S.get(key)
+    if not q.revealed:
+        st.caption(t("live_answer_open") if mine is None else t("live_answer_sent"))
+        return
+    if q.correct is None:
+        st.info(t("live_no_outcome"))
+    elif mine is None:
+        st.info(t("live_outcome_no_answer", answer=plain(labels[q.correct])))
+    elif mine == q.correct:
+        st.success(t("live_outcome_right", answer=plain(labels[q.correct])))
+    else:
+        st.error(
+            t("live_outcome_wrong", answer=plain(labels[q.correct]), yours=plain(labels[mine]))
+        )

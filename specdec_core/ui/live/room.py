@@ -1,0 +1,207 @@
+"""This browser session's seat in a live class: the store, who we are in the room (the
+teacher, holding the secret teacher key, or a student), the room's query parameters, and
+publishing the teacher's lesson state.
+
+Session-state keys (``st.session_state``):
+
+* :data:`SEAT` — a :class:`Seat` (``None`` / absent: not in a room).
+* :data:`ERROR` — a :class:`~specdec_core.server.rooms.RoomError` to show once (a bad
+  room code: one translated message, ``err_room_unknown``, no hint whether it exists).
+* :data:`PUBLISHED` — the teacher's last published ``(page, state)`` (publish only on a
+  change).
+
+URL: ``?room=CODE`` joins as a student (read once per browser session, in ``app.py``
+before the sidebar: :func:`on_load`); ``?room=CODE&teacher=KEY`` (the teacher link, for a
+second device or a reload) claims the room back as its teacher. The teacher key never
+stays in the address bar (it is removed once read: a projector shows the address bar),
+and the join link never contains it. A student's URL keeps ``room`` and its student id
+``sid`` (written by :func:`specdec_core.ui.step.links.write_url` from :data:`URL_PARAMS`),
+so a reload rejoins as the same student with the same answer.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Literal
+
+import streamlit as st
+
+from specdec_core.server.rooms import RoomError, RoomStore, RoomView, make_store
+from specdec_core.ui.step.links import AFTER_WRITE, ALWAYS_PARAMS
+
+SEAT = "live_seat"
+ERROR = "live_error"
+URL_READ = "live_url_read"
+PUBLISHED = "live_published"
+CLAIMED = "live_claimed"  # a teacher link was opened: the screen goes to the room's state once
+URL_PARAMS = ALWAYS_PARAMS  # {name: value} the URL keeps on every page (room, sid)
+#: The app's page stems ↔ the store's page names.
+STORE_PAGE = {"step_through": "step", "lessons": "lessons"}
+APP_PAGE = {v: k for k, v in STORE_PAGE.items()}
+#: Query parameters that belong to the room, never to the published lesson state.
+ROOM_PARAMS = ("room", "teacher", "sid")
+_SID = re.compile(r"[0-9a-f]{16}")
+_CODE_CHARS = 32  # longer "codes" from a URL go no further than this check
+_KEY_CHARS = 128
+
+
+@dataclass(frozen=True)
+class Seat:
+    """``role``: ``teacher`` (holds ``key``) or ``student`` (is ``student``, a random id
+    of 16 hex digits)."""
+
+    role: Literal["teacher", "student"]
+    code: str
+    key: str = ""
+    student: str = ""
+
+
+def store() -> RoomStore:
+    """The process-wide room store (SQLite by default, Redis with ``SPECDEC_REDIS_URL``;
+    :func:`specdec_core.server.rooms.make_store`)."""
+    return make_store()
+
+
+def seat() -> Seat | None:
+    return st.session_state.get(SEAT)
+
+
+def is_teacher() -> bool:
+    s = seat()
+    return s is not None and s.role == "teacher"
+
+
+def is_student() -> bool:
+    s = seat()
+    return s is not None and s.role == "student"
+
+
+def start_room() -> None:
+    """Button callback: create a room; this session becomes its teacher (a store error,
+    e.g. ``rooms_full``, is kept in :data:`ERROR`)."""
+    S = st.session_state
+    try:
+        code, key = store().create()
+    except RoomError as exc:
+        S[ERROR] = exc
+        return
+    S[SEAT] = Seat("teacher", code, key=key)
+    S.pop(PUBLISHED, None)
+    S.pop(ERROR, None)
+
+
+def leave() -> None:
+    """Leave the room (the teacher closes it first). Errors are ignored: leaving always
+    works."""
+    S = st.session_state
+    s = seat()
+    if s is not None and s.role == "teacher":
+        try:
+            store().close(s.code, s.key)
+        except RoomError:
+            pass
+    for key in (SEAT, PUBLISHED, ERROR):
+        S.pop(key, None)
+    S[URL_PARAMS] = {}
+    for name in ROOM_PARAMS:
+        if name in st.query_params:
+            del st.query_params[name]
+
+
+def fail(exc: RoomError) -> None:
+    """The room is gone or refused us (expired, closed, a wrong key): keep the message,
+    leave the seat."""
+    S = st.session_state
+    S.pop(SEAT, None)
+    S[URL_PARAMS] = {}
+    S[ERROR] = exc
+
+
+def on_load() -> Seat | None:
+    """Every full run (``app.py``, before the sidebar): hooks :func:`publish` to
+    ``write_url``. Once per browser session: a ``?room=`` in the URL joins the room as a
+    student, ``?room=&teacher=`` claims it as its teacher. A bad code or key gives one
+    message (:data:`ERROR`) and no seat. Returns the new seat, or ``None`` when the URL
+    named no room (or the seat was not given)."""
+    S = st.session_state
+    S[AFTER_WRITE] = publish
+    if S.get(URL_READ):
+        return None
+    S[URL_READ] = True
+    code = (st.query_params.get("room") or "").strip()[:_CODE_CHARS]
+    if not code:
+        return None
+    key = (st.query_params.get("teacher") or "").strip()[:_KEY_CHARS]
+    if "teacher" in st.query_params:
+        del st.query_params["teacher"]  # never left in the address bar
+    try:
+        if key:
+            return _claim(code, key)
+        return _join(code)
+    except RoomError as exc:
+        fail(exc)
+        if "room" in st.query_params:
+            del st.query_params["room"]
+        return None
+
+
+def _join(code: str) -> Seat:
+    sid = st.query_params.get("sid") or ""
+    if not _SID.fullmatch(sid):
+        sid = secrets.token_hex(8)
+    store().join(code, sid)
+    seat = Seat("student", code, student=sid)
+    st.session_state[SEAT] = seat
+    st.session_state[URL_PARAMS] = {"room": code, "sid": sid}
+    return seat
+
+
+def _claim(code: str, key: str) -> Seat:
+    """The teacher link: the key is checked by the store (publishing the room's own
+    state back, unchanged, needs the key); the teacher's screen then goes to the room's
+    state (``follow.apply`` on the next step)."""
+    s = store()
+    view = s.view(code)
+    s.publish(code, key, view.page, dict(view.state))
+    seat = Seat("teacher", code, key=key)
+    st.session_state[SEAT] = seat
+    st.session_state[PUBLISHED] = (view.page, dict(view.state))
+    st.session_state[CLAIMED] = True
+    st.session_state[URL_PARAMS] = {}
+    if "room" in st.query_params:
+        del st.query_params["room"]
+    return seat
+
+
+def view() -> RoomView | None:
+    """The room as the store has it now (``None`` outside a room; a gone room ends the
+    seat with its message)."""
+    s = seat()
+    if s is None:
+        return None
+    try:
+        return store().view(s.code)
+    except RoomError as exc:
+        fail(exc)
+        return None
+
+
+def publish(page: str, params: dict[str, str]) -> None:
+    """After :func:`specdec_core.ui.step.links.write_url` (every full run and every step
+    panel click): the teacher publishes the lesson state on screen when it changed (the
+    step page's or the Lessons page's; other pages are not published)."""
+    s = seat()
+    if s is None or s.role != "teacher" or page not in STORE_PAGE:
+        return
+    state = {k: str(v) for k, v in params.items() if k not in ROOM_PARAMS}
+    now = (STORE_PAGE[page], state)
+    if st.session_state.get(PUBLISHED) == now:
+        return
+    try:
+        store().publish(s.code, s.key, *now)
+    except RoomError as exc:  # a gone room or a wrong key: say so at once (a new run)
+        fail(exc)
+        st.rerun()
+    st.session_state[PUBLISHED] = now

@@ -1,0 +1,310 @@
+"""The teacher's side of a live class: start a room, the projector card (the room code,
+the join link and its QR code, the students, the teacher link for a second device), ask
+the class a question and reveal its real outcome.
+
+Where: the step-through page's Lesson panel has a tab "Live class" with
+:func:`start_button`; the Lessons page shows it above the chapter. Once the room is
+live, :func:`card` is drawn at the top of the page (the step page's header, the Lessons
+page's top), and its :func:`_dashboard` is an ``st.fragment(run_every=POLL_S)``: it reads
+one version number a poll, and the room's view only when it changed (the student count,
+the live bar chart of the answers, "N of M answered").
+
+Questions (:mod:`specdec_core.ui.live.questions`): on the step page about the chain round
+on screen, between ① Propose and ② Verify; on the Lessons page a checkpoint of the
+chapter on screen. "Reveal" on the step page runs ② Verify first when the round is not
+verified yet (the step page's own verify: same session, same seeded draws), publishes
+the new state, then reveals the outcome read from the verified round.
+
+Widget keys (the websocket bot / browser tests find them by key):
+
+* ``live_start_step`` / ``live_start_lessons`` — button "Start a live class" /
+  "开始课堂直播" (step page: inside the Lesson panel, tab "Live class" / "课堂直播").
+* ``live_teacher`` — the card's container; ``live_code`` — the room code's container.
+* ``live_end`` — button "End the class" / "结束课堂".
+* ``live_kind`` — select box of the question kind (``accept``, ``correction``,
+  ``commit_count``); ``live_k`` — number input, the position k; ``live_check`` — select
+  box of a chapter checkpoint (Lessons page).
+* ``live_ask`` — button "Ask the class" / "向全班提问".
+* ``live_reveal`` — button "Reveal" / "揭晓".
+* ``live_chart`` — the answers' bar chart (Plotly).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import secrets
+from functools import lru_cache
+
+import segno
+import streamlit as st
+
+from specdec_core.server.rooms import CODE_ALPHABET, Question, RoomError
+from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.i18n import lang, t
+from specdec_core.ui.lessons import CHAPTER, CHAPTERS
+from specdec_core.ui.lessons.checkpoint import DRAWN
+from specdec_core.ui.live import follow, room
+from specdec_core.ui.live.chart import answers_figure
+from specdec_core.ui.live.questions import (
+    KINDS,
+    Draft,
+    ask_refusal,
+    chapter_outcome,
+    chapter_question,
+    outcome,
+    question_text,
+    round_question,
+)
+from specdec_core.ui.step import edit as step_edit
+from specdec_core.ui.step import lesson as L
+from specdec_core.ui.step import links
+from specdec_core.ui.step import tree_lesson as TL
+
+POLL_S = 1.0  # the dashboard's poll interval (seconds)
+STARTED = "live_started_now"  # the step panel reruns the app once the room exists
+RERUN = "live_rerun_app"  # the reveal changed the lesson: redraw the whole page
+_CODE = re.compile(f"[{CODE_ALPHABET}]{{1,12}}")
+
+
+def _start(rerun: bool) -> None:
+    room.start_room()
+    st.session_state[STARTED] = rerun and room.is_teacher()
+
+
+def start_button(where: str) -> None:
+    """The "Start a live class" button (``where``: ``step`` or ``lessons``); inside a
+    room, a line saying which one (the card is at the top of the page)."""
+    S = st.session_state
+    if S.pop(STARTED, False):
+        st.rerun(scope="app")  # the card lives outside the step panel's fragment
+    s = room.seat()
+    if s is not None:
+        key = "live_in_room_teacher" if s.role == "teacher" else "live_in_room_student"
+        st.caption(t(key, code=plain(s.code)))
+        return
+    st.caption(t("live_start_help"))
+    st.button(
+        t("live_start"),
+        key=f"live_start_{where}",
+        on_click=_start,
+        args=(where == "step",),
+        type="primary",
+        icon=":material/cast_for_education:",
+    )
+    if room.ERROR in S and where == "step":
+        st.error(error_message(S.pop(room.ERROR)))
+
+
+def join_link(code: str) -> str:
+    """The join link: the app's root URL with ``?room=CODE`` (``&lang=zh`` in Chinese);
+    never the teacher key."""
+    base = links.page_url(st.context.url or "", S_page(), links.DEFAULT_PAGE)
+    return f"{base}?room={code}" + ("&lang=zh" if lang() == "zh" else "")
+
+
+def teacher_link(code: str, key: str) -> str:
+    base = links.page_url(st.context.url or "", S_page(), links.DEFAULT_PAGE)
+    return f"{base}?room={code}&teacher={key}"
+
+
+def S_page() -> str:  # noqa: N802 - the page on screen
+    return st.session_state.get(links.PAGE, links.DEFAULT_PAGE)
+
+
+@lru_cache(maxsize=64)
+def qr_uri(url: str) -> str:
+    """The QR code of ``url`` as an SVG data URI, sized for a projector (inline: no
+    ``/media`` file, which lives on one replica only)."""
+    return segno.make(url, error="m").svg_data_uri(scale=7, border=2)
+
+
+def card(page: str) -> None:
+    """The projector card of the teacher's room (nothing outside a room or for a
+    student). ``page``: ``step`` or ``lessons``."""
+    s = room.seat()
+    if s is None or s.role != "teacher":
+        return
+    code = s.code if _CODE.fullmatch(s.code) else "?"
+    url = join_link(code)
+    with st.container(border=True, key="live_teacher"):
+        left, right = st.columns([3, 2], gap="medium")
+        with left:
+            st.caption(t("live_room_code"))
+            with st.container(key="live_code"):
+                st.html(
+                    '<div style="font-size:4.2rem;font-weight:700;letter-spacing:0.35em;'
+                    f'line-height:1.1;font-family:monospace">{html.escape(code)}</div>'
+                )
+            st.markdown(t("live_join_at"))
+            st.code(url, language=None, wrap_lines=True)
+            if links.is_local_url(url):
+                st.warning(t("lt_link_local"))
+            with st.expander(t("live_teacher_link"), expanded=False):
+                st.caption(t("live_teacher_link_help"))
+                st.code(teacher_link(code, s.key), language=None, wrap_lines=True)
+            st.button(t("live_end"), key="live_end", on_click=room.leave)
+        with right:
+            st.html(
+                f'<img src="{qr_uri(url)}" alt="QR code" '
+                'style="background:#fff;width:100%;max-width:300px">'
+            )
+        _dashboard(page)
+
+
+@st.fragment(run_every=POLL_S)
+def _dashboard(page: str) -> None:
+    S = st.session_state
+    if S.pop(RERUN, False):
+        st.rerun(scope="app")
+    if not room.is_teacher():
+        return
+    view = follow.refresh()
+    if view is None:
+        if room.ERROR in S:
+            st.error(error_message(S.pop(room.ERROR)))
+        return
+    with st.container(key="live_dash"):
+        st.metric(t("live_students"), view.students)
+        q = view.question
+        if q is not None:
+            _question_box(view)
+        if q is None or q.revealed:
+            _ask_box(page)
+        if room.ERROR in S:
+            st.error(error_message(S.pop(room.ERROR)))
+
+
+def _question_box(view) -> None:
+    q = view.question
+    text = question_text(q.kind, q.params)
+    if q.kind == "chapter":
+        check = st.session_state.get(DRAWN, {}).get(dict(q.params).get("cid", ""))
+        if check is not None:
+            text = check.question
+    st.markdown(f"**{t('live_question')}** {text}")
+    st.plotly_chart(
+        answers_figure(list(q.choices), list(view.counts), q.correct if q.revealed else None),
+        key="live_chart",
+        config={"displayModeBar": False, "staticPlot": True},
+        width="stretch",
+    )
+    st.markdown(t("live_answered", n=view.answered, m=view.students))
+    if not q.revealed:
+        st.button(
+            t("live_reveal"),
+            key="live_reveal",
+            on_click=_reveal,
+            type="primary",
+            help=t("live_reveal_help"),
+        )
+    elif q.correct is None:
+        st.info(t("live_no_outcome"))
+    else:
+        st.success(t("live_outcome", answer=plain(q.choices[q.correct])))
+
+
+def _ask_box(page: str) -> None:
+    S = st.session_state
+    st.markdown(f"**{t('live_ask_title')}**")
+    if page == "lessons":
+        n = S.get(CHAPTER, 1)
+        drawn = S.get(DRAWN, {})
+        cids = [c for c in CHAPTERS[n - 1].CHECKS if c in drawn]
+        drafts = {c: chapter_question(drawn[c], n) for c in cids}
+        usable = [c for c in cids if drafts[c] is not None]
+        if not usable:
+            st.caption(t("live_ask_no_checks"))
+            return
+        if S.get("live_check") not in usable:
+            S["live_check"] = usable[0]
+        cid = st.selectbox(
+            t("live_ask_check"),
+            usable,
+            key="live_check",
+            format_func=lambda c: drawn[c].question[:90],
+        )
+        st.button(t("live_ask"), key="live_ask", on_click=_ask, args=(drafts[cid],))
+        return
+    session = TL.current().session if TL.mode() == "tree" and TL.current() else L.current_session()
+    why = ask_refusal(session)
+    if why is not None:
+        st.caption(t(why))
+        return
+    row = st.container(horizontal=True, vertical_alignment="bottom", gap="small")
+    with row:
+        kind = st.selectbox(
+            t("live_ask_kind"),
+            KINDS,
+            key="live_kind",
+            format_func=lambda k: t(f"live_kind_{k}"),
+            width=320,
+        )
+        gamma = len(session.drafts)
+        if kind == "accept":
+            if not 1 <= int(S.get("live_k", 1)) <= gamma:
+                S["live_k"] = 1
+            st.number_input(t("live_k"), 1, gamma, key="live_k", width=110)
+        st.button(t("live_ask"), key="live_ask", on_click=_ask_round, type="primary")
+
+
+def _ask(draft: Draft | None) -> None:
+    s = room.seat()
+    if s is None or s.role != "teacher" or draft is None:
+        return
+    question = Question(f"q{secrets.token_hex(6)}", draft.kind, draft.params, draft.choices)
+    try:
+        room.store().ask(s.code, s.key, question)
+    except RoomError as exc:
+        st.session_state[room.ERROR] = exc
+
+
+def _ask_round() -> None:
+    S = st.session_state
+    with L.engine() as held:
+        session = L.current_session()
+        if not held or TL.mode() == "tree" or ask_refusal(session) is not None:
+            return
+        kind = S.get("live_kind", "accept")
+        k = int(S.get("live_k", 1))
+        try:
+            draft = round_question(session, kind, k)
+        except ValueError:
+            return
+    _ask(draft)
+
+
+def _reveal() -> None:
+    """Reveal the open question with its real outcome: a round question runs ② Verify
+    first when its round is proposed and not verified (then the new state is published
+    before the reveal); a chapter question reads its checkpoint's answer."""
+    S = st.session_state
+    s = room.seat()
+    view = room.view()
+    if s is None or view is None or view.question is None or view.question.revealed:
+        return
+    q = view.question
+    correct: int | None = None
+    if q.kind == "chapter":
+        check = S.get(DRAWN, {}).get(dict(q.params).get("cid", ""))
+        correct = chapter_outcome(check) if check is not None else None
+    else:
+        with L.engine() as held:
+            if not held:
+                return
+            session = L.current_session()
+            if session is not None and TL.mode() != "tree":
+                try:
+                    r = int(dict(q.params).get("r", "-1"))
+                    if session.round_index == r and session.phase == "verify":
+                        session.run_through("verify")
+                        step_edit.previews(session)
+                        links.write_url()  # publishes the verified state first
+                        S[RERUN] = True
+                    correct = outcome(session, q.params, q.kind)
+                except (ValueError, KeyError):
+                    correct = None
+    try:
+        room.store().reveal(s.code, s.key, q.qid, correct)
+    except RoomError as exc:
+        S[room.ERROR] = exc

@@ -1,0 +1,240 @@
+"""A live class in the app (AppTest; teacher and student sessions in one process, one
+SQLite room store in ``tmp_path``): the teacher starts a room (code, join link without the
+key, QR code), students follow the teacher's round by replay, explore and follow again,
+answer a question (counts on the teacher's chart, an answer changed), the reveal shows the
+real outcome; a bad code gets one message; a forged publish fails; both languages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import open_app
+
+from specdec_core.lessons.replay import timeless_json
+from specdec_core.server import rooms
+from specdec_core.ui.i18n import tr
+from specdec_core.ui.live.room import Seat
+
+PROMPT = "ROMEO:\nBut soft, what light"
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh SQLite room store in ``tmp_path`` for this test (the process's store is
+    made again from ``SPECDEC_ROOM_DB``)."""
+    monkeypatch.setenv("SPECDEC_ROOM_DB", str(tmp_path / "rooms.sqlite3"))
+    monkeypatch.delenv("SPECDEC_REDIS_URL", raising=False)
+    monkeypatch.setattr(rooms, "_store", None)
+    yield rooms.make_store()
+    monkeypatch.setattr(rooms, "_store", None)
+
+
+def button(at, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+def click(at, key: str) -> None:
+    b = button(at, key)
+    assert not b.disabled, key
+    b.click().run()
+    assert not at.exception, at.exception
+
+
+def session(at):
+    return at.session_state["lesson"].session
+
+
+def teacher_app(lang: str = "en"):
+    """A teacher on the step page who started a room from the Lesson panel."""
+    at = open_app(lang=lang, prompt=PROMPT, state={"lt_open": True})
+    click(at, "live_start_step")
+    seat = at.session_state["live_seat"]
+    assert seat.role == "teacher" and len(seat.code) == 6
+    return at, seat
+
+
+def student_app(code: str, lang: str | None = None):
+    params = {"room": code} | ({"lang": lang} if lang else {})
+    at = open_app(params)
+    assert at.session_state["live_seat"].role == "student"
+    return at
+
+
+def param(at, name: str) -> str | None:
+    value = at.query_params.get(name)
+    return value[0] if isinstance(value, list) else value
+
+
+def status(at) -> str:
+    return " ".join(m.value for m in at.markdown if "**" in m.value and "—" in m.value)
+
+
+def same_moment(a, b) -> None:
+    """Two sessions stand at the same replayed moment: same committed ids, phase, drafts,
+    rounds (timings left out) and the same pending verification."""
+    sa, sb = session(a), session(b)
+    assert (sa.ids, sa.phase, sa.drafts) == (sb.ids, sb.phase, sb.drafts)
+    assert timeless_json(sa.history) == timeless_json(sb.history)
+    assert timeless_json(sa.current_verify) == timeless_json(sb.current_verify)
+
+
+def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, store):
+    teacher, seat = teacher_app()
+    html = " ".join(h.value for h in teacher.get("html"))
+    assert seat.code in html and "data:image/svg+xml" in html  # the code, the QR code
+    codes = [c.value for c in teacher.code]
+    join = next(c for c in codes if c.endswith(f"?room={seat.code}"))
+    assert seat.key not in join and "teacher=" not in join
+    assert any(c.endswith(f"?room={seat.code}&teacher={seat.key}") for c in codes)
+    assert "room" not in teacher.query_params and "teacher" not in teacher.query_params
+
+    student = student_app(seat.code)
+    assert param(student, "room") == seat.code  # a reload rejoins
+    assert "Following the teacher" in status(student)
+    same_moment(teacher, student)
+
+    click(teacher, "btn_propose")
+    student.run()
+    same_moment(teacher, student)
+    assert "phase: ② Verify" in status(student)
+    click(teacher, "btn_verify")
+    student.run()
+    same_moment(teacher, student)
+    assert session(student).phase == "commit" and session(student).current_verify is not None
+
+    click(student, "live_explore")  # the student's own state from here
+    click(teacher, "btn_commit")
+    student.run()
+    assert session(student).phase == "commit" and session(teacher).phase == "propose"
+    assert "the teacher is at round 2, phase: ① Propose" in status(student)
+    click(student, "live_follow")
+    same_moment(teacher, student)
+    assert len(session(student).history) == 1
+
+    view = store.view(seat.code)
+    assert view.students == 1 and view.page == "step"
+
+
+def test_question_counts_change_and_reveal_shows_the_real_outcome(embedded_pair, store):
+    teacher, seat = teacher_app()
+    click(teacher, "btn_propose")
+    a, b = student_app(seat.code), student_app(seat.code)
+    teacher.selectbox(key="live_kind").set_value("accept").run()
+    teacher.number_input(key="live_k").set_value(2).run()
+    click(teacher, "live_ask")
+    q = store.view(seat.code).question
+    assert q.kind == "accept" and dict(q.params) == {"r": "0", "k": "2"}
+    for s in (a, b):
+        s.run()
+    key = f"live_answer_{q.qid}"
+    assert a.radio(key=key).options == ["Yes", "No"]
+    a.radio(key=key).set_value(0).run()
+    b.radio(key=key).set_value(1).run()
+    teacher.run()
+    assert store.view(seat.code).counts == (1, 1)
+    [chart] = [c for c in teacher.get("plotly_chart") if c.proto.id.endswith("live_chart")] or [
+        c for c in teacher.get("plotly_chart")
+    ]
+    bars = json.loads(chart.proto.spec)["data"][0]
+    assert bars["y"] == [1, 1] and len(bars["x"]) == 2
+    assert any("2 of 2" in m.value for m in teacher.markdown)
+    b.radio(key=key).set_value(0).run()  # changed before the reveal
+    assert store.view(seat.code).counts == (2, 0)
+
+    click(teacher, "live_reveal")  # runs ② Verify, then reveals the real outcome
+    s = session(teacher)
+    assert s.phase == "commit"
+    status_2 = s.current_record.statuses[1]
+    expected = {"accepted": 0, "rejected": 1, "discarded": 1}[status_2]
+    q = store.view(seat.code).question
+    assert q.revealed and q.correct == expected
+    for st_ in (a, b):
+        st_.run()
+        same_moment(teacher, st_)  # the verified round replayed on the student's screen
+        word = ["Yes", "No"][expected]
+        shown = [m.value for m in (st_.success if expected == 0 else st_.error)]
+        assert any(f"The real outcome: **{word}**" in m for m in shown), shown
+        assert st_.radio(key=key).disabled
+
+
+def test_correction_and_commit_count_questions_come_from_the_round(embedded_pair, store):
+    teacher, seat = teacher_app()
+    click(teacher, "btn_propose")
+    s = session(teacher)
+    gamma = len(s.drafts)
+    teacher.selectbox(key="live_kind").set_value("commit_count").run()
+    click(teacher, "live_ask")
+    q = store.view(seat.code).question
+    assert q.choices == tuple(str(n) for n in range(1, gamma + 2))
+    click(teacher, "live_reveal")
+    appended = session(teacher).current_record.appended
+    assert store.view(seat.code).question.correct == len(appended) - 1
+
+    click(teacher, "btn_commit")
+    click(teacher, "btn_propose")
+    s = session(teacher)
+    top = [row[0].id for row in s.target_preview(top_n=3)]
+    teacher.selectbox(key="live_kind").set_value("correction").run()
+    click(teacher, "live_ask")
+    q = store.view(seat.code).question
+    ids = [int(i) for i in dict(q.params)["ids"].split(",")]
+    assert ids[: len(set(top))] == list(dict.fromkeys(top)) and len(q.choices) == len(ids) + 1
+    assert all(len(c) <= 40 for c in q.choices) and q.choices[-1] == "another token"
+    click(teacher, "live_reveal")
+    record = session(teacher).current_record
+    last = record.appended[-1]
+    correct = store.view(seat.code).question.correct
+    assert correct == (ids.index(last) if last in ids else len(ids))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_bad_code_gets_one_message(embedded_pair, store, lang):
+    at = open_app({"room": "ZZ-ZZ!", "lang": lang})
+    assert "live_seat" not in at.session_state
+    [box] = at.error
+    assert tr("err_room_unknown", lang).split("{")[0][:12] in box.value
+    assert "room" not in at.query_params
+    code, _ = store.create()  # a well-formed code of no room gives the same message
+    store.close(code, _)
+    other = open_app({"room": code, "lang": lang})
+    assert [e.value for e in other.error] == [box.value]
+
+
+def test_a_forged_publish_and_a_wrong_teacher_key_fail(embedded_pair, store):
+    teacher, seat = teacher_app()
+    click(teacher, "btn_propose")
+    before = store.view(seat.code)
+    forger = student_app(seat.code)  # a student who forges a teacher seat with a guess
+    forger.session_state["live_seat"] = Seat("teacher", seat.code, key="guessed-key")
+    click(forger, "btn_verify")  # its own lesson changes: the publish is refused
+    assert "live_seat" not in forger.session_state
+    assert any(tr("err_room_key", "en")[:20] in e.value for e in forger.error)
+    after = store.view(seat.code)
+    assert (after.page, after.state) == (before.page, before.state)
+
+    wrong = open_app({"room": seat.code, "teacher": "not-the-key"})
+    assert "live_seat" not in wrong.session_state and len(wrong.error) == 1
+    assert "teacher" not in wrong.query_params
+
+
+def test_the_teacher_link_gets_the_room_back(embedded_pair, store):
+    teacher, seat = teacher_app()
+    click(teacher, "btn_propose")
+    again = open_app({"room": seat.code, "teacher": seat.key})  # a reload / second device
+    assert again.session_state["live_seat"] == seat
+    assert "teacher" not in again.query_params and "room" not in again.query_params
+    same_moment(teacher, again)
+    assert any(seat.code in h.value for h in again.get("html"))
+
+
+def test_both_languages_render(embedded_pair, store):
+    teacher, seat = teacher_app("zh")
+    assert any(tr("live_room_code", "zh") == c.value for c in teacher.caption)
+    join = next(c.value for c in teacher.code if f"room={seat.code}" in c.value)
+    assert join.endswith("&lang=zh") and seat.key not in join
+    student = student_app(seat.code, "zh")
+    assert "正在跟随老师" in status(student) and "第 1 轮" in status(student)
+    assert button(student, "live_explore").label == "自己探索"
+    click(student, "live_explore")
+    assert button(student, "live_follow").label == "重新跟随"
