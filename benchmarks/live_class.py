@@ -1,0 +1,308 @@
+"""A live class measured (issue 29): teachers and following students against R replicas
+behind nginx with one room store, all on loopback.
+
+    python benchmarks/live_class.py                        # 2 rooms × 30, SQLite
+    python benchmarks/live_class.py --redis                # the same on a loopback Redis
+    python benchmarks/live_class.py --rooms 10,5 --rounds 2 --json out.json
+
+Starts ``deploy/replicas.py``'s cluster (R replicas, nginx with cookie affinity, each
+replica warmed) with the store every replica shares: a fresh SQLite file
+(``SPECDEC_ROOM_DB``) or, with ``--redis``, Debian's ``redis-server`` on a free loopback
+port without persistence (``SPECDEC_REDIS_URL``). Then ``benchmarks/locust_live.py`` (its
+own process: Locust users on the app's websocket protocol) runs one teacher per room and
+the rooms' students: the teacher starts the room by its button, steps through rounds,
+asks a question each round and reveals it; the students join with ``?room=CODE``,
+follow (their ``st.fragment`` polls, as a browser sends them) and answer.
+
+Reports (JSON, one line, and a short table):
+
+* follow: teacher click sent → a follower's page shows the new lesson state, p50 / p95 /
+  max (ms) over every follower and click; answer: a student's answer sent → the teacher's
+  chart counts it; reveal: Reveal sent → a follower shows the outcome; join;
+* store operations a second over the class (every call of the store interface, counted
+  inside each replica by ``benchmarks/live_probe/sitecustomize.py``, by method; with
+  Redis also the server's own command count);
+* CPU (% of one core, over the class) and memory (RSS at the end, peak) of each
+  replica, nginx's CPU and the load generator's;
+* cross-talk: lesson states a follower showed that belong to the other room (must be 0),
+  and followers whose token strips differ from their teacher's at the same state;
+* the machine's load average before and after (other work on the machine shares its
+  cores with the server and the bots: read the figures with it).
+
+Everything runs on 127.0.0.1 and is stopped at the end; every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO / "deploy"))
+import replicas as deploy  # noqa: E402
+
+#: Each room's prompt: different prompts, so no lesson state of one room is ever one of
+#: the other's (the cross-talk check relies on it).
+PROMPTS = ["ROMEO:\nBut soft, what light", "JULIET:\nO Romeo, Romeo", "HAMLET:\nTo be"]
+
+
+def lesson_link(prompt: str) -> str:
+    """The query string of a step-page lesson link that opens ``prompt`` at round 1
+    (``lessons/link.encode``'s form: ``s`` = base64url(zlib(JSON of the non-default
+    fields))), made here without importing the app (torch)."""
+    raw = json.dumps({"prompt": prompt}, separators=(",", ":"), ensure_ascii=False)
+    packed = base64.urlsafe_b64encode(zlib.compress(raw.encode(), 9)).rstrip(b"=").decode()
+    return f"v=2&lang=en&s={packed}"
+
+
+@contextmanager
+def redis_server(log_dir: Path):
+    """Debian's ``redis-server`` on a free loopback port, no persistence; yields its URL."""
+    port = deploy.free_port()
+    log = open(log_dir / "redis.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", ""]
+        + ["--appendonly", "no", "--dir", str(log_dir)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    import redis
+
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.1)
+        yield url, client, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of ``pid`` so far (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """``rss`` (VmRSS) and ``peak`` (VmHWM) of ``pid``, MB."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            out["rss" if line.startswith("VmRSS") else "peak"] = int(line.split()[1]) / 1024
+    return out
+
+
+def nginx_pids(master: int) -> list[int]:
+    kids = Path(f"/proc/{master}/task/{master}/children")
+    return [master] + [int(p) for p in kids.read_text().split()] if kids.exists() else [master]
+
+
+def store_counts(folder: Path) -> dict[str, int]:
+    """The store calls counted so far in every replica (summed by method)."""
+    total: dict[str, int] = {}
+    for f in folder.glob("*.json"):
+        try:
+            counts = json.loads(f.read_text())["counts"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for name, n in counts.items():
+            total[name] = total.get(name, 0) + n
+    return total
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    """Nearest-rank percentile ``q`` ∈ (0, 1] of ``xs``; ``None`` for no samples."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, -(-int(q * 100) * len(s) // 100) - 1))]
+
+
+def spread(xs: list[float]) -> dict:
+    return {
+        "n": len(xs),
+        "p50_ms": round(pct(xs, 0.5)) if xs else None,
+        "p95_ms": round(pct(xs, 0.95)) if xs else None,
+        "max_ms": round(max(xs)) if xs else None,
+    }
+
+
+def run_class(args, out: Path) -> dict:
+    counts_dir = out / "counts"
+    env = {
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE / "live_probe"), str(REPO), os.environ.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep),
+        "SPECDEC_STORE_COUNTS": str(counts_dir),
+    }
+    with ExitStack() as stack:
+        redis_client = None
+        if args.redis:
+            url, redis_client, _ = stack.enter_context(redis_server(out))
+            env["SPECDEC_REDIS_URL"] = url
+        else:
+            env["SPECDEC_ROOM_DB"] = str(out / "rooms.sqlite3")
+        run = stack.enter_context(deploy.cluster(args.replicas, env=env))
+        pids = [p.pid for p in run.replicas]
+        ngx = nginx_pids(run.nginx.pid)
+        load_before = os.getloadavg()
+        uptime_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        ops0 = store_counts(counts_dir)
+        redis0 = redis_client.info("stats")["total_commands_processed"] if redis_client else 0
+        cpu0 = [cpu_seconds(p) for p in pids]
+        ngx0 = sum(cpu_seconds(p) for p in ngx)
+        children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        samples: list[dict] = []
+        stop = threading.Event()
+
+        def sample() -> None:  # memory of each replica every second
+            while not stop.wait(1.0):
+                samples.append({p: memory_mb(p)["rss"] for p in pids})
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        started = time.time()
+        links = [lesson_link(PROMPTS[i % len(PROMPTS)]) for i in range(len(args.rooms))]
+        cmd = [
+            sys.executable,
+            str(HERE / "locust_live.py"),
+            "--host",
+            run.url,
+            "--rooms",
+            ",".join(str(n) for n in args.rooms),
+            "--rounds",
+            str(args.rounds),
+            "--think",
+            str(args.think),
+            "--links",
+            json.dumps(links),
+            "--seed",
+            str(args.seed),
+            "--timeout",
+            str(args.timeout),
+            "--out",
+            str(out / "samples.json"),
+        ]
+        with open(out / "locust.log", "w") as log:
+            subprocess.run(
+                cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=args.timeout + 120
+            )
+        wall = time.time() - started
+        stop.set()
+        sampler.join(5)
+        time.sleep(1.0)  # the last counts reach their files
+        ops1 = store_counts(counts_dir)
+        redis1 = redis_client.info("stats")["total_commands_processed"] if redis_client else 0
+        cpu1 = [cpu_seconds(p) for p in pids]
+        ngx1 = sum(cpu_seconds(p) for p in ngx)
+        children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        mem = [memory_mb(p) for p in pids]
+        load_after = os.getloadavg()
+    data = json.loads((out / "samples.json").read_text())
+    s = data["samples"]
+    secs = max(1e-9, data["ended"] - data["started"])
+    ops = {k: ops1.get(k, 0) - ops0.get(k, 0) for k in sorted(set(ops1) | set(ops0))}
+    bots_cpu = children1.ru_utime + children1.ru_stime - children0.ru_utime - children0.ru_stime
+    result = {
+        "rooms": args.rooms,
+        "students": sum(args.rooms),
+        "rounds": args.rounds,
+        "replicas": args.replicas,
+        "store": "redis" if args.redis else "sqlite",
+        "class_s": round(secs),
+        "follow": spread([ms for _, ms in s["follow"]]),
+        "answer": spread([ms for _, ms in s["answer"]]),
+        "reveal": spread([ms for _, ms in s["reveal"]]),
+        "join": spread([ms for _, ms in s["join"]]),
+        "store_ops_per_s": round(sum(ops.values()) / secs, 1),
+        "store_ops": ops,
+        "redis_commands_per_s": round((redis1 - redis0) / secs, 1) if args.redis else None,
+        "replica_cpu_pct": [round(100 * (b - a) / wall) for a, b in zip(cpu0, cpu1, strict=True)],
+        "replica_rss_mb": [round(m["rss"]) for m in mem],
+        "replica_peak_rss_mb": [round(m["peak"]) for m in mem],
+        "replica_rss_max_sampled_mb": [
+            round(max((x[p] for x in samples), default=0)) for p in pids
+        ],
+        "nginx_cpu_pct": round(100 * (ngx1 - ngx0) / wall),
+        "bots_cpu_pct": round(100 * bots_cpu / wall),
+        "cross_talk": len(s["crosstalk"]),
+        "strips_compared": len(s["strips_compared"]),
+        "strip_mismatches": len(s["strip_mismatch"]),
+        "unknown_states": len(s["unknown_state"]),
+        "states_published": data["published"],
+        "errors": s["errors"][:10],
+        "error_count": len(s["errors"]),
+        "load_before": [round(x, 2) for x in load_before],
+        "load_after": [round(x, 2) for x in load_after],
+        "uptime_before": uptime_before,
+        "cpus": os.cpu_count(),
+        "reports": str(out),
+    }
+    return result
+
+
+def table(r: dict) -> str:
+    def cell(m: dict) -> str:
+        return f"{m['p50_ms']:,} / {m['p95_ms']:,} ms (n {m['n']})" if m["n"] else "–"
+
+    return "\n".join(
+        [
+            f"{r['students']} students in rooms {r['rooms']}, {r['replicas']} replicas, "
+            f"{r['store']}, {r['class_s']} s of class",
+            f"teacher click → follower updated p50 / p95: {cell(r['follow'])}",
+            f"answer → teacher's chart p50 / p95:        {cell(r['answer'])}",
+            f"reveal → follower shows outcome p50 / p95: {cell(r['reveal'])}",
+            f"store operations/s {r['store_ops_per_s']} {r['store_ops']}",
+            f"replica CPU % {r['replica_cpu_pct']}, RSS MB {r['replica_rss_mb']} "
+            f"(peak {r['replica_peak_rss_mb']}); nginx CPU {r['nginx_cpu_pct']} %, "
+            f"bots CPU {r['bots_cpu_pct']} %",
+            f"cross-talk {r['cross_talk']}; strips compared {r['strips_compared']}, "
+            f"differ {r['strip_mismatches']}; errors {r['error_count']}",
+            f"load {r['load_before']} → {r['load_after']} on {r['cpus']} CPUs",
+        ]
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rooms", default="30,30", help="students per room, comma-separated")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--think", type=float, default=3.0, help="teacher's pause (s)")
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--redis", action="store_true", help="a loopback Redis, not SQLite")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.rooms = [int(n) for n in args.rooms.split(",")]
+    if len(args.rooms) > len(PROMPTS):
+        parser.error(f"at most {len(PROMPTS)} rooms")
+    out = Path(tempfile.mkdtemp(prefix="live-class-"))
+    result = run_class(args, out)
+    print(json.dumps(result, ensure_ascii=False), flush=True)
+    print(table(result))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,508 @@
+"""Locust users for a live class (issue 29): teachers who run a room and students who
+follow it, speaking the app's websocket protocol (``/_stcore/stream``) as a browser tab.
+
+Run through ``benchmarks/live_class.py`` (starts two replicas behind nginx and the store,
+runs this file as a process, adds CPU, memory and store operations), or by hand against
+a running server (loopback only):
+
+    python benchmarks/locust_live.py --host http://127.0.0.1:8500 --rooms 30,30 \\
+        --rounds 4 --out /tmp/live.json
+
+Users (``locust.User``, driven through Locust's library API so the run ends when the
+lesson does): one :class:`Teacher` per room (``--rooms 30,30``: two rooms at once, for
+the cross-talk check) and the rooms' :class:`Student`\\ s. A teacher opens the step page
+on its room's own lesson link (the rooms differ in prompt, so their states never
+coincide), presses "Start a live class" (key ``live_start_step``) and reads the room code
+from its projector card; then, for each round: ① Propose, asks the class "will position
+1 be accepted?" (``live_kind`` / ``live_k`` defaults, ``live_ask``), waits until everyone
+answered (or ``--answer-wait`` s), presses Reveal (``live_reveal``: ② Verify first, then
+the reveal) and ③ Commit. A student opens ``?room=CODE`` and follows; when a question
+appears it answers (the radio ``live_answer_<qid>``, a seeded choice after a seeded
+1–4 s). Every bot also does what the browser does with ``st.fragment(run_every=…)``: on
+the server's ``auto_rerun`` message it sends a fragment rerun (``is_auto_rerun``) every
+interval, whatever else is going on.
+
+What is timed (wall clock of this one process; server and bots share the machine):
+
+* ``follow``: teacher's click sent → the end of the first run after which a follower's
+  URL carries the teacher's new lesson state (the ``s`` parameter the teacher published),
+  per follower and click;
+* ``answer``: a student's answer sent → the end of the first teacher run whose chart
+  (the Plotly figure's bar heights) counts that many answers (answers of one question
+  in the order they were sent);
+* ``reveal``: Reveal sent → a follower shows the outcome (the success / error / info box
+  under the question);
+* cross-talk: every lesson state a follower ever shows must be one its own teacher
+  published and none of the other room's; and the follower's token strips at that state
+  must equal its teacher's (the replay is exact).
+
+Each becomes a Locust request (name ``follow``, ``answer``, ``reveal``; a cross-talk or
+strip mismatch a failure), and all raw samples go to ``--out`` (JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import itertools
+import json
+import os
+import random
+import re
+import sys
+import time
+import zlib
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import gevent
+import websocket
+from gevent.event import Event
+from locust import User, events, task  # patches the standard library (gevent)
+from locust.exception import StopUser
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from locust_classroom import SyncClient  # noqa: E402
+
+TIMEOUT_S = 90
+PROPOSE, VERIFY, COMMIT = "① Propose", "② Verify", "③ Commit / reject"
+PLAN: dict = {  # set by main(), or by SPECDEC_LIVE_PLAN (JSON) for ``locust -f`` by hand
+    "rooms": [30, 30],
+    "rounds": 4,
+    "think_s": 3.0,
+    "answer_wait_s": 25.0,
+    "seed": 0,
+    "links": [],  # per room: the teacher's starting lesson link (query string)
+}
+PLAN.update(json.loads(os.environ.get("SPECDEC_LIVE_PLAN", "{}")))
+SAMPLES: dict[str, list] = {
+    "follow": [],
+    "answer": [],
+    "reveal": [],
+    "join": [],
+    "crosstalk": [],
+    "strip_mismatch": [],
+    "strips_compared": [],
+    "unknown_state": [],
+    "answers_sent": [],
+    "errors": [],
+}
+
+
+def unpack_state(query: str) -> dict | None:
+    """The lesson state a URL query string carries (``s``: zlib + base64url JSON of the
+    fields that differ from the defaults), or ``None``."""
+    packed = (parse_qs(query).get("s") or [""])[0]
+    if not packed:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(packed + "=" * (-len(packed) % 4))
+        return json.loads(zlib.decompress(raw))
+    except (ValueError, zlib.error):
+        return None
+
+
+def state_param(query: str) -> str:
+    return (parse_qs(query).get("s") or [""])[0]
+
+
+class Room:
+    """What one room's teacher and students share inside this process (gevent)."""
+
+    def __init__(self, index: int, size: int) -> None:
+        self.index, self.size = index, size
+        self.code = ""
+        self.ready, self.done = Event(), Event()
+        self.joined: set[int] = set()
+        # s → when the click that made it was sent (None: the state the room opened with)
+        self.published: dict[str, float | None] = {}
+        self.strips: dict[str, str] = {}  # s → digest of the teacher's token strips
+        self.strip_html: dict[str, list[str]] = {}  # s → the teacher's strips
+        self.answers: list[float] = []  # send times of the open question's answers
+        self.reveal_sent = 0.0
+
+
+ROOMS: list[Room] = []
+_students = itertools.count()
+_teachers = itertools.count()
+
+
+def rooms() -> list[Room]:
+    if not ROOMS:
+        ROOMS.extend(Room(i, n) for i, n in enumerate(PLAN["rooms"]))
+    return ROOMS
+
+
+def strip_digest(markdown: list[str]) -> str:
+    strips = [b for b in markdown if b.startswith('<div class="strip"')]
+    return hashlib.sha1("".join(strips).encode()).hexdigest()[:12] if strips else ""
+
+
+CODE = re.compile(r"room=([A-HJ-NP-Z2-9]{6})\b")
+
+
+class _Answers:
+    """``key in ANSWERS``: the key of a question's answer radio (``live_answer_<qid>``),
+    not another radio of the page (the sidebar's language)."""
+
+    def __contains__(self, key: str) -> bool:
+        return key.startswith("live_answer_")
+
+
+ANSWERS = _Answers()
+
+
+class LiveClient(SyncClient):
+    """:class:`SyncClient` that also keeps ``st.fragment(run_every=…)`` timers as the
+    browser does (on the server's ``auto_rerun`` message: a fragment rerun every interval,
+    whatever else is going on) and hands each finished run to ``on_run`` with what it
+    drew: ``run_markdown`` (markdown, HTML, code), ``run_chart`` (the Plotly bar heights,
+    ``None`` when the run drew no chart) and ``run_radios`` (key → options, disabled)."""
+
+    def __init__(self, host: str, query: str = "") -> None:
+        super().__init__(host)
+        self.query_string = query
+        self.auto: dict[str, list[float]] = {}  # fragment id → [interval, next due]
+        self._chart: list[int] | None = None
+        self._radios: dict[str, tuple[list[str], bool]] = {}
+        self.run_markdown: list[str] = []
+        self.run_chart: list[int] | None = None
+        self.run_radios: dict[str, tuple[list[str], bool]] = {}
+        self.on_run = None
+
+    def handle(self, raw: bytes) -> bool:
+        fm = ForwardMsg()
+        fm.ParseFromString(raw)
+        kind = fm.WhichOneof("type")
+        if kind == "auto_rerun":  # as the browser: a new interval restarts the timer
+            fid, interval = fm.auto_rerun.fragment_id, fm.auto_rerun.interval
+            if self.auto.get(fid, [None])[0] != interval:
+                self.auto[fid] = [interval, time.time() + interval]
+        elif kind == "stop_auto_rerun":
+            for fid in fm.stop_auto_rerun.fragment_ids:
+                self.auto.pop(fid, None)
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "add_block":
+            block = fm.delta.add_block  # a keyed expander's open state is a widget value
+            if block.WhichOneof("type") == "expandable" and block.expandable.id:
+                self.ids[block.expandable.id.rsplit("-", 1)[-1]] = block.expandable.id
+        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+            el = fm.delta.new_element
+            which = el.WhichOneof("type")
+            if which == "plotly_chart" and el.plotly_chart.spec:
+                spec = json.loads(el.plotly_chart.spec)
+                self._chart = [int(y) for y in spec["data"][0].get("y", [])]
+            elif which == "radio" and el.radio.id:
+                key = el.radio.id.rsplit("-", 1)[-1]
+                self._radios[key] = (list(el.radio.options), bool(el.radio.disabled))
+        done = super().handle(raw)
+        if done:
+            self.run_markdown, self.run_chart = list(self.markdown), self._chart
+            self.run_radios = self._radios
+            self._chart, self._radios = None, {}
+            if self.on_run is not None:
+                self.on_run(self)
+            self.reset_run()
+        return done
+
+    def send_rerun(self, page: str | None = None, **values) -> float:
+        """Send a click or a widget change (scoped as the browser scopes it) without
+        waiting for its run; returns when it was sent (Unix time, s)."""
+        msg = self.rerun_msg(page, **values)
+        self.ws.send_binary(msg.SerializeToString())
+        return time.time()
+
+    def _auto_rerun(self, fid: str) -> None:
+        msg = self.rerun_msg()
+        msg.rerun_script.fragment_id = fid
+        msg.rerun_script.is_auto_rerun = True
+        self.ws.send_binary(msg.SerializeToString())
+
+    def pump(self, seconds: float) -> None:
+        """Read messages for ``seconds``, sending the fragment timers' reruns when due."""
+        end = time.time() + seconds
+        while (now := time.time()) < end:
+            for fid, timer in list(self.auto.items()):
+                if timer[1] <= now:
+                    self._auto_rerun(fid)
+                    timer[1] = now + timer[0]
+            due = min([end] + [timer[1] for timer in self.auto.values()])
+            self.ws.settimeout(max(0.01, due - time.time()))
+            try:
+                raw = self.ws.recv()
+            except websocket.WebSocketTimeoutException:
+                continue
+            self.handle(raw)
+
+    def pump_until(self, ready, timeout_s: float = TIMEOUT_S) -> bool:
+        """Pump until ``ready()`` (checked after each message batch) or the timeout."""
+        end = time.time() + timeout_s
+        while time.time() < end:
+            if ready():
+                return True
+            self.pump(0.05)
+        return bool(ready())
+
+
+def fire(env, name: str, ms: float, error: Exception | None = None) -> None:
+    env.events.request.fire(
+        request_type="LIVE",
+        name=name,
+        response_time=ms,
+        response_length=0,
+        exception=error,
+        context={},
+    )
+
+
+def fail(env, name: str, text: str) -> None:
+    SAMPLES["errors"].append(f"{name}: {text}")
+    fire(env, name, 0, RuntimeError(text))
+
+
+class Teacher(User):
+    """Runs one room: start, then rounds of ① Propose / ask / Reveal / ③ Commit."""
+
+    fixed_count = len(PLAN["rooms"])  # one per room
+    weight = 0
+
+    def on_start(self) -> None:
+        self.room = rooms()[next(_teachers)]
+        self.counts: list[tuple[float, int]] = []  # (run end, answers counted)
+
+    def on_stop(self) -> None:
+        self.room.done.set()  # never leave the students waiting
+
+    @task
+    def lesson(self) -> None:
+        room, links = self.room, PLAN.get("links") or []
+        c = LiveClient(self.host, links[room.index] if room.index < len(links) else "")
+        c.on_run = self._seen
+        try:
+            c.click()
+            c.send_rerun(lt_open=True)  # open the Lesson panel (a lazy expander)
+            if not c.pump_until(lambda: "live_start_step" in c.ids, 60):
+                raise RuntimeError("no 'Start a live class' button in the Lesson panel")
+            c.send_rerun(click="live_start_step")
+            if not c.pump_until(lambda: bool(self._code(c)), 60):
+                raise RuntimeError("no room code on the teacher's card")
+            room.code = self._code(c)
+            c.pump(1.0)
+            room.published[state_param(c.query_string)] = None  # the room's first state
+            room.ready.set()
+            c.pump_until(lambda: len(room.joined) >= room.size, 240)
+            c.pump(PLAN["think_s"])
+            for _ in range(PLAN["rounds"]):
+                if c.disabled.get(PROPOSE, True):
+                    break
+                self._step(c, PROPOSE)
+                self._question(c)
+                self._step(c, COMMIT)
+        except Exception as e:  # noqa: BLE001 - reported, then the room ends
+            fail(self.environment, "teacher", f"room {room.index}: {type(e).__name__}: {e}")
+        finally:
+            room.done.set()
+            c.pump(2.0)
+            c.ws.close()
+        raise StopUser
+
+    @staticmethod
+    def _code(c: LiveClient) -> str:
+        for body in c.run_markdown:
+            if m := CODE.search(body):
+                return m.group(1)
+        return ""
+
+    def _seen(self, c: LiveClient) -> None:
+        """After each teacher run: the strips drawn at this state, and the answer count."""
+        s, digest = state_param(c.query_string), strip_digest(c.run_markdown)
+        if s and digest and s not in self.room.strips:
+            self.room.strips[s] = digest
+            self.room.strip_html[s] = [
+                b for b in c.run_markdown if b.startswith('<div class="strip"')
+            ]
+        if c.run_chart is not None:
+            self.counts.append((time.time(), sum(c.run_chart)))
+
+    def _click(self, c: LiveClient, key: str) -> None:
+        """Send a click; the new lesson state it publishes is timed from the send."""
+        before = state_param(c.query_string)
+        sent = c.send_rerun(click=key)
+        if not c.pump_until(lambda: state_param(c.query_string) != before, TIMEOUT_S):
+            raise RuntimeError(f"{key}: the lesson state did not change")
+        self.room.published.setdefault(state_param(c.query_string), sent)
+        return sent
+
+    def _step(self, c: LiveClient, label: str) -> None:
+        self._click(c, label)
+        c.pump(PLAN["think_s"])
+
+    def _question(self, c: LiveClient) -> None:
+        """Ask "will position 1 be accepted?", wait for the answers, reveal."""
+        room = self.room
+        room.answers, self.counts = [], []
+        c.send_rerun(click="live_ask")
+        if not c.pump_until(lambda: bool(self.counts), 30):
+            raise RuntimeError("the question's chart never appeared")
+        c.pump_until(
+            lambda: (
+                self.counts[-1][1] >= room.size
+                or len(room.answers) >= room.size
+                and self.counts[-1][1] >= len(room.answers)
+            ),
+            PLAN["answer_wait_s"],
+        )
+        c.pump_until(lambda: self.counts[-1][1] >= len(room.answers), 10)
+        for k, t_sent in enumerate(sorted(room.answers), start=1):
+            shown = next((t for t, n in self.counts if n >= k and t >= t_sent), None)
+            if shown is None:
+                fail(self.environment, "answer", f"room {room.index}: answer {k} never counted")
+            else:
+                SAMPLES["answer"].append([room.index, (shown - t_sent) * 1e3])
+                fire(self.environment, "answer", (shown - t_sent) * 1e3)
+        c.pump(1.0)
+        room.reveal_sent = self._click(c, "live_reveal")  # ② Verify + reveal
+        c.pump(PLAN["think_s"])
+
+
+class Student(User):
+    """Follows one room; answers each question once, a seeded choice after 1–4 s."""
+
+    weight = 1
+
+    def on_start(self) -> None:
+        self.index = next(_students)
+        bounds = list(itertools.accumulate(PLAN["rooms"]))
+        self.room = rooms()[next(i for i, b in enumerate(bounds) if self.index < b)]
+        self.rng = random.Random(PLAN["seed"] * 1_000_003 + self.index)
+        self.last_s = ""
+        self.answered: set[str] = set()
+        self.revealed: set[str] = set()
+
+    @task
+    def follow(self) -> None:
+        room = self.room
+        if not room.ready.wait(300):
+            fail(self.environment, "join", f"room {room.index} never opened")
+            raise StopUser
+        started = time.time()
+        c = LiveClient(self.host, f"room={room.code}")
+        c.on_run = self._seen
+        try:
+            c.click()
+            if not c.pump_until(lambda: "live_explore" in c.ids and self.last_s, 60):
+                raise RuntimeError("not following after 60 s")
+            ms = (time.time() - started) * 1e3
+            SAMPLES["join"].append([room.index, ms])
+            fire(self.environment, "join", ms)
+            room.joined.add(self.index)
+            answer_at = None
+            while not room.done.is_set():
+                c.pump(0.2)
+                open_q = [k for k, (_, off) in c.run_radios.items() if not off and k in ANSWERS]
+                key = open_q[0] if open_q else None
+                if key is None or key in self.answered:
+                    continue
+                if answer_at is None:
+                    answer_at = time.time() + self.rng.uniform(1.0, 4.0)
+                elif time.time() >= answer_at:
+                    choice = self.rng.choice(c.run_radios[key][0])
+                    room.answers.append(c.send_rerun(**{key: choice}))
+                    SAMPLES["answers_sent"].append([room.index, self.index, key, choice])
+                    self.answered.add(key)
+                    answer_at = None
+            c.pump(1.5)
+        except Exception as e:  # noqa: BLE001 - a broken tab is counted
+            fail(self.environment, "student", f"{type(e).__name__}: {e}")
+        finally:
+            c.ws.close()
+        raise StopUser
+
+    def _seen(self, c: LiveClient) -> None:
+        """After each run: a new lesson state in the URL (timed, checked for cross-talk
+        and against the teacher's strips) and a question newly revealed (timed)."""
+        room, now = self.room, time.time()
+        s = state_param(c.query_string)
+        if s and s != self.last_s:
+            self.last_s = s
+            other = [r.index for r in rooms() if r is not room and s in r.published]
+            if other:
+                SAMPLES["crosstalk"].append([room.index, other[0], s[:16]])
+                fire(self.environment, "cross-talk", 0, RuntimeError("another room's state"))
+            elif s not in room.published:
+                SAMPLES["unknown_state"].append([room.index, s[:16]])
+            elif room.published[s] is not None:
+                ms = (now - room.published[s]) * 1e3
+                SAMPLES["follow"].append([room.index, ms])
+                fire(self.environment, "follow", ms)
+            want, digest = room.strips.get(s), strip_digest(c.run_markdown)
+            if want and digest:
+                SAMPLES["strips_compared"].append(room.index)
+                if digest != want:
+                    st = unpack_state(c.query_string) or {}
+                    where = [st.get("round", 0), st.get("phase", "propose")]
+                    strips = [b for b in c.run_markdown if b.startswith('<div class="strip"')]
+                    mine = room.strip_html.get(s, [])
+                    SAMPLES["strip_mismatch"].append([room.index, where, strips, mine])
+        for key, (_, off) in c.run_radios.items():
+            if off and key in ANSWERS and key not in self.revealed and room.reveal_sent:
+                self.revealed.add(key)
+                ms = (now - room.reveal_sent) * 1e3
+                SAMPLES["reveal"].append([room.index, ms])
+                fire(self.environment, "reveal", ms)
+
+
+def main() -> None:
+    """Run the class through Locust's library API: the teachers and students of
+    ``--rooms``, until every teacher is done (or ``--timeout``); samples to ``--out``."""
+    from locust.env import Environment
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--rooms", default="30,30", help="students per room")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--think", type=float, default=3.0, help="teacher's pause, s")
+    parser.add_argument("--answer-wait", type=float, default=25.0)
+    parser.add_argument("--links", default="[]", help="JSON list: each room's lesson link")
+    parser.add_argument("--spawn-rate", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    PLAN.update(
+        rooms=[int(n) for n in args.rooms.split(",")],
+        rounds=args.rounds,
+        think_s=args.think,
+        answer_wait_s=args.answer_wait,
+        links=json.loads(args.links),
+        seed=args.seed,
+    )
+    Teacher.fixed_count = len(PLAN["rooms"])  # one per room
+    env = Environment(user_classes=[Teacher, Student], host=args.host, events=events)
+    runner = env.create_local_runner()
+    started = time.time()
+    runner.start(len(PLAN["rooms"]) + sum(PLAN["rooms"]), spawn_rate=args.spawn_rate)
+    deadline = started + args.timeout
+    while time.time() < deadline:
+        gevent.sleep(0.5)
+        if len(rooms()) == len(PLAN["rooms"]) and all(r.done.is_set() for r in rooms()):
+            break
+    gevent.sleep(2.0)
+    runner.quit()
+    out = {
+        "plan": {k: v for k, v in PLAN.items() if k != "links"},
+        "started": started,
+        "ended": time.time(),
+        "published": [len(r.published) for r in rooms()],
+        "samples": SAMPLES,
+    }
+    text = json.dumps(out)
+    if args.out:
+        args.out.write_text(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
