@@ -712,6 +712,12 @@ def test_redis_keys_are_built_from_a_checked_code_only():
     assert "+ student" not in path.read_text(encoding="utf-8")
 
 
+def test_a_new_sqlite_file_is_private_to_its_user(tmp_path):
+    path = tmp_path / "new.sqlite3"
+    SQLiteStore(path).create()
+    assert path.stat().st_mode & 0o777 == 0o600
+
+
 def test_a_room_error_survives_pickle_and_copy():
     import copy
     import pickle

@@ -17,6 +17,7 @@ every read, deleted by :meth:`~specdec_core.server.rooms.RoomStore.purge` (which
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
@@ -82,6 +83,8 @@ class SQLiteStore(RoomStore):
     ) -> None:
         super().__init__(ttl_s=ttl_s, max_rooms=max_rooms, max_students=max_students, clock=clock)
         self.path = str(path)
+        if self.path != ":memory:":  # a new file readable by this user only (rooms, ids)
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         self._idle: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self._write_lock = threading.Lock()
