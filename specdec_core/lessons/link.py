@@ -32,7 +32,8 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
-from specdec_core.core.inputs import SessionConfig, is_valid_text, load_json
+from specdec_core.core.errors import ConfigError
+from specdec_core.core.inputs import GAMMA_SCHEDULES, SessionConfig, is_valid_text, load_json
 from specdec_core.core.processors import (
     FREQUENCY_PENALTY_RANGE,
     MAX_GRAMMAR_CHARS,
@@ -42,6 +43,7 @@ from specdec_core.core.processors import (
     GrammarSpec,
 )
 from specdec_core.drafters import DRAFTER_NAMES, preset_has_eagle_head
+from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.generate import tree_refusal
 
 LINK_VERSION = 2
@@ -95,6 +97,8 @@ class LessonState:
     presence_penalty: float = 0.0
     no_repeat_ngram_size: int = 0
     grammar: tuple[str, ...] = ()
+    gamma_schedule: str = "constant"
+    confidence: float = 0.4
 
     def config(self) -> SessionConfig:
         """The session settings of this state."""
@@ -111,6 +115,8 @@ class LessonState:
             presence_penalty=self.presence_penalty,
             no_repeat_ngram_size=self.no_repeat_ngram_size,
             grammar=GrammarSpec(*self.grammar) if self.grammar else None,  # type: ignore[arg-type]
+            gamma_schedule=self.gamma_schedule,  # type: ignore[arg-type]
+            confidence=self.confidence,
         )
 
     def with_config(self, config: SessionConfig) -> LessonState:
@@ -129,6 +135,8 @@ class LessonState:
             presence_penalty=config.presence_penalty,
             no_repeat_ngram_size=config.no_repeat_ngram_size,
             grammar=(config.grammar.kind, config.grammar.source) if config.grammar else (),
+            gamma_schedule=config.gamma_schedule,
+            confidence=config.confidence,
         )
 
 
@@ -199,6 +207,9 @@ def decode(
     ):  # the EAGLE head exists only beside a pair that ships one
         del values["drafter"]
         problems.append(Problem("bad_value", {"name": "drafter"}))
+    if gamma_refused(replace(state, **values)):  # the tree or drafter cannot: constant γ
+        del values["gamma_schedule"]
+        problems.append(Problem("bad_value", {"name": "gamma_schedule"}))
     if values.get("tree") and tree_refused(replace(state, **values)):
         del values["tree"]  # the rest of the link opens as a chain
         problems.append(Problem("bad_value", {"name": "tree"}))
@@ -263,6 +274,7 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
         "draft_method": ("probabilistic", "greedy"),
         "drafter": DRAFTER_NAMES,
         "phase": PHASES,
+        "gamma_schedule": GAMMA_SCHEDULES,
     }
     if name in choices:
         return value if isinstance(value, str) and value in choices[name] else BAD
@@ -277,6 +289,9 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
         return _int(value, 1 if name in ("gamma", "max_new_tokens") else 0, high)
     if name == "temperature":
         return _float(value, 0.0, 2.0)
+    if name == "confidence":  # the open interval (0, 1), as SessionConfig.validate
+        checked = _float(value, 0.0, 1.0)
+        return BAD if checked in (BAD, 0.0, 1.0) else checked
     penalty_ranges = {
         "repetition_penalty": REPETITION_PENALTY_RANGE,
         "frequency_penalty": FREQUENCY_PENALTY_RANGE,
@@ -319,6 +334,18 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
             edits.append((item[0], item[1], item[2]))
         return tuple(edits)
     return BAD
+
+
+def gamma_refused(state: LessonState) -> bool:
+    """Whether ``state`` names a γ schedule its shape or drafter cannot run (the engine's
+    rule, :func:`specdec_core.engine.schedule.check_gamma_settings`: a schedule with a
+    tree, the confidence stop with prompt lookup); a γ above a drafter's own limit is left
+    to the session (its message names the limit)."""
+    try:
+        check_gamma_settings(state.config(), state.drafter, tree=bool(state.tree))
+    except ConfigError as exc:
+        return exc.code != "gamma_drafter"
+    return False
 
 
 def tree_refused(state: LessonState) -> bool:

@@ -49,6 +49,13 @@ DRAFTER_LABELS = {
     "early-exit": "early exit · 提前退出",
     "eagle": "EAGLE head · EAGLE 特征头",
 }
+#: The γ schedules (core/inputs.GAMMA_SCHEDULES, engine/schedule.py).
+GAMMA_SCHEDULE_LABELS = {
+    "constant": "constant · 固定",
+    "heuristic": "heuristic (transformers) · 启发式",
+    "confidence": "confidence stop · 置信度停止",
+}
+CONFIDENCE_RANGE = (0.01, 0.99)  # the slider's ends: SessionConfig wants the open (0, 1)
 #: The grammar choices: none, the presets (core/processors.GRAMMAR_PRESETS), custom text.
 GRAMMAR_LABELS = {
     "none": "none · 无",
@@ -101,6 +108,10 @@ def _fit_to_pair(pair: ModelPair) -> None:
     if state.get("cfg_drafter", "model") not in drafters_for(pair):  # eagle needs a head
         state["cfg_drafter"] = "model"
         note_dropped("drafter")
+    low, high = CONFIDENCE_RANGE  # a link may carry a threshold the slider cannot show
+    if not low <= state.get("cfg_confidence", 0.4) <= high:
+        state["cfg_confidence"] = 0.4
+        note_dropped("confidence")
 
 
 def _chosen_by_user() -> None:
@@ -178,6 +189,8 @@ def current_config(pair: ModelPair) -> SessionConfig:
         presence_penalty=float(get("cfg_pres_penalty", 0.0)),
         no_repeat_ngram_size=int(get("cfg_no_repeat_ngram", 0)),
         grammar=chosen_grammar(pair),
+        gamma_schedule=get("cfg_gamma_schedule", "constant"),
+        confidence=float(get("cfg_confidence", 0.4)),
     )
 
 
@@ -297,6 +310,22 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.toggle(t("presenter_mode"), key="presenter", help=t("presenter_mode_help"))
     sb.subheader(t("sidebar_settings"))
     sb.slider(t("gamma"), 1, UI_MAX_GAMMA, 4, key="cfg_gamma", help=t("gamma_help"))
+    schedule = sb.selectbox(
+        t("sb_gamma_schedule"),
+        list(GAMMA_SCHEDULE_LABELS),
+        key="cfg_gamma_schedule",
+        format_func=GAMMA_SCHEDULE_LABELS.get,
+        help=t("sb_gamma_schedule_help"),
+    )
+    if schedule == "confidence":
+        sb.slider(
+            t("sb_confidence"),
+            *CONFIDENCE_RANGE,
+            0.4,
+            0.01,
+            key="cfg_confidence",
+            help=t("sb_confidence_help"),
+        )
     sb.slider(
         t("temperature"), 0.0, 2.0, 0.0, 0.05, key="cfg_temperature", help=t("temperature_help")
     )

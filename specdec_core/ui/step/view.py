@@ -385,10 +385,12 @@ def history(session: SpeculativeSession) -> None:
     key = (len(session.history), t("st_history"), older)
     cached = st.session_state.get("step_history_html")
     if cached is None or cached[0] != key or cached[1] is not session.history[-1]:
+        scheduled = session.config.gamma_schedule != "constant"  # each round's γ shown
         rounds = [
             (
                 t(
-                    "history_round",
+                    "history_round_gamma" if scheduled else "history_round",
+                    gamma=r.record.gamma,
                     r=r.round_index + 1,
                     n=r.record.accepted,
                     g=len(r.verify.checks),
