@@ -4,17 +4,27 @@ CLI's ``--drafter``."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from conftest import run_json
 
 from specdec_core.__main__ import main
-from specdec_core.bench.compare import compare_drafters, strip_marks
+from specdec_core.bench.compare import (
+    SOURCE_PROMPTS,
+    SOURCE_TEMPERATURES,
+    compare_drafters,
+    compare_sources,
+    strip_marks,
+)
+from specdec_core.bench.runs import ignoring_eos
 from specdec_core.core.inputs import SessionConfig
-from specdec_core.core.records import STRIP_STATES
-from specdec_core.drafters import NgramDrafter
+from specdec_core.core.records import STRIP_STATES, summarize
+from specdec_core.drafters import NgramDrafter, drafters_for, make_named_drafter
+from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.rules.costmodel import expected_tokens_given_drafts
 
 STRINGS = json.loads(
     (Path(__file__).resolve().parents[1] / "assets/strings/drafters.json").read_text("utf-8")
@@ -167,3 +177,96 @@ def test_cli_drafter_option(capsys, pair_arg, drafter):
         main(["run", *common, "--drafter", "medusa"])
     assert main(["run", *common, "--drafter", "eagle"]) == 2  # the tiny pair has no head
     assert "has no EAGLE draft head" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ every source (issue 26.4)
+#: Draft forwards per round a source runs whatever it drafts (prompt lookup: none; the
+#: block drafter: one for the whole block).
+FIXED_FORWARDS = {"ngram": 0.0, "block": 1.0}
+
+
+def test_compare_sources_every_source_real_values(embedded_pair):
+    """Every ``drafters_for`` source on both prompts, greedy and T = 1: each row's
+    acceptance numbers are ``records.summarize`` of the same run made again, its draft
+    forwards the run's own count (0 for prompt lookup and the MTP heads, 1 for the block
+    drafter), its predictions the cost model's formulas over its measured α and c."""
+    pair = embedded_pair
+    names = drafters_for(pair)
+    calls = []
+    config = SessionConfig(gamma=4, seed=3, max_new_tokens=8)
+    comp = compare_sources(pair, config, repeats=2, progress=lambda *a: calls.append(a))
+    assert comp.sources == names
+    settings = [(p, temp) for p in SOURCE_PROMPTS for temp in SOURCE_TEMPERATURES]
+    assert list(comp.settings) == settings and len(comp.rows) == len(settings) * len(names)
+    total = 1 + len(names) + 2 * len(settings) * (1 + len(names))
+    assert calls[0] == (0, total, "target") and calls[-1] == (total, total, "done")
+    assert len(calls) == total + 1
+    timed = ignoring_eos(pair)
+    for prompt, temp in settings:
+        target = comp.target(prompt, temp)
+        assert target.new_tokens == 8 and target.ms_per_token.n == 2 and target.step_ms > 0
+        alone = generate(
+            timed, SOURCE_PROMPTS[prompt], replace(config, temperature=temp), "autoregressive"
+        )
+        for row in comp.rows_for(prompt, temp):
+            drafter = make_named_drafter(pair, row.name)
+            assert row.gamma == min(4, drafter.max_gamma or 4)
+            run = generate(
+                timed,
+                SOURCE_PROMPTS[prompt],
+                replace(config, temperature=temp, gamma=row.gamma),
+                drafter=drafter,
+            )
+            summary = summarize(run.records)
+            assert 0.0 <= row.acceptance_rate <= 1.0
+            assert row.acceptance_rate == summary.acceptance_rate
+            assert row.accepted_per_round == summary.mean_accepted
+            assert row.tokens_per_round == summary.tokens_per_round
+            assert (row.rounds, row.drafted, row.accepted) == (
+                summary.rounds,
+                summary.drafted,
+                summary.accepted,
+            )
+            assert row.new_tokens == 8
+            forwards = run.stats.draft_forwards / summary.rounds
+            assert row.draft_forwards_per_round == pytest.approx(forwards)
+            if row.name in FIXED_FORWARDS:
+                assert row.draft_forwards_per_round == FIXED_FORWARDS[row.name], row.name
+            elif row.name == "mtp":  # one head evaluation per draft, no model forward
+                assert row.draft_forwards_per_round == pytest.approx(row.drafted / row.rounds)
+            else:  # a model (or the EAGLE head) drafts with forwards of its own
+                assert row.draft_forwards_per_round > 0, row.name
+            assert row.target_forwards_per_round == pytest.approx(
+                run.stats.target_forwards / summary.rounds
+            )
+            if row.name != "eagle":  # the EAGLE head's first round: one prefill more
+                assert row.extra_target_forwards_per_round == 0.0, row.name
+            drafts = [len(r.drafted) for r in run.records]
+            expected = expected_tokens_given_drafts(row.acceptance_rate, drafts)
+            assert row.predicted_tokens_per_round == pytest.approx(expected)
+            assert row.cost_ratio == pytest.approx(row.draft_ms_per_round / target.step_ms)
+            assert row.predicted_speedup == pytest.approx(expected / (row.cost_ratio + 1.0))
+            assert row.ms_per_token.n == 2 and row.ms_per_token.median > 0
+            assert row.speedup.n == 2 and row.speedup.median > 0
+            assert row.same_as_target == (run.output_ids == alone.output_ids)
+            if temp == 0.0:
+                assert row.same_as_target, row.name  # greedy: lossless
+    ngram = {p: comp.rows_for(p, 0.0)[names.index("ngram")] for p in SOURCE_PROMPTS}
+    assert ngram["repetitive"].accepted > ngram["novel"].accepted  # a copy needs a source
+    data = json.loads(json.dumps(comp.to_json()))
+    assert [r["name"] for r in data["rows"]] == [r.name for r in comp.rows]
+    assert data["rows"][0]["ms_per_token"]["n"] == 2 and data["how"]["repeats"] == 2
+
+
+def test_compare_sources_refuses_before_running(tiny_pair):
+    calls = []
+    config = SessionConfig(max_new_tokens=4)
+    for kwargs, match in [
+        ({"drafters": []}, "at least one"),
+        ({"drafters": ["medusa"]}, "unknown drafter"),
+        ({"drafters": ["ngram"], "prompts": {}}, "at least one prompt"),
+        ({"drafters": ["ngram"], "temperatures": ()}, "at least one prompt"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            compare_sources(tiny_pair, config, progress=calls.append, **kwargs)
+    assert calls == []

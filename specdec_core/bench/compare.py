@@ -324,9 +324,12 @@ class SourceRow:
         acceptance_rate: α (``summarize().acceptance_rate``), in [0, 1].
         tokens_per_round: committed tokens per round (accepted + correction/bonus).
         draft_forwards_per_round: drafter forwards per round (``Draft.forwards`` summed
-            over the run / rounds): γ for a draft model, 1 for the block drafter, 0 for
-            prompt lookup and the MTP heads.
-        target_forwards_per_round: target forwards per round (1: the verification).
+            over the run / rounds, as each drafter counts them): about γ for a draft model
+            and early exit, 1 for the block drafter, 0 for prompt lookup; for the EAGLE
+            and MTP heads their head evaluations (MTP: one residual block + the LM head
+            row per draft, no model forward).
+        target_forwards_per_round: target forwards per round (1: the verification;
+            :attr:`extra_target_forwards_per_round` is what a source adds to it).
         ms_per_token: :class:`Spread` of ms per generated token over the repeats.
         speedup: :class:`Spread` of ``target ms/token ÷ this source's ms/token``, each
             repeat against the target-alone run of the same pass.
@@ -366,6 +369,13 @@ class SourceRow:
     predicted_tokens_per_round: float
     predicted_speedup: float
     same_as_target: bool
+
+    @property
+    def extra_target_forwards_per_round(self) -> float:
+        """Target forwards per round beyond the one verification (0 for the MTP heads:
+        they read the hidden states the verification made; the EAGLE head's first-round
+        prefill shows as ``1 / rounds``)."""
+        return max(0.0, self.target_forwards_per_round - 1.0)
 
 
 @dataclass(frozen=True)
