@@ -48,6 +48,8 @@ DRAFTER_LABELS = {
     "ngram": "prompt lookup · 提示词查找",  # fits the sidebar's box (an <input>: no wrap)
     "early-exit": "early exit · 提前退出",
     "eagle": "EAGLE head · EAGLE 特征头",
+    "mtp": "MTP heads · MTP 多头",
+    "block": "block drafter · 块草稿器",
 }
 #: The γ schedules (core/inputs.GAMMA_SCHEDULES, engine/schedule.py).
 GAMMA_SCHEDULE_LABELS = {
