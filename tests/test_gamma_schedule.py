@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import run_json
+from conftest import open_app, run_json
 
 from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError
@@ -272,3 +272,38 @@ def test_link_round_trip_with_a_schedule():
         name = "confidence" if bad.confidence == 1.0 else "gamma_schedule"
         assert [p.params["name"] for p in problems] == [name]
         assert back.gamma_schedule == "constant" or back.confidence == 0.4
+
+
+# ---------------------------------------------------------------- the app
+def test_sidebar_schedule_and_history_gamma(embedded_pair):
+    """The sidebar's γ schedule reaches the session; the confidence slider shows only for
+    the confidence stop; the history labels each round with its γ (zh too)."""
+    at = open_app(lang="zh")
+    assert not [s for s in at.sidebar.slider if s.key == "cfg_confidence"]
+    at.sidebar.selectbox(key="cfg_gamma_schedule").set_value("confidence").run()
+    [slider] = [s for s in at.sidebar.slider if s.key == "cfg_confidence"]
+    assert slider.value == 0.4 and slider.label == "置信度阈值"
+    at.sidebar.selectbox(key="cfg_gamma_schedule").set_value("heuristic").run()
+    assert at.session_state["config"].gamma_schedule == "heuristic"
+    for _ in range(3):
+        next(b for b in at.button if b.key == "btn_round").click().run()
+    assert not at.exception
+    session = at.session_state["lesson"].session
+    assert session.config.gamma_schedule == "heuristic" and len(session.history) == 3
+    html = " ".join(h.value for h in at.get("html"))
+    for r in session.history:
+        assert f"第 {r.round_index + 1} 轮（γ = {r.record.gamma}）" in html
+
+
+def test_app_refuses_the_confidence_stop_with_prompt_lookup(embedded_pair):
+    """One translated message; the lesson keeps its session and settings."""
+    at = open_app()
+    next(b for b in at.button if b.key == "btn_round").click().run()
+    before = at.session_state["lesson"].session
+    at.sidebar.selectbox(key="cfg_drafter").set_value("ngram").run()
+    at.sidebar.selectbox(key="cfg_gamma_schedule").set_value("confidence").run()
+    shown = " ".join(e.value for e in at.error)
+    assert "prompt lookup (n-gram) has none" in shown, shown
+    session = at.session_state["lesson"].session
+    assert session.config.gamma_schedule == "constant" and session.drafter.name == "ngram"
+    assert before.drafter.name == "model"
