@@ -14,6 +14,7 @@ from conftest import open_app
 from specdec_core.lessons.replay import timeless_json
 from specdec_core.server import rooms
 from specdec_core.ui.i18n import tr
+from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
 
 PROMPT = "ROMEO:\nBut soft, what light"
@@ -238,3 +239,38 @@ def test_both_languages_render(embedded_pair, store):
     assert button(student, "live_explore").label == "自己探索"
     click(student, "live_explore")
     assert button(student, "live_follow").label == "重新跟随"
+
+
+def test_a_chapter_question_on_the_lessons_page(embedded_pair, store):
+    """The teacher on the Lessons page (chapter 4) asks a checkpoint's own question; a
+    student who joins is taken to the same page and chapter, answers, and sees the reveal
+    (the checkpoint's answer)."""
+    teacher = open_app()
+    teacher.switch_page("pages/lessons.py")
+    teacher.session_state["ls_chapter"] = 4
+    teacher.run()
+    click(teacher, "live_start_lessons")
+    seat = teacher.session_state["live_seat"]
+    assert teacher.selectbox(key="live_check").value == "c4_same_text"
+    click(teacher, "live_ask")
+    q = store.view(seat.code).question
+    assert q.kind == "chapter" and dict(q.params) == {"cid": "c4_same_text", "chapter": "4"}
+    options = ("same_text", "same_dist", "worse")
+    assert q.choices == tuple(label(tr(f"ls_c4_text_{o}", "en")) for o in options)  # ≤ 40
+    assert store.view(seat.code).page == "lessons"
+
+    student = student_app(seat.code, "zh")  # opens the step page, follows to the Lessons
+    assert student.session_state["link_page"] == "lessons"
+    assert student.session_state["ls_chapter"] == 4
+    key = f"live_answer_{q.qid}"
+    zh = [tr(f"ls_c4_text_{o}", "zh") for o in options]
+    assert student.radio(key=key).options == [label(c) for c in q.choices]  # until drawn
+    student.run()  # the next poll: the page has drawn its own checkpoint
+    assert student.radio(key=key).options == zh  # in the student's language
+    student.radio(key=key).set_value(2).run()
+    teacher.run()
+    assert store.view(seat.code).counts == (0, 0, 1)
+    click(teacher, "live_reveal")
+    assert store.view(seat.code).question.correct == 1  # "same_dist", the chapter's answer
+    student.run()
+    assert any(zh[1] in e.value for e in student.error)
