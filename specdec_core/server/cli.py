@@ -205,8 +205,9 @@ def run_command(args: argparse.Namespace) -> dict:
         proposed = session.propose()
         draft_forwards += proposed.draft_forwards
         for pos, tok in edits.get(session.round_index + 1, []):
-            if pos > config.gamma:
-                raise InputError(f"--edit position {pos} is beyond γ = {config.gamma}")
+            gamma = max(config.gamma, session.current_gamma or 0)  # a schedule may grow γ
+            if pos > gamma:
+                raise InputError(f"--edit position {pos} is beyond γ = {gamma}")
             if pos <= len(session.drafts):  # a round near the end may draft fewer
                 draft_forwards += session.edit_draft(pos, tok).draft_forwards
                 applied.add((session.round_index + 1, pos))
