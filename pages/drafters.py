@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.bench.compare import DrafterResult, compare_drafters
-from specdec_core.drafters import default_knob, drafters_for, load_eagle_head
+from specdec_core.drafters import default_knob, drafters_for, load_eagle_head, make_named_drafter
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.drafters import drafter_time_figure
@@ -101,7 +101,12 @@ for name in DRAFTERS:
             st.caption(t("dr_desc_ngram"))
         elif name == "eagle":
             st.caption(t("dr_desc_eagle", params=_params(load_eagle_head(pair))))
-        else:
+        elif name == "mtp":
+            heads = make_named_drafter(pair, "mtp")
+            st.caption(t("dr_desc_mtp", k=heads.max_gamma, params=_params(heads.heads)))
+        elif name == "block":
+            st.caption(t("dr_desc_block", k=make_named_drafter(pair, "block").max_gamma))
+        elif name == "early-exit":
             knob = st.select_slider(
                 t("dr_knob_k"),
                 options=list(range(1, N_LAYERS + 1)),

@@ -70,7 +70,8 @@ def measured_winner(pair) -> tuple[str, dict[str, tuple[float, float]]]:
             drafter=drafter,
         )
         summary = summarize(run.records)
-        out[name] = (summary.tokens_per_round, run.stats.draft_forwards / summary.rounds)
+        drafting = sum(1 for r in run.records if r.gamma > 0)  # not a budget-cut round
+        out[name] = (summary.tokens_per_round, run.stats.draft_forwards / drafting)
     best = max(out, key=lambda n: (out[n][0], -out[n][1]))
     return best, out
 

@@ -78,6 +78,8 @@ class DrafterResult:
         strip: the session's per-token marks in output order (:class:`StripMark`).
         accepted_per_round, drafted_per_round: the session's counts, one per round.
         baseline: the target-only run these numbers are compared with.
+        gamma: the γ this drafter ran with: the session's, capped at its
+            :attr:`Drafter.max_gamma` (the MTP heads: K; the block drafter: its block).
     """
 
     name: str
@@ -103,6 +105,7 @@ class DrafterResult:
     accepted_per_round: tuple[int, ...]
     drafted_per_round: tuple[int, ...]
     baseline: BaselineResult
+    gamma: int = 0
 
     @property
     def tokens_per_round(self) -> float:
@@ -202,6 +205,7 @@ def drafter_result(
         accepted_per_round=tuple(r.accepted for r in run.records),
         drafted_per_round=tuple(len(r.drafted) for r in run.records),
         baseline=baseline,
+        gamma=max((r.gamma for r in run.records), default=0),
     )
 
 
@@ -245,8 +249,10 @@ def compare_drafters(
     config = config.validate(pair.vocab_size)
     ids = prompt_ids(pair, prompt)
     chosen = [(name, default_knob(pair, name) if knob is None else knob) for name, knob in drafters]
+    capped = {}
     for name, knob in chosen:
-        make_named_drafter(pair, name, knob)  # validates name and knob
+        cap = make_named_drafter(pair, name, knob).max_gamma  # validates name and knob
+        capped[name] = replace(config, gamma=min(config.gamma, cap)) if cap else config
     repeats = max(1, int(repeats))
     total = len(chosen) + repeats * (len(chosen) + 1)
     done = 0
@@ -261,7 +267,8 @@ def compare_drafters(
     generate(pair, ids, warm, "autoregressive")
     for name, knob in chosen:
         step(name)
-        generate(pair, ids, warm, drafter=make_named_drafter(pair, name, knob))
+        warm_gamma = replace(warm, gamma=capped[name].gamma)
+        generate(pair, ids, warm_gamma, drafter=make_named_drafter(pair, name, knob))
     target_runs: list[GenerationResult] = []
     drafter_runs: list[list[GenerationResult]] = [[] for _ in chosen]
     for _ in range(repeats):
@@ -269,7 +276,8 @@ def compare_drafters(
         target_runs.append(generate(pair, ids, config, "autoregressive"))
         for runs, (name, knob) in zip(drafter_runs, chosen, strict=True):
             step(name)
-            runs.append(generate(pair, ids, config, drafter=make_named_drafter(pair, name, knob)))
+            drafter = make_named_drafter(pair, name, knob)
+            runs.append(generate(pair, ids, capped[name], drafter=drafter))
     if progress is not None:
         progress(total, total, "done")
     baseline = baseline_result(_median(target_runs))
@@ -323,8 +331,10 @@ class SourceRow:
         accepted_per_round: committed drafts per round (``summarize().mean_accepted``).
         acceptance_rate: α (``summarize().acceptance_rate``), in [0, 1].
         tokens_per_round: committed tokens per round (accepted + correction/bonus).
-        draft_forwards_per_round: drafter forwards per round (``Draft.forwards`` summed
-            over the run / rounds, as each drafter counts them): about γ for a draft model
+        draft_forwards_per_round: drafter forwards per drafting round (``Draft.forwards``
+            summed over the run, as each drafter counts them, / the rounds that asked for
+            γ > 0 drafts: a last round left one token by ``max_new_tokens`` drafts
+            nothing and is not counted): about γ for a draft model
             and early exit, 1 for the block drafter, 0 for prompt lookup; for the EAGLE
             and MTP heads their head evaluations (MTP: one residual block + the LM head
             row per draft, no model forward).
@@ -458,6 +468,7 @@ def _source_row(
     summary = summarize(first.records)
     s = first.stats
     rounds = max(1, summary.rounds)
+    drafting = sum(1 for r in first.records if r.gamma > 0)  # rounds that asked for drafts
     ms = [r.stats.total_ms / max(1, r.stats.new_tokens) for r in runs]
     base = [r.stats.total_ms / max(1, r.stats.new_tokens) for r in target_runs]
     draft_ms = statistics.median(r.stats.draft_ms / max(1, r.stats.rounds) for r in runs)
@@ -482,7 +493,7 @@ def _source_row(
         accepted_per_round=summary.mean_accepted,
         acceptance_rate=summary.acceptance_rate,
         tokens_per_round=summary.tokens_per_round,
-        draft_forwards_per_round=s.draft_forwards / rounds,
+        draft_forwards_per_round=s.draft_forwards / max(1, drafting),
         target_forwards_per_round=s.target_forwards / rounds,
         ms_per_token=Spread.of(ms),
         speedup=Spread.of([b / m if m > 0 else 0.0 for b, m in zip(base, ms, strict=True)]),

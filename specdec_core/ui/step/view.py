@@ -15,7 +15,7 @@ from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import before_after_slice, distribution_option, masked_mass
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.render import (
     grouped_cells,
     history_html,
@@ -277,7 +277,11 @@ def _verified(
         how = "next_correction_greedy" if greedy else "next_correction"
         st.warning(t(how, k=shown.accepted + 1, tok=next_tok))
     proposed = last.propose if last is not None else session.current_propose
-    st.caption(t("timing", d=proposed.draft_ms, v=shown.verify_ms, n=shown.target_forward_tokens))
+    st.caption(
+        t("timing", d=proposed.draft_ms, v=shown.verify_ms, n=shown.target_forward_tokens)
+        + " · "
+        + draft_forwards_text(session, proposed.draft_forwards)
+    )
     with checks_box:
         checks_table(checks, greedy)
         st.caption(t("st_dists_help"))
@@ -314,6 +318,16 @@ def distributions(
         st.caption(t("st_dists_help"))
 
 
+def draft_forwards_text(session: SpeculativeSession, forwards: int) -> str:
+    """How many forwards this round's drafting ran, in the drafter's own terms: a drafter
+    with a cache of its own runs forwards (the block drafter: 1 for its whole block); one
+    without (the MTP heads) evaluates small heads on the target's hidden state, no model
+    forward; prompt lookup runs none."""
+    if session.drafter.cached_ids() is not None:
+        return t("st_draft_forwards", f=forwards)
+    return t("st_draft_heads", f=forwards) if forwards else t("st_draft_no_forward")
+
+
 def kv_section(
     session: SpeculativeSession,
     last: RoundTrace | None,
@@ -323,10 +337,11 @@ def kv_section(
     """Counters and the KV-state table of both models."""
     heading(t("st_kv"))
     state = session.kv_state(session.current_statuses())
+    own_state = session.drafter.cached_ids() is not None  # MTP heads, prompt lookup: none
     counts = [
         (t("kv_committed_len"), state.committed_len),
         (t("kv_target_len"), state.target_kv_len),
-        (t("kv_draft_len"), state.draft_kv_len),
+        (t("kv_draft_len"), state.draft_kv_len if own_state else "—"),
     ]
     if presenter:  # one line instead of three tall metric boxes
         st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
@@ -342,6 +357,9 @@ def kv_section(
     # last round), as a plain table: no inner scroll
     keep = 2 + (len(last.commit.appended) if last is not None else 0)
     st.html(kv_table_html(state, None if show_all else keep))
+    if not own_state:
+        key = f"kv_no_state_{session.drafter.name}"
+        st.caption(t(key) if key in strings() else t("kv_no_state"))
     st.caption(t("kv_help"))
     config = session.config
     processors_view.section(
