@@ -307,3 +307,19 @@ def test_app_refuses_the_confidence_stop_with_prompt_lookup(embedded_pair):
     session = at.session_state["lesson"].session
     assert session.config.gamma_schedule == "constant" and session.drafter.name == "ngram"
     assert before.drafter.name == "model"
+
+
+def test_a_link_with_a_schedule_opens_it_in_the_app(embedded_pair):
+    state = LessonState(prompt="KING:", gamma_schedule="confidence", confidence=0.3, round=2)
+    at = open_app(params=encode(state))
+    session = at.session_state["lesson"].session
+    assert (session.config.gamma_schedule, session.config.confidence) == ("confidence", 0.3)
+    assert len(session.history) == 2
+    [slider] = [s for s in at.sidebar.slider if s.key == "cfg_confidence"]
+    assert slider.value == 0.3
+    back, problems = decode(dict(at.query_params), ["embedded"])
+    assert problems == [] and (back.gamma_schedule, back.confidence, back.round) == (
+        "confidence",
+        0.3,
+        2,
+    )
