@@ -1,5 +1,9 @@
-"""Draft sources side by side on the embedded pair: the draft model, prompt lookup (n-gram)
-and the EAGLE head (issue 17), on the held-out prompts of ``measure_acceptance.py``.
+"""Draft sources side by side on the embedded pair: every source the pair can run (the
+draft model, prompt lookup (n-gram), early exit, the EAGLE head, the MTP heads and the
+block drafter: ``drafters_for``), on the held-out prompts of ``measure_acceptance.py``
+(issue 17) or, with ``--sources``, on the repetitive and the novel prompt of the pages'
+comparison (issue 26.4: ``bench.compare.compare_sources``, interleaved repeats, medians
+with min–max, the cost model's prediction beside each measurement).
 
 Per drafter, greedy (T = 0) and sampled (T = 1), γ = 4, 40 new tokens, the engine's fast
 path; every acceptance figure is ``records.summarize`` over all rounds:
@@ -17,6 +21,8 @@ of them; times are still only indicative there.
 
     python benchmarks/compare_draft_sources.py [--prompts 100] [--drafters model,ngram,eagle]
         [--json]
+    python benchmarks/compare_draft_sources.py --sources [--repeats 5] [--max-new-tokens 32]
+        [--json]
 """
 
 from __future__ import annotations
@@ -33,10 +39,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure_acceptance import heldout_prompts  # noqa: E402
 
+from specdec_core.bench.compare import SourceComparison, compare_sources
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import load_pair
 from specdec_core.core.records import summarize
-from specdec_core.drafters import make_named_drafter  # noqa: E402
+from specdec_core.drafters import drafters_for, make_named_drafter  # noqa: E402
 from specdec_core.engine.chain.generate import generate
 
 COLUMNS = (
@@ -114,19 +121,66 @@ def table(results: dict[str, dict[str, dict]]) -> str:
     return "\n".join(lines)
 
 
+def sources_table(comp: SourceComparison) -> str:
+    """A markdown table of :func:`compare_sources`: one row per (setting, prompt, source),
+    measured beside predicted."""
+    head = (
+        "| setting | prompt | source | γ | acc/round | draft fwd/round | extra target fwd | α "
+        "| tok/round (pred) | ms/token median (min–max) | speed-up (min–max) | pred. speed-up "
+        "| c |"
+    )
+    lines = [head, "|" + "---|" * 13]
+    for r in comp.rows:
+        setting = "greedy" if r.temperature == 0 else f"T = {r.temperature:g}"
+        ms, sp = r.ms_per_token, r.speedup
+        lines.append(
+            f"| {setting} | {r.prompt} | {r.name} | {r.gamma} | {r.accepted_per_round:.2f} "
+            f"| {r.draft_forwards_per_round:.2f} | {r.extra_target_forwards_per_round:.2f} "
+            f"| {r.acceptance_rate:.3f} | {r.tokens_per_round:.2f} "
+            f"({r.predicted_tokens_per_round:.2f}) | {ms.median:.1f} ({ms.low:.1f}–{ms.high:.1f}) "
+            f"| {sp.median:.2f}× ({sp.low:.2f}–{sp.high:.2f}) | {r.predicted_speedup:.2f}× "
+            f"| {r.cost_ratio:.2f} |"
+        )
+    for t in comp.targets:
+        setting = "greedy" if t.temperature == 0 else f"T = {t.temperature:g}"
+        lines.append(
+            f"\ntarget alone, {setting}, {t.prompt}: {t.ms_per_token.median:.1f} ms/token "
+            f"({t.ms_per_token.low:.1f}–{t.ms_per_token.high:.1f}), step {t.step_ms:.2f} ms"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--prompts", type=int, default=100)
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=40)
-    parser.add_argument("--drafters", default="model,ngram,eagle")
+    parser.add_argument("--drafters", default="", help="default: every source of the pair")
+    parser.add_argument("--sources", action="store_true", help="the pages' two-prompt table")
+    parser.add_argument("--repeats", type=int, default=5, help="timed passes (--sources)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     pair = load_pair("embedded", device="cpu")
+    drafters = [d.strip() for d in args.drafters.split(",") if d.strip()] or list(
+        drafters_for(pair)
+    )
+    if args.sources:
+        config = SessionConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+        comp = compare_sources(pair, config, drafters, repeats=args.repeats)
+        if args.json:
+            print(json.dumps(comp.to_json(), indent=2))
+        else:
+            how = comp.how
+            print(
+                f"γ = {comp.gamma}, {comp.max_new_tokens} new tokens (EOS ignored), "
+                f"{how.repeats} interleaved passes after a warm-up, load {how.load} on "
+                f"{how.cpus} CPUs, busy: {comp.verdict.busy} {comp.verdict.reasons}"
+            )
+            print(sources_table(comp))
+        return
     prompts = heldout_prompts(args.prompts)
-    drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     results = {
         setting: measure(pair, prompts, drafters, args.gamma, temperature, args.max_new_tokens)
         for setting, temperature in (("greedy", 0.0), ("T = 1", 1.0))

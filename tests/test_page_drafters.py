@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from specdec_core.drafters import drafters_for, make_named_drafter
+
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")
 STRINGS = json.loads((REPO / "assets/strings/drafters.json").read_text("utf-8"))
@@ -45,15 +47,18 @@ def test_drafters_side_by_side(embedded_pair, lang):
     n_layer = embedded_pair.target.config.n_layer
     at.number_input(key="cfg_max_new").set_value(16)  # the sidebar's
     at.select_slider(key="dr_knob_early").set_value(n_layer)  # all layers: the target
-    results = click_run(at, lang)
-    assert [(r.name, r.knob) for r in results] == [
-        ("model", None),
-        ("ngram", 3),
-        ("early-exit", n_layer),
-        ("eagle", None),
+    names = drafters_for(embedded_pair)
+    assert names[:4] == ("model", "ngram", "early-exit", "eagle")
+    assert [c.label for c in at.checkbox if c.key.startswith("dr_use_")] == [
+        s("dr_name_" + n, lang) for n in names
     ]
+    results = click_run(at, lang)
+    knobs = {"ngram": 3, "early-exit": n_layer}
+    assert [(r.name, r.knob) for r in results] == [(n, knobs.get(n)) for n in names]
     assert all(r.new_tokens == 16 and r.same_as_target for r in results)
     assert results[2].acceptance_rate == 1.0
+    caps = {n: make_named_drafter(embedded_pair, n).max_gamma for n in names}
+    assert [r.gamma for r in results] == [min(4, caps[n] or 4) for n in names]
 
     # three metric cards: speed-up, α, mean accepted length — the engine's values
     shown = [(m.label, m.value) for m in at.metric]
@@ -68,19 +73,20 @@ def test_drafters_side_by_side(embedded_pair, lang):
 
     # the table: target alone first, then one row per drafter
     df = at.dataframe[0].value
-    assert len(df) == 5 and df["speedup"].iloc[0] == "1.00×" and df["alpha"].iloc[0] == "—"
+    assert len(df) == len(names) + 1
+    assert df["speedup"].iloc[0] == "1.00×" and df["alpha"].iloc[0] == "—"
     assert list(df["speedup"].iloc[1:]) == [f"{r.speedup:.2f}×" for r in results]
     assert list(df["alpha"].iloc[1:]) == [f"{r.acceptance_rate:.2f}" for r in results]
     assert list(df["mean"].iloc[1:]) == [f"{r.mean_accepted:.2f}" for r in results]
     assert list(df["empty"].iloc[1:]) == [str(r.empty_rounds) for r in results]
     assert list(df["rounds"]) == ["16"] + [str(r.rounds) for r in results]
     assert list(df["draft_ms"].iloc[1:]) == [f"{r.draft_ms_per_round:.2f}" for r in results]
-    assert list(df["same"]) == ["✓"] * 5
+    assert list(df["same"]) == ["✓"] * (len(names) + 1)
     assert any(c.value == s("dr_greedy_note", lang) for c in at.caption)
 
     # one token strip per drafter: accepted spans = accepted drafts
     strips = [h.proto.body for h in at.html if 'class="tok ' in h.proto.body]
-    assert len(strips) == 4
+    assert len(strips) == len(names)
     for body, r in zip(strips, results, strict=True):
         assert body.count("tok-accepted") == r.accepted
         assert body.count("tok-rejected") == sum(
@@ -97,9 +103,9 @@ def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
     at = start("en")
     at.radio(key="dr_preset").set_value("novel").run()
     assert at.text_area(key="dr_prompt").value == s("dr_prompt_novel", "en")
-    at.checkbox(key="dr_use_model").uncheck()
-    at.checkbox(key="dr_use_early-exit").uncheck()
-    at.checkbox(key="dr_use_eagle").uncheck()
+    for name in drafters_for(embedded_pair):
+        if name != "ngram":
+            at.checkbox(key=f"dr_use_{name}").uncheck()
     at.select_slider(key="dr_knob_ngram").set_value(1)
     at.number_input(key="cfg_max_new").set_value(24)
     [r] = click_run(at, "en")
@@ -137,3 +143,126 @@ def test_language_switch_keeps_the_preset_working(embedded_pair):
     at.radio(key="dr_preset").set_value("repetitive").run()
     assert not at.exception, at.exception
     assert "To-morrow" in at.text_area(key="dr_prompt").value
+
+
+# ------------------------------------------------------------------ every source (issue 26.4)
+SOURCES = json.loads((REPO / "assets/strings/sources.json").read_text("utf-8"))
+SPEED = json.loads((REPO / "assets/strings/speed.json").read_text("utf-8"))
+STRINGS_STEP = json.loads((REPO / "assets/strings/step_through.json").read_text("utf-8"))
+
+
+def src(key: str, lang: str, **fmt) -> str:
+    text = SOURCES[key][lang]
+    return text.format(**fmt) if fmt else text
+
+
+def source_tables(at: AppTest) -> list:
+    return [d.value for d in at.dataframe if "draft_fwd" in d.value.columns]
+
+
+def check_tables(at: AppTest, comp, temperature: float, lang: str) -> None:
+    """One table per prompt, one row per source, each cell the comparison's value."""
+    tables = source_tables(at)
+    assert len(tables) == len(comp.prompts)
+    for table, (prompt, _) in zip(tables, comp.prompts, strict=True):
+        rows = comp.rows_for(prompt, temperature)
+        assert list(table["source"]) == [src("src_name_" + r.name, lang) for r in rows]
+        assert list(table["draft_fwd"]) == [f"{r.draft_forwards_per_round:.2f}" for r in rows]
+        assert list(table["extra_target"]) == [
+            f"{r.extra_target_forwards_per_round:.2f}" for r in rows
+        ]
+        assert list(table["alpha"]) == [f"{r.acceptance_rate:.2f}" for r in rows]
+        assert list(table["accepted"]) == [f"{r.accepted_per_round:.2f}" for r in rows]
+        assert list(table["tokens_pred"]) == [f"{r.predicted_tokens_per_round:.2f}" for r in rows]
+        assert list(table["speedup_pred"]) == [f"{r.predicted_speedup:.2f}×" for r in rows]
+        by_name = dict(zip((r.name for r in rows), table["draft_fwd"], strict=True))
+        if "block" in by_name:  # one forward for the whole block, every round
+            assert by_name["block"] == "1.00"
+        if "ngram" in by_name:
+            assert by_name["ngram"] == "0.00"
+    [chart] = [c for c in at.get("plotly_chart") if "src_fig" in str(c.proto.id)] or [None]
+    assert chart is not None
+    figure = json.loads(chart.proto.spec)
+    bars = [d for d in figure["data"] if d["type"] == "bar"]
+    assert len(bars) == len(comp.prompts)
+    assert bars[0]["x"] == [src("src_name_" + n, lang) for n in comp.sources]
+
+
+def test_every_source_compared_on_both_pages_in_both_languages(embedded_pair):
+    """The drafters page runs every ``drafters_for`` source on both prompts (greedy and
+    T = 1); its tables and chart show the comparison's own values; the same result renders
+    in Chinese and on the speed page."""
+    at = start("en")
+    at.select_slider(key="dr_src_tokens").set_value(8)
+    at.select_slider(key="dr_src_repeats").set_value(1)
+    at.button(key="dr_src_run").click().run()
+    assert not at.exception, at.exception
+    _, comp = at.session_state["dr_sources"]
+    assert comp.sources == drafters_for(embedded_pair)
+    assert comp.max_new_tokens == 8 and comp.how.repeats == 1
+    assert [temp for _, temp in comp.settings] == [0.0, 1.0, 0.0, 1.0]
+    check_tables(at, comp, 0.0, "en")
+    at.radio(key="dr_src_temp_en").set_value(1.0).run()
+    check_tables(at, comp, 1.0, "en")
+    at.session_state["lang"] = "zh"
+    at.run()
+    assert not at.exception, at.exception
+    check_tables(at, comp, 0.0, "zh")  # the choice is kept per language (a radio's label)
+    at.radio(key="dr_src_temp_zh").set_value(1.0).run()
+    check_tables(at, comp, 1.0, "zh")
+    assert any(src("src_forwards_note", "zh") == c.value for c in at.caption)
+    # the speed page draws the same comparison (its own session key)
+    stored = at.session_state["dr_sources"]
+    at.switch_page("pages/speed.py")
+    at.session_state["sp_sources"] = stored
+    at.run()
+    assert not at.exception, at.exception
+    check_tables(at, comp, 0.0, "zh")
+    at.session_state["lang"] = "en"
+    at.run()
+    assert not at.exception, at.exception
+    check_tables(at, comp, 0.0, "en")
+    names = [SPEED["sp_drafter_" + n]["en"] for n in drafters_for(embedded_pair)]
+    assert at.selectbox(key="sp_drafter").options == names  # the single-source measurement
+
+
+STEP = {"en": ("① Propose", "② Verify"), "zh": ("① 提议", "② 验证")}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang):
+    """Every source on the step page: the verified round's caption names its draft
+    forwards in the drafter's own terms (the block drafter: 1 forward; the MTP heads: no
+    model forward; prompt lookup: none), and the KV section says when a drafter keeps no
+    state of its own (MTP heads, prompt lookup), the draft-KV count then '—'."""
+    from conftest import open_app
+
+    propose, verify = STEP[lang]
+    for name in drafters_for(embedded_pair):
+        at = open_app(lang=lang, state={"cfg_drafter": name})
+        next(b for b in at.button if b.label == propose).click().run()
+        next(b for b in at.button if b.label == verify).click().run()
+        assert not at.exception, (name, at.exception)
+        session = at.session_state["step_session"]
+        assert session.drafter.name == name
+        forwards = session.current_propose.draft_forwards
+        captions = "\n".join(c.value for c in at.caption)
+        own = session.drafter.cached_ids() is not None
+        if own:
+            assert src("st_draft_forwards", lang, f=forwards) in captions, name
+        elif forwards:
+            assert src("st_draft_heads", lang, f=forwards) in captions, name
+        else:
+            assert src("st_draft_no_forward", lang) in captions, name
+        if name == "block":
+            assert forwards == 1 and own
+        if name == "mtp":
+            assert not own and forwards == len(session.drafts)  # heads, not forwards
+        draft_kv = [m.value for m in at.metric if m.label == STRINGS_STEP["kv_draft_len"][lang]]
+        if own:
+            assert draft_kv == [str(session.kv_state().draft_kv_len)], name
+            assert src("kv_no_state", lang) not in captions
+        else:
+            assert draft_kv == ["—"], name
+            key = f"kv_no_state_{name}" if f"kv_no_state_{name}" in SOURCES else "kv_no_state"
+            assert src(key, lang) in captions, name

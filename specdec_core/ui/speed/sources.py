@@ -22,7 +22,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.drafters import drafters_for
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.drafters import sources_figure
-from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.i18n import lang, strings, t
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 
 TOKENS = (8, 16, 32)  # new tokens per run offered (a run of 6 sources × 4 settings)
@@ -164,7 +164,7 @@ def show(comp: SourceComparison, prefix: str) -> None:
         temps,
         format_func=temp_label,
         horizontal=True,
-        key=f"{prefix}_src_temp",
+        key=f"{prefix}_src_temp_{lang()}",  # a radio keeps its label: one per language
     )
     prompts = [key for key, _ in comp.prompts]
     for key in prompts:
