@@ -231,6 +231,13 @@ def shown_error(exc: Exception, lang: str | None = None) -> str:
 SLOW = {
     "test_train_embedded.py": "trains the embedded pair's recipe on a tiny budget (4 s)",
     "test_eagle.py": "trains EAGLE heads, greedy checks on held-out prompts (45 s)",
+    "test_mtp.py::test_greedy_equals_target_on_heldout_prompts": (
+        "30 held-out prompts per γ 1 / 2 / 4 + the target alone (26-36 s each)"
+    ),
+    "test_mtp.py::test_greedy_tree_equals_target_on_heldout_prompts": (
+        "30 held-out prompts per tree shape (24-50 s each)"
+    ),
+    "test_mtp.py::test_chi2_first_tokens_at_temperature_one": "600 sampled runs (72 s)",
     "test_replicas.py": "two replicas behind nginx, Chromium, 1,200 half-open requests (86 s)",
     "test_classroom_server.py": "a real server driven over websockets (80 s)",
     "test_hostile_server.py": "a real server under a storm of full reruns (40 s)",

@@ -20,6 +20,7 @@ from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.processors import GRAMMAR_PRESETS, GrammarSpec
+from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.drafters import DRAFTER_NAMES, TREE_DRAFTERS, drafters_for, make_named_drafter
 from specdec_core.drafters.mtp import MtpDrafter
 from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, load_mtp_heads
@@ -255,9 +256,9 @@ CHI2_PROMPT = "KING:\nWe"
 
 @torch.inference_mode()
 def _exact_first(
-    pair, prompt_ids: list[int], n: int, stale_last: bool = False
+    pair, prompt_ids: list[int], n: int, sampling: SamplingConfig, stale_last: bool = False
 ) -> dict[tuple[int, ...], float]:
-    """Exact ``P(t_1..t_n)`` of the target alone at T = 1 for every outcome with
+    """Exact ``P(t_1..t_n)`` of the target alone with ``sampling`` for every outcome with
     probability ≥ :data:`MIN_P` (an end-of-text ends the outcome early), level by level
     (a prefix under MIN_P has no extension over it); one batched forward per level.
     ``stale_last``: the wrong hypothesis, token ``n`` drawn from the row *before* token
@@ -269,9 +270,9 @@ def _exact_first(
     for level in range(n):
         keys = list(frontier)
         batch = torch.tensor([prompt_ids + list(k) for k in keys])
-        probs = torch.softmax(pair.target(batch).logits[:, -1].float(), -1)
+        logits = pair.target(batch).logits[:, -1].float()
         for j, k in enumerate(keys):
-            rows[k] = probs[j]
+            rows[k] = logits_to_probs(logits[j], sampling)
         nxt: dict[tuple[int, ...], float] = {}
         for k in keys:
             row = rows[k[:-1]] if stale_last and level == n - 1 else rows[k]
@@ -293,17 +294,20 @@ def _chi2_p(counts: Counter, probs: dict, n: int) -> float:
 
 
 def test_chi2_first_tokens_at_temperature_one(embedded_pair):
-    """T = 1, γ = 2: round 1 is the plain target step (token 1), round 2 drafts tokens 2
-    and 3 with heads 1 and 2 (q rows that ignore y_<i). The first three tokens follow the
-    target's exact joint distribution (χ² over 600 seeds), while a hypothesis with the
-    heads' q in place of p at token 3 is rejected."""
+    """T = 1 with top-k 3 (the first three tokens have at most 27 outcomes, well filled
+    by 600 runs), γ = 2, 4 new tokens: round 1 is the plain target step (token 1), round 2
+    drafts tokens 2 and 3 with heads 1 and 2 (q rows that ignore y_<i). The first three
+    tokens follow the target's exact joint distribution (χ² over 600 seeds), while the
+    wrong hypothesis (token 3 drawn from the target's row before token 2, i.e. ignoring
+    y_<i without the rule) is rejected."""
     pair = embedded_pair
     ids = pair.tokenizer.encode(CHI2_PROMPT)
-    exact = _exact_first(pair, ids, 3)
+    sampling = SessionConfig(temperature=1.0, top_k=3).sampling
+    exact = _exact_first(pair, ids, 3, sampling)
     counts: Counter = Counter()
     drafted = accepted = 0
     for seed in range(N_SAMPLES):
-        config = SessionConfig(gamma=2, max_new_tokens=3, temperature=1.0, seed=seed)
+        config = SessionConfig(gamma=2, max_new_tokens=4, temperature=1.0, top_k=3, seed=seed)
         run = generate(pair, CHI2_PROMPT, config, drafter=_mtp(pair))
         out = run.output_ids[:3]
         if pair.eos_token_id in out:
@@ -314,7 +318,7 @@ def test_chi2_first_tokens_at_temperature_one(embedded_pair):
     assert drafted > N_SAMPLES and 0.1 * drafted < accepted < drafted  # real verdicts ran
     assert len(exact) >= 5
     assert _chi2_p(counts, exact, N_SAMPLES) > 1e-3
-    stale = _exact_first(pair, ids, 3, stale_last=True)
+    stale = _exact_first(pair, ids, 3, sampling, stale_last=True)
     assert _chi2_p(counts, stale, N_SAMPLES) < 1e-6
 
 
