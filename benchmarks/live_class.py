@@ -174,9 +174,15 @@ def run_class(args, out: Path) -> dict:
         samples: list[dict] = []
         stop = threading.Event()
 
-        def sample() -> None:  # memory of each replica every second
+        def sample() -> None:  # CPU and memory of each replica every second
             while not stop.wait(1.0):
-                samples.append({p: memory_mb(p)["rss"] for p in pids})
+                samples.append(
+                    {
+                        "t": time.time(),
+                        "cpu": sum(cpu_seconds(p) for p in pids),
+                        **{p: memory_mb(p)["rss"] for p in pids},
+                    }
+                )
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -197,6 +203,8 @@ def run_class(args, out: Path) -> dict:
             json.dumps(links),
             "--seed",
             str(args.seed),
+            "--idle",
+            str(args.idle),
             "--timeout",
             str(args.timeout),
             "--out",
@@ -217,11 +225,14 @@ def run_class(args, out: Path) -> dict:
         children1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         mem = [memory_mb(p) for p in pids]
         load_after = os.getloadavg()
+        for log in run.logs.glob("*.log"):  # the cluster's folder goes with it
+            (out / log.name).write_bytes(log.read_bytes())
     data = json.loads((out / "samples.json").read_text())
     s = data["samples"]
     secs = max(1e-9, data["ended"] - data["started"])
     ops = {k: ops1.get(k, 0) - ops0.get(k, 0) for k in sorted(set(ops1) | set(ops0))}
     bots_cpu = children1.ru_utime + children1.ru_stime - children0.ru_utime - children0.ru_stime
+    polling, per_update = polling_cost(samples, s, data["ended"], sum(cpu1) - sum(cpu0), wall)
     result = {
         "rooms": args.rooms,
         "students": sum(args.rooms),
@@ -242,6 +253,11 @@ def run_class(args, out: Path) -> dict:
         "replica_rss_max_sampled_mb": [
             round(max((x[p] for x in samples), default=0)) for p in pids
         ],
+        "replica_cpu_s": round(sum(cpu1) - sum(cpu0), 1),
+        "polling_only_cpu_pct": polling,
+        "cpu_s_per_follower_update": per_update,
+        "follower_updates": len(s["follow"]) + len(s["reveal"]),
+        "teacher_clicked_again": len(s["clicked_again"]),
         "nginx_cpu_pct": round(100 * (ngx1 - ngx0) / wall),
         "bots_cpu_pct": round(100 * bots_cpu / wall),
         "cross_talk": len(s["crosstalk"]),
@@ -260,6 +276,22 @@ def run_class(args, out: Path) -> dict:
     return result
 
 
+def polling_cost(samples: list[dict], s: dict, ended: float, cpu_s: float, wall: float):
+    """The replicas' CPU while only the polls ran (every room's idle window: everyone
+    joined, no click yet), % of one core; and the rest of their CPU over the class spread
+    over the follower updates (s per update). ``None`` without a usable window."""
+    if not s["idle"]:
+        return None, None
+    t0, t1 = max(w[1] for w in s["idle"]), min(w[2] for w in s["idle"])
+    inside = [x for x in samples if t0 <= x["t"] <= t1]
+    if len(inside) < 2:
+        return None, None
+    rate = (inside[-1]["cpu"] - inside[0]["cpu"]) / (inside[-1]["t"] - inside[0]["t"])
+    updates = len(s["follow"]) + len(s["reveal"])
+    per_update = (cpu_s - rate * wall) / updates if updates else None
+    return round(100 * rate), (round(per_update, 2) if per_update is not None else None)
+
+
 def table(r: dict) -> str:
     def cell(m: dict) -> str:
         return f"{m['p50_ms']:,} / {m['p95_ms']:,} ms (n {m['n']})" if m["n"] else "–"
@@ -272,6 +304,8 @@ def table(r: dict) -> str:
             f"answer → teacher's chart p50 / p95:        {cell(r['answer'])}",
             f"reveal → follower shows outcome p50 / p95: {cell(r['reveal'])}",
             f"store operations/s {r['store_ops_per_s']} {r['store_ops']}",
+            f"polls alone: {r['polling_only_cpu_pct']} % of a core; "
+            f"{r['cpu_s_per_follower_update']} CPU s per follower update",
             f"replica CPU % {r['replica_cpu_pct']}, RSS MB {r['replica_rss_mb']} "
             f"(peak {r['replica_peak_rss_mb']}); nginx CPU {r['nginx_cpu_pct']} %, "
             f"bots CPU {r['bots_cpu_pct']} %",
@@ -289,6 +323,7 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=3.0, help="teacher's pause (s)")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--redis", action="store_true", help="a loopback Redis, not SQLite")
+    parser.add_argument("--idle", type=float, default=10.0, help="polls alone before the 1st click")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path)

@@ -36,8 +36,10 @@ What is timed (wall clock of this one process; server and bots share the machine
   published and none of the other room's; and the follower's token strips at that state
   must equal its teacher's (the replay is exact).
 
-Each becomes a Locust request (name ``follow``, ``answer``, ``reveal``; a cross-talk or
-strip mismatch a failure), and all raw samples go to ``--out`` (JSON).
+Joins and answers are Locust requests (``join``, ``answer``; a broken tab, a lost click
+or an answer never counted a failure); follow and reveal times, cross-talk and strips are
+worked out at the end (:func:`analyse`, once every click's state is known); all raw
+samples go to ``--out`` (JSON).
 """
 
 from __future__ import annotations
@@ -66,13 +68,16 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from locust_classroom import SyncClient  # noqa: E402
 
-TIMEOUT_S = 90
+TIMEOUT_S = 180  # the longest any one wait lasts (a starved machine)
+CLICK_WAIT_S = 60  # a teacher's click that changed nothing after this is sent again …
+CLICKS = 3  # … at most this many times in all
 PROPOSE, VERIFY, COMMIT = "① Propose", "② Verify", "③ Commit / reject"
 PLAN: dict = {  # set by main(), or by SPECDEC_LIVE_PLAN (JSON) for ``locust -f`` by hand
     "rooms": [30, 30],
     "rounds": 4,
     "think_s": 3.0,
     "answer_wait_s": 25.0,
+    "idle_s": 10.0,
     "seed": 0,
     "links": [],  # per room: the teacher's starting lesson link (query string)
 }
@@ -87,6 +92,10 @@ SAMPLES: dict[str, list] = {
     "strips_compared": [],
     "unknown_state": [],
     "answers_sent": [],
+    "seen": [],
+    "idle": [],
+    "clicked_again": [],
+    "revealed": [],
     "errors": [],
 }
 
@@ -119,9 +128,8 @@ class Room:
         # s → when the click that made it was sent (None: the state the room opened with)
         self.published: dict[str, float | None] = {}
         self.strips: dict[str, str] = {}  # s → digest of the teacher's token strips
-        self.strip_html: dict[str, list[str]] = {}  # s → the teacher's strips
         self.answers: list[float] = []  # send times of the open question's answers
-        self.reveal_sent = 0.0
+        self.reveal_sends: list[float] = []  # when each Reveal was sent
 
 
 ROOMS: list[Room] = []
@@ -170,13 +178,19 @@ class LiveClient(SyncClient):
         self.run_markdown: list[str] = []
         self.run_chart: list[int] | None = None
         self.run_radios: dict[str, tuple[list[str], bool]] = {}
+        self.run_alerts: list[str] = []  # the last alerts and exceptions drawn (diagnosis)
+        self.run_exceptions: list[str] = []
+        self.run_count = 0
+        self.running = False  # a script run is in progress (session_status_changed)
         self.on_run = None
 
     def handle(self, raw: bytes) -> bool:
         fm = ForwardMsg()
         fm.ParseFromString(raw)
         kind = fm.WhichOneof("type")
-        if kind == "auto_rerun":  # as the browser: a new interval restarts the timer
+        if kind == "session_status_changed":
+            self.running = fm.session_status_changed.script_is_running
+        elif kind == "auto_rerun":  # as the browser: a new interval restarts the timer
             fid, interval = fm.auto_rerun.fragment_id, fm.auto_rerun.interval
             if self.auto.get(fid, [None])[0] != interval:
                 self.auto[fid] = [interval, time.time() + interval]
@@ -201,6 +215,9 @@ class LiveClient(SyncClient):
             self.run_markdown, self.run_chart = list(self.markdown), self._chart
             self.run_radios = self._radios
             self._chart, self._radios = None, {}
+            self.run_alerts = (self.run_alerts + self.alerts)[-10:]
+            self.run_exceptions = (self.run_exceptions + self.exceptions)[-10:]
+            self.run_count += 1
             if self.on_run is not None:
                 self.on_run(self)
             self.reset_run()
@@ -292,7 +309,10 @@ class Teacher(User):
             room.published[state_param(c.query_string)] = None  # the room's first state
             room.ready.set()
             c.pump_until(lambda: len(room.joined) >= room.size, 240)
-            c.pump(PLAN["think_s"])
+            c.pump(2.0)
+            idle = time.time()
+            c.pump(PLAN["idle_s"])  # only the polls: their cost alone (live_class.py)
+            SAMPLES["idle"].append([room.index, idle, time.time()])
             for _ in range(PLAN["rounds"]):
                 if c.disabled.get(PROPOSE, True):
                     break
@@ -319,20 +339,30 @@ class Teacher(User):
         s, digest = state_param(c.query_string), strip_digest(c.run_markdown)
         if s and digest and s not in self.room.strips:
             self.room.strips[s] = digest
-            self.room.strip_html[s] = [
-                b for b in c.run_markdown if b.startswith('<div class="strip"')
-            ]
         if c.run_chart is not None:
             self.counts.append((time.time(), sum(c.run_chart)))
 
-    def _click(self, c: LiveClient, key: str) -> None:
-        """Send a click; the new lesson state it publishes is timed from the send."""
-        before = state_param(c.query_string)
-        sent = c.send_rerun(click=key)
-        if not c.pump_until(lambda: state_param(c.query_string) != before, TIMEOUT_S):
-            raise RuntimeError(f"{key}: the lesson state did not change")
-        self.room.published.setdefault(state_param(c.query_string), sent)
-        return sent
+    def _click(self, c: LiveClient, key: str, sends: list[float] | None = None) -> None:
+        """Click ``key`` once the page is idle (again, as a teacher would, when nothing
+        moved for :data:`CLICK_WAIT_S`; counted in ``clicked_again``); the new lesson
+        state it publishes is timed from the first click (its send time also appended to
+        ``sends``)."""
+        before, first = state_param(c.query_string), None
+        for _ in range(CLICKS):
+            c.pump_until(lambda: not c.running, TIMEOUT_S)
+            sent = c.send_rerun(click=key)
+            first = first or sent
+            if c.pump_until(lambda: state_param(c.query_string) != before, CLICK_WAIT_S):
+                break
+            SAMPLES["clicked_again"].append([self.room.index, key])
+        else:
+            raise RuntimeError(
+                f"{key}: the lesson state did not change; last alerts {c.run_alerts[-3:]}, "
+                f"exceptions {c.run_exceptions[-3:]}, runs {c.run_count}"
+            )
+        if sends is not None:
+            sends.append(first)
+        self.room.published.setdefault(state_param(c.query_string), first)
 
     def _step(self, c: LiveClient, label: str) -> None:
         self._click(c, label)
@@ -343,7 +373,7 @@ class Teacher(User):
         room = self.room
         room.answers, self.counts = [], []
         c.send_rerun(click="live_ask")
-        if not c.pump_until(lambda: bool(self.counts), 30):
+        if not c.pump_until(lambda: bool(self.counts), TIMEOUT_S):
             raise RuntimeError("the question's chart never appeared")
         c.pump_until(
             lambda: (
@@ -362,7 +392,7 @@ class Teacher(User):
                 SAMPLES["answer"].append([room.index, (shown - t_sent) * 1e3])
                 fire(self.environment, "answer", (shown - t_sent) * 1e3)
         c.pump(1.0)
-        room.reveal_sent = self._click(c, "live_reveal")  # ② Verify + reveal
+        self._click(c, "live_reveal", room.reveal_sends)  # ② Verify + reveal
         c.pump(PLAN["think_s"])
 
 
@@ -420,37 +450,41 @@ class Student(User):
         raise StopUser
 
     def _seen(self, c: LiveClient) -> None:
-        """After each run: a new lesson state in the URL (timed, checked for cross-talk
-        and against the teacher's strips) and a question newly revealed (timed)."""
+        """After each run: a new lesson state in the URL, and a question newly revealed,
+        with the time (matched with the teachers' clicks in :func:`analyse`, once every
+        click's state is known: a follower may show a state before its teacher's own run
+        has ended)."""
         room, now = self.room, time.time()
         s = state_param(c.query_string)
         if s and s != self.last_s:
             self.last_s = s
-            other = [r.index for r in rooms() if r is not room and s in r.published]
-            if other:
-                SAMPLES["crosstalk"].append([room.index, other[0], s[:16]])
-                fire(self.environment, "cross-talk", 0, RuntimeError("another room's state"))
-            elif s not in room.published:
-                SAMPLES["unknown_state"].append([room.index, s[:16]])
-            elif room.published[s] is not None:
-                ms = (now - room.published[s]) * 1e3
-                SAMPLES["follow"].append([room.index, ms])
-                fire(self.environment, "follow", ms)
-            want, digest = room.strips.get(s), strip_digest(c.run_markdown)
-            if want and digest:
-                SAMPLES["strips_compared"].append(room.index)
-                if digest != want:
-                    st = unpack_state(c.query_string) or {}
-                    where = [st.get("round", 0), st.get("phase", "propose")]
-                    strips = [b for b in c.run_markdown if b.startswith('<div class="strip"')]
-                    mine = room.strip_html.get(s, [])
-                    SAMPLES["strip_mismatch"].append([room.index, where, strips, mine])
+            SAMPLES["seen"].append([room.index, self.index, s, now, strip_digest(c.run_markdown)])
         for key, (_, off) in c.run_radios.items():
-            if off and key in ANSWERS and key not in self.revealed and room.reveal_sent:
+            if off and key in ANSWERS and key not in self.revealed:
                 self.revealed.add(key)
-                ms = (now - room.reveal_sent) * 1e3
-                SAMPLES["reveal"].append([room.index, ms])
-                fire(self.environment, "reveal", ms)
+                SAMPLES["revealed"].append([room.index, now])
+
+
+def analyse() -> None:
+    """Follow and reveal latencies, cross-talk and strip equality from the raw samples."""
+    for index, _student, s, seen, digest in SAMPLES["seen"]:
+        room = rooms()[index]
+        other = [r.index for r in rooms() if r is not room and s in r.published]
+        if other:
+            SAMPLES["crosstalk"].append([index, other[0], s[:16]])
+        elif s not in room.published:
+            SAMPLES["unknown_state"].append([index, s[:16]])
+        elif room.published[s] is not None:
+            SAMPLES["follow"].append([index, (seen - room.published[s]) * 1e3])
+        want = room.strips.get(s)
+        if want and digest:
+            SAMPLES["strips_compared"].append(index)
+            if digest != want:
+                SAMPLES["strip_mismatch"].append([index, s[:16]])
+    for index, seen in SAMPLES["revealed"]:
+        sent = [t for t in rooms()[index].reveal_sends if t <= seen]
+        if sent:
+            SAMPLES["reveal"].append([index, (seen - max(sent)) * 1e3])
 
 
 def main() -> None:
@@ -464,6 +498,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--think", type=float, default=3.0, help="teacher's pause, s")
     parser.add_argument("--answer-wait", type=float, default=25.0)
+    parser.add_argument("--idle", type=float, default=10.0, help="polls alone, s")
     parser.add_argument("--links", default="[]", help="JSON list: each room's lesson link")
     parser.add_argument("--spawn-rate", type=float, default=5.0)
     parser.add_argument("--timeout", type=float, default=900.0)
@@ -475,6 +510,7 @@ def main() -> None:
         rounds=args.rounds,
         think_s=args.think,
         answer_wait_s=args.answer_wait,
+        idle_s=args.idle,
         links=json.loads(args.links),
         seed=args.seed,
     )
@@ -490,6 +526,7 @@ def main() -> None:
             break
     gevent.sleep(2.0)
     runner.quit()
+    analyse()
     out = {
         "plan": {k: v for k, v in PLAN.items() if k != "links"},
         "started": started,
