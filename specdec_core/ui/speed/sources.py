@@ -22,7 +22,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.drafters import drafters_for
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.drafters import sources_figure
-from specdec_core.ui.i18n import lang, strings, t
+from specdec_core.ui.i18n import strings, t, tr
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 
 TOKENS = (8, 16, 32)  # new tokens per run offered (a run of 6 sources × 4 settings)
@@ -50,8 +50,12 @@ def source_label(name: str) -> str:
     return t(key) if key in strings() else name
 
 
-def temp_label(temperature: float) -> str:
-    return t("src_temp_greedy") if temperature == 0 else t("src_temp_sampled", t=temperature)
+def temp_label(temperature: float, language: str | None = None) -> str:
+    """ "Greedy (T = 0)" or "Sampled (T = 1)" in ``language`` (default: the page's)."""
+    if language is None:
+        return t("src_temp_greedy") if temperature == 0 else t("src_temp_sampled", t=temperature)
+    key = "src_temp_greedy" if temperature == 0 else "src_temp_sampled"
+    return tr(key, language).format(t=temperature)
 
 
 def result_key(prefix: str) -> str:
@@ -159,12 +163,16 @@ def show(comp: SourceComparison, prefix: str) -> None:
     if comp.verdict.busy:
         st.warning(busy_message(comp.verdict.reasons, "src_busy"))
     temps = sorted({temp for _, temp in comp.settings})
+    # labels in both languages: Streamlit keeps a radio's value as its label, which must
+    # not change on a language switch (as the drafters page's presets)
     temp = st.radio(
         t("src_show_temp"),
         temps,
-        format_func=temp_label,
+        format_func=lambda x: " · ".join(
+            dict.fromkeys(temp_label(x, language) for language in ("en", "zh"))
+        ),
         horizontal=True,
-        key=f"{prefix}_src_temp_{lang()}",  # a radio keeps its label: one per language
+        key=f"{prefix}_src_temp",
     )
     prompts = [key for key, _ in comp.prompts]
     for key in prompts:
