@@ -100,14 +100,21 @@ class MtpDrafter(Drafter):
     ) -> list[int]:
         """Heads ``d + 1, d + 2, …`` on the one hidden state ``h_{m−1}`` (``d``: the
         context's depth), up to ``gamma`` ids and never past head ``K``; nothing when the
-        target has no hidden state yet (the first round)."""
+        target has no hidden state yet (the first round). The rows do not depend on the
+        picks, so they are computed together (one block matmul and one LM-head matmul for
+        all of them: the LM head's weight is read once per proposal, not once per draft);
+        ``pick`` then takes them in order."""
         ids: list[int] = []
         found = self._anchor(context)
         if found is None:
             return ids
         hidden, depth = found
-        for i in range(min(gamma, self.heads.k - depth, self.heads.k)):
-            ids.append(pick(self._logits(hidden, depth + i + 1)))
+        n = min(gamma, self.heads.k - depth, self.heads.k)
+        if n <= 0:
+            return ids
+        rows = self._rows(hidden, depth + 1, n)  # [n, V]
+        for i in range(n):
+            ids.append(pick(rows[i]))
             if not self._keep_drafting():
                 break
         return ids
@@ -142,11 +149,16 @@ class MtpDrafter(Drafter):
     def _logits(self, hidden: torch.Tensor, k: int) -> torch.Tensor:
         """``[V]`` float32 logits of head ``k`` (``0``: the target's LM head itself) on one
         ``[d]`` hidden state; one head evaluation."""
+        return self._rows(hidden, k, 1)[0]
+
+    def _rows(self, hidden: torch.Tensor, first: int, n: int) -> torch.Tensor:
+        """``[n, V]`` float32 logits of heads ``first .. first + n − 1`` (head ``0``: the
+        target's LM head itself) on one ``[d]`` hidden state; ``n`` head evaluations."""
         started = time.perf_counter()
-        feature = hidden if k == 0 else self.heads.block(k, hidden)
-        logits = self.lm_head(feature).float()
+        features = self.heads.blocks_from(first, n, hidden)  # [n, d]
+        logits = self.lm_head(features).float()  # [n, V]
         self._forward_ms += (time.perf_counter() - started) * 1e3
-        self.forwards += 1
+        self.forwards += n
         return logits
 
 

@@ -97,6 +97,7 @@ class MtpHeads(nn.Module):
         for lin in self.blocks:
             nn.init.zeros_(lin.weight)
             nn.init.zeros_(lin.bias)
+        self._stacked: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def k(self) -> int:
@@ -112,6 +113,37 @@ class MtpHeads(nn.Module):
         if not 1 <= k <= self.k:
             raise IndexError(f"head {k} outside 1..{self.k}")
         return hidden + F.silu(self.blocks[k - 1](hidden))
+
+    def blocks_from(self, first: int, n: int, hidden: torch.Tensor) -> torch.Tensor:
+        """``[n, d]``: heads ``first .. first + n − 1`` on one ``[d]`` hidden state, in one
+        batched matmul (head ``0`` is the identity: the target's own LM head input).
+
+        Raises:
+            IndexError: a head outside ``0..K``.
+        """
+        if first < 0 or first + n - 1 > self.k:
+            raise IndexError(f"heads {first}..{first + n - 1} outside 0..{self.k}")
+        out = hidden.expand(n, -1).clone()  # [n, d]
+        lo = max(first, 1)  # head 0 stays the identity
+        if lo <= first + n - 1:
+            weight, bias = self.stacked()
+            w, b = weight[lo - 1 : first + n - 1], bias[lo - 1 : first + n - 1]  # [m, d, d]
+            out[lo - first :] += F.silu(torch.matmul(w, hidden) + b)  # [m, d]
+        return out
+
+    def stacked(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``([K, d, d], [K, d])``: every head's ``W_k`` and ``b_k``, stacked (kept once the
+        heads are frozen, as :meth:`load` leaves them; rebuilt each call while training)."""
+        frozen = not any(p.requires_grad for p in self.parameters())
+        if frozen and self._stacked is not None:
+            return self._stacked
+        stacked = (
+            torch.stack([lin.weight for lin in self.blocks]),
+            torch.stack([lin.bias for lin in self.blocks]),
+        )
+        if frozen:
+            self._stacked = stacked
+        return stacked
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """``[K, ..., d]``: every head's block on ``[..., d]`` hidden states."""
