@@ -133,6 +133,20 @@ def test_greedy_equals_the_target_alone(embedded_pair, schedule, drafter_name):
     assert session.records == fast.records  # the step machine and the fast path agree
 
 
+@pytest.mark.parametrize("schedule", ["heuristic", "confidence"])
+def test_sampled_fast_path_matches_the_step_machine(embedded_pair, schedule):
+    """At T = 1 the fast path's general path (rows, draws, the stop read from the
+    logits) gives the step machine's records round for round."""
+    config = SessionConfig(gamma=3, temperature=1.0, seed=7, max_new_tokens=12)
+    config = replace(config, gamma_schedule=schedule, confidence=0.3)
+    fast = generate(embedded_pair, PROMPTS[1], config)
+    session = SpeculativeSession(embedded_pair, PROMPTS[1], config)
+    session.run()
+    assert session.records == fast.records and session.generated_ids == fast.output_ids
+    if schedule == "confidence":
+        assert any(len(r.drafted) < r.gamma for r in fast.records)
+
+
 def test_history_gamma_follows_the_pure_function(embedded_pair):
     config = SessionConfig(gamma=2, max_new_tokens=40, gamma_schedule="heuristic")
     session = SpeculativeSession(embedded_pair, PROMPTS[0], config)
