@@ -128,27 +128,33 @@ def card(page: str) -> None:
     code = s.code if _CODE.fullmatch(s.code) else "?"
     url = join_link(code)
     with st.container(border=True, key="live_teacher"):
-        left, right = st.columns([3, 2], gap="medium")
-        with left:
-            st.caption(t("live_room_code"))
-            with st.container(key="live_code"):
+        # the join box: open at the start of the class, folded by the teacher once the
+        # students are in (its label keeps the code in view)
+        join = st.expander(
+            t("live_join_title", code=code), expanded=True, icon=":material/qr_code_2:"
+        )
+        with join:
+            left, right = st.columns([3, 2], gap="medium", vertical_alignment="center")
+            with left:
+                st.caption(t("live_room_code"))
+                with st.container(key="live_code"):
+                    st.html(
+                        '<div style="font-size:4.2rem;font-weight:700;letter-spacing:0.3em;'
+                        f'line-height:1.1;font-family:monospace">{html.escape(code)}</div>'
+                    )
+                st.markdown(t("live_join_at"))
+                st.code(url, language=None, wrap_lines=True)
+                if links.is_local_url(url):
+                    st.warning(t("lt_link_local"))
+            with right:
                 st.html(
-                    '<div style="font-size:4.2rem;font-weight:700;letter-spacing:0.35em;'
-                    f'line-height:1.1;font-family:monospace">{html.escape(code)}</div>'
+                    f'<img src="{qr_uri(url)}" alt="QR code" '
+                    'style="background:#fff;width:100%;max-width:260px">'
                 )
-            st.markdown(t("live_join_at"))
-            st.code(url, language=None, wrap_lines=True)
-            if links.is_local_url(url):
-                st.warning(t("lt_link_local"))
             with st.expander(t("live_teacher_link"), expanded=False):
                 st.caption(t("live_teacher_link_help"))
                 st.code(teacher_link(code, s.key), language=None, wrap_lines=True)
             st.button(t("live_end"), key="live_end", on_click=room.leave)
-        with right:
-            st.html(
-                f'<img src="{qr_uri(url)}" alt="QR code" '
-                'style="background:#fff;width:100%;max-width:300px">'
-            )
         _dashboard(page)
 
 
@@ -165,7 +171,7 @@ def _dashboard(page: str) -> None:
             st.error(error_message(S.pop(room.ERROR)))
         return
     with st.container(key="live_dash"):
-        st.metric(t("live_students"), view.students)
+        st.markdown(t("live_students_line", n=view.students, code=plain(view.code)))
         q = view.question
         if q is not None:
             _question_box(view)
