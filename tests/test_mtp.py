@@ -248,6 +248,15 @@ def test_cli_json_with_mtp(capsys, embedded_pair):
     assert out["rounds"][0]["drafted"] == []
 
 
+def test_verify_curve_times_the_mtp_draft_step(embedded_pair):
+    """The speed page's cost model: the draft step of the heads is their own evaluation
+    time per drafted token (no model cache of their own), measured, not zero."""
+    from specdec_core.bench import measure_forward_curve
+
+    curve = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "mtp")
+    assert len(curve.target_ms) == 3 and curve.draft_step_ms > 0
+
+
 # ---------------------------------------------------------------- lossless, sampled
 N_SAMPLES = 600
 MIN_P = 5 / N_SAMPLES
