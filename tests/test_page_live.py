@@ -115,6 +115,11 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
 
     view = store.view(seat.code)
     assert view.students == 1 and view.page == "step"
+    sid = param(student, "sid")
+    reloaded = open_app({"room": seat.code, "sid": sid})  # a reload: the same student again
+    assert reloaded.session_state["live_seat"].student == sid
+    assert store.view(seat.code).students == 1
+    same_moment(teacher, reloaded)
 
 
 def test_question_counts_change_and_reveal_shows_the_real_outcome(embedded_pair, store):
