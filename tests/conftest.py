@@ -242,6 +242,12 @@ SLOW = {
     "test_classroom_server.py": "a real server driven over websockets (80 s)",
     "test_hostile_server.py": "a real server under a storm of full reruns (40 s)",
     "test_page_speed.py::test_tiny_measurement_is_consistent": "a full measurement (40 s)",
+    "test_compare.py::test_compare_sources_every_source_real_values": (
+        "every source × 2 prompts × greedy / T = 1, twice, then each run again (≈ 60 s idle)"
+    ),
+    "test_lessons_drafts.py::test_chapter_7_block_question_and_the_live_winner": (
+        "every source run on the repetitive prompt, then chapter 7 in AppTest (≈ 25 s)"
+    ),
     "test_page_speed.py::test_sweeps_stop_and_chinese": "two sweeps (20 s)",
     "test_jobs.py::test_stop_while_a_task_runs_drops_its_result": "a worker process (35 s)",
     "test_jobs.py::test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one": (
