@@ -44,7 +44,7 @@ SEEN = "live_seen"  # the room version the last poll read
 VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
-POLL_S = 1.0  # the follower's poll interval (seconds)
+POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 
 
 def following() -> bool:

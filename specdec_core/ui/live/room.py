@@ -21,6 +21,8 @@ so a reload rejoins as the same student with the same answer.
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -43,6 +45,18 @@ APP_PAGE = {v: k for k, v in STORE_PAGE.items()}
 #: Query parameters that belong to the room, never to the published lesson state.
 ROOM_PARAMS = ("room", "teacher", "sid")
 _SID = re.compile(r"[0-9a-f]{16}")
+
+
+def poll_seconds() -> float:
+    """How often a follower and the teacher's dashboard poll the store (seconds):
+    ``SPECDEC_LIVE_POLL_S`` (0.25..10), default 1. Each poll reads one version number."""
+    try:
+        value = float(os.environ.get("SPECDEC_LIVE_POLL_S", "1"))
+    except ValueError:
+        return 1.0
+    return min(10.0, max(0.25, value)) if math.isfinite(value) else 1.0
+
+
 _CODE_CHARS = 32  # longer "codes" from a URL go no further than this check
 _KEY_CHARS = 128
 

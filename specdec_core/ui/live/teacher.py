@@ -61,7 +61,7 @@ from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
 from specdec_core.ui.step import tree_lesson as TL
 
-POLL_S = 1.0  # the dashboard's poll interval (seconds)
+POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 STARTED = "live_started_now"  # the step panel reruns the app once the room exists
 RERUN = "live_rerun_app"  # the reveal changed the lesson: redraw the whole page
 _CODE = re.compile(f"[{CODE_ALPHABET}]{{1,12}}")
@@ -89,7 +89,7 @@ def start_button(where: str) -> None:
         key=f"live_start_{where}",
         on_click=_start,
         args=(where == "step",),
-        type="primary",
+        type="primary" if where == "step" else "secondary",
         icon=":material/cast_for_education:",
     )
     if room.ERROR in S and where == "step":
