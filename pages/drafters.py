@@ -179,6 +179,11 @@ else:
         )
     )
 
+    capped = [f"{label} γ = {r.gamma}" for r, label in zip(results, labels, strict=True)]
+    capped = [c for c, r in zip(capped, results, strict=True) if r.gamma and r.gamma < used.gamma]
+    if capped:  # a source that proposes fewer (MTP heads: K) ran with its own maximum
+        st.caption(t("src_capped", caps=", ".join(capped)))
+
     metric_cols = st.columns(len(results))
     for col, r, label in zip(metric_cols, results, labels, strict=True):
         with col.container(border=True):
