@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 
 import pytest
-from conftest import open_app, run_json
+from conftest import open_app, run_json, shown_error
 
 from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError
@@ -219,6 +219,23 @@ def test_engine_refusals(embedded_pair):
         with pytest.raises(ConfigError) as info:
             run()
         assert info.value.code == "gamma_schedule_tree"
+
+
+class Heads(ModelDrafter):
+    name, max_gamma = "mtp", 4
+
+
+@pytest.mark.parametrize(
+    ("lang", "expected"),
+    [
+        ("en", "the MTP heads can propose at most 4 tokens per round (one per head), and γ is 6"),
+        ("zh", "MTP 预测头每轮最多只能提出 4 个 token（每个头一个），而当前 γ 为 6"),
+    ],
+)
+def test_the_limit_message_names_the_drafter(embedded_pair, lang, expected):
+    with pytest.raises(ConfigError) as info:
+        SpeculativeSession(embedded_pair, "x", SessionConfig(gamma=6), Heads(embedded_pair.draft))
+    assert expected in shown_error(info.value, lang)
 
 
 @pytest.mark.parametrize(

@@ -72,9 +72,9 @@ def confidence_for(config: SessionConfig) -> float | None:
 
 
 def check_gamma_settings(config: SessionConfig, drafter: Drafter | str | None, tree: bool) -> None:
-    """Raises ConfigError (params ``drafter``, ``schedule``, ``gamma``, ``limit``; the
-    English message is the CLI's) for, in order: ``gamma_schedule_tree`` (a non-constant
-    schedule in tree mode: the tree keeps its fixed shape), ``confidence_ngram`` (the
+    """Raises ConfigError (params ``drafter`` = ``reason``, ``schedule``, ``gamma``,
+    ``limit``; the English message is the CLI's) for, in order: ``gamma_schedule_tree``
+    (a non-constant schedule in a tree: it keeps its fixed shape), ``confidence_ngram`` (the
     confidence stop with prompt lookup, whose one-hot rows never fall under a threshold),
     ``gamma_drafter`` (a chain's γ above the drafter's ``max_gamma``). ``drafter``: an
     object, a registry name or ``None`` (the pair's draft model)."""
@@ -96,5 +96,5 @@ def check_gamma_settings(config: SessionConfig, drafter: Drafter | str | None, t
         message = f"the {name} drafter can propose at most {limit} tokens, γ = {config.gamma}"
     else:
         return
-    params = {"drafter": name, "schedule": schedule, "gamma": config.gamma, "limit": limit}
-    raise ConfigError(message, code, **params)
+    params = {"drafter": name, "reason": name, "gamma": config.gamma, "limit": limit}
+    raise ConfigError(message, code, schedule=schedule, **params)  # reason: err_<code>_mtp
