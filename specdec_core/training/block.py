@@ -17,18 +17,25 @@ Accelerating LLM Inference with Low-Cost PARallel Draft Model Adaptation"):
    step): its ``j``-th mask sits at position ``t_k + j`` and attends to ``x_0 … x_{t_k}``
    and to the group's earlier masks only, exactly what the drafter's input
    ``x_≤t + [M] × (γ − 1)`` shows it at inference;
-4. the frozen target gives its distribution ``p`` at every window position (no grad, the
-   true text as context). Loss = soft cross-entropy of the ordinary rows (``q_1`` at every
-   position ``t``) against ``p_t`` + soft cross-entropy of mask ``j`` of group ``k``
-   against ``p_{t_k + j}`` (both means over their rows, nats): distillation, as the pair's
-   draft model was trained, so it trains towards Σ min(p, q) per offset;
+4. labels from the frozen target (no grad), self-distillation on its own continuation
+   (as Medusa-2 distils from the model's outputs): one forward over the window gives
+   ``p_t`` at every position; from each cut ``t_k`` the target then continues greedily,
+   ``g_1 = argmax p_{t_k}``, ``g_{j+1} = argmax p(· | x_≤t_k, g_1 … g_j)``, all ``K``
+   chains at once (one cached forward per step, a 4-D mask: ``B − 1`` small forwards).
+   Loss = soft cross-entropy of the ordinary rows (``q_1`` at every ``t``) against
+   ``p_t`` + soft cross-entropy of mask ``j`` of cut ``k`` against ``p(· | x_≤t_k,
+   g_1 … g_j)`` (means over their rows, nats): exactly the rows a greedy round checks
+   once ``y_<j`` were accepted, so it trains towards greedy acceptance and Σ min(p, q)
+   along the target's own continuation (``--labels text`` instead uses ``p_{t_k + j}``
+   given the true text, PARD's data);
 5. saved as an ordinary GPT-2 folder (float16 safetensors, ``config.json`` with
    ``vocab_size = V + 1``, ``block_mask_token_id = V``, ``block_size = B``), reloaded in
-   float32 and measured: per-offset top-1 agreement with the target's greedy token and
-   mean Σ min(p, q) at T = 1 on the validation windows (teacher-forced: the block's
-   ``q_j`` from ``x_≤t`` alone vs the plain draft's serial ``q`` given the true
-   ``x_≤t+j−1``, both against ``p`` given the true text), and greedy acceptance of both
-   drafters at γ 4 and 8 on held-out prompts through the real engine.
+   float32 and measured on the validation windows (cuts every ``B`` positions), per
+   offset ``j``, along the target's greedy continuation: top-1 agreement with the
+   target's greedy token ``g_j`` and mean Σ min(p_j, q_j) at T = 1, for the block's
+   ``q_j`` (from ``x_≤t`` and masks alone) and for the plain draft model's serial ``q``
+   given ``x_≤t, g_<j`` (what it sees once its drafts ``y_<j`` were accepted); and greedy
+   acceptance of both drafters at γ 4 and 8 on held-out prompts through the real engine.
 
 Budgets are wall-clock minutes; ``--max-steps`` caps them (the tiny test uses it).
 """
@@ -45,7 +52,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from specdec_core.training.corpus import encode_corpus, split_speeches
 from specdec_core.training.loop import (
@@ -70,12 +77,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--target", type=Path, default=DEFAULT_TARGET, help="frozen target folder")
     ap.add_argument("--draft", type=Path, default=DEFAULT_DRAFT, help="draft model to adapt")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--minutes", type=float, default=12.0)
+    ap.add_argument("--minutes", type=float, default=17.0)
     ap.add_argument("--block", type=int, default=8, help="B, positions per block (max γ)")
     ap.add_argument("--cuts", type=int, default=16, help="K, blocks per window")
     ap.add_argument("--context", type=int, default=128, help="window length T, tokens")
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--labels", choices=["greedy", "text"], default="greedy", help="mask labels")
     ap.add_argument("--accept-prompts", type=int, default=30, help="held-out prompts, γ 4 / 8")
     ap.add_argument("--accept-tokens", type=int, default=32, help="new tokens per prompt")
     return ap.parse_args(argv)
@@ -145,20 +153,81 @@ def block_logits(
     return logits[:, :t], logits[:, t:], p_index
 
 
-def block_loss(model, target, block: int, cuts: int, mask_id: int, rng: random.Random, parts: dict):
+@torch.no_grad()
+def continuation_rows(
+    model, x: torch.Tensor, cuts: list[int], steps: int, tokens: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``model``'s rows along a continuation from every cut at once.
+
+    One cached forward over the windows ``x`` ``[b, T]``, then ``steps`` forwards of ``K``
+    new tokens each (one per cut, ``K = len(cuts)``): the token fed at step ``s`` for cut
+    ``t`` sits at position ``t + s`` and attends to ``x_≤t`` and to that cut's earlier
+    fed tokens only (a 4-D additive mask over the cache). The fed tokens are ``tokens``
+    ``[b, K, steps]`` or, when ``None``, the model's own greedy continuation.
+
+    Returns:
+        ``[b, T, V']`` float32 logits of the window, ``[b, K, steps + 1, V']`` float32
+        logits along the continuation (row 0: at ``x_t``; row ``s``: after the ``s``-th
+        fed token) and the ``[b, K, steps]`` tokens fed.
+    """
+    b, t = x.shape
+    k = len(cuts)
+    cache = DynamicCache(config=model.config)
+    window = model(input_ids=x, cache=cache, use_cache=True).logits.float()  # [b, T, V']
+    index = torch.tensor(cuts)
+    rows = [window[:, index]]  # [b, K, V']
+    fed = []
+    dtype = next(model.parameters()).dtype
+    for s in range(1, steps + 1):
+        new = rows[-1].argmax(-1) if tokens is None else tokens[:, :, s - 1]  # [b, K]
+        fed.append(new)
+        allowed = torch.zeros(k, t + s * k, dtype=torch.bool)
+        for i, cut in enumerate(cuts):
+            allowed[i, : cut + 1] = True
+            allowed[i, t + i :: k] = True  # this cut's fed tokens, steps 1 … s
+        bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        out = model(
+            input_ids=new,
+            cache=cache,
+            use_cache=True,
+            attention_mask=bias[None, None].expand(b, 1, -1, -1),
+            position_ids=(index + s)[None].expand(b, -1),
+        )
+        rows.append(out.logits.float())
+    return window, torch.stack(rows, dim=2), torch.stack(fed, dim=2)
+
+
+def block_loss(
+    model,
+    target,
+    block: int,
+    cuts: int,
+    mask_id: int,
+    rng: random.Random,
+    parts: dict,
+    labels: str = "greedy",
+):
     """The loss ``training.loop.train`` calls with each window batch ``(x, y)`` (``y``
-    unused: the labels are the target's distributions). Keeps an EMA of each term in
-    ``parts`` (``first_row``, ``mask_rows``; soft CE in nats)."""
+    unused: the labels are the target's distributions; ``labels``: ``greedy`` along the
+    target's greedy continuation from each cut, ``text`` given the true text). Keeps an
+    EMA of each term in ``parts`` (``first_row``, ``mask_rows``; soft CE in nats)."""
     target.eval()
 
     def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        t = x.shape[1]
+        b, t = x.shape
         chosen = sorted(rng.sample(range(t - block + 1), min(cuts, t - block + 1)))
-        with torch.no_grad():
-            p = F.softmax(target(input_ids=x).logits.float(), -1)  # [b, T, V]
+        if labels == "greedy":
+            window, chain, _ = continuation_rows(target, x, chosen, block - 1)
+            p = F.softmax(window, -1)  # [b, T, V]
+            p_mask = F.softmax(chain[:, :, 1:], -1).flatten(1, 2)  # [b, K(B − 1), V]
+        else:
+            with torch.no_grad():
+                p = F.softmax(target(input_ids=x).logits.float(), -1)  # [b, T, V]
         first, masked, p_index = block_logits(model, x, chosen, block, mask_id)
+        if labels != "greedy":
+            p_mask = p[:, p_index]
         ce_first = -(p * F.log_softmax(first, -1)).sum(-1).mean()
-        ce_mask = -(p[:, p_index] * F.log_softmax(masked, -1)).sum(-1).mean()
+        ce_mask = -(p_mask * F.log_softmax(masked, -1)).sum(-1).mean()
         for key, value in (("first_row", ce_first.item()), ("mask_rows", ce_mask.item())):
             old = parts.get(key)
             parts[key] = value if old is None else 0.95 * old + 0.05 * value
@@ -169,12 +238,12 @@ def block_loss(model, target, block: int, cuts: int, mask_id: int, rng: random.R
 
 @torch.no_grad()
 def evaluate(model, target, draft, val: torch.Tensor, context: int, block: int, batch: int) -> dict:
-    """Per offset ``j = 1 … B`` on the fixed validation windows, cut points every ``B``
-    positions: top-1 agreement with the target's greedy token and mean Σ min(p, q) at
-    T = 1, for the block's ``q_j`` (from ``x_≤t`` and ``j − 1`` masks) and for the plain
-    draft model's ``q`` at the same position given the true text (what its serial
-    drafting sees once ``y_<j`` were accepted). ``p`` is the target's row given the true
-    text."""
+    """Per offset ``j = 1 … B`` on the fixed validation windows, cuts every ``B`` positions,
+    along the target's greedy continuation ``g`` from each cut (:func:`continuation_rows`):
+    top-1 agreement with the target's greedy token ``g_j`` and mean Σ min(p_j, q_j) at
+    T = 1 (``p_j`` the target's row given ``x_≤t, g_<j``), for the block's ``q_j`` (from
+    ``x_≤t`` and ``j − 1`` masks) and for the plain draft model's ``q`` given ``x_≤t,
+    g_<j`` (its serial drafting once ``y_<j = g_<j`` were accepted)."""
     mask_id = model.config.block_mask_token_id
     xs, _ = val_windows(val, context)
     t = xs.shape[1]
@@ -183,25 +252,20 @@ def evaluate(model, target, draft, val: torch.Tensor, context: int, block: int, 
     count = 0
     for i in range(0, len(xs), batch):
         x = xs[i : i + batch]
-        p = F.softmax(target(input_ids=x).logits.float(), -1)  # [b, T, V]
-        qd = F.softmax(draft(input_ids=x).logits.float(), -1)
-        first, masked, p_index = block_logits(model, x, cuts, block, mask_id)
-        qb_first, qb_mask = F.softmax(first.float(), -1), F.softmax(masked.float(), -1)
-        m = block - 1
+        _, chain, fed = continuation_rows(target, x, cuts, block - 1)
+        _, qd, _ = continuation_rows(draft, x, cuts, block - 1, tokens=fed)
+        p, qd = F.softmax(chain, -1), F.softmax(qd, -1)  # [b, K, B, V]
+        first, masked, _ = block_logits(model, x, cuts, block, mask_id)
+        qb = torch.cat(
+            [first[:, cuts, None], masked.unflatten(1, (len(cuts), block - 1))], dim=2
+        ).float()
+        qb = F.softmax(qb, -1)  # [b, K, B, V]
+        greedy = p.argmax(-1)  # [b, K, B]
         for j in range(block):
-            if j == 0:
-                pos = torch.tensor(cuts)
-                qb = qb_first[:, pos]
-            else:
-                rows = torch.tensor([k * m + j - 1 for k in range(len(cuts))])
-                pos = p_index[rows]
-                qb = qb_mask[:, rows]
-            pj, qdj = p[:, pos], qd[:, pos]  # [b, K, V]
-            greedy = pj.argmax(-1)
-            sums["ba"][j] += (qb.argmax(-1) == greedy).sum().item()
-            sums["bo"][j] += torch.minimum(pj, qb).sum().item()
-            sums["da"][j] += (qdj.argmax(-1) == greedy).sum().item()
-            sums["do"][j] += torch.minimum(pj, qdj).sum().item()
+            sums["ba"][j] += (qb[:, :, j].argmax(-1) == greedy[:, :, j]).sum().item()
+            sums["bo"][j] += torch.minimum(p[:, :, j], qb[:, :, j]).sum().item()
+            sums["da"][j] += (qd[:, :, j].argmax(-1) == greedy[:, :, j]).sum().item()
+            sums["do"][j] += torch.minimum(p[:, :, j], qd[:, :, j]).sum().item()
         count += x.shape[0] * len(cuts)
 
     def per(key: str) -> list[float]:
@@ -293,7 +357,7 @@ def main(argv: list[str] | None = None) -> dict:
     run = train(
         "block",
         model,
-        block_loss(model, target, args.block, args.cuts, mask_id, rng, parts),
+        block_loss(model, target, args.block, args.cuts, mask_id, rng, parts, args.labels),
         train_ids,
         args,
         args.minutes,
@@ -322,8 +386,9 @@ def main(argv: list[str] | None = None) -> dict:
         "parameters": sum(p.numel() for p in model.parameters()),
         "weights_bytes": (args.out / WEIGHTS).stat().st_size,
         "weights_dtype": "float16",
-        "loss": "soft CE(q_1 rows, p) + soft CE(mask rows, p at t + j), means over rows, "
-        f"{args.cuts} blocks of {args.block} per window (4-D attention mask)",
+        "loss": "soft CE(q_1 rows, p_t) + soft CE(mask j rows, p after "
+        + ("x_<=t + the target's greedy g_1..g_j" if args.labels == "greedy" else "the true text")
+        + f"), means over rows, {args.cuts} blocks of {args.block} per window (4-D mask)",
         **run,
         "final_first_row_ce_ema": round(parts.get("first_row", math.nan), 4),
         "final_mask_rows_ce_ema": round(parts.get("mask_rows", math.nan), 4),
