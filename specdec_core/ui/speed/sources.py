@@ -72,7 +72,7 @@ def controls(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
         t(
             "src_sources_here",
             n=len(names),
-            names=", ".join(source_label(n) for n in names),
+            names=t("src_list_sep").join(source_label(n) for n in names),
         )
     )
     c1, c2, c3 = st.columns([2, 2, 1.4])
@@ -152,7 +152,7 @@ def show(comp: SourceComparison, prefix: str) -> None:
             " "
             + t(
                 "src_capped",
-                caps=", ".join(f"{source_label(n)} γ = {g}" for n, g in caps),
+                caps=t("src_list_sep").join(f"{source_label(n)} γ = {g}" for n, g in caps),
             )
             if caps
             else ""
@@ -214,7 +214,8 @@ def section(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
     controls(pair, config, prefix)
     stored = st.session_state.get(result_key(prefix))
     if stored is None:
-        st.info(t("src_no_results", temps=", ".join(temp_label(x) for x in SOURCE_TEMPERATURES)))
+        temps = t("src_list_sep").join(temp_label(x) for x in SOURCE_TEMPERATURES)
+        st.info(t("src_no_results", temps=temps))
         return
     _, comp = stored
     show(comp, prefix)
