@@ -181,6 +181,8 @@ class LiveClient(SyncClient):
         self.run_alerts: list[str] = []  # the last alerts and exceptions drawn (diagnosis)
         self.run_exceptions: list[str] = []
         self.run_count = 0
+        self.full_runs = 0  # whole-page runs finished (not fragment runs)
+        self.run_keys: set[str] = set()  # the widget keys the last run drew
         self.running = False  # a script run is in progress (session_status_changed)
         self.on_run = None
 
@@ -218,6 +220,9 @@ class LiveClient(SyncClient):
             self.run_alerts = (self.run_alerts + self.alerts)[-10:]
             self.run_exceptions = (self.run_exceptions + self.exceptions)[-10:]
             self.run_count += 1
+            if self.runs and self.runs[-1][0] == ForwardMsg.FINISHED_SUCCESSFULLY:
+                self.full_runs += 1
+            self.run_keys = {i.rsplit("-", 1)[-1] for i in self._drawn}
             if self.on_run is not None:
                 self.on_run(self)
             self.reset_run()
@@ -372,6 +377,8 @@ class Teacher(User):
         """Ask "will position 1 be accepted?", wait for the answers, reveal."""
         room = self.room
         room.answers, self.counts = [], []
+        if not c.pump_until(lambda: "live_ask" in c.run_keys, TIMEOUT_S):  # the next poll
+            raise RuntimeError("no 'Ask the class' button after ① Propose")
         c.send_rerun(click="live_ask")
         if not c.pump_until(lambda: bool(self.counts), TIMEOUT_S):
             raise RuntimeError("the question's chart never appeared")
@@ -392,7 +399,10 @@ class Teacher(User):
                 SAMPLES["answer"].append([room.index, (shown - t_sent) * 1e3])
                 fire(self.environment, "answer", (shown - t_sent) * 1e3)
         c.pump(1.0)
+        full = c.full_runs
         self._click(c, "live_reveal", room.reveal_sends)  # ② Verify + reveal
+        # the reveal redraws the whole page (a full run): a click before it ends is lost
+        c.pump_until(lambda: c.full_runs > full and not c.running, TIMEOUT_S)
         c.pump(PLAN["think_s"])
 
 
