@@ -358,3 +358,14 @@ def test_a_link_with_a_schedule_opens_it_in_the_app(embedded_pair):
         0.3,
         2,
     )
+
+
+def test_tree_mode_refuses_a_schedule_in_the_app(embedded_pair):
+    """The tree keeps its fixed shape: a schedule there is one translated message."""
+    at = open_app(lang="zh")
+    at.sidebar.selectbox(key="cfg_gamma_schedule").set_value("heuristic").run()
+    at.segmented_control(key="step_mode_zh").set_value("tree").run()
+    assert not at.exception
+    shown = " ".join(e.value for e in at.error)
+    assert "heuristic γ 调度会逐轮改变链的长度" in shown, shown
+    assert at.session_state.get("tree_lesson") is None
