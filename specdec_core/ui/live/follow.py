@@ -179,6 +179,8 @@ def _follower() -> None:
         return
     if following() and target(view) != S.get(APPLIED):
         st.rerun(scope="app")  # the full run applies it (before the sidebar)
+    if room.ERROR in S:  # e.g. an answer sent after the reveal
+        st.error(error_message(S.pop(room.ERROR)))
     with st.container(border=True, key="live_status"):
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         where = teacher_at(view)

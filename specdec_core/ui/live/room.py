@@ -102,6 +102,7 @@ def start_room() -> None:
         S[ERROR] = exc
         return
     S[SEAT] = Seat("teacher", code, key=key)
+    S[AFTER_WRITE] = publish
     S.pop(PUBLISHED, None)
     S.pop(ERROR, None)
 
@@ -116,7 +117,7 @@ def leave() -> None:
             store().close(s.code, s.key)
         except RoomError:
             pass
-    for key in (SEAT, PUBLISHED, ERROR):
+    for key in (SEAT, PUBLISHED, ERROR, AFTER_WRITE):
         S.pop(key, None)
     S[URL_PARAMS] = {}
     for name in ROOM_PARAMS:
@@ -129,18 +130,28 @@ def fail(exc: RoomError) -> None:
     leave the seat."""
     S = st.session_state
     S.pop(SEAT, None)
+    S.pop(AFTER_WRITE, None)
     S[URL_PARAMS] = {}
     S[ERROR] = exc
 
 
 def on_load() -> Seat | None:
-    """Every full run (``app.py``, before the sidebar): hooks :func:`publish` to
-    ``write_url``. Once per browser session: a ``?room=`` in the URL joins the room as a
-    student, ``?room=&teacher=`` claims it as its teacher. A bad code or key gives one
-    message (:data:`ERROR`) and no seat. Returns the new seat, or ``None`` when the URL
-    named no room (or the seat was not given)."""
+    """Every full run (``app.py``, before the sidebar): once per browser session, a
+    ``?room=`` in the URL joins the room as a student, ``?room=&teacher=`` claims it as
+    its teacher (a bad code or key: one message, :data:`ERROR`, and no seat); then, for a
+    teacher, hooks :func:`publish` to ``write_url`` (nobody else pays for it). Returns
+    the new seat, or ``None``."""
+    try:
+        return _read_url()
+    finally:
+        if is_teacher():
+            st.session_state[AFTER_WRITE] = publish
+        else:
+            st.session_state.pop(AFTER_WRITE, None)
+
+
+def _read_url() -> Seat | None:
     S = st.session_state
-    S[AFTER_WRITE] = publish
     if S.get(URL_READ):
         return None
     S[URL_READ] = True

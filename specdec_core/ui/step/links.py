@@ -267,6 +267,8 @@ def fragment_run(key: str) -> Iterator[bool]:
     only = S.get(seen) == S.get(APP_RUNS, 0)
     S[seen] = S.get(APP_RUNS, 0)
     started = time.perf_counter()
+    if only and S.get(AFTER_WRITE) is not None:
+        write_url()  # a live class's followers get a click's state before the panel redraws
     try:
         yield only
     finally:
