@@ -22,7 +22,7 @@ from specdec_core.engine.schedule import gamma_cap, heuristic_step, round_gamma,
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState, decode, encode
-from specdec_core.lessons.replay import replay
+from specdec_core.lessons.replay import replay, replay_forwards
 
 PROMPTS = ("ROMEO:\nBut soft, what light", "KING HENRY:\nOnce more unto the breach", "The ")
 
@@ -169,6 +169,9 @@ def test_history_gamma_follows_the_pure_function(embedded_pair):
     again = replay(embedded_pair, replace(state, round=5))
     assert again.problems == []
     assert again.session.records == records[:5]
+    # the replay's forward bound counts γ up to MAX_GAMMA under the heuristic
+    assert replay_forwards(replace(state, round=5)) == 5 * (MAX_GAMMA + 1)
+    assert replay_forwards(replace(state, round=5, gamma_schedule="confidence")) == 5 * 3
 
 
 # ---------------------------------------------------------------- refusals

@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from specdec_core.core.errors import ConfigError, SpecDecError
-from specdec_core.core.inputs import SessionConfig, encode_prompt
+from specdec_core.core.inputs import MAX_GAMMA, SessionConfig, encode_prompt
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import PenaltyConfig, make_processors
 from specdec_core.core.trace_json import to_jsonable
@@ -42,8 +42,10 @@ TREE_BUDGET = 12  # nodes per tree of a tree lesson (the step page's, so a link 
 def replay_forwards(state: LessonState) -> int:
     """The forwards replaying ``state`` costs at most: (draft forwards + 1) per round
     started; a chain drafts γ levels, a tree one forward per expanded node
-    (:func:`tree_draft_forwards`)."""
-    drafts = tree_draft_forwards(state.tree) if state.tree else state.gamma
+    (:func:`tree_draft_forwards`); under the heuristic γ schedule γ may grow to
+    ``MAX_GAMMA`` (``engine/schedule.py``)."""
+    gamma = MAX_GAMMA if state.gamma_schedule == "heuristic" else state.gamma
+    drafts = tree_draft_forwards(state.tree) if state.tree else gamma
     started = state.round + (0 if state.phase == "propose" else 1)
     return started * (drafts + 1)
 
