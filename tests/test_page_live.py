@@ -279,3 +279,19 @@ def test_a_chapter_question_on_the_lessons_page(embedded_pair, store):
     assert store.view(seat.code).question.correct == 1  # "same_dist", the chapter's answer
     student.run()
     assert any(zh[1] in e.value for e in student.error)
+
+
+def test_a_student_follows_the_tree_mode(embedded_pair, store):
+    """The teacher's tree lesson (mode, shape, phase) replays on the student's screen."""
+    teacher, seat = teacher_app()
+    teacher.segmented_control(key="step_mode_en").set_value("tree").run()
+    assert not teacher.exception, teacher.exception
+    student = student_app(seat.code)
+    click(teacher, "btn_tree_propose")
+    student.run()
+    mine, theirs = (at.session_state["tree_lesson"].session for at in (student, teacher))
+    assert student.session_state["step_mode_kept"] == "tree"
+    assert (mine.phase, mine.shape) == (theirs.phase, theirs.shape) == ("verify", theirs.shape)
+    assert [n.token.id for n in mine.tree_view().nodes] == [
+        n.token.id for n in theirs.tree_view().nodes
+    ]
