@@ -262,11 +262,14 @@ def test_compare_sources_every_source_real_values(embedded_pair):
 def test_compare_sources_refuses_before_running(tiny_pair):
     calls = []
     config = SessionConfig(max_new_tokens=4)
+    short = {"short": "We are"}  # the tiny pair's context holds 64 tokens
     for kwargs, match in [
         ({"drafters": []}, "at least one"),
-        ({"drafters": ["medusa"]}, "unknown drafter"),
+        ({"drafters": ["medusa"], "prompts": short}, "unknown drafter"),
+        ({"drafters": ["ngram", "eagle"], "prompts": short}, "no EAGLE draft head"),
         ({"drafters": ["ngram"], "prompts": {}}, "at least one prompt"),
-        ({"drafters": ["ngram"], "temperatures": ()}, "at least one prompt"),
+        ({"drafters": ["ngram"], "prompts": short, "temperatures": ()}, "at least one prompt"),
+        ({"drafters": ["ngram"]}, "at most 63 tokens"),  # the pages' prompts: too long here
     ]:
         with pytest.raises(ValueError, match=match):
             compare_sources(tiny_pair, config, progress=calls.append, **kwargs)

@@ -553,13 +553,13 @@ def compare_sources(
         temp: replace(config, temperature=float(temp)).validate(pair.vocab_size)
         for temp in temperatures
     }
-    ids = {key: prompt_ids(pair, text) for key, text in prompts.items()}
-    timed = ignoring_eos(pair)
     knobs = {name: default_knob(pair, name) for name in names}
     gammas = {}
     for name in names:  # validates every name before anything runs
         cap = make_named_drafter(pair, name, knobs[name]).max_gamma
         gammas[name] = min(config.gamma, cap) if cap else config.gamma
+    ids = {key: prompt_ids(pair, text) for key, text in prompts.items()}
+    timed = ignoring_eos(pair)
     repeats = max(1, int(repeats))
     settings = [(key, temp) for key in prompts for temp in temperatures]
     total = 1 + len(names) + repeats * len(settings) * (1 + len(names))
