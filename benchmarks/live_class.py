@@ -289,6 +289,8 @@ def polling_cost(samples: list[dict], s: dict, ended: float, cpu_s: float, wall:
     rate = (inside[-1]["cpu"] - inside[0]["cpu"]) / (inside[-1]["t"] - inside[0]["t"])
     updates = len(s["follow"]) + len(s["reveal"])
     per_update = (cpu_s - rate * wall) / updates if updates else None
+    if per_update is not None and per_update <= 0:  # the window's rate is not the class's
+        per_update = None  # (a machine whose other load swings): no estimate
     return round(100 * rate), (round(per_update, 2) if per_update is not None else None)
 
 

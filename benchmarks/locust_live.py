@@ -130,6 +130,7 @@ class Room:
         self.strips: dict[str, str] = {}  # s → digest of the teacher's token strips
         self.answers: list[float] = []  # send times of the open question's answers
         self.reveal_sends: list[float] = []  # when each Reveal was sent
+        self.asked = 0  # questions asked so far (an answer counts for the one it saw)
 
 
 ROOMS: list[Room] = []
@@ -377,6 +378,7 @@ class Teacher(User):
         """Ask "will position 1 be accepted?", wait for the answers, reveal."""
         room = self.room
         room.answers, self.counts = [], []
+        room.asked += 1
         if not c.pump_until(lambda: "live_ask" in c.run_keys, TIMEOUT_S):  # the next poll
             raise RuntimeError("no 'Ask the class' button after ① Propose")
         c.send_rerun(click="live_ask")
@@ -437,7 +439,7 @@ class Student(User):
             SAMPLES["join"].append([room.index, ms])
             fire(self.environment, "join", ms)
             room.joined.add(self.index)
-            answer_at = None
+            answer_at, asked = None, 0
             while not room.done.is_set():
                 c.pump(0.2)
                 open_q = [k for k, (_, off) in c.run_radios.items() if not off and k in ANSWERS]
@@ -446,9 +448,12 @@ class Student(User):
                     continue
                 if answer_at is None:
                     answer_at = time.time() + self.rng.uniform(1.0, 4.0)
+                    asked = room.asked  # the question this radio belongs to
                 elif time.time() >= answer_at:
                     choice = self.rng.choice(c.run_radios[key][0])
-                    room.answers.append(c.send_rerun(**{key: choice}))
+                    sent = c.send_rerun(**{key: choice})
+                    if asked == room.asked:  # not a late answer to a revealed question
+                        room.answers.append(sent)
                     SAMPLES["answers_sent"].append([room.index, self.index, key, choice])
                     self.answered.add(key)
                     answer_at = None
