@@ -270,6 +270,11 @@ SLOW = {
     "test_page_lossless.py::test_studies_on_the_pair_show_the_backend_numbers": (
         "every study of the lossless page on the tiny pair, and again directly (85 s)"
     ),
+    "test_block.py::test_greedy_equals_target_on_heldout_prompts": (
+        "30 held-out prompts × γ 1/4/8 with the block drafter (≈ 40 s)"
+    ),
+    "test_block.py::test_chi2_first_two_tokens_follow_the_target": "600 sampled runs (≈ 30 s)",
+    "test_block.py::test_training_script_on_tiny_models": "trains a tiny block drafter (≈ 30 s)",
 }
 
 
