@@ -25,7 +25,8 @@ Widget keys (the websocket bot / browser tests find them by key):
   ``commit_count``); ``live_k`` — number input, the position k; ``live_check`` — select
   box of a chapter checkpoint (Lessons page).
 * ``live_ask`` — button "Ask the class" / "向全班提问".
-* ``live_reveal`` — button "Reveal" / "揭晓".
+* ``live_reveal`` — button "Reveal" / "揭晓" (it has a help tooltip: the browser's DOM
+  holds its ``<button>`` twice, click the first).
 * ``live_chart`` — the answers' bar chart (Plotly).
 """
 
@@ -79,9 +80,10 @@ def start_button(where: str) -> None:
     if S.pop(STARTED, False):
         st.rerun(scope="app")  # the card lives outside the step panel's fragment
     s = room.seat()
-    if s is not None:
-        key = "live_in_room_teacher" if s.role == "teacher" else "live_in_room_student"
-        st.caption(t(key, code=plain(s.code)))
+    if s is not None:  # the card (teacher) or the follower box (student) says it already
+        if where == "step":
+            key = "live_in_room_teacher" if s.role == "teacher" else "live_in_room_student"
+            st.caption(t(key, code=plain(s.code)))
         return
     st.caption(t("live_start_help"))
     st.button(
