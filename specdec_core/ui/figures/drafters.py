@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 
+from specdec_core.ui.figures.common import horizontal_y_title
+
 __all__ = ["DRAFTER_TIME_COLORS", "SOURCE_COLORS", "drafter_time_figure", "sources_figure"]
 
 DRAFTER_TIME_COLORS = {"draft": "#ff7f0e", "verify": "#1f77b4", "other": "#9ca3af"}
@@ -87,7 +89,8 @@ def sources_figure(
     (the target alone). ``labels``: keys ``measured``, ``predicted``, ``y``, ``breakeven``.
     Returns a ``go.Figure``."""
     fig = go.Figure()
-    x = list(names)
+    # a long name breaks at its first space: six upright names fit a 1024 px screen
+    x = [n.replace(" ", "<br>", 1) if len(n) > 9 else n for n in names]
     for g, group in enumerate(groups):
         color = SOURCE_COLORS[g % len(SOURCE_COLORS)]
         med = [float(m[0]) for m in measured[g]]
@@ -108,6 +111,7 @@ def sources_figure(
             text=[f"{v:.2f}×" for v in med],
             textposition="inside",
             insidetextanchor="start",
+            textangle=0,
             textfont=dict(size=14, color="white"),
             hovertemplate="%{x}: %{y:.2f}×<extra>" + f"{group} · {labels['measured']}</extra>",
         )
@@ -137,8 +141,10 @@ def sources_figure(
         font=dict(size=15),
         margin=dict(l=10, r=10, t=60, b=10),
         legend=dict(orientation="h", yanchor="top", y=-0.14, x=0, font=dict(size=14)),
-        xaxis=dict(type="category", tickfont=dict(size=15)),
-        yaxis=dict(title=labels["y"], range=[0, max(tops + [1.2]) * 1.12], rangemode="tozero"),
+        xaxis=dict(type="category", tickfont=dict(size=15), tickangle=0, automargin=True),
+        uniformtext=dict(minsize=11, mode="hide"),  # a bar too narrow for its label hides it
+        yaxis=dict(range=[0, max(tops + [1.2]) * 1.12], rangemode="tozero"),
         template="plotly_white",
     )
-    return fig
+    fig.update_layout(margin=dict(t=90))
+    return horizontal_y_title(fig, labels["y"])  # a rotated title reads badly in Chinese
