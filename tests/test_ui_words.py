@@ -66,6 +66,7 @@ def test_the_tree_refusals_are_the_engines():
     from specdec_core.engine.tree.generate import tree_refusal
 
     got = {tree_refusal("ngram", "probabilistic", 1.0), tree_refusal("model", "greedy", 1.0)}
+    got.add(tree_refusal("block", "probabilistic", 0.0))
     assert got == set(UW.TREE_REFUSAL)
     assert tree_refusal("model", "greedy", 0.0) is None
 
