@@ -44,6 +44,7 @@ SEEN = "live_seen"  # the room version the last poll read
 VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
+AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 
 
@@ -148,9 +149,13 @@ def teacher_at(view: RoomView) -> str:
         return t("live_at_lessons", n=n)
     if not view.state:
         return t("live_at_start")
-    state, _ = decode(view.state, offered_pairs())
-    step = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}[state.phase]
-    return t("live_at_step", r=state.round + 1, phase=t(step))
+    cached = st.session_state.get(AT)  # decoded once per version, not on every poll
+    if cached is None or cached[0] != view.version:
+        state, _ = decode(view.state, offered_pairs())
+        cached = st.session_state[AT] = (view.version, state.round, state.phase)
+    _, r, phase = cached
+    step = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}[phase]
+    return t("live_at_step", r=r + 1, phase=t(step))
 
 
 def bar(page: str, pages: dict) -> None:
