@@ -55,9 +55,11 @@ class MtpDrafter(Drafter):
     Keeps no state of its own: :meth:`cached_ids` is ``None`` (the KV table shows no
     drafter row) and :meth:`rollback` removes nothing. :attr:`forwards` counts **head
     evaluations** (one residual block + the target's LM head row, a ``[d] → [V]``
-    matrix-vector product, not a model forward): one per drafted chain position, one per
-    expanded tree node that has a head. The target runs no forward for the drafter:
-    ``target forwards == rounds``.
+    matrix-vector product, not a model forward): one per row computed. A chain proposal
+    computes the rows of every position it may draft, ``min(γ, K − d)``, in one batch
+    (one per drafted position, unless the confidence stop ends the proposal early); a
+    tree computes one per expanded node that has a head. The target runs no forward for
+    the drafter: ``target forwards == rounds``.
 
     Attributes:
         max_gamma: ``K``, the number of heads (the most drafts one proposal can make).
