@@ -162,6 +162,8 @@ def show(comp: SourceComparison, prefix: str) -> None:
     )
     if comp.verdict.busy:
         st.warning(busy_message(comp.verdict.reasons, "src_busy"))
+    elif comp.how.repeats < 2:  # nothing to judge the load by
+        st.warning(t("src_one_pass"))
     temps = sorted({temp for _, temp in comp.settings})
     # labels in both languages: Streamlit keeps a radio's value as its label, which must
     # not change on a language switch (as the drafters page's presets)
