@@ -19,6 +19,7 @@ from specdec_core.drafters import (
     EagleDrafter,
     EarlyExitDrafter,
     ModelDrafter,
+    MtpDrafter,
     NgramDrafter,
     default_knob,
     early_exit_model,
@@ -149,9 +150,12 @@ def test_can_draft_tree_is_exactly_where_tree_logits_gives_logits(tiny_pair):
         if name == "eagle":
             assert EagleDrafter.can_draft_tree  # the tiny pair ships no head
             continue
+        if name == "mtp":
+            assert MtpDrafter.can_draft_tree  # the tiny pair ships no heads
+            continue
         drafter = make_named_drafter(tiny_pair, name)
         assert drafter.can_draft_tree == (drafter.tree_logits([1, 2, 3]) is not None), name
-    assert TREE_DRAFTERS == ("model", "early-exit", "eagle")
+    assert TREE_DRAFTERS == ("model", "early-exit", "eagle", "mtp")
 
 
 @pytest.mark.parametrize("name", ["model", "early-exit", "ngram"])
