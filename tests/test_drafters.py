@@ -25,6 +25,7 @@ from specdec_core.drafters import (
     early_exit_model,
     make_named_drafter,
 )
+from specdec_core.drafters.block import BlockDrafter
 
 
 @pytest.mark.parametrize(
@@ -152,6 +153,9 @@ def test_can_draft_tree_is_exactly_where_tree_logits_gives_logits(tiny_pair):
             continue
         if name == "mtp":
             assert MtpDrafter.can_draft_tree  # the tiny pair ships no heads
+            continue
+        if name == "block":  # the tiny pair ships no block drafter; one row per depth
+            assert not BlockDrafter.can_draft_tree
             continue
         drafter = make_named_drafter(tiny_pair, name)
         assert drafter.can_draft_tree == (drafter.tree_logits([1, 2, 3]) is not None), name
