@@ -69,7 +69,7 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
         return make_mtp_drafter(pair)
     if name == "block":
         return make_block_drafter(pair)
-    raise ValueError(f"unknown drafter {name!r}; choose model, ngram, early-exit or eagle")
+    raise ValueError(f"unknown drafter {name!r}; choose one of {', '.join(DRAFTER_NAMES)}")
 
 
 def drafters_for(pair: ModelPair) -> tuple[str, ...]:
