@@ -495,7 +495,9 @@ def analyse() -> None:
         if want and digest:
             SAMPLES["strips_compared"].append(index)
             if digest != want:
-                SAMPLES["strip_mismatch"].append([index, s[:16]])
+                state = unpack_state(f"s={s}") or {}
+                where = [state.get("round", 0), state.get("phase", "propose")]
+                SAMPLES["strip_mismatch"].append([index, where, s, digest, want])
     for index, seen in SAMPLES["revealed"]:
         sent = [t for t in rooms()[index].reveal_sends if t <= seen]
         if sent:
