@@ -274,3 +274,18 @@ def test_compare_sources_refuses_before_running(tiny_pair):
         with pytest.raises(ValueError, match=match):
             compare_sources(tiny_pair, config, progress=calls.append, **kwargs)
     assert calls == []
+
+
+def test_compare_drafters_caps_gamma_at_what_a_source_can_propose(embedded_pair):
+    """A session γ above a source's ``max_gamma`` (the MTP heads: K) runs that source at
+    its own maximum instead of refusing the whole comparison; the others keep γ."""
+    capped = [
+        n for n in drafters_for(embedded_pair) if make_named_drafter(embedded_pair, n).max_gamma
+    ]
+    config = SessionConfig(gamma=8, max_new_tokens=12)
+    chosen = [("model", None)] + [(n, None) for n in capped]
+    results = compare_drafters(embedded_pair, NOVEL, config, chosen)
+    for r in results:
+        cap = make_named_drafter(embedded_pair, r.name).max_gamma
+        assert r.gamma == min(8, cap or 8), r.name
+        assert max(r.drafted_per_round) <= r.gamma and r.same_as_target, r.name
