@@ -141,10 +141,11 @@ def sources_table(comp: SourceComparison) -> str:
             f"| {sp.median:.2f}× ({sp.low:.2f}–{sp.high:.2f}) | {r.predicted_speedup:.2f}× "
             f"| {r.cost_ratio:.2f} |"
         )
+    lines.append("")
     for t in comp.targets:
         setting = "greedy" if t.temperature == 0 else f"T = {t.temperature:g}"
         lines.append(
-            f"\ntarget alone, {setting}, {t.prompt}: {t.ms_per_token.median:.1f} ms/token "
+            f"target alone, {setting}, {t.prompt}: {t.ms_per_token.median:.1f} ms/token "
             f"({t.ms_per_token.low:.1f}–{t.ms_per_token.high:.1f}), step {t.step_ms:.2f} ms"
         )
     return "\n".join(lines)
