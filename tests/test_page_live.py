@@ -12,7 +12,7 @@ import pytest
 from conftest import open_app
 
 from specdec_core.lessons.replay import timeless_json
-from specdec_core.server import rooms
+from specdec_core.server import room_store
 from specdec_core.ui.i18n import tr
 from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
@@ -26,9 +26,9 @@ def store(tmp_path, monkeypatch):
     made again from ``SPECDEC_ROOM_DB``)."""
     monkeypatch.setenv("SPECDEC_ROOM_DB", str(tmp_path / "rooms.sqlite3"))
     monkeypatch.delenv("SPECDEC_REDIS_URL", raising=False)
-    monkeypatch.setattr(rooms, "_store", None)
-    yield rooms.make_store()
-    monkeypatch.setattr(rooms, "_store", None)
+    monkeypatch.setattr(room_store, "_store", None)
+    yield room_store.make_store()
+    monkeypatch.setattr(room_store, "_store", None)
 
 
 def button(at, key: str):

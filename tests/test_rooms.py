@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from specdec_core.lessons.link import LessonState, encode
-from specdec_core.server import rooms
+from specdec_core.server import room_store
 from specdec_core.server.rooms import (
     CODE_ALPHABET,
     MAX_STATE_BYTES,
@@ -745,19 +745,19 @@ def test_every_room_error_has_a_message_in_both_languages():
 
 
 def test_make_store_is_one_per_process_and_follows_the_environment(monkeypatch, tmp_path, request):
-    monkeypatch.setattr(rooms, "_store", None)
+    monkeypatch.setattr(room_store, "_store", None)
     monkeypatch.delenv("SPECDEC_REDIS_URL", raising=False)
     monkeypatch.setenv("SPECDEC_ROOM_DB", str(tmp_path / "r.sqlite3"))
     monkeypatch.setenv("SPECDEC_ROOM_TTL_H", "0.5")
-    store = rooms.make_store()
+    store = room_store.make_store()
     assert isinstance(store, SQLiteStore) and store.path == str(tmp_path / "r.sqlite3")
-    assert store.ttl_s == 1800 and rooms.make_store() is store
+    assert store.ttl_s == 1800 and room_store.make_store() is store
     code, _ = store.create()
     assert SQLiteStore(tmp_path / "r.sqlite3").version(code) == 1
-    monkeypatch.setattr(rooms, "_store", None)
+    monkeypatch.setattr(room_store, "_store", None)
     monkeypatch.setenv("SPECDEC_REDIS_URL", request.getfixturevalue("redis_url"))
     from specdec_core.server.rooms_redis import RedisStore
 
-    redis_store = rooms.make_store()
-    assert isinstance(redis_store, RedisStore) and rooms.make_store() is redis_store
+    redis_store = room_store.make_store()
+    assert isinstance(redis_store, RedisStore) and room_store.make_store() is redis_store
     redis_store.version(redis_store.create()[0])

@@ -2,7 +2,7 @@
 
 ``benchmarks/live_class.py`` puts this folder first on the replicas' ``PYTHONPATH`` with
 ``SPECDEC_STORE_COUNTS`` = a folder; Python imports ``sitecustomize`` at start-up, and this
-one wraps ``specdec_core.server.rooms.make_store`` as soon as that module is imported: the
+one wraps ``specdec_core.server.room_store.make_store`` as soon as that module is imported: the
 store it returns is wrapped in :class:`Counting`, which counts every call of a public
 method (by name) and, every half second, writes the counts as JSON to
 ``$SPECDEC_STORE_COUNTS/<pid>.json``. Without ``SPECDEC_STORE_COUNTS`` nothing is touched.
@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-TARGET = "specdec_core.server.rooms"
+TARGET = "specdec_core.server.room_store"
 OUT = os.environ.get("SPECDEC_STORE_COUNTS")
 COUNTS: Counter = Counter()
 _lock = threading.Lock()

@@ -16,8 +16,9 @@ included) and reads :meth:`~RoomStore.view` only when it changed.
 Backends: :class:`~specdec_core.server.rooms_sqlite.SQLiteStore` (the default: one file in
 WAL mode, every replica on one machine) and
 :class:`~specdec_core.server.rooms_redis.RedisStore` (replicas on several machines).
-:func:`make_store` picks one per process from the environment: ``SPECDEC_REDIS_URL`` set →
-Redis, else SQLite at ``SPECDEC_ROOM_DB`` (default ``<tempdir>/specdec-rooms.sqlite3``).
+:func:`specdec_core.server.room_store.make_store` picks one per process from the
+environment: ``SPECDEC_REDIS_URL`` set → Redis, else SQLite at ``SPECDEC_ROOM_DB``
+(default ``<tempdir>/specdec-rooms.sqlite3``).
 Rooms expire ``SPECDEC_ROOM_TTL_H`` hours (default 4) after the teacher's last change; at
 most ``SPECDEC_MAX_ROOMS`` rooms (default 200) and ``SPECDEC_ROOM_STUDENTS`` students per
 room (default 200).
@@ -36,13 +37,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import importlib
 import json
 import os
 import re
 import secrets
 import tempfile
-import threading
 import time
 import unicodedata
 from abc import ABC, abstractmethod
@@ -470,31 +469,6 @@ class RoomStore(ABC):
     def _purge(self, now: float) -> int: ...
 
 
-# ---------------------------------------------------------------- one store per process
-#: Backend name → (module, class). Imported by name when first chosen: the backends
-#: subclass :class:`RoomStore` from this module, so they import it and not the reverse
-#: (and a server without ``SPECDEC_REDIS_URL`` never imports redis).
-BACKENDS = {
-    "sqlite": ("specdec_core.server.rooms_sqlite", "SQLiteStore"),
-    "redis": ("specdec_core.server.rooms_redis", "RedisStore"),
-}
-_store: RoomStore | None = None
-_store_lock = threading.Lock()
-
-
 def default_db_path() -> str:
     """``SPECDEC_ROOM_DB``, else ``<tempdir>/specdec-rooms.sqlite3``."""
     return os.environ.get(DB_ENV) or os.path.join(tempfile.gettempdir(), "specdec-rooms.sqlite3")
-
-
-def make_store() -> RoomStore:
-    """The process's room store, made on the first call: Redis at ``SPECDEC_REDIS_URL``
-    when it is set, else SQLite at :func:`default_db_path`."""
-    global _store
-    with _store_lock:
-        if _store is None:
-            url = os.environ.get(REDIS_ENV, "").strip()
-            module, name = BACKENDS["redis" if url else "sqlite"]
-            backend = getattr(importlib.import_module(module), name)
-            _store = backend(url) if url else backend(default_db_path())
-        return _store

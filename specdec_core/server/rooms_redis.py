@@ -263,9 +263,15 @@ class RedisStore(RoomStore):
     # ------------------------------------------------------------ the backend
     def _create(self, code: str, key_hash: str, now: float, expires_at: float) -> bool:
         status = self._run(
-            "create", code, code, key_hash, repr(now), repr(expires_at), self._ttl_ms(),
+            "create",
+            code,
+            code,
+            key_hash,
+            repr(now),
+            repr(expires_at),
+            self._ttl_ms(),
             self.max_rooms,
-        )  # fmt: skip
+        )
         if status == "rooms_full":
             raise RoomError("rooms_full", limit=self.max_rooms)
         return status == "ok"

@@ -30,7 +30,8 @@ from typing import Literal
 
 import streamlit as st
 
-from specdec_core.server.rooms import RoomError, RoomStore, RoomView, make_store
+from specdec_core.server.room_store import make_store
+from specdec_core.server.rooms import RoomError, RoomStore, RoomView
 from specdec_core.ui.step.links import AFTER_WRITE, ALWAYS_PARAMS
 
 SEAT = "live_seat"
@@ -74,7 +75,7 @@ class Seat:
 
 def store() -> RoomStore:
     """The process-wide room store (SQLite by default, Redis with ``SPECDEC_REDIS_URL``;
-    :func:`specdec_core.server.rooms.make_store`)."""
+    :func:`specdec_core.server.room_store.make_store`)."""
     return make_store()
 
 
