@@ -16,6 +16,7 @@ from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
 from specdec_core.ui.i18n import t
+from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import teacher as live_teacher
 from specdec_core.ui.render import (
     StripItem,
@@ -63,6 +64,7 @@ def _synced_session() -> SpeculativeSession | None:
 def _act(action: str) -> None:
     """Button callback: run one phase (or finish the round); errors leave state as is.
     Runs under the session's engine lock (a click that cannot get it is dropped)."""
+    live_follow.own_click()  # a following student explores on their own from here
     S.pop("edit_error", None)  # an edit's message belongs to the edit it answered
     S.pop("edit_notice", None)
     if action == "reset":
@@ -90,6 +92,7 @@ def _act(action: str) -> None:
 
 @L.one_at_a_time
 def _edit(kind: str) -> None:
+    live_follow.own_click()  # a following student explores on their own from here
     session = _synced_session()
     if session is None or session.phase != "verify":
         return
@@ -170,6 +173,7 @@ def step_panel() -> None:
         if not held:
             st.info(t("busy_panel"))
             return
+        live_follow.own_clicks()  # a tree step or step back: a follower explores from here
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
         if tree_view.mode_row() == "tree":  # verify a tree (ui/step/tree_view.py, issue 17)

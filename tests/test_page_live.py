@@ -295,3 +295,142 @@ def test_a_student_follows_the_tree_mode(embedded_pair, store):
     assert [n.token.id for n in mine.tree_view().nodes] == [
         n.token.id for n in theirs.tree_view().nodes
     ]
+
+
+def _ask_accept(teacher, seat, store, k: int = 1):
+    click(teacher, "btn_propose")
+    teacher.selectbox(key="live_kind").set_value("accept").run()
+    teacher.number_input(key="live_k").set_value(k).run()
+    click(teacher, "live_ask")
+    return store.view(seat.code).question
+
+
+def _outcome_lines(at) -> list[str]:
+    return [m.value for m in (*at.success, *at.error, *at.info)]
+
+
+def test_a_reload_keeps_the_students_answer_on_screen_and_at_the_reveal(embedded_pair, store):
+    teacher, seat = teacher_app()
+    q = _ask_accept(teacher, seat, store)
+    student = student_app(seat.code)
+    key = f"live_answer_{q.qid}"
+    wrong = 1 - (0 if session(teacher).drafts else 1)  # any choice: the outcome decides
+    student.radio(key=key).set_value(wrong).run()
+    assert store.answer_of(seat.code, param(student, "sid"), q.qid) == wrong
+    sid = param(student, "sid")
+    reloaded = open_app({"room": seat.code, "sid": sid})  # F5: a new browser session
+    assert reloaded.radio(key=key).value == wrong  # the radio shows the counted answer
+    assert any(tr("live_answer_sent", "en") in c.value for c in reloaded.caption)
+    click(teacher, "live_reveal")
+    correct = store.view(seat.code).question.correct
+    assert store.view(seat.code).counts[wrong] == 1
+    reloaded.run()
+    word = ["Yes", "No"]
+    lines = _outcome_lines(reloaded)
+    assert not any("did not answer" in m for m in lines), lines
+    if correct == wrong:
+        assert any(f"**{word[correct]}**. You were right!" in m for m in lines), lines
+    else:
+        assert any(f"You answered {word[wrong]}" in m for m in lines), lines
+    assert reloaded.radio(key=key).value == wrong and reloaded.radio(key=key).disabled
+    again = open_app({"room": seat.code, "sid": sid})  # a reload after the reveal
+    assert again.radio(key=key).value == wrong
+    assert not any("did not answer" in m for m in _outcome_lines(again))
+
+
+def test_a_step_click_while_following_switches_to_exploring(embedded_pair, store):
+    teacher, seat = teacher_app()
+    student = student_app(seat.code)
+    assert "Following the teacher" in status(student)
+    click(student, "btn_propose")  # the student's own click
+    assert student.session_state["live_follow_on"] is False
+    line = status(student)
+    assert "Exploring on my own" in line and "Following" not in line
+    assert "the teacher is at round 1, phase: ① Propose" in line
+    assert session(student).phase == "verify" and session(teacher).phase == "propose"
+    click(teacher, "btn_propose")
+    click(teacher, "btn_verify")
+    student.run()  # the teacher's clicks no longer move the exploring student
+    assert session(student).phase == "verify" and session(teacher).phase == "commit"
+    assert "the teacher is at round 1, phase: ③ Commit" in status(student)
+    click(student, "live_follow")
+    same_moment(teacher, student)
+    assert "Following the teacher" in status(student)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_fixed_choices_show_in_the_readers_language(embedded_pair, store, lang):
+    teacher, seat = teacher_app()  # the teacher asks in English
+    q = _ask_accept(teacher, seat, store)
+    assert q.choices == ("Yes", "No")  # the store's copy, in the asker's language
+    student = student_app(seat.code, lang)
+    key = f"live_answer_{q.qid}"
+    yes, no = tr("live_yes", lang), tr("live_no", lang)
+    assert student.radio(key=key).options == [yes, no]
+    assert (yes, no) == (("Yes", "No") if lang == "en" else ("是", "否"))
+    student.radio(key=key).set_value(1).run()
+    click(teacher, "live_reveal")
+    correct = store.view(seat.code).question.correct
+    student.run()
+    lines = " ".join(_outcome_lines(student))
+    want = tr("live_outcome_right" if correct == 1 else "live_outcome_wrong", lang)
+    assert want.format(answer=[yes, no][correct], yours=no) in lines, lines
+    if lang == "zh":
+        assert "Yes" not in lines and "No" not in lines
+
+    click(teacher, "btn_commit")  # a correction question: the last choice is "another token"
+    click(teacher, "btn_propose")
+    teacher.selectbox(key="live_kind").set_value("correction").run()
+    click(teacher, "live_ask")
+    q = store.view(seat.code).question
+    assert q.choices[-1] == "another token"
+    student.run()
+    options = student.radio(key=f"live_answer_{q.qid}").options
+    assert options[-1] == tr("live_other", lang) and options[:-1] == [
+        # token pieces stay as stored (the radio shows them markdown-escaped)
+        o
+        for o in options[:-1]
+    ]
+    assert len(options) == len(q.choices)
+    if lang == "zh":
+        assert options[-1] == "其他 token"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_end_the_class_tells_the_students_and_stops_polling(embedded_pair, store, lang):
+    teacher, seat = teacher_app()
+    student = student_app(seat.code, lang)
+    assert status(student)
+    click(teacher, "live_end")
+    student.run()
+    assert "live_seat" not in student.session_state
+    assert [i.value for i in student.info if i.value == tr("live_ended", lang)] == [
+        tr("live_ended", lang)
+    ]
+    assert not student.error and not status(student)
+    assert "room" not in student.query_params and "sid" not in student.query_params
+    student.run()  # it stays said, once; no follower fragment any more
+    assert [i.value for i in student.info].count(tr("live_ended", lang)) == 1
+    assert not any(c.key == "live_status" for c in student.get("flex_container"))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_room_error_reads_as_the_live_class_not_nothing_changed(embedded_pair, store, lang):
+    at = open_app({"room": "ZZZZZZ", "lang": lang})
+    [box] = at.error
+    prefix = tr("err_room_prefix", lang)
+    assert box.value.startswith(prefix) and tr("error_prefix", lang) not in box.value
+    if lang == "zh":
+        assert box.value.startswith("课堂直播：没有") and "： " not in box.value
+    else:
+        assert box.value.startswith("Live class: no live class has this code")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_card_says_to_keep_the_teacher_link(embedded_pair, store, lang):
+    teacher, seat = teacher_app(lang)
+    captions = [c.value for c in teacher.caption]
+    assert tr("live_keep_teacher_link", lang) in captions
+    assert ("Keep the teacher link" if lang == "en" else "请保存教师链接") in captions[
+        captions.index(tr("live_keep_teacher_link", lang))
+    ]

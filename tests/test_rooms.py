@@ -283,6 +283,37 @@ def test_asking_hides_the_answer_and_a_second_question_clears_the_counts(store):
     assert store.view(code).question.revealed
 
 
+def test_answer_of_reads_back_a_students_own_answer_after_a_reload(store):
+    code, key = store.create()
+    store.join(code, "a")
+    store.join(code, "b")
+    store.ask(code, key, _question("q1", 3))
+    assert store.answer_of(code, "a", "q1") is None  # not answered yet
+    store.answer(code, "a", "q1", 2)
+    assert store.answer_of(code, "a", "q1") == 2
+    assert store.answer_of(code, "b", "q1") is None  # another student's stays theirs
+    store.answer(code, "a", "q1", 0)  # changed
+    assert store.answer_of(code, "a", "q1") == 0
+    store.reveal(code, key, "q1", 0)
+    assert store.answer_of(code, "a", "q1") == 0  # still there after the reveal
+    assert store.answer_of(code, "a", "q9") is None  # not the room's question
+    store.ask(code, key, _question("q2", 2))
+    assert store.answer_of(code, "a", "q1") is None  # the old question's answers are gone
+    assert store.answer_of(code, "a", "q2") is None
+    for student, qid, want in (
+        ("stranger", "q2", "room_student"),
+        ("a b", "q2", "room_student"),
+        ("a", "q 2", "room_answer"),
+        ("a", None, "room_answer"),
+    ):
+        with pytest.raises(RoomError) as exc:
+            store.answer_of(code, student, qid)
+        assert _code(exc) == want
+    with pytest.raises(RoomError) as exc:
+        store.answer_of("ZZZZZZ", "a", "q2")
+    assert _code(exc) == "room_unknown"
+
+
 @pytest.mark.parametrize("choice", [2, -1, 8, True, "0", 1.0, None])
 def test_an_answer_must_be_one_of_the_questions_own_choices(store, choice):
     code, key = store.create()

@@ -102,6 +102,9 @@ class RoomError(InputError):
     ``err_<code>``), ``params`` the values its message quotes."""
 
     default_code = "room_unknown"
+    #: The UI's lead for these messages ("Live class:"; not "Nothing was changed:", which
+    #: a student joining or answering would misread).
+    prefix_key = "err_room_prefix"
 
     def __init__(self, code: str = "room_unknown", **params: object) -> None:
         super().__init__(MESSAGES[code].format(**params), code, **params)
@@ -411,6 +414,17 @@ class RoomStore(ABC):
             raise RoomError("room_answer")
         self._answer(code, student, qid, int(choice), self.clock())
 
+    def answer_of(self, code: str, student: str, qid: str) -> int | None:
+        """The choice index ``student`` gave to question ``qid``, or ``None`` (no answer,
+        or ``qid`` is not the room's question any more). A reload reads it back: the
+        follower's radio and its reveal line show the answer the chart counts. Raises
+        ``room_student`` (a malformed id, or not joined), ``room_answer`` (a malformed
+        ``qid``)."""
+        code = normalize_code(code)
+        student = check_student(student)
+        qid = check_qid(qid)
+        return self._answer_of(code, student, qid, self.clock())
+
     def reveal(self, code: str, key: str, qid: str, correct: int | None) -> int:
         """Close the open question ``qid`` and show ``correct`` (a choice index, or ``None``
         when no choice is right); answers are refused afterwards. Revealing again with the
@@ -456,6 +470,9 @@ class RoomStore(ABC):
 
     @abstractmethod
     def _answer(self, code: str, student: str, qid: str, choice: int, now: float) -> None: ...
+
+    @abstractmethod
+    def _answer_of(self, code: str, student: str, qid: str, now: float) -> int | None: ...
 
     @abstractmethod
     def _reveal(

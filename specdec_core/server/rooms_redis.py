@@ -328,6 +328,20 @@ class RedisStore(RoomStore):
     def _answer(self, code: str, student: str, qid: str, choice: int, now: float) -> None:
         self._check(self._run("answer", code, repr(now), student, qid, choice))
 
+    def _answer_of(self, code: str, student: str, qid: str, now: float) -> int | None:
+        meta, students, answers = self._keys(code)[:3]
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hmget(meta, ["qid", "expires_at"]).sismember(students, student)
+            pipe.hget(answers, student)
+            (asked, expires_at), joined, choice = pipe.execute()
+        if expires_at is None or float(expires_at) <= now:
+            raise RoomError("room_unknown")
+        if not joined:
+            raise RoomError("room_student")
+        if asked != qid or choice is None:
+            return None
+        return int(choice)
+
     def _reveal(self, code: str, key_hash: str, qid: str, correct: int | None, now: float) -> int:
         shown = "" if correct is None else correct
         return self._teacher("reveal", code, key_hash, now, qid, shown)

@@ -178,7 +178,6 @@ class SQLiteStore(RoomStore):
         return db.execute("SELECT version FROM rooms WHERE code = ?", (code,)).fetchone()[0]
 
     @staticmethod
-    @staticmethod
     def _delete(db: sqlite3.Connection, codes: list[str]) -> None:
         rows = [(c,) for c in codes]
         db.executemany("DELETE FROM answers WHERE code = ?", rows)
@@ -294,6 +293,22 @@ class SQLiteStore(RoomStore):
                 (code, student, choice),
             )
             self._bump(db, code)
+
+    def _answer_of(self, code: str, student: str, qid: str, now: float) -> int | None:
+        with self._read() as db:
+            _, _, stored = self._room(db, code, now)
+            joined = db.execute(
+                "SELECT 1 FROM students WHERE code = ? AND student = ?", (code, student)
+            ).fetchone()
+            if joined is None:
+                raise RoomError("room_student")
+            row = db.execute(
+                "SELECT choice FROM answers WHERE code = ? AND student = ?", (code, student)
+            ).fetchone()
+        question = question_from_json(stored) if stored else None
+        if question is None or question.qid != qid or row is None:
+            return None
+        return int(row[0])
 
     def _reveal(self, code: str, key_hash: str, qid: str, correct: int | None, now: float) -> int:
         with self._write() as db:

@@ -60,9 +60,18 @@ def _keys(exc: SpecDecError) -> list[str]:
     return keys
 
 
+def _prefix(exc: BaseException) -> str:
+    """The message's lead and its space: "Nothing was changed: " (``error_prefix``), or the
+    string an error class names in ``prefix_key`` (a live class's errors: "Live class: ",
+    a join or an answer changes no lesson), with no space after a full-width colon."""
+    key = getattr(exc, "prefix_key", "error_prefix")
+    text = t(key) if key in strings() else t("error_prefix")
+    return text if key != "error_prefix" and text.endswith("：") else f"{text} "
+
+
 def error_message(exc: BaseException) -> str:
     """The translated, markdown-safe message for ``exc`` (with the "Nothing was changed:"
-    prefix)."""
+    prefix, or its class's own ``prefix_key``)."""
     if isinstance(exc, SpecDecError):
         params = {k: plain(v) for k, v in exc.params.items() if k != "why"}
         why = exc.params.get("why")
@@ -71,10 +80,10 @@ def error_message(exc: BaseException) -> str:
         for key in _keys(exc):
             if key in strings():
                 try:
-                    return f"{t('error_prefix')} {t(key, **params, detail=plain(exc))}"
+                    return f"{_prefix(exc)}{t(key, **params, detail=plain(exc))}"
                 except (KeyError, IndexError, ValueError):  # a string quoting a missing param
                     continue
-        return f"{t('error_prefix')} {t('err_invalid', detail=plain(exc))}"
+        return f"{_prefix(exc)}{t('err_invalid', detail=plain(exc))}"
     log.error("unexpected error in a page", exc_info=exc)
     return f"{t('error_prefix')} {t('err_unexpected')}"
 

@@ -36,7 +36,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
 from specdec_core.ui.lessons.checkpoint import DRAWN
 from specdec_core.ui.live import room
-from specdec_core.ui.live.questions import question_text
+from specdec_core.ui.live.questions import question_text, shown_choices
 from specdec_core.ui.step import links
 
 FOLLOW = "live_follow_on"  # the student follows the teacher (else explores)
@@ -45,6 +45,8 @@ VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
 AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
+MINE = "live_mine"  # (qid, revealed, choice): this student's answer as the store has it
+ENDED = "live_ended"  # the room this student followed has ended (closed or expired)
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 
 
@@ -66,6 +68,9 @@ def refresh() -> RoomView | None:
             S[VIEW], S[SEEN] = view, view.version
     except RoomError as exc:
         room.fail(exc)
+        if exc.code == "room_unknown" and s.role == "student":  # closed by the teacher, expired
+            S.pop(room.ERROR, None)
+            S[ENDED] = True
         return None
     return S[VIEW]
 
@@ -125,6 +130,34 @@ def _explore() -> None:
     st.session_state[FOLLOW] = False
 
 
+#: The step page's buttons whose callbacks live outside the page (tree steps, step back):
+#: the page checks their click with :func:`own_clicks` (its own callbacks call
+#: :func:`own_click`).
+OWN_BUTTONS = (
+    "btn_step_back",
+    "btn_tree_propose",
+    "btn_tree_verify",
+    "btn_tree_commit",
+    "btn_tree_round",
+    "btn_tree_reset",
+)
+
+
+def own_clicks() -> None:
+    """:func:`own_click` when one of :data:`OWN_BUTTONS` was clicked for this run."""
+    if any(st.session_state.get(k) is True for k in OWN_BUTTONS):
+        own_click()
+
+
+def own_click() -> None:
+    """A step-page action of the student's own (a step button, an edit, step back):
+    while following, the student now explores on their own (the banner says so, the
+    teacher's phase stays shown, "Follow again" replays the teacher's state). Nothing
+    outside a room or for the teacher."""
+    if room.is_student() and following():
+        st.session_state[FOLLOW] = False
+
+
 def _follow_again() -> None:
     st.session_state[FOLLOW] = True
     st.session_state[APPLIED] = None  # replay the teacher's latest state
@@ -167,7 +200,10 @@ def bar(page: str, pages: dict) -> None:
     if room.ERROR in S:
         st.error(error_message(S.pop(room.ERROR)))
     if not room.is_student():
+        if S.get(ENDED):  # one line, no more polling (the fragment is not drawn)
+            st.info(t("live_ended"), icon=":material/event_busy:")
         return
+    S.pop(ENDED, None)
     want = S.get(WANT_PAGE)
     if following() and want and want != page and want in pages:
         st.switch_page(pages[want])
@@ -179,6 +215,8 @@ def _follower() -> None:
     S = st.session_state
     view = refresh()
     if view is None:
+        if S.get(ENDED):
+            st.rerun(scope="app")  # the full run says so, without this polling fragment
         if room.ERROR in S:
             st.error(error_message(S.pop(room.ERROR)))
         return
@@ -205,7 +243,7 @@ def _question(view: RoomView) -> None:
     if q is None:
         return
     S = st.session_state
-    text, labels = question_text(q.kind, q.params), list(q.choices)
+    text, labels = question_text(q.kind, q.params), shown_choices(q.kind, q.choices)
     if q.kind == "chapter":  # this browser's own checkpoint, in its own language
         cid = dict(q.params).get("cid", "")
         check = S.get(DRAWN, {}).get(cid)
@@ -213,6 +251,10 @@ def _question(view: RoomView) -> None:
             text = check.question
             labels = [check.label(o) for o in check.options]
     key = f"live_answer_{q.qid}"
+    if key not in S or q.revealed:  # a reload: the answer the store counts, not an empty radio
+        stored = _stored_answer(q.qid, q.revealed)
+        if stored is not None and stored < len(labels) and S.get(key) != stored:
+            S[key] = stored
     st.markdown(f"**{t('live_question')}** {text}")
     st.radio(
         t("live_your_answer"),
@@ -229,6 +271,7 @@ def _question(view: RoomView) -> None:
     if not q.revealed:
         st.caption(t("live_answer_open") if mine is None else t("live_answer_sent"))
         return
+    mine = _stored_answer(q.qid, True)  # the reveal says what the teacher's chart counted
     if q.correct is None:
         st.info(t("live_no_outcome"))
     elif mine is None:
@@ -239,3 +282,20 @@ def _question(view: RoomView) -> None:
         st.error(
             t("live_outcome_wrong", answer=plain(labels[q.correct]), yours=plain(labels[mine]))
         )
+
+
+def _stored_answer(qid: str, revealed: bool) -> int | None:
+    """This student's answer to ``qid`` as the store has it (:meth:`RoomStore.answer_of`),
+    read once per question and once more at its reveal (``None``: no answer, or a store
+    error)."""
+    S = st.session_state
+    cached = S.get(MINE)
+    if cached is not None and cached[:2] == (qid, revealed):
+        return cached[2]
+    s = room.seat()
+    try:
+        choice = room.store().answer_of(s.code, s.student, qid) if s is not None else None
+    except RoomError:
+        choice = None
+    S[MINE] = (qid, revealed, choice)
+    return choice

@@ -154,6 +154,18 @@ def outcome(
     return None
 
 
+def shown_choices(kind: str, choices: Sequence[str]) -> list[str]:
+    """The choices of a question in the READER's language: the fixed ones are translated
+    by their place (``accept``: yes / no; ``correction``: the last, "another token"),
+    whatever language the teacher asked in; token pieces and numbers stay as stored."""
+    labels = list(choices)
+    if kind == "accept" and len(labels) == 2:
+        return [t("live_yes"), t("live_no")]
+    if kind == "correction" and labels:
+        return labels[:-1] + [t("live_other")]
+    return labels
+
+
 def question_text(kind: str, params: Sequence[tuple[str, str]]) -> str:
     """The question in the reader's language (markdown-safe: only numbers from the
     params are put in; a chapter question's text comes from the reader's own

@@ -134,6 +134,9 @@ def fail(exc: RoomError) -> None:
     S.pop(AFTER_WRITE, None)
     S[URL_PARAMS] = {}
     S[ERROR] = exc
+    for name in ROOM_PARAMS:  # a reload does not try the gone room again
+        if name in st.query_params:
+            del st.query_params[name]
 
 
 def on_load() -> Seat | None:

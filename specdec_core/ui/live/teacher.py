@@ -56,6 +56,7 @@ from specdec_core.ui.live.questions import (
     outcome,
     question_text,
     round_question,
+    shown_choices,
 )
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
@@ -156,6 +157,7 @@ def card(page: str) -> None:
             with st.expander(t("live_teacher_link"), expanded=False):
                 st.caption(t("live_teacher_link_help"))
                 st.code(teacher_link(code, s.key), language=None, wrap_lines=True)
+            st.caption(t("live_keep_teacher_link"))  # F5 drops the room: the key left the URL
             st.button(t("live_end"), key="live_end", on_click=room.leave)
         _dashboard(page)
 
@@ -191,8 +193,9 @@ def _question_box(view) -> None:
         if check is not None:
             text = check.question
     st.markdown(f"**{t('live_question')}** {text}")
+    labels = shown_choices(q.kind, q.choices)
     st.plotly_chart(
-        answers_figure(list(q.choices), list(view.counts), q.correct if q.revealed else None),
+        answers_figure(labels, list(view.counts), q.correct if q.revealed else None),
         key="live_chart",
         config={"displayModeBar": False, "staticPlot": True},
         width="stretch",
@@ -209,7 +212,7 @@ def _question_box(view) -> None:
     elif q.correct is None:
         st.info(t("live_no_outcome"))
     else:
-        st.success(t("live_outcome", answer=plain(q.choices[q.correct])))
+        st.success(t("live_outcome", answer=plain(labels[q.correct])))
 
 
 def _ask_box(page: str) -> None:
