@@ -181,8 +181,9 @@ def _live_class(live_cluster, browser) -> None:
         _wait_text(en, question)
         _wait_text(zh, tr("live_q_accept", "zh").format(r=1, k=1))
         yes, no = tr("live_yes", "en"), tr("live_no", "en")  # the teacher's own labels
+        zh_word = {yes: tr("live_yes", "zh"), no: tr("live_no", "zh")}  # a zh screen's labels
         en.get_by_role("radiogroup").get_by_text(yes, exact=True).click()
-        zh.get_by_role("radiogroup").get_by_text(no, exact=True).click()
+        zh.get_by_role("radiogroup").get_by_text(zh_word[no], exact=True).click()
         answered = tr("live_answered", "en").format(n=2, m=2).replace("**", "")
         _wait_text(teacher, answered)
 
@@ -193,8 +194,12 @@ def _live_class(live_cluster, browser) -> None:
         real = re.search(re.escape(said) + f"({yes}|{no})", _text(teacher)).group(1)
         right_en = tr("live_outcome_right", "en").format(answer=real).replace("**", "")
         wrong_en = tr("live_outcome_wrong", "en").format(answer=real, yours=yes).replace("**", "")
-        right_zh = tr("live_outcome_right", "zh").format(answer=real).replace("**", "")
-        wrong_zh = tr("live_outcome_wrong", "zh").format(answer=real, yours=no).replace("**", "")
+        right_zh = tr("live_outcome_right", "zh").format(answer=zh_word[real]).replace("**", "")
+        wrong_zh = (
+            tr("live_outcome_wrong", "zh")
+            .format(answer=zh_word[real], yours=zh_word[no])
+            .replace("**", "")
+        )
         _wait_text(en, right_en if real == yes else wrong_en)
         _wait_text(zh, right_zh if real == no else wrong_zh)
         _wait_text(en, _status("en", 1, "st_commit"))  # the verified round, replayed
