@@ -429,6 +429,11 @@ def test_a_room_error_reads_as_the_live_class_not_nothing_changed(embedded_pair,
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_card_says_to_keep_the_teacher_link(embedded_pair, store, lang):
     teacher, seat = teacher_app(lang)
+    [big] = [h.value for h in teacher.get("html") if f">{seat.code}</div>" in h.value]
+    # the code scales with its column (checked by screenshots at 1024 px with the sidebar
+    # open and at 1600 px): never a fixed size that runs under the QR code
+    assert "container-type:inline-size" in big and "font-size:min(4.2rem,15cqi)" in big
+    assert "white-space:nowrap" in big
     captions = [c.value for c in teacher.caption]
     assert tr("live_keep_teacher_link", lang) in captions
     assert ("Keep the teacher link" if lang == "en" else "请保存教师链接") in captions[

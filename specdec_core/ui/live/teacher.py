@@ -141,9 +141,14 @@ def card(page: str) -> None:
             with left:
                 st.caption(t("live_room_code"))
                 with st.container(key="live_code"):
+                    # sized by its column (container query units): 6 characters at
+                    # 0.6em + 0.3em spacing take 5.4em, so 15cqi fills ~81% of the column
+                    # and never runs under the QR code (1024 px with the sidebar open)
                     st.html(
-                        '<div style="font-size:4.2rem;font-weight:700;letter-spacing:0.3em;'
-                        f'line-height:1.1;font-family:monospace">{html.escape(code)}</div>'
+                        '<div style="container-type:inline-size;width:100%">'
+                        '<div style="font-size:min(4.2rem,15cqi);font-weight:700;'
+                        "letter-spacing:0.3em;line-height:1.1;font-family:monospace;"
+                        f'white-space:nowrap">{html.escape(code)}</div></div>'
                     )
                 st.markdown(t("live_join_at"))
                 st.code(url, language=None, wrap_lines=True)
