@@ -175,15 +175,33 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
     edits: dict[int, list[tuple[int, int]]] = {}
     for r, pos, tok in state.edits:
         edits.setdefault(r, []).append((pos, tok))
-    kept: list[tuple[int, int, int]] = []
-    for r in range(state.round + 1):
+    return _run_steps(session, state, edits, 0, [], problems)
+
+
+def _run_steps(
+    session: Session,
+    state: LessonState,
+    edits: dict[int, list[tuple[int, int]]],
+    start: int,
+    kept: list[tuple[int, int, int]],
+    problems: list[Problem],
+) -> Replay:
+    """The step loop of a replay, shared by :func:`replay` (from a fresh session,
+    ``start`` 0) and :func:`advance` (from a session standing in round ``start``): run
+    round ``start`` .. ``state.round`` up to ``state.phase``, skipping the steps the
+    session already took in round ``start`` (its ``phase`` says which), applying
+    ``edits`` (round → ``[(position, token id)]``, popped as used) after each propose.
+    ``kept``: the edits already applied (appended to); ``problems``: appended to (an edit
+    that fails, rounds beyond the end, edits of rounds never reached)."""
+    for r in range(start, state.round + 1):
         last = r == state.round
         if last and state.phase == "propose":
             break
         if session.phase == "finished":
             problems.append(Problem("round_beyond_end", {"round": r + 1}))
             break
-        session.propose()
+        if session.phase == "propose":
+            session.propose()
         for pos, tok in edits.pop(r, []):
             try:
                 session.edit_draft(pos, tok)
@@ -192,7 +210,8 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
                 problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
         if last and state.phase == "verify":
             break
-        session.verify()
+        if session.phase == "verify":
+            session.verify()
         if last:
             break
         session.commit()
@@ -202,6 +221,105 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
     phase = "propose" if session.phase == "finished" else session.phase
     used = replace(state, round=len(session.history), phase=phase, edits=tuple(kept))
     return Replay(session, used, problems)
+
+
+PHASES = ("propose", "verify", "commit")  # the order of a round's steps (LessonState.phase)
+
+
+def advance(
+    pair: ModelPair, session: Session, reached: LessonState, target: LessonState
+) -> Replay | None:
+    """Bring ``session``, standing at ``reached`` (:func:`state_of` of it, with the
+    drafter it was made with), forward to ``target`` by running only the missing steps,
+    or ``None`` when ``target`` is not reachable that way (the caller then replays
+    ``target`` from a fresh session with :func:`replay`).
+
+    Reachable: the same pair, prompt (the session's prompt ids are those of
+    ``target.prompt``), carried-over tokens, settings (the validated
+    :class:`SessionConfig` equals the session's), drafter, tree shape (and
+    :data:`TREE_BUDGET`), the same edits in every round the session already proposed
+    (the round in flight too, when it was proposed), ``(round, phase)`` of ``target`` at
+    or after ``reached``'s, a grammar that runs, and no :data:`MAX_REPLAY_FORWARDS` cap
+    on ``target``. Then the result equals ``replay(pair, target)`` in everything but
+    wall-clock timings: the same session history and pending round, the same problems
+    (edits dropped in later rounds, ``round_beyond_end``) and the same state reached:
+    the draws of a round come from that round's own seeded streams, so running the steps
+    after ``reached`` on this session is the fresh replay's loop from that point on (one
+    loop, :func:`_run_steps`). Cost: the forwards of the missing steps only
+    (≈ 20 ms of CPU a round on the embedded pair, against ≈ 20 ms × rounds for a
+    fresh replay).
+
+    ``session`` is changed in place; on an exception (never expected) it is left
+    part-way, so the caller must then replay afresh. Raises nothing itself on an
+    unreachable target."""
+    if not _reachable(pair, session, reached, target):
+        return None
+    proposed = reached.phase != "propose"  # the round in flight already has its drafts
+    done = reached.round + (1 if proposed else 0)  # rounds whose edits are applied
+    edits: dict[int, list[tuple[int, int]]] = {}
+    for r, pos, tok in target.edits:
+        if r >= done:
+            edits.setdefault(r, []).append((pos, tok))
+    applied = _by_round(reached.edits, done)  # equal to target's (checked), round order
+    kept = [(r, pos, tok) for r in sorted(applied) for pos, tok in applied[r]]
+    return _run_steps(session, target, edits, reached.round, kept, [])
+
+
+def _reachable(
+    pair: ModelPair, session: Session, reached: LessonState, target: LessonState
+) -> bool:
+    """Whether :func:`advance` may run ``target``'s missing steps on ``session``."""
+    fixed = {"round": 0, "phase": "propose", "edits": ()}
+    if replace(reached, **fixed) != replace(target, **fixed) or target.pair != pair.name:
+        return False  # prompt, cont, settings, drafter, tree shape, page and language
+    if reached.phase not in PHASES or target.phase not in PHASES:
+        return False
+    if (target.round, PHASES.index(target.phase)) < (
+        reached.round,
+        PHASES.index(reached.phase),
+    ):
+        return False  # behind: a step back replays afresh
+    if replay_forwards(target) > MAX_REPLAY_FORWARDS:
+        return False  # the fresh replay applies its cap
+    if bool(target.tree) != isinstance(session, TreeSession) or (target.tree and target.edits):
+        return False  # a tree's edits are dropped by the fresh replay, with problems
+    if isinstance(session, TreeSession) and (
+        tuple(session.shape) != target.tree or session.budget != TREE_BUDGET
+    ):
+        return False
+    done = reached.round + (0 if reached.phase == "propose" else 1)
+    if _by_round(reached.edits, done) != _by_round(target.edits, done):
+        return False  # an edit of a round already proposed differs
+    if any(e[0] >= done for e in reached.edits) or reached.round != len(session.history):
+        return False  # reached is not what the session shows
+    try:
+        config = target.config().validate(pair.vocab_size)
+        ids = encode_prompt(pair, target.prompt)
+    except SpecDecError:
+        return False
+    if config != session.config or session.prompt_len != len(ids):
+        return False
+    if list(session.ids[: len(ids)]) != ids:
+        return False
+    if tuple(session.ids[len(ids) : _start_len(session)]) != target.cont:
+        return False
+    full = ids + list(target.cont)
+    if any(t >= pair.vocab_size for t in target.cont) or len(full) >= pair.context_length:
+        return False  # the fresh replay drops the carried-over tokens
+    if config.grammar is None:
+        return True
+    return grammar_problem(pair, config, target.drafter, full, ids) is None
+
+
+def _by_round(
+    edits: tuple[tuple[int, int, int], ...], before: int
+) -> dict[int, list[tuple[int, int]]]:
+    """``edits`` of the rounds before ``before``, grouped by round, in their order."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for r, pos, tok in edits:
+        if r < before:
+            out.setdefault(r, []).append((pos, tok))
+    return out
 
 
 def grammar_problem(

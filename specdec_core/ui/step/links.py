@@ -13,6 +13,7 @@ button callback and replays on the next run.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -27,7 +28,7 @@ import streamlit as st
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
 from specdec_core.lessons.link import LessonState, decode, encode
-from specdec_core.lessons.replay import replay, state_of
+from specdec_core.lessons.replay import Replay, advance, replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
@@ -37,6 +38,7 @@ from specdec_core.ui.sidebar import grammar_choice
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 
+log = logging.getLogger("specdec.links")
 PENDING = "link_pending"  # a LessonState the step page replays on its next run
 LOADED = "link_loaded"  # the URL of this browser session was read
 PAGE = "link_page"  # the page the app is showing (set by each page)
@@ -193,7 +195,7 @@ def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -
     if state is None or state.pair != pair.name:
         return
     state = state.with_config(config)
-    out = replay(pair, state)
+    out = _advanced(pair, state) or replay(pair, state)
     problems = kept() + out.problems
     if out.session is None:  # the link's prompt could not start: the default prompt
         S[L.PROMPT_KEY] = default_prompt
@@ -205,6 +207,22 @@ def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -
             L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
         TL.seed_link(out.state.tree)  # a tree the settings could not draft: the chain
     keep(problems)
+
+
+def _advanced(pair: ModelPair, state: LessonState) -> Replay | None:
+    """``state`` reached by running only the missing steps on the lesson on screen (a live
+    class's follower one teacher click behind, a scenario later in the same lesson):
+    ``lessons.replay.advance``, the same result as a fresh replay; ``None`` when it
+    cannot (the caller replays afresh, which also replaces a session left part-way)."""
+    lesson = TL.current() if state.tree else L.current()
+    if lesson is None or lesson.pair_name != pair.name or lesson.drafter != state.drafter:
+        return None
+    try:
+        reached = state_of(lesson.session, state, lesson.prompt)
+        return advance(pair, lesson.session, reached, state)
+    except Exception:  # noqa: BLE001 - never expected: the fresh replay takes over
+        log.exception("advance failed")
+        return None
 
 
 _scenario_lock = threading.Lock()

@@ -1,0 +1,190 @@
+"""Incremental replay (``lessons.replay.advance``): a session standing at one lesson state
+brought forward to a later one runs only the missing steps and ends exactly where a fresh
+replay of the later state ends (history, pending round, problems, state reached); a state
+it cannot reach gives ``None``. And a live-class follower's page uses it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specdec_core.lessons.link import LessonState
+from specdec_core.lessons.replay import (
+    MAX_REPLAY_FORWARDS,
+    advance,
+    replay,
+    replay_forwards,
+    state_of,
+    timeless_json,
+)
+
+PROMPT = "ROMEO:\nBut soft, what light"
+
+
+def snapshot(out) -> dict:
+    """Everything a replay gives, without wall-clock timings."""
+    s = out.session
+    pending = s.tree_view() if out.state.tree else (s.current_verify, s.drafts)
+    return {
+        "state": out.state,
+        "problems": out.problems,
+        "ids": list(s.ids),
+        "phase": s.phase,
+        "history": timeless_json(s.history),
+        "pending": timeless_json(pending),
+        "kv": timeless_json(s.kv_state()),
+    }
+
+
+def chain_steps(base: LessonState) -> list[LessonState]:
+    """A teacher's clicks through a chain lesson: edits in rounds 0 and 2 (two in round 2),
+    an edit the round cannot take (position 9 > γ: dropped) in round 3, and rounds past
+    the end of the text (``max_new_tokens`` small)."""
+    e0, e2a, e2b, e3 = (0, 2, 17), (2, 1, 42), (2, 3, 99), (3, 9, 5)
+    out, edits = [], ()
+    for r in range(5):
+        out.append(replace(base, round=r, phase="propose", edits=edits))
+        out.append(replace(base, round=r, phase="verify", edits=edits))
+        add = {0: [e0], 2: [e2a, e2b], 3: [e3]}.get(r, [])
+        for e in add:
+            edits = (*edits, e)
+            out.append(replace(base, round=r, phase="verify", edits=edits))
+        out.append(replace(base, round=r, phase="commit", edits=edits))
+    return out
+
+
+def tree_steps(base: LessonState) -> list[LessonState]:
+    return [
+        replace(base, round=r, phase=p) for r in range(4) for p in ("propose", "verify", "commit")
+    ]
+
+
+def stand_at(pair, state: LessonState):
+    """A session replayed to ``state`` and the state it really stands at (as the page
+    reads it: ``state_of``)."""
+    out = replay(pair, state)
+    return out.session, state_of(out.session, state, state.prompt)
+
+
+def check_all_pairs(pair, states: list[LessonState]) -> int:
+    """Every (reached, target) with target not behind: ``advance`` equals a fresh replay
+    when the rounds already proposed have the same edits, else ``None``. Returns how many
+    pairs advanced."""
+    fresh = [snapshot(replay(pair, s)) for s in states]
+    advanced = 0
+    for i, reached in enumerate(states):
+        for j in range(i, len(states)):
+            target = states[j]
+            session, at = stand_at(pair, reached)
+            done = at.round + (0 if at.phase == "propose" else 1)
+            same = [e for e in at.edits if e[0] < done] == [e for e in target.edits if e[0] < done]
+            out = advance(pair, session, at, target)
+            if not same:
+                assert out is None, (i, j)
+                continue
+            assert out is not None, (i, j)
+            assert out.session is session  # run on the session it was given
+            assert snapshot(out) == fresh[j], (i, j)
+            advanced += 1
+    return advanced
+
+
+@pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (1.0, 3)])
+def test_chain_advances_like_a_fresh_replay(embedded_pair, temperature, seed):
+    base = LessonState(prompt=PROMPT, gamma=3, max_new_tokens=8, temperature=temperature, seed=seed)
+    states = chain_steps(base)
+    fresh = replay(embedded_pair, states[-1])
+    assert fresh.state.edits == ((0, 2, 17), (2, 1, 42), (2, 3, 99))  # three edits kept
+    codes = [p.code for p in fresh.problems]
+    assert codes == ["edit_dropped", "round_beyond_end"]  # both problem paths covered
+    assert check_all_pairs(embedded_pair, states) >= 120  # of 190: 134 on this sequence
+
+
+def test_tree_advances_like_a_fresh_replay(embedded_pair):
+    base = LessonState(prompt=PROMPT, max_new_tokens=20, tree=(2, 2, 1))
+    states = tree_steps(base)
+    assert replay(embedded_pair, states[-1]).state.tree == (2, 2, 1)
+    assert check_all_pairs(embedded_pair, states) == len(states) * (len(states) + 1) // 2
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"prompt": "JULIET:\nO Romeo"},
+        {"gamma": 4},
+        {"seed": 3},
+        {"temperature": 0.5},
+        {"drafter": "ngram"},
+        {"cont": (5, 6)},
+        {"tree": (2, 2, 1)},
+        {"edits": ((0, 2, 18),)},  # an edit of a past round changed
+        {"edits": ()},  # … or dropped
+        {"edits": ((0, 2, 17), (1, 1, 3))},  # an edit in the round already proposed
+        {"round": 1, "phase": "verify"},  # behind
+        {"round": 2, "phase": "propose"},  # the phase before, same round
+    ],
+)
+def test_unreachable_targets_give_none(embedded_pair, change):
+    base = LessonState(prompt=PROMPT, gamma=3, max_new_tokens=30, temperature=1.0, seed=1)
+    reached = replace(base, round=2, phase="verify", edits=((0, 2, 17),))
+    session, at = stand_at(embedded_pair, reached)
+    assert at == reached
+    target = replace(base, round=3, phase="commit", edits=((0, 2, 17),))
+    assert advance(embedded_pair, session, at, target) is not None  # the control
+    session, at = stand_at(embedded_pair, reached)
+    before = timeless_json(session.history)
+    assert advance(embedded_pair, session, at, replace(target, **change)) is None
+    assert timeless_json(session.history) == before and session.phase == "verify"
+
+
+def test_a_capped_target_gives_none(embedded_pair):
+    base = LessonState(prompt=PROMPT, gamma=8, max_new_tokens=400)
+    session, at = stand_at(embedded_pair, replace(base, round=1))
+    target = replace(base, round=40, phase="commit")
+    assert replay_forwards(target) > MAX_REPLAY_FORWARDS
+    assert advance(embedded_pair, session, at, target) is None
+
+
+# ------------------------------------------------------------------ the follower's page
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    """A fresh SQLite room store in ``tmp_path`` (as in tests/test_page_live.py)."""
+    from specdec_core.server import room_store
+
+    monkeypatch.setenv("SPECDEC_ROOM_DB", str(tmp_path / "rooms.sqlite3"))
+    monkeypatch.delenv("SPECDEC_REDIS_URL", raising=False)
+    monkeypatch.setattr(room_store, "_store", None)
+    yield room_store.make_store()
+    monkeypatch.setattr(room_store, "_store", None)
+
+
+def click(at, key: str) -> None:
+    b = next(b for b in at.button if b.key == key)
+    assert not b.disabled, key
+    b.click().run()
+    assert not at.exception, at.exception
+
+
+def test_a_follower_advances_its_own_session_like_a_fresh_replay(embedded_pair, store):
+    """Four teacher clicks: each time the follower's session is the one it had (advanced
+    in place, not replayed afresh) and equals a fresh replay of the teacher's state."""
+    from conftest import open_app
+
+    teacher = open_app(prompt=PROMPT, state={"lt_open": True})
+    click(teacher, "live_start_step")
+    student = open_app({"room": teacher.session_state["live_seat"].code})
+    assert not student.exception, student.exception
+    first = student.session_state["lesson"].session
+    for step in ("btn_propose", "btn_verify", "btn_commit", "btn_propose"):
+        click(teacher, step)
+        student.run()
+        assert not student.exception, student.exception
+        mine = student.session_state["lesson"].session
+        assert mine is first  # advanced in place
+        at = state_of(mine, LessonState(), PROMPT)
+        theirs = state_of(teacher.session_state["lesson"].session, LessonState(), PROMPT)
+        assert at == theirs
+        fresh = replay(embedded_pair, at)
+        assert snapshot(fresh) == snapshot(type(fresh)(mine, at, []))
+    assert len(first.history) == 1 and first.phase == "verify"
