@@ -181,8 +181,8 @@ def test_cli_drafter_option(capsys, pair_arg, drafter):
 
 # ------------------------------------------------------------------ every source (issue 26.4)
 #: Draft forwards per round a source runs whatever it drafts (prompt lookup: none; the
-#: block drafter: one for the whole block).
-FIXED_FORWARDS = {"ngram": 0.0, "block": 1.0}
+#: block drafter: one for the whole block; the MTP heads: none, they are not a model forward).
+FIXED_FORWARDS = {"ngram": 0.0, "mtp": 0.0, "block": 1.0}
 
 
 def test_compare_sources_every_source_real_values(embedded_pair):
@@ -233,9 +233,15 @@ def test_compare_sources_every_source_real_values(embedded_pair):
             assert row.draft_forwards_per_round == pytest.approx(forwards)
             if row.name in FIXED_FORWARDS:
                 assert row.draft_forwards_per_round == FIXED_FORWARDS[row.name], row.name
-            elif row.name == "mtp":  # one head evaluation per draft, no model forward
-                assert row.draft_forwards_per_round == pytest.approx(row.drafted / drafting)
-            else:  # a model (or the EAGLE head) drafts with forwards of its own
+            if row.name == "mtp":  # no model forward; one head evaluation per draft
+                assert run.stats.draft_forwards == 0
+                assert row.head_evaluations_per_round == pytest.approx(row.drafted / drafting)
+                assert row.head_evaluations_per_round > 0
+            else:
+                assert row.head_evaluations_per_round is None, row.name
+            if (
+                row.name not in FIXED_FORWARDS
+            ):  # a model (or the EAGLE head) drafts with forwards of its own
                 assert row.draft_forwards_per_round > 0, row.name
             assert row.target_forwards_per_round == pytest.approx(
                 run.stats.target_forwards / summary.rounds

@@ -126,11 +126,15 @@ def test_propose_argmax_equals_propose_and_the_depth_rule(embedded_pair, prompts
         for d in drafters:
             d.attach(ModelCache(embedded_pair.target))
         assert drafters[0].propose_argmax(ids, 4) == ([], 0)  # no hidden state yet
+        assert drafters[0].head_evaluations == 0
         for d in drafters:
             d.target.extend(ids[:-1])
         fast, forwards = drafters[0].propose_argmax(ids, 6)
         draft = drafters[1].propose(ids, 6, greedy, "probabilistic", torch.Generator())
-        assert fast == draft.ids.tolist() and forwards == draft.forwards == 4  # γ' = K
+        # γ' = K drafts, no model forward, one head evaluation per draft
+        assert fast == draft.ids.tolist() and len(fast) == 4
+        assert forwards == draft.forwards == 0
+        assert drafters[0].head_evaluations == drafters[1].head_evaluations == 4
         assert torch.equal(draft.probs.sum(-1), torch.ones(4))  # one-hot rows at T = 0
         with torch.inference_mode():
             h = embedded_pair.target(
@@ -140,8 +144,31 @@ def test_propose_argmax_equals_propose_and_the_depth_rule(embedded_pair, prompts
             expected = [int(lm_head(heads.block(k, h)).argmax()) for k in range(1, 5)]
         assert fast == expected
         edited, n = drafters[0].propose_argmax(ids + fast[:2], 4)
-        assert (edited, n) == (fast[2:], 2)
-        assert drafters[0].propose_argmax(ids, 2) == (fast[:2], 2)
+        assert (edited, n) == (fast[2:], 0) and drafters[0].head_evaluations == 6
+        assert drafters[0].propose_argmax(ids, 2) == (fast[:2], 0)
+        assert drafters[0].head_evaluations == 8
+
+
+def test_confidence_stop_computes_only_the_rows_it_drafts(embedded_pair, prompts):
+    """With a confidence stop the heads are evaluated one at a time: a proposal that the
+    stop ends after y_1 counts 1 head evaluation, not K; without the stop all K rows are
+    computed (in one batch) and all K drafted. Model forwards stay 0 either way."""
+    ids = embedded_pair.tokenizer.encode(prompts[0])
+    drafter = _mtp(embedded_pair)
+    drafter.attach(ModelCache(embedded_pair.target))
+    drafter.target.extend(ids[:-1])
+    free, forwards = drafter.propose_argmax(ids, 4)
+    assert len(free) == 4 and forwards == 0 and drafter.head_evaluations == 4
+    stopped, forwards = drafter.propose_argmax(ids, 4, confidence=1.0)  # top prob < 1
+    assert stopped == free[:1] and forwards == 0 and drafter.head_evaluations == 5
+    config = SessionConfig(
+        gamma=4, max_new_tokens=NEW_TOKENS, gamma_schedule="confidence", confidence=0.9999
+    )
+    drafter = _mtp(embedded_pair)
+    run = generate(embedded_pair, prompts[0], config, drafter=drafter)
+    drafted = sum(len(r.drafted) for r in run.records)
+    assert drafted == len(run.records) - 1  # 1 per round but the first (no hidden state)
+    assert drafter.head_evaluations == drafted and run.stats.draft_forwards == 0
 
 
 def test_sampled_rows_are_the_heads_distributions(embedded_pair, prompts):
@@ -171,7 +198,8 @@ def test_greedy_few_prompts_chain_and_tree(embedded_pair, prompts):
         assert run.output_ids == expected
         assert run.records[0].drafted == () and len(run.records[1].drafted) == 4
         assert run.stats.target_forwards == run.stats.rounds == len(run.records)
-        assert drafter.forwards == sum(len(r.drafted) for r in run.records)
+        assert drafter.forwards == run.stats.draft_forwards == 0  # no model forward
+        assert drafter.head_evaluations == sum(len(r.drafted) for r in run.records)
         tree = generate_tree(embedded_pair, prompts[i], config, (2, 2, 1), drafter="mtp")
         assert tree.output_ids == expected
 
@@ -253,6 +281,9 @@ def test_cli_json_with_mtp(capsys, embedded_pair):
     assert out["stats"]["target_forwards"] == out["stats"]["rounds"]
     assert out["stats"]["acceptance_rate"] > 0.0
     assert out["rounds"][0]["drafted"] == []
+    # the heads run no model forward (their head evaluations are not draft forwards)
+    assert sum(len(r["drafted"]) for r in out["rounds"]) > 0
+    assert out["stats"]["draft_forwards"] == 0
 
 
 def test_verify_curve_times_the_mtp_draft_step(embedded_pair):

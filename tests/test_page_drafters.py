@@ -175,9 +175,17 @@ def check_tables(at: AppTest, comp, temperature: float, lang: str) -> None:
         assert list(table["accepted"]) == [f"{r.accepted_per_round:.2f}" for r in rows]
         assert list(table["tokens_pred"]) == [f"{r.predicted_tokens_per_round:.2f}" for r in rows]
         assert list(table["speedup_pred"]) == [f"{r.predicted_speedup:.2f}×" for r in rows]
+        assert list(table["heads"]) == [
+            "—" if r.head_evaluations_per_round is None else f"{r.head_evaluations_per_round:.2f}"
+            for r in rows
+        ]
         by_name = dict(zip((r.name for r in rows), table["draft_fwd"], strict=True))
         if "block" in by_name:  # one forward for the whole block, every round
             assert by_name["block"] == "1.00"
+        if "mtp" in by_name:  # no model forward; its head evaluations in their own column
+            assert by_name["mtp"] == "0.00"
+            mtp = next(r for r in rows if r.name == "mtp")
+            assert mtp.draft_forwards_per_round == 0.0 and mtp.head_evaluations_per_round > 0
         if "ngram" in by_name:
             assert by_name["ngram"] == "0.00"
     [chart] = [c for c in at.get("plotly_chart") if "src_fig" in str(c.proto.id)] or [None]
@@ -222,6 +230,7 @@ def test_every_source_compared_on_both_pages_in_both_languages(embedded_pair):
 
 
 STEP = {"en": ("① Propose", "② Verify"), "zh": ("① 提议", "② 验证")}
+COMMIT = {"en": "③ Commit / reject", "zh": "③ 提交 / 拒绝"}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -235,24 +244,31 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
     propose, verify = STEP[lang]
     for name in drafters_for(embedded_pair):
         at = open_app(lang=lang, state={"cfg_drafter": name})
+        if name == "mtp":  # the heads draft nothing before the target has a hidden state
+            for label in (propose, verify, COMMIT[lang]):
+                next(b for b in at.button if b.label == label).click().run()
         next(b for b in at.button if b.label == propose).click().run()
         next(b for b in at.button if b.label == verify).click().run()
         assert not at.exception, (name, at.exception)
         session = at.session_state["step_session"]
         assert session.drafter.name == name
-        forwards = session.current_propose.draft_forwards
+        proposed = session.current_propose
+        forwards = proposed.draft_forwards
         captions = "\n".join(c.value for c in at.caption)
         own = session.drafter.cached_ids() is not None
         if own:
             assert src("st_draft_forwards", lang, f=forwards) in captions, name
+        elif name == "mtp":  # no model forward: one head evaluation per drafted position
+            assert forwards == 0 and proposed.gamma == 4
+            assert src("st_draft_heads", lang, f=4) in captions, name
         elif forwards:
-            assert src("st_draft_heads", lang, f=forwards) in captions, name
+            assert src("st_draft_forwards", lang, f=forwards) in captions, name
         else:
             assert src("st_draft_no_forward", lang) in captions, name
         if name == "block":
             assert forwards == 1 and own
         if name == "mtp":
-            assert not own and forwards == len(session.drafts)  # heads, not forwards
+            assert not own and session.drafter.head_evaluations == 4  # round 1 drafted none
         draft_kv = [m.value for m in at.metric if m.label == STRINGS_STEP["kv_draft_len"][lang]]
         if own:
             assert draft_kv == [str(session.kv_state().draft_kv_len)], name

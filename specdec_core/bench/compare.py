@@ -334,10 +334,14 @@ class SourceRow:
         draft_forwards_per_round: drafter forwards per drafting round (``Draft.forwards``
             summed over the run, as each drafter counts them, / the rounds that asked for
             γ > 0 drafts: a last round left one token by ``max_new_tokens`` drafts
-            nothing and is not counted): about γ for a draft model
-            and early exit, 1 for the block drafter, 0 for prompt lookup; for the EAGLE
-            and MTP heads their head evaluations (MTP: one residual block + the LM head
-            row per draft, no model forward).
+            nothing and is not counted, so this is the CLI JSON's ``draft_forwards`` ÷
+            the rounds that drafted, not ÷ ``rounds``; the page's column says "per drafting
+            round"): about γ for a draft model and early exit, 1 for the block drafter, 0
+            for prompt lookup and the MTP heads (they run no model forward); the EAGLE
+            head's forwards (one per draft, plus its catch-up on the round's new features).
+        head_evaluations_per_round: the MTP heads' head evaluations (one residual block +
+            the LM head row per drafted position, not a model forward) per drafting round;
+            ``None`` for every other source.
         target_forwards_per_round: target forwards per round (1: the verification;
             :attr:`extra_target_forwards_per_round` is what a source adds to it).
         ms_per_token: :class:`Spread` of ms per generated token over the repeats.
@@ -379,6 +383,7 @@ class SourceRow:
     predicted_tokens_per_round: float
     predicted_speedup: float
     same_as_target: bool
+    head_evaluations_per_round: float | None = None
 
     @property
     def extra_target_forwards_per_round(self) -> float:
@@ -461,9 +466,11 @@ def _source_row(
     runs: Sequence[GenerationResult],
     target_runs: Sequence[GenerationResult],
     target_step_ms: float,
+    head_evaluations: int | None = None,
 ) -> SourceRow:
     """One source's repeats (identical but for timing: same seed, same draws) against
-    the target-alone repeats of the same passes."""
+    the target-alone repeats of the same passes. ``head_evaluations``: the first run's
+    MTP head evaluations (``MtpDrafter.head_evaluations``; ``None``: not an MTP drafter)."""
     first = runs[0]
     summary = summarize(first.records)
     s = first.stats
@@ -502,6 +509,9 @@ def _source_row(
         predicted_tokens_per_round=predicted_tokens,
         predicted_speedup=predicted,
         same_as_target=tuple(first.output_ids) == tuple(target_runs[0].output_ids),
+        head_evaluations_per_round=None
+        if head_evaluations is None
+        else head_evaluations / max(1, drafting),
     )
 
 
@@ -580,14 +590,18 @@ def compare_sources(
         if name is None:
             return generate(timed, ids[key], cfg, "autoregressive")
         drafter = make_named_drafter(pair, name, knobs[name])
-        return generate(timed, ids[key], cfg, drafter=drafter)
+        result = generate(timed, ids[key], cfg, drafter=drafter)
+        heads.setdefault((key, temp, name), getattr(drafter, "head_evaluations", None))
+        return result
 
+    heads: dict[tuple[str, float, str], int | None] = {}  # the first timed run's, per source
     first_key, first_temp = settings[0]
     step("target")
     once(first_key, first_temp, None, 2)
     for name in names:
         step(name)
         once(first_key, first_temp, name, 2)
+    heads.clear()  # the warm-up runs are shorter: count the timed runs' only
     target_runs: dict[tuple[str, float], list[GenerationResult]] = {s: [] for s in settings}
     runs: dict[tuple[str, float, str], list[GenerationResult]] = {
         (*s, n): [] for s in settings for n in names
@@ -617,7 +631,17 @@ def compare_sources(
         for name in names:
             measured = runs[(key, temp, name)]
             rows.append(
-                _source_row(key, temp, name, knobs[name], gammas[name], measured, base, step_ms)
+                _source_row(
+                    key,
+                    temp,
+                    name,
+                    knobs[name],
+                    gammas[name],
+                    measured,
+                    base,
+                    step_ms,
+                    heads[(key, temp, name)],
+                )
             )
     verdict = judge([t.ms_per_token for t in targets] + [r.ms_per_token for r in rows])
     return SourceComparison(

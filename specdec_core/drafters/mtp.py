@@ -53,13 +53,18 @@ class MtpDrafter(Drafter):
     on the target's last real hidden state (see the module doc for why this is exact).
 
     Keeps no state of its own: :meth:`cached_ids` is ``None`` (the KV table shows no
-    drafter row) and :meth:`rollback` removes nothing. :attr:`forwards` counts **head
+    drafter row) and :meth:`rollback` removes nothing. :attr:`forwards` (model forwards
+    run to draft) is always ``0``: the heads run no model forward, so ``Draft.forwards``,
+    the CLI JSON's ``draft_forwards`` and the comparison's "draft forwards per round" are
+    0 for this drafter. :attr:`head_evaluations` counts, separately, the **head
     evaluations** (one residual block + the target's LM head row, a ``[d] → [V]``
-    matrix-vector product, not a model forward): one per row computed. A chain proposal
-    computes the rows of every position it may draft, ``min(γ, K − d)``, in one batch
-    (one per drafted position, unless the confidence stop ends the proposal early); a
-    tree computes one per expanded node that has a head. The target runs no forward for
-    the drafter: ``target forwards == rounds``.
+    matrix-vector product, not a model forward): one per row computed, and every row
+    computed is used. A chain proposal without a confidence stop computes the rows of
+    every position it may draft, ``min(γ, K − d)``, in one batch (all of them are drafted);
+    with the confidence stop on, it computes them one at a time and stops computing when
+    the stop fires (so a proposal that drafts 1 counts 1); a tree computes one per
+    expanded node that has a head. The target runs no forward for the drafter:
+    ``target forwards == rounds``.
 
     Attributes:
         max_gamma: ``K``, the number of heads (the most drafts one proposal can make).
@@ -76,7 +81,13 @@ class MtpDrafter(Drafter):
         self.max_gamma = heads.k
         self.target: ModelCache | None = None
         self._forward_ms = 0.0
-        self.forwards = 0  # head evaluations
+        self.head_evaluations = 0  # rows computed by the heads (not model forwards)
+
+    @property
+    def forwards(self) -> int:
+        """Model forwards run to draft: always ``0`` (the heads are not a model forward;
+        see :attr:`head_evaluations`)."""
+        return 0
 
     # ------------------------------------------------------------------ protocol
     def attach(self, target: ModelCache) -> None:
@@ -103,9 +114,11 @@ class MtpDrafter(Drafter):
         """Heads ``d + 1, d + 2, …`` on the one hidden state ``h_{m−1}`` (``d``: the
         context's depth), up to ``gamma`` ids and never past head ``K``; nothing when the
         target has no hidden state yet (the first round). The rows do not depend on the
-        picks, so they are computed together (one block matmul and one LM-head matmul for
-        all of them: the LM head's weight is read once per proposal, not once per draft);
-        ``pick`` then takes them in order."""
+        picks, so without a confidence stop they are computed together (one block matmul
+        and one LM-head matmul for all of them: the LM head's weight is read once per
+        proposal, not once per draft) and ``pick`` takes them in order; with the confidence
+        stop on they are computed one at a time, so the rows after the stop are never
+        computed (nor counted in :attr:`head_evaluations`)."""
         ids: list[int] = []
         found = self._anchor(context)
         if found is None:
@@ -114,17 +127,21 @@ class MtpDrafter(Drafter):
         n = min(gamma, self.heads.k - depth, self.heads.k)
         if n <= 0:
             return ids
+        if self._threshold is not None:  # confidence stop: compute a row only when needed
+            for i in range(n):
+                ids.append(pick(self._logits(hidden, depth + 1 + i)))
+                if not self._keep_drafting():
+                    break
+            return ids
         rows = self._rows(hidden, depth + 1, n)  # [n, V]
         for i in range(n):
             ids.append(pick(rows[i]))
-            if not self._keep_drafting():
-                break
         return ids
 
     @torch.inference_mode()
     def tree_logits(self, context: list[int]) -> torch.Tensor:
         """``[V]`` float32 logits after ``context`` (committed ids + a tree path): head
-        ``d + 1`` on ``h_{m−1}`` (one head evaluation, counted in :attr:`forwards`); zeros
+        ``d + 1`` on ``h_{m−1}`` (one head evaluation, counted in :attr:`head_evaluations`); zeros
         (a uniform row, no evaluation) when there is no hidden state yet or ``d + 1 > K``."""
         found = self._anchor(context)
         if found is None or found[1] + 1 > self.heads.k:
@@ -160,7 +177,7 @@ class MtpDrafter(Drafter):
         features = self.heads.blocks_from(first, n, hidden)  # [n, d]
         logits = self.lm_head(features).float()  # [n, V]
         self._forward_ms += (time.perf_counter() - started) * 1e3
-        self.forwards += n
+        self.head_evaluations += n
         return logits
 
 

@@ -32,6 +32,7 @@ COLUMNS = (
     "gamma",
     "accepted",
     "draft_fwd",
+    "heads",
     "extra_target",
     "alpha",
     "tokens",
@@ -117,6 +118,9 @@ def _row(r: SourceRow) -> dict[str, str]:
         "gamma": str(r.gamma),
         "accepted": f"{r.accepted_per_round:.2f}",
         "draft_fwd": f"{r.draft_forwards_per_round:.2f}",
+        "heads": "—"
+        if r.head_evaluations_per_round is None
+        else f"{r.head_evaluations_per_round:.2f}",
         "extra_target": f"{r.extra_target_forwards_per_round:.2f}",
         "alpha": f"{r.acceptance_rate:.2f}",
         "tokens": f"{r.tokens_per_round:.2f}",

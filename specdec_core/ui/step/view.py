@@ -280,7 +280,7 @@ def _verified(
     st.caption(
         t("timing", d=proposed.draft_ms, v=shown.verify_ms, n=shown.target_forward_tokens)
         + " · "
-        + draft_forwards_text(session, proposed.draft_forwards)
+        + draft_forwards_text(session, proposed.draft_forwards, proposed.gamma)
     )
     with checks_box:
         checks_table(checks, greedy)
@@ -318,14 +318,17 @@ def distributions(
         st.caption(t("st_dists_help"))
 
 
-def draft_forwards_text(session: SpeculativeSession, forwards: int) -> str:
+def draft_forwards_text(session: SpeculativeSession, forwards: int, drafted: int) -> str:
     """How many forwards this round's drafting ran, in the drafter's own terms: a drafter
-    with a cache of its own runs forwards (the block drafter: 1 for its whole block); one
-    without (the MTP heads) evaluates small heads on the target's hidden state, no model
-    forward; prompt lookup runs none."""
+    with a cache of its own runs forwards (the block drafter: 1 for its whole block); the
+    MTP heads (a drafter with ``head_evaluations``) run no model forward (``forwards`` is
+    0) but one head evaluation per drafted position (``drafted``: a chain proposal
+    computes exactly the rows it drafts); prompt lookup runs none."""
     if session.drafter.cached_ids() is not None:
         return t("st_draft_forwards", f=forwards)
-    return t("st_draft_heads", f=forwards) if forwards else t("st_draft_no_forward")
+    if hasattr(session.drafter, "head_evaluations") and drafted:
+        return t("st_draft_heads", f=drafted)
+    return t("st_draft_forwards", f=forwards) if forwards else t("st_draft_no_forward")
 
 
 def kv_section(
