@@ -15,7 +15,7 @@ from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import teacher as live_teacher
 from specdec_core.ui.render import (
@@ -144,7 +144,9 @@ with st.container():
         st.markdown(f"### {t('st_title')}")
     else:
         st.title(t("st_title"))
-        st.markdown(t("st_intro"))
+        drafter = st.session_state.get("cfg_drafter", "model")  # the sentence follows it
+        how = "st_intro_how_" + drafter
+        st.markdown(t("st_intro", how=t(how if how in strings() else "st_intro_how_model")))
 
     # a lesson link, a scenario or step back: replayed with the sidebar's settings
     with L.engine() as held:  # the replay replaces the session: not while a click runs

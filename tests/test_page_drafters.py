@@ -252,6 +252,11 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
         assert not at.exception, (name, at.exception)
         session = at.session_state["step_session"]
         assert session.drafter.name == name
+        how = STRINGS_STEP["st_intro_how_" + name][lang]  # the header follows the source
+        intro = STRINGS_STEP["st_intro"][lang].format(how=how)
+        assert intro in [m.value for m in at.markdown], name
+        serial = {"en": "one at a time", "zh": "逐个"}[lang]
+        assert (serial in intro) == (name in ("model", "early-exit", "eagle")), name
         proposed = session.current_propose
         forwards = proposed.draft_forwards
         captions = "\n".join(c.value for c in at.caption)
