@@ -52,15 +52,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, DynamicCache
 
-from specdec_core.training.corpus import encode_corpus, split_speeches
 from specdec_core.training.loop import (
     REPO_ROOT,
+    corpus_split,
+    load_frozen,
     parser,
     report_args,
     seed_everything,
-    split_ids,
     train,
     val_windows,
 )
@@ -335,19 +335,14 @@ def main(argv: list[str] | None = None) -> dict:
     return the report (a JSON-able dict)."""
     args = parse_args(argv)
     seed_everything(args)
-    load = {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False}
-    target = AutoModelForCausalLM.from_pretrained(args.target, **load).eval().requires_grad_(False)
-    draft = AutoModelForCausalLM.from_pretrained(args.draft, **load).eval().requires_grad_(False)
-    tokenizer = AutoTokenizer.from_pretrained(args.target)
+    target = load_frozen(args.target)
+    draft = load_frozen(args.draft)
     if args.context + args.block - 1 > draft.config.n_positions:
         raise SystemExit(f"--context {args.context} too long for {draft.config.n_positions}")
 
-    raw = args.corpus.read_bytes()
-    speeches = split_speeches(raw.decode("utf-8"))
-    ids = torch.from_numpy(encode_corpus(tokenizer.backend_tokenizer, speeches))
-    train_ids, val_ids = split_ids(ids)  # the pair's split
-    print(f"train {len(train_ids)} / val {len(val_ids)} tokens, target {args.target}", flush=True)
+    train_ids, val_ids = corpus_split(args.corpus, args.target)  # the pair's split
 
+    load = {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False}
     model = AutoModelForCausalLM.from_pretrained(args.draft, **load)
     model.requires_grad_(True)
     mask_id = add_mask_token(model)
@@ -366,7 +361,7 @@ def main(argv: list[str] | None = None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     model.half().save_pretrained(args.out, safe_serialization=True)
     # What ships: the fp16 weights reloaded in float32, as the drafter loads them.
-    model = AutoModelForCausalLM.from_pretrained(args.out, **load).eval().requires_grad_(False)
+    model = load_frozen(args.out)
     metrics = evaluate(model, target, draft, val_ids, args.context, args.block, args.batch)
     print(json.dumps(metrics), flush=True)
     acceptance = greedy_acceptance(args, model) if args.accept_prompts > 0 else {}

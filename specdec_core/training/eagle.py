@@ -35,7 +35,6 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specdec_core.drafters.eagle_head import (
     WEIGHTS,
@@ -44,13 +43,13 @@ from specdec_core.drafters.eagle_head import (
     parameter_count,
     target_parts,
 )
-from specdec_core.training.corpus import encode_corpus, split_speeches
 from specdec_core.training.loop import (
     REPO_ROOT,
+    corpus_split,
+    load_frozen,
     parser,
     report_args,
     seed_everything,
-    split_ids,
     train,
     val_windows,
 )
@@ -161,17 +160,11 @@ def main(argv: list[str] | None = None) -> dict:
     return the report (a JSON-able dict)."""
     args = parse_args(argv)
     seed_everything(args)
-    load = {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False}
-    target = AutoModelForCausalLM.from_pretrained(args.target, **load).eval().requires_grad_(False)
-    draft = AutoModelForCausalLM.from_pretrained(args.draft, **load).eval().requires_grad_(False)
-    tokenizer = AutoTokenizer.from_pretrained(args.target)
+    target = load_frozen(args.target)
+    draft = load_frozen(args.draft)
     args.context = args.context or target.config.n_positions
 
-    raw = args.corpus.read_bytes()
-    speeches = split_speeches(raw.decode("utf-8"))
-    ids = torch.from_numpy(encode_corpus(tokenizer.backend_tokenizer, speeches))
-    train_ids, val_ids = split_ids(ids)  # the pair's split
-    print(f"train {len(train_ids)} / val {len(val_ids)} tokens, target {args.target}", flush=True)
+    train_ids, val_ids = corpus_split(args.corpus, args.target)  # the pair's split
 
     torch.manual_seed(args.seed)
     head = EagleHead(EagleConfig.for_target(target.config))

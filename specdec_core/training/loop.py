@@ -16,6 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
+
+from specdec_core.training.corpus import encode_corpus, split_speeches
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_CORPUS = REPO_ROOT / "data/tinyshakespeare.txt"
@@ -49,6 +52,25 @@ def split_ids(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The token stream's first 90 % for training, the rest for validation."""
     n_train = int(len(ids) * 0.9)
     return ids[:n_train], ids[n_train:]
+
+
+def load_frozen(path: Path) -> PreTrainedModel:
+    """A saved model in float32 (safetensors only, never remote code), eval mode, no
+    gradients: the frozen target (or draft) a recipe reads."""
+    load = {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False}
+    return AutoModelForCausalLM.from_pretrained(path, **load).eval().requires_grad_(False)
+
+
+def corpus_split(corpus: Path, tokenizer_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pair's training and validation token streams (``[N]`` int64 each): the corpus
+    split into speeches joined by end-of-text (``training/corpus.py``), encoded with the
+    tokenizer saved in ``tokenizer_dir``, first 90 % / last 10 % (:func:`split_ids`)."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    speeches = split_speeches(corpus.read_bytes().decode("utf-8"))
+    ids = torch.from_numpy(encode_corpus(tokenizer.backend_tokenizer, speeches))
+    train_ids, val_ids = split_ids(ids)
+    print(f"train {len(train_ids)} / val {len(val_ids)} tokens ({tokenizer_dir})", flush=True)
+    return train_ids, val_ids
 
 
 def report_args(args: argparse.Namespace, paths: tuple[str, ...]) -> dict:

@@ -39,16 +39,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specdec_core.drafters.mtp_heads import WEIGHTS, MtpConfig, MtpHeads, parameter_count
-from specdec_core.training.corpus import encode_corpus, split_speeches
 from specdec_core.training.loop import (
     REPO_ROOT,
+    corpus_split,
+    load_frozen,
     parser,
     report_args,
     seed_everything,
-    split_ids,
     train,
     val_windows,
 )
@@ -146,16 +145,10 @@ def main(argv: list[str] | None = None) -> dict:
     return the report (a JSON-able dict)."""
     args = parse_args(argv)
     seed_everything(args)
-    load = {"dtype": torch.float32, "use_safetensors": True, "trust_remote_code": False}
-    target = AutoModelForCausalLM.from_pretrained(args.target, **load).eval().requires_grad_(False)
-    tokenizer = AutoTokenizer.from_pretrained(args.target)
+    target = load_frozen(args.target)
     args.context = args.context or target.config.n_positions
 
-    raw = args.corpus.read_bytes()
-    speeches = split_speeches(raw.decode("utf-8"))
-    ids = torch.from_numpy(encode_corpus(tokenizer.backend_tokenizer, speeches))
-    train_ids, val_ids = split_ids(ids)  # the pair's split
-    print(f"train {len(train_ids)} / val {len(val_ids)} tokens, target {args.target}", flush=True)
+    train_ids, val_ids = corpus_split(args.corpus, args.target)  # the pair's split
 
     torch.manual_seed(args.seed)
     heads = MtpHeads(MtpConfig.for_target(target.config, args.heads))
