@@ -17,7 +17,7 @@ from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.processors import GrammarSpec, PenaltyConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.lessons.link import LessonState, decode, encode
+from specdec_core.lessons.link import LessonState, Problem, decode, encode
 from specdec_core.lessons.replay import replay, state_of, step_back, timeless_json
 from specdec_core.lessons.scenarios import SCENARIOS, find_scenarios
 from specdec_core.lessons.tracefile import TraceFileError, export_csv, export_json, parse
@@ -334,3 +334,40 @@ def test_a_link_with_processors_replays_the_same_session(embedded_pair):
     assert again.session.drafts == session.drafts
     assert again.session.kv_state() == session.kv_state()
     assert parse(export_json(session, state).encode()).state == state  # the trace file too
+
+
+# ------------------------------------------------------------------ drafters' own limits
+@pytest.mark.parametrize(
+    ("drafter", "gamma", "cap"),
+    [("mtp", 8, 4), ("mtp", 5, 4)],  # K = 4 heads
+)
+def test_gamma_over_a_drafters_limit_is_capped_with_a_problem(drafter, gamma, cap):
+    """A link naming the MTP heads (or the block drafter) with γ over what they can propose
+    opens at γ = their limit (the shipped config's K / block size, read without loading the
+    pair) with one ``gamma_capped`` problem, instead of a page that refuses to draw."""
+    from specdec_core.ui.problems import message
+
+    state, problems = decode({"v": "2", "s": _pack({"drafter": drafter, "gamma": gamma})}, OFFERED)
+    assert (state.drafter, state.gamma) == (drafter, cap)
+    assert problems == [Problem("gamma_capped", {"gamma": gamma, "cap": cap})]
+    assert f"γ = {gamma}" in message(problems, "en") and f"至多提出 {cap}" in message(
+        problems, "zh"
+    )
+    state, problems = decode({"v": "2", "s": _pack({"drafter": drafter, "gamma": cap})}, OFFERED)
+    assert (state.gamma, problems) == (cap, [])  # at the limit: kept as linked
+    state, problems = decode({"v": "2", "s": _pack({"drafter": "model", "gamma": 8})}, OFFERED)
+    assert (state.gamma, problems) == (8, [])  # a draft model has no limit of its own
+    state, problems = decode({"v": "2", "s": _pack({"drafter": "block", "gamma": 8})}, OFFERED)
+    assert (state.gamma, problems) == (8, [])  # block size 8 = the links' largest γ
+
+
+@pytest.mark.parametrize("drafter", ["eagle", "mtp", "block"])
+def test_a_drafter_the_pair_does_not_ship_is_dropped(drafter):
+    """gpt2 ships no EAGLE head, no MTP heads, no block drafter: the link opens with the
+    default drafter and names the dropped one; the embedded pair keeps it."""
+    offered = (*OFFERED, "gpt2")
+    state, problems = decode({"v": "2", "s": _pack({"pair": "gpt2", "drafter": drafter})}, offered)
+    assert (state.pair, state.drafter) == ("gpt2", "model")
+    assert problems == [Problem("bad_value", {"name": "drafter"})]
+    state, problems = decode({"v": "2", "s": _pack({"drafter": drafter})}, offered)
+    assert (state.drafter, problems) == (drafter, [])

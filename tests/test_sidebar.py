@@ -31,3 +31,34 @@ def test_unreachable_hub_preset_falls_back_to_embedded(embedded_pair):
     assert at.session_state["pair_name"] == "embedded"
     [warning] = at.sidebar.warning
     assert "无法加载 **gpt2**" in warning.value and "embedded" in warning.value
+
+
+def test_gamma_slider_follows_the_drafters_limit(embedded_pair):
+    """γ 8 with the draft model, then the MTP heads chosen in the sidebar: γ drops to their
+    K = 4 (the slider's max, with a one-line note), the step page proposes 4 drafts
+    instead of refusing; back to the draft model the slider reaches 8 again."""
+    import json
+
+    from conftest import open_app
+
+    links = json.loads((Path(APP).parent / "assets/strings/links.json").read_text("utf-8"))
+    note = links["sb_gamma_capped"]["en"].format(cap=4)
+    at = open_app(lang="en", state={"cfg_gamma": 8})
+    [slider] = [s for s in at.sidebar.slider if s.key == "cfg_gamma"]
+    assert (slider.value, slider.max) == (8, 8)
+    at.sidebar.selectbox(key="cfg_drafter").set_value("mtp").run()
+    assert not at.exception
+    [slider] = [s for s in at.sidebar.slider if s.key == "cfg_gamma"]
+    assert (slider.value, slider.max) == (4, 4) and at.session_state["cfg_gamma"] == 4
+    assert note in [c.value for c in at.sidebar.caption]
+    assert not at.error  # no "Nothing was changed" page
+    for _ in range(2):  # round 1 has no hidden state yet; round 2 drafts K = 4
+        next(b for b in at.button if b.label == "① Propose").click().run()
+        if at.session_state["step_session"].drafts:
+            break
+        next(b for b in at.button if b.label == "② Verify").click().run()
+        next(b for b in at.button if b.label == "③ Commit / reject").click().run()
+    assert len(at.session_state["step_session"].drafts) == 4 and not at.error
+    at.sidebar.selectbox(key="cfg_drafter").set_value("model").run()
+    [slider] = [s for s in at.sidebar.slider if s.key == "cfg_gamma"]
+    assert slider.max == 8 and note not in [c.value for c in at.sidebar.caption]

@@ -35,6 +35,7 @@ ordinary GPT-2 folder (float16 safetensors, ``config.json`` with ``vocab_size = 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -144,6 +145,33 @@ def block_dir(pair: ModelPair) -> Path | None:
         return None
     folder = source.parent / FOLDER
     return folder if (folder / "config.json").is_file() else None
+
+
+def preset_has_block_drafter(name: str) -> bool:
+    """Whether the preset ``name`` ships a block drafter (by name, without loading the
+    pair: the lesson-link check)."""
+    from specdec_core.core.models import PRESETS
+
+    preset = PRESETS.get(name)
+    if preset is None or not preset.local:
+        return False
+    return (Path(preset.target).parent / FOLDER / "config.json").is_file()
+
+
+def preset_block_max_gamma(name: str) -> int | None:
+    """The block size the preset ``name``'s block drafter was trained for (its
+    ``config.json``'s ``block_size``, without loading the weights): the most drafts one
+    block proposal can make (:attr:`BlockDrafter.max_gamma`); ``None`` when the preset
+    ships none or the config cannot be read."""
+    from specdec_core.core.models import PRESETS
+
+    if not preset_has_block_drafter(name):
+        return None
+    try:
+        config = Path(PRESETS[name].target).parent / FOLDER / "config.json"
+        return int(json.loads(config.read_text("utf-8"))["block_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def has_block_drafter(pair: ModelPair) -> bool:

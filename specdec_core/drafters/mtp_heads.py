@@ -25,22 +25,20 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from specdec_core.core.errors import ConfigError
+from specdec_core.drafters.head_files import CONFIG, load_head, save_head
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
 
-WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
 KIND = "medusa-1-heads"
 FOLDER = "mtp"  # beside the target's folder
 
@@ -151,16 +149,9 @@ class MtpHeads(nn.Module):
 
     # ------------------------------------------------------------------ files
     def save(self, folder: Path) -> Path:
-        """float16 safetensors + ``config.json`` into ``folder``; returns the weights path."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        tensors = {
-            k: v.detach().to(torch.float16).contiguous().cpu() for k, v in self.state_dict().items()
-        }
-        path = folder / WEIGHTS
-        save_file(tensors, str(path), metadata={"format": "pt", "kind": KIND})
-        (folder / CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
-        return path
+        """float16 safetensors + ``config.json`` into ``folder``; returns the weights path
+        (:func:`~specdec_core.drafters.head_files.save_head`)."""
+        return save_head(self, self.config, folder, KIND)
 
     @classmethod
     def load(cls, folder: Path, device: str | torch.device = "cpu") -> MtpHeads:
@@ -171,17 +162,7 @@ class MtpHeads(nn.Module):
             FileNotFoundError: no ``config.json`` / ``model.safetensors`` in ``folder``.
             ValueError: not an MTP heads config, or weights that do not fit it.
         """
-        folder = Path(folder)
-        raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-        if raw.get("kind") != KIND:
-            raise ValueError(f"{folder / CONFIG} is not an MTP heads config")
-        heads = cls(MtpConfig(**raw))
-        state = {k: v.float() for k, v in load_file(str(folder / WEIGHTS)).items()}
-        try:
-            heads.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(f"weights in {folder} do not fit the heads: {exc}") from exc
-        return heads.to(device).eval().requires_grad_(False)
+        return load_head(folder, KIND, "MTP heads", lambda raw: cls(MtpConfig(**raw)), device)
 
 
 def parameter_count(heads: MtpHeads) -> int:
@@ -212,6 +193,22 @@ def preset_has_mtp_heads(name: str) -> bool:
     if preset is None or not preset.local:
         return False
     return (Path(preset.target).parent / FOLDER / CONFIG).is_file()
+
+
+def preset_mtp_max_gamma(name: str) -> int | None:
+    """``K``, the heads' count, of the heads the preset ``name`` ships (read from their
+    ``config.json``'s ``heads``, without loading the pair or the weights): the most drafts
+    one MTP proposal can make (:attr:`MtpDrafter.max_gamma`); ``None`` when the preset
+    ships no heads or the config cannot be read."""
+    from specdec_core.core.models import PRESETS
+
+    if not preset_has_mtp_heads(name):
+        return None
+    try:
+        k = json.loads((Path(PRESETS[name].target).parent / FOLDER / CONFIG).read_text("utf-8"))
+        return int(k["heads"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def has_mtp_heads(pair: ModelPair) -> bool:

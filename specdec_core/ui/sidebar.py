@@ -23,6 +23,7 @@ from specdec_core.core.processors import (
     compile_grammar,
 )
 from specdec_core.drafters import drafters_for
+from specdec_core.lessons.link import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import LANGUAGES, t
@@ -173,6 +174,15 @@ def chosen_grammar(pair: ModelPair) -> GrammarSpec | None:
     return kept if name == pair.name else None
 
 
+def gamma_limit(pair: ModelPair) -> int:
+    """The γ slider's maximum: :data:`UI_MAX_GAMMA`, or less when the step page's draft
+    source (``cfg_drafter``) proposes at most that many tokens per round (the MTP heads:
+    ``K``; read from the shipped config by :func:`lessons.link.preset_max_gamma`, nothing
+    loaded), so choosing MTP with γ 8 lowers γ instead of opening a page that refuses."""
+    cap = preset_max_gamma(pair.name, st.session_state.get("cfg_drafter", "model"))
+    return UI_MAX_GAMMA if cap is None else max(1, min(UI_MAX_GAMMA, cap))
+
+
 def current_config(pair: ModelPair) -> SessionConfig:
     """The settings the sidebar widgets hold now (also inside a button callback, where a
     number typed without Enter has already reached session state). A grammar that does
@@ -311,7 +321,12 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     )
     sb.toggle(t("presenter_mode"), key="presenter", help=t("presenter_mode_help"))
     sb.subheader(t("sidebar_settings"))
-    sb.slider(t("gamma"), 1, UI_MAX_GAMMA, 4, key="cfg_gamma", help=t("gamma_help"))
+    high = gamma_limit(pair)  # the step page's source may propose fewer (MTP heads: K)
+    if st.session_state.get("cfg_gamma", 4) > high:  # before the slider is drawn
+        st.session_state["cfg_gamma"] = high
+    sb.slider(t("gamma"), 1, high, min(4, high), key="cfg_gamma", help=t("gamma_help"))
+    if high < UI_MAX_GAMMA:
+        sb.caption(t("sb_gamma_capped", cap=high))
     schedule = sb.selectbox(
         t("sb_gamma_schedule"),
         list(GAMMA_SCHEDULE_LABELS),
