@@ -30,7 +30,7 @@ pair, config = page_context()
 N_LAYERS = pair.target.config.n_layer
 PRESETS = ("repetitive", "novel", "custom")
 DRAFTERS = drafters_for(pair)  # eagle only where the pair has a head
-OTHER_ROWS = ("eagle", "medusa", "mtp", "block", "random")
+OTHER_ROWS = ("eagle", "mtp", "block", "random")  # Medusa-style heads and a PARD block run above
 OTHER_COLS = ("method", "how", "needs", "note")
 
 

@@ -97,6 +97,14 @@ def test_drafters_side_by_side(embedded_pair, lang):
 
     # the "other drafters" table is rendered from the strings file
     assert any(s("dr_oth_eagle_method", lang) in m.value for m in at.markdown)
+    # six sources run on this page: the intro describes all six, and the "not run" table
+    # no longer lists the Medusa heads (the MTP heads run) as a method not run here
+    intro = s("dr_intro", lang)
+    assert ("six real draft sources" if lang == "en" else "六种真实的草稿来源") in intro
+    assert intro.count("\n- ") == 6 and intro in [m.value for m in at.markdown]
+    table = next(m.value for m in at.markdown if s("dr_oth_eagle_method", lang) in m.value)
+    assert s("dr_oth_medusa_method", lang) not in table
+    assert s("dr_oth_block_method", lang) in table and "Jacobi" in table
 
 
 def test_novel_preset_prompt_lookup_only_and_errors(embedded_pair):
