@@ -32,24 +32,21 @@ to float32 on load; nothing is loaded with ``trust_remote_code``.
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import DynamicCache, GPT2Config, GPT2Model
 
 from specdec_core.core.errors import ConfigError
+from specdec_core.drafters.head_files import load_head, save_head
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
 
-WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
 KIND = "eagle-1-head"
 
 
@@ -148,16 +145,9 @@ class EagleHead(nn.Module):
 
     # ------------------------------------------------------------------ files
     def save(self, folder: Path) -> Path:
-        """float16 safetensors + ``config.json`` into ``folder``; returns the weights path."""
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        tensors = {
-            k: v.detach().to(torch.float16).contiguous().cpu() for k, v in self.state_dict().items()
-        }
-        path = folder / WEIGHTS
-        save_file(tensors, str(path), metadata={"format": "pt", "kind": KIND})
-        (folder / CONFIG).write_text(json.dumps(asdict(self.config), indent=2) + "\n")
-        return path
+        """float16 safetensors + ``config.json`` into ``folder``; returns the weights path
+        (:func:`~specdec_core.drafters.head_files.save_head`)."""
+        return save_head(self, self.config, folder, KIND)
 
     @classmethod
     def load(cls, folder: Path, device: str | torch.device = "cpu") -> EagleHead:
@@ -168,17 +158,7 @@ class EagleHead(nn.Module):
             FileNotFoundError: no ``config.json`` / ``model.safetensors`` in ``folder``.
             ValueError: not an EAGLE head config, or weights that do not fit it.
         """
-        folder = Path(folder)
-        raw = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
-        if raw.get("kind") != KIND:
-            raise ValueError(f"{folder / CONFIG} is not an EAGLE head config")
-        head = cls(EagleConfig(**raw))
-        state = {k: v.float() for k, v in load_file(str(folder / WEIGHTS)).items()}
-        try:
-            head.load_state_dict(state, strict=True)
-        except RuntimeError as exc:
-            raise ValueError(f"weights in {folder} do not fit the head: {exc}") from exc
-        return head.to(device).eval().requires_grad_(False)
+        return load_head(folder, KIND, "an EAGLE head", lambda raw: cls(EagleConfig(**raw)), device)
 
 
 def target_parts(target) -> tuple[nn.Embedding, nn.Module]:

@@ -37,12 +37,12 @@ import torch.nn.functional as F
 import transformers
 
 from specdec_core.drafters.eagle_head import (
-    WEIGHTS,
     EagleConfig,
     EagleHead,
     parameter_count,
     target_parts,
 )
+from specdec_core.drafters.head_files import WEIGHTS
 from specdec_core.training.loop import (
     REPO_ROOT,
     corpus_split,

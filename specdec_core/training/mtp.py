@@ -40,7 +40,8 @@ import torch
 import torch.nn.functional as F
 import transformers
 
-from specdec_core.drafters.mtp_heads import WEIGHTS, MtpConfig, MtpHeads, parameter_count
+from specdec_core.drafters.head_files import WEIGHTS
+from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, parameter_count
 from specdec_core.training.loop import (
     REPO_ROOT,
     corpus_split,
