@@ -126,3 +126,12 @@ def test_chapter_7_block_question_and_the_live_winner(embedded_pair, lang):
     assert list(table[s("src_col_tokens", lang)]) == [
         f"{figures[n][0]:.2f}" for n in drafters_for(embedded_pair)
     ]
+    # the MTP heads run no model forward: 0 draft forwards, their head evaluations apart
+    names = drafters_for(embedded_pair)
+    fwd = dict(zip(names, table[s("src_col_draft_fwd", lang)], strict=True))
+    heads = dict(zip(names, table[s("src_col_heads", lang)], strict=True))
+    assert fwd["mtp"] == "0.00" == f"{figures['mtp'][1]:.2f}" and float(heads["mtp"]) > 0
+    assert all(heads[n] == "—" for n in names if n != "mtp")
+    # the route table: the EAGLE head's one extra target forward, in its first round only
+    assert s("ls_c7_target_fw_eagle", lang) in routes
+    assert s("ls_c7_target_fw_eagle", lang).startswith("1 " if lang == "en" else "仅第一轮 1 次")

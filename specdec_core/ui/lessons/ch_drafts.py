@@ -116,6 +116,12 @@ def _winner(pair: ModelPair) -> None:
                 t("src_col_tokens"): [f"{r.tokens_per_round:.2f}" for r in rows],
                 t("src_col_accepted"): [f"{r.accepted_per_round:.2f}" for r in rows],
                 t("src_col_draft_fwd"): [f"{r.draft_forwards_per_round:.2f}" for r in rows],
+                t("src_col_heads"): [
+                    "—"
+                    if r.head_evaluations_per_round is None
+                    else f"{r.head_evaluations_per_round:.2f}"
+                    for r in rows
+                ],
                 t("src_col_alpha"): [f"{r.acceptance_rate:.2f}" for r in rows],
                 t("src_col_ms"): [f"{r.ms_per_token.median:.1f}" for r in rows],
             }
