@@ -96,6 +96,19 @@ def _rounds(page) -> int:
     return int(found.group(1)) if found else 0
 
 
+def _wait_rounds(page, n: int) -> None:
+    """Wait until the page's stats line says ``Rounds: n`` (a click's run shows no
+    status widget for a moment after the click, so :func:`_idle` alone can return
+    before it has begun)."""
+    page.wait_for_function(
+        "n => { const m = document.body.innerText.match(/Rounds: (\\d+)/);"
+        " return m !== null && Number(m[1]) === n; }",
+        arg=n,
+        timeout=WAIT_MS,
+    )
+    _idle(page)
+
+
 def _status(lang: str, r: int, phase_key: str, following: bool = True) -> str:
     where = tr("live_at_step", lang).format(r=r, phase=tr(phase_key, lang))
     key = "live_following" if following else "live_exploring"
@@ -157,9 +170,15 @@ def _live_class(live_cluster, browser) -> None:
         _wait_text(en, _status("en", 1, "st_propose"), 120_000)
         _wait_text(zh, _status("zh", 1, "st_propose"), 120_000)
         assert len({_replica(url, r) for r in routes}) == 2  # one student per replica
+        # the dashboard's students line (":material/groups: **2** students in room CODE"):
+        # exactly 2 (no other digit before it), the room's own code
+        students = tr("live_students_line", "en").split(" ", 1)[1]  # past the icon
+        students = students.format(n=2, code=code).replace("**", "")
         teacher.wait_for_function(
-            "() => [...document.querySelectorAll('.st-key-live_dash "
-            "[data-testid=\"stMetricValue\"]')].some(e => e.innerText.trim() === '2')",
+            "s => { const d = document.querySelector('.st-key-live_dash');"
+            " if (!d) return false; const i = d.innerText.indexOf(s);"
+            " return i >= 0 && (i === 0 || !/\\d/.test(d.innerText[i - 1])); }",
+            arg=students,
             timeout=WAIT_MS,
         )
 
@@ -216,11 +235,12 @@ def _live_class(live_cluster, browser) -> None:
 
         # -- one student explores on their own, then follows again
         en.get_by_role("button", name=tr("live_explore", "en")).click()
+        _wait_text(en, _status("en", 1, "st_commit", following=False))
         _idle(en)
         en.get_by_role("button", name=tr("st_commit", "en")).click()
-        _idle(en)
+        _wait_rounds(en, 1)  # round 1 committed (the click's run may not have begun yet)
         en.get_by_role("button", name=tr("st_run_round", "en")).click()
-        _idle(en)
+        _wait_rounds(en, 2)
         assert _rounds(en) == 2  # their own rounds
         teacher.get_by_role("button", name=tr("st_commit", "en")).click()
         _idle(teacher)
@@ -229,7 +249,7 @@ def _live_class(live_cluster, browser) -> None:
         assert _rounds(en) == 2 and _rounds(teacher) == 1  # the explorer kept their own
         en.get_by_role("button", name=tr("live_follow_again", "en")).click()
         _wait_text(en, _status("en", 2, "st_propose"))
-        _idle(en)
+        _wait_rounds(en, 1)  # the teacher's state replayed over the explorer's 2 rounds
         assert _rounds(en) == 1
         assert _strip(en) == _strip(teacher)
 
