@@ -286,6 +286,19 @@ def test_cli_block_chain_and_tree_refusal(capsys, embedded_pair):
     assert cli([*args, "--drafter", "block", "--tree", "2,1", "--json"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "cannot draft a tree" in err and "\n" not in err
+    # its own reason (one path per forward), not prompt lookup's "without probabilities"
+    assert "one path per forward" in err and "without probabilities" not in err
+
+
+def test_loading_the_block_drafter_prints_no_progress_bar(capfd, embedded_pair):
+    """The block model loads quietly, as the pair does (``quiet_transformers``): a fresh
+    load writes no "Loading weights" bar to stderr (a CLI error stays one line)."""
+    from specdec_core.drafters import block
+
+    block._MODELS.clear()  # force a real load in this process
+    make_named_drafter(embedded_pair, "block")
+    captured = capfd.readouterr()
+    assert "Loading weights" not in captured.err and "it/s" not in captured.err
 
 
 # ------------------------------------------------------------------------------- training

@@ -254,6 +254,11 @@ def test_the_limit_message_names_the_drafter(embedded_pair, lang, expected):
         (["--gamma-schedule", "heuristic", "--tree", "2,1"], "a tree keeps its fixed shape"),
         (["--gamma-schedule", "confidence", "--drafter", "ngram"], "prompt lookup has none"),
         (["--gamma-schedule", "heuristic", "--mode", "autoregressive"], "--mode speculative"),
+        (["--confidence", "0.5"], "--confidence needs --gamma-schedule confidence"),
+        (
+            ["--gamma-schedule", "heuristic", "--confidence", "0.5"],
+            "--confidence needs --gamma-schedule confidence",
+        ),
     ],
 )
 def test_cli_refusals_exit_2(capsys, args, message):

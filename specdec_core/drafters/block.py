@@ -46,6 +46,7 @@ from transformers import AutoModelForCausalLM, PreTrainedModel
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.models import quiet_transformers
 from specdec_core.drafters.base import Drafter
 
 if TYPE_CHECKING:
@@ -204,9 +205,10 @@ def load_block_model(pair: ModelPair) -> PreTrainedModel:
         model = _MODELS.get(key)
         if model is None:
             try:
-                model = AutoModelForCausalLM.from_pretrained(
-                    folder, dtype=torch.float32, use_safetensors=True, trust_remote_code=False
-                )
+                with quiet_transformers():  # no progress bar on stderr (as the pair loads)
+                    model = AutoModelForCausalLM.from_pretrained(
+                        folder, dtype=torch.float32, use_safetensors=True, trust_remote_code=False
+                    )
             except (OSError, ValueError) as exc:
                 raise _missing(pair, f"block/ cannot be loaded: {exc}") from exc
             model.to(pair.device).eval().requires_grad_(False)

@@ -34,9 +34,10 @@ def add_gamma_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--confidence",
         type=float,
-        default=_DEFAULTS.confidence,
+        default=None,
         metavar="F",
-        help="the confidence stop's threshold, in (0, 1) (default 0.4)",
+        help="the confidence stop's threshold, in (0, 1) (default 0.4); needs "
+        "--gamma-schedule confidence",
     )
 
 
@@ -44,8 +45,14 @@ def gamma_settings(args: argparse.Namespace) -> dict:
     """The ``SessionConfig`` keyword arguments of these options (defaults when absent)."""
     return {
         "gamma_schedule": getattr(args, "gamma_schedule", _DEFAULTS.gamma_schedule),
-        "confidence": getattr(args, "confidence", _DEFAULTS.confidence),
+        "confidence": _confidence(args),
     }
+
+
+def _confidence(args: argparse.Namespace) -> float:
+    """``--confidence`` as given, or the default 0.4 when absent."""
+    value = getattr(args, "confidence", None)
+    return _DEFAULTS.confidence if value is None else value
 
 
 def check_gamma_args(args: argparse.Namespace) -> None:
@@ -57,9 +64,15 @@ def check_gamma_args(args: argparse.Namespace) -> None:
             ``--drafter ngram``), ``gamma_drafter`` (``--gamma`` above the drafter class's
             ``max_gamma``; a limit known only once the drafter is made is checked when the
             session starts).
-        InputError: ``gamma_schedule_mode``: a schedule with ``--mode autoregressive``.
+        InputError: ``gamma_schedule_mode``: a schedule with ``--mode autoregressive``;
+            ``confidence_needs_schedule``: ``--confidence`` without ``--gamma-schedule
+            confidence`` (it would be silently ignored).
     """
     config = SessionConfig(gamma=getattr(args, "gamma", 4), **gamma_settings(args)).validate()
+    if getattr(args, "confidence", None) is not None and config.gamma_schedule != "confidence":
+        raise InputError(
+            "--confidence needs --gamma-schedule confidence", "confidence_needs_schedule"
+        )
     if config.gamma_schedule != "constant" and getattr(args, "mode", "") == "autoregressive":
         raise InputError(
             f"--gamma-schedule {config.gamma_schedule} changes the drafts per round: it "

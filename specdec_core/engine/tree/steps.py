@@ -84,8 +84,9 @@ def tree_refused(code: str, drafter: str = "") -> ConfigError:
     method at temperature > 0: siblings must be drawn i.i.d. from ``q``)."""
     if code == "tree_block":
         message = (
-            f"the {drafter!r} drafter proposes one row per position from one forward (no row "
-            "after a sibling), so it cannot draft a tree; verify a chain or use the draft model"
+            f"the {drafter!r} drafter proposes one path per forward (a q row for each position "
+            "of one block, none for a sibling), so it cannot draft a tree; verify a chain or "
+            "use the draft model"
         )
     elif code == "tree_no_ngram":
         message = (
@@ -157,8 +158,9 @@ def draft_tree(
                 break
             path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
             logits = drafter.tree_logits(context + path)  # [V]
-            if logits is None:
-                raise tree_refused("tree_no_ngram", drafter.name)
+            if logits is None:  # the block drafter: one path per forward; prompt lookup: no q
+                code = "tree_block" if drafter.name == "block" else "tree_no_ngram"
+                raise tree_refused(code, drafter.name)
             if process:
                 assert processors is not None
                 logits = processors.row(logits, context + path)
