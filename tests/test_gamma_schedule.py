@@ -278,7 +278,7 @@ def test_cli_gamma_above_the_drafter_limit_exits_2(capsys, monkeypatch):
 def test_default_json_unchanged_and_schedule_json(capsys):
     args = ["run", "--prompt", PROMPTS[0], "--gamma", "2", "--max-new-tokens", "12", "--json"]
     default = run_json(capsys, *args)
-    explicit = run_json(capsys, *args, "--gamma-schedule", "constant", "--confidence", "0.7")
+    explicit = run_json(capsys, *args, "--gamma-schedule", "constant")  # + --confidence: exit 2
     assert json.dumps(default) == json.dumps(explicit)
     assert "gamma_schedule" not in default
     assert all("gamma" not in r and "drafted_count" not in r for r in default["rounds"])
