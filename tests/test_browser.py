@@ -399,4 +399,4 @@ def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, new_page, lang):
     cards = page.locator('[class*="st-key-dr_card_"]')
     cards.first.wait_for(timeout=90_000)
     widths = [cards.nth(i).bounding_box()["width"] for i in range(cards.count())]
-    assert len(widths) == 4 and min(widths) >= 220, widths
+    assert len(widths) == 6 and min(widths) >= 220, widths  # the embedded pair's six sources
