@@ -176,7 +176,7 @@ def test_a_failed_re_draft_leaves_the_drafting_stream_as_it_was(embedded_pair, m
     before = session.rng_state()
     assert before  # the pending round keeps its drafting stream
 
-    def draw_then_fail(context, gamma, sampling, method, generator, processors=None):
+    def draw_then_fail(context, gamma, sampling, method, generator, processors=None, conf=None):
         torch.rand(7, generator=generator)  # the stream moves, then the drafter fails
         raise RuntimeError("drafter failed")
 
