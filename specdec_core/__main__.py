@@ -1,11 +1,13 @@
-"""Command line: ``python -m specdec_core run|bench|scenarios ... --json``
+"""Command line: ``python -m specdec_core run|bench|scenarios|check ... --json``
 (docs/ARCHITECTURE.md). This module parses the arguments and prints; the commands are
 ``specdec_core/server/cli.py``.
 
 ``run`` steps a :class:`SpeculativeSession` round by round (so ``--edit`` can change a
 draft before verification) or runs the target alone (``--mode autoregressive``).
 ``bench`` times target-only vs speculative decoding (and Hugging Face assisted generation)
-on the fast path. Errors print one line on stderr and exit with status 2.
+on the fast path. ``check`` runs the device check (``bench/check.py``: greedy and replay
+equality, a seeded χ², the speed table; exit status 1 when an equality case fails).
+Errors print one line on stderr and exit with status 2.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 import torch
 
 from specdec_core.bench import run_bench
+from specdec_core.bench.check import check_command
 from specdec_core.core.errors import SpecDecError
 from specdec_core.drafters.registry import DRAFTER_NAMES
 from specdec_core.engine.tree.generate import MAX_TREE_NODES
@@ -93,11 +96,25 @@ def build_parser() -> argparse.ArgumentParser:
     scen.add_argument("--base-url", default="http://localhost:8501/")
     scen.add_argument("--lang", choices=["en", "zh"], default="en")
     scen.add_argument("--json", action="store_true")
+    check = sub.add_parser("check", help="check this device: equality, χ², speed table")
+    check.add_argument("--pair", default="embedded")
+    check.add_argument("--quick", action="store_true", help="fewer prompts, tokens and draws")
+    check.add_argument("--no-speed", action="store_true", help="skip the speed table")
+    check.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    check.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "check":
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        try:
+            return check_command(args.quick, args.json, not args.no_speed, pair_arg(args.pair))
+        except SpecDecError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     try:
         if args.command != "scenarios":
             check_lossless_args(args)

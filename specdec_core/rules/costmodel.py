@@ -2,11 +2,18 @@
 
 Symbols: α — expected acceptance probability per drafted token (``Σ min(p, q)``
 averaged); γ — draft length; ``c`` — cost ratio: one draft-model step / one target step.
+
+Beyond the paper: a round is priced by what its drafter runs (:func:`draft_round_ms`:
+serial steps, one block forward, head evaluations or nothing) and its verification at the
+measured cost ``t(g + 1)`` of a forward over ``g + 1`` tokens, not one target step; and a
+reference device (:data:`REFERENCE_DEVICES`) keeps figures measured on a GPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 
 def expected_tokens_per_round(alpha: float, gamma: int) -> float:
@@ -210,13 +217,18 @@ def predicted_run_ms(
     draft_ms_per_round: float,
     verify_ms: float,
     overhead_ms_per_round: float,
+    extra_target_forwards: float = 0.0,
 ) -> float:
     """Predicted wall time (ms) of a speculative run of ``new_tokens``: ``R = max(1, N /
     tokens_per_round)`` rounds of ``draft + verify + overhead``, except that the first
     round's verification is the prompt's forward, ``prefill_ms`` (measured on the
     target-only lane, the same forward over the prompt):
 
-    ``T = prefill + R · (draft + overhead) + (R − 1) · verify``.
+    ``T = prefill + R · (draft + overhead) + (R − 1 + extra) · verify``.
+
+    ``extra_target_forwards``: target forwards the drafter runs beyond one per round (the
+    EAGLE head's own prefill in the first round: that round's verification is then a
+    forward of its own, priced as one more ``verify``).
 
     Beyond the per-token formula (:func:`per_token_cost_ms`): on a short run the prompt's
     forward is a large share, and a run of ``R < N`` rounds spreads it over fewer rounds
@@ -234,5 +246,78 @@ def predicted_run_ms(
     return (
         prefill_ms
         + rounds * (draft_ms_per_round + overhead_ms_per_round)
-        + (rounds - 1) * verify_ms
+        + (rounds - 1 + extra_target_forwards) * verify_ms
     )
+
+
+# ------------------------------------------------------------------ what a drafter runs
+#: How a drafter spends its drafting time (``Drafter.draft_cost``): ``serial`` one step per
+#: draft (draft model, early exit, the EAGLE head's own step); ``one_forward`` one forward
+#: for the whole block (PARD: γ − 1 mask tokens); ``heads`` one head evaluation per draft,
+#: no model forward (MTP); ``none`` nothing (prompt lookup).
+DraftCost = Literal["serial", "one_forward", "heads", "none"]
+DRAFT_COSTS: tuple[str, ...] = ("serial", "one_forward", "heads", "none")
+
+
+def draft_round_ms(cost: str, drafts: int, step_ms: float, proposal_ms: float = 0.0) -> float:
+    """Milliseconds one drafting round of ``drafts`` tokens costs, by what runs:
+    ``serial`` / ``heads``: ``drafts × step_ms`` (a draft step, or one head evaluation);
+    ``one_forward``: ``proposal_ms``, one measured forward whatever ``drafts`` (≥ 1);
+    ``none``: 0. A round that drafts nothing costs 0.
+
+    Raises:
+        ValueError: an unknown ``cost`` or a negative time.
+    """
+    if cost not in DRAFT_COSTS:
+        raise ValueError(f"draft cost must be one of {', '.join(DRAFT_COSTS)}, got {cost!r}")
+    if step_ms < 0 or proposal_ms < 0:
+        raise ValueError(f"draft times must be ≥ 0 ms, got {step_ms}, {proposal_ms}")
+    if drafts <= 0 or cost == "none":
+        return 0.0
+    return proposal_ms if cost == "one_forward" else drafts * step_ms
+
+
+def mean_draft_round_ms(
+    cost: str, drafts: Sequence[int], step_ms: float, proposal_ms: float = 0.0
+) -> float:
+    """:func:`draft_round_ms` averaged over rounds that drafted ``drafts[r]`` each (0 for
+    no round)."""
+    if not drafts:
+        return 0.0
+    return sum(draft_round_ms(cost, int(g), step_ms, proposal_ms) for g in drafts) / len(drafts)
+
+
+@dataclass(frozen=True)
+class ReferenceDevice:
+    """Figures measured on a device other than this one (embedded pair, greedy, γ = 4,
+    128 tokens, the app's own ``bench``): the target alone's tokens/s and step, the draft
+    model's step and ``c``, the range of ``t(k)/t(1)`` for ``k = 2 … 9``, and the measured
+    speed-up per drafter (HF assisted as a low–high range)."""
+
+    device: str
+    software: str
+    target_tokens_per_s: float
+    target_step_ms: float
+    draft_step_ms: float
+    c: float
+    verify_ratio: tuple[float, float]
+    speedup: tuple[tuple[str, float], ...]
+    hf_assisted: tuple[float, float]
+
+
+#: An NVIDIA H200 (torch 2.11 + CUDA 13, transformers 5.24): launch-bound, every forward
+#: costs about the same whatever its width, so a 2-layer draft step is 0.70 of a 4-layer
+#: target step and only prompt lookup (no forward) pays.
+REFERENCE_DEVICES: tuple[ReferenceDevice, ...] = (
+    ReferenceDevice(
+        device="NVIDIA H200",
+        software="torch 2.11 + CUDA 13, transformers 5.24",
+        target_tokens_per_s=570.0,
+        target_step_ms=1.69,
+        draft_step_ms=1.18,
+        c=0.70,
+        verify_ratio=(1.15, 1.24),
+        speedup=(("ngram", 1.89), ("model", 0.43), ("eagle", 0.81), ("mtp", 0.82), ("block", 0.94)),
+        hf_assisted=(0.26, 0.37),
+    ),
+)
