@@ -22,7 +22,7 @@ import pytest
 from conftest import CHROMIUM, CHROMIUM_FLAGS, REPO
 
 from specdec_core.lessons.link import LessonState, encode
-from specdec_core.ui.i18n import tr
+from specdec_core.ui.i18n import plural, tr
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -186,7 +186,7 @@ def _live_class(live_cluster, browser) -> None:
         # the dashboard's students line (":material/groups: **2** students in room CODE"):
         # exactly 2 (no other digit before it), the room's own code
         students = tr("live_students_line", "en").split(" ", 1)[1]  # past the icon
-        students = students.format(n=2, code=code).replace("**", "")
+        students = plural(students, {"n": 2}).format(n=2, code=code).replace("**", "")
         teacher.wait_for_function(
             "s => { const d = document.querySelector('.st-key-live_dash');"
             " if (!d) return false; const i = d.innerText.indexOf(s);"
@@ -216,7 +216,8 @@ def _live_class(live_cluster, browser) -> None:
         zh_word = {yes: tr("live_yes", "zh"), no: tr("live_no", "zh")}  # a zh screen's labels
         en.get_by_role("radiogroup").get_by_text(yes, exact=True).click()
         zh.get_by_role("radiogroup").get_by_text(zh_word[no], exact=True).click()
-        answered = tr("live_answered", "en").format(n=2, m=2).replace("**", "")
+        answered = plural(tr("live_answered", "en"), {"m": 2}).format(n=2, m=2)
+        answered = answered.replace("**", "")
         _wait_text(teacher, answered)
 
         # -- the reveal: ② Verify runs, every follower sees the real outcome

@@ -38,7 +38,7 @@ CSV_COLUMNS = (
     "status",
     "edited",
     "target_argmax",
-    "committed",
+    "round_committed",  # the round's commit ran (not: this draft was committed; see status)
 )
 
 
@@ -110,9 +110,11 @@ def export_tree_json(session: TreeSession, state: LessonState) -> str:
 
 def export_csv(session: SpeculativeSession) -> str:
     """The checks table of every verified round, one row per drafted position: the
-    finished rounds (``committed`` = ``True``) and, in phase ``commit``, the round on
-    screen that is verified but not committed yet (``committed`` = ``False``: its verdicts
-    are final, its tokens not yet appended)."""
+    finished rounds (``round_committed`` = ``True``) and, in phase ``commit``, the round
+    on screen that is verified but not committed yet (``round_committed`` = ``False``: its
+    verdicts are final, its tokens not yet appended). Whether a draft itself was committed
+    is its ``status`` (``accepted``); a rejected row of a committed round has
+    ``round_committed`` = ``True``. Nothing reads this CSV back (import takes the JSON)."""
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)

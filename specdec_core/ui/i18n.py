@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 
@@ -34,8 +35,19 @@ def tr(key: str, language: str) -> str:
     return strings()[key].get(language) or strings()[key]["en"]
 
 
+#: ``{n|student|students}``: the singular when the field ``n`` is 1, else the plural (an
+#: English string's count; Chinese has no plural and writes the noun once).
+_PLURAL = re.compile(r"\{(\w+)\|([^|{}]*)\|([^|{}]*)\}")
+
+
+def plural(text: str, fmt: dict[str, object]) -> str:
+    """``text`` with each ``{field|one|many}`` resolved by ``fmt[field]`` (1 → ``one``)."""
+    return _PLURAL.sub(lambda m: m[2] if fmt.get(m[1]) == 1 else m[3], text)
+
+
 def t(key: str, **fmt: object) -> str:
-    """The string ``key`` in the current language, formatted with ``fmt``."""
+    """The string ``key`` in the current language, formatted with ``fmt`` (plural forms
+    ``{n|one|many}`` chosen first, :func:`plural`)."""
     entry = strings()[key]
     text = entry.get(lang()) or entry["en"]
-    return text.format(**fmt) if fmt else text
+    return plural(text, fmt).format(**fmt) if fmt else text

@@ -6,6 +6,7 @@ import streamlit as st
 
 from specdec_core.core.models import ModelPair
 from specdec_core.core.trace import KVState
+from specdec_core.ui.errors import code_span
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, answers, ask
@@ -40,12 +41,17 @@ def render(pair: ModelPair) -> None:
     st.markdown(
         t(
             "ls_c3_setup",
+            text=code_span(state.prompt),
             prompt=prompt_len,
             committed=before.committed_len,
             target=before.target_kv_len,
             draft=before.draft_kv_len,
         )
     )
+    default = t("st_default_prompt")
+    if default != state.prompt:  # the step page opens on another prompt: its count too
+        n = len(pair.tokenizer.encode(default))
+        st.caption(t("ls_c3_default_prompt", text=code_span(default), n=n))
     st.html(live.verified_html(verified))
     st.markdown(t("ls_c3_round", accepted=accepted))
     questions = (

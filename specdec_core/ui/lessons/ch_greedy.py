@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
+from specdec_core.lessons.link import LessonState
 from specdec_core.rules.costmodel import per_token_cost_ms, speedup_from_cost
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
@@ -13,13 +14,21 @@ from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, ask
 
 CASES = {"first_error_3": "c1_fe3", "first_error_1": "c1_fe1", "all_accepted": "c1_all"}
+NAMES = "ABC"  # the cases' titles, in the order shown
 TARGET_MS, DRAFT_MS, VERIFY_MS = 20.0, 8.0, 25.0
 CHECKS = (*CASES.values(), "c1_cost_1", "c1_cost_3")
 
 
-def _case(pair: ModelPair, key: str, cid: str) -> None:
-    st.subheader(t("ls_c1_case_" + key))
-    state = live.scenario(pair, key)
+def ordered(pair: ModelPair) -> list[tuple[str, str, LessonState | None]]:
+    """``(scenario key, checkpoint id, state)`` of the cases in the order they happen in
+    their run: each case's "text so far" then holds only rounds asked about above it,
+    never the answer of a round still to come (the three are found in one greedy run)."""
+    cases = [(key, cid, live.scenario(pair, key)) for key, cid in CASES.items()]
+    return sorted(cases, key=lambda c: (c[2] is None, c[2] and (c[2].prompt, c[2].round)))
+
+
+def _case(pair: ModelPair, name: str, cid: str, state: LessonState | None) -> None:
+    st.subheader(t("ls_c1_case", name=name))
     if state is None:
         st.info(t("ls_not_found"))
         return
@@ -88,6 +97,6 @@ def _cost() -> None:
 
 def render(pair: ModelPair) -> None:
     st.markdown(t("ls_c1_intro"))
-    for key, cid in CASES.items():
-        _case(pair, key, cid)
+    for name, (_, cid, state) in zip(NAMES, ordered(pair), strict=True):
+        _case(pair, name, cid, state)
     _cost()

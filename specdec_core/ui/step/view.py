@@ -9,7 +9,6 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
-from specdec_core.core.records import summarize
 from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
@@ -25,12 +24,12 @@ from specdec_core.ui.render import (
     token_strip_html,
 )
 from specdec_core.ui.step import processors_view
+from specdec_core.ui.step.history import round_label, stats_line
 from specdec_core.ui.words import (
     CHECK_STATUS,
     NEXT_NO_DRAFTS,
     NO_DRAFTS_PHASE,
     PHASE,
-    ROUND_KIND,
     NoDraftsReason,
     say,
 )
@@ -383,18 +382,7 @@ def history(session: SpeculativeSession) -> None:
     if not session.history:
         st.caption(t("history_empty"))
         return
-    summary = summarize(session.records)
-    st.markdown(
-        t(
-            "history_stats",
-            rounds=summary.rounds,
-            alpha=summary.acceptance_rate,
-            acc=summary.accepted,
-            drafted=summary.drafted,
-            checked=summary.checked,
-            mean=summary.mean_accepted,
-        )
-    )
+    st.markdown(stats_line(session.records))
     # the newest HISTORY_SHOWN rounds unless the student asks for older ones: every round
     # is sent on every click (a 515-round history was 1.4 MB a click)
     older = len(session.history) > HISTORY_SHOWN and st.toggle(
@@ -409,15 +397,7 @@ def history(session: SpeculativeSession) -> None:
         scheduled = session.config.gamma_schedule != "constant"  # each round's γ shown
         rounds = [
             (
-                t(
-                    "history_round_gamma" if scheduled else "history_round",
-                    gamma=r.record.gamma,
-                    r=r.round_index + 1,
-                    n=r.record.accepted,
-                    g=len(r.verify.checks),
-                    k=len(r.commit.appended),
-                    kind=say(ROUND_KIND, r.commit.kind),
-                ),
+                round_label(r, scheduled),
                 token_strip_html(round_strip(r.verify, r.record), []),
                 t(
                     "timing",
