@@ -12,7 +12,7 @@ from specdec_core.core.words import STRIP_WORDS
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui import problems
 from specdec_core.ui.context import page_context
-from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.errors import code_span, error_message
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
 from specdec_core.ui.i18n import strings, t
@@ -115,8 +115,8 @@ def _edit(kind: str) -> None:
         S["edit_notice"] = t(
             "edit_done",
             k=pos,
-            old=plain(visible_token(trace.old_token)),
-            new=plain(visible_token(trace.new_token)),
+            old=code_span(visible_token(trace.old_token)),  # "→ `.`." never reads "→ .."
+            new=code_span(visible_token(trace.new_token)),
         )
         step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback

@@ -79,11 +79,24 @@ def previews(session: SpeculativeSession) -> tuple[list | None, list | None]:
 def edit_box(
     session: SpeculativeSession, phase: str, presenter: bool, on_edit: Callable[[str], None]
 ) -> None:
-    """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on.
+    """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on;
+    after Verify, where the box was, how to edit again (step back, or the next round).
     ``on_edit(kind)`` is the page's button callback (``choice``, ``text``, ``wrong``,
     ``agree``); an edit's message (``edit_error`` / ``edit_notice`` in session state) is
     shown just above the box."""
     sampling = not session.config.sampling.greedy
+    if phase == "commit" and session.drafts:  # verified: where the box was, say how back
+        st.info(
+            t(
+                "st_edit_after_verify",
+                propose=t("st_propose"),
+                verify=t("st_verify"),
+                back=t("lt_step_back"),
+                commit=t("st_commit"),
+            ),
+            icon=":material/edit_off:",
+        )
+        return
     if phase != "verify" or not session.drafts:
         return
     # an edit's outcome is said here, just above the edit box (the page's message row is

@@ -1,0 +1,59 @@
+"""The step page's edit box (AppTest, embedded pair, both languages): after ② Verify it
+says where editing went (step back first, or the next round), and an edit's message
+shows the tokens as code spans, so a "." never merges with the arrow ("→ ..")."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import click, open_app
+
+from specdec_core.ui.i18n import tr
+
+STEP = {
+    "en": ("① Propose", "② Verify", "③ Commit / reject"),
+    "zh": ("① 提议", "② 验证", "③ 提交 / 拒绝"),
+}
+
+
+def hint(lang: str) -> str:
+    return tr("st_edit_after_verify", lang).format(
+        propose=tr("st_propose", lang),
+        verify=tr("st_verify", lang),
+        back=tr("lt_step_back", lang),
+        commit=tr("st_commit", lang),
+    )
+
+
+def edit_boxes(at, lang: str) -> int:
+    return sum(e.label == tr("st_edit", lang) for e in at.expander)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_after_verify_the_edit_box_says_step_back_first(embedded_pair, lang):
+    propose, verify, commit = STEP[lang]
+    at = open_app(lang=lang)
+    click(at, propose)
+    assert edit_boxes(at, lang) == 1 and hint(lang) not in [i.value for i in at.info]
+    click(at, verify)
+    assert edit_boxes(at, lang) == 0
+    assert hint(lang) in [i.value for i in at.info]
+    assert tr("lt_step_back", lang) in hint(lang)
+    click(at, commit)  # the next round has no drafts yet: nothing to say about editing
+    assert hint(lang) not in [i.value for i in at.info]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_edit_to_a_full_stop_is_not_read_as_an_ellipsis(embedded_pair, lang):
+    propose = STEP[lang][0]
+    at = open_app(lang=lang)
+    click(at, propose)
+    session = at.session_state["step_session"]
+    old = session.token(session.drafts[0])
+    at.text_input(key="edit_text").set_value(".")
+    [button] = [b for b in at.button if b.label == tr("edit_apply_text", lang)]
+    button.click().run()
+    assert not at.exception
+    [notice] = [i.value for i in at.info if "→" in i.value]
+    assert "→ `.`" in notice and "→ .." not in notice
+    assert notice.startswith(tr("edit_done", lang).split("{old}")[0].format(k=1))
+    assert old.text.strip() in notice
