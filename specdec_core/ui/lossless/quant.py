@@ -20,6 +20,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import quantized_pair
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import t
+from specdec_core.ui.lossless import readings as RD
 from specdec_core.ui.lossless import runs as RU
 
 S = st.session_state
@@ -124,7 +125,23 @@ def _show_table(done: list) -> None:
     prompts = {key[5] for key, c in zip(keys, chi, strict=True) if c is not None}
     for shown in prompts:
         st.caption(t("ll_quant_chi_note", prompt=plain(RU.prompt_label(shown))))
+    _explain_equal_rows(keys, figs, chi)
     all_equal = all(a == b for a, b in own)
     (st.success if all_equal else st.warning)(
         t("ll_quant_verdict" if all_equal else "ll_quant_verdict_odd")
     )
+
+
+def _explain_equal_rows(keys: list, figs: list, chi: list) -> None:
+    """When χ² rows (and section ①'s float32 run on the same prompt) drew the same first
+    tokens, say so and why (:func:`readings.chi_agreement`)."""
+    rows = []
+    seed_run = S.get("ll_res_seed")
+    shown = {key[5] for key, c in zip(keys, chi, strict=True) if c is not None}
+    if seed_run is not None and seed_run[0][2] in shown:
+        rows.append((t("ll_chi_row_f32"), seed_run[1][1]))
+    rows += [(f.kind, c) for f, c in zip(figs, chi, strict=True) if c is not None]
+    tvs = {f.kind: f.tv_first_mean for f, c in zip(figs, chi, strict=True) if c is not None}
+    text = RD.chi_agreement(rows, tvs)
+    if text:
+        st.info(text)

@@ -29,6 +29,7 @@ from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.lossless import lossy_finals_figure, lossy_price_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
+from specdec_core.ui.lossless import readings as RD
 
 S = st.session_state
 ROWS = "ll_rows"  # (names, p, q): the last rows that were valid
@@ -230,5 +231,5 @@ def show_lab_rules() -> LossyRules:
         ),
         key="ll_fig_price",
     )
-    st.markdown(t("ll_price_read"))
+    st.markdown(RD.price_reading(p, sweeps, results["exact"].acceptance, knobs))
     return knobs
