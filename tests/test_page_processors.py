@@ -292,6 +292,17 @@ def test_every_processor_error_code_has_its_message(lang):
         ),
         (ConfigError("x", "grammar_empty"), {"en": "allows no token", "zh": "不允许任何 token"}),
         (
+            ConfigError("x", "grammar_costly", count=250, limit=32),
+            {"en": "250 optional parts", "zh": "250 个可选部分"},
+        ),
+        (ConfigError("x", "grammar_busy"), {"en": "other grammars", "zh": "其他语法"}),
+        (
+            ConfigError("x", "grammar_busy", reason="you"),
+            {"en": "another grammar of yours", "zh": "你的另一个语法"},
+        ),
+        (ConfigError("x", "grammar_rate", seconds=42), {"en": "in 42 s", "zh": "42 秒后"}),
+        (ConfigError("x", "grammar_child"), {"en": "stopped unexpectedly", "zh": "意外停止"}),
+        (
             ConfigError("x", "grammar_bad", reason="bad"),
             {"en": "the parser's own message", "zh": "解析器的英文原始报错"},
         ),

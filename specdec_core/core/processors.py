@@ -28,19 +28,16 @@ Errors carry codes (``core/errors.py``) the UI translates.
 from __future__ import annotations
 
 import math
-import re
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import torch
 
 from specdec_core.core.errors import ConfigError
-
-if TYPE_CHECKING:
-    import xgrammar
+from specdec_core.core.grammar_compile import GRAMMAR_COMPILE_S as GRAMMAR_COMPILE_S
+from specdec_core.core.grammar_compile import compile_bounded
 
 #: Bounds of the penalty settings (CLI, sidebar, links).
 REPETITION_PENALTY_RANGE = (0.1, 10.0)
@@ -49,8 +46,6 @@ PRESENCE_PENALTY_RANGE = (-2.0, 2.0)
 MAX_NGRAM_SIZE = 10
 #: Longest grammar source (regex or JSON schema text), in characters.
 MAX_GRAMMAR_CHARS = 2000
-#: Longest a grammar may take to compile, in seconds.
-GRAMMAR_COMPILE_S = 5.0
 
 GrammarKind = Literal["regex", "json_schema"]
 
@@ -204,24 +199,6 @@ def penalty_counts(prefix: Sequence[int], prompt_len: int) -> dict[int, tuple[in
 
 
 # ---------------------------------------------------------------- grammar
-#: One compiler per (tokenizer, vocabulary size): xgrammar caches compiled grammars in it.
-_COMPILERS: dict[tuple[int, int], tuple[object, xgrammar.GrammarCompiler]] = {}
-_LOCK = threading.Lock()
-
-
-def _compiler(tokenizer: object, vocab_size: int) -> xgrammar.GrammarCompiler:
-    import xgrammar as xgr
-
-    key = (id(tokenizer), vocab_size)
-    with _LOCK:
-        held = _COMPILERS.get(key)
-        if held is None or held[0] is not tokenizer:  # the tokenizer is held: ids stay unique
-            info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size)
-            held = (tokenizer, xgr.GrammarCompiler(info, max_threads=1, cache_enabled=True))
-            _COMPILERS[key] = held
-        return held[1]
-
-
 #: JSON-schema keywords xgrammar 0.2.9 compiles but does not enforce (checked one by one:
 #: ``{"not": {}}`` let ``-3`` through, ``allOf`` ignored a ``minimum``, ``oneOf`` does not
 #: exclude a value matching two branches, ``if``/``then`` ignored): refused, so no
@@ -277,8 +254,9 @@ def unsupported_schema_keyword(schema: object) -> str | None:
 
 
 def compile_grammar(tokenizer: object, vocab_size: int, spec: GrammarSpec) -> object:
-    """Compile ``spec`` for a tokenizer (cached by xgrammar), within
-    :data:`GRAMMAR_COMPILE_S` seconds.
+    """Compile ``spec`` for a tokenizer within the limits of
+    :mod:`specdec_core.core.grammar_compile` (a cost bound, a cache, per-client and
+    per-process caps, and a child process killed after :data:`GRAMMAR_COMPILE_S` s).
 
     Returns:
         an ``xgrammar.CompiledGrammar``.
@@ -287,7 +265,9 @@ def compile_grammar(tokenizer: object, vocab_size: int, spec: GrammarSpec) -> ob
         ConfigError: code ``grammar_bad`` (the regex or schema does not parse; param
         ``reason`` = the library's first line), ``grammar_unsupported`` (a schema keyword
         the library would ignore, :func:`unsupported_schema_keyword`; param ``keyword``),
-        ``grammar_slow`` (compiling took longer than the bound), ``grammar_too_long``.
+        ``grammar_slow`` (compiling took longer than the bound), ``grammar_too_long``,
+        and ``grammar_costly`` / ``grammar_busy`` / ``grammar_rate`` / ``grammar_child``
+        (:func:`~specdec_core.core.grammar_compile.compile_bounded`).
     """
     spec.validate()
     if spec.kind == "json_schema":
@@ -307,39 +287,7 @@ def compile_grammar(tokenizer: object, vocab_size: int, spec: GrammarSpec) -> ob
                 "grammar_unsupported",
                 keyword=keyword[:40],
             )
-    compiler = _compiler(tokenizer, vocab_size)
-    result: dict[str, object] = {}
-
-    def work() -> None:
-        try:
-            if spec.kind == "regex":
-                result["grammar"] = compiler.compile_regex(spec.source)
-            else:
-                result["grammar"] = compiler.compile_json_schema(
-                    spec.source, any_whitespace=False, strict_mode=True
-                )
-        except Exception as exc:  # xgrammar raises RuntimeError with a C++ location prefix
-            result["error"] = exc
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(GRAMMAR_COMPILE_S)
-    if thread.is_alive():
-        raise ConfigError(
-            f"the grammar took longer than {GRAMMAR_COMPILE_S:g} s to compile",
-            "grammar_slow",
-            seconds=GRAMMAR_COMPILE_S,
-        )
-    if "error" in result:
-        reason = _library_reason(str(result["error"]))
-        raise ConfigError(f"the grammar does not compile: {reason}", "grammar_bad", reason=reason)
-    return result["grammar"]
-
-
-def _library_reason(message: str) -> str:
-    """xgrammar's message without its ``[time] path.cc:line:`` prefix, first line only."""
-    first = message.strip().splitlines()[0] if message.strip() else "unknown error"
-    return re.sub(r"^\[[^\]]*\]\s*\S+:\d+:\s*", "", first)[:160]
+    return compile_bounded(tokenizer, vocab_size, spec.kind, spec.source)
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,16 @@ from specdec_core.core.processors import (
 from specdec_core.drafters import drafters_for
 from specdec_core.lessons.link import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
+from specdec_core.ui import grammar_client
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import LANGUAGES, t
 from specdec_core.ui.loader import get_pair
 from specdec_core.ui.problems import note_dropped
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
+grammar_client.install()  # the grammar compile budget asks which client is compiling
+#: Refusals that pass (the server or the client's budget is busy): not kept as a verdict.
+PASSING_GRAMMAR_ERRORS = ("grammar_busy", "grammar_rate", "grammar_child")
 # Option labels stay the same in both languages (a widget whose options change with the
 # language would lose its value), so they are written bilingually once.
 PAIR_LABELS = {  # short enough for the sidebar's box (a select box cannot wrap its value)
@@ -153,6 +157,8 @@ def check_grammar(pair: ModelPair, spec: GrammarSpec) -> ConfigError | None:
             GrammarState(compile_grammar(pair.tokenizer, pair.vocab_size, spec), pair.vocab_size)
             checked[key] = None
         except ConfigError as exc:
+            if exc.code in PASSING_GRAMMAR_ERRORS:
+                return exc
             checked[key] = exc
         while len(checked) > 16:  # the oldest verdict goes first
             del checked[next(iter(checked))]

@@ -1,0 +1,23 @@
+"""Who is compiling a grammar: the hook the per-client compile budget asks
+(:data:`specdec_core.core.grammar_compile.CLIENT_OF`), so the engine never imports
+Streamlit. The client is the running session's address, as the measurement queue names it
+(:func:`specdec_core.ui.speed.queue.client_of`: the websocket's peer, or nginx's
+``X-Real-IP`` behind a trusted proxy); outside a script run there is none (no budget)."""
+
+from __future__ import annotations
+
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from specdec_core.core import grammar_compile
+from specdec_core.ui.speed.queue import client_of
+
+
+def running_client() -> str | None:
+    """The client of the script run on this thread, or ``None`` outside one."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else client_of(ctx.session_id)
+
+
+def install() -> None:
+    """Install :func:`running_client` as the compile budget's hook (idempotent)."""
+    grammar_compile.CLIENT_OF = running_client
