@@ -651,7 +651,7 @@ def test_redis_keys_carry_the_rooms_lifetime(redis_url, clock):
     store.join(code, "a")
     store.ask(code, key, _question())
     store.answer(code, "a", "q1", 0)
-    meta, students, answers, index = store._keys(code)
+    meta, students, answers, index, _removed = store._keys(code)
     for name in (meta, students, answers):
         assert 95_000 < store.client.pttl(name) <= 100_000, name
     assert store.client.pttl(index) == -1  # the index is kept; purge trims it
@@ -732,7 +732,7 @@ def test_redis_keys_are_built_from_a_checked_code_only():
         if isinstance(n, ast.JoinedStr)
         and any(isinstance(v, ast.Constant) and ":room" in v.value for v in n.values)
     ]
-    assert len(key_strings) == 4 and all(id(n) in inside for n in key_strings)
+    assert len(key_strings) == 5 and all(id(n) in inside for n in key_strings)
     names = {
         ast.unparse(v.value)
         for n in key_strings
@@ -792,3 +792,203 @@ def test_make_store_is_one_per_process_and_follows_the_environment(monkeypatch, 
     redis_store = room_store.make_store()
     assert isinstance(redis_store, RedisStore) and room_store.make_store() is redis_store
     redis_store.version(redis_store.create()[0])
+
+
+# ---------------------------------------------------------------- one client cannot exhaust
+def test_one_client_holds_three_live_rooms_and_a_teacher_always_starts_one(make, clock):
+    store = make(clock=clock, ttl_s=600, max_rooms=5)
+    for _ in range(3):
+        store.create("addr:10.0.0.9")
+    with pytest.raises(RoomError) as exc:
+        store.create("addr:10.0.0.9")  # the fourth of one student
+    assert _code(exc) == "rooms_client" and exc.value.params == {"limit": 3}
+    store.create("addr:10.0.0.8")  # another client is not held back
+    store.create("addr:10.0.0.7")
+    with pytest.raises(RoomError) as exc:
+        store.create("addr:10.0.0.6")  # 5 live rooms: the server-wide bound
+    assert _code(exc) == "rooms_full" and exc.value.params == {"limit": 5}
+    store.create("addr:127.0.0.1", exempt=True)  # the teacher's address passes every bound
+    clock.advance(601)  # the student's rooms expired: their places are free again
+    assert store.version(store.create("addr:10.0.0.9")[0]) == 1
+    assert "10.0.0.9" not in _stored_text(store)  # the address is kept as a hash only
+
+
+def test_one_client_makes_at_most_ten_rooms_an_hour(make, clock):
+    store = make(clock=clock, ttl_s=600)
+    for _ in range(10):
+        code, key = store.create("addr:10.0.0.9")
+        store.close(code, key)  # ended at once: never more than one live
+        clock.advance(60)
+    with pytest.raises(RoomError) as exc:
+        store.create("addr:10.0.0.9")
+    assert _code(exc) == "rooms_hour" and exc.value.params == {"limit": 10}
+    store.create("addr:10.0.0.8")
+    clock.advance(3600 - 600 + 1)  # the first creation is more than an hour old
+    store.create("addr:10.0.0.9")
+    with pytest.raises(RoomError):
+        store.create("addr:10.0.0.9")  # the second one is not (yet)
+
+
+# ---------------------------------------------------------------- seats
+def test_a_seat_not_seen_for_the_seat_ttl_stops_counting_and_frees_its_place(make, clock):
+    store = make(clock=clock, max_students=3, seat_ttl_s=90)
+    code, key = store.create()
+    for s in ("a", "b", "c"):
+        store.join(code, s)
+    with pytest.raises(RoomError) as exc:
+        store.join(code, "d")
+    assert _code(exc) == "room_full"
+    store.ask(code, key, _question("q1", 2))
+    store.answer(code, "b", "q1", 1)  # b answered: counts while the question is open
+    clock.advance(60)
+    store.join(code, "c")  # c's follower polls: its heartbeat
+    clock.advance(40)  # a: 100 s unseen; b: 100 s, but answered; c: 40 s
+    view = store.view(code)
+    assert (view.students, view.answered, view.counts) == (2, 1, (0, 1))
+    store.join(code, "d")  # a's place is taken: a full room frees the seats gone quiet
+    assert store.view(code).students == 3
+    seats = {s.student: s for s in store.seats(code, key)}
+    assert set(seats) == {"b", "c", "d"} and seats["b"].answered and not seats["c"].answered
+    assert seats["d"].seen_at == T0 + 100 and all(s.counts for s in seats.values())
+    with pytest.raises(RoomError) as exc:
+        store.join(code, "a")  # a came back to a full room
+    assert _code(exc) == "room_full"
+
+
+def test_the_teacher_removes_a_seat_and_it_cannot_join_again(make, clock):
+    store = make(clock=clock)
+    code, key = store.create()
+    store.join(code, "a")
+    store.join(code, "b")
+    store.ask(code, key, _question("q1", 2))
+    store.answer(code, "a", "q1", 0)
+    v = store.version(code)
+    with pytest.raises(RoomError) as exc:
+        store.remove(code, "not-the-key", "a")
+    assert _code(exc) == "room_key"
+    assert store.remove(code, key, "a") == v + 1
+    view = store.view(code)
+    assert (view.students, view.counts) == (1, (0, 0))  # its answer left with it
+    for call in (lambda: store.join(code, "a"), lambda: store.answer(code, "a", "q1", 1)):
+        with pytest.raises(RoomError) as exc:
+            call()
+        assert _code(exc) in ("room_removed", "room_student")
+    with pytest.raises(RoomError) as exc:
+        store.join(code, "a")
+    assert _code(exc) == "room_removed"
+    with pytest.raises(RoomError) as exc:
+        store.remove(code, key, "nobody")
+    assert _code(exc) == "room_student"
+    assert [s.student for s in store.seats(code, key)] == ["b"]
+
+
+# ---------------------------------------------------------------- store faults
+def test_a_locked_sqlite_file_gives_room_store_and_keeps_what_was_confirmed(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "rooms.sqlite3"
+    store = SQLiteStore(path)
+    code, key = store.create()
+    store.join(code, "a")
+    store.ask(code, key, _question("q1", 2))
+    store.answer(code, "a", "q1", 1)  # confirmed
+    store.close_connections()  # pooled connections would hold the file open
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("PRAGMA locking_mode = EXCLUSIVE")
+    other.execute("BEGIN EXCLUSIVE")  # another process holds the file
+    started = time.monotonic()
+    try:
+        with pytest.raises(RoomError) as exc:
+            store.join(code, "b")
+        assert _code(exc) == "room_store"
+        assert isinstance(exc.value.__cause__, sqlite3.OperationalError)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert time.monotonic() - started < 12  # 3 tries of 2 s + the back-off, not forever
+    store.join(code, "b")  # the store answers again: the join goes through
+    view = store.view(code)
+    assert (view.students, view.counts) == (2, (0, 1))
+
+
+def test_redis_down_gives_room_store_then_works_again(redis_url):
+    import redis as redis_lib
+
+    from specdec_core.server.rooms_redis import RedisStore
+
+    store = RedisStore(redis_url, prefix="fault-test")
+    code, _ = store.create()
+    dead = RedisStore("redis://127.0.0.1:1/0", prefix="fault-test")  # nothing listens
+    for call in (lambda: dead.version(code), lambda: dead.join(code, "a"), dead.create):
+        with pytest.raises(RoomError) as exc:
+            call()
+        assert _code(exc) == "room_store"
+        assert isinstance(exc.value.__cause__, redis_lib.RedisError)
+    store.join(code, "a")
+    assert store.view(code).students == 1
+
+
+def test_a_deleted_or_replaced_sqlite_file_is_detected_and_made_again(tmp_path):
+    path = tmp_path / "rooms.sqlite3"
+    store = SQLiteStore(path)
+    code, _ = store.create()
+    fresh = tmp_path / "fresh.sqlite3"
+
+    def replaced() -> None:  # another file moved over it (a new inode), e.g. a restore
+        fresh.write_bytes(b"")
+        os.replace(fresh, path)
+
+    for gone in (path.unlink, replaced):
+        gone()
+        with pytest.raises(RoomError) as exc:
+            store.version(code)
+        assert _code(exc) == "room_store_reset"
+        assert path.stat().st_mode & 0o777 == 0o600
+        with pytest.raises(RoomError) as exc:
+            store.version(code)  # the old rooms are gone with their file
+        assert _code(exc) == "room_unknown"
+        code, _ = store.create()  # and the new file works
+        assert store.version(code) == 1
+
+
+def test_the_default_database_sits_in_a_private_directory(monkeypatch, tmp_path):
+    from specdec_core.server.rooms import default_db_path
+
+    monkeypatch.delenv("SPECDEC_ROOM_DB", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    path = Path(default_db_path())
+    assert path == tmp_path / "state" / "specdec" / "rooms.sqlite3"
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    path.parent.chmod(0o777)  # loosened by someone: set back
+    default_db_path()
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+    SQLiteStore(path).create()
+    assert path.stat().st_mode & 0o777 == 0o600
+    monkeypatch.setenv("SPECDEC_ROOM_DB", str(tmp_path / "mine.sqlite3"))
+    assert default_db_path() == str(tmp_path / "mine.sqlite3")  # still overrides
+    import tempfile
+
+    monkeypatch.delenv("SPECDEC_ROOM_DB")
+    assert not default_db_path().startswith(tempfile.gettempdir() + os.sep + "specdec-rooms")
+
+
+def test_an_old_sqlite_file_gains_the_new_columns(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE rooms (code TEXT PRIMARY KEY, key_hash TEXT NOT NULL, version INTEGER"
+        " NOT NULL, page TEXT NOT NULL, state TEXT NOT NULL, question TEXT, created_at REAL"
+        " NOT NULL, expires_at REAL NOT NULL)"
+    )
+    db.execute(
+        "CREATE TABLE students (code TEXT NOT NULL, student TEXT NOT NULL,"
+        " PRIMARY KEY (code, student)) WITHOUT ROWID"
+    )
+    db.commit()
+    db.close()
+    store = SQLiteStore(path)
+    code, _ = store.create("addr:10.0.0.1")
+    store.join(code, "a")
+    assert store.view(code).students == 1

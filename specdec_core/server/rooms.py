@@ -18,10 +18,25 @@ WAL mode, every replica on one machine) and
 :class:`~specdec_core.server.rooms_redis.RedisStore` (replicas on several machines).
 :func:`specdec_core.server.room_store.make_store` picks one per process from the
 environment: ``SPECDEC_REDIS_URL`` set → Redis, else SQLite at ``SPECDEC_ROOM_DB``
-(default ``<tempdir>/specdec-rooms.sqlite3``).
-Rooms expire ``SPECDEC_ROOM_TTL_H`` hours (default 4) after the teacher's last change; at
-most ``SPECDEC_MAX_ROOMS`` rooms (default 200) and ``SPECDEC_ROOM_STUDENTS`` students per
-room (default 200).
+(default ``$XDG_STATE_HOME/specdec/rooms.sqlite3``, else ``~/.local/state/specdec/``: a
+directory of mode 0700, never the world-writable temp folder).
+Rooms expire ``SPECDEC_ROOM_TTL_H`` hours (default 4) after the teacher's last change.
+
+Bounds one client cannot exhaust. A room remembers the client (address) that made it:
+one client holds at most ``SPECDEC_ROOMS_PER_CLIENT`` live rooms (default 3) and makes at
+most ``SPECDEC_ROOMS_PER_HOUR`` (default 10) an hour, so one student never locks out the
+teachers; the server-wide cap ``SPECDEC_MAX_ROOMS`` (default 1,000) needs hundreds of
+addresses to reach, and a teacher address (``exempt``) passes all three. A room holds at
+most ``SPECDEC_ROOM_STUDENTS`` **seats** (default 200) that count: a seat counts while its
+browser was seen in the last ``SPECDEC_SEAT_TTL_S`` seconds (default 90; the follower's
+:meth:`~RoomStore.join` is its heartbeat) or while it has answered the open question; a
+join into a full room first frees the seats that stopped counting. The teacher can
+:meth:`~RoomStore.remove` a seat (it cannot join again).
+
+Store faults (SQLite locked or full, Redis down) never leave as a backend exception:
+writes are tried again with back-off (0.1 s, 0.3 s), then every call raises
+``RoomError("room_store")``, which the UI shows as one translated line; an answer or join
+that raised was not stored, one that returned was.
 
 Everything from a request is validated here before a backend sees it (codes, keys,
 student ids, question ids, states, questions); the backends write values only through
@@ -41,7 +56,6 @@ import json
 import os
 import re
 import secrets
-import tempfile
 import time
 import unicodedata
 from abc import ABC, abstractmethod
@@ -64,11 +78,21 @@ MAX_PARAM_CHARS = 80
 MAX_STUDENT_CHARS = 64
 MAX_KEY_CHARS = 128
 DEFAULT_TTL_H = 4.0
-DEFAULT_MAX_ROOMS = 200
+DEFAULT_MAX_ROOMS = 1000
 DEFAULT_MAX_STUDENTS = 200
+DEFAULT_ROOMS_PER_CLIENT = 3
+DEFAULT_ROOMS_PER_HOUR = 10
+DEFAULT_SEAT_TTL_S = 90.0
+MAX_CLIENT_CHARS = 80
 TTL_ENV = "SPECDEC_ROOM_TTL_H"
 ROOMS_ENV = "SPECDEC_MAX_ROOMS"
 STUDENTS_ENV = "SPECDEC_ROOM_STUDENTS"
+PER_CLIENT_ENV = "SPECDEC_ROOMS_PER_CLIENT"
+PER_HOUR_ENV = "SPECDEC_ROOMS_PER_HOUR"
+SEAT_TTL_ENV = "SPECDEC_SEAT_TTL_S"
+STATE_DIR_ENV = "XDG_STATE_HOME"
+_UNBOUNDED = 10**9
+RETRY_S = (0.1, 0.3)  # the back-off of a write the store did not take
 DB_ENV = "SPECDEC_ROOM_DB"
 REDIS_ENV = "SPECDEC_REDIS_URL"
 
@@ -94,6 +118,14 @@ MESSAGES = {
     "room_question": "this question cannot be asked: a known kind, {low}–{high} choices of "
     "at most {chars} characters each",
     "room_student": "this browser is not in the live class (any more): open the join link again",
+    "rooms_client": "you already run {limit} live classes from this address: end one first",
+    "rooms_hour": "at most {limit} live classes an hour from one address: try again later",
+    "room_removed": "the teacher removed this seat from the live class",
+    "room_store": "the class's store is not answering: retrying (what it did not confirm "
+    "is not saved)",
+    "room_store_reset": "the class's store was reset (its file was deleted or replaced): the "
+    "running classes ended",
+    "room_slow": "too many tries from this address: wait {wait} s",
 }
 
 
@@ -243,7 +275,27 @@ class RoomView:
     expires_at: float
 
 
+@dataclass(frozen=True)
+class SeatInfo:
+    """One seat as the teacher's list shows it: ``student`` (the seat's id), ``seen_at``
+    (Unix s of its last heartbeat), ``answered`` (has answered the open question),
+    ``counts`` (whether it counts: seen within the seat TTL, or answered)."""
+
+    student: str
+    seen_at: float
+    answered: bool
+    counts: bool
+
+
 # ---------------------------------------------------------------- validation
+def client_tag(client: object) -> str:
+    """The store's name for a client (``addr:<ip>`` or ``session:<id>``; ``""`` unknown):
+    its SHA-256, 24 hex digits (no address is stored in the clear); ``""`` stays ``""``."""
+    if not isinstance(client, str) or len(client) > MAX_CLIENT_CHARS or not client.isascii():
+        return ""
+    return hashlib.sha256(client.encode("ascii")).hexdigest()[:24] if client else ""
+
+
 def normalize_code(code: object) -> str:
     """A room code as typed (``"abc def"``, ``"ABC-DEF"``) → ``"ABCDEF"``; ``room_unknown``
     when it cannot be a code."""
@@ -348,34 +400,84 @@ class RoomStore(ABC):
         ttl_s: float | None = None,
         max_rooms: int | None = None,
         max_students: int | None = None,
+        rooms_per_client: int | None = None,
+        rooms_per_hour: int | None = None,
+        seat_ttl_s: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.ttl_s = float(ttl_s) if ttl_s else _env_float(TTL_ENV, DEFAULT_TTL_H) * 3600.0
         self.max_rooms = int(max_rooms or _env_float(ROOMS_ENV, DEFAULT_MAX_ROOMS))
         self.max_students = int(max_students or _env_float(STUDENTS_ENV, DEFAULT_MAX_STUDENTS))
+        self.rooms_per_client = int(
+            rooms_per_client or _env_float(PER_CLIENT_ENV, DEFAULT_ROOMS_PER_CLIENT)
+        )
+        self.rooms_per_hour = int(
+            rooms_per_hour or _env_float(PER_HOUR_ENV, DEFAULT_ROOMS_PER_HOUR)
+        )
+        self.seat_ttl_s = float(seat_ttl_s or _env_float(SEAT_TTL_ENV, DEFAULT_SEAT_TTL_S))
         self.clock = clock
 
+    #: The backend's own exceptions that mean "the store did not answer" (not a refusal).
+    faults: tuple[type[BaseException], ...] = (OSError,)
+
+    def _do(self, fn: Callable, *args: object, retry: bool = True) -> object:
+        """``fn(*args)`` with the backend's faults turned into ``room_store``: a write
+        (``retry``) is tried again after each of :data:`RETRY_S`; a refusal
+        (:class:`RoomError`) passes at once."""
+        waits = RETRY_S if retry else ()
+        for wait in (*waits, None):
+            try:
+                return fn(*args)
+            except RoomError:
+                raise
+            except self.faults as exc:
+                if wait is None:
+                    raise RoomError("room_store") from exc
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     # -- public methods (validation here, storage in the backend)
-    def create(self) -> tuple[str, str]:
-        """A new room: ``(code, teacher_key)``; it shows the step page with an empty state
-        until the first :meth:`publish`. Raises ``rooms_full`` at ``max_rooms`` live rooms
-        (expired ones are purged first)."""
+    def create(self, client: str = "", *, exempt: bool = False) -> tuple[str, str]:
+        """A new room made by ``client`` (``addr:<ip>``; ``""``: a caller of the server's
+        own, a test or a script, held to the server-wide bound only): ``(code,
+        teacher_key)``; it shows the step page with an empty state until the first
+        :meth:`publish`. Raises ``rooms_client`` at ``rooms_per_client`` live rooms of
+        this client, ``rooms_hour`` at ``rooms_per_hour`` made in the last hour,
+        ``rooms_full`` at ``max_rooms`` live rooms (expired ones are purged first); an
+        ``exempt`` client (a teacher address) passes all three."""
         key = new_key()
         now = self.clock()
         self.purge(now)
+        limits = None if exempt else (self.rooms_per_client, self.rooms_per_hour, self.max_rooms)
+        if limits is not None and not client_tag(client):  # the server's own caller: no client
+            limits = (_UNBOUNDED, _UNBOUNDED, self.max_rooms)
         for _ in range(20):  # a taken code (one in ~10⁹ per live room) is drawn again
             code = new_code()
-            if self._create(code, hash_key(key), now, now + self.ttl_s):
+            args = (code, hash_key(key), client_tag(client), now, now + self.ttl_s, limits)
+            if self._do(self._create, *args):
                 return code, key
         raise RuntimeError("no free room code after 20 draws")  # pragma: no cover
 
     def version(self, code: str) -> int:
         """The room's version (one read): poll it, read :meth:`view` when it changed."""
-        return self._version(normalize_code(code), self.clock())
+        return self._do(self._version, normalize_code(code), self.clock(), retry=False)
 
     def view(self, code: str) -> RoomView:
-        """The room as one consistent :class:`RoomView`."""
-        return self._view(normalize_code(code), self.clock())
+        """The room as one consistent :class:`RoomView` (``students``: the seats that
+        count)."""
+        return self._do(self._view, normalize_code(code), self.clock(), retry=False)
+
+    def seats(self, code: str, key: str) -> list[SeatInfo]:
+        """The room's seats for its teacher (newest heartbeat first). Raises ``room_key``."""
+        code = normalize_code(code)
+        return self._do(self._seats, code, hash_key(key), self.clock(), retry=False)
+
+    def remove(self, code: str, key: str, student: str) -> int:
+        """The teacher removes ``student``'s seat and its answer; that seat cannot join
+        again. Returns the version. Raises ``room_key``, ``room_student`` (no such seat)."""
+        code = normalize_code(code)
+        key_hash = hash_key(key)
+        return self._do(self._remove, code, key_hash, check_student(student), self.clock())
 
     def publish(self, code: str, key: str, page: str, state: Mapping[str, str]) -> int:
         """Show ``state`` (the lesson link's query parameters) on ``page`` to every
@@ -384,13 +486,14 @@ class RoomStore(ABC):
         code = normalize_code(code)
         key_hash = hash_key(key)
         text = state_json(page, state)
-        return self._publish(code, key_hash, str(page), text, self.clock())
+        return self._do(self._publish, code, key_hash, str(page), text, self.clock())
 
     def join(self, code: str, student: str) -> None:
-        """Add ``student`` to the room (idempotent). Raises ``room_full``, ``room_student``
-        (a malformed id)."""
+        """Add ``student`` to the room, or refresh its seat (idempotent: the follower's
+        heartbeat). Raises ``room_full`` (seats that count at the bound, after freeing
+        those that stopped counting), ``room_removed``, ``room_student`` (a malformed id)."""
         code = normalize_code(code)
-        self._join(code, check_student(student), self.clock())
+        self._do(self._join, code, check_student(student), self.clock())
 
     def ask(self, code: str, key: str, question: Question) -> int:
         """Open ``question`` (its ``correct`` / ``revealed`` are cleared: nothing of the
@@ -401,7 +504,7 @@ class RoomStore(ABC):
         if not isinstance(question, Question):
             raise question_error()
         question = replace(question, correct=None, revealed=False)
-        return self._ask(code, key_hash, question, self.clock())
+        return self._do(self._ask, code, key_hash, question, self.clock())
 
     def answer(self, code: str, student: str, qid: str, choice: int) -> None:
         """``student``'s answer to the open question ``qid``: a choice index. One answer
@@ -412,7 +515,7 @@ class RoomStore(ABC):
         qid = check_qid(qid)
         if not _index(choice, MAX_CHOICES):
             raise RoomError("room_answer")
-        self._answer(code, student, qid, int(choice), self.clock())
+        self._do(self._answer, code, student, qid, int(choice), self.clock())
 
     def answer_of(self, code: str, student: str, qid: str) -> int | None:
         """The choice index ``student`` gave to question ``qid``, or ``None`` (no answer,
@@ -423,7 +526,7 @@ class RoomStore(ABC):
         code = normalize_code(code)
         student = check_student(student)
         qid = check_qid(qid)
-        return self._answer_of(code, student, qid, self.clock())
+        return self._do(self._answer_of, code, student, qid, self.clock(), retry=False)
 
     def reveal(self, code: str, key: str, qid: str, correct: int | None) -> int:
         """Close the open question ``qid`` and show ``correct`` (a choice index, or ``None``
@@ -436,22 +539,47 @@ class RoomStore(ABC):
             raise question_error()
         if correct is not None and not _index(correct, MAX_CHOICES):
             raise question_error()
-        return self._reveal(code, key_hash, qid, correct, self.clock())
+        return self._do(self._reveal, code, key_hash, qid, correct, self.clock())
 
     def close(self, code: str, key: str) -> None:
         """End the room now (its code then gives ``room_unknown``). Raises ``room_key``."""
         code = normalize_code(code)
-        self._close(code, hash_key(key), self.clock())
+        self._do(self._close, code, hash_key(key), self.clock())
 
     def purge(self, now: float | None = None) -> int:
         """Remove every room expired at ``now`` (default: the clock); returns how many."""
-        return self._purge(self.clock() if now is None else float(now))
+        return self._do(self._purge, self.clock() if now is None else float(now))
 
     # -- the backend: arguments arrive validated
     @abstractmethod
-    def _create(self, code: str, key_hash: str, now: float, expires_at: float) -> bool:
-        """Store a new room (version 1, page ``step``, state ``{}``); ``False`` when the
-        code is taken; ``rooms_full`` at the bound."""
+    def _create(
+        self,
+        code: str,
+        key_hash: str,
+        client: str,
+        now: float,
+        expires_at: float,
+        limits: tuple[int, int, int] | None,
+    ) -> bool:
+        """Store a new room of ``client`` (version 1, page ``step``, state ``{}``) and its
+        creation; ``False`` when the code is taken. ``limits``: (live rooms of the client,
+        creations of the client in the hour before ``now``, live rooms) or ``None``."""
+
+    def _limit(self, mine: int, made: int, live: int, limits: tuple | None) -> None:
+        """Raise the first bound of ``limits`` that the counts reach (backends call it)."""
+        if limits is None:
+            return
+        for count, limit, code in zip(
+            (mine, made, live), limits, ("rooms_client", "rooms_hour", "rooms_full"), strict=True
+        ):
+            if count >= limit:
+                raise RoomError(code, limit=limit)
+
+    @abstractmethod
+    def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]: ...
+
+    @abstractmethod
+    def _remove(self, code: str, key_hash: str, student: str, now: float) -> int: ...
 
     @abstractmethod
     def _version(self, code: str, now: float) -> int: ...
@@ -487,5 +615,17 @@ class RoomStore(ABC):
 
 
 def default_db_path() -> str:
-    """``SPECDEC_ROOM_DB``, else ``<tempdir>/specdec-rooms.sqlite3``."""
-    return os.environ.get(DB_ENV) or os.path.join(tempfile.gettempdir(), "specdec-rooms.sqlite3")
+    """``SPECDEC_ROOM_DB``, else ``rooms.sqlite3`` in :func:`private_dir`."""
+    return os.environ.get(DB_ENV) or os.path.join(private_dir(), "rooms.sqlite3")
+
+
+def private_dir() -> str:
+    """``$XDG_STATE_HOME/specdec`` (else ``~/.local/state/specdec``), made with mode 0700
+    and set to 0700 when this user owns it (room codes and seats are nobody else's).
+    Raises ``OSError`` when it cannot be made."""
+    base = os.environ.get(STATE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".local", "state")
+    path = os.path.join(base, "specdec")
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    if os.stat(path).st_uid == os.getuid():
+        os.chmod(path, 0o700)
+    return path

@@ -9,10 +9,17 @@ small pool (Streamlit runs each script run on a thread of its own, so a connecti
 thread would be one per rerun); a connection is used by one thread at a time.
 
 Tables: ``rooms`` (one row per room: the key's hash, version, page, state, the open
-question as JSON, expiry), ``students`` (code, student) and ``answers`` (code, student,
-choice: the open question's only). Rooms expire by their ``expires_at`` column: checked on
-every read, deleted by :meth:`~specdec_core.server.rooms.RoomStore.purge` (which
-``create`` runs first). Every statement takes its values as parameters.
+question as JSON, the maker's client tag, expiry), ``students`` (code, student, last
+heartbeat ``seen``), ``answers`` (code, student, choice: the open question's only),
+``removed`` (seats the teacher removed) and ``creations`` (client tag, time: the hourly
+bound). Rooms expire by their ``expires_at`` column: checked on every read, deleted by
+:meth:`~specdec_core.server.rooms.RoomStore.purge` (which ``create`` runs first). Every
+statement takes its values as parameters.
+
+A deleted or replaced file is detected: each connection taken from the pool first
+compares the path's inode with the one the store opened; on a change every pooled
+connection is closed, the file is made again (private, with its tables) and that one
+call raises ``room_store_reset`` (the rooms of the old file are gone: the UI says so).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from specdec_core.server.rooms import (
     RoomError,
     RoomStore,
     RoomView,
+    SeatInfo,
     counts_of,
     key_matches,
     question_error,
@@ -39,7 +47,20 @@ from specdec_core.server.rooms import (
     state_from_json,
 )
 
-BUSY_TIMEOUT_MS = 10_000
+#: Columns added since the first files were written: (table, column, the statement).
+MIGRATIONS = (
+    ("rooms", "client", "ALTER TABLE rooms ADD COLUMN client TEXT NOT NULL DEFAULT ''"),
+    ("students", "seen", "ALTER TABLE students ADD COLUMN seen REAL NOT NULL DEFAULT 0"),
+)
+#: A seat counts while seen since the cutoff or while it answered. Parameters: code, cutoff.
+_COUNTS = (
+    "(s.seen > ? OR EXISTS (SELECT 1 FROM answers a WHERE a.code = s.code"
+    " AND a.student = s.student))"
+)
+_COUNT_SEATS = "SELECT COUNT(*) FROM students s WHERE s.code = ? AND " + _COUNTS
+_FREE_SEATS = "DELETE FROM students AS s WHERE s.code = ? AND NOT " + _COUNTS
+
+BUSY_TIMEOUT_MS = 2_000  # a locked file: this, then the store's back-off, then room_store
 POOL_SIZE = 8  # idle connections kept
 
 SCHEMA = (
@@ -50,6 +71,7 @@ SCHEMA = (
         page TEXT NOT NULL,
         state TEXT NOT NULL,
         question TEXT,
+        client TEXT NOT NULL DEFAULT '',
         created_at REAL NOT NULL,
         expires_at REAL NOT NULL
     )""",
@@ -57,8 +79,16 @@ SCHEMA = (
     """CREATE TABLE IF NOT EXISTS students (
         code TEXT NOT NULL,
         student TEXT NOT NULL,
+        seen REAL NOT NULL DEFAULT 0,
         PRIMARY KEY (code, student)
     ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS removed (
+        code TEXT NOT NULL,
+        student TEXT NOT NULL,
+        PRIMARY KEY (code, student)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS creations (client TEXT NOT NULL, at REAL NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS creations_client ON creations (client, at)",
     """CREATE TABLE IF NOT EXISTS answers (
         code TEXT NOT NULL,
         student TEXT NOT NULL,
@@ -80,17 +110,57 @@ class SQLiteStore(RoomStore):
         max_rooms: int | None = None,
         max_students: int | None = None,
         clock: Callable[[], float] = time.time,
+        **bounds: float,
     ) -> None:
-        super().__init__(ttl_s=ttl_s, max_rooms=max_rooms, max_students=max_students, clock=clock)
+        super().__init__(
+            ttl_s=ttl_s, max_rooms=max_rooms, max_students=max_students, clock=clock, **bounds
+        )
         self.path = str(path)
-        if self.path != ":memory:":  # a new file readable by this user only (rooms, ids)
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
         self._idle: list[sqlite3.Connection] = []
         self._pool_lock = threading.Lock()
         self._write_lock = threading.Lock()
-        with self._write() as db:
+        self._inode: tuple[int, int] | None = None
+        self._make_file()
+
+    faults = (sqlite3.OperationalError, sqlite3.DatabaseError, OSError)
+
+    def _make_file(self) -> None:
+        """Open (or make, readable by this user only) the file and its tables; remember
+        its inode."""
+        if self.path != ":memory:":
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                st = os.fstat(fd)
+                if st.st_uid == os.getuid() and st.st_mode & 0o077:
+                    os.fchmod(fd, 0o600)  # a file put there readable by others: made private
+            finally:
+                os.close(fd)
+            self._inode = (st.st_dev, st.st_ino)
+        with self._write(check=False) as db:
             for statement in SCHEMA:
                 db.execute(statement)
+            for table, column, statement in MIGRATIONS:
+                have = db.execute("SELECT name FROM pragma_table_info(?)", (table,))
+                if column not in {name for (name,) in have}:
+                    db.execute(statement)
+
+    def _check_file(self) -> None:
+        """Raise ``room_store_reset`` (once) when the file at the path is not the one
+        opened (deleted, replaced), after making it again."""
+        if self._inode is None:
+            return
+        try:
+            st = os.stat(self.path)
+            same = (st.st_dev, st.st_ino) == self._inode
+        except FileNotFoundError:
+            same = False
+        if same:
+            return
+        with self._write_lock:
+            self.close_connections()
+            self._inode = None
+        self._make_file()
+        raise RoomError("room_store_reset")
 
     # ------------------------------------------------------------ connections
     def _open(self) -> sqlite3.Connection:
@@ -105,7 +175,9 @@ class SQLiteStore(RoomStore):
         return db
 
     @contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
+    def _connection(self, check: bool = True) -> Iterator[sqlite3.Connection]:
+        if check:
+            self._check_file()
         with self._pool_lock:
             db = self._idle.pop() if self._idle else None
         if db is None:
@@ -123,10 +195,12 @@ class SQLiteStore(RoomStore):
                 db.close()
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
+    def _write(self, check: bool = True) -> Iterator[sqlite3.Connection]:
         """One ``BEGIN IMMEDIATE`` transaction: committed at the end, rolled back when
         anything (a :class:`RoomError` included) is raised."""
-        with self._write_lock, self._connection() as db:
+        if check:
+            self._check_file()
+        with self._write_lock, self._connection(check=False) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db
@@ -182,22 +256,41 @@ class SQLiteStore(RoomStore):
         rows = [(c,) for c in codes]
         db.executemany("DELETE FROM answers WHERE code = ?", rows)
         db.executemany("DELETE FROM students WHERE code = ?", rows)
+        db.executemany("DELETE FROM removed WHERE code = ?", rows)
         db.executemany("DELETE FROM rooms WHERE code = ?", rows)
 
+    def _counting(self, db: sqlite3.Connection, code: str, now: float) -> int:
+        """The room's seats that count at ``now``."""
+        return db.execute(_COUNT_SEATS, (code, now - self.seat_ttl_s)).fetchone()[0]
+
     # ------------------------------------------------------------ the backend
-    def _create(self, code: str, key_hash: str, now: float, expires_at: float) -> bool:
+    def _create(
+        self,
+        code: str,
+        key_hash: str,
+        client: str,
+        now: float,
+        expires_at: float,
+        limits: tuple[int, int, int] | None,
+    ) -> bool:
         with self._write() as db:
-            live = db.execute("SELECT COUNT(*) FROM rooms WHERE expires_at > ?", (now,))
-            if live.fetchone()[0] >= self.max_rooms:
-                raise RoomError("rooms_full", limit=self.max_rooms)
+            db.execute("DELETE FROM creations WHERE at <= ?", (now - 3600.0,))
+            if limits is not None:
+                one = lambda sql, *args: db.execute(sql, args).fetchone()[0]  # noqa: E731
+                mine = "SELECT COUNT(*) FROM rooms WHERE client = ? AND expires_at > ?"
+                mine = one(mine, client, now)
+                made = one("SELECT COUNT(*) FROM creations WHERE client = ?", client)
+                live = one("SELECT COUNT(*) FROM rooms WHERE expires_at > ?", now)
+                self._limit(mine, made, live, limits)
             taken = db.execute("SELECT 1 FROM rooms WHERE code = ?", (code,)).fetchone()
             if taken is not None:
                 return False
             db.execute(
-                "INSERT INTO rooms (code, key_hash, version, page, state, question, created_at,"
-                " expires_at) VALUES (?, ?, 1, 'step', '{}', NULL, ?, ?)",
-                (code, key_hash, now, expires_at),
+                "INSERT INTO rooms (code, key_hash, version, page, state, question, client,"
+                " created_at, expires_at) VALUES (?, ?, 1, 'step', '{}', NULL, ?, ?, ?)",
+                (code, key_hash, client, now, expires_at),
             )
+            db.execute("INSERT INTO creations (client, at) VALUES (?, ?)", (client, now))
         return True
 
     def _version(self, code: str, now: float) -> int:
@@ -217,8 +310,7 @@ class SQLiteStore(RoomStore):
             ).fetchone()
             if row is None or row[4] <= now:
                 raise RoomError("room_unknown")
-            students = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
-            students = students.fetchone()[0]
+            students = self._counting(db, code, now)
             choices = db.execute("SELECT choice FROM answers WHERE code = ?", (code,))
             choices = [c for (c,) in choices.fetchall()]
         question = question_from_json(row[3]) if row[3] else None
@@ -235,6 +327,32 @@ class SQLiteStore(RoomStore):
             expires_at=row[4],
         )
 
+    def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
+        with self._read() as db:
+            stored, _, _ = self._room(db, code, now)
+            if not key_matches(key_hash, stored):
+                raise RoomError("room_key")
+            rows = db.execute(
+                "SELECT s.student, s.seen, EXISTS (SELECT 1 FROM answers a WHERE a.code ="
+                " s.code AND a.student = s.student) FROM students s WHERE s.code = ?"
+                " ORDER BY s.seen DESC",
+                (code,),
+            ).fetchall()
+        cutoff = now - self.seat_ttl_s
+        return [SeatInfo(s, seen, bool(a), seen > cutoff or bool(a)) for s, seen, a in rows]
+
+    def _remove(self, code: str, key_hash: str, student: str, now: float) -> int:
+        with self._write() as db:
+            self._teacher(db, code, key_hash, now)
+            gone = db.execute(
+                "DELETE FROM students WHERE code = ? AND student = ?", (code, student)
+            ).rowcount
+            if not gone:
+                raise RoomError("room_student")
+            db.execute("DELETE FROM answers WHERE code = ? AND student = ?", (code, student))
+            db.execute("INSERT OR IGNORE INTO removed VALUES (?, ?)", (code, student))
+            return self._bump(db, code)
+
     def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
         with self._write() as db:
             version, _ = self._teacher(db, code, key_hash, now)
@@ -250,15 +368,21 @@ class SQLiteStore(RoomStore):
     def _join(self, code: str, student: str, now: float) -> None:
         with self._write() as db:
             self._room(db, code, now)
-            known = db.execute(
-                "SELECT 1 FROM students WHERE code = ? AND student = ?", (code, student)
-            ).fetchone()
-            if known is not None:
+            args = (code, student)
+            if db.execute("SELECT 1 FROM removed WHERE code = ? AND student = ?", args).fetchone():
+                raise RoomError("room_removed")
+            seen = db.execute(
+                "UPDATE students SET seen = ? WHERE code = ? AND student = ?", (now, *args)
+            )
+            if seen.rowcount:  # the heartbeat of a seat already there: no version bump
                 return
-            count = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
-            if count.fetchone()[0] >= self.max_students:
-                raise RoomError("room_full", limit=self.max_students)
-            db.execute("INSERT INTO students (code, student) VALUES (?, ?)", (code, student))
+            total = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
+            if total.fetchone()[0] >= self.max_students:
+                # free the seats that stopped counting, then count again
+                db.execute(_FREE_SEATS, (code, now - self.seat_ttl_s))
+                if self._counting(db, code, now) >= self.max_students:
+                    raise RoomError("room_full", limit=self.max_students)
+            db.execute("INSERT INTO students (code, student, seen) VALUES (?, ?, ?)", (*args, now))
             self._bump(db, code)
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
@@ -291,6 +415,9 @@ class SQLiteStore(RoomStore):
             db.execute(
                 "INSERT OR REPLACE INTO answers (code, student, choice) VALUES (?, ?, ?)",
                 (code, student, choice),
+            )
+            db.execute(  # an answer is a heartbeat too
+                "UPDATE students SET seen = ? WHERE code = ? AND student = ?", (now, code, student)
             )
             self._bump(db, code)
 
@@ -333,6 +460,7 @@ class SQLiteStore(RoomStore):
 
     def _purge(self, now: float) -> int:
         with self._write() as db:
+            db.execute("DELETE FROM creations WHERE at <= ?", (now - 3600.0,))
             rows = db.execute("SELECT code FROM rooms WHERE expires_at <= ?", (now,))
             codes = [c for (c,) in rows.fetchall()]
             self._delete(db, codes)
