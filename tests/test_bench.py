@@ -442,3 +442,36 @@ def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
     speedup = s.tokens_per_s / a.tokens_per_s  # summarize's speed-up
     assert speedup == pytest.approx(ar_spread.median / sp_spread.median)
     assert speedup == pytest.approx(6.11 / 12.24)
+
+
+def test_the_summary_prices_a_round_by_what_the_drafter_runs(tiny_pair):
+    from specdec_core.bench import ForwardCurve
+
+    config = SessionConfig(gamma=3, max_new_tokens=12)
+    pair = ignoring_eos(tiny_pair)
+    ar = generate(pair, PROMPT, config, "autoregressive")
+    sp = generate(pair, PROMPT, config, "speculative")
+    drafts = [len(r.drafted) for r in sp.records]
+    flat = (5.0,) * 7
+    serial = summarize(ar, sp, 3, ForwardCurve(flat, 1.0, 1))
+    assert serial.breakdown.round.draft == pytest.approx(sum(drafts) / len(drafts) * 1.0)
+    # one forward per round (a block drafter): its measured proposal, not γ draft steps
+    block = summarize(
+        ar, sp, 3, ForwardCurve(flat, 1.0, 1, draft_cost="one_forward", draft_round_ms=1.3)
+    )
+    assert block.breakdown.round.draft == pytest.approx(
+        1.3 * sum(g > 0 for g in drafts) / len(drafts)
+    )
+    assert block.cost_model.predicted_speedup > serial.cost_model.predicted_speedup
+    lookup = summarize(ar, sp, 3, ForwardCurve(flat, 1.0, 1, draft_cost="none"))
+    assert lookup.breakdown.round.draft == 0.0
+
+
+def test_the_block_drafters_curve_measures_one_whole_proposal(embedded_pair):
+    from specdec_core.bench import measure_forward_curve
+
+    block = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "block")
+    assert block.draft_cost == "one_forward" and block.draft_round_ms > 0
+    model = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "model")
+    assert model.draft_cost == "serial" and model.draft_round_ms == 0.0
+    assert measure_forward_curve(embedded_pair, PROMPT, 3, 1, "mtp").draft_cost == "heads"

@@ -182,3 +182,90 @@ def test_predicted_run_counts_the_prompt_forward_once():
     assert predicted_run_ms(2, 3.0, 50.0, 8.0, 25.0, 1.0) == pytest.approx(59.0)
     with pytest.raises(ValueError):
         predicted_run_ms(0, 3.0, 50.0, 8.0, 25.0, 1.0)
+
+
+# ------------------------------------------------------------------ what each drafter runs
+@pytest.mark.parametrize(
+    "cost, drafts, expected",
+    [
+        ("serial", 4, 4 * 1.2),  # draft model / early exit / EAGLE head: one step a draft
+        ("serial", 0, 0.0),  # a round that drafts nothing runs nothing
+        ("one_forward", 4, 1.5),  # block drafter: one forward for the whole block
+        ("one_forward", 1, 1.5),  # ... whatever the block's length
+        ("one_forward", 0, 0.0),
+        ("heads", 3, 3 * 1.2),  # MTP: one head evaluation a draft
+        ("none", 4, 0.0),  # prompt lookup: copies, no forward
+    ],
+)
+def test_a_round_is_priced_by_what_its_drafter_runs(cost, drafts, expected):
+    from specdec_core.rules.costmodel import draft_round_ms
+
+    assert draft_round_ms(cost, drafts, step_ms=1.2, proposal_ms=1.5) == pytest.approx(expected)
+
+
+def test_the_block_drafter_is_not_priced_as_gamma_serial_steps():
+    from specdec_core.rules.costmodel import mean_draft_round_ms, predicted_run_ms
+
+    # the H200's launch-bound numbers: a 2-layer step 1.18 ms, a 4-token block forward
+    # ≈ 1.2 × that; four rounds of 4 drafts cost 4 forwards, not 16 steps
+    drafts = [4, 4, 4, 4]
+    block = mean_draft_round_ms("one_forward", drafts, 1.18, 1.42)
+    serial = mean_draft_round_ms("serial", drafts, 1.18, 1.42)
+    assert block == pytest.approx(1.42) and serial == pytest.approx(4.72)
+    fast = predicted_run_ms(128, 1.8, 3.0, block, 2.0, 0.3)
+    slow = predicted_run_ms(128, 1.8, 3.0, serial, 2.0, 0.3)
+    assert slow - fast == pytest.approx(128 / 1.8 * (4.72 - 1.42))  # rounds × 3.3 ms
+
+
+def test_mean_draft_round_averages_rounds_with_their_own_draft_counts():
+    from specdec_core.rules.costmodel import mean_draft_round_ms
+
+    # MTP's first round drafts nothing (no hidden state yet): 0, then 4 and 2 rows
+    assert mean_draft_round_ms("heads", [0, 4, 2], 0.5) == pytest.approx((0 + 2.0 + 1.0) / 3)
+    assert mean_draft_round_ms("one_forward", [0, 4, 2], 0.5, 3.0) == pytest.approx(2.0)
+    assert mean_draft_round_ms("serial", [], 0.5) == 0.0
+    with pytest.raises(ValueError):
+        mean_draft_round_ms("parallel", [4], 0.5)
+    with pytest.raises(ValueError):
+        mean_draft_round_ms("serial", [4], -1.0)
+
+
+def test_a_drafters_own_target_forward_is_priced_as_one_more_verification():
+    from specdec_core.rules.costmodel import predicted_run_ms
+
+    # EAGLE's first round: its own prefill, then the verification as a forward of its own
+    plain = predicted_run_ms(12, 3.0, 50.0, 8.0, 25.0, 1.0)
+    eagle = predicted_run_ms(12, 3.0, 50.0, 8.0, 25.0, 1.0, extra_target_forwards=1)
+    assert eagle - plain == pytest.approx(25.0)
+
+
+def test_every_drafter_declares_what_it_runs():
+    from specdec_core.drafters.registry import DRAFTER_CLASSES
+    from specdec_core.rules.costmodel import DRAFT_COSTS
+
+    costs = {name: cls.draft_cost for name, cls in DRAFTER_CLASSES.items()}
+    assert set(costs.values()) <= set(DRAFT_COSTS)
+    assert costs == {
+        "model": "serial",
+        "ngram": "none",
+        "early-exit": "serial",
+        "eagle": "serial",
+        "mtp": "heads",
+        "block": "one_forward",
+    }
+
+
+def test_the_reference_device_row_holds_the_h200_figures():
+    from specdec_core.rules.costmodel import REFERENCE_DEVICES
+
+    (h200,) = REFERENCE_DEVICES
+    assert h200.device == "NVIDIA H200"
+    assert h200.target_tokens_per_s == 570.0 and h200.verify_ratio == (1.15, 1.24)
+    assert h200.c == pytest.approx(h200.draft_step_ms / h200.target_step_ms, abs=0.01)
+    assert dict(h200.speedup) == {
+        "ngram": 1.89,
+        "model": 0.43,
+        "eagle": 0.81,
+        "mtp": 0.82,
+        "block": 0.94,
+    }

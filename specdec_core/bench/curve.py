@@ -33,7 +33,10 @@ WARMUP_PASSES = 2  # untimed round-robin passes first (the first forwards run co
 class ForwardCurve:
     """``target_ms[k - 1]`` = median ms of one target forward over ``k`` new tokens
     (``k = 1 … len``); ``draft_step_ms`` one single-token step of the drafter's model (0
-    for a drafter without a model, prompt lookup)."""
+    for a drafter without a model, prompt lookup); ``draft_cost`` what the drafter runs
+    per round (``Drafter.draft_cost``) and, for ``one_forward``, ``draft_round_ms``: the
+    median ms of one whole γ-draft proposal (one forward over the new token + γ − 1
+    masks), what the cost model prices such a round at."""
 
     target_ms: tuple[float, ...]
     draft_step_ms: float
@@ -41,6 +44,8 @@ class ForwardCurve:
     target_spread: tuple[Spread, ...] = ()  # per k, the repeats' spread (ms)
     draft_spread: Spread | None = None  # the draft step's (None: no model drafts)
     how: HowMeasured | None = None
+    draft_cost: str = "serial"
+    draft_round_ms: float = 0.0
 
     def verdict(self) -> Verdict:
         """Whether this curve supports a conclusion (:func:`timing.judge`: repeats agree,
@@ -86,16 +91,24 @@ def round_robin(
     return times
 
 
-def _proposal_timer(drafter, context: list[int], gamma: int = 4) -> Callable[[], float]:
-    """A timer of the drafter's time (ms, its own ``forward_ms``) per drafted token of a
-    ``gamma``-token greedy proposal after ``context``: the draft step of a drafter without
-    a plain model cache (the EAGLE head: head forwards + the target's LM head rows). 0 for
-    a drafter that runs no model (prompt lookup) or proposes nothing."""
+def _proposal_timer(
+    drafter, context: list[int], gamma: int = 4, per_token: bool = True
+) -> Callable[[], float]:
+    """A timer of the drafter's time (ms, its own ``forward_ms``) of a ``gamma``-token
+    greedy proposal after ``context``, per drafted token (``per_token``: the draft step of
+    a drafter without a plain model cache, the EAGLE head: head forwards + the target's LM
+    head rows) or for the whole proposal. The drafter is rolled back by one token first,
+    so each proposal catches up on the newest committed token as a round's does (EAGLE:
+    one head forward over its real feature; a block: that token + the masks). 0 for a
+    drafter that runs no model (prompt lookup) or proposes nothing."""
 
     def timer() -> float:
+        drafter.rollback(len(context) - 1)
         before = drafter.forward_ms
         drafted, _ = drafter.propose_argmax(context, gamma)
-        return (drafter.forward_ms - before) / len(drafted) if drafted else 0.0
+        if not drafted:
+            return 0.0
+        return (drafter.forward_ms - before) / (len(drafted) if per_token else 1)
 
     return timer
 
@@ -106,10 +119,13 @@ def measure_forward_curve(
     max_k: int,
     repeats: int = 3,
     drafter: str = "model",
+    gamma: int | None = None,
 ) -> ForwardCurve:
     """Measure ``t(k)`` for ``k = 1 … max_k`` (capped at :data:`MAX_K` and by the context)
-    and the draft step, on the prompt as the cached prefix. The shared models are only
-    read; each gets a cache of its own.
+    and the draft step, on the prompt as the cached prefix; for a drafter whose round is
+    one forward (``draft_cost == "one_forward"``) also a whole ``gamma``-draft proposal
+    (default ``(max_k − 1) // 2``, the γ of ``max_k = 2γ + 1``). The shared models are
+    only read; each gets a cache of its own.
 
     Raises:
         PromptError: from :func:`encode_prompt`.
@@ -134,6 +150,10 @@ def measure_forward_curve(
             timers.append(lambda: _timed(draft_kv, prefix, filler[:1], True))
         elif len(ids) > 1:
             timers.append(_proposal_timer(made, ids))
+        whole = made.draft_cost == "one_forward" and len(ids) > 1
+        if whole:
+            g = max(1, gamma if gamma is not None else (max_k - 1) // 2)
+            timers.append(_proposal_timer(made, ids, g, per_token=False))
         times = round_robin(timers, r)
     spreads = tuple(Spread.of(ts) for ts in times)
     target_spread, draft = spreads[: len(ks)], spreads[len(ks) :]
@@ -145,4 +165,6 @@ def measure_forward_curve(
         target_spread=target_spread,
         draft_spread=draft_spread,
         how=HowMeasured.now(r, WARMUP_PASSES, ks[-1]),
+        draft_cost=made.draft_cost,
+        draft_round_ms=draft[-1].median if whole else 0.0,
     )

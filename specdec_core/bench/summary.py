@@ -36,6 +36,7 @@ from specdec_core.rules.costmodel import (
     curve_ms,
     expected_tokens_given_drafts,
     expected_tokens_per_round,
+    mean_draft_round_ms,
     per_token_cost_ms,
     predicted_run_ms,
     walltime_improvement,
@@ -103,7 +104,10 @@ def summarize(
     Step times (see the module docstring): with ``curve`` all of them come from it --
     ``target_step_ms = t(1)``, ``draft_step_ms`` its draft step, ``c`` their ratio, the
     verification ``t(g + 1)`` averaged over the rounds' draft counts ``g``, a round's draft
-    time ``drafts per round × draft step``; without, from the runs' forwards.
+    time priced by what the drafter runs (``curve.draft_cost``:
+    :func:`mean_draft_round_ms`; drafts × draft step for serial steps and head
+    evaluations, one measured proposal for a block drafter, 0 for prompt lookup); without,
+    from the runs' forwards.
 
     Predictions: expected tokens per round from α and the drafts each round actually
     proposed (:func:`expected_tokens_given_drafts`); Leviathan's ``walltime_improvement(α,
@@ -111,7 +115,8 @@ def summarize(
     and ``predicted_speedup``: the target-only run's measured wall time over the speculative
     run's predicted one (:func:`predicted_run_ms`: the prompt's forward once, then rounds of
     draft + verification + the measured non-forward overhead, as many as the expected
-    tokens per round need). ``best_gamma`` searches the whole curve."""
+    tokens per round need, + one verification per target forward the drafter runs of
+    its own: EAGLE's first-round prefill). ``best_gamma`` searches the whole curve."""
     a, s = ar.stats, sp.stats
     drafts = [len(r.drafted) for r in sp.records]
     rounds = max(s.rounds, 1)
@@ -136,7 +141,11 @@ def summarize(
     if curve is not None:  # one measurement feeds every step time
         target_step, draft_step = curve.target_ms[0], curve.draft_step_ms
         verify = _curve_verify(curve, drafts, target_step)
-        draft_per_round = drafts_per_round * draft_step
+        # priced by what the drafter runs: serial steps, one block forward, head
+        # evaluations or nothing (costmodel.draft_round_ms)
+        draft_per_round = mean_draft_round_ms(
+            curve.draft_cost, drafts, draft_step, curve.draft_round_ms
+        )
         parts = RoundParts(draft=draft_per_round, verify=verify, overhead=overhead)
     else:
         target_step = run_step
@@ -214,7 +223,13 @@ def summarize(
                 * s.new_tokens
                 / a.new_tokens
                 / predicted_run_ms(
-                    s.new_tokens, expected, a.prefill_ms, draft_per_round, verify, overhead
+                    s.new_tokens,
+                    expected,
+                    a.prefill_ms,
+                    draft_per_round,
+                    verify,
+                    overhead,
+                    max(0, s.target_forwards - s.rounds),  # a drafter's own prefill (EAGLE)
                 )
                 if has_step and expected > 0 and s.new_tokens and a.new_tokens
                 else 0.0

@@ -74,6 +74,9 @@ class Drafter:
         max_gamma: the most drafts one proposal can make (``None``: no limit of its own
             beyond the session's γ bound; trained multi-token heads or a block drafter
             can propose only as many positions as they were trained for).
+        draft_cost: what a drafting round runs, for the cost model
+            (:data:`specdec_core.rules.costmodel.DraftCost`): ``serial`` (one step per
+            draft), ``one_forward``, ``heads`` or ``none``.
     """
 
     name: str = ""
@@ -84,6 +87,7 @@ class Drafter:
     forward_ms: float = 0.0
     forwards: int = 0
     max_gamma: int | None = None
+    draft_cost: str = "serial"
     _threshold: float | None = None  # the confidence stop of the proposal running now
     _top_prob: float = 1.0  # the last pick's top probability (read by _keep_drafting)
 

@@ -70,6 +70,7 @@ class BlockDrafter(Drafter):
     """
 
     name = "block"
+    draft_cost = "one_forward"  # γ drafts from one forward over γ − 1 masks
     can_draft_tree = False
 
     def __init__(self, model: PreTrainedModel, mask_id: int, block_size: int) -> None:

@@ -71,6 +71,7 @@ class MtpDrafter(Drafter):
     """
 
     name = "mtp"
+    draft_cost = "heads"  # one head evaluation per draft, no model forward
     can_draft_tree = True
 
     def __init__(self, heads: MtpHeads, target_model: PreTrainedModel) -> None:

@@ -28,6 +28,7 @@ class NgramDrafter(Drafter):
     """
 
     name = "ngram"
+    draft_cost = "none"  # copies from the context: no forward
     follows_grammar = False  # copies text: a grammar is refused with it
 
     def __init__(self, vocab_size: int, max_n: int = 3) -> None:
