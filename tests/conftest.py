@@ -203,6 +203,18 @@ def open_app(
 click = click_button  # the name the page tests use
 
 
+def like_the_app(fn: Callable, *args):
+    """``fn(*args)`` computed in a fresh thread, as the app computes each script run: torch
+    gives a thread its CPU thread count at that thread's first parallel op (the count set
+    last, e.g. by ``SPECDEC_TORCH_THREADS`` in the app's pair registry), so a replay made
+    here runs at the app's thread count, not at the one this test's thread started with
+    (1 and 2 threads differ in low bits)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(fn, *args).result()
+
+
 def shown_error(exc: Exception, lang: str | None = None) -> str:
     """The one error box the app's ``show_error`` draws for ``exc`` (in ``lang``)."""
     from streamlit.testing.v1 import AppTest

@@ -190,7 +190,7 @@ def click(at, key: str) -> None:
 def test_a_follower_advances_its_own_session_like_a_fresh_replay(embedded_pair, store):
     """Four teacher clicks: each time the follower's session is the one it had (advanced
     in place, not replayed afresh) and equals a fresh replay of the teacher's state."""
-    from conftest import open_app
+    from conftest import like_the_app, open_app
 
     teacher = open_app(prompt=PROMPT, state={"lt_open": True})
     click(teacher, "live_start_step")
@@ -206,6 +206,6 @@ def test_a_follower_advances_its_own_session_like_a_fresh_replay(embedded_pair, 
         at = state_of(mine, LessonState(), PROMPT)
         theirs = state_of(teacher.session_state["lesson"].session, LessonState(), PROMPT)
         assert at == theirs
-        fresh = replay(embedded_pair, at)
+        fresh = like_the_app(replay, mine.pair, at)  # the app's pair, device and threads
         assert snapshot(fresh) == snapshot(type(fresh)(mine, at, []))
     assert len(first.history) == 1 and first.phase == "verify"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -15,7 +16,10 @@ def test_default_pair_is_embedded_with_reason(embedded_pair):
     assert not at.exception
     assert at.session_state["pair_name"] == "embedded"
     caption = " ".join(c.value for c in at.sidebar.caption)
-    assert "Loaded: **embedded** on CPU (4096 tokens, context 256)" in caption
+    pair = at.session_state["pair"]  # the device the app reports, whichever it is
+    device = f"GPU: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "CPU"
+    assert pair.device_label() == device
+    assert f"Loaded: **embedded** on {device} (4096 tokens, context 256)" in caption
     assert "not in the local Hugging Face cache" in caption
 
 

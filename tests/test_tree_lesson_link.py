@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import open_app
+from conftest import like_the_app, open_app
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.inputs import SessionConfig
@@ -202,7 +202,7 @@ def test_a_tree_link_opens_tree_mode_and_step_back_goes_one_phase_back(embedded_
     assert at.session_state["step_mode_kept"] == "tree"
     assert at.selectbox(key="tree_shape").value == "3,2,1"
     assert (len(session.history), session.phase, session.shape) == (1, "commit", (3, 2, 1))
-    direct = replay(embedded_pair, state).session
+    direct = like_the_app(replay, session.pair, state).session  # the app's pair, device, threads
     assert _moment(session) == _moment(direct)
     assert url_state(at) == state  # the URL keeps the tree moment
     verified = _moment(session)

@@ -21,6 +21,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 from transformers.tokenization_utils_base import PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from specdec_core.core.device import deterministic
 from specdec_core.core.errors import ModelLoadError, VocabularyMismatchError
 
 _quiet_lock = threading.Lock()
@@ -250,6 +251,7 @@ def load_pair(
             if not (Path(src) / "config.json").is_file():
                 raise ModelLoadError(f"model weights not found in {src} (no config.json)")
     device = choose_device(device)
+    deterministic(device)  # before the first CUDA forward (core/device.py)
     try:
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(

@@ -110,3 +110,28 @@ def tv_distance(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         ``[...]`` same dtype; Leviathan et al. 2023, Lemma 3.3 (``α = 1 − TV``).
     """
     return 0.5 * (p - q).abs().sum(dim=-1)
+
+
+#: A decision closer to its threshold than this (relative) is a *near-tie*: low-bit
+#: differences between devices or thread counts (≈ 1e-6 on a float32 logit, more after a
+#: softmax of small probabilities) could decide it the other way, so the record flags it
+#: and the screen says so instead of silently differing. About 1 check in 10⁴ is flagged.
+NEAR_TIE_REL = 1e-4
+
+
+def near_tie_draw(u: float | None, accept_prob: float) -> bool:
+    """Whether the sampling rule's ``u < a`` is a near-tie:
+    ``|u − a| ≤ NEAR_TIE_REL · max(u, a)``. ``u`` is ``None`` (not drawn): never."""
+    if u is None:
+        return False
+    return abs(u - accept_prob) <= NEAR_TIE_REL * max(u, accept_prob)
+
+
+def near_tie_argmax(logits: torch.Tensor) -> bool:
+    """Whether the argmax of a ``[V]`` row of logits (or log-probabilities: the same gaps)
+    is a near-tie: its top two values closer than ``NEAR_TIE_REL`` nats, so the greedy
+    choice could flip."""
+    if logits.numel() < 2:
+        return False
+    top = torch.topk(logits.detach().float().cpu(), 2).values
+    return float(top[0] - top[1]) <= NEAR_TIE_REL

@@ -191,7 +191,10 @@ class PositionCheck:
     a match with the target argmax, else 0); ``u`` the uniform draw, ``None`` when not
     drawn (greedy, or discarded); ``status`` accepted | rejected | discarded | cut (see
     ``core/records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
-    acceptance rate averages over checked (accepted or rejected) positions.
+    acceptance rate averages over checked (accepted or rejected) positions. ``near_tie``:
+    the decision at this checked position sat closer to its threshold than float error
+    (``core/sampling.near_tie_draw`` / ``near_tie_argmax``): another device or thread
+    count could decide it the other way.
     """
 
     position: int
@@ -205,6 +208,7 @@ class PositionCheck:
     edited: bool
     overlap: float
     dist: DistSlice
+    near_tie: bool = False
 
 
 @dataclass(frozen=True)

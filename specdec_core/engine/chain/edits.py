@@ -15,7 +15,12 @@ from specdec_core.core.errors import InputError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import Processors
 from specdec_core.core.records import RoundRecord
-from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.sampling import (
+    SamplingConfig,
+    logits_to_probs,
+    near_tie_argmax,
+    near_tie_draw,
+)
 from specdec_core.core.trace import DistSlice, PositionCheck, TokenInfo
 from specdec_core.rules.acceptance import Verdict, acceptance_probability
 
@@ -137,18 +142,29 @@ def build_checks(
     edited: set[int],
     token: Callable[[int], TokenInfo],
     slicer: Slicer,
+    raw_rows: torch.Tensor | None = None,
 ) -> tuple[PositionCheck, ...]:
     """One :class:`PositionCheck` per drafted position.
 
     Args:
         drafts: ``[γ']`` ids. q_rows: ``[γ', V]``. p_rows: ``[γ' + 1, V]`` float32 CPU.
         verdict: the rule's decision. record: the round's record (final statuses and
-            overlaps). edited: 1-based edited positions.
+            overlaps). edited: 1-based edited positions. raw_rows: greedy only, the
+            target's rows at T = 1 (``[γ' + 1, V]``, :func:`verify_drafts`' ``raw_out``):
+            their top-two gap says whether the argmax is a near-tie.
     """
     target_argmax = p_rows.argmax(dim=-1).tolist()
     checks = []
     for i, y in enumerate(drafts):
         extra = [y] + ([verdict.next_token] if i == verdict.accepted else [])
+        checked = record.statuses[i] in ("accepted", "rejected")
+        u = verdict.u[i] if i < len(verdict.u) else None
+        if not checked:
+            tie = False
+        elif raw_rows is not None:  # greedy: could the argmax flip?
+            tie = near_tie_argmax(torch.log(raw_rows[i]))
+        else:  # sampling: could u < a flip?
+            tie = near_tie_draw(u, verdict.accept_probs[i])
         checks.append(
             PositionCheck(
                 position=i + 1,
@@ -156,12 +172,13 @@ def build_checks(
                 p=float(p_rows[i, y]),
                 q=float(q_rows[i, y]),
                 accept_prob=verdict.accept_probs[i],
-                u=verdict.u[i] if i < len(verdict.u) else None,
+                u=u,
                 status=record.statuses[i],
                 target_argmax=token(target_argmax[i]),
                 edited=(i + 1) in edited,
                 overlap=record.overlaps[i],
                 dist=slicer(p_rows[i], q_rows[i], extra),
+                near_tie=tie,
             )
         )
     return tuple(checks)

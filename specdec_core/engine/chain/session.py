@@ -254,6 +254,7 @@ class SpeculativeSession(SessionState):
                 pending.edited,
                 self.token,
                 self._slice,
+                raw[0] if raw else None,
             )
             next_dist, contexts = verify_slices(
                 pending.ids, p_rows, raw[0] if raw else None, verdict, checks, self._slice

@@ -55,7 +55,12 @@ import torch
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
-from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.sampling import (
+    SamplingConfig,
+    logits_to_probs,
+    near_tie_argmax,
+    near_tie_draw,
+)
 from specdec_core.core.words import VerdictKind
 from specdec_core.drafters import Drafter
 from specdec_core.rules.tree_node import verify_node
@@ -244,7 +249,10 @@ class NodeCheck:
     """The rule's look at one node: ``p``/``q`` are ``p(x)``/``q(x)`` of its token at the
     parent's row (``p`` before any residual); ``accept_prob`` the probability it was
     accepted with (sampling: ``min(1, p_i(x)/q(x))`` against the current residual;
-    greedy: 1 for the target's argmax, else 0); ``u`` the uniform draw (``None`` greedy)."""
+    greedy: 1 for the target's argmax, else 0); ``u`` the uniform draw (``None`` greedy);
+    ``near_tie``: the decision sat closer to its threshold than float error (greedy: the
+    target's top two logits at the parent, ``core/sampling.near_tie_argmax``; sampling:
+    ``u`` against ``accept_prob``, ``near_tie_draw``)."""
 
     node: int
     p: float
@@ -252,6 +260,7 @@ class NodeCheck:
     accept_prob: float
     u: float | None
     accepted: bool
+    near_tie: bool = False
 
 
 @dataclass(frozen=True)
@@ -299,14 +308,10 @@ def walk(
         kids = tree.children(node)
         q = tree.child_q.get(node, p)
         if sampling.greedy:
-            want = int(p.argmax())
+            want, tie = int(p.argmax()), near_tie_argmax(row)
             for c in kids:
-                hit = tree.tokens[c] == want
-                checks.append(
-                    NodeCheck(
-                        c, float(p[tree.tokens[c]]), float(q[tree.tokens[c]]), float(hit), None, hit
-                    )
-                )
+                hit, x = tree.tokens[c] == want, tree.tokens[c]
+                checks.append(NodeCheck(c, float(p[x]), float(q[x]), float(hit), None, hit, tie))
             match = [c for c in kids if tree.tokens[c] == want]
             if not match:
                 kind = "correction" if kids else "bonus"
@@ -317,9 +322,8 @@ def walk(
             for i, u in enumerate(verdict.u):
                 x = tree.tokens[kids[i]]
                 a = verdict.accept_probs[i]
-                checks.append(
-                    NodeCheck(kids[i], float(p[x]), float(q[x]), a, u, verdict.accepted == i)
-                )
+                hit, tie = verdict.accepted == i, near_tie_draw(u, a)
+                checks.append(NodeCheck(kids[i], float(p[x]), float(q[x]), a, u, hit, tie))
             if verdict.accepted is None:
                 kind = "correction" if kids else "bonus"
                 return TreeVerdict(tuple(path), verdict.token, kind, tuple(checks))

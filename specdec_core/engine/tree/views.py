@@ -39,6 +39,8 @@ class TreeNodeView:
         u: the uniform draw that decided it (sampling only), else ``None``.
         state: ``tentative`` before verify; then ``accepted`` | ``rejected`` |
             ``unchecked`` | ``cut`` (``engine/tree/records.py``).
+        near_tie: the rule's decision at this node sat closer to its threshold than
+            float error (:class:`~specdec_core.engine.tree.steps.NodeCheck`).
     """
 
     index: int
@@ -51,6 +53,7 @@ class TreeNodeView:
     accept_prob: float | None
     u: float | None
     state: NodeViewState
+    near_tie: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,7 @@ def build_tree_view(
                 c.accept_prob if c else None,
                 c.u if c else None,
                 state,
+                bool(c and c.near_tie),
             )
         )
     if record is None:
