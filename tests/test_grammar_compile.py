@@ -5,6 +5,7 @@ cap, and a grammar compiled in the child that masks exactly like one compiled he
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -86,6 +87,20 @@ def test_a_costly_regex_is_refused_before_any_compile(tok, fresh):
     assert caught.value.code == "grammar_costly"
     assert caught.value.params == {"count": 250, "limit": G.MAX_OPTIONAL}
     assert time.perf_counter() - started < 0.5 and G.STATS["compiles"] == 0
+
+
+def test_a_schema_pattern_counts_like_the_regex_it_holds(tok, fresh):
+    """xgrammar compiles ``pattern`` as a regex: the bomb hidden in a schema is refused."""
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "pattern": "(.?)" * 30}},
+        "patternProperties": {"^x.?y.?$": {"type": "string", "pattern": "b?c?"}},
+    }
+    assert G.schema_optional_atoms(json.dumps(schema)) == 34
+    with pytest.raises(ConfigError) as caught:
+        compile_grammar(tok, V, GrammarSpec("json_schema", json.dumps(schema)))
+    assert caught.value.code == "grammar_costly" and caught.value.params["count"] == 34
+    assert G.STATS["compiles"] == 0
 
 
 def test_the_bomb_ends_with_its_bound_and_no_cpu_is_spent_after(tok, fresh):
