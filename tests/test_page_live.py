@@ -14,6 +14,7 @@ from conftest import open_app
 from specdec_core.lessons.replay import timeless_json
 from specdec_core.server import room_store
 from specdec_core.ui.i18n import tr
+from specdec_core.ui.live import identity
 from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
 
@@ -29,6 +30,26 @@ def store(tmp_path, monkeypatch):
     monkeypatch.setattr(room_store, "_store", None)
     yield room_store.make_store()
     monkeypatch.setattr(room_store, "_store", None)
+
+
+def xsrf_cookie(token: bytes) -> str:
+    """A Streamlit XSRF cookie holding ``token`` under a fresh random mask (as every page
+    load writes it: the mask changes, the token does not)."""
+    import os
+
+    mask = os.urandom(4)
+    masked = bytes(b ^ mask[i % 4] for i, b in enumerate(token))
+    return f"2|{mask.hex()}|{masked.hex()}|1700000000"
+
+
+def in_browser(monkeypatch, token: bytes, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` (an app opened) as the browser whose XSRF cookie holds
+    ``token``: the cookie is read when the student joins, on the first run."""
+    monkeypatch.setattr(identity, "cookies", lambda: {"_streamlit_xsrf": xsrf_cookie(token)})
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        monkeypatch.setattr(identity, "cookies", dict)
 
 
 def button(at, key: str):
@@ -80,7 +101,7 @@ def same_moment(a, b) -> None:
     assert timeless_json(sa.current_verify) == timeless_json(sb.current_verify)
 
 
-def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, store):
+def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, store, monkeypatch):
     teacher, seat = teacher_app()
     html = " ".join(h.value for h in teacher.get("html"))
     assert seat.code in html and "data:image/svg+xml" in html  # the code, the QR code
@@ -90,8 +111,10 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
     assert any(c.endswith(f"?room={seat.code}&teacher={seat.key}") for c in codes)
     assert "room" not in teacher.query_params and "teacher" not in teacher.query_params
 
-    student = student_app(seat.code)
+    browser = b"browser-one-secret"
+    student = in_browser(monkeypatch, browser, student_app, seat.code)
     assert param(student, "room") == seat.code  # a reload rejoins
+    assert param(student, "sid") is None  # no seat credential in any URL
     assert "Following the teacher" in status(student)
     same_moment(teacher, student)
 
@@ -115,11 +138,15 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
 
     view = store.view(seat.code)
     assert view.students == 1 and view.page == "step"
-    sid = param(student, "sid")
-    reloaded = open_app({"room": seat.code, "sid": sid})  # a reload: the same student again
+    sid = student.session_state["live_seat"].student
+    # a reload (a new mask on the same cookie), even with a made-up sid: the same seat
+    reloaded = in_browser(monkeypatch, browser, open_app, {"room": seat.code, "sid": "f" * 16})
     assert reloaded.session_state["live_seat"].student == sid
     assert store.view(seat.code).students == 1
     same_moment(teacher, reloaded)
+    other = in_browser(monkeypatch, b"another-browser!", open_app, {"room": seat.code})
+    assert other.session_state["live_seat"].student != sid  # another browser, another seat
+    assert store.view(seat.code).students == 2
 
 
 def test_question_counts_change_and_reveal_shows_the_real_outcome(embedded_pair, store):
@@ -309,16 +336,20 @@ def _outcome_lines(at) -> list[str]:
     return [m.value for m in (*at.success, *at.error, *at.info)]
 
 
-def test_a_reload_keeps_the_students_answer_on_screen_and_at_the_reveal(embedded_pair, store):
+def test_a_reload_keeps_the_students_answer_on_screen_and_at_the_reveal(
+    embedded_pair, store, monkeypatch
+):
     teacher, seat = teacher_app()
     q = _ask_accept(teacher, seat, store)
-    student = student_app(seat.code)
+    browser = b"the-students-own-browser"
+    student = in_browser(monkeypatch, browser, student_app, seat.code)
     key = f"live_answer_{q.qid}"
     wrong = 1 - (0 if session(teacher).drafts else 1)  # any choice: the outcome decides
     student.radio(key=key).set_value(wrong).run()
-    assert store.answer_of(seat.code, param(student, "sid"), q.qid) == wrong
-    sid = param(student, "sid")
-    reloaded = open_app({"room": seat.code, "sid": sid})  # F5: a new browser session
+    sid = student.session_state["live_seat"].student
+    assert store.answer_of(seat.code, sid, q.qid) == wrong
+    # F5: a new browser session of the same browser
+    reloaded = in_browser(monkeypatch, browser, open_app, {"room": seat.code})
     assert reloaded.radio(key=key).value == wrong  # the radio shows the counted answer
     assert any(tr("live_answer_sent", "en") in c.value for c in reloaded.caption)
     click(teacher, "live_reveal")
@@ -333,7 +364,7 @@ def test_a_reload_keeps_the_students_answer_on_screen_and_at_the_reveal(embedded
     else:
         assert any(f"You answered {word[wrong]}" in m for m in lines), lines
     assert reloaded.radio(key=key).value == wrong and reloaded.radio(key=key).disabled
-    again = open_app({"room": seat.code, "sid": sid})  # a reload after the reveal
+    again = in_browser(monkeypatch, browser, open_app, {"room": seat.code})  # after the reveal
     assert again.radio(key=key).value == wrong
     assert not any("did not answer" in m for m in _outcome_lines(again))
 

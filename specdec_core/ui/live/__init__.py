@@ -5,10 +5,14 @@ round with a live chart, and the reveal of the real outcome.
 * :mod:`~specdec_core.ui.live.room` — this session's seat (teacher / student), the store,
   the room's query parameters (``?room=CODE``; ``&teacher=KEY`` only in the teacher link,
   never kept in the address bar), publishing the teacher's state.
-* :mod:`~specdec_core.ui.live.follow` — the student: follow, explore, follow again,
-  answer (widget keys in its docstring).
+* :mod:`~specdec_core.ui.live.identity` — the client (address) and the browser's seat
+  credential (a cookie's secret, never in a URL).
+* :mod:`~specdec_core.ui.live.follow` — the student: follow, explore, follow again (widget
+  keys in its docstring); :mod:`~specdec_core.ui.live.answer` — the answer box, answers
+  kept until the store confirms them.
 * :mod:`~specdec_core.ui.live.teacher` — the teacher: start, the projector card, ask,
-  the chart, reveal (widget keys in its docstring).
+  the chart, reveal (widget keys in its docstring); :mod:`~specdec_core.ui.live.seats` —
+  the seats and "Remove".
 * :mod:`~specdec_core.ui.live.questions` — questions built from the engine's views and
   their outcomes read from the verified round; :mod:`~specdec_core.ui.live.chart` — the
   answers' bar chart.

@@ -20,23 +20,33 @@ Widget keys (the websocket bot / browser tests find them by key):
 * ``live_answer_<qid>`` — radio over the open question's choices (value: the choice
   index; an answer is sent on change, changeable until the reveal).
 * ``live_status`` — the container of the status line ("Following the teacher — …").
+* ``live_this_tab`` — button "Follow in this tab" (a tab of a browser whose other tab
+  follows: it polls every 10 s until clicked).
+
+Bounded per client (:mod:`specdec_core.server.room_limits`): one tab per browser seat polls
+every second, the seat's other tabs every 10 s; each poll reads one version number, and a
+student's seat heartbeat (a join) is written once every :data:`HEARTBEAT_S`; an answer is
+kept in the session until the store confirms it (:data:`PENDING`), sent at most at the
+seat's answer rate (the last choice wins), and tried again after a store fault.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import streamlit as st
 
 from specdec_core.lessons.link import decode
 from specdec_core.server.pairs import offered_pairs
+from specdec_core.server.room_limits import TABS
 from specdec_core.server.rooms import RoomError, RoomView
-from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.lessons.checkpoint import DRAWN
 from specdec_core.ui.live import room
-from specdec_core.ui.live.questions import question_text, shown_choices
+from specdec_core.ui.live.answer import question_box, send_pending
+from specdec_core.ui.live.identity import client, session_id
 from specdec_core.ui.step import links
 
 FOLLOW = "live_follow_on"  # the student follows the teacher (else explores)
@@ -45,9 +55,13 @@ VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
 AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
-MINE = "live_mine"  # (qid, revealed, choice): this student's answer as the store has it
 ENDED = "live_ended"  # the room this student followed has ended (closed or expired)
+BEAT = "live_beat_at"  # monotonic time of the seat's last heartbeat
+READ_AT = "live_read_at"  # monotonic time the view was last read
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
+SLOW_POLL_S = 10.0  # a seat's other tabs
+HEARTBEAT_S = 20.0  # a student's seat heartbeat (well inside the store's seat TTL)
+REREAD_S = 10.0  # the view is read again this often even when its version did not move
 
 
 def following() -> bool:
@@ -55,24 +69,45 @@ def following() -> bool:
 
 
 def refresh() -> RoomView | None:
-    """The room's view, read again only when its version changed (one read otherwise);
-    ``None`` when the room is gone (its message is kept, the seat left)."""
+    """The room's view, read again only when its version changed or :data:`REREAD_S`
+    passed (seats that went quiet change the count without a version); ``None`` when the
+    room is gone (its message is kept, the seat left). While the store does not answer:
+    the last view read (the fault line says so) and no store call until the back-off ends."""
     S = st.session_state
     s = room.seat()
     if s is None:
         return None
+    if room.waiting():
+        return S.get(VIEW)
     try:
         version = room.store().version(s.code)
-        if version != S.get(SEEN) or VIEW not in S:
+        stale = time.monotonic() - S.get(READ_AT, 0.0) > REREAD_S
+        if version != S.get(SEEN) or VIEW not in S or stale:
             view = room.store().view(s.code)
-            S[VIEW], S[SEEN] = view, view.version
+            S[VIEW], S[SEEN], S[READ_AT] = view, view.version, time.monotonic()
     except RoomError as exc:
         room.fail(exc)
+        if exc.code in room.FAULTS:
+            return S.get(VIEW)
         if exc.code == "room_unknown" and s.role == "student":  # closed by the teacher, expired
             S.pop(room.ERROR, None)
             S[ENDED] = True
         return None
+    room.answered()
     return S[VIEW]
+
+
+def keep_seat() -> None:
+    """A student's poll: the seat's heartbeat every :data:`HEARTBEAT_S` (at once while
+    its join waits), then the answer that waits, if any."""
+    S = st.session_state
+    s = room.seat()
+    if s is None or s.role != "student":
+        return
+    if not s.joined or time.monotonic() - S.get(BEAT, 0.0) > HEARTBEAT_S:
+        S[BEAT] = time.monotonic()
+        room.heartbeat()
+    send_pending()
 
 
 def target(view: RoomView) -> tuple[str, dict[str, str]]:
@@ -163,17 +198,6 @@ def _follow_again() -> None:
     st.session_state[APPLIED] = None  # replay the teacher's latest state
 
 
-def _answer(qid: str, key: str) -> None:
-    s = room.seat()
-    choice = st.session_state.get(key)
-    if s is None or choice is None:
-        return
-    try:
-        room.store().answer(s.code, s.student, qid, int(choice))
-    except RoomError as exc:
-        st.session_state[room.ERROR] = exc
-
-
 def teacher_at(view: RoomView) -> str:
     """Where the teacher is, in words: "round 2, phase ② Verify" or "Lessons, chapter 3"."""
     if view.page == "lessons":
@@ -200,6 +224,8 @@ def bar(page: str, pages: dict) -> None:
     if room.ERROR in S:
         st.error(error_message(S.pop(room.ERROR)))
     if not room.is_student():
+        if room.is_teacher():
+            room.fault_line()
         if S.get(ENDED):  # one line, no more polling (the fragment is not drawn)
             st.info(t("live_ended"), icon=":material/event_busy:")
         return
@@ -207,24 +233,61 @@ def bar(page: str, pages: dict) -> None:
     want = S.get(WANT_PAGE)
     if following() and want and want != page and want in pages:
         st.switch_page(pages[want])
-    _follower()
+    if _fast():
+        _follower()
+    else:
+        _follower_slow()
+
+
+def _fast() -> bool:
+    """Whether this tab is its seat's fast follower (:class:`room_limits.Tabs`)."""
+    s = room.seat()
+    return s is not None and TABS.poll(s.student, session_id(), client())
+
+
+def _this_tab() -> None:
+    s = room.seat()
+    if s is not None:
+        TABS.claim(s.student, session_id(), client())
 
 
 @st.fragment(run_every=POLL_S)
 def _follower() -> None:
+    if not _fast():  # another tab of this browser took over: this one slows down
+        st.rerun(scope="app")
+    _follow_box(fast=True)
+
+
+@st.fragment(run_every=SLOW_POLL_S)
+def _follower_slow() -> None:
+    if _fast():  # the fast tab went quiet (closed): this one takes over
+        st.rerun(scope="app")
+    _follow_box(fast=False)
+
+
+def _follow_box(fast: bool) -> None:
     S = st.session_state
+    keep_seat()
     view = refresh()
+    room.fault_line()
     if view is None:
         if S.get(ENDED):
             st.rerun(scope="app")  # the full run says so, without this polling fragment
         if room.ERROR in S:
             st.error(error_message(S.pop(room.ERROR)))
+        s = room.seat()
+        if s is not None and not s.joined:
+            st.caption(t("live_join_pending"))
         return
     if following() and target(view) != S.get(APPLIED):
         st.rerun(scope="app")  # the full run applies it (before the sidebar)
     if room.ERROR in S:  # e.g. an answer sent after the reveal
         st.error(error_message(S.pop(room.ERROR)))
     with st.container(border=True, key="live_status"):
+        if not fast:
+            row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+            row.caption(t("live_other_tab", s=int(SLOW_POLL_S)))
+            row.button(t("live_this_tab"), key="live_this_tab", on_click=_this_tab)
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         where = teacher_at(view)
         if following():
@@ -235,67 +298,4 @@ def _follower() -> None:
             row.button(
                 t("live_follow_again"), key="live_follow", on_click=_follow_again, type="primary"
             )
-        _question(view)
-
-
-def _question(view: RoomView) -> None:
-    q = view.question
-    if q is None:
-        return
-    S = st.session_state
-    text, labels = question_text(q.kind, q.params), shown_choices(q.kind, q.choices)
-    if q.kind == "chapter":  # this browser's own checkpoint, in its own language
-        cid = dict(q.params).get("cid", "")
-        check = S.get(DRAWN, {}).get(cid)
-        if check is not None and len(check.options) == len(labels):
-            text = check.question
-            labels = [check.label(o) for o in check.options]
-    key = f"live_answer_{q.qid}"
-    if key not in S or q.revealed:  # a reload: the answer the store counts, not an empty radio
-        stored = _stored_answer(q.qid, q.revealed)
-        if stored is not None and stored < len(labels) and S.get(key) != stored:
-            S[key] = stored
-    st.markdown(f"**{t('live_question')}** {text}")
-    st.radio(
-        t("live_your_answer"),
-        list(range(len(q.choices))),
-        format_func=lambda i: plain(labels[i]),
-        index=None,
-        key=key,
-        horizontal=len(labels) <= 4,
-        disabled=q.revealed,
-        on_change=_answer,
-        args=(q.qid, key),
-    )
-    mine = S.get(key)
-    if not q.revealed:
-        st.caption(t("live_answer_open") if mine is None else t("live_answer_sent"))
-        return
-    mine = _stored_answer(q.qid, True)  # the reveal says what the teacher's chart counted
-    if q.correct is None:
-        st.info(t("live_no_outcome"))
-    elif mine is None:
-        st.info(t("live_outcome_no_answer", answer=plain(labels[q.correct])))
-    elif mine == q.correct:
-        st.success(t("live_outcome_right", answer=plain(labels[q.correct])))
-    else:
-        st.error(
-            t("live_outcome_wrong", answer=plain(labels[q.correct]), yours=plain(labels[mine]))
-        )
-
-
-def _stored_answer(qid: str, revealed: bool) -> int | None:
-    """This student's answer to ``qid`` as the store has it (:meth:`RoomStore.answer_of`),
-    read once per question and once more at its reveal (``None``: no answer, or a store
-    error)."""
-    S = st.session_state
-    cached = S.get(MINE)
-    if cached is not None and cached[:2] == (qid, revealed):
-        return cached[2]
-    s = room.seat()
-    try:
-        choice = room.store().answer_of(s.code, s.student, qid) if s is not None else None
-    except RoomError:
-        choice = None
-    S[MINE] = (qid, revealed, choice)
-    return choice
+        question_box(view)

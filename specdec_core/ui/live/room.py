@@ -1,6 +1,6 @@
 """This browser session's seat in a live class: the store, who we are in the room (the
-teacher, holding the secret teacher key, or a student), the room's query parameters, and
-publishing the teacher's lesson state.
+teacher, holding the secret teacher key, or a student), the room's query parameters,
+publishing the teacher's lesson state, and the store's faults.
 
 Session-state keys (``st.session_state``):
 
@@ -9,29 +9,34 @@ Session-state keys (``st.session_state``):
   room code: one translated message, ``err_room_unknown``, no hint whether it exists).
 * :data:`PUBLISHED` — the teacher's last published ``(page, state)`` (publish only on a
   change).
+* :data:`FAULT` — ``(retry_at, delay_s)`` while the store does not answer: every screen
+  shows one translated line, and this session leaves the store alone until ``retry_at``
+  (back-off 1, 2, 4 … 16 s).
 
 URL: ``?room=CODE`` joins as a student (read once per browser session, in ``app.py``
 before the sidebar: :func:`on_load`); ``?room=CODE&teacher=KEY`` (the teacher link, for a
 second device or a reload) claims the room back as its teacher. The teacher key never
 stays in the address bar (it is removed once read: a projector shows the address bar),
-and the join link never contains it. A student's URL keeps ``room`` and its student id
-``sid`` (written by :func:`specdec_core.ui.step.links.write_url` from :data:`URL_PARAMS`),
-so a reload rejoins as the same student with the same answer.
+and the join link never contains it. A student's URL keeps only ``room``.
+
+The seat credential: :mod:`specdec_core.ui.live.identity` (never in a URL).
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
-import secrets
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import streamlit as st
 
+from specdec_core.server.jobs import is_teacher as teacher_address
+from specdec_core.server.room_limits import BUCKETS, wait_s
 from specdec_core.server.room_store import make_store
 from specdec_core.server.rooms import RoomError, RoomStore, RoomView
+from specdec_core.ui.live.identity import browser_secret, client, seat_id
 from specdec_core.ui.step.links import AFTER_WRITE, ALWAYS_PARAMS
 
 SEAT = "live_seat"
@@ -39,13 +44,16 @@ ERROR = "live_error"
 URL_READ = "live_url_read"
 PUBLISHED = "live_published"
 CLAIMED = "live_claimed"  # a teacher link was opened: the screen goes to the room's state once
-URL_PARAMS = ALWAYS_PARAMS  # {name: value} the URL keeps on every page (room, sid)
+FAULT = "live_fault"  # (retry_at, delay_s) while the store does not answer
+UNPUBLISHED = "live_unpublished"  # (page, params) the store did not take (a fault)
+URL_PARAMS = ALWAYS_PARAMS  # {name: value} the URL keeps on every page (room)
+FAULTS = ("room_store",)  # errors that keep the seat: the store did not answer
+MAX_BACKOFF_S = 16.0
 #: The app's page stems ↔ the store's page names.
 STORE_PAGE = {"step_through": "step", "lessons": "lessons"}
 APP_PAGE = {v: k for k, v in STORE_PAGE.items()}
 #: Query parameters that belong to the room, never to the published lesson state.
 ROOM_PARAMS = ("room", "teacher", "sid")
-_SID = re.compile(r"[0-9a-f]{16}")
 
 
 def poll_seconds() -> float:
@@ -64,13 +72,43 @@ _KEY_CHARS = 128
 
 @dataclass(frozen=True)
 class Seat:
-    """``role``: ``teacher`` (holds ``key``) or ``student`` (is ``student``, a random id
-    of 16 hex digits)."""
+    """``role``: ``teacher`` (holds ``key``) or ``student`` (is ``student``, the seat id:
+    16 hex digits of :func:`seat_id`); ``joined``: the store has the seat (``False``
+    while a join waits for the store to answer)."""
 
     role: Literal["teacher", "student"]
     code: str
     key: str = ""
     student: str = ""
+    joined: bool = True
+
+
+# ---------------------------------------------------------------- store faults
+def fault(exc: RoomError) -> None:
+    """The store did not answer: back off (1, 2, 4 … 16 s) and say so on every screen."""
+    S = st.session_state
+    _, delay = S.get(FAULT, (0.0, 0.5))
+    delay = min(MAX_BACKOFF_S, delay * 2)
+    S[FAULT] = (time.monotonic() + delay, delay)
+
+
+def waiting() -> bool:
+    """Whether this session leaves the store alone for now (a fault's back-off)."""
+    held = st.session_state.get(FAULT)
+    return held is not None and time.monotonic() < held[0]
+
+
+def answered() -> None:
+    """The store answered: the fault line goes."""
+    st.session_state.pop(FAULT, None)
+
+
+def fault_line() -> None:
+    """One translated line while the store does not answer (every screen in a room)."""
+    if FAULT in st.session_state:
+        from specdec_core.ui.errors import error_message
+
+        st.warning(error_message(RoomError("room_store")), icon=":material/cloud_off:")
 
 
 def store() -> RoomStore:
@@ -97,11 +135,13 @@ def start_room() -> None:
     """Button callback: create a room; this session becomes its teacher (a store error,
     e.g. ``rooms_full``, is kept in :data:`ERROR`)."""
     S = st.session_state
+    who = client()
     try:
-        code, key = store().create()
+        code, key = store().create(who, exempt=teacher_address(who))
     except RoomError as exc:
         S[ERROR] = exc
         return
+    answered()
     S[SEAT] = Seat("teacher", code, key=key)
     S[AFTER_WRITE] = publish
     S.pop(PUBLISHED, None)
@@ -118,7 +158,7 @@ def leave() -> None:
             store().close(s.code, s.key)
         except RoomError:
             pass
-    for key in (SEAT, PUBLISHED, ERROR, AFTER_WRITE):
+    for key in (SEAT, PUBLISHED, ERROR, AFTER_WRITE, FAULT):
         S.pop(key, None)
     S[URL_PARAMS] = {}
     for name in ROOM_PARAMS:
@@ -128,8 +168,12 @@ def leave() -> None:
 
 def fail(exc: RoomError) -> None:
     """The room is gone or refused us (expired, closed, a wrong key): keep the message,
-    leave the seat."""
+    leave the seat. A store fault (:data:`FAULTS`) keeps the seat: :func:`fault`."""
+    if exc.code in FAULTS:
+        fault(exc)
+        return
     S = st.session_state
+    S.pop(FAULT, None)
     S.pop(SEAT, None)
     S.pop(AFTER_WRITE, None)
     S[URL_PARAMS] = {}
@@ -177,14 +221,44 @@ def _read_url() -> Seat | None:
 
 
 def _join(code: str) -> Seat:
-    sid = st.query_params.get("sid") or ""
-    if not _SID.fullmatch(sid):
-        sid = secrets.token_hex(8)
-    store().join(code, sid)
+    """Join as this browser's seat, within the address's join and guess rates (a refused
+    try: ``room_slow``; a store fault: the seat waits, :func:`heartbeat` joins it)."""
+    who = client()
+    wait = BUCKETS.wait("guess", who) or BUCKETS.take("join", who)
+    if wait:
+        raise RoomError("room_slow", wait=wait_s(wait))
+    sid = seat_id(code.upper(), browser_secret())
     seat = Seat("student", code, student=sid)
+    try:
+        store().join(code, sid)
+    except RoomError as exc:
+        if exc.code == "room_unknown":
+            BUCKETS.take("guess", who)
+        if exc.code not in FAULTS:
+            raise
+        fault(exc)
+        seat = replace(seat, joined=False)
     st.session_state[SEAT] = seat
-    st.session_state[URL_PARAMS] = {"room": code, "sid": sid}
+    st.session_state[URL_PARAMS] = {"room": code}
+    if "sid" in st.query_params:
+        del st.query_params["sid"]  # an old link's id is not this browser's seat
     return seat
+
+
+def heartbeat() -> None:
+    """A student's poll: join again (the seat's heartbeat, or the join a fault held
+    back). A removed seat or a gone room ends the seat with its message."""
+    s = seat()
+    if s is None or s.role != "student" or waiting():
+        return
+    try:
+        store().join(s.code, s.student)
+    except RoomError as exc:
+        fail(exc)
+        return
+    answered()
+    if not s.joined:
+        st.session_state[SEAT] = replace(s, joined=True)
 
 
 def _claim(code: str, key: str) -> Seat:
@@ -211,10 +285,12 @@ def view() -> RoomView | None:
     if s is None:
         return None
     try:
-        return store().view(s.code)
+        got = store().view(s.code)
     except RoomError as exc:
         fail(exc)
         return None
+    answered()
+    return got
 
 
 def publish(page: str, params: dict[str, str]) -> None:
@@ -232,5 +308,10 @@ def publish(page: str, params: dict[str, str]) -> None:
         store().publish(s.code, s.key, *now)
     except RoomError as exc:  # a gone room or a wrong key: say so at once (a new run)
         fail(exc)
+        if exc.code in FAULTS:  # not published: the dashboard's next poll tries again
+            st.session_state[UNPUBLISHED] = (page, params)
+            return
         st.rerun()
+    answered()
+    st.session_state.pop(UNPUBLISHED, None)
     st.session_state[PUBLISHED] = now

@@ -58,6 +58,7 @@ from specdec_core.ui.live.questions import (
     round_question,
     shown_choices,
 )
+from specdec_core.ui.live.seats import seats_box
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
@@ -174,13 +175,18 @@ def _dashboard(page: str) -> None:
         st.rerun(scope="app")
     if not room.is_teacher():
         return
+    unpublished = S.get(room.UNPUBLISHED)
+    if unpublished is not None and not room.waiting():  # a fault held the last state back
+        room.publish(*unpublished)
     view = follow.refresh()
+    room.fault_line()
     if view is None:
         if room.ERROR in S:
             st.error(error_message(S.pop(room.ERROR)))
         return
     with st.container(key="live_dash"):
         st.markdown(t("live_students_line", n=view.students, code=plain(view.code)))
+        seats_box()
         q = view.question
         if q is not None:
             _question_box(view)

@@ -1,0 +1,119 @@
+"""A student's answer to the teacher's question: the radio, the answer kept in the session
+until the store confirms it (:data:`PENDING`: sent at most at the seat's answer rate, the
+last choice wins, tried again after a store fault), and the outcome at the reveal read back
+from the store (:meth:`~specdec_core.server.rooms.RoomStore.answer_of`), so a reload shows
+the answer the teacher's chart counts."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from specdec_core.server.room_limits import BUCKETS
+from specdec_core.server.rooms import RoomError, RoomView
+from specdec_core.ui.errors import plain
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons.checkpoint import DRAWN
+from specdec_core.ui.live import room
+from specdec_core.ui.live.questions import question_text, shown_choices
+
+PENDING = "live_pending"  # (qid, choice): an answer the store has not confirmed yet
+MINE = "live_mine"  # (qid, revealed, choice): this student's answer as the store has it
+
+
+def send_pending() -> None:
+    """Send the answer that waits (:data:`PENDING`) when the seat's answer rate allows and
+    the store is not backing off; kept until the store confirms it."""
+    S = st.session_state
+    s, pending = room.seat(), S.get(PENDING)
+    if s is None or pending is None or not s.joined or room.waiting():
+        return
+    if BUCKETS.take("answer", s.student):
+        return  # the seat's next token: a later poll sends it (the last choice wins)
+    qid, choice = pending
+    try:
+        room.store().answer(s.code, s.student, qid, choice)
+    except RoomError as exc:
+        if exc.code in room.FAULTS:
+            room.fault(exc)
+            return
+        S.pop(PENDING, None)
+        S[room.ERROR] = exc
+        return
+    room.answered()
+    if S.get(PENDING) == pending:
+        S.pop(PENDING, None)
+
+
+def _answer(qid: str, key: str) -> None:
+    choice = st.session_state.get(key)
+    if room.seat() is None or choice is None:
+        return
+    st.session_state[PENDING] = (qid, int(choice))
+    send_pending()
+
+
+def question_box(view: RoomView) -> None:
+    """The open question under the follower's status line: the radio (an answer is
+    sent on change), its state, and after the reveal the outcome for this seat."""
+    q = view.question
+    if q is None:
+        return
+    S = st.session_state
+    text, labels = question_text(q.kind, q.params), shown_choices(q.kind, q.choices)
+    if q.kind == "chapter":  # this browser's own checkpoint, in its own language
+        cid = dict(q.params).get("cid", "")
+        check = S.get(DRAWN, {}).get(cid)
+        if check is not None and len(check.options) == len(labels):
+            text = check.question
+            labels = [check.label(o) for o in check.options]
+    key = f"live_answer_{q.qid}"
+    if key not in S or q.revealed:  # a reload: the answer the store counts, not an empty radio
+        stored = _stored_answer(q.qid, q.revealed)
+        if stored is not None and stored < len(labels) and S.get(key) != stored:
+            S[key] = stored
+    st.markdown(f"**{t('live_question')}** {text}")
+    st.radio(
+        t("live_your_answer"),
+        list(range(len(q.choices))),
+        format_func=lambda i: plain(labels[i]),
+        index=None,
+        key=key,
+        horizontal=len(labels) <= 4,
+        disabled=q.revealed,
+        on_change=_answer,
+        args=(q.qid, key),
+    )
+    mine = S.get(key)
+    if not q.revealed:
+        waits = S.get(PENDING, (None,))[0] == q.qid
+        line = "live_answer_open" if mine is None else "live_answer_sent"
+        st.caption(t("live_answer_pending" if waits else line))
+        return
+    mine = _stored_answer(q.qid, True)  # the reveal says what the teacher's chart counted
+    if q.correct is None:
+        st.info(t("live_no_outcome"))
+    elif mine is None:
+        st.info(t("live_outcome_no_answer", answer=plain(labels[q.correct])))
+    elif mine == q.correct:
+        st.success(t("live_outcome_right", answer=plain(labels[q.correct])))
+    else:
+        st.error(
+            t("live_outcome_wrong", answer=plain(labels[q.correct]), yours=plain(labels[mine]))
+        )
+
+
+def _stored_answer(qid: str, revealed: bool) -> int | None:
+    """This student's answer to ``qid`` as the store has it (:meth:`RoomStore.answer_of`),
+    read once per question and once more at its reveal (``None``: no answer, or a store
+    error)."""
+    S = st.session_state
+    cached = S.get(MINE)
+    if cached is not None and cached[:2] == (qid, revealed):
+        return cached[2]
+    s = room.seat()
+    try:
+        choice = room.store().answer_of(s.code, s.student, qid) if s is not None else None
+    except RoomError:
+        choice = None
+    S[MINE] = (qid, revealed, choice)
+    return choice
