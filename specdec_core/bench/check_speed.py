@@ -11,7 +11,7 @@ Pearson's test holds. Seeded: the same device gives the same p-value every time.
 from __future__ import annotations
 
 import math
-from collections import Counter
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,7 +25,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.drafters import make_named_drafter
 from specdec_core.drafters.registry import drafters_for
 from specdec_core.engine.chain.generate import generate
-from specdec_core.rules.lab.montecarlo import chi_square
+from specdec_core.rules.lab.montecarlo import ChiSquare, chi_square
 
 CHI_PROMPT = "ROMEO:\nBut soft, what light"
 SPEED_PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"  # the bench's own
@@ -89,35 +89,47 @@ def target_probs(pair: ModelPair, prompt: str) -> np.ndarray:
 
 def pooled(counts: np.ndarray, probs: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Cells with ``n · p ≥ MIN_EXPECTED`` kept, the rest pooled into one last cell
-    (dropped when it expects nothing). Returns ``(counts, probs)`` over the cells."""
+    (dropped when it expects nothing and holds nothing; a draw where ``p = 0`` stays, and
+    fails the test outright). Returns ``(counts, probs)`` over the cells."""
     keep = probs * n >= MIN_EXPECTED
     c = list(counts[keep]) + [counts[~keep].sum()]
     p = list(probs[keep]) + [probs[~keep].sum()]
-    if p[-1] <= 0:
+    if p[-1] <= 0 and c[-1] == 0:
         c, p = c[:-1], p[:-1]
     return np.asarray(c, dtype=np.float64), np.asarray(p, dtype=np.float64)
 
 
-def sampled_check(pair: ModelPair, n: int, gamma: int = 4) -> SampledCheck:
-    """``n`` seeded speculative runs of one token at T = 1 (draft model), χ² of their
-    first tokens against :func:`target_probs` (pooled by :func:`pooled`)."""
-    import time
-
-    started = time.perf_counter()
-    probs = target_probs(pair, CHI_PROMPT)
-    seen: Counter[int] = Counter()
+def first_tokens(pair: ModelPair, n: int, gamma: int = 4) -> np.ndarray:
+    """``[V]`` counts of the first token of ``n`` speculative runs at T = 1 (draft model,
+    seeds ``0 … n − 1``, one token each)."""
+    counts = np.zeros(pair.vocab_size)
     for seed in range(n):
         config = SessionConfig(gamma=gamma, temperature=1.0, seed=seed, max_new_tokens=1)
         run = generate(pair, CHI_PROMPT, config, "speculative", make_named_drafter(pair, "model"))
-        seen[run.output_ids[0]] += 1
-    counts = np.zeros_like(probs)
-    for token, k in seen.items():
-        counts[token] = k
-    c, p = pooled(counts, probs, n)
-    fit = chi_square(c, p)
-    ok = fit.p_value >= ALPHA_LEVEL
+        counts[run.output_ids[0]] += 1
+    return counts
+
+
+def fit(counts: np.ndarray, probs: np.ndarray) -> tuple[int, ChiSquare]:
+    """Pearson's χ² of ``counts`` against ``probs`` over :func:`pooled` cells:
+    ``(cells, result)``."""
+    c, p = pooled(counts, probs, int(counts.sum()))
+    return len(c), chi_square(c, p)
+
+
+def sampled_check(pair: ModelPair, n: int, gamma: int = 4) -> SampledCheck:
+    """:func:`first_tokens` tested against :func:`target_probs` (:func:`fit`)."""
+    started = time.perf_counter()
+    cells, result = fit(first_tokens(pair, n, gamma), target_probs(pair, CHI_PROMPT))
     return SampledCheck(
-        n, gamma, len(c), fit.statistic, fit.dof, fit.p_value, ok, time.perf_counter() - started
+        n,
+        gamma,
+        cells,
+        result.statistic,
+        result.dof,
+        result.p_value,
+        result.p_value >= ALPHA_LEVEL,
+        time.perf_counter() - started,
     )
 
 
@@ -134,8 +146,6 @@ def speed_table(
 ) -> SpeedTable:
     """``bench`` (greedy, no HF lanes) for every drafter the pair has, on the bench's
     prompt: each row's target-alone and speculative runs are interleaved."""
-    import time
-
     started = time.perf_counter()
     rows, curve = [], None
     for name in drafters_for(pair):
