@@ -40,7 +40,9 @@ st.set_page_config(
 # drafters page's cards share a wrapping row, each at least 215 px wide.
 # Presenter mode: larger type, the step-through controls stay in view (sticky must go on
 # the keyed container's wrapper: on the container itself it does nothing), less padding
-# above the lesson.
+# above the lesson, and the p/q chart as tall as the viewport below the sticky controls
+# (ECharts follows its box; the element and its wrappers, fixed at st.echarts_chart's
+# height, grow with it): 568 px at 768 px, its p = 1 bar ≈ 260 px instead of ≈ 75.
 CSS = """
 [data-testid="stSidebar"] .stSelectbox input { font-size: 0.85rem; }
 [data-testid="stMetricDelta"] :is(div, p), .stButton button :is(div, span, p) {
@@ -63,6 +65,11 @@ PRESENTER_CSS = """
 [data-testid="stMain"] table.sd-table { font-size: 1.05rem; }
 [data-testid="stMain"] table.sd-table :is(td, th) { padding: 0.2rem 0.4rem; }
 [data-testid="stMain"] details.history-round { font-size: 1.1rem; }
+.st-key-dist_chart { flex: 0 0 auto !important; height: auto !important; }
+.st-key-dist_chart :is([data-testid="stFullScreenFrame"], :has(> [data-testid="stEChartsChart"]),
+  :has(> * > [data-testid="stEChartsChart"])) { height: auto !important; }
+.st-key-dist_chart [data-testid="stEChartsChart"] {
+  height: max(320px, calc(100vh - 200px)) !important; }
 [data-testid="stLayoutWrapper"]:has(> .st-key-step_controls) { position: sticky;
   top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
   padding: 0.3rem 0; border-bottom: 1px solid #e5e7eb; }

@@ -230,12 +230,37 @@ def in_view(page, locator) -> tuple[float, float]:
     return box["y"], box["y"] + box["height"]
 
 
+def tallest_bar(locator, color: str) -> int:
+    """The longest vertical run of ``color`` pixels (each channel within 12) in the
+    element's screenshot, in px: the height of its tallest bar of that colour (a legend
+    symbol is a short run of its own)."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    image = Image.open(BytesIO(locator.screenshot())).convert("RGB")
+    rgb = tuple(int(color[i : i + 2], 16) for i in (1, 3, 5))
+    pixels, (width, height) = image.load(), image.size
+    best = 0
+    for x in range(width):
+        run = 0
+        for y in range(height):
+            close = all(abs(a - b) <= 12 for a, b in zip(pixels[x, y], rgb, strict=True))
+            run = run + 1 if close else 0
+            best = max(best, run)
+    return best
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
 def test_presenter_layout_fits_a_projector(server, new_page, tmp_path, lang, size):
     """No button label is cut; after Verify the chart and the KV table are both in the
-    viewport with the phase buttons; after 5 rounds + Propose every row of the round in
-    flight is in the KV table without an inner scroll. Screenshots of each."""
+    viewport with the phase buttons, the chart at least 40 % of the viewport's height and
+    its p = 1 bar (greedy: p is one-hot) at least a quarter (it was ≈ 75 px at 1024 × 768:
+    360 px minus the projector-sized title and legend); after 5 rounds + Propose every row
+    of the round in flight is in the KV table without an inner scroll. Screenshots of each."""
+    from specdec_core.ui.figures.common import COLORS
+
     width, height = size
     page = open_presenter(new_page, server, lang, width, height)
     keep = os.environ.get("SPECDEC_SCREENSHOT_DIR")
@@ -261,6 +286,9 @@ def test_presenter_layout_fits_a_projector(server, new_page, tmp_path, lang, siz
     assert 0 <= c_top and c_bottom <= height + 1, (c_top, c_bottom)
     assert 0 <= k_top < height and k_bottom - k_top > 100, (k_top, k_bottom)
     assert 0 <= b_top and b_bottom <= c_top + 5  # the buttons stay in view above the chart
+    assert c_bottom - c_top >= 0.4 * height, (c_top, c_bottom)  # the projector's height
+    bar = tallest_bar(chart, COLORS["p"])
+    assert bar >= 0.25 * height, bar  # the bars themselves, not the title and legend
     assert page.evaluate(CUT_BUTTONS_JS) == []
     found = page.evaluate(LAYOUT_JS)  # issue 24.12: no chip or header broken in two
     assert found["chips"] == [] and found["headers"] == [], found
