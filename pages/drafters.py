@@ -16,6 +16,7 @@ import streamlit as st
 
 from specdec_core.bench.compare import DrafterResult, compare_drafters
 from specdec_core.drafters import default_knob, drafters_for, load_eagle_head, make_named_drafter
+from specdec_core.ui import drafts_budget
 from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.drafters import drafter_time_figure
@@ -165,7 +166,7 @@ else:
     used = run_key[1]
     base = results[0].baseline
     labels = [_label(r.name, r.knob) for r in results]
-    st.subheader(t("dr_results"))
+    st.subheader(t("dr_results", tokens=used.max_new_tokens))  # the budget, visible
     st.caption(
         t(
             "dr_run_info",
@@ -289,6 +290,7 @@ with st.expander(t("dr_read_title"), expanded=stored is not None):
 # ------------------------------------------------------------------ every source, two prompts
 st.divider()
 sources.section(pair, config, "dr")
+drafts_budget.show_lookup_note("dr")  # why prompt lookup ranks differently
 
 # ------------------------------------------------------------------ other drafters
 st.subheader(t("dr_other_title"))

@@ -15,7 +15,7 @@ from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import code_span, error_message
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
-from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import teacher as live_teacher
 from specdec_core.ui.render import (
@@ -140,13 +140,13 @@ def _heading(text: str) -> None:
 # the page: a fragment that moves between full runs (presenter mode drops the introduction)
 # leaves a stale copy of itself behind in the browser.
 with st.container():
+    # the chain's or the tree's introduction, for the drafter in the sidebar
+    intro = tree_view.page_intro(st.session_state.get("cfg_drafter", "model"))
     if presenter:  # the projector gets the lesson, not the introduction
         st.markdown(f"### {t('st_title')}")
     else:
         st.title(t("st_title"))
-        drafter = st.session_state.get("cfg_drafter", "model")  # the sentence follows it
-        how = "st_intro_how_" + drafter
-        st.markdown(t("st_intro", how=t(how if how in strings() else "st_intro_how_model")))
+        st.markdown(intro)
 
     # a lesson link, a scenario or step back: replayed with the sidebar's settings
     with L.engine() as held:  # the replay replaces the session: not while a click runs

@@ -135,3 +135,22 @@ def test_chapter_7_block_question_and_the_live_winner(embedded_pair, lang):
     # the route table: the EAGLE head's one extra target forward, in its first round only
     assert s("ls_c7_target_fw_eagle", lang) in routes
     assert s("ls_c7_target_fw_eagle", lang).startswith("1 " if lang == "en" else "仅第一轮 1 次")
+    # prompt lookup's place in this run, read from it, and the budget named as the reason
+    lookup = figures["ngram"][0]
+    rank = 1 + sum(1 for n in names if figures[n][0] > lookup)
+    run = generate(
+        ignoring_eos(embedded_pair),
+        SOURCE_PROMPTS["repetitive"],
+        SessionConfig(gamma=ch_drafts.GAMMA, max_new_tokens=ch_drafts.TOKENS),
+        drafter=make_named_drafter(embedded_pair, "ngram"),
+    )
+    sentence = s(
+        "ls_c7_lookup_budget",
+        lang,
+        rank=rank,
+        of=len(names),
+        tpr=f"{lookup:.2f}",
+        alpha=f"{summarize(run.records).acceptance_rate:.2f}",
+        tokens=ch_drafts.TOKENS,
+    )
+    assert sentence in texts(at, "markdown")

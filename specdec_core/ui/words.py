@@ -23,7 +23,7 @@ from specdec_core.ui.i18n import t
 
 Step = Literal["propose", "verify", "commit"]  # a phase a button runs
 #: why a chain round has no drafts (``ui/step/view.py`` ``no_drafts_reason``)
-NoDraftsReason = Literal["budget", "ngram", "drafter"]
+NoDraftsReason = Literal["budget", "ngram", "hidden", "drafter"]
 #: the drafters page's strip legend (its own words: which model made the token), in order
 DRAFTERS_STRIP: dict[StripState, str] = {
     "accepted": "dr_leg_accepted",
@@ -148,15 +148,18 @@ PHASE: dict[Phase, str] = {
 NO_DRAFTS_PHASE: dict[tuple[Step, NoDraftsReason], str] = {
     ("verify", "budget"): "phase_verify_no_drafts_budget",
     ("verify", "ngram"): "phase_verify_no_drafts_ngram",
+    ("verify", "hidden"): "phase_verify_no_drafts_hidden",
     ("verify", "drafter"): "phase_verify_no_drafts_drafter",
     ("commit", "budget"): "phase_commit_no_drafts_budget",
     ("commit", "ngram"): "phase_commit_no_drafts_ngram",
+    ("commit", "hidden"): "phase_commit_no_drafts_hidden",
     ("commit", "drafter"): "phase_commit_no_drafts_drafter",
 }
 #: the chain's "what comes next" line in a round without drafts (``{tok}``)
 NEXT_NO_DRAFTS: dict[NoDraftsReason, str] = {
     "budget": "next_no_drafts",
     "ngram": "next_no_drafts_ngram",
+    "hidden": "next_no_drafts_hidden",
     "drafter": "next_no_drafts_drafter",
 }
 #: where the tree's step machine stands (``propose`` takes ``{shape}`` and ``{budget}``)

@@ -20,6 +20,7 @@ from specdec_core.bench.compare import SOURCE_PROMPTS, SourceComparison, compare
 from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
 from specdec_core.drafters import drafters_for
+from specdec_core.ui import drafts_budget
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice
 from specdec_core.ui.render import html_table
@@ -109,6 +110,9 @@ def _winner(pair: ModelPair) -> None:
             fw=f"{won.draft_forwards_per_round:.2f}",
         )
     )
+    lookup = drafts_budget.lookup_sentence(rows, TOKENS)  # its place here, and why
+    if lookup:
+        st.markdown(lookup)
     st.dataframe(
         pd.DataFrame(
             {

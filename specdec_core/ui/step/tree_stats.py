@@ -106,6 +106,10 @@ def section(
                 nodes=s.mean_nodes,
             )
         )
+        if s.target_forwards > s.rounds:  # one verification per round; the rest: a prefill
+            st.caption(
+                t("tree_stats_prefill", forwards=s.target_forwards, n=s.target_forwards - s.rounds)
+            )
         with st.expander(t("st_history"), expanded=False):
             for r in reversed(session.history):
                 rec = r.record

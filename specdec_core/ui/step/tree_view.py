@@ -20,7 +20,7 @@ from specdec_core.ui import problems
 from specdec_core.ui.errors import code_span, error_message
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_STYLE, tree_figure
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.render import StripItem, token_strip_html
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import lesson as L
@@ -38,6 +38,23 @@ from specdec_core.ui.words import (
     TREE_STEP_BUTTON,
     say,
 )
+
+INTRO_MODE = "st_intro_mode"  # the mode the page's introduction was written for
+TREE_HOW = ("model", "early-exit", "eagle", "mtp")  # the sources that draft a tree
+
+
+def page_intro(drafter: str) -> str:
+    """The step page's introduction for the shape on screen: the chain's (``st_intro`` with
+    the drafter's ``st_intro_how_*``) or the tree's (``tree_page_intro`` with the
+    drafter's ``tree_intro_how_*``). Records the mode it was written for, so
+    :func:`mode_row` can redraw the page when a switch inside the fragment changes it."""
+    mode = TL.mode()
+    st.session_state[INTRO_MODE] = mode
+    if mode == "tree":
+        how = drafter if drafter in TREE_HOW else "none"
+        return t("tree_page_intro", how=t("tree_intro_how_" + how))
+    key = "st_intro_how_" + drafter
+    return t("st_intro", how=t(key if key in strings() else "st_intro_how_model"))
 
 
 def mode_row() -> str:
@@ -67,6 +84,8 @@ def mode_row() -> str:
                 help=t("tree_shape_help"),
                 width=380,
             )
+    if st.session_state.get(INTRO_MODE, mode) != mode:  # the page's introduction is stale
+        st.rerun()  # inside the fragment: the whole page, with the other introduction
     return mode
 
 

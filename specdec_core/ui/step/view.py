@@ -123,7 +123,8 @@ def no_drafts_reason(
     session: SpeculativeSession, last: RoundTrace | None = None
 ) -> NoDraftsReason | None:
     """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
-    context), ``"ngram"`` (prompt lookup found no n-gram match), ``"drafter"`` (another
+    context), ``"ngram"`` (prompt lookup found no n-gram match), ``"hidden"`` (the MTP
+    heads' first round: no target hidden state yet), ``"drafter"`` (another
     drafter proposed nothing). ``last = None``: the pending round (``None`` when it has
     drafts or no round is pending); else the finished round ``last`` (the caller knows it
     had no drafts). The γ asked for comes from the engine (the round's record, or the
@@ -136,6 +137,9 @@ def no_drafts_reason(
         planned = session.current_gamma
     if planned == 0:
         return "budget"
+    first = (last.round_index if last is not None else session.round_index) == 0
+    if first and hasattr(session.drafter, "head_evaluations"):
+        return "hidden"  # the MTP heads read a hidden state no target forward has made yet
     return "ngram" if getattr(session.drafter, "name", "") == "ngram" else "drafter"
 
 
