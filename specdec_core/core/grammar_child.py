@@ -101,6 +101,7 @@ class Child:
         finally:
             child.close()  # EOF reaches us when the child dies
         self.conn: Connection = parent
+        self.launched = time.monotonic()
         self.ready = False
         self.keys: set[str] = set()  # tokenizers the child holds
 
@@ -129,17 +130,19 @@ class Child:
                 raise ChildTimeout
 
     def compile(self, key: str, info_json: str, kind: str, source: str, bound_s: float) -> tuple:
-        """Compile in the child within ``bound_s`` seconds (after it is ready).
+        """Compile in the child within ``bound_s`` seconds of sending it (a child not ready
+        yet is first given up to :data:`START_S` from its launch: start-up is not the
+        grammar's cost; a server starts one early, :func:`grammar_compile.prestart`).
 
         Returns:
             ``("ok", CompiledGrammar JSON)`` or ``("error", xgrammar's message)``.
 
         Raises:
-            ChildTimeout: the bound ended first; the child is killed (no CPU spent after).
-            ChildGone: the child died or did not start within :data:`START_S`.
+            ChildTimeout: the compile overran; the child is killed (no CPU spent after).
+            ChildGone: the child died, or did not start within :data:`START_S`.
         """
         if not self.ready:
-            if self._wait(time.monotonic() + START_S) != "ready":
+            if self._wait(self.launched + START_S) != "ready":
                 self.kill()
                 raise ChildGone("the compile process did not start")
             self.ready = True

@@ -19,5 +19,10 @@ def running_client() -> str | None:
 
 
 def install() -> None:
-    """Install :func:`running_client` as the compile budget's hook (idempotent)."""
+    """Install :func:`running_client` as the compile budget's hook (idempotent) and, in a
+    real server, start the compile process now rather than in the first student's bound."""
     grammar_compile.CLIENT_OF = running_client
+    from streamlit.runtime import Runtime
+
+    if Runtime.exists():
+        grammar_compile.prestart()
