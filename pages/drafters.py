@@ -2,7 +2,7 @@
 lookup (n-gram), early exit and, where the pair ships them, the EAGLE feature head, the
 MTP heads and the block drafter) on the same prompt, side by side with the target alone;
 then all of them on a repetitive and a novel prompt, greedy and T = 1, measured beside the
-cost model's prediction (``ui/speed/sources.py``).
+cost model's prediction (``ui/speed/compare_run.py``, run in the background).
 
 Widgets and rendering only: every number comes from ``specdec_core.bench.compare``.
 """
@@ -23,7 +23,7 @@ from specdec_core.ui.figures.drafters import drafter_time_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t, tr
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
-from specdec_core.ui.speed import sources
+from specdec_core.ui.speed import compare_run
 from specdec_core.ui.words import DRAFTERS_STRIP
 
 S = st.session_state
@@ -289,7 +289,7 @@ with st.expander(t("dr_read_title"), expanded=stored is not None):
 
 # ------------------------------------------------------------------ every source, two prompts
 st.divider()
-sources.section(pair, config, "dr")
+compare_run.section(pair, config, "dr")
 drafts_budget.show_lookup_note("dr")  # why prompt lookup ranks differently
 
 # ------------------------------------------------------------------ other drafters

@@ -24,7 +24,7 @@ from specdec_core.server import tasks as T
 from specdec_core.ui.context import page_context
 from specdec_core.ui.figures.speed import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui.i18n import t
-from specdec_core.ui.speed import sources
+from specdec_core.ui.speed import compare_run
 from specdec_core.ui.speed.measure import show_controls
 from specdec_core.ui.speed.queue import queue
 from specdec_core.ui.speed.sweeps import show_batch_sweep, show_gamma_sweep
@@ -181,7 +181,7 @@ else:
     st.info(t("sp_no_results"))
 
 # ------------------------------------------------------------------ every draft source
-sources.section(pair, config, "sp")
+compare_run.section(pair, config, "sp")
 
 # ------------------------------------------------------------------ ④ γ sweep
 st.header(t("sp_gamma_header"))

@@ -38,9 +38,11 @@ import ipaddress
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 
+from specdec_core.bench.bounded import Budget, Clock
 from specdec_core.core.errors import BusyError, SpecDecError
 from specdec_core.core.models import PRESETS
 from specdec_core.server.tasks import (
@@ -141,6 +143,8 @@ def _fields(job: Job) -> dict:
         "with_hf": job.with_hf,
         "config": job.config,
         "drafter": job.drafter,
+        "budget_s": job.budget_s,
+        "extra": job.extra,
     }
 
 
@@ -148,7 +152,8 @@ class JobQueue:
     """FIFO of jobs from every session, taken one at a time by a daemon thread that runs
     their tasks in ``worker`` (a process) or, where it cannot, in itself."""
 
-    def __init__(self, worker: Worker | None = None) -> None:
+    def __init__(self, worker: Worker | None = None, clock: Clock = time.monotonic) -> None:
+        self.clock = clock  # a job's budget_s is counted on it from its first task
         self._lock = threading.Condition()
         self._queue: deque[Job] = deque()
         self._running: Job | None = None
@@ -242,12 +247,22 @@ class JobQueue:
         return id(job) in self._cancelled or not self.alive(job.owner)
 
     def _run(self, job: Job) -> None:
+        """Run ``job``'s tasks in order; before each: stop if cancelled, and end early
+        (``job.partial``) once its ``budget_s`` does not allow another task
+        (:class:`~specdec_core.bench.bounded.Budget`; the first two tasks -- a warm-up and
+        one timed pass -- always run)."""
         remote = in_process(job)
+        budget = Budget(job.budget_s, self.clock)
+        budget.start()
+        job.started = budget.started
         try:
             for task in list(job.tasks):
                 if self._stopped(job):
                     job.state = "cancelled"
                     return
+                if job.done >= 2 and not budget.allows(job.done):
+                    job.partial = True
+                    break
                 if remote:
                     out, points = self.process.run(job.pair.name, _fields(job), task)
                     if self._stopped(job):  # cancelled while it ran: its result is dropped

@@ -19,15 +19,18 @@ from specdec_core.bench import (
     gamma_sweep_point,
     hf_generate,
     ignoring_eos,
+    lesson_speed,
     measure_forward_curve,
     measure_pair_runs,
     summarize,
 )
+from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
 from specdec_core.core.errors import InputError
 from specdec_core.core.inputs import SessionConfig, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.timeline import Timeline
 from specdec_core.drafters import DRAFTER_NAMES
+from specdec_core.server import long_tasks
 
 MAX_TOKENS = 256
 MAX_REPEATS = 7
@@ -54,7 +57,11 @@ class Measurement:
 
 @dataclass
 class Job:
-    """One measurement: ``kind`` is ``measure``, ``gamma`` or ``batch``."""
+    """One measurement: ``kind`` is ``measure``, ``gamma`` or ``batch`` (the speed page),
+    or ``lesson5`` / ``sources`` (``long_tasks``: made by :func:`lesson_job` /
+    :func:`sources_job`). ``budget_s``: wall seconds the queue gives its tasks (None:
+    unbounded); ``partial``: the budget stopped it before its last task; ``extra``: what a
+    ``sources`` job compares (``long_tasks.source_extra``)."""
 
     kind: str
     owner: str  # session id
@@ -73,7 +80,11 @@ class Job:
     error: BaseException | None = None
     out: dict = field(default_factory=dict)
     points: list = field(default_factory=list)  # GammaPoint / BatchPoint, as they finish
-    result: Measurement | None = None  # the "measure" summary
+    result: object = None  # Measurement, SpeedRun or SourceComparison when done
+    budget_s: float | None = None
+    partial: bool = False
+    extra: dict = field(default_factory=dict)
+    started: float | None = None  # the queue's clock when its first task started
 
     @property
     def finished(self) -> bool:
@@ -163,8 +174,45 @@ def make_job(
     return job
 
 
+def lesson_job(owner: str, pair: ModelPair) -> Job:
+    """Lessons chapter 5's measurement (:mod:`specdec_core.bench.lesson_speed`), bounded
+    by its ``BUDGET_S``."""
+    config = SessionConfig(gamma=lesson_speed.GAMMA, max_new_tokens=lesson_speed.TOKENS)
+    job = Job(
+        "lesson5", owner, pair, "", lesson_speed.TOKENS, lesson_speed.REPEATS, True, False, config
+    )
+    job.tasks, job.budget_s = long_tasks.lesson_tasks(job.repeats), lesson_speed.BUDGET_S
+    job.total = len(job.tasks)
+    return job
+
+
+def sources_job(
+    owner: str,
+    pair: ModelPair,
+    config: SessionConfig,
+    names: tuple[str, ...],
+    repeats: int,
+    budget_s: float | None = long_tasks.SOURCES_BUDGET_S,
+) -> Job:
+    """Every source in ``names`` on both prompts, greedy and T = 1
+    (:mod:`specdec_core.bench.source_compare`), bounded by ``budget_s``.
+
+    Raises:
+        ValueError: what the comparison's plan refuses (checked before anything runs).
+    """
+    extra = long_tasks.source_extra(names, SOURCE_PROMPTS, SOURCE_TEMPERATURES)
+    job = Job("sources", owner, pair, "", config.max_new_tokens, repeats, True, False, config)
+    job.extra, job.budget_s = extra, budget_s
+    job.tasks = long_tasks.source_tasks(pair, config, repeats, extra)
+    job.total = len(job.tasks)
+    return job
+
+
 def run_task(job: Job, task: tuple) -> None:
     """Run one task of ``job`` and store what it measured (engine calls only)."""
+    if job.kind in long_tasks.KINDS:
+        long_tasks.run(job, task)
+        return
     timed = ignoring_eos(job.pair) if job.ignore_eos else job.pair
     name, arg = task
     if name == "pair":  # target-only and speculative, interleaved
@@ -200,7 +248,10 @@ def run_task(job: Job, task: tuple) -> None:
 
 
 def finish(job: Job) -> None:
-    if job.kind == "measure":
+    """``job.result`` from what its tasks stored."""
+    if job.kind in long_tasks.KINDS:
+        long_tasks.finish(job)
+    elif job.kind == "measure":
         ar, sp = job.out["ar"], job.out[("sp", job.config.gamma)]
         curve = job.out.get("curve")
         lanes = (ar.timeline, sp.timeline)

@@ -119,10 +119,12 @@ def render(pair: ModelPair) -> None:
     chapter = CHAPTERS[n - 1]
     st.header(t(f"ls_ch{n}_title"))
     st.caption(t("ls_chapter_link", url=chapter_link(n)))
-    progress_bar(chapter.CHECKS)
+    head = st.empty()  # filled below with the footer: both from one count, after the chapter
     chapter.render(pair)
     st.divider()
     progress_bar(chapter.CHECKS)
+    with head:
+        progress_bar(chapter.CHECKS)
     cols = st.columns(2)
     if n > 1:
         cols[0].button(t("ls_prev"), key="ls_prev", on_click=_go, args=(n - 1,))

@@ -1,6 +1,6 @@
-"""Every draft source compared (issue 26.4): the controls that run
-:func:`specdec_core.bench.compare.compare_sources` and the table + chart that show it, on
-the drafters page and the speed page (each under its own session key ``{prefix}_sources``).
+"""Every draft source compared (issue 26.4): the table + chart that show a
+:class:`SourceComparison`, on the drafters page and the speed page (each under its own
+session key ``{prefix}_sources``; the run itself: ``ui/speed/compare_run.py``).
 
 Rendering only: every number is an attribute of a :class:`SourceComparison` (measured by
 the engine's fast path; predictions from ``rules/costmodel.py`` inside ``bench``)."""
@@ -10,17 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specdec_core.bench.compare import (
-    SOURCE_PROMPTS,
-    SOURCE_TEMPERATURES,
-    SourceComparison,
-    SourceRow,
-    compare_sources,
-)
-from specdec_core.core.inputs import SessionConfig
-from specdec_core.core.models import ModelPair
-from specdec_core.drafters import drafters_for
-from specdec_core.ui.errors import error_message
+from specdec_core.bench.compare import SourceComparison, SourceRow
 from specdec_core.ui.figures.drafters import sources_figure
 from specdec_core.ui.i18n import strings, t, tr
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
@@ -61,55 +51,6 @@ def temp_label(temperature: float, language: str | None = None) -> str:
 
 def result_key(prefix: str) -> str:
     return f"{prefix}_sources"
-
-
-def controls(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
-    """The run controls: new tokens, repeats and the button; a run's result goes to
-    ``st.session_state[result_key(prefix)] = (settings key, SourceComparison)``, a bad
-    setting to one translated message (the previous result kept)."""
-    S = st.session_state
-    names = drafters_for(pair)
-    st.caption(
-        t(
-            "src_sources_here",
-            n=len(names),
-            names=t("src_list_sep").join(source_label(n) for n in names),
-        )
-    )
-    c1, c2, c3 = st.columns([2, 2, 1.4])
-    tokens = c1.select_slider(
-        t("src_tokens"), TOKENS, value=16, key=f"{prefix}_src_tokens", help=t("src_tokens_help")
-    )
-    repeats = c2.select_slider(
-        t("src_repeats"), REPEATS, value=3, key=f"{prefix}_src_repeats", help=t("src_repeats_help")
-    )
-    c3.write("")
-    run = c3.button(t("src_run"), key=f"{prefix}_src_run", type="primary", width="stretch")
-    if not run:
-        return
-    bar = st.progress(0.0)
-
-    def _progress(done: int, total: int, what: str) -> None:
-        if what == "done":
-            bar.progress(1.0)
-            return
-        label = t("src_target") if what == "target" else source_label(what)
-        bar.progress(done / total, text=t("src_running", what=label, i=done + 1, n=total))
-
-    used = SessionConfig(
-        gamma=config.gamma,
-        top_k=config.top_k,
-        top_p=config.top_p,
-        seed=config.seed,
-        max_new_tokens=int(tokens),
-    )
-    try:
-        result = compare_sources(pair, used, names, repeats=int(repeats), progress=_progress)
-    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-        st.error(error_message(exc))
-    else:
-        S[result_key(prefix)] = ((pair.name, used, names), result)
-    bar.empty()
 
 
 def _row(r: SourceRow) -> dict[str, str]:
@@ -164,6 +105,15 @@ def show(comp: SourceComparison, prefix: str) -> None:
         + " "
         + how_label(comp.how)
     )
+    if comp.partial:
+        st.warning(
+            t(
+                "src_bg_partial",
+                budget=f"{comp.budget_s or 0:.0f}",
+                ran=comp.ran,
+                planned=comp.planned,
+            )
+        )
     if comp.verdict.busy:
         st.warning(busy_message(comp.verdict.reasons, "src_busy"))
     elif comp.how.repeats < 2:  # nothing to judge the load by
@@ -180,7 +130,7 @@ def show(comp: SourceComparison, prefix: str) -> None:
         horizontal=True,
         key=f"{prefix}_src_temp",
     )
-    prompts = [key for key, _ in comp.prompts]
+    prompts = [key for key, _ in comp.prompts if (key, temp) in comp.settings]  # partial: some
     for key in prompts:
         target = comp.target(key, temp)
         st.markdown(
@@ -188,6 +138,10 @@ def show(comp: SourceComparison, prefix: str) -> None:
             + t("src_target_line", ms=spread_text(target.ms_per_token, 1), step=target.step_ms)
         )
         table(comp.rows_for(key, temp), key=f"{prefix}_src_table_{key}")
+    if not comp.conclusive:  # no ranking from times that describe the load
+        st.info(t("src_bg_no_ranking"))
+        st.caption(t("src_forwards_note"))
+        return
     names = comp.sources
     labels = {k: t("src_fig_" + k) for k in ("measured", "predicted", "y", "breakeven")}
     groups = [t("src_prompt_" + k) if "src_prompt_" + k in strings() else k for k in prompts]
@@ -207,21 +161,3 @@ def show(comp: SourceComparison, prefix: str) -> None:
     st.plotly_chart(fig, width="stretch", key=f"{prefix}_src_fig")
     st.caption(t("src_forwards_note"))
     st.caption(t("src_predict_note"))
-
-
-def section(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
-    """The whole comparison: heading, intro, controls, and the last result (or a hint)."""
-    st.subheader(t("src_title"))
-    st.markdown(t("src_intro"))
-    with st.expander(t("src_prompts_title")):
-        for key, text in SOURCE_PROMPTS.items():
-            st.markdown(f"**{t('src_prompt_' + key)}**")
-            st.code(text, language=None)
-    controls(pair, config, prefix)
-    stored = st.session_state.get(result_key(prefix))
-    if stored is None:
-        temps = t("src_list_sep").join(temp_label(x) for x in SOURCE_TEMPERATURES)
-        st.info(t("src_no_results", temps=temps))
-        return
-    _, comp = stored
-    show(comp, prefix)
