@@ -10,6 +10,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from specdec_core.ui import warmup
 from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
@@ -19,6 +20,7 @@ from specdec_core.ui.step.links import FIRST_VISIT, PAGE, load_from_url, write_u
 
 HERE = Path(__file__).resolve().parent
 _started = time.perf_counter()
+warmup.start()  # once per process: the opening pair and its scenarios, in the background
 
 load_from_url()  # a lesson link: seeds the settings once per browser session
 live_room.on_load()  # ?room=CODE joins a live class (once); the teacher publishes on write

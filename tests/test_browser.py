@@ -5,7 +5,9 @@ save screenshots."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,36 @@ def test_deep_link_runs_inside_the_app(server, new_page):
     page.get_by_text("Decoding settings").wait_for(timeout=90_000)
     page.get_by_text("Acceptance-rule lab").first.wait_for(timeout=30_000)
     assert page.get_by_text("KeyError").count() == 0
+
+
+WARM_LINE = re.compile(r"specdec-warm pair=(\S+) threads=(\d+) load_s=\S+ scenarios=(\d+)")
+
+
+def test_the_server_warms_the_pair_and_the_scenarios_before_anyone_asks(
+    server, server_log, new_page
+):
+    """The server's first run starts the warm-up (``ui/warmup.py``): the opening pair is
+    loaded at the app's thread count (one on a ≤ 2-core machine) and its scenarios are
+    searched, and the Lesson panel lists them without "Find the scenarios" (no session
+    asked for them)."""
+    from specdec_core.server.pairs import torch_threads
+
+    page = new_page(1400, 1400)
+    page.goto(server)
+    page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
+    deadline = time.monotonic() + 120
+    while not (found := WARM_LINE.search(server_log.read_text())):
+        assert time.monotonic() < deadline, "no warm-up line in the server log"
+        time.sleep(0.5)
+    pair, threads, scenarios = found[1], int(found[2]), int(found[3])
+    assert pair == "embedded" and scenarios >= 5, found[0]
+    if torch_threads() is not None:  # the server's environment is this process's
+        assert threads == torch_threads(), found[0]
+    page.get_by_text("Lesson: scenarios").first.click()
+    page.get_by_text("Open this scenario").first.wait_for(timeout=30_000)
+    assert page.get_by_role("button", name="Find the scenarios on this pair").count() == 0
+    panel = page.locator('[data-testid="stExpander"]').filter(has_text="Open this scenario")
+    assert panel.locator('input[type="radio"]').count() == scenarios
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -252,6 +252,15 @@ def scenarios(pair: ModelPair) -> list[Found]:
         _scenario_lock.release()
 
 
+def search_scenarios(pair: ModelPair) -> list[Found]:
+    """:func:`scenarios` drawing nothing: the server's warm-up thread (``ui/warmup.py``)
+    searches them before a visitor asks (same lock and store, once per process and pair)."""
+    with _scenario_lock:
+        if pair.name not in _scenarios:
+            _scenarios[pair.name] = list(find_scenarios(pair))
+        return _scenarios[pair.name]
+
+
 def _search_with_progress(pair: ModelPair) -> list[Found]:
     """:func:`find_scenarios` (a generator: one scenario a step) drawn as a status box with
     the scenario being tried and a progress bar."""

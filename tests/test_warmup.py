@@ -1,0 +1,99 @@
+"""The server's start-up settings: torch's thread default on a small machine
+(``server/pairs.torch_threads``) and the background warm-up (``ui/warmup.py``). The warm-up
+in a real server is checked in the browser (``test_browser.py``); its timing is
+``benchmarks/startup.py``."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from specdec_core.server import pairs
+from specdec_core.ui import warmup
+
+
+@pytest.mark.parametrize(
+    ("env", "cores", "threads"),
+    [
+        (None, 2, 1),  # a small machine: one thread (two spin: 10.7 s vs 0.65 s search)
+        (None, 1, 1),
+        (None, 8, None),  # torch's default
+        ("3", 2, 3),  # the environment wins
+        ("1", 16, 1),
+        ("0", 2, 1),  # not a positive number: the default
+        ("two", 8, None),
+        (" 2 ", 2, 2),
+    ],
+)
+def test_torch_threads_default_and_override(monkeypatch, env, cores, threads):
+    if env is None:
+        monkeypatch.delenv(pairs.THREADS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(pairs.THREADS_ENV, env)
+    monkeypatch.setattr(pairs, "cores", lambda: cores)
+    assert pairs.torch_threads() == threads
+
+
+def test_no_warm_up_outside_a_server_or_when_switched_off(monkeypatch):
+    """A plain process and an ``AppTest`` (a mock runtime) start no thread: a background
+    search would race the tests' own; ``SPECDEC_WARM_UP=0`` switches it off in a server."""
+    from conftest import start_app
+
+    assert not warmup.in_server()
+    assert warmup.start() is False
+    start_app()  # app.py ran: warmup.start() was called under AppTest's mock runtime
+    assert warmup._thread is None
+    monkeypatch.setattr(warmup, "in_server", lambda: True)
+    monkeypatch.setenv(warmup.WARM_ENV, "0")
+    assert warmup.start() is False and warmup._thread is None
+
+
+def test_warm_up_loads_the_opening_pair_then_searches_and_logs(monkeypatch, capsys):
+    """``_warm`` loads the pair the sidebar opens on, then searches its scenarios, and logs
+    one line with the figures (what the browser test and the benchmark read)."""
+    calls = []
+    fake_pair = SimpleNamespace(name="embedded")
+
+    def get_pair(name):
+        calls.append(("load", name))
+        return fake_pair
+
+    def search(pair):
+        calls.append(("search", pair.name))
+        return [SimpleNamespace(state=object()), SimpleNamespace(state=None)]
+
+    monkeypatch.setattr(warmup, "get_pair", get_pair)
+    monkeypatch.setattr(warmup, "search_scenarios", search)
+    monkeypatch.setattr(warmup, "opening_pair", lambda: "embedded")
+    monkeypatch.setattr(warmup, "done", {})
+    warmup._warm()
+    assert calls == [("load", "embedded"), ("search", "embedded")]
+    line = capsys.readouterr().err.strip()
+    match = re.fullmatch(
+        r"specdec-warm pair=embedded threads=(\d+) load_s=[\d.]+ scenarios=1 search_s=[\d.]+",
+        line,
+    )
+    assert match, line
+    assert warmup.done["scenarios"] == 1.0
+
+
+def test_a_failed_warm_up_is_logged_and_leaves_nothing(monkeypatch, capsys, caplog):
+    def broken(name):
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(warmup, "get_pair", broken)
+    monkeypatch.setattr(warmup, "done", {})
+    warmup._warm()
+    assert warmup.done == {}
+    assert "specdec-warm" not in capsys.readouterr().err
+    assert "warm-up failed" in caplog.text
+
+
+def test_the_opening_pair_is_the_sidebars(monkeypatch):
+    monkeypatch.setattr(warmup, "default_pair_name", lambda: ("gpt2", "gpt2_cached"))
+    monkeypatch.setattr(warmup, "offered_pairs", lambda: ["embedded", "gpt2"])
+    assert warmup.opening_pair() == "gpt2"
+    monkeypatch.setattr(warmup, "offered_pairs", lambda: ["embedded"])  # capacity 1
+    assert warmup.opening_pair() == "embedded"
