@@ -470,3 +470,113 @@ def test_the_card_says_to_keep_the_teacher_link(embedded_pair, store, lang):
     assert ("Keep the teacher link" if lang == "en" else "请保存教师链接") in captions[
         captions.index(tr("live_keep_teacher_link", lang))
     ]
+
+
+# ---------------------------------------------------------------- hostile students, faults
+def _fail_store(monkeypatch, store, *names):
+    """Make the store's ``names`` raise what a backend fault becomes (``room_store``)."""
+    from specdec_core.server.rooms import RoomError
+
+    def down(*args, **kwargs):
+        raise RoomError("room_store")
+
+    for name in names:
+        monkeypatch.setattr(store, name, down)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_store_fault_is_one_translated_line_and_the_answer_is_kept(
+    embedded_pair, store, monkeypatch, lang
+):
+    teacher, seat = teacher_app()
+    q = _ask_accept(teacher, seat, store)
+    student = student_app(seat.code, lang)
+    key = f"live_answer_{q.qid}"
+    with monkeypatch.context() as m:
+        _fail_store(m, store, "version", "view", "answer", "join", "publish", "seats")
+        student.radio(key=key).set_value(1).run()  # sent while the store is down
+        assert not student.exception and not student.error
+        line = tr("err_room_prefix", lang) + (" " if lang == "en" else "")
+        line += tr("err_room_store", lang)
+        assert [w.value for w in student.warning] == [line]  # one line, translated
+        assert student.session_state["live_seat"].code == seat.code  # the seat is kept
+        captions = [c.value for c in student.caption]
+        assert tr("live_answer_pending", lang) in captions  # not "sent": not confirmed
+        assert store.view.__name__ == "down"
+        teacher.run()  # the teacher's screen says it too, no error box
+        assert not teacher.exception
+        assert any(tr("err_room_store", "en") in w.value for w in teacher.warning)
+    assert store.view(seat.code).counts == (0, 0)  # nothing was stored meanwhile
+    student.session_state["live_fault"] = (0.0, 1.0)  # the back-off has passed
+    student.run()  # the next poll sends the answer that waited
+    assert store.view(seat.code).counts == (0, 1)
+    assert not student.warning
+    assert tr("live_answer_sent", lang) in [c.value for c in student.caption]
+
+
+def test_the_teacher_removes_a_seat_and_the_student_is_told(embedded_pair, store):
+    teacher, seat = teacher_app()
+    q = _ask_accept(teacher, seat, store)
+    a, b = student_app(seat.code), student_app(seat.code)
+    a.radio(key=f"live_answer_{q.qid}").set_value(0).run()
+    teacher.run()
+    teacher.toggle(key="live_seats_on").set_value(True).run()
+    sid = a.session_state["live_seat"].student
+    assert tr("live_seat_row", "en").format(seat=sid[:6].upper(), s=0) + " ✓" in [
+        m.value for m in teacher.markdown
+    ]
+    click(teacher, f"live_remove_{sid}")
+    view = store.view(seat.code)
+    assert (view.students, view.counts) == (1, (0, 0))  # the seat and its answer are gone
+    assert not any(b.key == f"live_remove_{sid}" for b in teacher.button)
+    a.session_state["live_beat_at"] = 0.0  # its next heartbeat is due
+    a.run()
+    assert "live_seat" not in a.session_state
+    assert any(tr("err_room_removed", "en") in e.value for e in a.error)
+    again = open_app({"room": seat.code})  # a new browser session gets a new seat...
+    assert again.session_state["live_seat"].student != sid
+    assert b.session_state["live_seat"].student in {
+        s.student for s in store.seats(seat.code, seat.key)
+    }
+
+
+def test_tabs_of_one_browser_are_one_seat_one_vote_and_one_fast_follower(
+    embedded_pair, store, monkeypatch
+):
+    from specdec_core.server import room_limits
+
+    monkeypatch.setattr(room_limits, "QUIET_S", 1e6)  # AppTest runs are seconds apart
+    teacher, seat = teacher_app()
+    q = _ask_accept(teacher, seat, store)
+    key = f"live_answer_{q.qid}"
+    tabs = [in_browser(monkeypatch, b"one-browser-12345", student_app, seat.code) for _ in range(4)]
+    assert len({t.session_state["live_seat"].student for t in tabs}) == 1
+    for i, tab in enumerate(tabs):
+        tab.radio(key=key).set_value(i % 2).run()
+    view = store.view(seat.code)
+    assert (view.students, view.answered) == (1, 1)  # four tabs: one seat, one vote
+    assert view.counts == (0, 1)  # the last choice counts
+    for tab in tabs:
+        tab.run()
+    slow = [t for t in tabs if any(b.key == "live_this_tab" for b in t.button)]
+    assert len(slow) == 3  # one tab polls every second, the others every 10 s
+    click(slow[0], "live_this_tab")  # this tab follows fast now
+    assert not any(b.key == "live_this_tab" for b in slow[0].button)
+
+
+def test_code_guesses_from_one_address_are_slowed(embedded_pair, store, monkeypatch):
+    from specdec_core.server import room_limits
+    from specdec_core.ui.live import room
+
+    monkeypatch.setattr(room, "client", lambda: "addr:10.1.2.3")
+    frozen = room_limits.Buckets(clock=lambda: 0.0)  # AppTest runs are seconds apart
+    monkeypatch.setattr(room_limits, "BUCKETS", frozen)
+    monkeypatch.setattr(room, "BUCKETS", room_limits.BUCKETS)
+    for _ in range(10):
+        at = open_app({"room": "ZZZZZZ"})
+        assert tr("err_room_unknown", "en") in at.error[0].value
+    teacher, seat = teacher_app()  # the teacher's own address is another client
+    at = open_app({"room": seat.code})  # the 11th try, with the right code: wait
+    assert "live_seat" not in at.session_state
+    [box] = at.error
+    assert box.value.endswith("too many tries from this address: wait 5 s and try again.")

@@ -992,3 +992,51 @@ def test_an_old_sqlite_file_gains_the_new_columns(tmp_path):
     code, _ = store.create("addr:10.0.0.1")
     store.join(code, "a")
     assert store.view(code).students == 1
+
+
+# ---------------------------------------------------------------- rates per client
+def test_token_buckets_give_a_burst_then_the_rate():
+    from specdec_core.server.room_limits import Buckets, Rate
+
+    clock = Clock()
+    buckets = Buckets({"guess": Rate(3, 0.5)}, clock=clock)
+    assert [buckets.take("guess", "addr:a") for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert buckets.take("guess", "addr:a") == pytest.approx(2.0)  # refused: 2 s to a token
+    assert buckets.take("guess", "addr:b") == 0.0  # another address has its own
+    clock.advance(1.0)
+    assert buckets.wait("guess", "addr:a") == pytest.approx(1.0)  # wait() takes nothing
+    clock.advance(1.0)
+    assert buckets.take("guess", "addr:a") == 0.0
+    assert buckets.take("guess", "addr:a") > 0
+
+
+def test_one_fast_follower_per_seat_and_a_bound_per_address():
+    from specdec_core.server import room_limits
+
+    clock = Clock()
+    tabs = room_limits.Tabs(limit=2, clock=clock)
+    assert tabs.poll("seat1", "tab1", "addr:a")  # the first tab polls fast
+    assert not tabs.poll("seat1", "tab2", "addr:a")  # the same browser's second tab: slow
+    assert tabs.claim("seat1", "tab2", "addr:a") and not tabs.poll("seat1", "tab1", "addr:a")
+    assert tabs.poll("seat2", "t", "addr:a")
+    assert not tabs.poll("seat3", "t", "addr:a")  # the address holds 2 fast seats
+    assert tabs.poll("seat3", "t", "addr:b")
+    clock.advance(room_limits.QUIET_S + 1)  # tab2 closed: another tab takes over
+    assert tabs.poll("seat1", "tab1", "addr:a") and tabs.poll("seat3", "t", "addr:a")
+
+
+def test_the_browser_secret_is_the_xsrf_token_whatever_its_mask():
+    from specdec_core.ui.live.identity import seat_id, xsrf_token
+
+    token = bytes(range(32))
+    cookies = []
+    for mask in (b"\x01\x02\x03\x04", b"\xff\x00\xaa\x55"):
+        masked = bytes(b ^ mask[i % 4] for i, b in enumerate(token))
+        cookies.append(f"2|{mask.hex()}|{masked.hex()}|1700000000")
+    assert cookies[0] != cookies[1]
+    assert xsrf_token(cookies[0]) == xsrf_token(cookies[1]) == token.hex()
+    for bad in ("", "1|00|00|0", "2|zz|00|0", "2|01020304|0102|0", "2|0102|" + "00" * 16 + "|0"):
+        assert xsrf_token(bad) is None
+    a, b = seat_id("ABCDEF", "xsrf:" + token.hex()), seat_id("ABCDEG", "xsrf:" + token.hex())
+    assert re.fullmatch(r"[0-9a-f]{16}", a) and a != b  # another room, another seat id
+    assert token.hex()[:16] not in a

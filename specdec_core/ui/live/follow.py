@@ -46,7 +46,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
 from specdec_core.ui.live import room
 from specdec_core.ui.live.answer import question_box, send_pending
-from specdec_core.ui.live.identity import client, session_id
+from specdec_core.ui.live.identity import client, tab_id
 from specdec_core.ui.step import links
 
 FOLLOW = "live_follow_on"  # the student follows the teacher (else explores)
@@ -242,13 +242,13 @@ def bar(page: str, pages: dict) -> None:
 def _fast() -> bool:
     """Whether this tab is its seat's fast follower (:class:`room_limits.Tabs`)."""
     s = room.seat()
-    return s is not None and TABS.poll(s.student, session_id(), client())
+    return s is not None and TABS.poll(s.student, tab_id(), client())
 
 
 def _this_tab() -> None:
     s = room.seat()
     if s is not None:
-        TABS.claim(s.student, session_id(), client())
+        TABS.claim(s.student, tab_id(), client())
 
 
 @st.fragment(run_every=POLL_S)

@@ -25,6 +25,7 @@ from specdec_core.server.jobs import client_key
 XSRF_COOKIE = "_streamlit_xsrf"
 ROUTE_COOKIE = "specdec_route"
 SECRET = "live_secret"  # this session's own secret when the browser sends no cookie
+TAB = "live_tab"  # this tab's (session's) random id
 _ROUTE = re.compile(r"[0-9a-f]{16,64}")
 
 
@@ -69,18 +70,20 @@ def seat_id(code: str, secret: str) -> str:
     return hashlib.sha256(f"{code}|{secret}".encode()).hexdigest()[:16]
 
 
-def session_id() -> str:
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else "none"
+def tab_id() -> str:
+    """This tab's id: a random one kept in its session (one browser tab, one session)."""
+    return st.session_state.setdefault(TAB, secrets.token_hex(8))
 
 
 def client() -> str:
     """This session's client (its address, or the proxy's ``X-Real-IP`` from a trusted
-    proxy: :func:`specdec_core.server.jobs.client_key`)."""
+    proxy: :func:`specdec_core.server.jobs.client_key`); a session with no browser
+    connection (a test) is a client of its own."""
+    own = f"session:{tab_id()}"
     try:
-        headers = dict(st.context.headers or {})
-        return client_key(st.context.ip_address, headers, session_id())
-    except Exception:  # noqa: BLE001 - no browser connection: the session is its own client
-        return f"session:{session_id()}"
+        peer, headers = st.context.ip_address, dict(st.context.headers or {})
+    except Exception:  # noqa: BLE001 - no browser connection
+        return own
+    if peer is not None and not isinstance(peer, str):  # AppTest's stand-in
+        return own
+    return client_key(peer, headers, tab_id())
