@@ -237,3 +237,38 @@ def test_a_parse_error_keeps_the_library_reason(tok, fresh):
         compile_grammar(tok, V, GrammarSpec("regex", "a("))
     assert caught.value.code == "grammar_bad"
     assert caught.value.params["reason"].startswith("Regex parsing error")
+
+
+def test_a_compile_stops_when_every_tab_that_asked_has_closed(tok, fresh):
+    """Two tabs wait on one bomb: closing one changes nothing, closing both kills the
+    compile at once (long before its bound) and the grammar is not marked slow."""
+    _children_ready(tok, 1)
+    fresh.setattr(G, "MAX_OPTIONAL", 10_000)
+    fresh.setattr(G, "GRAMMAR_COMPILE_S", 30.0)
+    tabs_open = {"tab1": True, "tab2": True}
+    local = threading.local()
+    fresh.setattr(G, "ALIVE_OF", lambda: lambda name=local.name: tabs_open[name])
+    ended: dict[str, float] = {}
+
+    def tab(name: str) -> None:
+        local.name = name
+        with pytest.raises(ConfigError):
+            compile_grammar(tok, V, GrammarSpec("regex", BOMB))
+        ended[name] = time.perf_counter()
+
+    threads = [threading.Thread(target=tab, args=(n,)) for n in tabs_open]
+    for t in threads:
+        t.start()
+    time.sleep(0.6)
+    pids = G.running_pids()
+    tabs_open["tab1"] = False
+    time.sleep(0.6)
+    assert ended == {} and G.running_pids() == pids  # one tab still waits
+    closed = time.perf_counter()
+    tabs_open["tab2"] = False
+    for t in threads:
+        t.join(10)
+    assert sorted(ended) == ["tab1", "tab2"] and max(ended.values()) - closed < 1.0
+    assert G.running_pids() == [] and G._REFUSED == {}
+    with pytest.raises(ProcessLookupError):
+        os.kill(pids[0], 0)

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -33,6 +34,10 @@ _ENTRY = "from specdec_core.core.grammar_child import main; main()"
 
 class ChildTimeout(Exception):
     """The compile overran its bound; the child was killed."""
+
+
+class ChildStopped(Exception):
+    """Nobody waited for the compile any more (every tab that asked closed); killed."""
 
 
 class ChildGone(Exception):
@@ -112,8 +117,9 @@ class Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _wait(self, deadline: float) -> object:
-        """The child's next message, or raise when ``deadline`` (monotonic) passes."""
+    def _wait(self, deadline: float, stop: Callable[[], bool] | None = None) -> object:
+        """The child's next message, or raise when ``deadline`` (monotonic) passes or
+        ``stop()`` says nobody waits any more (asked every 0.1 s; the child is killed)."""
         while True:
             left = deadline - time.monotonic()
             try:
@@ -128,8 +134,19 @@ class Child:
             if left <= 0:
                 self.kill()
                 raise ChildTimeout
+            if stop is not None and stop():
+                self.kill()
+                raise ChildStopped
 
-    def compile(self, key: str, info_json: str, kind: str, source: str, bound_s: float) -> tuple:
+    def compile(
+        self,
+        key: str,
+        info_json: str,
+        kind: str,
+        source: str,
+        bound_s: float,
+        stop: Callable[[], bool] | None = None,
+    ) -> tuple:
         """Compile in the child within ``bound_s`` seconds of sending it (a child not ready
         yet is first given up to :data:`START_S` from its launch: start-up is not the
         grammar's cost; a server starts one early, :func:`grammar_compile.prestart`).
@@ -139,6 +156,7 @@ class Child:
 
         Raises:
             ChildTimeout: the compile overran; the child is killed (no CPU spent after).
+            ChildStopped: ``stop()`` became true during the compile; the child is killed.
             ChildGone: the child died, or did not start within :data:`START_S`.
         """
         if not self.ready:
@@ -152,7 +170,7 @@ class Child:
             self.kill()
             raise ChildGone("the compile process stopped") from None
         self.keys.add(key)
-        reply = self._wait(time.monotonic() + bound_s)
+        reply = self._wait(time.monotonic() + bound_s, stop)
         if not (isinstance(reply, tuple) and len(reply) == 2):
             self.kill()
             raise ChildGone("the compile process sent nonsense")

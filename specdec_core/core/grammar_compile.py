@@ -21,7 +21,8 @@ at 40, 1.8 at 80, 8.5 at 160 on the embedded pair's 4,096 tokens, ≈ 10× that 
 4. **Per-process cap**: :data:`MAX_COMPILES` compiles at once (``grammar_busy`` for the
    next after waiting its bound).
 5. **The bound itself**: the compile runs in a child process killed when
-   :data:`GRAMMAR_COMPILE_S` ends (``grammar_child``), so nothing runs on after it.
+   :data:`GRAMMAR_COMPILE_S` ends (``grammar_slow``), or as soon as every tab that asked
+   for it has closed (:data:`ALIVE_OF`), so nothing runs on after it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.grammar_child import Child, ChildGone, ChildTimeout
+from specdec_core.core.grammar_child import Child, ChildGone, ChildStopped, ChildTimeout
 
 GRAMMAR_COMPILE_S = 5.0  # longest a compile may run, seconds
 
@@ -58,6 +59,10 @@ CACHE_ENTRIES = 32  # compiled grammars kept per process (≤ a few MB each)
 #: Who is compiling: the UI sets a function that names the running session's client
 #: (``addr:<ip>``); ``None`` (or a function returning ``None``) means no per-client budget.
 CLIENT_OF: Callable[[], str | None] | None = None
+#: Whether the running session still has a tab: the UI sets a function that returns, for
+#: the calling thread, a check "is this session still connected?" (or ``None``). A compile
+#: all of whose waiters' tabs closed is stopped at once.
+ALIVE_OF: Callable[[], Callable[[], bool] | None] | None = None
 
 
 def optional_atoms(regex: str) -> int:
@@ -111,9 +116,19 @@ def schema_optional_atoms(source: str) -> int:
 
 @dataclass
 class _Flight:
+    """One compile in progress and whoever waits for it (``alive``: one liveness check per
+    waiter, ``None`` for a waiter that cannot tell, who then waits to the end)."""
+
     done: threading.Event = field(default_factory=threading.Event)
     compiled: object | None = None
     error: ConfigError | None = None
+    alive: list[Callable[[], bool] | None] = field(default_factory=list)
+
+    def abandoned(self) -> bool:
+        """Every waiter's tab is gone: the compile has no one to serve."""
+        with _LOCK:
+            checks = list(self.alive)
+        return bool(checks) and all(c is not None and not c() for c in checks)
 
 
 _LOCK = threading.Lock()
@@ -186,6 +201,7 @@ def compile_bounded(tokenizer: object, vocab_size: int, kind: str, source: str) 
     tok_key = _tokenizer_key(tokenizer, vocab_size)
     key = (tok_key, kind, source)
     client = CLIENT_OF() if CLIENT_OF is not None else None
+    alive = ALIVE_OF() if ALIVE_OF is not None else None
     now = time.monotonic()
     with _LOCK:
         if key in _CACHE:
@@ -201,11 +217,12 @@ def compile_bounded(tokenizer: object, vocab_size: int, kind: str, source: str) 
                 _client_check(client, now)
                 _BUSY_CLIENTS.add(client)
             flight = _FLIGHTS[key] = _Flight()
+        flight.alive.append(alive)
     if not owner:  # the same grammar is compiling: share its result
         flight.done.wait()
     else:
         try:
-            flight.compiled = _run(key, tokenizer_json=_INFOS[tok_key][2])
+            flight.compiled = _run(key, _INFOS[tok_key][2], flight.abandoned)
         except ConfigError as exc:
             flight.error = exc
         finally:
@@ -221,8 +238,9 @@ def compile_bounded(tokenizer: object, vocab_size: int, kind: str, source: str) 
     return flight.compiled
 
 
-def _run(key: tuple, tokenizer_json: str) -> object:
-    """Compile ``key`` in a child under the process cap; cache the outcome."""
+def _run(key: tuple, tokenizer_json: str, abandoned: Callable[[], bool]) -> object:
+    """Compile ``key`` in a child under the process cap (stopped when ``abandoned()``);
+    cache the outcome."""
     import xgrammar as xgr
 
     tok_key, kind, source = key
@@ -239,7 +257,7 @@ def _run(key: tuple, tokenizer_json: str) -> object:
         _RUNNING[child.pid] = child
         try:
             status, payload = child.compile(
-                tok_key, tokenizer_json, kind, source, GRAMMAR_COMPILE_S
+                tok_key, tokenizer_json, kind, source, GRAMMAR_COMPILE_S, abandoned
             )
         except ChildTimeout:
             error = ConfigError(
@@ -249,6 +267,10 @@ def _run(key: tuple, tokenizer_json: str) -> object:
             )
             _remember(key, error)
             raise error from None
+        except ChildStopped:  # no tab waits: not remembered (it may not be slow)
+            raise ConfigError(
+                "every tab that asked for the grammar closed", "grammar_busy"
+            ) from None
         except ChildGone as exc:
             raise ConfigError(str(exc), "grammar_child") from None
         finally:
