@@ -1,7 +1,7 @@
 """``deploy/compose.yaml`` (written, not run here: no Docker on the build machines), read
 as YAML: the live class's rooms go to one Redis that every app replica reaches, with a
-health check the replicas wait for and no persistence; nginx still waits for warm
-replicas. Skipped without PyYAML (not a dependency of the app)."""
+health check the replicas wait for and persistence (AOF, fsync always, a volume); nginx
+still waits for warm replicas. Skipped without PyYAML (not a dependency of the app)."""
 
 from __future__ import annotations
 
@@ -24,13 +24,17 @@ def _apps(services: dict) -> dict:
     return {n: s for n, s in services.items() if s.get("build", {}).get("dockerfile")}
 
 
-def test_redis_is_a_healthy_service_without_persistence(services):
+def test_redis_is_a_healthy_service_that_keeps_its_rooms(services):
     redis = services["redis"]
     image, tag = redis["image"].split(":")
     assert image == "redis" and tag.endswith("bookworm")  # the official image, Debian-based
     cmd = redis["command"]
     assert cmd[0] == "redis-server"
-    assert cmd[cmd.index("--save") + 1] == "" and cmd[cmd.index("--appendonly") + 1] == "no"
+    assert cmd[cmd.index("--appendonly") + 1] == "yes"  # a restart keeps every room
+    assert cmd[cmd.index("--appendfsync") + 1] == "always"  # and every confirmed answer
+    assert cmd[cmd.index("--maxmemory-policy") + 1] == "noeviction"  # never drops a room
+    assert redis["volumes"] == ["redis-data:/data"]
+    assert "redis-data" in yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["volumes"]
     assert redis["healthcheck"]["test"] == ["CMD", "redis-cli", "ping"]
     assert "ports" not in redis  # reachable on the compose network only
 

@@ -1040,3 +1040,53 @@ def test_the_browser_secret_is_the_xsrf_token_whatever_its_mask():
     a, b = seat_id("ABCDEF", "xsrf:" + token.hex()), seat_id("ABCDEG", "xsrf:" + token.hex())
     assert re.fullmatch(r"[0-9a-f]{16}", a) and a != b  # another room, another seat id
     assert token.hex()[:16] not in a
+
+
+def test_redis_as_compose_runs_it_keeps_confirmed_answers_across_a_kill(tmp_path):
+    """Redis with the compose file's own persistence flags, killed (SIGKILL) and started
+    again on its folder: every room, seat and answer the store confirmed is still there."""
+    yaml = pytest.importorskip("yaml")
+    if not os.path.exists(REDIS_SERVER):
+        pytest.skip("redis-server is not installed")
+    import redis
+
+    from specdec_core.server.rooms_redis import RedisStore
+
+    compose = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text(encoding="utf-8"))
+    flags = compose["services"]["redis"]["command"][1:]
+    port = _free_port()
+
+    def start() -> subprocess.Popen:
+        args = [REDIS_SERVER, *flags, "--bind", "127.0.0.1", "--port", str(port)]
+        proc = subprocess.Popen(
+            [*args, "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        client = redis.Redis(port=port, socket_timeout=1)
+        for _ in range(200):
+            try:
+                client.ping()
+                return proc
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        proc.kill()
+        pytest.fail("redis-server did not start")
+
+    proc = start()
+    try:
+        store = RedisStore(f"redis://127.0.0.1:{port}/0")
+        code, key = store.create()
+        store.ask(code, key, _question("q1", 2))
+        for i in range(30):
+            store.join(code, f"s{i}")
+            store.answer(code, f"s{i}", "q1", i % 2)
+        proc.kill()  # SIGKILL right after the last confirmed answer
+        proc.wait(timeout=10)
+        with pytest.raises(RoomError) as exc:
+            store.view(code)  # while it is down: the store's one message
+        assert _code(exc) == "room_store"
+        proc = start()
+        view = store.view(code)
+        assert (view.students, view.counts) == (30, (15, 15))
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
