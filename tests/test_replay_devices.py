@@ -311,3 +311,33 @@ def test_the_checks_flag_a_near_tie_and_only_there():
     raw = torch.tensor([[0.4, 0.39999, 0.2, 0.00001], [0.25] * 4])  # greedy: T = 1 rows
     assert _checks((), 0.0, raw)[0].near_tie
     assert not _checks((), 0.0, torch.tensor([[0.5, 0.3, 0.1, 0.1], [0.25] * 4]))[0].near_tie
+
+
+CHECKS_TABLE = """
+import streamlit as st
+from specdec_core.core.trace import PositionCheck, TokenInfo
+from specdec_core.ui.step.view import checks_table
+tok = TokenInfo(41, "t", "t")
+checks = tuple(
+    PositionCheck(i, tok, 0.3, 0.6, 0.5, u, s, tok, False, 0.5, None, tie)
+    for i, u, s, tie in [(1, 0.2, "accepted", False), (2, 0.50002, "rejected", True)]
+)
+checks_table(checks, greedy=False)
+"""
+
+
+@pytest.mark.parametrize(
+    ("lang", "note"), [("en", "Near-tie at position 2"), ("zh", "位置 2 是近似平局")]
+)
+def test_the_checks_table_says_where_a_check_is_a_near_tie(lang, note):
+    from conftest import html_tables
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_string(CHECKS_TABLE)
+    at.session_state["lang"] = lang
+    at.run()
+    assert not at.exception, at.exception
+    [table] = html_tables(at, "checks-table")
+    verdicts = table.iloc[:, -1].tolist()
+    assert [v.endswith(" ≈") for v in verdicts] == [False, True]
+    assert [c.value for c in at.caption if note in c.value] != []

@@ -285,6 +285,9 @@ def _outcome(session: TreeSession, tree: TreeView, last) -> None:
                 n=len(record.appended),
             )
         )
+    ties = [code_span(visible_token(n.token)) for n in tree.nodes if n.near_tie]
+    if ties:
+        st.caption(t("near_tie_node_note", tokens=", ".join(ties)))
     if last is not None:
         st.caption(
             t(

@@ -107,7 +107,8 @@ def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, 
         rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
         rows["a = min(1, p/q)"] = [mark(c, fmt_sig(c.accept_prob)) for c in checks]
         rows["u"] = [fmt_sig(shown_u(c)) for c in checks]  # "—": never checked
-    rows[t("col_verdict")] = [say(CHECK_STATUS, c.status) for c in checks]
+    tie = " ≈"  # a near-tie: another device could decide this check the other way
+    rows[t("col_verdict")] = [say(CHECK_STATUS, c.status) + tie * c.near_tie for c in checks]
     return rows
 
 
@@ -117,6 +118,9 @@ def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
     st.html(html_table(check_columns(checks, greedy), name="checks-table"))
     if any(c.status in UNCHECKED for c in checks):
         st.caption(t("unchecked_mark"))
+    ties = [str(c.position) for c in checks if c.near_tie]
+    if ties:
+        st.caption(t("near_tie_note", pos=", ".join(ties)))
 
 
 def no_drafts_reason(
