@@ -25,6 +25,7 @@ from specdec_core.ui.context import page_context
 from specdec_core.ui.figures.speed import speed_cost_figure, speed_gamma_curve_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed import compare_run
+from specdec_core.ui.speed.device import show_device_regime
 from specdec_core.ui.speed.measure import show_controls
 from specdec_core.ui.speed.queue import queue
 from specdec_core.ui.speed.sweeps import show_batch_sweep, show_gamma_sweep
@@ -166,6 +167,9 @@ with st.expander(t("sp_cases_header")):
         width="stretch",
     )
 
+
+# ------------------------------------------------------------------ the device's regime
+show_device_regime(pair.device)
 
 # ------------------------------------------------------------------ ③ measured: controls
 show_controls(pair, config)

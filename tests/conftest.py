@@ -254,6 +254,10 @@ SLOW = {
     "test_classroom_server.py": "a real server driven over websockets (80 s)",
     "test_hostile_server.py": "a real server under a storm of full reruns (40 s)",
     "test_page_speed.py::test_tiny_measurement_is_consistent": "a full measurement (40 s)",
+    "test_check.py::test_quick_check_runs_without_streamlit_and_every_case_passes": (
+        "the device check --quick in a subprocess: 14 greedy cases, replays, 200 sampled runs, "
+        "6 benches (60 s idle, 216 s at load 12)"
+    ),
     "test_compare.py::test_compare_sources_every_source_real_values": (
         "every source × 2 prompts × greedy / T = 1, twice, then each run again (≈ 60 s idle)"
     ),

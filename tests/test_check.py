@@ -132,3 +132,25 @@ def test_the_chi_square_rejects_a_distribution_that_is_not_the_targets(embedded_
     top, fifth = int(order[-1]), int(order[-5])
     skewed[top], skewed[fifth] = real[fifth], real[top]
     assert fit(counts, skewed)[1].p_value < 1e-6
+
+
+def test_a_grammar_that_cannot_compile_here_skips_and_a_crash_fails(tiny_pair, monkeypatch):
+    from specdec_core.core.errors import ConfigError
+
+    calls = []
+
+    def busy(*args):
+        calls.append(1)
+        raise ConfigError("the server is compiling other grammars: try again", "grammar_busy")
+
+    monkeypatch.setattr(check_cases, "_greedy_case", busy)
+    monkeypatch.setattr(check_cases.time, "sleep", lambda s: None)
+    case = run_greedy_case(tiny_pair, GreedyCase("regex grammar"), ("ab",), 4, 2)
+    assert case.ok is None and "did not compile here" in case.detail and len(calls) == 2
+
+    def crash(*args):
+        raise RuntimeError("CUDA error: an illegal memory access")
+
+    monkeypatch.setattr(check_cases, "_greedy_case", crash)
+    case = run_greedy_case(tiny_pair, GreedyCase("chain model"), ("ab",), 4, 2)
+    assert case.ok is False and case.detail == "RuntimeError: CUDA error: an illegal memory access"

@@ -200,3 +200,37 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     zh_warnings = " ".join(w.value for w in at.warning)
     assert "这台机器现在太忙，无法测量这一项" in zh_warnings
     assert "下方的轮次时间线仍会绘制" in zh_warnings
+
+
+def _regime_app(device: str, lang: str) -> AppTest:
+    def app(device: str, lang: str) -> None:
+        import streamlit as st
+
+        from specdec_core.ui.speed.device import show_device_regime
+
+        st.session_state["lang"] = lang
+        show_device_regime(device)
+
+    at = AppTest.from_function(app, args=(device, lang), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_on_cuda_the_page_tells_the_gpu_story_with_the_reference_figures(lang):
+    from specdec_core.rules.costmodel import REFERENCE_DEVICES
+
+    (ref,) = REFERENCE_DEVICES
+    gpu = _regime_app("cuda", lang)
+    text = " ".join(m.value for m in gpu.markdown)
+    assert "t(k)/t(1) = 1.15–1.24" in text and "c = 0.70" in text  # from the reference row
+    assert "0.43×" in text and "1.89×" in text
+    assert ("per-forward overhead" in text) == (lang == "en")
+    assert ("每次前向的固定开销" in text) == (lang == "zh")
+    [table] = gpu.dataframe
+    assert list(table.value.iloc[:, 1]) == [f"{x:.2f}×" for _, x in ref.speedup]
+    assert len(gpu.expander) == 0 and len(gpu.subheader) == 1  # shown, not folded
+    cpu = _regime_app("cpu", lang)
+    assert len(cpu.expander) == 1 and len(cpu.subheader) == 0  # folded on a CPU
+    assert "c = 0.70" in " ".join(m.value for m in cpu.markdown)

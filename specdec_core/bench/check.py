@@ -17,8 +17,8 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 import transformers
@@ -28,6 +28,8 @@ from specdec_core.bench.check_speed import SampledCheck, SpeedTable, sampled_che
 from specdec_core.core.models import ModelPair, load_pair
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.rules.costmodel import REFERENCE_DEVICES
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class CheckReport:
     sampled: SampledCheck | None
     speed: SpeedTable | None
     seconds: float
+    errors: dict[str, str] = field(default_factory=dict)  # a measured section that broke
 
     @property
     def failed(self) -> tuple[CaseResult, ...]:
@@ -90,6 +93,7 @@ class CheckReport:
             "sampled": to_jsonable(self.sampled) if self.sampled else None,
             "speed": to_jsonable(self.speed) if self.speed else None,
             "reference": [to_jsonable(r) for r in REFERENCE_DEVICES],
+            "errors": self.errors,
             "seconds": round(self.seconds, 1),
         }
 
@@ -129,13 +133,20 @@ def run_check(
     progress(f"device: {loaded.device_label()}, torch {torch.__version__}, {threads} thread(s)")
     cases = all_cases(loaded, plan.prompts, plan.max_new_tokens, plan.gamma, progress)
     progress(f"sampled chi-square: {plan.chi_n} seeded runs at T = 1")
-    sampled = sampled_check(loaded, plan.chi_n, plan.gamma)
+    errors: dict[str, str] = {}
+    sampled = _guarded("sampled", errors, lambda: sampled_check(loaded, plan.chi_n, plan.gamma))
     table = None
     if speed:
         progress(
             f"speed table: {plan.speed_tokens} tokens, {plan.speed_repeats} interleaved repeats"
         )
-        table = speed_table(loaded, plan.speed_tokens, plan.speed_repeats, plan.gamma, progress)
+        table = _guarded(
+            "speed",
+            errors,
+            lambda: speed_table(
+                loaded, plan.speed_tokens, plan.speed_repeats, plan.gamma, progress
+            ),
+        )
     return CheckReport(
         device=loaded.device_label(),
         device_type="cuda" if loaded.device.startswith("cuda") else "cpu",
@@ -147,7 +158,18 @@ def run_check(
         sampled=sampled,
         speed=table,
         seconds=time.perf_counter() - started,
+        errors=errors,
     )
+
+
+def _guarded(section: str, errors: dict[str, str], run: Callable[[], T]) -> T | None:
+    """``run()``, or ``None`` with ``errors[section]`` set when it raises (a measured
+    section that breaks on this device is reported, not a crash of the whole check)."""
+    try:
+        return run()
+    except Exception as exc:  # noqa: BLE001 - reported in the JSON and on screen
+        errors[section] = f"{type(exc).__name__}: {exc}"
+        return None
 
 
 def _mark(ok: bool | None) -> str:
@@ -203,6 +225,7 @@ def screen(report: CheckReport) -> str:
             f"{ref.target_tokens_per_s:.0f} tok/s, t(k)/t(1) {ref.verify_ratio[0]:.2f}-"
             f"{ref.verify_ratio[1]:.2f}, c = {ref.c:.2f}; {ups}",
         ]
+    lines += [f"{section} did not run: {why}" for section, why in report.errors.items()]
     verdict = (
         "all equality cases hold" if report.ok else f"{len(report.failed)} equality case(s) FAIL"
     )
