@@ -11,7 +11,8 @@ server and all its child processes (``/proc``) every 0.5 s for ``--watch-s`` sec
 ``--max-optional`` sets ``SPECDEC_GRAMMAR_MAX_OPTIONAL`` (lift the cost bound so the bomb
 reaches the compiler and the kill at the bound is what is timed).
 
-Prints one JSON object: CPU-s per second after the close, ``idle_after_s`` (the first
+Prints one JSON object: CPU-s of the server tree while the tabs were open (the compile
+and the pages), CPU-s per second after the close, ``idle_after_s`` (the first
 moment from which every later 1 s window used < 0.05 CPU-s; ``null`` if never), and with
 ``--compile-table`` the in-process xgrammar compile time of ``(.?)`` × N on the embedded
 tokenizer (CPU-s, each in a child capped at 30 CPU-s). Figures are printed, never asserted;
@@ -133,6 +134,7 @@ def main() -> None:
             warm.wait_for_selector("[data-testid='stSidebar']", timeout=120_000)
             warm.context.close()
             time.sleep(2.0)
+            opened = tree_cpu_s(server.pid)
             contexts = [browser.new_context() for _ in range(args.tabs)]
             for ctx in contexts:
                 ctx.new_page().goto(url, wait_until="domcontentloaded")
@@ -141,6 +143,7 @@ def main() -> None:
                 ctx.close()
             browser.close()
         closed, series = tree_cpu_s(server.pid), [(0.0, 0.0)]
+        result["cpu_s_while_open"] = round(closed - opened, 2)
         start = time.monotonic()
         while time.monotonic() - start < args.watch_s:
             time.sleep(0.5)
