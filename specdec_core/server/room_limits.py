@@ -13,7 +13,7 @@ client (``addr:<ip>``, :func:`specdec_core.server.jobs.client_key`) or a seat id
   waits is sent when its token arrives: the last choice wins, nothing is refused).
 
 :class:`Tabs` makes one tab per browser seat *the* follower that polls every second (the
-first to poll, the one where "Follow in this tab" was clicked, or any tab when that one
+newest to join, the one where "Follow in this tab" was clicked, or any tab when that one
 went quiet); the seat's other tabs poll every 10 s, and an
 address holds at most ``SPECDEC_FOLLOWERS_PER_ADDR`` (default 100) fast followers, so 40
 tabs of one browser cost what two do. Kept per process: behind nginx a browser's tabs reach
@@ -104,7 +104,7 @@ def followers_per_addr() -> int:
 class Tabs:
     """Which tab of a seat polls fast. :meth:`poll` is called on every poll of a tab with
     its seat, its session id and its client; it answers whether this tab is the seat's fast
-    follower: the first tab to poll, or the last to :meth:`claim` it; when that one has not polled
+    follower: the last to :meth:`claim` it (or the first to poll); when that one has not polled
     for :data:`QUIET_S` (closed), the next tab that polls takes over. An address holds at
     most ``limit`` fast seats (default :func:`followers_per_addr`)."""
 

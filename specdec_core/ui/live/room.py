@@ -33,10 +33,10 @@ from typing import Literal
 import streamlit as st
 
 from specdec_core.server.jobs import is_teacher as teacher_address
-from specdec_core.server.room_limits import BUCKETS, wait_s
+from specdec_core.server.room_limits import BUCKETS, TABS, wait_s
 from specdec_core.server.room_store import make_store
 from specdec_core.server.rooms import RoomError, RoomStore, RoomView
-from specdec_core.ui.live.identity import browser_secret, client, seat_id
+from specdec_core.ui.live.identity import browser_secret, client, seat_id, tab_id
 from specdec_core.ui.step.links import AFTER_WRITE, ALWAYS_PARAMS
 
 SEAT = "live_seat"
@@ -238,6 +238,7 @@ def _join(code: str) -> Seat:
             raise
         fault(exc)
         seat = replace(seat, joined=False)
+    TABS.claim(sid, tab_id(), who)  # the newest tab of the browser follows fast (F5 too)
     st.session_state[SEAT] = seat
     st.session_state[URL_PARAMS] = {"room": code}
     if "sid" in st.query_params:
