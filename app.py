@@ -134,5 +134,6 @@ with app_context():
         live_follow.bar(st.session_state[PAGE], {p.url_path or "step_through": p for p in pages})
     nav.run()
 write_url()  # the state on screen, so a reload or a copied URL keeps it
+warmup.first_run_done()  # the warm-up's scenario search may start now
 if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
     print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)

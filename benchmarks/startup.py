@@ -6,10 +6,12 @@ server answers its health check, like a teacher who opens the URL at once). Also
 server's warm-up (``ui/loader.warm_up``) logged the scenario search done. Prints one line
 per run, then the median with the min–max spread and the load average before each run.
 
-    python benchmarks/startup.py [--runs 3] [--threads N]
+    python benchmarks/startup.py [--runs 3] [--threads N] [--compare DIR]
 
 ``--threads`` sets ``SPECDEC_TORCH_THREADS`` for the server (default: unset, so the app's
-own default applies: one torch thread on a machine with ≤ 2 cores).
+own default applies: one torch thread on a machine with ≤ 2 cores). ``--compare DIR``
+(another checkout, e.g. ``git archive COMMIT | tar -x -C DIR``) alternates its runs with
+this checkout's, so both see the same load.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def one_run(browser, threads: int | None) -> dict[str, float]:
+def one_run(browser, threads: int | None, app_dir: Path = REPO) -> dict[str, float]:
     """One fresh server: seconds from its start to health, to the strip, to the warm-up
-    line (``nan`` when the server never logged one within 60 s)."""
+    line (``nan`` when the server never logged one within 30 s)."""
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("SPECDEC_TORCH_THREADS", None)
@@ -51,7 +53,7 @@ def one_run(browser, threads: int | None) -> dict[str, float]:
     cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true"]
     cmd += ["--server.port", str(port), "--server.address", "127.0.0.1"]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(cmd, cwd=app_dir, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
         while True:
@@ -74,7 +76,7 @@ def one_run(browser, threads: int | None) -> dict[str, float]:
         )
         strip = time.perf_counter() - started
         warm = float("nan")
-        while time.perf_counter() - started < strip + 60:
+        while time.perf_counter() - started < strip + 30:
             if WARM_LINE.search(Path(log.name).read_text()):
                 warm = time.perf_counter() - started
                 break
@@ -99,28 +101,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="SPECDEC_TORCH_THREADS")
+    parser.add_argument("--compare", type=Path, default=None, help="another checkout")
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}, SPECDEC_TORCH_THREADS: {args.threads or 'unset'}")
-    runs, loads = [], []
+    dirs = {"this checkout": REPO} | ({"compared": args.compare} if args.compare else {})
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in dirs}
+    loads: dict[str, list[float]] = {name: [] for name in dirs}
     with sync_playwright() as p:
         browser = p.chromium.launch(
             executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
         )
         for i in range(args.runs):
-            loads.append(os.getloadavg()[0])
-            run = one_run(browser, args.threads)
-            runs.append(run)
-            print(
-                f"run {i + 1}: load {loads[-1]:.2f} · health {run['health']:.1f} s · "
-                f"strip {run['strip']:.1f} s · warm-up done {run['warm']:.1f} s",
-                flush=True,
-            )
-            time.sleep(5)  # let the last server's exit settle
+            for name, app_dir in dirs.items():
+                loads[name].append(os.getloadavg()[0])
+                run = one_run(browser, args.threads, app_dir)
+                runs[name].append(run)
+                print(
+                    f"{name} run {i + 1}: load {loads[name][-1]:.2f} · health "
+                    f"{run['health']:.1f} s · strip {run['strip']:.1f} s · "
+                    f"warm-up done {run['warm']:.1f} s",
+                    flush=True,
+                )
+                time.sleep(5)  # let the last server's exit settle
         browser.close()
-    print(f"health check answered: {_spread([r['health'] for r in runs])}")
-    print(f"first page with the step strip: {_spread([r['strip'] for r in runs])}")
-    print(f"warm-up (pair + scenario search) logged done: {_spread([r['warm'] for r in runs])}")
-    print(f"load average (1 min) before each run: {', '.join(f'{x:.2f}' for x in loads)}")
+    for name in dirs:
+        print(f"== {name} ({dirs[name]})")
+        print(f"health check answered: {_spread([r['health'] for r in runs[name]])}")
+        print(f"first page with the step strip: {_spread([r['strip'] for r in runs[name]])}")
+        print(f"warm-up (pair + scenarios) logged done: {_spread([r['warm'] for r in runs[name]])}")
+        print(f"load average (1 min) before each run: {', '.join(f'{x:.2f}' for x in loads[name])}")
 
 
 if __name__ == "__main__":

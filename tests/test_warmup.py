@@ -6,6 +6,8 @@ in a real server is checked in the browser (``test_browser.py``); its timing is
 from __future__ import annotations
 
 import re
+import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -50,14 +52,17 @@ def test_no_warm_up_outside_a_server_or_when_switched_off(monkeypatch):
     assert warmup.start() is False and warmup._thread is None
 
 
-def test_warm_up_loads_the_opening_pair_then_searches_and_logs(monkeypatch, capsys):
-    """``_warm`` loads the pair the sidebar opens on, then searches its scenarios, and logs
+def test_warm_up_loads_the_pair_then_searches_after_the_first_run_and_logs(monkeypatch, capsys):
+    """``_warm`` loads the pair the sidebar opens on at once, searches its scenarios only
+    once the first run of app.py has finished (it must not slow the first page), and logs
     one line with the figures (what the browser test and the benchmark read)."""
     calls = []
     fake_pair = SimpleNamespace(name="embedded")
+    loaded = threading.Event()
 
     def get_pair(name):
         calls.append(("load", name))
+        loaded.set()
         return fake_pair
 
     def search(pair):
@@ -68,7 +73,14 @@ def test_warm_up_loads_the_opening_pair_then_searches_and_logs(monkeypatch, caps
     monkeypatch.setattr(warmup, "search_scenarios", search)
     monkeypatch.setattr(warmup, "opening_pair", lambda: "embedded")
     monkeypatch.setattr(warmup, "done", {})
-    warmup._warm()
+    monkeypatch.setattr(warmup, "_first_run", threading.Event())
+    thread = threading.Thread(target=warmup._warm)
+    thread.start()
+    assert loaded.wait(10)
+    time.sleep(0.3)
+    assert calls == [("load", "embedded")]  # the first page is still running
+    warmup.first_run_done()
+    thread.join(10)
     assert calls == [("load", "embedded"), ("search", "embedded")]
     line = capsys.readouterr().err.strip()
     match = re.fullmatch(
@@ -97,3 +109,16 @@ def test_the_opening_pair_is_the_sidebars(monkeypatch):
     assert warmup.opening_pair() == "gpt2"
     monkeypatch.setattr(warmup, "offered_pairs", lambda: ["embedded"])  # capacity 1
     assert warmup.opening_pair() == "embedded"
+
+
+def test_run_the_app_says_the_small_machine_settings():
+    """A teacher reads "Run the app", not the Scenarios paragraph: the thread default, the
+    variable that overrides it and the warm-up switch are said there (en and zh)."""
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Run the app") : readme.index("## Run a live class")]
+    assert f"at most {pairs.SMALL_MACHINE_CORES} CPU cores" in " ".join(section.split())
+    assert f"CPU 核数不超过 {pairs.SMALL_MACHINE_CORES}" in section
+    for name in (pairs.THREADS_ENV, warmup.WARM_ENV, "benchmarks/startup.py"):
+        assert section.count(name) >= 2, name  # in both languages

@@ -5,8 +5,10 @@ process, so a teacher who opens the Lesson panel finds them ready instead of a s
 Streamlit has no start-up hook: ``app.py`` calls :func:`start` on every run, and the first
 run of the process (the first visitor, or ``deploy/warm_up.py``'s session) starts the
 thread; later calls do nothing. The first page loads the same pair under the registry's
-lock, so the two never load it twice. Only inside a running server (an ``AppTest`` has a
-mock runtime) and unless ``SPECDEC_WARM_UP=0``. When done it logs one line on stderr:
+lock, so the two never load it twice; the search waits until that first run has finished
+(:func:`first_run_done`, at most :data:`FIRST_RUN_WAIT_S`), so it never slows the first
+visitor's page. Only inside a running server (an ``AppTest`` has a mock runtime) and
+unless ``SPECDEC_WARM_UP=0``. When done it logs one line on stderr:
 
     specdec-warm pair=embedded threads=1 load_s=0.9 scenarios=7 search_s=0.7
 """
@@ -25,9 +27,11 @@ from specdec_core.ui.loader import get_pair
 from specdec_core.ui.step.links import search_scenarios
 
 WARM_ENV = "SPECDEC_WARM_UP"
+FIRST_RUN_WAIT_S = 30.0  # the search starts after the first run of app.py, or after this
 log = logging.getLogger("specdec.warmup")
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
+_first_run = threading.Event()
 done: dict[str, float] = {}  # the finished warm-up's figures (tests, benchmarks)
 
 
@@ -63,9 +67,15 @@ def start() -> bool:
     return True
 
 
+def first_run_done() -> None:
+    """Called at the end of every run of ``app.py``: the first one lets the search start."""
+    _first_run.set()
+
+
 def _warm() -> None:
-    """Load the opening pair, then search its scenarios; log the figures. A failure is
-    logged and leaves the server as it was (the first visitor then does the work)."""
+    """Load the opening pair, then (after the first run of ``app.py``) search its
+    scenarios; log the figures. A failure is logged and leaves the server as it was (the
+    first visitor who asks then does the work)."""
     import torch
 
     try:
@@ -73,6 +83,8 @@ def _warm() -> None:
         name = opening_pair()
         pair = get_pair(name)
         loaded = time.perf_counter()
+        _first_run.wait(FIRST_RUN_WAIT_S)
+        searching = time.perf_counter()
         found = search_scenarios(pair)
         searched = time.perf_counter()
     except Exception:  # noqa: BLE001 - a warm-up never breaks the server
@@ -80,7 +92,7 @@ def _warm() -> None:
         return
     done.update(
         load_s=loaded - started,
-        search_s=searched - loaded,
+        search_s=searched - searching,
         scenarios=float(sum(f.state is not None for f in found)),
         threads=float(torch.get_num_threads()),
     )
