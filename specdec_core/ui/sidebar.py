@@ -6,6 +6,8 @@ Stores the loaded pair and a :class:`SessionConfig` in ``st.session_state`` (``p
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import streamlit as st
 
 from specdec_core.core.errors import ConfigError
@@ -27,7 +29,7 @@ from specdec_core.lessons.link import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui import grammar_client
 from specdec_core.ui.errors import error_message, plain
-from specdec_core.ui.i18n import LANGUAGES, t
+from specdec_core.ui.i18n import LANGUAGES, strings, t, tr
 from specdec_core.ui.loader import get_pair
 from specdec_core.ui.problems import note_dropped
 
@@ -35,43 +37,64 @@ UI_MAX_GAMMA = min(8, MAX_GAMMA)
 grammar_client.install()  # the grammar compile budget asks which client is compiling
 #: Refusals that pass (the server or the client's budget is busy): not kept as a verdict.
 PASSING_GRAMMAR_ERRORS = ("grammar_busy", "grammar_rate", "grammar_child")
-# Option labels stay the same in both languages (a widget whose options change with the
-# language would lose its value), so they are written bilingually once.
+# Option labels are in the reader's language only (strings ``opt_<kind>_<name>``); a
+# language switch puts each option widget's value back by key (:func:`_keep_choices`).
 PAIR_LABELS = {  # short enough for the sidebar's box (a select box cannot wrap its value)
-    "embedded": "embedded 4L ← 2L · offline 离线",
     "gpt2": "gpt2 124M ← distilgpt2 82M",
     "gpt2-medium": "gpt2-medium 355M ← gpt2",
     "gpt2-large": "gpt2-large 774M ← gpt2",
     "gpt2-xl": "gpt2-xl 1.5B ← gpt2",
 }
-METHOD_LABELS = {
-    "probabilistic": "probabilistic · 概率采样 (y ~ q)",
-    "greedy": "greedy · 贪心 (argmax, one-hot q)",
-}
-DRAFTER_LABELS = {
-    "model": "draft model · 草稿模型",
-    "ngram": "prompt lookup · 提示词查找",  # fits the sidebar's box (an <input>: no wrap)
-    "early-exit": "early exit · 提前退出",
-    "eagle": "EAGLE head · EAGLE 特征头",
-    "mtp": "MTP heads · MTP 多头",
-    "block": "block drafter · 块草稿器",
-}
+METHODS = ("probabilistic", "greedy")
+DRAFTERS = ("model", "ngram", "early-exit", "eagle", "mtp", "block")
+#: English labels of the drafters (the sidebar's box has no wrap: a test measures them).
+DRAFTER_LABELS = {name: tr(f"opt_drafter_{name}", "en") for name in DRAFTERS}
 #: The γ schedules (core/inputs.GAMMA_SCHEDULES, engine/schedule.py).
-GAMMA_SCHEDULE_LABELS = {
-    "constant": "constant · 固定",
-    "heuristic": "heuristic (transformers) · 启发式",
-    "confidence": "confidence stop · 置信度停止",
-}
+GAMMA_SCHEDULES = ("constant", "heuristic", "confidence")
 CONFIDENCE_RANGE = (0.01, 0.99)  # the slider's ends: SessionConfig wants the open (0, 1)
 #: The grammar choices: none, the presets (core/processors.GRAMMAR_PRESETS), custom text.
-GRAMMAR_LABELS = {
-    "none": "none · 无",
-    "speaker_line": "speaker line · 角色台词",
-    "short_answer": "short answer · 简短回答",
-    "json_person": "JSON person · JSON 人物",
-    "regex": "custom regex · 自定义正则",
-    "json_schema": "custom JSON schema · 自定义 JSON",
+GRAMMARS = ("none", "speaker_line", "short_answer", "json_person", "regex", "json_schema")
+#: The options of each kind of label.
+OPTIONS = {
+    "pair": ("embedded", *PAIR_LABELS),
+    "grammar": GRAMMARS,
+    "schedule": GAMMA_SCHEDULES,
+    "method": METHODS,
+    "drafter": DRAFTERS,
 }
+#: Option widgets whose labels follow the language: widget key → label kind.
+OPTION_WIDGETS = {
+    "pair_name": "pair",
+    "cfg_grammar": "grammar",
+    "cfg_gamma_schedule": "schedule",
+    "cfg_method": "method",
+    "cfg_drafter": "drafter",
+    "rl_st_gr_preset": "grammar",  # the rule lab's grammar presets
+}
+
+
+def option_label(kind: str, name: str) -> str:
+    """An option's label in the current language (a pair without one: its fixed label)."""
+    key = f"opt_{kind}_{name}"
+    return t(key) if key in strings() else PAIR_LABELS.get(name, name)
+
+
+def labels(kind: str) -> Callable[[str], str]:
+    """A widget's ``format_func``: the labels fixed in this run's language (Streamlit may
+    format an option outside the run, where the session's language is not at hand)."""
+    table = {name: option_label(kind, name) for name in OPTIONS[kind]}
+    return lambda name: table.get(name, name)
+
+
+def _keep_choices() -> None:
+    """After a language switch the browser still holds each option widget's old label:
+    put the values back by key (read with the old labels), so no choice is lost."""
+    state = st.session_state
+    for key in OPTION_WIDGETS:
+        if key in state:
+            state[key] = state[key]
+
+
 CUSTOM_GRAMMARS = ("regex", "json_schema")
 #: The penalty number boxes: widget key, string key (and ``<key>_help``), range, step.
 PENALTY_WIDGETS = (
@@ -248,9 +271,9 @@ def _processors(pair: ModelPair) -> None:
         )
     choice = box.selectbox(
         t("sb_grammar"),
-        list(GRAMMAR_LABELS),
+        list(GRAMMARS),
         key="cfg_grammar",
-        format_func=GRAMMAR_LABELS.get,
+        format_func=labels("grammar"),
         on_change=_fill_custom,
         help=t("sb_grammar_help"),
     )
@@ -289,6 +312,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         format_func=LANGUAGES.get,
         key="lang",
         horizontal=True,
+        on_change=_keep_choices,
     )
     if "pair_name" not in st.session_state:
         name, reason = default_pair_name()
@@ -306,7 +330,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         t("sidebar_pair"),
         names,
         key="pair_name",
-        format_func=PAIR_LABELS.get,
+        format_func=labels("pair"),
         help=t("sidebar_pair_help"),
         on_change=_chosen_by_user,
     )
@@ -335,9 +359,9 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         sb.caption(t("sb_gamma_capped", cap=high))
     schedule = sb.selectbox(
         t("sb_gamma_schedule"),
-        list(GAMMA_SCHEDULE_LABELS),
+        list(GAMMA_SCHEDULES),
         key="cfg_gamma_schedule",
-        format_func=GAMMA_SCHEDULE_LABELS.get,
+        format_func=labels("schedule"),
         help=t("sb_gamma_schedule_help"),
     )
     if schedule == "confidence":
@@ -356,16 +380,16 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
     sb.radio(
         t("draft_method"),
-        ["probabilistic", "greedy"],
+        list(METHODS),
         key="cfg_method",
-        format_func=METHOD_LABELS.get,
+        format_func=labels("method"),
         help=t("draft_method_help"),
     )
     sb.selectbox(
         t("sb_drafter"),
-        [n for n in DRAFTER_LABELS if n in drafters_for(pair)],
+        [n for n in DRAFTERS if n in drafters_for(pair)],
         key="cfg_drafter",
-        format_func=DRAFTER_LABELS.get,
+        format_func=labels("drafter"),
         help=t("sb_drafter_help"),
     )
     sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")

@@ -4,6 +4,7 @@ character in hex, duplicates told apart)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 
 from specdec_core.core.trace import TokenInfo, byte_segments
@@ -21,12 +22,21 @@ COLORS = {
 NBSP = "\u00a0"  # between the hex bytes of one token: a cell never breaks inside it
 
 
+#: Characters that draw nothing (format and control characters, other spaces and line
+#: separators: a zero-width joiner, a soft hyphen, a no-break space): written ⟨U+200D⟩.
+_INVISIBLE = ("Cf", "Cc", "Zs", "Zl", "Zp")
+
+
 def _visible_text(text: str) -> str:
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    text = text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥")
+    return "".join(
+        f"⟨U+{ord(c):04X}⟩" if unicodedata.category(c) in _INVISIBLE else c for c in text
+    )
 
 
 def visible_token(token: str | TokenInfo) -> str:
-    """Make whitespace visible: ``␣`` for a space, ``↵`` for a newline, ``⇥`` for a tab.
+    """Make whitespace visible: ``␣`` for a space, ``↵`` for a newline, ``⇥`` for a tab,
+    ``⟨U+200D⟩`` for a character that draws nothing (a zero-width joiner, a control).
     Given a :class:`TokenInfo` that holds part of a multi-byte UTF-8 character (byte-level
     BPE: "春" is three tokens), its bytes are written in hex between ``‹ ›`` (``‹E6›``,
     ``␣‹E6 98›``) instead of "�"."""

@@ -26,6 +26,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.state import penalty_laws_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
+from specdec_core.ui.sidebar import labels
 
 S = st.session_state
 #: Choices offered (the hand-made case is tiny: every choice enumerates in milliseconds).
@@ -184,7 +185,12 @@ def _grammar(pair: ModelPair) -> None:
     presets = tuple(GRAMMAR_PRESETS)
     _pick("rl_st_gr_preset", presets, "short_answer")
     c1, c2 = st.columns([1, 2], vertical_alignment="bottom")
-    preset = c1.selectbox(t("rl_st_gr_preset"), presets, key="rl_st_gr_preset")
+    preset = c1.selectbox(
+        t("rl_st_gr_preset"),
+        presets,
+        key="rl_st_gr_preset",
+        format_func=labels("grammar"),  # a preset's name, never its key
+    )
     source = GRAMMAR_PRESETS[preset][1][:80].replace("`", "'")
     c1.caption(f"`{source}`")
     if c2.button(t("rl_st_gr_run"), key="rl_st_gr_run"):

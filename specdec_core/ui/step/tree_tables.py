@@ -13,11 +13,11 @@ import streamlit as st
 
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
-from specdec_core.ui.errors import code_span
+from specdec_core.ui.errors import code_span, plain
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE
 from specdec_core.ui.i18n import t
-from specdec_core.ui.render import KV_ROW_COLORS, kv_table
+from specdec_core.ui.render import KV_ROW_COLORS, kv_table_html
 from specdec_core.ui.step import processors_view
 from specdec_core.ui.words import (
     SLOT_STATE,
@@ -79,7 +79,8 @@ def _slot_state(state: str) -> str:
 def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(before, after) of a compaction plan as plain tables: before = the cache right
     after the verify forward (the last committed rows and one row per node) with what the
-    commit does to each row; after = the rows it keeps, in their new slots."""
+    commit does to each row; after = the rows it keeps, in their new slots. ``st.table``
+    reads its cells as markdown: a token cell is escaped (the token "-" is not a bullet)."""
     slots = list(plan.slots)
     first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
     shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
@@ -91,7 +92,7 @@ def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]
     before = pd.DataFrame(
         {
             t("tree_col_slot"): [s.slot for s in shown],
-            t("col_token"): [visible_token(s.token) for s in shown],
+            t("col_token"): [plain(visible_token(s.token)) for s in shown],
             t("tree_col_state"): [_slot_state(s.state) for s in shown],
             t("tree_col_action"): [action[s.action](s) for s in shown],
         }
@@ -101,7 +102,7 @@ def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]
     after = pd.DataFrame(
         {
             t("tree_col_slot"): [s.new_slot for s in after_slots],
-            t("col_token"): [visible_token(s.token) for s in after_slots],
+            t("col_token"): [plain(visible_token(s.token)) for s in after_slots],
             t("tree_col_state"): [_slot_state(s.state) for s in after_slots],
             t("tree_col_from"): [s.slot for s in after_slots],
         }
@@ -130,7 +131,7 @@ def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -
     if plan is None:
         if phase == "verify":
             st.caption(t("tree_kv_no_tree"))
-        st.table(kv_table(state, 3), border="horizontal", hide_index=True)
+        st.html(kv_table_html(state, 3))  # the chain's table: every cell escaped
         _processors(session, phase, heading)
         return
     if plan.applied:
