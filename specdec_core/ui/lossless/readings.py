@@ -65,7 +65,7 @@ def price_reading(
         t(
             "ll_price_end",
             delta=f"{end:g}",
-            rules="; ".join(_at_end(r, s) for r, s in sweeps.items()),
+            rules=t("ll_price_rule_sep").join(_at_end(r, s) for r, s in sweeps.items()),
         )
     ]
     typical = sweeps.get("typical")
@@ -77,9 +77,9 @@ def price_reading(
     threshold = sweeps.get("threshold")
     if threshold is not None and threshold.acceptance[-1] > TOL and knobs.top_k > 0:
         parts.append(t("ll_price_why_threshold", k=knobs.top_k))
-    pays = "; ".join(_pays(r, s, exact_acceptance) for r, s in sweeps.items())
+    pays = t("ll_price_rule_sep").join(_pays(r, s, exact_acceptance) for r, s in sweeps.items())
     parts.append(t("ll_price_pays", exact=_num(exact_acceptance), rules=pays))
-    return " ".join(parts)
+    return t("ll_sentence_sep").join(parts)
 
 
 def _same_draws(a: DistributionTest, b: DistributionTest) -> bool:
