@@ -1,6 +1,8 @@
 """Issue 30 items 2–6 and 10 as attacks of the classroom probe (``classroom_ws.py``):
 poisoned and deeply nested lesson links, hostile trace files, fast full-page reruns, an
-upload flood, long and replay-forcing traces, and a rule-lab Monte Carlo flood.
+upload flood, long and replay-forcing traces, and a rule-lab Monte Carlo flood; and the
+live class's attacks (rooms, seats, ballots, tabs, guesses, store faults), which live in
+``live_probe/attacks.py``.
 
 Each attack follows the probe's protocol (``classroom_ws.ProbeContext``): it sets up its
 pressure, sets ``ctx.ready`` (through ``ctx.held()``), keeps the pressure on until
@@ -377,6 +379,8 @@ def attacks(W) -> dict:
             f"{_p50(times)}); N lowered in {capped}",
         }
 
+    from live_probe.attacks import attacks as live_attacks  # the live class's attacks
+
     return {
         "bad links": bad_links,
         "bad trace files": bad_files,
@@ -385,4 +389,5 @@ def attacks(W) -> dict:
         "long read-only trace": long_trace_clicks,
         "replay-forcing trace": replay_uploads,
         "Monte Carlo flood": monte_carlo_flood,
+        **live_attacks(W),
     }
