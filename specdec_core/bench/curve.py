@@ -145,18 +145,18 @@ def measure_forward_curve(
             (lambda new=filler[:k]: _timed(target, prefix, new, False)) for k in ks
         ]
         draft_kv = getattr(made, "kv", None)
+        whole = made.draft_cost == "one_forward" and len(ids) > 1
+        if whole:  # right after the target's forwards, as in a round (verify, then draft)
+            g = max(1, gamma if gamma is not None else (max_k - 1) // 2)
+            timers.append(_proposal_timer(made, ids, g, per_token=False))
         if isinstance(draft_kv, ModelCache):
             draft_kv.extend(prefix)
             timers.append(lambda: _timed(draft_kv, prefix, filler[:1], True))
         elif len(ids) > 1:
             timers.append(_proposal_timer(made, ids))
-        whole = made.draft_cost == "one_forward" and len(ids) > 1
-        if whole:
-            g = max(1, gamma if gamma is not None else (max_k - 1) // 2)
-            timers.append(_proposal_timer(made, ids, g, per_token=False))
         times = round_robin(timers, r)
     spreads = tuple(Spread.of(ts) for ts in times)
-    target_spread, draft = spreads[: len(ks)], spreads[len(ks) :]
+    target_spread, draft = spreads[: len(ks)], spreads[len(ks) + int(whole) :]
     draft_spread = draft[0] if draft and draft[0].high > 0 else None
     return ForwardCurve(
         target_ms=tuple(sp.median for sp in target_spread),
@@ -166,5 +166,5 @@ def measure_forward_curve(
         draft_spread=draft_spread,
         how=HowMeasured.now(r, WARMUP_PASSES, ks[-1]),
         draft_cost=made.draft_cost,
-        draft_round_ms=draft[-1].median if whole else 0.0,
+        draft_round_ms=spreads[len(ks)].median if whole else 0.0,
     )
