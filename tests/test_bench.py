@@ -475,3 +475,23 @@ def test_the_block_drafters_curve_measures_one_whole_proposal(embedded_pair):
     model = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "model")
     assert model.draft_cost == "serial" and model.draft_round_ms == 0.0
     assert measure_forward_curve(embedded_pair, PROMPT, 3, 1, "mtp").draft_cost == "heads"
+
+
+def test_the_prediction_reads_the_curve_at_the_runs_load(tiny_pair):
+    from specdec_core.bench import ForwardCurve
+
+    config = SessionConfig(gamma=3, max_new_tokens=12)
+    pair = ignoring_eos(tiny_pair)
+    ar = generate(pair, PROMPT, config, "autoregressive")
+    sp = generate(pair, PROMPT, config, "speculative")
+    a = ar.stats
+    step = (a.target_forward_ms - a.prefill_ms) / (a.target_forwards - 1)  # the run's step
+    shape = (1.0, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7)  # t(k)/t(1)
+    # the same curve measured at the runs' load and at twice it (a busier moment): one
+    # prediction, since only its shape and c = 0.5 enter
+    calm = ForwardCurve(tuple(step * r for r in shape), 0.5 * step, 1)
+    busy = ForwardCurve(tuple(2 * step * r for r in shape), step, 1)
+    p_calm = summarize(ar, sp, 3, calm).cost_model
+    p_busy = summarize(ar, sp, 3, busy).cost_model
+    assert p_calm.predicted_speedup == pytest.approx(p_busy.predicted_speedup, rel=1e-9)
+    assert p_busy.target_step_ms == pytest.approx(2 * step)  # shown step times stay the curve's

@@ -116,7 +116,11 @@ def summarize(
     run's predicted one (:func:`predicted_run_ms`: the prompt's forward once, then rounds of
     draft + verification + the measured non-forward overhead, as many as the expected
     tokens per round need, + one verification per target forward the drafter runs of
-    its own: EAGLE's first-round prefill). ``best_gamma`` searches the whole curve."""
+    its own: EAGLE's first-round prefill). With a curve, its draft and verification times
+    enter that prediction scaled by ``run step / t(1)`` (the target-only run's steady step
+    over the curve's): the curve gives the shape (``t(k)/t(1)``, ``c``), the runs the
+    load they ran under, so a burst of load between the runs and the curve does not move
+    the prediction. ``best_gamma`` searches the whole curve."""
     a, s = ar.stats, sp.stats
     drafts = [len(r.drafted) for r in sp.records]
     rounds = max(s.rounds, 1)
@@ -155,6 +159,9 @@ def summarize(
         parts = RoundParts(
             draft=draft_per_round, verify=s.target_forward_ms / rounds, overhead=overhead
         )
+    # the curve's forwards at the runs' load: its t(1) against the target-only run's own
+    # steady step, measured in the same interleaved window as the speculative run
+    load = run_step / target_step if curve is not None and run_step > 0 < target_step else 1.0
     c = draft_step / target_step if target_step > 0 else 0.0
     has_step = target_step > 0
     whole = parts.draft + parts.verify + parts.overhead
@@ -226,8 +233,8 @@ def summarize(
                     s.new_tokens,
                     expected,
                     a.prefill_ms,
-                    draft_per_round,
-                    verify,
+                    draft_per_round * load,
+                    verify * load,
                     overhead,
                     max(0, s.target_forwards - s.rounds),  # a drafter's own prefill (EAGLE)
                 )
