@@ -41,9 +41,17 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, all its threads) the process ``pid`` has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one_run(browser, threads: int | None, app_dir: Path = REPO) -> dict[str, float]:
     """One fresh server: seconds from its start to health, to the strip, to the warm-up
-    line (``nan`` when the server never logged one within 30 s)."""
+    line (``nan`` when the server never logged one within 30 s), and the CPU seconds the
+    server had used when the strip showed (on an idle machine its wall time is about
+    that: the server is mostly one busy thread until then)."""
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     env.pop("SPECDEC_TORCH_THREADS", None)
@@ -75,6 +83,7 @@ def one_run(browser, threads: int | None, app_dir: Path = REPO) -> dict[str, flo
             timeout=120_000,
         )
         strip = time.perf_counter() - started
+        cpu = cpu_s(proc.pid)
         warm = float("nan")
         while time.perf_counter() - started < strip + 30:
             if WARM_LINE.search(Path(log.name).read_text()):
@@ -82,7 +91,7 @@ def one_run(browser, threads: int | None, app_dir: Path = REPO) -> dict[str, flo
                 break
             time.sleep(0.1)
         context.close()
-        return {"health": health, "strip": strip, "warm": warm}
+        return {"health": health, "strip": strip, "warm": warm, "cpu": cpu}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -119,7 +128,8 @@ def main() -> None:
                 print(
                     f"{name} run {i + 1}: load {loads[name][-1]:.2f} · health "
                     f"{run['health']:.1f} s · strip {run['strip']:.1f} s · "
-                    f"warm-up done {run['warm']:.1f} s",
+                    f"warm-up done {run['warm']:.1f} s · server CPU at the strip "
+                    f"{run['cpu']:.1f} s",
                     flush=True,
                 )
                 time.sleep(5)  # let the last server's exit settle
@@ -129,6 +139,7 @@ def main() -> None:
         print(f"health check answered: {_spread([r['health'] for r in runs[name]])}")
         print(f"first page with the step strip: {_spread([r['strip'] for r in runs[name]])}")
         print(f"warm-up (pair + scenarios) logged done: {_spread([r['warm'] for r in runs[name]])}")
+        print(f"server CPU seconds at the strip: {_spread([r['cpu'] for r in runs[name]])}")
         print(f"load average (1 min) before each run: {', '.join(f'{x:.2f}' for x in loads[name])}")
 
 
