@@ -272,7 +272,7 @@ def test_compare_every_source_runs_in_the_background(embedded_pair, monkeypatch)
     at.button(key="dr_src_run").click().run()
     assert not at.exception, at.exception
     deadline = time.monotonic() + 240
-    while "dr_src_run_job" in at.session_state:
+    while "dr_src_bg_job" in at.session_state:
         assert time.monotonic() < deadline
         time.sleep(0.3)
         at.run()

@@ -219,7 +219,7 @@ def test_every_source_compared_on_both_pages_in_both_languages(embedded_pair):
     at.button(key="dr_src_run").click().run()
     assert not at.exception, at.exception
     for _ in range(600):  # the comparison runs on the measurement queue: the page polls
-        if "dr_src_run_job" not in at.session_state:
+        if "dr_src_bg_job" not in at.session_state:
             break
         time.sleep(0.3)
         at.run()

@@ -31,6 +31,18 @@ def session_id() -> str:
     return ctx.session_id if ctx is not None else "local"
 
 
+def prewarm(pair_name: str) -> None:
+    """Start the measurement worker and let it load ``pair_name`` once per session and
+    pair (as the speed page does), so a first measurement does not spend its time budget
+    on the worker's imports."""
+    if S.get("bg_worker_for") != pair_name:
+        S["bg_worker_for"] = pair_name
+        try:
+            queue().start(pair_name)
+        except OSError:  # no process could start: the first measurement says so
+            pass
+
+
 def job_of(name: str) -> Job | None:
     """This session's job under ``name`` (an object that is not a job of this server, an
     old or crafted state, is dropped)."""

@@ -157,6 +157,7 @@ def _evaluate() -> None:
 
 
 def render(pair: ModelPair) -> None:
+    background.prewarm(pair.name)  # the worker loads while the question is read
     st.markdown(t("ls_c5_intro"))
     _faster(pair)
     _sources()

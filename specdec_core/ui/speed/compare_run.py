@@ -29,7 +29,7 @@ from specdec_core.ui.speed.sources import (
 
 def job_name(prefix: str) -> str:
     """The session-state prefix of the page's comparison job."""
-    return f"{prefix}_src_run"
+    return f"{prefix}_src_bg"
 
 
 def _start(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
@@ -62,6 +62,7 @@ def controls(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
         )
     )
     name = job_name(prefix)
+    background.prewarm(pair.name)
     c1, c2, c3 = st.columns([2, 2, 1.4])
     c1.select_slider(
         t("src_tokens"), TOKENS, value=16, key=f"{prefix}_src_tokens", help=t("src_tokens_help")
