@@ -226,8 +226,8 @@ def bar(page: str, pages: dict) -> None:
     if room.ERROR in S:
         st.error(error_message(S.pop(room.ERROR)))
     if not room.is_student():
-        if room.is_teacher():
-            room.fault_line()
+        if room.is_teacher() and page not in room.APP_PAGE.values():
+            room.fault_line()  # the card's dashboard says it on the pages it is drawn on
         if S.get(ENDED):  # one line, no more polling (the fragment is not drawn)
             st.info(t("live_ended"), icon=":material/event_busy:")
         return

@@ -215,6 +215,8 @@ def _read_url() -> Seat | None:
         return _join(code)
     except RoomError as exc:
         fail(exc)
+        if exc.code in FAULTS:  # no seat to show the fault line on: say it once
+            st.session_state[ERROR] = exc
         if "room" in st.query_params:
             del st.query_params["room"]
         return None
