@@ -222,6 +222,7 @@ class EagleDrafter(Drafter):
         """``[V]`` float32 logits of the target's LM head on one ``[d]`` feature."""
         started = time.perf_counter()
         logits = self.lm_head(feature).float()
+        sync(self.device)  # the kernels' time, not the launch's (core/device.py)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         return logits
 

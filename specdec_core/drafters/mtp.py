@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedModel
 
+from specdec_core.core.device import sync
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.mtp_heads import MtpHeads, load_mtp_heads
@@ -177,6 +178,7 @@ class MtpDrafter(Drafter):
         started = time.perf_counter()
         features = self.heads.blocks_from(first, n, hidden)  # [n, d]
         logits = self.lm_head(features).float()  # [n, V]
+        sync(self.device)  # the kernels' time, not the launch's (core/device.py)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.head_evaluations += n
         return logits
