@@ -1090,3 +1090,25 @@ def test_redis_as_compose_runs_it_keeps_confirmed_answers_across_a_kill(tmp_path
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def test_a_full_disk_gives_room_store_and_the_room_as_it_was(tmp_path):
+    """``database or disk is full`` (SQLITE_FULL, made here with ``max_page_count``) is
+    the store's one message, and the room keeps its last confirmed state."""
+    import sqlite3
+
+    store = SQLiteStore(tmp_path / "rooms.sqlite3")
+    code, key = store.create()
+    store.publish(code, key, "step", {"v": "2"})
+    store.close_connections()
+    with store._connection() as db:  # the pool's only connection from here on
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")
+    big = {f"k{i}": "x" * 400 for i in range(16)}  # 6.5 KB: needs new pages
+    with pytest.raises(RoomError) as exc:
+        store.publish(code, key, "step", big)
+    assert _code(exc) == "room_store"
+    assert "full" in str(exc.value.__cause__) and isinstance(
+        exc.value.__cause__, sqlite3.OperationalError
+    )
+    assert store.view(code).state == {"v": "2"}

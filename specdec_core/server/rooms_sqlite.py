@@ -205,7 +205,8 @@ class SQLiteStore(RoomStore):
             try:
                 yield db
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLITE_FULL (disk full) has rolled back already
+                    db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
 
