@@ -10,7 +10,9 @@ of a ≈ 300 ms click). Every string that reaches the HTML is escaped here."""
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass
+from unicodedata import east_asian_width
 
 import pandas as pd
 
@@ -252,6 +254,17 @@ _TABLE_CSS = (
     "padding:0.25rem 0.3rem}.sd-table.kv-table td.nw{white-space:normal;"
     "overflow-wrap:anywhere}}</style>"
 )
+
+
+def header_width(label: str, cells: Sequence[object] = ()) -> int:
+    """Pixels a ``st.dataframe`` column needs to show ``label`` whole (its headers never
+    wrap: a narrower column cuts them with "…") and its ``cells`` (up to 400 px): ≈ 13 px
+    a wide (CJK) character, 7 px another, plus the cell's padding."""
+
+    def px(text: object) -> int:
+        return sum(13 if east_asian_width(c) in "WF" else 7 for c in str(text))
+
+    return 24 + max([px(label), *(min(px(c), 400) for c in cells)])
 
 
 def html_table(columns: dict[str, list], row_css: list[str] | None = None, name: str = "") -> str:

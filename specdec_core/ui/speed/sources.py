@@ -13,6 +13,7 @@ import streamlit as st
 from specdec_core.bench.compare import SourceComparison, SourceRow
 from specdec_core.ui.figures.drafters import sources_figure
 from specdec_core.ui.i18n import strings, t, tr
+from specdec_core.ui.render import header_width
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 
 TOKENS = (8, 16, 32)  # new tokens per run offered (a run of 6 sources × 4 settings)
@@ -81,6 +82,10 @@ def table(rows: tuple[SourceRow, ...], key: str) -> None:
             t("src_col_" + col),
             help=t(f"src_col_{col}_help"),
             alignment="left" if col == "source" else "right",
+            # a dataframe never wraps a header: each column as wide as its header and
+            # cells (the grid scrolls sideways, the source's name pinned), none cut
+            width=header_width(t("src_col_" + col), list(frame[col])),
+            pinned=col == "source",
         )
         for col in COLUMNS
     }
