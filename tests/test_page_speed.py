@@ -234,3 +234,45 @@ def test_on_cuda_the_page_tells_the_gpu_story_with_the_reference_figures(lang):
     cpu = _regime_app("cpu", lang)
     assert len(cpu.expander) == 1 and len(cpu.subheader) == 0  # folded on a CPU
     assert "c = 0.70" in " ".join(m.value for m in cpu.markdown)
+
+
+def _predictions_app(lang: str) -> None:
+    import streamlit as st
+
+    from specdec_core.bench import ForwardCurve, HFComparison, ignoring_eos, summarize
+    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.models import load_pair
+    from specdec_core.engine.chain.generate import generate
+    from specdec_core.server.tasks import Measurement
+    from specdec_core.ui.speed.why import show_predictions
+
+    st.session_state["lang"] = lang
+    pair = ignoring_eos(load_pair("embedded", device="cpu"))
+    config = SessionConfig(gamma=4, max_new_tokens=8)
+    ar = generate(pair, "ROMEO:", config, "autoregressive")
+    sp = generate(pair, "ROMEO:", config, "speculative")
+    by = {}
+    for name, cost in (("model", "serial"), ("block", "one_forward"), ("mtp", "heads")):
+        curve = ForwardCurve((2.0,) * 9, 1.0, 1, draft_cost=cost, draft_round_ms=1.5)
+        summary = summarize(ar, sp, 4, curve)
+        by[name] = Measurement({}, summary, HFComparison(), None, ("", ""), curve)
+    show_predictions(by)
+
+
+@pytest.mark.parametrize(
+    "lang, column, expected",
+    [
+        (
+            "en",
+            "drafting priced as",
+            ["one step per draft", "one forward per round", "one head evaluation per draft"],
+        ),
+        ("zh", "草稿定价方式", ["每个草稿一步", "每轮一次前向", "每个草稿一次头计算"]),
+    ],
+)
+def test_the_prediction_table_says_how_each_drafter_is_priced(lang, column, expected):
+    at = AppTest.from_function(_predictions_app, args=(lang,), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    [table] = at.dataframe
+    assert list(table.value[column]) == expected
