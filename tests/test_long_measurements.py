@@ -281,3 +281,32 @@ def test_compare_every_source_runs_in_the_background(embedded_pair, monkeypatch)
     assert comp.max_new_tokens == 8 and comp.how.repeats == 1 and comp.budget_s == 30.0
     assert long_tasks.SOURCES_BUDGET_S == 30.0
     assert list(comp.prompts) == list(SOURCE_PROMPTS.items()) or comp.partial
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_refused_measurement_says_why_once_and_the_chapter_works(
+    embedded_pair, monkeypatch, lang
+):
+    """A full queue refuses chapter 5's run: one translated message, no job, nothing
+    measured, the other questions still answer, and the button offers to measure again."""
+    from specdec_core.core.errors import BusyError
+
+    def refuse(owner, pair):
+        raise BusyError(
+            "every student place in the measurement queue is taken", "busy_reserved", limit=3
+        )
+
+    monkeypatch.setattr(T, "lesson_job", refuse)
+    at = open_lessons(lang, "5")
+    answer(at, "c5_faster", "no", lang)
+    errors = [e.value for e in at.error if not e.value.startswith("✗")]
+    assert (
+        len(errors) == 1
+        and ("3 places for students" if lang == "en" else "学生共 3 个位置") in errors[0]
+    )
+    assert "ls_c5_run_job" not in at.session_state and "ls_c5_run" not in at.session_state
+    answer(at, "c5_source", "lookup", lang)
+    assert not [e for e in at.error if not e.value.startswith("✗")]  # said once, not again
+    assert not at.button(key="ls_c5_measure").disabled
+    head, foot = bars(at)
+    assert head == foot
