@@ -383,7 +383,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     bad.write_text("{not json")
 
     for path, expected in [
-        (good, "replayed 2 round(s)"),
+        (good, "replayed 2 rounds"),
         (other, "read-only"),
         (bad, "not a SpecDec Lab trace"),
     ]:

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay
 from specdec_core.rules.costmodel import per_token_cost_ms
+from specdec_core.ui.i18n import plural
 from specdec_core.ui.step import links
 from specdec_core.ui.step.links import scenarios
 
@@ -35,7 +36,7 @@ def _scenario_cache_as_before():
 
 def s(key: str, lang: str, **fmt) -> str:
     text = STRINGS[key][lang]
-    return text.format(**fmt) if fmt else text
+    return plural(text, fmt).format(**fmt) if fmt else text
 
 
 def open_lessons(

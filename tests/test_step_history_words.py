@@ -76,3 +76,29 @@ def test_english_counts_of_one_are_singular_and_chinese_has_no_plural():
     assert "|" not in plural(zh, {"n": 1})
     answered = plural(tr("live_answered", "en"), {"m": 1}).format(n=1, m=1)
     assert answered == "**1 of 1** student answered"
+
+
+def test_no_count_is_written_with_s_in_parentheses():
+    """Counts choose singular or plural ({n|one|many}): no "token(s)" and no "1 positions"
+    in the step page's, the lessons', the lab's and the links' strings."""
+    import json
+    import re
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "assets" / "strings"
+    files = ("step_through", "lessons", "acceptance_lab", "links", "common", "live")
+    checked = 0
+    for name in files:
+        for key, entry in json.loads((folder / f"{name}.json").read_text("utf-8")).items():
+            en = entry["en"]
+            assert not re.search(r"\{\w+[^}]*\}\**\s*\w+\(s\)", en), (key, en)
+            counts = set(re.findall(r"\{(\w+)\|", en))
+            if not counts:
+                continue
+            one, many = plural(en, dict.fromkeys(counts, 1)), plural(en, dict.fromkeys(counts, 2))
+            assert not re.search(r"\{\w+\|", one + many) and one != many, key
+            assert not re.search(r"\{\w+\|", entry["zh"]), key  # Chinese: no plural forms
+            checked += 1
+    assert checked >= 15
+    rolled = plural(tr("kv_rolled_back", "en"), {"t": 1, "d": 1}).format(t=1, d=1)
+    assert "dropped 1 position," in rolled
