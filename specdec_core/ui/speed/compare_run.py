@@ -83,7 +83,7 @@ def controls(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
     st.caption(t("src_bg_budget", budget=f"{SOURCES_BUDGET_S:.0f}"))
     job = background.take(name)
     if job is not None:
-        S[result_key(prefix)] = ((pair.name, job.config, tuple(job.extra["names"])), job.result)
+        S[result_key(prefix)] = ((pair.name, job.config, job.result.sources), job.result)
     background.show(name, t("src_bg_label"))
 
 
