@@ -364,16 +364,32 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     panel stays on its Export / import tab (a replay jumped back to Scenarios)."""
     import json
 
+    import torch
+    from conftest import like_the_app
+
     from specdec_core.core.inputs import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.link import LessonState
     from specdec_core.lessons.replay import state_of
     from specdec_core.lessons.tracefile import export_json
+    from specdec_core.server.pairs import torch_threads
 
     prompt = "ROMEO:\nBut soft, what light"
     config = SessionConfig(temperature=1.0, seed=12, max_new_tokens=80)
-    session = SpeculativeSession(embedded_pair, prompt, config)
-    session.run(max_rounds=2)
+
+    def two_rounds() -> SpeculativeSession:
+        made = SpeculativeSession(embedded_pair, prompt, config)
+        made.run(max_rounds=2)
+        return made
+
+    # made at the server's torch thread count (same machine and environment: one thread on
+    # ≤ 2 cores), as a teacher's own server would: the replay must be identical to the file
+    before = torch.get_num_threads()
+    torch.set_num_threads(torch_threads() or before)
+    try:
+        session = like_the_app(two_rounds)  # a fresh thread takes the count just set
+    finally:
+        torch.set_num_threads(before)
     state = state_of(session, LessonState(temperature=1.0, seed=12), prompt)
     good = tmp_path / "good.json"
     good.write_text(export_json(session, state))
