@@ -579,3 +579,21 @@ def test_code_guesses_from_one_address_are_slowed(embedded_pair, store, monkeypa
     assert "live_seat" not in at.session_state
     [box] = at.error
     assert box.value.endswith("too many tries from this address: wait 5 s and try again.")
+
+
+def test_a_join_while_the_store_is_down_waits_and_goes_through(embedded_pair, store, monkeypatch):
+    teacher, seat = teacher_app()
+    with monkeypatch.context() as m:
+        _fail_store(m, store, "join", "version", "view")
+        student = student_app(seat.code)
+        assert student.session_state["live_seat"].joined is False
+        assert not student.exception
+        assert tr("live_join_pending", "en") in [c.value for c in student.caption]
+        assert store.seats(seat.code, seat.key) == []  # not stored, and not said to be
+    student.session_state["live_fault"] = (0.0, 1.0)  # the back-off has passed
+    student.run()
+    assert student.session_state["live_seat"].joined is True
+    assert [s.student for s in store.seats(seat.code, seat.key)] == [
+        student.session_state["live_seat"].student
+    ]
+    assert "Following the teacher" in status(student)

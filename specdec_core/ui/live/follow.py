@@ -70,10 +70,11 @@ def following() -> bool:
 
 
 def refresh() -> RoomView | None:
-    """The room's view, read again only when its version changed or :data:`REREAD_S`
-    passed (seats that went quiet change the count without a version); ``None`` when the
-    room is gone (its message is kept, the seat left). While the store does not answer:
-    the last view read (the fault line says so) and no store call until the back-off ends."""
+    """The room's view, read again only when its version changed or, for the teacher,
+    :data:`REREAD_S` passed (seats that went quiet change the count without a version);
+    ``None`` when the room is gone (its message is kept, the seat left). While the store
+    does not answer: the last view read (the fault line says so) and no store call until
+    the back-off ends."""
     S = st.session_state
     s = room.seat()
     if s is None:
@@ -82,7 +83,7 @@ def refresh() -> RoomView | None:
         return S.get(VIEW)
     try:
         version = room.store().version(s.code)
-        stale = time.monotonic() - S.get(READ_AT, 0.0) > REREAD_S
+        stale = s.role == "teacher" and time.monotonic() - S.get(READ_AT, 0.0) > REREAD_S
         if version != S.get(SEEN) or VIEW not in S or stale:
             view = room.store().view(s.code)
             S[VIEW], S[SEEN], S[READ_AT] = view, view.version, time.monotonic()
