@@ -8,9 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # the server and Chromium: conftest.py
 
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 SHOTS = Path(os.environ.get("SPECDEC_SHOTS", "/tmp/specdec-shots"))
 FITS_JS = """() => { const t = document.querySelector('table.kv-table');
   const w = t.parentElement, r = t.getBoundingClientRect();
@@ -57,14 +59,24 @@ def test_a_language_switch_keeps_the_drafter_and_relabels_it(server, new_page):
     page.goto(server)
     page.locator(".st-key-btn_propose button").wait_for(timeout=90_000)
     box = page.locator(".st-key-cfg_drafter input")  # a combo box: the value is its text
-    box.click()
-    page.get_by_role("option", name="prompt lookup").click()
+    page.wait_for_function(IDLE, timeout=60_000)
+    option = page.get_by_role("option", name="prompt lookup")
+    for _ in range(3):  # a click during the first run's last redraw can close the list
+        box.click()
+        try:
+            option.wait_for(timeout=10_000)
+            break
+        except PlaywrightTimeout:
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(1000)
+    option.click()
     page.wait_for_function(
         "() => document.querySelector('.st-key-cfg_drafter input').value == 'prompt lookup'"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
         timeout=60_000,
     )
     page.wait_for_timeout(1000)
+    page.wait_for_function(IDLE, timeout=60_000)
     page.get_by_text("中文").first.click()
     page.get_by_role("button", name="① 提议").wait_for(timeout=60_000)
     page.wait_for_timeout(1500)
