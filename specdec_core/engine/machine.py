@@ -107,6 +107,9 @@ class StepMachine(Generic[P, T]):
             raise InputError(f"prompt length must be 1..{len(ids)}, got {prompt_len}")
         self.ids: list[int] = ids
         self.prompt_len = prompt_len
+        #: How many ids the session started from (prompt + carried-over tokens): fixed, so
+        #: a reader between a commit's two assignments never counts new tokens as carried.
+        self.start_len = len(ids)
         check_grammar_drafter(drafter, self.config.grammar)  # before compiling it
         check_gamma_settings(self.config, drafter, tree=self.unit == "tree")
         #: The history-dependent processors (penalties, grammar matcher), standing on the

@@ -81,7 +81,7 @@ def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
             (r.round_index, e.position, e.new_token.id) for r in session.history for e in r.edits
         ]
         made += [(session.round_index, e.position, e.new_token.id) for e in session.current_edits]
-    cont = tuple(session.ids[session.prompt_len : _start_len(session)])
+    cont = tuple(session.ids[session.prompt_len : session.start_len])
     return replace(
         base.with_config(session.config),
         prompt=prompt,
@@ -91,12 +91,6 @@ def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
         edits=tuple(made),
         tree=tree,
     )
-
-
-def _start_len(session: Session) -> int:
-    """How many ids the session started from (prompt + carried-over committed tokens)."""
-    appended = sum(len(r.record.appended) for r in session.history)
-    return len(session.ids) - appended
 
 
 @dataclass
@@ -301,7 +295,7 @@ def _reachable(
         return False
     if list(session.ids[: len(ids)]) != ids:
         return False
-    if tuple(session.ids[len(ids) : _start_len(session)]) != target.cont:
+    if tuple(session.ids[len(ids) : session.start_len]) != target.cont:
         return False
     full = ids + list(target.cont)
     if any(t >= pair.vocab_size for t in target.cont) or len(full) >= pair.context_length:
