@@ -197,7 +197,7 @@ def test_the_same_grammar_is_compiled_once_and_then_cached(tok, fresh):
 
 
 def test_a_client_compiles_one_at_a_time_and_within_its_budget(tok, fresh):
-    _children_ready(tok, 2)
+    _children_ready(tok, 1)
     who = {"client": "addr:10.0.0.7"}
     fresh.setattr(G, "CLIENT_OF", lambda: who["client"])
     fresh.setattr(G, "MAX_OPTIONAL", 10_000)
@@ -217,6 +217,12 @@ def test_a_client_compiles_one_at_a_time_and_within_its_budget(tok, fresh):
         compile_grammar(tok, V, GrammarSpec("regex", "e"))
     assert rate.value.code == "grammar_rate" and 50 <= rate.value.params["seconds"] <= 60
     compile_grammar(tok, V, GrammarSpec("regex", "b"))  # a cached grammar costs nothing
+    assert len(G.child_pids()) == 1  # the bomb's child killed; one idle child kept
+
+
+def test_one_idle_child_is_kept_after_compiles_at_once(tok, fresh):
+    _children_ready(tok, 2)
+    assert G.running_pids() == [] and len(G.child_pids()) == 1
 
 
 def test_the_process_cap_refuses_after_waiting_its_bound(tok, fresh):

@@ -289,9 +289,13 @@ def _run(key: tuple, tokenizer_json: str, abandoned: Callable[[], bool]) -> obje
                 _CACHE.popitem(last=False)
         return compiled
     finally:
-        if child is not None and child.alive():
-            with _LOCK:
-                _IDLE.append(child)
+        spare = child if child is not None and child.alive() else None
+        with _LOCK:
+            if spare is not None and not _IDLE:  # one idle child at most (≈ 275 MB RSS)
+                _IDLE.append(spare)
+                spare = None
+        if spare is not None:
+            spare.kill()
         _SLOTS.release()
 
 
