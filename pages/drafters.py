@@ -21,7 +21,7 @@ from specdec_core.ui.context import page_context
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.drafters import drafter_time_figure
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
-from specdec_core.ui.i18n import t, tr
+from specdec_core.ui.i18n import follows_language, t
 from specdec_core.ui.render import STYLES, StripItem, token_strip_html
 from specdec_core.ui.speed import compare_run
 from specdec_core.ui.words import DRAFTERS_STRIP
@@ -57,13 +57,12 @@ st.markdown(t("dr_intro"))
 
 if "dr_prompt" not in S:
     S["dr_prompt"] = t("dr_prompt_repetitive")
-# Option labels must not change with the language: Streamlit keeps a radio's value as its
-# label, so a label that changes on a language switch would no longer match an option.
-preset_labels = {p: f"{tr('dr_preset_' + p, 'en')} · {tr('dr_preset_' + p, 'zh')}" for p in PRESETS}
+# labels in the screen's language; a language switch puts the choice back by key
+preset_labels = {p: t("dr_preset_" + p) for p in PRESETS}
 st.radio(
     t("dr_preset"),
     PRESETS,
-    key="dr_preset",
+    key=follows_language("dr_preset"),
     horizontal=True,
     on_change=_preset_changed,
     format_func=preset_labels.get,

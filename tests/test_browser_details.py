@@ -83,3 +83,28 @@ def test_a_language_switch_keeps_the_drafter_and_relabels_it(server, new_page):
     assert box.input_value() == "提示词查找"  # the same choice, in the screen's language
     method = page.locator(".st-key-cfg_method").inner_text()
     assert "概率采样" in method and "probabilistic" not in method, method
+
+
+def test_the_drafters_preset_keeps_its_choice_across_a_language_switch(server, new_page):
+    page = new_page(1400, 1400)
+    page.goto(server + "/drafters")
+    presets = page.locator(".st-key-dr_preset")
+    presets.get_by_text("Novel", exact=False).first.wait_for(timeout=90_000)
+    page.wait_for_function(IDLE, timeout=60_000)
+    presets.get_by_text("Novel", exact=False).first.click()
+    box = page.locator(".st-key-dr_prompt textarea")
+    page.wait_for_function(  # the rerun filled in the novel preset's prompt
+        "() => document.querySelector('.st-key-dr_prompt textarea').value.includes('ROMEO')",
+        timeout=60_000,
+    )
+    page.wait_for_function(IDLE, timeout=60_000)
+    page.get_by_text("中文").first.click()
+    page.get_by_text("草稿从哪里来").first.wait_for(timeout=60_000)
+    page.wait_for_function(IDLE, timeout=60_000)
+    page.wait_for_timeout(1000)
+    text = presets.inner_text()
+    assert "新颖型" in text and "Novel" not in text and "·" not in text, text
+    checked = presets.locator("label:has(input:checked)").inner_text()
+    assert "新颖型" in checked, checked
+    assert "ROMEO" in box.input_value()  # the choice and its prompt kept
+    assert page.get_by_text("KeyError").count() == 0

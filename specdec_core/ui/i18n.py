@@ -51,3 +51,14 @@ def t(key: str, **fmt: object) -> str:
     entry = strings()[key]
     text = entry.get(lang()) or entry["en"]
     return plural(text, fmt).format(**fmt) if fmt else text
+
+
+LANG_KEYED = "lang_keyed"  # keys of the pages' option widgets with per-language labels
+
+
+def follows_language(key: str) -> str:
+    """Register ``key``, an option widget whose labels are in the screen's language, so a
+    language switch puts its choice back by key (the sidebar's language radio does; the
+    browser still holds the old labels); returns ``key``."""
+    st.session_state.setdefault(LANG_KEYED, set()).add(key)
+    return key

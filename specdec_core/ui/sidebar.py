@@ -29,7 +29,7 @@ from specdec_core.lessons.link import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui import grammar_client
 from specdec_core.ui.errors import error_message, plain
-from specdec_core.ui.i18n import LANGUAGES, strings, t, tr
+from specdec_core.ui.i18n import LANG_KEYED, LANGUAGES, strings, t, tr
 from specdec_core.ui.loader import get_pair
 from specdec_core.ui.problems import note_dropped
 
@@ -90,7 +90,7 @@ def _keep_choices() -> None:
     """After a language switch the browser still holds each option widget's old label:
     put the values back by key (read with the old labels), so no choice is lost."""
     state = st.session_state
-    for key in OPTION_WIDGETS:
+    for key in (*OPTION_WIDGETS, *sorted(state.get(LANG_KEYED, ()))):
         if key in state:
             state[key] = state[key]
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from specdec_core.bench.compare import SourceComparison, SourceRow
 from specdec_core.ui.figures.drafters import sources_figure
-from specdec_core.ui.i18n import strings, t, tr
+from specdec_core.ui.i18n import follows_language, strings, t, tr
 from specdec_core.ui.render import header_width
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 
@@ -124,16 +124,14 @@ def show(comp: SourceComparison, prefix: str) -> None:
     elif comp.how.repeats < 2:  # nothing to judge the load by
         st.warning(t("src_one_pass"))
     temps = sorted({temp for _, temp in comp.settings})
-    # labels in both languages: Streamlit keeps a radio's value as its label, which must
-    # not change on a language switch (as the drafters page's presets)
+    # labels in the screen's language; a language switch puts the choice back by key
+    shown = {x: temp_label(x) for x in temps}
     temp = st.radio(
         t("src_show_temp"),
         temps,
-        format_func=lambda x: " · ".join(
-            dict.fromkeys(temp_label(x, language) for language in ("en", "zh"))
-        ),
+        format_func=shown.get,
         horizontal=True,
-        key=f"{prefix}_src_temp",
+        key=follows_language(f"{prefix}_src_temp"),
     )
     prompts = [key for key, _ in comp.prompts if (key, temp) in comp.settings]  # partial: some
     for key in prompts:
