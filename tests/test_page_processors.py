@@ -169,6 +169,26 @@ def test_a_bad_grammar_is_one_translated_message_and_changes_nothing(embedded_pa
     assert at.session_state["step_session"] is session
 
 
+BOMB = "(.?)" * 250  # 74 characters of lesson link; over an hour of compiling unbounded
+
+
+@pytest.mark.parametrize(
+    ("lang", "words"), [("en", "250 optional parts"), ("zh", "250 个可选部分")]
+)
+def test_a_compile_bomb_is_one_translated_message_at_once(embedded_pair, lang, words):
+    """Pasted in the sidebar: refused before compiling, the session keeps its grammar; in a
+    lesson link: the grammar alone is dropped."""
+    at = open_app(lang=lang, prompt=PROMPT, state={"cfg_grammar": "speaker_line"})
+    speaker = at.session_state["config"].grammar
+    at.sidebar.selectbox(key="cfg_grammar").set_value("regex").run()
+    at.sidebar.text_area(key="cfg_grammar_text").set_value(BOMB).run()
+    [error] = at.error
+    assert words in error.value
+    assert at.session_state["config"].grammar == speaker
+    linked = open_app(encode(LessonState(lang=lang, grammar=("regex", BOMB))))
+    assert linked.session_state["config"].grammar is None
+
+
 @pytest.mark.parametrize(
     ("lang", "words"),
     [
