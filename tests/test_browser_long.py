@@ -37,7 +37,8 @@ def test_compare_every_source_shows_progress_then_its_result(server, new_page, t
     page.screenshot(path=str(tmp_path / f"drafters_compare_running_{lang}.png"), full_page=True)
     _keep(tmp_path / f"drafters_compare_running_{lang}.png")
     # a click elsewhere reruns the page: the run goes on and its progress shows again
-    page.locator(".st-key-dr_preset").get_by_text("Novel", exact=False).first.click()
+    novel = {"en": "Novel", "zh": "新颖型"}[lang]  # the preset's label is in one language
+    page.locator(".st-key-dr_preset").get_by_text(novel, exact=False).first.click()
     box = page.locator(".st-key-dr_prompt textarea")
     for _ in range(150):  # the rerun filled in the novel preset's prompt
         if "ROMEO" in box.input_value():
