@@ -207,7 +207,8 @@ LESSONS = {
 
 def _shown_at(*threads: int) -> list[dict]:
     """The lessons replayed in one subprocess per thread count (run side by side)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"}
     env.pop("SPECDEC_TORCH_THREADS", None)
     runs = [
         subprocess.Popen(
