@@ -74,6 +74,7 @@ def test_warm_up_loads_the_pair_then_searches_after_the_first_run_and_logs(monke
     monkeypatch.setattr(warmup, "opening_pair", lambda: "embedded")
     monkeypatch.setattr(warmup, "done", {})
     monkeypatch.setattr(warmup, "_first_run", threading.Event())
+    monkeypatch.setattr(warmup, "SETTLE_S", 0.0)
     thread = threading.Thread(target=warmup._warm)
     thread.start()
     assert loaded.wait(10)
