@@ -94,12 +94,13 @@ def test_optional_atoms_counts_the_costly_parts(regex, count):
 
 
 def test_a_costly_regex_is_refused_before_any_compile(tok, fresh):
+    before = G.STATS["compiles"]  # earlier tests of the process compiled grammars
     started = time.perf_counter()
     with pytest.raises(ConfigError) as caught:
         compile_grammar(tok, V, GrammarSpec("regex", BOMB))
     assert caught.value.code == "grammar_costly"
     assert caught.value.params == {"count": 250, "limit": G.MAX_OPTIONAL}
-    assert time.perf_counter() - started < 0.5 and G.STATS["compiles"] == 0
+    assert time.perf_counter() - started < 0.5 and G.STATS["compiles"] == before
 
 
 def test_a_schema_pattern_counts_like_the_regex_it_holds(tok, fresh):
@@ -110,10 +111,11 @@ def test_a_schema_pattern_counts_like_the_regex_it_holds(tok, fresh):
         "patternProperties": {"^x.?y.?$": {"type": "string", "pattern": "b?c?"}},
     }
     assert G.schema_optional_atoms(json.dumps(schema)) == 34
+    before = G.STATS["compiles"]
     with pytest.raises(ConfigError) as caught:
         compile_grammar(tok, V, GrammarSpec("json_schema", json.dumps(schema)))
     assert caught.value.code == "grammar_costly" and caught.value.params["count"] == 34
-    assert G.STATS["compiles"] == 0
+    assert G.STATS["compiles"] == before
 
 
 def test_the_bomb_ends_with_its_bound_and_no_cpu_is_spent_after(tok, fresh):

@@ -95,11 +95,16 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     assert speedup == pytest.approx(sp / ar, rel=0.02, abs=0.01)
     alpha, accepted = float(metric(at, "α measured")), float(metric(at, "Mean accepted length"))
     assert 0.0 <= alpha <= 1.0 and 0.0 <= accepted <= 4.0
-    side = at.dataframe[1].value  # side by side: target-only, speculative, HF greedy, HF assisted
+    # side by side: target-only, speculative, HF greedy, HF assisted
+    sides = [d.value for d in at.dataframe if "HF assisted" in list(d.value.columns)]
+    assert len(sides) == 1
+    side = sides[0]
     assert list(side.columns) == ["", "target-only", "speculative", "HF greedy", "HF assisted"]
     assert list(side.iloc[3, 1:]) == ["8", "8", "8", "8"]  # new tokens: EOS ignored
     assert side.iloc[4, 1] == "8"  # target-only: one target forward per token
-    predicted = at.dataframe[2].value
+    [predicted] = [
+        d.value for d in at.dataframe if list(d.value.columns) == ["estimate", "speed-up"]
+    ]
     assert predicted.iloc[0, 1] == f"{speedup:.2f}×"  # the measured row repeats the metric
     click(at, "Use the measured α and c")
     assert at.slider(key="sp_alpha").value == pytest.approx(round(alpha, 2), abs=0.006)

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from specdec_core.bench.check_cases import snapshot  # everything a replay shows
 from specdec_core.lessons.link import LessonState
 from specdec_core.lessons.replay import (
     MAX_REPLAY_FORWARDS,
@@ -20,21 +21,6 @@ from specdec_core.lessons.replay import (
 )
 
 PROMPT = "ROMEO:\nBut soft, what light"
-
-
-def snapshot(out) -> dict:
-    """Everything a replay gives, without wall-clock timings."""
-    s = out.session
-    pending = s.tree_view() if out.state.tree else (s.current_verify, s.drafts)
-    return {
-        "state": out.state,
-        "problems": out.problems,
-        "ids": list(s.ids),
-        "phase": s.phase,
-        "history": timeless_json(s.history),
-        "pending": timeless_json(pending),
-        "kv": timeless_json(s.kv_state()),
-    }
 
 
 def chain_steps(base: LessonState) -> list[LessonState]:
