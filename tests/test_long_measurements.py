@@ -161,7 +161,7 @@ def test_chapter_5_checkpoints_work_while_its_measurement_runs(embedded_pair, pa
     # the reveals show while the measurement is still pending
     assert len(at.dataframe) == 2 and not job.finished
     head, foot = bars(at)
-    assert head == foot and ("3 of 3" in head or "3 / 3" in head), (head, foot)
+    assert head == foot and ("3 of 3" if lang == "en" else "3 / 3") in head, (head, foot)
     parked.set()  # the measurement finishes; the next run shows its table
     deadline = time.monotonic() + 120
     while "ls_c5_run_job" in at.session_state:
@@ -280,7 +280,10 @@ def test_compare_every_source_runs_in_the_background(embedded_pair, monkeypatch)
     assert key[0] == embedded_pair.name and key[1].max_new_tokens == 8
     assert comp.max_new_tokens == 8 and comp.how.repeats == 1 and comp.budget_s == 30.0
     assert long_tasks.SOURCES_BUDGET_S == 30.0
-    assert list(comp.prompts) == list(SOURCE_PROMPTS.items()) or comp.partial
+    # how many passes fit the 30 s budget depends on the machine; what is said of it does not
+    assert comp.partial == (comp.ran < comp.planned) and comp.ran >= 1
+    if not comp.partial:
+        assert list(comp.prompts) == list(SOURCE_PROMPTS.items())
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
