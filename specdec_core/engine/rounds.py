@@ -76,7 +76,7 @@ def round_stream(seed: int, round_index: int, stream: Stream) -> torch.Generator
     correction/bonus draw; the tree walk's draws). So the verification draws do not
     depend on how many draws drafting used: an edit at position ``k`` re-drafts from the
     drafting stream and leaves ``u_1..u_{k−1}`` and their verdicts as they were
-    (DESIGN.md, "One round, precisely", step 3). ``round_index`` counts the rounds
+    (``docs/ARCHITECTURE.md``, "One round, step by step", step 3). ``round_index`` counts the rounds
     finished before this one in the session or run (0 first). The autoregressive
     baseline (``engine/chain/generate.py``) keeps one generator seeded with ``seed``: it has
     no rounds.

@@ -1,4 +1,4 @@
-"""The state beyond the KV cache on the step page (issue 25): the grammar matcher and the
+"""The state beyond the KV cache on the step page: the grammar matcher and the
 penalty counts at the three moments of a round, next to the KV rows.
 
 Before verify the processors stand on the committed text; the verify forward advances
