@@ -8,8 +8,9 @@ Modules: ``base`` (the interface with its one proposal loop, :class:`Draft`,
 :func:`draw_proposal`), ``model`` (draft model and early exit), ``ngram`` (prompt lookup),
 ``eagle`` (EAGLE drafting on the target's hidden states), ``eagle_head`` (the head's model,
 files, and which pair ships one), ``mtp`` / ``mtp_heads`` (Medusa-style multi-token heads
-on the target's hidden states: the drafter, and the heads' model and files), ``registry``
-(drafters by name, :data:`TREE_DRAFTERS`).
+on the target's hidden states: the drafter, and the heads' model and files), ``block``
+(PARD-style parallel drafting, γ tokens in one forward), ``head_files`` (a trained head's
+files on disk), ``registry`` (drafters by name, :data:`TREE_DRAFTERS`).
 """
 
 from specdec_core.drafters.base import Draft, Drafter, draw_proposal

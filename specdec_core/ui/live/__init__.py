@@ -1,4 +1,4 @@
-"""A live class (issue 29): a teacher's room, students who follow the teacher's lesson
+"""A live class: a teacher's room, students who follow the teacher's lesson
 state on their own screens (replayed, never sent as model output), questions about the
 round with a live chart, and the reveal of the real outcome.
 
