@@ -14,8 +14,9 @@ from typing import Literal
 import numpy as np
 
 from specdec_core.core.errors import InputError, PromptError, TokenTextError
+from specdec_core.core.grammar import GrammarSpec
 from specdec_core.core.models import ModelPair
-from specdec_core.core.processors import GrammarSpec, PenaltyConfig
+from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.core.sampling import ConfigError, SamplingConfig
 
 MAX_GAMMA = 16

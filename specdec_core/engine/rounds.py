@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from specdec_core.core.errors import ConfigError
+from specdec_core.core.grammar import GrammarSpec
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
-from specdec_core.core.processors import GrammarSpec, Processors
+from specdec_core.core.processors import Processors
 from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.drafters.base import Drafter

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from specdec_core.core.processors import ProcessorView, penalty_counts
+from specdec_core.core.penalties import penalty_counts
+from specdec_core.core.processors import ProcessorView
 from specdec_core.core.trace import KVState, TokenInfo
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
