@@ -7,13 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.core.processors import (
-    GRAMMAR_PRESETS,
-    GrammarSpec,
-    GrammarState,
-    PenaltyConfig,
-    compile_grammar,
-)
+from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec, GrammarState, compile_grammar
+from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.lessons import wrong_state as W
 
 

@@ -1,6 +1,6 @@
 """Where drafts come from: run one prompt through several draft sources and compare.
 
-For each drafter (draft model, prompt lookup / n-gram, early exit, EAGLE head) the same
+For each drafter (draft model, n-gram, early exit, EAGLE, MTP heads, block) the same
 prompt and settings go through the fast path
 :func:`specdec_core.engine.chain.generate.generate` once per timing pass; its per-round
 records (``core/records.py``) give the acceptance numbers and the token strip (which

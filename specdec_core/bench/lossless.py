@@ -1,4 +1,4 @@
-"""Where "lossless" ends, measured on a live pair (issue 27): the pure functions behind the
+"""Where "lossless" ends, measured on a live pair: the pure functions behind the
 lossless page (``pages/lossless.py``) and the figures in its note.
 
 1. **Same distribution, different text**: :func:`same_seed_texts` (target alone and

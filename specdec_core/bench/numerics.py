@@ -1,4 +1,4 @@
-"""Lossless "up to hardware numerics" (issue 27, part 2): the verification forward's logits
+"""Lossless "up to hardware numerics": the verification forward's logits
 against one-token decode steps over the same prefix, in float32 and in lower precision,
 and a bounded, seeded search for a near-tie where greedy speculative decoding and the
 greedy target alone part ways.

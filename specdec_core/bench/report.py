@@ -71,7 +71,7 @@ def run_bench(
     ``ignore_eos`` (default): every run generates exactly ``max_new_tokens`` tokens (cut by
     the context). ``target_quant`` (``none``/``int8``/``int4``): time a fake-quantized copy
     of the target (``core/quant.py``); ``acceptance``: ``SessionConfig`` keywords of a
-    lossy verification rule (``acceptance``, ``acceptance_delta``, …; issue 27).
+    lossy verification rule (``acceptance``, ``acceptance_delta``, …).
 
     Raises:
         ModelLoadError, PromptError, ConfigError.

@@ -14,8 +14,9 @@ from typing import Literal
 import numpy as np
 
 from specdec_core.core.errors import InputError, PromptError, TokenTextError
+from specdec_core.core.grammar import GrammarSpec
 from specdec_core.core.models import ModelPair
-from specdec_core.core.processors import GrammarSpec, PenaltyConfig
+from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.core.sampling import ConfigError, SamplingConfig
 
 MAX_GAMMA = 16
@@ -25,12 +26,12 @@ MAX_GAMMA = 16
 DraftMethod = Literal["probabilistic", "greedy"]
 
 #: The verification rule: ``exact`` (Leviathan et al. 2023, lossless, the default
-#: everywhere) or one of the lossy shortcuts of ``rules/lossy.py`` (issue 27), reachable only
+#: everywhere) or one of the lossy shortcuts of ``rules/lossy.py``, reachable only
 #: through an explicit setting (the CLI's ``--acceptance``).
 AcceptanceName = Literal["exact", "typical", "threshold"]
 ACCEPTANCE_RULES: tuple[str, ...] = ("exact", "typical", "threshold")
 
-#: How γ changes from round to round (issue 26, ``engine/schedule.py``): ``constant`` (the
+#: How γ changes from round to round (``engine/schedule.py``): ``constant`` (the
 #: default: every round asks for ``gamma``), ``heuristic`` (transformers'
 #: ``num_assistant_tokens_schedule="heuristic"``: +2 after a fully accepted round, else −1)
 #: or ``confidence`` (transformers' ``ConfidenceCriteria``: drafting stops at a position whose

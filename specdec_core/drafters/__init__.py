@@ -9,10 +9,10 @@ Modules: ``base`` (the interface with its one proposal loop, :class:`Draft`,
 ``eagle`` (EAGLE drafting on the target's hidden states), ``eagle_head`` (the head's model,
 files, and which pair ships one), ``mtp`` / ``mtp_heads`` (Medusa-style multi-token heads
 on the target's hidden states: the drafter, and the heads' model and files), ``block``
-(a parallel block drafter: γ drafts from one forward over mask tokens), ``head_files``
-(loading and saving trained heads beside a pair), ``registry`` (the drafter table:
-one :class:`~specdec_core.drafters.registry.DrafterSpec` per name, the only place a
-drafter is known by name).
+(PARD-style parallel drafting, γ tokens in one forward), ``head_files`` (a trained head's
+files on disk), ``registry`` (the drafter table: one
+:class:`~specdec_core.drafters.registry.DrafterSpec` per name, the only place a drafter is
+known by name).
 """
 
 from specdec_core.drafters.base import Draft, Drafter, draw_proposal

@@ -31,17 +31,11 @@ from typing import Literal
 
 import torch
 
+from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec, GrammarState, compile_grammar
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
-from specdec_core.core.processors import (
-    GRAMMAR_PRESETS,
-    GrammarSpec,
-    GrammarState,
-    PenaltyConfig,
-    apply_penalties,
-    compile_grammar,
-    make_processors,
-)
+from specdec_core.core.penalties import PenaltyConfig, apply_penalties
+from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.rounds import rollback, round_stream, verify_drafts

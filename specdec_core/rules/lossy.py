@@ -1,4 +1,4 @@
-"""The lossy verification rules, for the engine (issue 27): typical acceptance (Medusa) and
+"""The lossy verification rules, for the engine: typical acceptance (Medusa) and
 threshold ("relaxed") acceptance, one position at a time on the target's real rows. They
 trade the output distribution for speed, so they are **never** a default: a session uses
 one only when its :class:`~specdec_core.core.inputs.SessionConfig` says

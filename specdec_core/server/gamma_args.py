@@ -1,4 +1,4 @@
-"""The command line's adaptive-γ options for ``run`` (issue 26, ``engine/schedule.py``):
+"""The command line's adaptive-γ options for ``run`` (``engine/schedule.py``):
 ``--gamma-schedule constant|heuristic|confidence`` and ``--confidence F`` (the confidence
 stop's threshold, in (0, 1), default 0.4 as transformers' ``assistant_confidence_threshold``).
 

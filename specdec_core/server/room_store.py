@@ -1,4 +1,4 @@
-"""The process's one room store (issue 29): :func:`make_store` picks the backend from the
+"""The process's one room store: :func:`make_store` picks the backend from the
 environment — Redis at ``SPECDEC_REDIS_URL`` when it is set (replicas on several machines),
 else SQLite at :func:`specdec_core.server.rooms.default_db_path` (every replica on one
 machine). The interface, types and validation are :mod:`specdec_core.server.rooms`; the

@@ -1,4 +1,4 @@
-"""A live class's room: one small store interface, two backends (issue 29).
+"""A live class's room: one small store interface, two backends.
 
 A teacher :meth:`~RoomStore.create`\\ s a room and gets a short **room code** (6 characters of
 :data:`CODE_ALPHABET`, from :mod:`secrets`) for the students and a secret **teacher key**

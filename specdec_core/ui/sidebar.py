@@ -11,18 +11,20 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
-from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
-from specdec_core.core.processors import (
-    FREQUENCY_PENALTY_RANGE,
+from specdec_core.core.grammar import (
     GRAMMAR_PRESETS,
     MAX_GRAMMAR_CHARS,
-    MAX_NGRAM_SIZE,
-    PRESENCE_PENALTY_RANGE,
-    REPETITION_PENALTY_RANGE,
     GrammarSpec,
     GrammarState,
     compile_grammar,
+)
+from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
+from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
+from specdec_core.core.penalties import (
+    FREQUENCY_PENALTY_RANGE,
+    MAX_NGRAM_SIZE,
+    PRESENCE_PENALTY_RANGE,
+    REPETITION_PENALTY_RANGE,
 )
 from specdec_core.drafters import drafters_for
 from specdec_core.drafters.registry import preset_max_gamma

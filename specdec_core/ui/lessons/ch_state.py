@@ -11,9 +11,10 @@ import threading
 
 import streamlit as st
 
+from specdec_core.core.grammar import GRAMMAR_PRESETS
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
-from specdec_core.core.processors import GRAMMAR_PRESETS, PenaltyConfig
+from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.lessons import wrong_state as W
 from specdec_core.rules.lab.penalty import HAND_CASE, compare_penalty_rules
 from specdec_core.ui.i18n import t
