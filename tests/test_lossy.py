@@ -15,8 +15,8 @@ import torch
 
 from specdec_core.bench.lossless import lossy_tradeoff
 from specdec_core.core.errors import ConfigError, InputError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.sampling import tv_distance
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.lab import lossy as lab

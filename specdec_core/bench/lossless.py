@@ -34,10 +34,11 @@ import torch
 from scipy.stats import chi2_contingency
 
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import SessionConfig, prompt_ids, whole_number
+from specdec_core.core.inputs import prompt_ids, whole_number
 from specdec_core.core.models import REPO_ROOT, ModelPair
 from specdec_core.core.quant import quantized_pair, weight_error
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, tv_distance
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.rules.acceptance import acceptance_total
 from specdec_core.rules.lossy import lossy_final_distribution, lossy_rule

@@ -34,13 +34,15 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import MAX_GRAMMAR_CHARS, GrammarSpec
-from specdec_core.core.inputs import GAMMA_SCHEDULES, SessionConfig, is_valid_text, load_json
+from specdec_core.core.inputs import is_valid_text
 from specdec_core.core.penalties import (
     FREQUENCY_PENALTY_RANGE,
     MAX_NGRAM_SIZE,
     PRESENCE_PENALTY_RANGE,
     REPETITION_PENALTY_RANGE,
 )
+from specdec_core.core.settings import GAMMA_SCHEDULES, SessionConfig
+from specdec_core.core.untrusted_json import load_json
 from specdec_core.drafters import DRAFTER_NAMES, preset_has_eagle_head, preset_has_mtp_heads
 from specdec_core.drafters.block import preset_block_max_gamma, preset_has_block_drafter
 from specdec_core.drafters.mtp_heads import preset_mtp_max_gamma

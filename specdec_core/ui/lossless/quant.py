@@ -15,9 +15,10 @@ from specdec_core.bench.lossless import (
     quant_figures,
     spec_matches_own_greedy,
 )
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import quantized_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lossless import readings as RD

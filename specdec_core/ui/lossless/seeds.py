@@ -8,9 +8,10 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.bench.lossless import first_tokens_test, same_seed_texts
-from specdec_core.core.inputs import MAX_PROMPT_CHARS, SessionConfig, whole_number
+from specdec_core.core.inputs import MAX_PROMPT_CHARS, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import COLORS
 from specdec_core.ui.figures.lossless import two_dists_figure

@@ -7,8 +7,9 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.bench.lossless import held_out_prompts, lossy_tradeoff
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.rules.lab.lossy import LossyRules
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.lossless import tradeoff_figure
