@@ -321,7 +321,7 @@ def _reveal() -> None:
                     if session.round_index == r and session.phase == "verify":
                         session.run_through("verify")
                         step_edit.previews(session)
-                        links.write_url()  # publishes the verified state first
+                        links.write_url(room.publisher())  # publishes the verified state first
                         S[RERUN] = True
                     correct = outcome(session, q.params, q.kind)
                 except (ValueError, KeyError):

@@ -254,6 +254,7 @@ def use_chain() -> None:
 @L.one_at_a_time
 def act(action: str) -> None:
     """Button callback: one tree phase, a whole round, or reset; errors leave the state."""
+    L.own_action()
     S = st.session_state
     pair, config = _pair_config()
     prompt = S.get(L.PROMPT_KEY, "")
