@@ -1,5 +1,5 @@
-"""How long the housekeeping thread's full garbage collection holds the GIL (issue 30
-item 6): ``ui/loader.sweep`` runs ``gc.collect()`` every 30 s so a closed tab's state comes
+"""How long the housekeeping thread's full garbage collection holds the GIL:
+``ui/loader.sweep`` runs ``gc.collect()`` every 30 s so a closed tab's state comes
 back; ``runner.postScriptGC = false`` was set because a full collection after every script
 run took ≈ 230 ms with torch loaded. After ``gc.freeze()`` (done once the pair is loaded)
 a collection walks only what sessions allocated since.

@@ -1,4 +1,4 @@
-"""Issue 30 items 2–6 and 10 as attacks of the classroom probe (``classroom_ws.py``):
+"""Hostile inputs as attacks of the classroom probe (``classroom_ws.py``):
 poisoned and deeply nested lesson links, hostile trace files, fast full-page reruns, an
 upload flood, long and replay-forcing traces, and a rule-lab Monte Carlo flood; and the
 live class's attacks (rooms, seats, ballots, tabs, guesses, store faults), which live in

@@ -1,4 +1,4 @@
-"""Room store operations per second (issue 29): the follower's poll (``version``), the read
+"""Room store operations per second: the follower's poll (``version``), the read
 after a change (``view``), a student's ``answer`` and a teacher's ``publish``, on each
 backend, from one thread and from several at once.
 

@@ -1,4 +1,4 @@
-"""Chain vs tree verification on the embedded pair (issue 17): held-out prompts, greedy
+"""Chain vs tree verification on the embedded pair: held-out prompts, greedy
 and T = 1; target-only, chain γ = 4 and trees (2,2,1,1), (3,2,1,1), each with the draft
 model (and the ``eagle`` drafter when ``make_named_drafter(pair, "eagle")`` works).
 Prints tokens per target forward and measured ms per generated token (median of

@@ -179,7 +179,7 @@ def step_panel() -> None:
         live_follow.own_actions()  # a click of the user's own: a follower explores from here
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
-        if tree_view.mode_row() == "tree":  # verify a tree (ui/step/tree_view.py, issue 17)
+        if tree_view.mode_row() == "tree":  # verify a tree (ui/step/tree_view.py)
             tree_view.panel(pair, presenter, _heading, live_teacher.start_button)
             return
         synced = L.sync(pair, current_config(pair), S[L.PROMPT_KEY])

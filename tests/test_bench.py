@@ -138,7 +138,7 @@ BENCH_JSON_KEYS = {
         "shares_pct": {"draft": None, "verify": None, "overhead": None},
     },
     "greedy_equal": None,
-    "timing": {  # added by issue 24.6: the spreads, how measured, the "too busy" verdict
+    "timing": {  # the spreads, how measured, the "too busy" verdict
         "source": None,
         "busy": None,
         "reasons": None,

@@ -1,4 +1,4 @@
-"""The parallel block drafter (issue 26, PARD-style): shipped weights and card, lossless
+"""The parallel block drafter (PARD-style): shipped weights and card, lossless
 greedy output on held-out prompts at γ 1 / 4 / 8, exact sampling at T = 1 (χ² against the
 target alone; the block's own proposal distribution is rejected by the same counts),
 ``propose_argmax`` = ``propose`` at T = 0, one draft forward per round whatever γ, a

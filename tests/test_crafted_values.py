@@ -1,4 +1,4 @@
-"""Values a crafted client can put into its own session (issue 19): each gives one clear
+"""Values a crafted client can put into its own session: each gives one clear
 message on the page, never an exception element, and no student text is rendered as
 markdown. Table-driven over AppTest on the embedded pair."""
 

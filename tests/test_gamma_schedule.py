@@ -1,4 +1,4 @@
-"""Adaptive γ (issue 26, item 3): transformers' heuristic schedule as a pure function, the
+"""Adaptive γ: transformers' heuristic schedule as a pure function, the
 confidence stop on real drafter rows, greedy equality under both schedules, the refusals
 (engine and CLI), the JSON contract, lesson links, and the history's γ sequence."""
 

@@ -1,4 +1,4 @@
-"""No student, link or file can break the class (issue 30, items 2–6 and 10): what a
+"""No student, link or file can break the class: what a
 hostile probe sent, replayed against the parsers, the engine's replay and the pages.
 
 Each test fails on the code before the fix: a lone surrogate's ``TypeError`` escaped
@@ -355,7 +355,7 @@ def test_one_tab_runs_the_rule_lab_at_most_once_a_second(monkeypatch):
 
 
 def test_full_runs_are_paced_after_a_burst():
-    """Issue 30 item 5/10: a tab sending full reruns at 10 a second is slowed to
+    """A tab sending full reruns at 10 a second is slowed to
     FULL_RUNS_PER_S once its burst is spent; a student's few runs never wait."""
     from specdec_core.ui.guards import FULL_RUN_BURST, FULL_RUNS_PER_S, pace_full_run
 

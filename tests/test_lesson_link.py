@@ -1,4 +1,4 @@
-"""Lesson links, replay, undo, scenarios and trace files (issue 14), engine side."""
+"""Lesson links, replay, undo, scenarios and trace files, engine side."""
 
 from __future__ import annotations
 
@@ -264,7 +264,7 @@ def test_cli_prints_the_scenario_links(capsys, embedded_pair):
         assert problems == [] and state.prompt and state.phase == "commit"
 
 
-# ---------------------------------------------------------------- issue 25: processors
+# ---------------------------------------------------------------- processors
 SPEAKER = ("regex", r"(ROMEO|JULIET|NURSE): [A-Za-z ,.;'!?]{1,80}\n")
 
 

@@ -1,4 +1,4 @@
-"""The lossless page's measurements (issue 27, bench/lossless.py) and the CLI's flags:
+"""The lossless page's measurements (bench/lossless.py) and the CLI's flags:
 held-out prompts, same seed ≠ same text, the first-k-token test against its simulated
 null (k = 1 and 2), bounds and codes, and ``--target-quant`` / ``--acceptance`` in the
 JSON (unchanged without them; one ``error:`` line and exit 2 for bad values)."""

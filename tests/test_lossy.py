@@ -1,4 +1,4 @@
-"""The lossy verification rules in the engine (issue 27, rules/lossy.py): the accept test
+"""The lossy verification rules in the engine (rules/lossy.py): the accept test
 on hand-made rows (a case table with exact values), agreement with the lab's enumeration
 (rules/lab/lossy.py), the rule's emitted law against its exact final distribution (Monte
 Carlo of verify_lossy), the engine behind the explicit setting only (greedy unchanged, the

@@ -1,4 +1,4 @@
-"""The MTP heads (issue 26, part 1): lossless greedy output on held-out prompts (chain γ 1 /
+"""The MTP heads: lossless greedy output on held-out prompts (chain γ 1 /
 2 / 4, Medusa trees), the first tokens' distribution at T = 1 equal to the target's (χ²),
 no target forward beyond one per round and no drafter state, ``propose_argmax`` ==
 ``propose`` at T = 0, the depth rule after an edit, a grammar, the error on a pair without

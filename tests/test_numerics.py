@@ -1,4 +1,4 @@
-"""Lossless "up to numerics" (issue 27, bench/numerics.py): the verify forward's logits
+"""Lossless "up to numerics" (bench/numerics.py): the verify forward's logits
 against one-token decode steps (float32 within 1e-4; bfloat16 visibly apart), and the
 seeded, bounded search for a bf16 near-tie where greedy speculative decoding and the
 greedy target alone diverge, pinned (prompt, position, both logits, margin, flip), with

@@ -1,4 +1,4 @@
-"""AppTest of issue 25 on the step-through page: the sidebar's logits processors reach the
+"""AppTest of the step-through page with logits processors: the sidebar's processors reach the
 session, the state beyond the KV cache (grammar matcher, penalty counts) is shown before
 verify / after the verify forward / after commit with the engine's own values, the chart
 of p before / after the processors, lesson links, and bad settings in en and zh."""

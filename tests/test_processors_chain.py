@@ -1,4 +1,4 @@
-"""The history-dependent processors under speculation, chain shape (issue 25): greedy
+"""The history-dependent processors under speculation, chain shape: greedy
 speculative output equals the target alone with the same processors (and transformers'
 ``generate`` where it has the processor), the grammar matcher equals a fresh one fed the
 committed tokens after every round, every constrained output matches its grammar, a

@@ -1,4 +1,4 @@
-"""A quantized target (issue 27, core/quant.py): per-output-channel symmetric fake
+"""A quantized target (core/quant.py): per-output-channel symmetric fake
 quantization on the right axis, a copy (the shared pair untouched, the same draft),
 speculative decoding equal to the quantized target's own greedy output on 30 held-out
 prompts and matching its own first-token distribution (χ²), its distance to the float32

@@ -1,4 +1,4 @@
-"""Issue 24.1: an edit never reaches backwards. Each round draws from two seeded streams of
+"""An edit never reaches backwards. Each round draws from two seeded streams of
 its own (``rounds.round_stream``): drafting (and re-drafting after an edit) and
 verification (each ``u_i``, the correction/bonus draw; the tree walk), so an edit at
 position ``k`` leaves ``u_1..u_{k−1}`` and their verdicts as they were."""

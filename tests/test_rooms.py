@@ -1,4 +1,4 @@
-"""The live-class room store (issue 29): the same cases on both backends, SQLite in a temp
+"""The live-class room store: the same cases on both backends, SQLite in a temp
 folder and Redis on a ``redis-server`` the fixture starts on a free loopback port.
 
 Create, join, publish (the version bumps), the version poll, answer, change an answer,

@@ -1,4 +1,4 @@
-"""Property tests over the whole kind of issue 11: any prompt, seed, γ, temperature,
+"""Property tests over the statistics' consistency: any prompt, seed, γ, temperature,
 drafter and sequence of steps and edits drives the step machine without an exception other
 than the documented ones; every trace satisfies drafted = committed drafts + rejected +
 discarded + cut; statistics recomputed from the trace equal the reported ones; a failed

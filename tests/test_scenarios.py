@@ -1,4 +1,4 @@
-"""The scenario search (issue 24.13: "Find the scenarios" took 21–27 s). Its cost is
+"""The scenario search ("Find the scenarios" took 21–27 s). Its cost is
 counted in model forwards (a time belongs in benchmarks/scenario_search.py); what it finds
 is checked by tests/test_lesson_link.py::test_every_scenario_is_found_and_replays_its_outcome.
 """

@@ -1,4 +1,4 @@
-"""The step-through page's tree mode (issue 17) under AppTest, on the embedded pair: the
+"""The step-through page's tree mode under AppTest, on the embedded pair: the
 mode control, propose / verify / commit against a :class:`TreeSession` run directly, the
 node states, the mask grid and the KV compaction tables on screen, the hand-over of the
 committed text between the chain and the tree, Chinese, prompt lookup refused with one

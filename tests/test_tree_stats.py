@@ -1,4 +1,4 @@
-"""Tree mode's "chain vs tree" timing (issue 30.9): never shared between sessions, labelled
+"""Tree mode's "chain vs tree" timing: never shared between sessions, labelled
 with how it was measured, measured by ``bench/tree_vs_chain.py`` ``chain_vs_tree``
 (interleaved, warmed up, zero-safe)."""
 
