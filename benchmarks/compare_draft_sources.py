@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_acceptance import heldout_prompts  # noqa: E402
 
 from specdec_core.bench.compare import SourceComparison, compare_sources
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import load_pair
 from specdec_core.core.records import summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for, make_named_drafter  # noqa: E402
 from specdec_core.engine.chain.generate import generate
 

@@ -39,8 +39,8 @@ def main() -> None:
     args = parser.parse_args()
     from probe_attacks import PROMPT, long_trace
 
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import load_pair
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.tracefile import parse
 

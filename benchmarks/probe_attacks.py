@@ -65,7 +65,7 @@ def _pair():
 
 def trace_doc(rounds: int = 2, gamma: int = 8) -> dict:
     """A real trace JSON of the embedded pair (as the Lesson panel exports it)."""
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.link import LessonState
     from specdec_core.lessons.tracefile import export_json

@@ -20,9 +20,9 @@ from transformers import AutoModelForCausalLM
 from specdec_core.__main__ import main as cli
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.block import BlockDrafter, has_block_drafter, make_block_drafter
 from specdec_core.drafters.registry import (
     DRAFTER_NAMES,

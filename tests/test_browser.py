@@ -367,7 +367,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     import torch
     from conftest import like_the_app
 
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.link import LessonState
     from specdec_core.lessons.replay import state_of

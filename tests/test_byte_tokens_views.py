@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.ui.figures.tree import tree_figure
 

@@ -19,8 +19,8 @@ from specdec_core.bench.compare import (
     strip_marks,
 )
 from specdec_core.bench.runs import ignoring_eos
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.records import STRIP_STATES, summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import NgramDrafter, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession

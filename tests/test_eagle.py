@@ -13,9 +13,9 @@ import torch
 from conftest import CORPUS, HELDOUT_TOKENS, run_json
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import (
     DRAFTER_NAMES,
     EagleDrafter,

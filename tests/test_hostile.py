@@ -23,7 +23,9 @@ from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.errors import PromptError, TokenTextError
-from specdec_core.core.inputs import SessionConfig, encode_prompt, load_json, single_token_id
+from specdec_core.core.inputs import encode_prompt, single_token_id
+from specdec_core.core.settings import SessionConfig
+from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons import replay as replay_mod
 from specdec_core.lessons.link import LessonState, decode

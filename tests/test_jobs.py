@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from specdec_core.core.errors import BusyError, ModelLoadError
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.server import jobs, tasks
 from specdec_core.server import worker as job_worker
 

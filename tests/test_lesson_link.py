@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core.core.grammar import GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.penalties import PenaltyConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, Problem, decode, encode

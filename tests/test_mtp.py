@@ -16,10 +16,10 @@ from scipy.stats import chi2
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import DRAFTER_NAMES, TREE_DRAFTERS, drafters_for, make_named_drafter
 from specdec_core.drafters.mtp import MtpDrafter
 from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, load_mtp_heads

@@ -9,9 +9,9 @@ import pytest
 from conftest import click, html_tables, open_app
 
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.penalties import penalty_counts
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.ui.figures.common import visible_token

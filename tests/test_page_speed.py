@@ -246,8 +246,8 @@ def _predictions_app(lang: str) -> None:
     import streamlit as st
 
     from specdec_core.bench import ForwardCurve, HFComparison, ignoring_eos, summarize
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import load_pair
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.generate import generate
     from specdec_core.server.tasks import Measurement
     from specdec_core.ui.speed.why import show_predictions

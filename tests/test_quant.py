@@ -11,12 +11,9 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from specdec_core.bench.lossless import (
-    first_tokens_test,
-    held_out_prompts,
-    quant_figures,
-    spec_matches_own_greedy,
-)
+from specdec_core.bench.lossless import held_out_prompts
+from specdec_core.bench.quantized import quant_figures, spec_matches_own_greedy
+from specdec_core.bench.same_seed import first_tokens_test
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.quant import (
     QUANT_LEVELS,

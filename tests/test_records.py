@@ -9,7 +9,6 @@ from conftest import run_json
 
 from specdec_core.__main__ import BENCH_PROMPT
 from specdec_core.bench import ignoring_eos
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.records import (
     RoundRecord,
     make_record,
@@ -18,6 +17,7 @@ from specdec_core.core.records import (
     strip_states,
     summarize,
 )
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import EditTrace
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import generate

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import run_json
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.rounds import STREAM_KEYS, round_stream, stream_seed

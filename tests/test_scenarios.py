@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import GPT2LMHeadModel
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.lessons.replay import replay
 from specdec_core.lessons.scenarios import PROMPTS, REPETITIVE, SCENARIOS, find_scenarios

@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.numfmt import fmt_prob
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import COLORS, token_labels

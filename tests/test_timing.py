@@ -24,7 +24,7 @@ from specdec_core.bench.timing import (
     SUPERLINEAR,
     curve_reasons,
 )
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.rules.costmodel import best_gamma_on_curve, curve_ms
 

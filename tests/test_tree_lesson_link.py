@@ -17,7 +17,7 @@ import pytest
 from conftest import like_the_app, open_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LINK_VERSION, LessonState, decode, encode
 from specdec_core.lessons.replay import (

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from conftest import click_button, start_app
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.session import TreeSession

@@ -9,7 +9,7 @@ from conftest import click_button, start_app
 from specdec_core.bench import HowMeasured, Spread
 from specdec_core.bench import tree_vs_chain as tree_bench
 from specdec_core.bench.tree_vs_chain import TreeBenchRow
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 
 BUTTON = "▶ Measure chain vs tree (8 tokens, greedy)"
 

@@ -18,7 +18,6 @@ from specdec_core.core.grammar import (
     GrammarState,
     compile_grammar,
 )
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
 from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
 from specdec_core.core.penalties import (
     FREQUENCY_PENALTY_RANGE,
@@ -26,6 +25,7 @@ from specdec_core.core.penalties import (
     PRESENCE_PENALTY_RANGE,
     REPETITION_PENALTY_RANGE,
 )
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.drafters import drafters_for
 from specdec_core.drafters.registry import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
