@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # specdec_core
 
-from specdec_core.server.rooms import Question, RoomStore  # noqa: E402
+from specdec_core.server.room_types import Question
+from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_sqlite import SQLiteStore  # noqa: E402
 
 OPERATIONS = ("version", "view", "answer", "publish")
