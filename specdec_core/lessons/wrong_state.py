@@ -19,7 +19,7 @@ the grammar back with the caches: ``engine/rounds.py``).
   a fresh matcher fed the committed text.
 
 This module runs its own small loops (batched forwards without a cache for the Monte
-Carlo; the engine's own ``propose`` / ``verify_drafts`` / ``rollback`` for the grammar).
+Carlo; the engine's own ``propose`` / ``verify`` / ``rollback`` for the grammar).
 Pure: no streamlit.
 """
 
@@ -38,7 +38,8 @@ from specdec_core.core.penalties import PenaltyConfig, apply_penalties
 from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters.model import ModelDrafter
-from specdec_core.engine.rounds import rollback, round_stream, verify_drafts
+from specdec_core.engine.chain.round import ChainContext, verify
+from specdec_core.engine.rounds import rollback, round_stream
 
 MCRule = Literal["target", "per_prefix", "broadcast"]
 MC_RULES: tuple[MCRule, ...] = ("target", "per_prefix", "broadcast")
@@ -287,7 +288,7 @@ def grammar_no_rollback(
     max_rounds: int = 12,
     horizon: int = 8,
 ) -> NoRollback | None:
-    """Greedy rounds (the engine's ``propose`` / ``verify_drafts`` / ``rollback`` with the
+    """Greedy rounds (the engine's ``propose`` / ``verify`` / ``rollback`` with the
     grammar) until one rejects a draft, then ``horizon`` more committed tokens; the masks of
     the stale matcher (advanced through the round's drafts, never rolled back, then fed the
     correction and the later tokens) against the rolled-back one. ``None`` if no round in
@@ -313,9 +314,8 @@ def grammar_no_rollback(
         draft = drafter.propose(committed, gamma, sampling, "probabilistic", stream, processors)
         drafts = draft.ids.tolist()
         stream = round_stream(0, r, "verify")
-        _, verdict, _ = verify_drafts(
-            target, committed, drafts, draft.probs, sampling, stream, processors=processors
-        )
+        ctx = ChainContext(target, drafter, sampling, processors)
+        verdict = verify(ctx, committed, drafts, draft.probs, stream).verdict
         new = drafts[: verdict.accepted] + [verdict.next_token]
         if pair.eos_token_id in new:  # the stop rule: nothing is committed after end of text
             new = new[: new.index(pair.eos_token_id) + 1]
