@@ -35,18 +35,21 @@ WARMUP_PASSES = 2  # untimed round-robin passes first (the first forwards run co
 @dataclass(frozen=True)
 class ForwardCurve:
     """``target_ms[k - 1]`` = median ms of one target forward over ``k`` new tokens
-    (``k = 1 … len``); ``draft_step_ms`` one single-token step of the drafter's model (0
-    for a drafter without a model, prompt lookup): the ``c`` of the lesson.
+    (``k = 1 … len``), back to back with the other ``k``; ``draft_step_ms`` one
+    single-token step of the drafter's model, or per draft of a whole proposal for a
+    drafter without a plain model cache (the EAGLE head's catch-up and steps with the
+    target's LM head rows, an MTP head evaluation); 0 for prompt lookup.
 
     A round as it runs (:func:`_round_timer`): ``draft_round_ms`` is the median of one
-    γ-draft proposal made right after a target forward, as a round's is -- the drafter's
-    forward time (its model steps, the EAGLE head's catch-up and steps with the target's
-    LM head rows, the MTP head evaluations, the block's one forward) or, for a drafter
-    that runs no forward (``draft_cost == "none"``), the proposal's wall time (the
-    n-gram lookup); ``round_drafts`` the drafts it made; ``round_verify_ms`` the median
-    of the verification forward over those drafts + 1 right after it (the target's
-    weights are then no longer the only ones in the CPU's caches). ``draft_cost``: what
-    the drafter runs per round (``Drafter.draft_cost``)."""
+    γ-draft proposal made right after a target forward -- the drafter's forward time (the
+    block's one forward) or, for a drafter that runs no forward (``draft_cost ==
+    "none"``), the proposal's wall time (the n-gram lookup); ``round_drafts`` the drafts
+    it made; ``round_verify_ms`` the median of the verification forward over those drafts
+    + 1 right after it, when the drafter's work has just run beside the target's.
+    ``draft_cost``: what the drafter runs per round (``Drafter.draft_cost``). Serial and
+    head drafters are priced per draft at ``draft_step_ms``, not at a whole proposal's
+    share: a proposal of γ forwards is γ times likelier to catch a burst of load on a
+    shared machine, and its median moves with it."""
 
     target_ms: tuple[float, ...]
     draft_step_ms: float
@@ -72,13 +75,6 @@ class ForwardCurve:
     def ratio(self) -> list[float]:
         """``t(k) / t(1)``."""
         return [ms / self.target_ms[0] for ms in self.target_ms]
-
-    def draft_ms_per_draft(self) -> float:
-        """One draft of a round as it runs: ``draft_round_ms / round_drafts`` (ms);
-        ``draft_step_ms`` when no round was measured or it drafted nothing."""
-        if self.round_drafts > 0 and self.draft_round_ms > 0:
-            return self.draft_round_ms / self.round_drafts
-        return self.draft_step_ms
 
     def verify_level(self) -> float:
         """``round_verify_ms / t(round_drafts + 1)``: a verification in a round over the
