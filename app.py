@@ -23,7 +23,7 @@ _started = time.perf_counter()
 warmup.start()  # once per process: the opening pair and its scenarios, in the background
 
 load_from_url()  # a lesson link: seeds the settings once per browser session
-live_room.on_load()  # ?room=CODE joins a live class (once); the teacher publishes on write
+live_room.on_load()  # ?room=CODE joins a live class (once)
 live_follow.before_sidebar()  # a following student gets the teacher's latest state
 presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
 st.set_page_config(
@@ -133,7 +133,7 @@ with app_context():
     with st.container(key="live_bar"):  # a live class: the follower's line, a room error
         live_follow.bar(st.session_state[PAGE], {p.url_path or "step_through": p for p in pages})
     nav.run()
-write_url()  # the state on screen, so a reload or a copied URL keeps it
+write_url(live_room.publisher())  # the state on screen (a reload keeps it); a teacher publishes it
 warmup.first_run_done()  # the warm-up's scenario search may start now
 if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
     print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Guided lessons: the course as six chapters with predict-then-reveal checkpoints.
+"""Guided lessons: the course as seven chapters with predict-then-reveal checkpoints.
 
 Widgets and rendering only: the chapters live in ``specdec_core.ui.lessons``; every live
 value comes from the engine (scenarios found on the loaded pair, replayed).

@@ -17,6 +17,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import PROMPT_CHARS, whole_number
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
+from specdec_core.ui.live import room as live_room
 from specdec_core.ui.live import teacher as live_teacher
 from specdec_core.ui.render import (
     StripItem,
@@ -28,13 +29,12 @@ from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links, tree_view, view
 from specdec_core.ui.step.links import fragment_run
-from specdec_core.ui.step.tools import LIVE_TAB, render_lesson_tools, step_back_button
+from specdec_core.ui.step.tools import render_lesson_tools, step_back_button
 from specdec_core.ui.words import PHASE, STEP_BUTTON, STOP_REASON, say
 
 S = st.session_state
 pair, config = page_context()
 presenter = bool(S.get("presenter"))
-S[LIVE_TAB] = live_teacher.start_button  # the Lesson panel's "Live class" tab
 
 
 # ------------------------------------------------------------------ actions
@@ -64,7 +64,7 @@ def _synced_session() -> SpeculativeSession | None:
 def _act(action: str) -> None:
     """Button callback: run one phase (or finish the round); errors leave state as is.
     Runs under the session's engine lock (a click that cannot get it is dropped)."""
-    live_follow.own_click()  # a following student explores on their own from here
+    L.own_action()  # a following student explores on their own from here
     S.pop("edit_error", None)  # an edit's message belongs to the edit it answered
     S.pop("edit_notice", None)
     if action == "reset":
@@ -92,7 +92,7 @@ def _act(action: str) -> None:
 
 @L.one_at_a_time
 def _edit(kind: str) -> None:
-    live_follow.own_click()  # a following student explores on their own from here
+    L.own_action()  # a following student explores on their own from here
     session = _synced_session()
     if session is None or session.phase != "verify":
         return
@@ -171,15 +171,16 @@ with st.container():
 def step_panel() -> None:
     # the session is read (and synced, previewed, stepped) under its engine lock: another
     # script thread of this tab (a fast full rerun) waits, never runs beside it
-    with fragment_run("step_panel") as fragment_only, L.engine() as held:
+    publish = live_room.publisher()  # a teacher publishes each click
+    with fragment_run("step_panel", publish) as fragment_only, L.engine() as held:
         if not held:
             st.info(t("busy_panel"))
             return
-        live_follow.own_clicks()  # a tree step or step back: a follower explores from here
+        live_follow.own_actions()  # a click of the user's own: a follower explores from here
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
-        if tree_view.mode_row() == "tree":  # verify a tree (ui/step/tree_view.py, issue 17)
-            tree_view.panel(pair, presenter, _heading)
+        if tree_view.mode_row() == "tree":  # verify a tree (ui/step/tree_view.py)
+            tree_view.panel(pair, presenter, _heading, live_teacher.start_button)
             return
         synced = L.sync(pair, current_config(pair), S[L.PROMPT_KEY])
         if synced.lesson is None:  # the very first prompt was bad
@@ -196,7 +197,7 @@ def step_panel() -> None:
         phase = "finished" if blocked else session.phase
         running = _controls(session, phase)
         _messages(session, phase, blocked)
-        render_lesson_tools(pair, session)
+        render_lesson_tools(pair, session, live_teacher.start_button)
         last = _strip(session, phase)
         step_edit.edit_box(session, phase, presenter, _edit)
         _lower_views(session, last, phase)

@@ -81,7 +81,7 @@ def test_a_grammar_compile_error_marks_the_parsers_own_words(embedded_pair, lang
     import streamlit as st
 
     from specdec_core.core.errors import ConfigError
-    from specdec_core.core.processors import GrammarSpec, compile_grammar
+    from specdec_core.core.grammar import GrammarSpec, compile_grammar
     from specdec_core.ui.errors import error_message
 
     monkeypatch.setitem(st.session_state, "lang", language)
@@ -111,7 +111,7 @@ def test_numerics_flips_cell_and_summary_hold_when_nothing_differs():
 
 
 def test_lossless_formula_and_chapter_6_grammar_render_cleanly():
-    from specdec_core.core.processors import GRAMMAR_PRESETS
+    from specdec_core.core.grammar import GRAMMAR_PRESETS
     from specdec_core.ui.lessons.ch_state import STALE_GRAMMAR, grammar_shown
 
     for key in ("ll_rules_help", "ll_trade_help"):

@@ -16,13 +16,8 @@ from transformers import AutoTokenizer
 
 from specdec_core.core import grammar_compile as G
 from specdec_core.core.errors import ConfigError
+from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec, GrammarState, compile_grammar
 from specdec_core.core.models import EMBEDDED_DIR
-from specdec_core.core.processors import (
-    GRAMMAR_PRESETS,
-    GrammarSpec,
-    GrammarState,
-    compile_grammar,
-)
 
 V = 4096
 BOMB = "(.?)" * 250  # the lesson-link bomb: over an hour of compiling without a bound

@@ -389,6 +389,27 @@ def test_a_step_click_while_following_switches_to_exploring(embedded_pair, store
     assert "Following the teacher" in status(student)
 
 
+def functions_in(at) -> list[str]:
+    """The session-state keys whose value is a function (a hook kept where the import
+    check cannot see it)."""
+    return sorted(k for k, v in at.session_state.items() if callable(v))
+
+
+def test_no_function_is_kept_in_session_state(embedded_pair, store):
+    """The hooks are passed as arguments (the teacher's publish to ``write_url``, the Lesson
+    panel's "Live class" tab), and an own click is a flag: none of them in session state,
+    for the teacher with the Lesson panel open, nor for a student who clicked."""
+    teacher, seat = teacher_app()
+    assert "Live class" in [t.label for t in teacher.tabs]  # the tab the page passed in
+    click(teacher, "btn_propose")
+    student = student_app(seat.code)
+    same_moment(teacher, student)  # the publish hook ran on the teacher's click
+    click(student, "btn_verify")
+    assert student.session_state["live_follow_on"] is False  # the own-action flag
+    assert "step_own_action" not in student.session_state  # read once, then gone
+    assert functions_in(teacher) == [] and functions_in(student) == []
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_fixed_choices_show_in_the_readers_language(embedded_pair, store, lang):
     teacher, seat = teacher_app()  # the teacher asks in English
@@ -475,7 +496,7 @@ def test_the_card_says_to_keep_the_teacher_link(embedded_pair, store, lang):
 # ---------------------------------------------------------------- hostile students, faults
 def _fail_store(monkeypatch, store, *names):
     """Make the store's ``names`` raise what a backend fault becomes (``room_store``)."""
-    from specdec_core.server.rooms import RoomError
+    from specdec_core.server.room_types import RoomError
 
     def down(*args, **kwargs):
         raise RoomError("room_store")

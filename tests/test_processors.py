@@ -1,7 +1,7 @@
-"""Unit tests of ``core/processors.py``: the penalties against transformers' processors and
-the OpenAI / vLLM formula, the no-repeat n-gram rule, the grammar matcher kept like a
-cache (sync_to / rollback against a fresh matcher), the per-prefix rows, and every
-error code."""
+"""Unit tests of ``core/penalties.py``, ``core/grammar.py`` and ``core/processors.py``: the
+penalties against transformers' processors and the OpenAI / vLLM formula, the no-repeat
+n-gram rule, the grammar matcher kept like a cache (sync_to / rollback against a fresh
+matcher), the per-prefix rows, and every error code."""
 
 from __future__ import annotations
 
@@ -11,20 +11,23 @@ import pytest
 import torch
 from transformers import NoRepeatNGramLogitsProcessor, RepetitionPenaltyLogitsProcessor
 
-from specdec_core.core import processors as P
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.processors import (
+from specdec_core.core.grammar import (
     GRAMMAR_PRESETS,
     MAX_GRAMMAR_CHARS,
     GrammarSpec,
     GrammarState,
+    compile_grammar,
+    unsupported_schema_keyword,
+)
+from specdec_core.core.penalties import (
+    MAX_NGRAM_SIZE,
     PenaltyConfig,
     apply_penalties,
     banned_ngram_tokens,
-    compile_grammar,
-    make_processors,
     penalty_counts,
 )
+from specdec_core.core.processors import make_processors
 
 V = 64
 
@@ -120,7 +123,7 @@ def test_penalty_config_validation_codes():
         PenaltyConfig(presence_penalty=-3.0),
         PenaltyConfig(presence_penalty=True),  # type: ignore[arg-type]
         PenaltyConfig(no_repeat_ngram_size=-1),
-        PenaltyConfig(no_repeat_ngram_size=P.MAX_NGRAM_SIZE + 1),
+        PenaltyConfig(no_repeat_ngram_size=MAX_NGRAM_SIZE + 1),
         PenaltyConfig(no_repeat_ngram_size=2.0),  # type: ignore[arg-type]
     ):
         with pytest.raises(ConfigError) as info:
@@ -288,7 +291,7 @@ def test_allowed_equals_xgrammars_own_mask(tok):
 def test_schema_keywords_the_engine_would_ignore_are_refused(tok, schema, keyword):
     spec = GrammarSpec("json_schema", json.dumps(schema))
     with pytest.raises(ConfigError) as caught:
-        P.compile_grammar(tok, 4096, spec)
+        compile_grammar(tok, 4096, spec)
     assert caught.value.code == "grammar_unsupported"
     assert caught.value.params == {"keyword": keyword}
 
@@ -303,9 +306,9 @@ def test_schema_names_and_data_that_look_like_keywords_are_fine(tok):
         "additionalProperties": False,
         "$defs": {"small": {"type": "integer", "minimum": 0, "maximum": 9}},
     }
-    assert P.unsupported_schema_keyword(schema) is None
+    assert unsupported_schema_keyword(schema) is None
     state = GrammarState(
-        P.compile_grammar(tok, 4096, GrammarSpec("json_schema", json.dumps(schema))), 4096
+        compile_grammar(tok, 4096, GrammarSpec("json_schema", json.dumps(schema))), 4096
     )
     ids = tok.encode('{"not": 7, "if": "oneOf"}', add_special_tokens=False)
     assert state.sync_to(ids) == len(ids) and state.matcher.is_completed()

@@ -11,7 +11,7 @@ from fractions import Fraction as F
 import pytest
 
 from specdec_core.core.errors import RuleInputError
-from specdec_core.core.processors import PenaltyConfig
+from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.rules.lab.penalty import (
     HAND_CASE,
     PENALTY_RULES,

@@ -1,4 +1,4 @@
-"""Lossless "up to hardware numerics" (issue 27, part 2): the verification forward's logits
+"""Lossless "up to hardware numerics": the verification forward's logits
 against one-token decode steps over the same prefix, in float32 and in lower precision,
 and a bounded, seeded search for a near-tie where greedy speculative decoding and the
 greedy target alone part ways.
@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_core.core.inputs import SessionConfig, prompt_ids, whole_number
+from specdec_core.core.inputs import prompt_ids, whole_number
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import variant_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import GenerationResult, generate
 
 MAX_GAMMA = 16

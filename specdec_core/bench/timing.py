@@ -23,8 +23,8 @@ checked here before anything is concluded from it:
   costs at most ``k`` single steps: it does their work with fewer weight reads);
 - **load changed**: the same step measured twice in one measurement (the target-only run's
   steady step, over a context that grows through the run, and the curve's ``t(1)``, over
-  the prompt) differs by more than :data:`SAME_STEP_SPREAD` of the smaller (issue 24.6's
-  run: 7.7 ms against 2.13 ms).
+  the prompt) differs by more than :data:`SAME_STEP_SPREAD` of the smaller (a
+  run seen: 7.7 ms against 2.13 ms).
 
 Pure: no torch, no Streamlit; tested with crafted timings (``tests/test_timing.py``).
 """

@@ -1,4 +1,4 @@
-"""Copies of a loaded pair with other numerics (issue 27): a **weight-only fake-quantized**
+"""Copies of a loaded pair with other numerics: a **weight-only fake-quantized**
 target (int8 / int4, symmetric, per output channel) and the whole pair cast to bfloat16 or
 float16. Made on load from the shared pair's own weights (nothing is downloaded); the
 shared pair is never modified: every variant is a ``copy.deepcopy`` of its models.

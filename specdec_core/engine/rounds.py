@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Literal
 import torch
 
 from specdec_core.core.errors import ConfigError
+from specdec_core.core.grammar import GrammarSpec
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
-from specdec_core.core.processors import GrammarSpec, Processors
+from specdec_core.core.processors import Processors
 from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.drafters.base import Drafter
@@ -30,8 +31,8 @@ from specdec_core.rules.acceptance import (
 from specdec_core.rules.lossy import LossyRule, verify_lossy
 
 if TYPE_CHECKING:
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import ModelPair
+    from specdec_core.core.settings import SessionConfig
 
 
 Stream = Literal["draft", "verify"]
@@ -75,7 +76,7 @@ def round_stream(seed: int, round_index: int, stream: Stream) -> torch.Generator
     correction/bonus draw; the tree walk's draws). So the verification draws do not
     depend on how many draws drafting used: an edit at position ``k`` re-drafts from the
     drafting stream and leaves ``u_1..u_{k−1}`` and their verdicts as they were
-    (DESIGN.md, "One round, precisely", step 3). ``round_index`` counts the rounds
+    (``docs/ARCHITECTURE.md``, "One round, step by step", step 3). ``round_index`` counts the rounds
     finished before this one in the session or run (0 first). The autoregressive
     baseline (``engine/chain/generate.py``) keeps one generator seeded with ``seed``: it has
     no rounds.

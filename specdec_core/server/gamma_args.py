@@ -1,4 +1,4 @@
-"""The command line's adaptive-γ options for ``run`` (issue 26, ``engine/schedule.py``):
+"""The command line's adaptive-γ options for ``run`` (``engine/schedule.py``):
 ``--gamma-schedule constant|heuristic|confidence`` and ``--confidence F`` (the confidence
 stop's threshold, in (0, 1), default 0.4 as transformers' ``assistant_confidence_threshold``).
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import GAMMA_SCHEDULES, SessionConfig
+from specdec_core.core.settings import GAMMA_SCHEDULES, SessionConfig
 from specdec_core.engine.schedule import check_gamma_settings
 
 _DEFAULTS = SessionConfig()

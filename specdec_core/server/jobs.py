@@ -7,7 +7,7 @@ and cancellation). Jobs from every session wait in one FIFO queue (``SPECDEC_MAX
 queued or running at most, default 4) and run one at a time, so a class that presses
 "Measure" together slows nobody's stepping by more than one job.
 
-Places (issue 30): one job per session and one per **client** -- the browser's address
+Places: one job per session and one per **client** -- the browser's address
 (``ui/speed/queue.client_of``: the websocket's peer, or the ``X-Real-IP`` nginx sets when
 the peer is a trusted proxy, ``SPECDEC_TRUSTED_PROXIES``, default loopback; a session with no known
 address, e.g. a test, is its own client) -- so six tabs of one student hold one place.

@@ -1,5 +1,5 @@
-"""The training loop both recipes share (``python -m specdec_core.training.embedded`` for
-the pair, ``python -m specdec_core.training.eagle`` for the EAGLE head): the common
+"""The training loop the four recipes share (``python -m specdec_core.training.X``: X =
+``embedded`` the pair, ``eagle``, ``mtp``, ``block`` its drafters): the common
 command-line options, seeding, the 90 / 10 split of the token stream, random training
 windows, AdamW with a linear warmup and a cosine decay for a wall-clock budget, and the
 fixed validation windows. The report's ``args`` block is :func:`report_args`.

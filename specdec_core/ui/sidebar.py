@@ -11,21 +11,23 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
-from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
-from specdec_core.core.processors import (
-    FREQUENCY_PENALTY_RANGE,
+from specdec_core.core.grammar import (
     GRAMMAR_PRESETS,
     MAX_GRAMMAR_CHARS,
-    MAX_NGRAM_SIZE,
-    PRESENCE_PENALTY_RANGE,
-    REPETITION_PENALTY_RANGE,
     GrammarSpec,
     GrammarState,
     compile_grammar,
 )
+from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
+from specdec_core.core.penalties import (
+    FREQUENCY_PENALTY_RANGE,
+    MAX_NGRAM_SIZE,
+    PRESENCE_PENALTY_RANGE,
+    REPETITION_PENALTY_RANGE,
+)
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.drafters import drafters_for
-from specdec_core.lessons.link import preset_max_gamma
+from specdec_core.drafters.registry import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui import grammar_client
 from specdec_core.ui.errors import error_message, plain
@@ -206,7 +208,7 @@ def chosen_grammar(pair: ModelPair) -> GrammarSpec | None:
 def gamma_limit(pair: ModelPair) -> int:
     """The γ slider's maximum: :data:`UI_MAX_GAMMA`, or less when the step page's draft
     source (``cfg_drafter``) proposes at most that many tokens per round (the MTP heads:
-    ``K``; read from the shipped config by :func:`lessons.link.preset_max_gamma`, nothing
+    ``K``; read from the shipped config by :func:`drafters.registry.preset_max_gamma`, nothing
     loaded), so choosing MTP with γ 8 lowers γ instead of opening a page that refuses."""
     cap = preset_max_gamma(pair.name, st.session_state.get("cfg_drafter", "model"))
     return UI_MAX_GAMMA if cap is None else max(1, min(UI_MAX_GAMMA, cap))

@@ -38,7 +38,7 @@ from typing import Literal
 import torch
 
 from specdec_core.core.errors import RuleInputError
-from specdec_core.core.processors import PenaltyConfig, apply_penalties
+from specdec_core.core.penalties import PenaltyConfig, apply_penalties
 from specdec_core.rules.acceptance import residual_distribution
 
 __all__ = [

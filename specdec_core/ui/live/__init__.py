@@ -1,4 +1,4 @@
-"""A live class (issue 29): a teacher's room, students who follow the teacher's lesson
+"""A live class: a teacher's room, students who follow the teacher's lesson
 state on their own screens (replayed, never sent as model output), questions about the
 round with a live chart, and the reveal of the real outcome.
 
@@ -18,10 +18,11 @@ round with a live chart, and the reveal of the real outcome.
   answers' bar chart.
 
 Hooks: ``app.py`` calls :func:`room.on_load` and :func:`follow.before_sidebar` before the
-sidebar and :func:`follow.bar` above every page; ``ui/step/links.write_url`` calls the
-session's ``AFTER_WRITE`` hook (:func:`room.publish`); the step page's header and the
-Lessons page draw :func:`teacher.card`; the Lesson panel's tab "Live class" and the
-Lessons page draw :func:`teacher.start_button`; ``ui/lessons/checkpoint.ask`` records
-each checkpoint drawn (``DRAWN``) so a chapter question can be asked and read in each
-browser's own language.
+sidebar and :func:`follow.bar` above every page; ``app.py`` and the step panel pass
+:func:`room.publisher` (a teacher's :func:`room.publish`) to ``ui/step/links.write_url``;
+the step page's header and the Lessons page draw :func:`teacher.card`; the step page passes
+:func:`teacher.start_button` to the Lesson panel (its tab "Live class") and the Lessons
+page draws it; :func:`follow.own_actions` reads the step page's "own action" flag;
+``ui/lessons/checkpoint.ask`` records each checkpoint drawn (``DRAWN``) so a chapter
+question can be asked and read in each browser's own language.
 """

@@ -40,7 +40,7 @@ import streamlit as st
 from specdec_core.lessons.link import decode
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
-from specdec_core.server.rooms import RoomError, RoomView
+from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
@@ -48,6 +48,7 @@ from specdec_core.ui.live import room
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.identity import client, tab_id
 from specdec_core.ui.step import links
+from specdec_core.ui.step.lesson import OWN_ACTION
 
 FOLLOW = "live_follow_on"  # the student follows the teacher (else explores)
 SEEN = "live_seen"  # the room version the last poll read
@@ -147,6 +148,7 @@ def before_sidebar() -> None:
     teacher's latest state; a teacher who just opened the teacher link gets the room's
     state once."""
     S = st.session_state
+    own_actions()  # a click of the student's own before this run: they explore now
     s = room.seat()
     if s is None:
         return
@@ -167,22 +169,10 @@ def _explore() -> None:
     st.session_state[FOLLOW] = False
 
 
-#: The step page's buttons whose callbacks live outside the page (tree steps, step back):
-#: the page checks their click with :func:`own_clicks` (its own callbacks call
-#: :func:`own_click`).
-OWN_BUTTONS = (
-    "btn_step_back",
-    "btn_tree_propose",
-    "btn_tree_verify",
-    "btn_tree_commit",
-    "btn_tree_round",
-    "btn_tree_reset",
-)
-
-
-def own_clicks() -> None:
-    """:func:`own_click` when one of :data:`OWN_BUTTONS` was clicked for this run."""
-    if any(st.session_state.get(k) is True for k in OWN_BUTTONS):
+def own_actions() -> None:
+    """:func:`own_click` once after a step-page action of the user's own (the flag
+    ``OWN_ACTION`` its callbacks set); ``app.py`` before the sidebar and the step panel."""
+    if st.session_state.pop(OWN_ACTION, False):
         own_click()
 
 

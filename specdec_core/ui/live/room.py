@@ -5,7 +5,7 @@ publishing the teacher's lesson state, and the store's faults.
 Session-state keys (``st.session_state``):
 
 * :data:`SEAT` — a :class:`Seat` (``None`` / absent: not in a room).
-* :data:`ERROR` — a :class:`~specdec_core.server.rooms.RoomError` to show once (a bad
+* :data:`ERROR` — a :class:`~specdec_core.server.room_types.RoomError` to show once (a bad
   room code: one translated message, ``err_room_unknown``, no hint whether it exists).
 * :data:`PUBLISHED` — the teacher's last published ``(page, state)`` (publish only on a
   change).
@@ -35,9 +35,10 @@ import streamlit as st
 from specdec_core.server.jobs import is_teacher as teacher_address
 from specdec_core.server.room_limits import BUCKETS, TABS, wait_s
 from specdec_core.server.room_store import make_store
-from specdec_core.server.rooms import RoomError, RoomStore, RoomView
+from specdec_core.server.room_types import RoomError, RoomView
+from specdec_core.server.rooms import RoomStore
 from specdec_core.ui.live.identity import browser_secret, client, seat_id, tab_id
-from specdec_core.ui.step.links import AFTER_WRITE, ALWAYS_PARAMS
+from specdec_core.ui.step.links import ALWAYS_PARAMS, AfterWrite
 
 SEAT = "live_seat"
 ERROR = "live_error"
@@ -143,7 +144,6 @@ def start_room() -> None:
         return
     answered()
     S[SEAT] = Seat("teacher", code, key=key)
-    S[AFTER_WRITE] = publish
     S.pop(PUBLISHED, None)
     S.pop(ERROR, None)
 
@@ -158,7 +158,7 @@ def leave() -> None:
             store().close(s.code, s.key)
         except RoomError:
             pass
-    for key in (SEAT, PUBLISHED, ERROR, AFTER_WRITE, FAULT):
+    for key in (SEAT, PUBLISHED, ERROR, FAULT):
         S.pop(key, None)
     S[URL_PARAMS] = {}
     for name in ROOM_PARAMS:
@@ -175,7 +175,6 @@ def fail(exc: RoomError) -> None:
     S = st.session_state
     S.pop(FAULT, None)
     S.pop(SEAT, None)
-    S.pop(AFTER_WRITE, None)
     S[URL_PARAMS] = {}
     S[ERROR] = exc
     for name in ROOM_PARAMS:  # a reload does not try the gone room again
@@ -186,16 +185,16 @@ def fail(exc: RoomError) -> None:
 def on_load() -> Seat | None:
     """Every full run (``app.py``, before the sidebar): once per browser session, a
     ``?room=`` in the URL joins the room as a student, ``?room=&teacher=`` claims it as
-    its teacher (a bad code or key: one message, :data:`ERROR`, and no seat); then, for a
-    teacher, hooks :func:`publish` to ``write_url`` (nobody else pays for it). Returns
+    its teacher (a bad code or key: one message, :data:`ERROR`, and no seat). Returns
     the new seat, or ``None``."""
-    try:
-        return _read_url()
-    finally:
-        if is_teacher():
-            st.session_state[AFTER_WRITE] = publish
-        else:
-            st.session_state.pop(AFTER_WRITE, None)
+    return _read_url()
+
+
+def publisher() -> AfterWrite | None:
+    """The hook to pass to ``write_url`` (``app.py``) and ``fragment_run`` (the step
+    panel): :func:`publish` for a teacher, ``None`` for anyone else (nobody else pays for
+    it)."""
+    return publish if is_teacher() else None
 
 
 def _read_url() -> Seat | None:

@@ -40,7 +40,7 @@ from functools import lru_cache
 import segno
 import streamlit as st
 
-from specdec_core.server.rooms import CODE_ALPHABET, Question, RoomError
+from specdec_core.server.room_types import CODE_ALPHABET, Question, RoomError
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
@@ -321,7 +321,7 @@ def _reveal() -> None:
                     if session.round_index == r and session.phase == "verify":
                         session.run_through("verify")
                         step_edit.previews(session)
-                        links.write_url()  # publishes the verified state first
+                        links.write_url(room.publisher())  # publishes the verified state first
                         S[RERUN] = True
                     correct = outcome(session, q.params, q.kind)
                 except (ValueError, KeyError):

@@ -1,4 +1,4 @@
-"""Every draft source compared (issue 26.4): the table + chart that show a
+"""Every draft source compared: the table + chart that show a
 :class:`SourceComparison`, on the drafters page and the speed page (each under its own
 session key ``{prefix}_sources``; the run itself: ``ui/speed/compare_run.py``).
 

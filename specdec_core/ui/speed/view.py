@@ -48,7 +48,7 @@ def fmt(x: float, digits: int = 2) -> str:
 
 
 def how_label(how: HowMeasured | None, curve: bool = False) -> str:
-    """How a timing was measured, for the caption next to it (issue 30.9): when (UTC),
+    """How a timing was measured, for the caption next to it: when (UTC),
     repeats, warm-up, tokens and, where the OS has it, the machine's load. ``curve``: the
     verify-cost curve's wording (``tokens`` is its widest forward). Empty for ``None``."""
     if how is None:

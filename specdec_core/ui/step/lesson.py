@@ -33,8 +33,8 @@ from typing import Any, Literal
 import streamlit as st
 
 from specdec_core.core.errors import SpecDecError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
@@ -44,6 +44,9 @@ from specdec_core.ui.i18n import t
 KEY = "lesson"
 PROMPT_KEY = "st_prompt"
 LOCK_KEY = "_engine_lock"
+#: Set by the step page's own callbacks (a step, an edit, step back): the next run follows
+#: an action of the user's own, not a replayed lesson (``ui/live/follow.own_actions``).
+OWN_ACTION = "step_own_action"
 #: How long a script run waits for its own session's previous action (seconds). Past it a
 #: click is dropped with a message and the panel says it is still busy: never two threads
 #: in one session's engine at once.
@@ -97,6 +100,11 @@ def one_at_a_time(action: Callable[..., Any]) -> Callable[..., Any]:
             return action(*args, **kwargs)
 
     return locked
+
+
+def own_action() -> None:
+    """From a step-page callback: say "this is the user's own action" (:data:`OWN_ACTION`)."""
+    st.session_state[OWN_ACTION] = True
 
 
 @dataclass

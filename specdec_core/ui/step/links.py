@@ -18,15 +18,15 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import Replay, advance, replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
@@ -45,9 +45,9 @@ PAGE = "link_page"  # the page the app is showing (set by each page)
 FIRST_VISIT = "first_visit"  # opened on a bare URL (no lesson state) and not dismissed
 EXTRA_PARAMS = "link_extra"  # (page, {name: value}): more query parameters that page keeps
 ALWAYS_PARAMS = "link_always"  # {name: value}: kept on every page (a live class's ?room=)
-#: A callable ``(page, params)`` run after every :func:`write_url` (a live class's teacher
-#: publishes the lesson state on screen: ``ui/live/room.publish``).
-AFTER_WRITE = "link_after_write"
+#: What :func:`write_url` calls after writing: ``after(page, params)`` (a live class's
+#: teacher publishes the lesson state on screen: ``ui/live/room.publisher()``).
+AfterWrite = Callable[[str, dict[str, str]], None]
 
 SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
     "gamma": "cfg_gamma",
@@ -132,9 +132,10 @@ def current_state(page: str) -> LessonState:
     return base
 
 
-def write_url() -> None:
-    """Write the state on screen into ``st.query_params`` (``app.py``, after the page).
-    A prompt too long for a link is left out (the link then opens the default prompt)."""
+def write_url(after: AfterWrite | None = None) -> None:
+    """Write the state on screen into ``st.query_params`` (``app.py``, after the page),
+    then call ``after(page, params)`` if given. A prompt too long for a link is left out
+    (the link then opens the default prompt)."""
     state = current_state(st.session_state.get(PAGE, "step_through"))
     if len(state.prompt) > 1_000 or len(state.cont) > 1_024:
         state = replace(state, prompt="", cont=(), round=0, phase="propose", edits=())
@@ -145,7 +146,6 @@ def write_url() -> None:
     params = {**params, **st.session_state.get(ALWAYS_PARAMS, {})}
     if {k: st.query_params.get(k) for k in params} != params:
         st.query_params.from_dict(params)
-    after = st.session_state.get(AFTER_WRITE)
     if after is not None:
         after(state.page, params)
 
@@ -283,24 +283,25 @@ def _search_with_progress(pair: ModelPair) -> list[Found]:
 
 
 @contextmanager
-def fragment_run(key: str) -> Iterator[bool]:
+def fragment_run(key: str, after: AfterWrite | None = None) -> Iterator[bool]:
     """Around the body of the ``st.fragment`` ``key``: yields ``True`` on a fragment-only
     rerun (no full run of ``app.py`` since this fragment last ran), ``False`` inside a full
     run. After a fragment-only rerun it writes the lesson state into the URL (``app.py``'s
-    ``write_url`` runs only in a full run) and, with ``SPECDEC_PROFILE`` set, logs the
-    fragment's server time as ``app.py`` logs a full run's."""
+    ``write_url`` runs only in a full run; ``after`` as there, and before the body too) and,
+    with ``SPECDEC_PROFILE`` set, logs the fragment's server time as ``app.py`` logs a full
+    run's."""
     S = st.session_state
     seen = f"{key}__app_run"
     only = S.get(seen) == S.get(APP_RUNS, 0)
     S[seen] = S.get(APP_RUNS, 0)
     started = time.perf_counter()
-    if only and S.get(AFTER_WRITE) is not None:
-        write_url()  # a live class's followers get a click's state before the panel redraws
+    if only and after is not None:
+        write_url(after)  # a live class's followers get a click's state before the panel redraws
     try:
         yield only
     finally:
         if only:
-            write_url()
+            write_url(after)
             if os.environ.get("SPECDEC_PROFILE"):
                 ms = (time.perf_counter() - started) * 1e3
                 print(f"specdec-render-ms {ms:.1f} fragment={key}", file=sys.stderr)

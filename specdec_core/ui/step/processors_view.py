@@ -1,4 +1,4 @@
-"""The state beyond the KV cache on the step page (issue 25): the grammar matcher and the
+"""The state beyond the KV cache on the step page: the grammar matcher and the
 penalty counts at the three moments of a round, next to the KV rows.
 
 Before verify the processors stand on the committed text; the verify forward advances
@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
-from specdec_core.core.processors import ProcessorView, penalty_counts
+from specdec_core.core.penalties import penalty_counts
+from specdec_core.core.processors import ProcessorView
 from specdec_core.core.trace import KVState, TokenInfo
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t

@@ -48,9 +48,7 @@ UPLOAD_KEY = "trace_upload"
 VIEW_KEY = "trace_view"
 OPEN_KEY = "lt_open"  # the Lesson panel is open (lazy expander state)
 TAB_KEY = "lt_tab"  # the panel's tab to show after a click replays the lesson
-#: A callable ``(where)`` drawing the panel's "Live class" tab (set by the step page:
-#: ``ui/live/teacher.start_button``); no tab without it.
-LIVE_TAB = "lt_live_tab"
+LiveTab = Callable[[str], None]  # draws the "Live class" tab for the page ``where``
 #: Trace files one tab may open per minute (each is parsed and may be replayed).
 MAX_UPLOADS_PER_MIN = 6
 _UPLOAD_TIMES = "lt_upload_times"
@@ -65,6 +63,7 @@ def _with_view(state: LessonState) -> LessonState:
 
 
 def _step_back() -> None:
+    L.own_action()
     state = step_back(links.current_state("step_through"))
     if state is not None:
         links.request(state)
@@ -263,10 +262,14 @@ def show_trace(trace: TraceFile) -> None:
             )
 
 
-def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
+def render_lesson_tools(
+    pair: ModelPair, session: SpeculativeSession, live_tab: LiveTab | None = None
+) -> None:
     """The "Lesson: scenarios, link, files" expander. Drawn only while it is open (a lazy
     expander: opening it reruns the step panel): closed, a step click builds no link, QR
-    code or download; open, the link follows every step."""
+    code or download; open, the link follows every step. ``live_tab(where)`` draws the
+    "Live class" tab (the step page passes ``ui/live/teacher.start_button``); no tab
+    without it."""
     box = st.expander(
         t("lt_title"), expanded=False, icon=":material/school:", key=OPEN_KEY, on_change="rerun"
     )
@@ -280,7 +283,7 @@ def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
             "link": t("lt_tab_link"),
             "files": t("lt_tab_files"),
         }
-        live = st.session_state.get(LIVE_TAB)
+        live = live_tab
         if live is not None:
             names["live"] = t("live_tab")
         tabs = st.tabs(
@@ -297,7 +300,7 @@ def render_lesson_tools(pair: ModelPair, session: SpeculativeSession) -> None:
                 live("step")
 
 
-def render_tree_lesson_tools(session: TreeSession) -> None:
+def render_tree_lesson_tools(session: TreeSession, live_tab: LiveTab | None = None) -> None:
     """Tree mode's Lesson panel (a lazy expander, like the chain's): the lesson link of
     this tree moment with its QR code, and the tree trace JSON. Scenarios, the checks CSV
     and opening a trace file are the chain's; the panel says so."""
@@ -312,7 +315,7 @@ def render_tree_lesson_tools(session: TreeSession) -> None:
         return
     with box:
         st.caption(t("lt_tree_chain_only"))
-        live = st.session_state.get(LIVE_TAB)
+        live = live_tab
         tabs = st.tabs([t("lt_tab_link"), t("lt_tab_export")] + ([t("live_tab")] if live else []))
         with tabs[0]:
             _link()

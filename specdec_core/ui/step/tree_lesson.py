@@ -21,8 +21,8 @@ from dataclasses import replace
 import streamlit as st
 
 from specdec_core.core.errors import SpecDecError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.tree.generate import check_tree_settings, tree_refusal
 from specdec_core.engine.tree.session import TreeSession
@@ -254,6 +254,7 @@ def use_chain() -> None:
 @L.one_at_a_time
 def act(action: str) -> None:
     """Button callback: one tree phase, a whole round, or reset; errors leave the state."""
+    L.own_action()
     S = st.session_state
     pair, config = _pair_config()
     prompt = S.get(L.PROMPT_KEY, "")

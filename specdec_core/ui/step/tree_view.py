@@ -90,8 +90,14 @@ def mode_row() -> str:
 
 
 # ------------------------------------------------------------------ the tree panel
-def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> None:
-    """Everything of tree mode below the mode row."""
+def panel(
+    pair: ModelPair,
+    presenter: bool,
+    heading: Callable[[str], None],
+    live_tab: Callable[[str], None] | None = None,
+) -> None:
+    """Everything of tree mode below the mode row (``live_tab``: the Lesson panel's
+    "Live class" tab, as in :func:`~specdec_core.ui.step.tools.render_lesson_tools`)."""
     S = st.session_state
     config = current_config(pair)
     why = TL.tree_ready(L.drafter_name(), config)
@@ -113,7 +119,7 @@ def panel(pair: ModelPair, presenter: bool, heading: Callable[[str], None]) -> N
     phase = "finished" if synced.blocked else session.phase
     _controls(session, phase)
     _messages(session, phase, synced.blocked)
-    render_tree_lesson_tools(session)
+    render_tree_lesson_tools(session, live_tab)
     if not presenter:
         st.caption(t("tree_intro"))
         with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
