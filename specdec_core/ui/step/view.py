@@ -1,6 +1,7 @@
-"""The step-through page's lower half: the per-position distributions with the checks
-table, the KV-cache state of both models, and the history of finished rounds. Drawing
-only; every number comes from the session's frozen traces."""
+"""The chain's distributions: one drafted position's chart (``p``, ``q``, their overlap
+and excess; or ``p`` before and after the processors), the verdict in words, the checks
+table, and the phase line of a round with no drafts. Drawing only; every number comes
+from the session's frozen traces."""
 
 from __future__ import annotations
 
@@ -14,17 +15,11 @@ from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import before_after_slice, distribution_option, masked_mass
-from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.i18n import t
 from specdec_core.ui.render import (
     grouped_cells,
-    history_html,
     html_table,
-    kv_table_html,
-    round_strip,
-    token_strip_html,
 )
-from specdec_core.ui.step import processors_view
-from specdec_core.ui.step.history import round_label, stats_line
 from specdec_core.ui.words import (
     CHECK_STATUS,
     NEXT_NO_DRAFTS,
@@ -152,7 +147,7 @@ def phase_text(session: SpeculativeSession, phase: str) -> str:
     target's forward still yields one token)."""
     reason = no_drafts_reason(session)
     if reason is None or phase not in ("verify", "commit"):
-        return say(PHASE, phase)
+        return say(PHASE, ("chain", phase))
     return say(NO_DRAFTS_PHASE, (phase, reason))
 
 
@@ -336,86 +331,3 @@ def draft_forwards_text(session: SpeculativeSession, forwards: int, drafted: int
     if hasattr(session.drafter, "head_evaluations") and drafted:
         return t("st_draft_heads", f=drafted)
     return t("st_draft_forwards", f=forwards) if forwards else t("st_draft_no_forward")
-
-
-def kv_section(
-    session: SpeculativeSession,
-    last: RoundTrace | None,
-    presenter: bool,
-    heading: Callable[[str], None],
-) -> None:
-    """Counters and the KV-state table of both models."""
-    heading(t("st_kv"))
-    state = session.kv_state(session.current_statuses())
-    own_state = session.drafter.cached_ids() is not None  # MTP heads, prompt lookup: none
-    counts = [
-        (t("kv_committed_len"), state.committed_len),
-        (t("kv_target_len"), state.target_kv_len),
-        (t("kv_draft_len"), state.draft_kv_len if own_state else "—"),
-    ]
-    if presenter:  # one line instead of three tall metric boxes
-        st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
-    else:
-        for col, (name, n) in zip(st.columns(3), counts, strict=True):
-            col.metric(name, n)
-    if last is not None:
-        st.caption(
-            t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
-        )
-    show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
-    # the current round's rows and the last few committed ones (after a commit: the whole
-    # last round), as a plain table: no inner scroll
-    keep = 2 + (len(last.commit.appended) if last is not None else 0)
-    st.html(kv_table_html(state, None if show_all else keep))
-    if not own_state:
-        key = f"kv_no_state_{session.drafter.name}"
-        st.caption(t(key) if key in strings() else t("kv_no_state"))
-    st.caption(t("kv_help"))
-    config = session.config
-    processors_view.section(
-        processors_view.chain_moments(session, last, session.phase),
-        session.prompt_len,
-        session.token,
-        config.repetition_penalty == 1.0 and config.no_repeat_ngram_size == 0,
-        heading,
-    )
-
-
-HISTORY_SHOWN = 20  # rounds of the history drawn unless older ones are asked for
-
-
-def history(session: SpeculativeSession) -> None:
-    """Finished rounds, newest first, with the statistics of all of them."""
-    st.subheader(t("st_history"))
-    if not session.history:
-        st.caption(t("history_empty"))
-        return
-    st.markdown(stats_line(session.records))
-    # the newest HISTORY_SHOWN rounds unless the student asks for older ones: every round
-    # is sent on every click (a 515-round history was 1.4 MB a click)
-    older = len(session.history) > HISTORY_SHOWN and st.toggle(
-        t("lt_older_rounds"), key="st_history_older"
-    )
-    shown = session.history if older else session.history[-HISTORY_SHOWN:]
-    # one HTML element for all rounds (native <details>), built once per history length
-    # and language: a step click re-renders every element of the panel in the browser
-    key = (len(session.history), t("st_history"), older)
-    cached = st.session_state.get("step_history_html")
-    if cached is None or cached[0] != key or cached[1] is not session.history[-1]:
-        scheduled = session.config.gamma_schedule != "constant"  # each round's γ shown
-        rounds = [
-            (
-                round_label(r, scheduled),
-                token_strip_html(round_strip(r.verify, r.record), []),
-                t(
-                    "timing",
-                    d=r.propose.draft_ms,
-                    v=r.verify.verify_ms,
-                    n=r.verify.target_forward_tokens,
-                ),
-            )
-            for r in reversed(shown)
-        ]
-        cached = (key, session.history[-1], history_html(rounds))
-        st.session_state["step_history_html"] = cached
-    st.html(cached[2])
