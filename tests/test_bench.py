@@ -21,7 +21,7 @@ from specdec_core.bench import (
     summarize,
 )
 from specdec_core.bench.batching import generate_batch, left_pad
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.costmodel import (
@@ -138,7 +138,7 @@ BENCH_JSON_KEYS = {
         "shares_pct": {"draft": None, "verify": None, "overhead": None},
     },
     "greedy_equal": None,
-    "timing": {  # added by issue 24.6: the spreads, how measured, the "too busy" verdict
+    "timing": {  # the spreads, how measured, the "too busy" verdict
         "source": None,
         "busy": None,
         "reasons": None,

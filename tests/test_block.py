@@ -1,4 +1,4 @@
-"""The parallel block drafter (issue 26, PARD-style): shipped weights and card, lossless
+"""The parallel block drafter (PARD-style): shipped weights and card, lossless
 greedy output on held-out prompts at γ 1 / 4 / 8, exact sampling at T = 1 (χ² against the
 target alone; the block's own proposal distribution is rejected by the same counts),
 ``propose_argmax`` = ``propose`` at T = 0, one draft forward per round whatever γ, a
@@ -21,9 +21,9 @@ from transformers import AutoModelForCausalLM
 from specdec_core.__main__ import main as cli
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.block import BlockDrafter, has_block_drafter, make_block_drafter
 from specdec_core.drafters.registry import (
     DRAFTER_NAMES,

@@ -95,7 +95,7 @@ def test_curve_ratio_and_cost_helpers():
         speedup_from_cost(0.0, 1.0)
 
 
-# ------------------------------------------------------------------ measured inputs (issue 16)
+# ------------------------------------------------------------------ measured inputs
 def test_curve_model_reproduces_the_seed_lesson():
     from specdec_core.rules.costmodel import curve_improvement, curve_ms, speedup_from_measured
 

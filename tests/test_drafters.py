@@ -11,8 +11,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from specdec_core.core.device import sync
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import (
     DRAFTER_NAMES,
     TREE_DRAFTERS,
@@ -185,3 +185,42 @@ def test_sync_is_a_no_op_off_cuda_and_syncs_on_cuda(monkeypatch):
     sync("cuda:0")
     sync(torch.device("cuda"))
     assert calls == [(), ()]
+
+
+def test_the_drafter_table_rows(tiny_pair, embedded_pair):
+    """One row per drafter: what the engine, the server and the pages read of it.
+
+    | drafter    | tree refusal    | confidence | empty draft | HF peer | cost        |
+    """
+    from specdec_core.drafters.registry import (
+        DRAFTERS,
+        no_tree_code,
+        preset_max_gamma,
+        spec_of,
+    )
+
+    rows = {
+        "model": (None, True, "drafter", True, "serial"),
+        "ngram": ("tree_no_ngram", False, "ngram", False, "none"),
+        "early-exit": (None, True, "drafter", False, "serial"),
+        "eagle": (None, True, "drafter", False, "serial"),
+        "mtp": (None, True, "drafter", False, "heads"),
+        "block": ("tree_block", True, "drafter", False, "one_forward"),
+    }
+    assert tuple(DRAFTERS) == DRAFTER_NAMES == tuple(rows)
+    for name, (no_tree, confidence, empty, hf, cost) in rows.items():
+        spec = DRAFTERS[name]
+        got = (spec.no_tree, spec.confidence, spec.empty_draft, spec.hf_assisted, spec.draft_cost)
+        assert got == (no_tree, confidence, empty, hf, cost), name
+        assert (spec.no_tree is None) == spec.cls.can_draft_tree, name  # the class agrees
+        assert spec.on_preset("embedded") and spec.on_pair(embedded_pair), name
+    assert spec_of(None) is DRAFTERS["model"] and spec_of("nope") is None
+    assert spec_of(make_named_drafter(tiny_pair, "ngram")) is DRAFTERS["ngram"]
+    assert no_tree_code("block") == "tree_block" and no_tree_code("nope") == "tree_no_ngram"
+    # γ limits on a preset read from the shipped configs, equal to the loaded drafters'
+    for name in DRAFTER_NAMES:
+        cap = make_named_drafter(embedded_pair, name).max_gamma
+        assert preset_max_gamma("embedded", name) == cap, name
+    assert preset_max_gamma("embedded", "mtp") is not None
+    assert preset_max_gamma("embedded", "block") is not None
+    assert not DRAFTERS["eagle"].on_pair(tiny_pair) and DRAFTERS["ngram"].on_pair(tiny_pair)

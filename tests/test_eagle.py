@@ -1,4 +1,4 @@
-"""The EAGLE feature head (issue 17): lossless greedy output on held-out prompts, no target
+"""The EAGLE feature head: lossless greedy output on held-out prompts, no target
 forward beyond the first round's prefill, a head cache of real-feature entries only after
 each round (equal to a fresh computation), seeded sampling reproducible and equal between
 the fast path and the step machine, the error on a pair without a head, the CLI, the
@@ -14,9 +14,9 @@ import torch
 from conftest import CORPUS, REPO, run_json
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import (
     DRAFTER_NAMES,
     EagleDrafter,
@@ -324,7 +324,7 @@ def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
 
 
 def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair):
-    """Issue 24.5: a tree round with the EAGLE drafter reports the head forwards that
+    """A tree round with the EAGLE drafter reports the head forwards that
     really ran (per expanded node 0 to several: the head catches up on features), counted
     here by a hook on the head. Counting one per expanded node said 54 where 78 ran."""
     from specdec_core.drafters.eagle_head import load_eagle_head

@@ -1,4 +1,4 @@
-"""No student, link or file can break the class (issue 30, items 2–6 and 10): what a
+"""No student, link or file can break the class: what a
 hostile probe sent, replayed against the parsers, the engine's replay and the pages.
 
 Each test fails on the code before the fix: a lone surrogate's ``TypeError`` escaped
@@ -23,7 +23,9 @@ from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.errors import PromptError, TokenTextError
-from specdec_core.core.inputs import SessionConfig, encode_prompt, load_json, single_token_id
+from specdec_core.core.inputs import encode_prompt, single_token_id
+from specdec_core.core.settings import SessionConfig
+from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons import replay as replay_mod
 from specdec_core.lessons.link import LessonState, decode
@@ -353,7 +355,7 @@ def test_one_tab_runs_the_rule_lab_at_most_once_a_second(monkeypatch):
 
 
 def test_full_runs_are_paced_after_a_burst():
-    """Issue 30 item 5/10: a tab sending full reruns at 10 a second is slowed to
+    """A tab sending full reruns at 10 a second is slowed to
     FULL_RUNS_PER_S once its burst is spent; a student's few runs never wait."""
     from specdec_core.ui.guards import FULL_RUN_BURST, FULL_RUNS_PER_S, pace_full_run
 

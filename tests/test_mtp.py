@@ -1,4 +1,4 @@
-"""The MTP heads (issue 26, part 1): lossless greedy output on held-out prompts (chain γ 1 /
+"""The MTP heads: lossless greedy output on held-out prompts (chain γ 1 /
 2 / 4, Medusa trees), the first tokens' distribution at T = 1 equal to the target's (χ²),
 no target forward beyond one per round and no drafter state, ``propose_argmax`` ==
 ``propose`` at T = 0, the depth rule after an edit, a grammar, the error on a pair without
@@ -17,10 +17,10 @@ from scipy.stats import chi2
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import DRAFTER_NAMES, TREE_DRAFTERS, drafters_for, make_named_drafter
 from specdec_core.drafters.mtp import MtpDrafter
 from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, load_mtp_heads

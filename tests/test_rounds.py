@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.rounds import (
     gamma_for_round,
     round_stream,

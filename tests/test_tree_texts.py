@@ -1,4 +1,4 @@
-"""Tree mode says what the engine does (issue 24 items 2, 3): the help and introduction
+"""Tree mode says what the engine does: the help and introduction
 describe i.i.d. siblings with the first-accepted rule (not "the top-k" and "the longest
 path"), the worked bias figure is the engine's own number, a round cut by a stop draws
 its cut path and its never-appended ★ as cut (with the rule's verdict in the label), the
@@ -17,7 +17,7 @@ import torch
 from conftest import TEXTBOOK, click_button, start_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.rules.tree_node import node_output_distribution
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure

@@ -90,6 +90,13 @@ class ModelCache:
         return self._forward(new_ids, 1)[0]  # [V]
 
     @torch.inference_mode()
+    def extend_keep(self, new_ids: list[int], keep: int) -> torch.Tensor:
+        """Like :meth:`extend` but the LM head runs on the last ``keep ≥ 1`` positions only
+        (``logits_to_keep``): ``[keep, V]`` float32, the same values as the last ``keep``
+        rows of :meth:`extend`."""
+        return self._forward(new_ids, keep)  # [keep, V]
+
+    @torch.inference_mode()
     def extend_masked(
         self, new_ids: list[int], positions: list[int], allowed: torch.Tensor, known: int
     ) -> torch.Tensor:

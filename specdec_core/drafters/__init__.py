@@ -10,7 +10,9 @@ Modules: ``base`` (the interface with its one proposal loop, :class:`Draft`,
 files, and which pair ships one), ``mtp`` / ``mtp_heads`` (Medusa-style multi-token heads
 on the target's hidden states: the drafter, and the heads' model and files), ``block``
 (PARD-style parallel drafting, γ tokens in one forward), ``head_files`` (a trained head's
-files on disk), ``registry`` (drafters by name, :data:`TREE_DRAFTERS`).
+files on disk), ``registry`` (the drafter table: one
+:class:`~specdec_core.drafters.registry.DrafterSpec` per name, the only place a drafter is
+known by name).
 """
 
 from specdec_core.drafters.base import Draft, Drafter, draw_proposal
@@ -22,17 +24,23 @@ from specdec_core.drafters.mtp_heads import has_mtp_heads, load_mtp_heads, prese
 from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.drafters.registry import (
     DRAFTER_NAMES,
+    DRAFTERS,
     TREE_DRAFTERS,
+    DrafterSpec,
     default_knob,
     drafters_for,
     make_named_drafter,
+    preset_max_gamma,
+    spec_of,
 )
 
 __all__ = [
+    "DRAFTERS",
     "DRAFTER_NAMES",
     "TREE_DRAFTERS",
     "Draft",
     "Drafter",
+    "DrafterSpec",
     "EagleDrafter",
     "EarlyExitDrafter",
     "ModelDrafter",
@@ -51,4 +59,6 @@ __all__ = [
     "make_named_drafter",
     "preset_has_eagle_head",
     "preset_has_mtp_heads",
+    "preset_max_gamma",
+    "spec_of",
 ]

@@ -118,9 +118,7 @@ class BlockDrafter(Drafter):
         pending = self.kv.sync_to(context)
         fed = pending + [self.mask_id] * (gamma - 1)
         if last:
-            # ModelCache's one forward, LM head on the last γ rows only (logits_to_keep).
-            with torch.inference_mode():
-                logits = self.kv._forward(fed, gamma)  # [γ, V + 1]
+            logits = self.kv.extend_keep(fed, gamma)  # [γ, V + 1]: LM head on the γ rows used
         else:
             logits = self.kv.extend(fed)[len(pending) - 1 :]  # [γ, V + 1]
         self.kv.crop(committed)  # the masks leave the cache: committed ids only

@@ -31,8 +31,8 @@ from specdec_core.rules.acceptance import (
 from specdec_core.rules.lossy import LossyRule, verify_lossy
 
 if TYPE_CHECKING:
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import ModelPair
+    from specdec_core.core.settings import SessionConfig
 
 
 Stream = Literal["draft", "verify"]

@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.registry import DRAFTER_CLASSES
+from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.rounds import gamma_for_round
 
 
@@ -79,16 +79,16 @@ def check_gamma_settings(config: SessionConfig, drafter: Drafter | str | None, t
     ``gamma_drafter`` (a chain's γ above the drafter's ``max_gamma``). ``drafter``: an
     object, a registry name or ``None`` (the pair's draft model)."""
     name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "") or "model"
-    limit = (
-        getattr(DRAFTER_CLASSES.get(drafter), "max_gamma", None)
-        if isinstance(drafter, str)
-        else getattr(drafter, "max_gamma", None)
-    )
+    spec = spec_of(name)  # the table's row: None for a drafter outside it (a test's own)
+    if isinstance(drafter, str):
+        limit = spec.cls.max_gamma if spec is not None else None
+    else:
+        limit = getattr(drafter, "max_gamma", None)
     schedule = config.gamma_schedule
     if tree and schedule != "constant":
         code = "gamma_schedule_tree"
         message = f"the {schedule} γ schedule adapts a chain; a tree keeps its fixed shape"
-    elif schedule == "confidence" and name == "ngram":
+    elif schedule == "confidence" and spec is not None and not spec.confidence:
         code = "confidence_ngram"
         message = "the confidence stop needs draft probabilities; prompt lookup has none"
     elif not tree and limit is not None and config.gamma > limit:

@@ -29,21 +29,21 @@ import json
 import math
 import re
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import MAX_GRAMMAR_CHARS, GrammarSpec
-from specdec_core.core.inputs import GAMMA_SCHEDULES, SessionConfig, is_valid_text, load_json
+from specdec_core.core.inputs import is_valid_text
 from specdec_core.core.penalties import (
     FREQUENCY_PENALTY_RANGE,
     MAX_NGRAM_SIZE,
     PRESENCE_PENALTY_RANGE,
     REPETITION_PENALTY_RANGE,
 )
-from specdec_core.drafters import DRAFTER_NAMES, preset_has_eagle_head, preset_has_mtp_heads
-from specdec_core.drafters.block import preset_block_max_gamma, preset_has_block_drafter
-from specdec_core.drafters.mtp_heads import preset_mtp_max_gamma
+from specdec_core.core.settings import GAMMA_SCHEDULES, SessionConfig
+from specdec_core.core.untrusted_json import load_json
+from specdec_core.drafters.registry import DRAFTER_NAMES, DRAFTERS, preset_max_gamma
 from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.generate import tree_refusal
 
@@ -204,8 +204,8 @@ def decode(
         else:
             values[f.name] = checked
     pair = str(values.get("pair", state.pair))
-    shipped = PRESET_CHECKS.get(str(values.get("drafter")))
-    if shipped is not None and not shipped(pair):
+    spec = DRAFTERS.get(str(values.get("drafter")))
+    if spec is not None and not spec.on_preset(pair):
         # the EAGLE head, the MTP heads, the block drafter exist only beside a pair that
         # ships them
         del values["drafter"]
@@ -229,26 +229,6 @@ def decode(
     if version in OLD_RNG_VERSIONS and state.temperature > 0:  # greedy: no draws, same moment
         problems.append(Problem("old_rng"))
     return state, problems
-
-
-#: Whether a preset ships what a drafter needs (by name, without loading the pair); a
-#: drafter not listed needs nothing beyond the pair itself.
-PRESET_CHECKS: dict[str, Callable[[str], bool]] = {
-    "eagle": preset_has_eagle_head,
-    "mtp": preset_has_mtp_heads,
-    "block": preset_has_block_drafter,
-}
-
-
-def preset_max_gamma(pair: str, drafter: str) -> int | None:
-    """The most drafts one proposal of ``drafter`` can make on the preset ``pair``
-    (:attr:`Drafter.max_gamma`, read from the shipped config without loading anything:
-    the MTP heads' ``K``, the block drafter's block size); ``None``: no limit of its own."""
-    if drafter == "mtp":
-        return preset_mtp_max_gamma(pair)
-    if drafter == "block":
-        return preset_block_max_gamma(pair)
-    return None
 
 
 def _shown_name(text: object, limit: int) -> str:

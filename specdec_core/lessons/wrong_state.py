@@ -408,7 +408,7 @@ def rollback_moment(
     """The first round (of at most ``max_rounds``) of a greedy chain session with the
     grammar ``preset`` and a presence penalty whose target rejects a draft; ``None`` when
     none does. The engine's own session (``engine/chain/session.py``), nothing faked."""
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
 
     config = SessionConfig(

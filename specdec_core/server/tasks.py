@@ -26,10 +26,11 @@ from specdec_core.bench import (
 )
 from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline
-from specdec_core.drafters import DRAFTER_NAMES
+from specdec_core.drafters.registry import DRAFTER_NAMES, DRAFTERS
 from specdec_core.server import long_tasks
 
 MAX_TOKENS = 256
@@ -159,7 +160,7 @@ def make_job(
     if drafter not in DRAFTER_NAMES:
         raise _unknown("drafter", drafter)
     cfg = replace(config, max_new_tokens=n_)
-    hf = bool(with_hf) and cfg.temperature == 0.0 and drafter == "model"
+    hf = bool(with_hf) and cfg.temperature == 0.0 and DRAFTERS[drafter].hf_assisted
     job = Job(kind, owner, pair, prompt, n_, r_, bool(ignore_eos), hf, cfg, drafter)
     if kind == "measure":
         hf_tasks = [("hf", False), ("hf", True)] if hf else []

@@ -289,8 +289,8 @@ def greedy_acceptance(args: argparse.Namespace, model) -> dict:
     output equals the target alone's."""
     import importlib.util
 
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import load_pair
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.drafters.block import BlockDrafter
     from specdec_core.drafters.model import ModelDrafter
     from specdec_core.engine.chain.generate import generate

@@ -18,7 +18,6 @@ from specdec_core.core.grammar import (
     GrammarState,
     compile_grammar,
 )
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
 from specdec_core.core.models import ModelLoadError, ModelPair, default_pair_name
 from specdec_core.core.penalties import (
     FREQUENCY_PENALTY_RANGE,
@@ -26,8 +25,9 @@ from specdec_core.core.penalties import (
     PRESENCE_PENALTY_RANGE,
     REPETITION_PENALTY_RANGE,
 )
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.drafters import drafters_for
-from specdec_core.lessons.link import preset_max_gamma
+from specdec_core.drafters.registry import preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui import grammar_client
 from specdec_core.ui.errors import error_message, plain
@@ -208,7 +208,7 @@ def chosen_grammar(pair: ModelPair) -> GrammarSpec | None:
 def gamma_limit(pair: ModelPair) -> int:
     """The γ slider's maximum: :data:`UI_MAX_GAMMA`, or less when the step page's draft
     source (``cfg_drafter``) proposes at most that many tokens per round (the MTP heads:
-    ``K``; read from the shipped config by :func:`lessons.link.preset_max_gamma`, nothing
+    ``K``; read from the shipped config by :func:`drafters.registry.preset_max_gamma`, nothing
     loaded), so choosing MTP with γ 8 lowers γ instead of opening a page that refuses."""
     cap = preset_max_gamma(pair.name, st.session_state.get("cfg_drafter", "model"))
     return UI_MAX_GAMMA if cap is None else max(1, min(UI_MAX_GAMMA, cap))

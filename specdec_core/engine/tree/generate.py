@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 
 from specdec_core.core.device import sync
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import Processors, make_processors
 from specdec_core.core.records import round_kind
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
-from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter
+from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter, no_tree_code
 from specdec_core.engine.rounds import (
     check_grammar_drafter,
     commit_tokens,
@@ -74,8 +75,7 @@ def tree_refusal(
     else:
         can_tree = drafter is None or drafter.can_draft_tree
     if not can_tree:
-        name = drafter if isinstance(drafter, str) else getattr(drafter, "name", "")
-        return "tree_block" if name == "block" else "tree_no_ngram"
+        return no_tree_code(drafter)
     if draft_method == "greedy" and temperature > 0:
         return "tree_needs_probabilistic"
     return None

@@ -62,7 +62,8 @@ from specdec_core.core.sampling import (
     near_tie_draw,
 )
 from specdec_core.core.words import VerdictKind
-from specdec_core.drafters import Drafter
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.registry import no_tree_code
 from specdec_core.rules.tree_node import verify_node
 
 
@@ -164,8 +165,7 @@ def draft_tree(
             path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
             logits = drafter.tree_logits(context + path)  # [V]
             if logits is None:  # the block drafter: one path per forward; prompt lookup: no q
-                code = "tree_block" if drafter.name == "block" else "tree_no_ngram"
-                raise tree_refused(code, drafter.name)
+                raise tree_refused(no_tree_code(drafter), drafter.name)
             if process:
                 assert processors is not None
                 logits = processors.row(logits, context + path)

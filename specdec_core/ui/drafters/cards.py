@@ -10,8 +10,8 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.bench.compare import DrafterResult, compare_drafters
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.eagle_head import load_eagle_head
 from specdec_core.drafters.registry import default_knob, drafters_for, make_named_drafter
 from specdec_core.ui.errors import error_message

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import TREE_DRAFTERS
 from specdec_core.ui.guards import PROMPT_CHARS
 from specdec_core.ui.i18n import strings, t

@@ -25,8 +25,8 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import Replay, advance, replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios

@@ -6,11 +6,13 @@ from the session's frozen traces."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
 from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
+from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
@@ -123,11 +125,11 @@ def no_drafts_reason(
 ) -> NoDraftsReason | None:
     """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
     context), ``"ngram"`` (prompt lookup found no n-gram match), ``"hidden"`` (the MTP
-    heads' first round: no target hidden state yet), ``"drafter"`` (another
-    drafter proposed nothing). ``last = None``: the pending round (``None`` when it has
-    drafts or no round is pending); else the finished round ``last`` (the caller knows it
-    had no drafts). The γ asked for comes from the engine (the round's record, or the
-    pending round's :attr:`current_gamma`)."""
+    heads' first round: no target hidden state yet), ``"drafter"`` (another drafter
+    proposed nothing); the last two are the drafter table's ``empty_draft``. ``last =
+    None``: the pending round (``None`` when it has drafts or no round is pending); else
+    the finished round ``last`` (the caller knows it had no drafts). The γ asked for comes
+    from the engine (the round's record, or the pending round's :attr:`current_gamma`)."""
     if last is not None:
         planned = last.record.gamma
     elif session.phase not in ("verify", "commit") or session.drafts:
@@ -139,7 +141,8 @@ def no_drafts_reason(
     first = (last.round_index if last is not None else session.round_index) == 0
     if first and hasattr(session.drafter, "head_evaluations"):
         return "hidden"  # the MTP heads read a hidden state no target forward has made yet
-    return "ngram" if getattr(session.drafter, "name", "") == "ngram" else "drafter"
+    spec = spec_of(session.drafter)  # the drafter table's reason (prompt lookup: no match)
+    return cast(NoDraftsReason, spec.empty_draft) if spec is not None else "drafter"
 
 
 def phase_text(session: SpeculativeSession, phase: str) -> str:
