@@ -34,7 +34,7 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.problems import keep, kept
-from specdec_core.ui.sidebar import grammar_choice
+from specdec_core.ui.sidebar_processors import grammar_choice
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 
