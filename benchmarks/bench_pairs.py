@@ -45,9 +45,9 @@ from specdec_core.bench import (  # noqa: E402
     measure_pair,
     run_bench,
 )
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import PRESETS, is_preset_cached, load_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.rules.costmodel import best_gamma, walltime_improvement
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"

@@ -15,7 +15,7 @@ id in ``ClientState.fragment_id``: the server then reruns only the fragment (the
 panel's buttons), not ``app.py`` and the whole page. ``SPECDEC_FULL_RERUNS=1`` sends every
 click as a full rerun instead (to compare the two).
 
-The hostile probe (issue 30, the default): one replica behind nginx on loopback
+The hostile probe (the default): one replica behind nginx on loopback
 (``deploy/replicas.py``); for each attack in :data:`ATTACKS` an honest classmate clicks
 "Run one round" before, during and after it; the table gives the classmate's click p50 /
 p95, whether its tab still shows what a fresh replay of the same clicks shows, and a
@@ -24,7 +24,7 @@ attack: one coroutine (see :class:`ProbeContext`) and one line in :data:`ATTACKS
 
     python benchmarks/classroom_ws.py                          # every attack, the table
     python benchmarks/classroom_ws.py --attacks "queue fill"   # some of them
-    python benchmarks/classroom_ws.py --issue19                # issue 19's figures
+    python benchmarks/classroom_ws.py --issue19                # the first class's figures
 
 Every loop is bounded (no attack holds its pressure past ``HOLD_S``); everything runs on
 127.0.0.1 and is stopped at the end.
@@ -487,7 +487,7 @@ async def _measure(url: str, pid: int) -> list[dict]:
 
 
 # ------------------------------------------------------------------ the hostile probe
-# Issue 30: each attack is one coroutine in ATTACKS (name → function). It gets a
+# Each attack is one coroutine in ATTACKS (name → function). It gets a
 # ProbeContext, sets up its pressure, sets ``ctx.ready``, keeps the pressure on until
 # ``ctx.release`` is set (an honest classmate clicks meanwhile), stops, and returns
 # ``{"facts": str, "ok": bool}`` (``ok``: its own pass criterion, e.g. new visitors got a
@@ -903,7 +903,7 @@ ATTACKS = {
     "log flood": log_flood,
     "queue fill": queue_fill,
 }
-# Issue 30 items 2–6 and 10 (links, files, fast reruns, uploads, amplification): one
+# The hostile inputs (links, files, fast reruns, uploads, amplification): one
 # module of their own, given this one (the probe runs as __main__).
 import probe_attacks  # noqa: E402
 
@@ -938,7 +938,7 @@ def probe(names: list[str] | None = None, clicks: int = 10, env: dict | None = N
 
 
 def issue19() -> None:
-    """Issue 19's figures (huge prompts, an oversized table, forged cache clears, six
+    """The first class's figures (huge prompts, an oversized table, forged cache clears, six
     measurements at once) against one server without nginx."""
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "classroom_ws.log"
     with app_server(log) as proc:
@@ -965,7 +965,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="The classroom probe (loopback only).")
     parser.add_argument("--attacks", help=f"comma-separated, of: {', '.join(ATTACKS)}")
     parser.add_argument("--clicks", type=int, default=10, help="classmate clicks per phase")
-    parser.add_argument("--issue19", action="store_true", help="issue 19's figures instead")
+    parser.add_argument("--issue19", action="store_true", help="the first class's figures instead")
     parser.add_argument(
         "--hold-half-open", metavar="HOST:PORT:N:SECONDS", help=argparse.SUPPRESS
     )  # the half-open flood's own process

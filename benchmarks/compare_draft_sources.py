@@ -1,8 +1,8 @@
 """Draft sources side by side on the embedded pair: every source the pair can run (the
 draft model, prompt lookup (n-gram), early exit, the EAGLE head, the MTP heads and the
 block drafter: ``drafters_for``), on the held-out prompts of ``measure_acceptance.py``
-(issue 17) or, with ``--sources``, on the repetitive and the novel prompt of the pages'
-comparison (issue 26.4: ``bench.compare.compare_sources``, interleaved repeats, medians
+or, with ``--sources``, on the repetitive and the novel prompt of the pages'
+comparison (``bench.compare.compare_sources``, interleaved repeats, medians
 with min–max, the cost model's prediction beside each measurement).
 
 Per drafter, greedy (T = 0) and sampled (T = 1), γ = 4, 40 new tokens, the engine's fast
@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_acceptance import heldout_prompts  # noqa: E402
 
 from specdec_core.bench.compare import SourceComparison, compare_sources
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import load_pair
 from specdec_core.core.records import summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for, make_named_drafter  # noqa: E402
 from specdec_core.engine.chain.generate import generate
 

@@ -1,5 +1,5 @@
-"""How long the housekeeping thread's full garbage collection holds the GIL (issue 30
-item 6): ``ui/loader.sweep`` runs ``gc.collect()`` every 30 s so a closed tab's state comes
+"""How long the housekeeping thread's full garbage collection holds the GIL:
+``ui/loader.sweep`` runs ``gc.collect()`` every 30 s so a closed tab's state comes
 back; ``runner.postScriptGC = false`` was set because a full collection after every script
 run took ≈ 230 ms with torch loaded. After ``gc.freeze()`` (done once the pair is loaded)
 a collection walks only what sessions allocated since.
@@ -39,8 +39,8 @@ def main() -> None:
     args = parser.parse_args()
     from probe_attacks import PROMPT, long_trace
 
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import load_pair
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.tracefile import parse
 

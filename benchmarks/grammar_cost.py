@@ -38,10 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig  # noqa: E402
 from specdec_core.core.kvcache import ModelCache  # noqa: E402
 from specdec_core.core.models import ModelPair, load_pair  # noqa: E402
 from specdec_core.core.processors import make_processors
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.model import ModelDrafter  # noqa: E402
 from specdec_core.engine.chain.round import ChainContext, decide_round, verify  # noqa: E402
 from specdec_core.engine.rounds import (  # noqa: E402

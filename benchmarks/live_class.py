@@ -1,4 +1,4 @@
-"""A live class measured (issue 29): teachers and following students against R replicas
+"""A live class measured: teachers and following students against R replicas
 behind nginx with one room store, all on loopback.
 
     python benchmarks/live_class.py                        # 2 rooms × 30, SQLite

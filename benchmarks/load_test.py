@@ -14,7 +14,7 @@ Traffic goes to 127.0.0.1 only; the loop is bounded and stops by itself.
 
     python benchmarks/load_test.py [--students 20] [--rounds 10]
 
-``--profile classroom`` is a real class instead (issue 15): Locust
+``--profile classroom`` is a real class instead: Locust
 (``benchmarks/locust_classroom.py``) runs S students for each S in ``--class-sizes``,
 each pressing a button every 3–8 s (seeded): most step through, some rerun the rule lab's
 Monte Carlo, one teacher presses "Measure" on the speed page. Per S it reports p50/p95

@@ -1,4 +1,4 @@
-"""Locust users for a live class (issue 29): teachers who run a room and students who
+"""Locust users for a live class: teachers who run a room and students who
 follow it, speaking the app's websocket protocol (``/_stcore/stream``) as a browser tab.
 
 Run through ``benchmarks/live_class.py`` (starts two replicas behind nginx and the store,

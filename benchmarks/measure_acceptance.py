@@ -21,9 +21,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import load_pair
 from specdec_core.core.records import summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"

@@ -1,4 +1,4 @@
-"""Issue 30 items 2–6 and 10 as attacks of the classroom probe (``classroom_ws.py``):
+"""Hostile inputs as attacks of the classroom probe (``classroom_ws.py``):
 poisoned and deeply nested lesson links, hostile trace files, fast full-page reruns, an
 upload flood, long and replay-forcing traces, and a rule-lab Monte Carlo flood; and the
 live class's attacks (rooms, seats, ballots, tabs, guesses, store faults), which live in
@@ -65,7 +65,7 @@ def _pair():
 
 def trace_doc(rounds: int = 2, gamma: int = 8) -> dict:
     """A real trace JSON of the embedded pair (as the Lesson panel exports it)."""
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.link import LessonState
     from specdec_core.lessons.tracefile import export_json

@@ -1,4 +1,4 @@
-"""Room store operations per second (issue 29): the follower's poll (``version``), the read
+"""Room store operations per second: the follower's poll (``version``), the read
 after a change (``view``), a student's ``answer`` and a teacher's ``publish``, on each
 backend, from one thread and from several at once.
 
@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # specdec_core
 
-from specdec_core.server.rooms import Question, RoomStore  # noqa: E402
+from specdec_core.server.room_types import Question
+from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_sqlite import SQLiteStore  # noqa: E402
 
 OPERATIONS = ("version", "view", "answer", "publish")

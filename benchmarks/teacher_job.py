@@ -100,7 +100,7 @@ def smaps(pid: int) -> dict[str, float]:
 def student(pair, stop: threading.Event, times: list[float], errors: list, rounds: int = 0):
     """One student: a round (propose, verify, commit) per click, ``THINK_S`` between
     clicks; appends each round's ms to ``times`` until ``stop`` (or ``rounds`` done)."""
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
 
     config = SessionConfig(max_new_tokens=STUDENT_TOKENS)
@@ -148,7 +148,7 @@ def use(where: str, nice: int | None) -> None:
 
 
 def make_job(pair, owner: str, tokens: int, repeats: int):
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.server import tasks
 
     return tasks.make_job(

@@ -1,4 +1,4 @@
-"""Chain vs tree verification on the embedded pair (issue 17): held-out prompts, greedy
+"""Chain vs tree verification on the embedded pair: held-out prompts, greedy
 and T = 1; target-only, chain γ = 4 and trees (2,2,1,1), (3,2,1,1), each with the draft
 model (and the ``eagle`` drafter when ``make_named_drafter(pair, "eagle")`` works).
 Prints tokens per target forward and measured ms per generated token (median of
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure_acceptance import heldout_prompts  # noqa: E402
 
 from specdec_core.bench.tree_vs_chain import compare
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import load_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter  # noqa: E402
 
 

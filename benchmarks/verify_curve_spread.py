@@ -1,4 +1,4 @@
-"""How much the verify-cost curve moves on this machine (issue 24.6): measure the curve
+"""How much the verify-cost curve moves on this machine: measure the curve
 ``t(k)``, ``k = 1 … 2γ + 1``, several times, and print for every ``k`` the spread of its
 repeats within one curve (median, min, max, interquartile range as a fraction of the
 median) and of ``t(k) / t(1)`` between curves, with each curve's verdict

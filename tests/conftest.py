@@ -103,6 +103,52 @@ def embedded_pair() -> ModelPair:
     return load_pair("embedded", device="cpu")
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread for a module of batch-1 forwards of small models (one is as fast as
+    two, and two spin on a loaded machine); the suite's setting is restored after it. Use
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+#: New tokens of :func:`heldout_greedy` (the trained heads' greedy-equality tests).
+HELDOUT_TOKENS = 16
+
+
+@pytest.fixture(scope="session")
+def heldout_prompts() -> list[str]:
+    """The 30 held-out prompts of ``benchmarks/measure_acceptance.py`` (the last 10 % of the
+    corpus, which no model or head of the embedded pair trained on), read-only."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "measure_acceptance", REPO / "benchmarks" / "measure_acceptance.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.heldout_prompts(30))
+
+
+@pytest.fixture(scope="session")
+def heldout_greedy(embedded_pair, heldout_prompts) -> list[list[int]]:
+    """The embedded target alone's greedy ids (:data:`HELDOUT_TOKENS` new tokens) for each of
+    :func:`heldout_prompts`, computed once per session at one torch thread; shared by every
+    module that asks, so read-only."""
+    from specdec_core.core.settings import SessionConfig
+    from specdec_core.engine.chain.generate import generate
+
+    config, before = SessionConfig(max_new_tokens=HELDOUT_TOKENS), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        runs = [generate(embedded_pair, p, config, mode="autoregressive") for p in heldout_prompts]
+    finally:
+        torch.set_num_threads(before)
+    return [r.output_ids for r in runs]
+
+
 @pytest.fixture
 def pair_arg(tiny_dirs, monkeypatch) -> str:
     """``--pair`` value for the tiny pair (custom folders allowed for this test)."""

@@ -1,4 +1,4 @@
-"""The parallel block drafter (issue 26, PARD-style): shipped weights and card, lossless
+"""The parallel block drafter (PARD-style): shipped weights and card, lossless
 greedy output on held-out prompts at γ 1 / 4 / 8, exact sampling at T = 1 (χ² against the
 target alone; the block's own proposal distribution is rejected by the same counts),
 ``propose_argmax`` = ``propose`` at T = 0, one draft forward per round whatever γ, a
@@ -8,22 +8,21 @@ tiny models."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 
 import pytest
 import torch
-from conftest import CORPUS, REPO
+from conftest import CORPUS, HELDOUT_TOKENS
 from scipy.stats import chi2
 from transformers import AutoModelForCausalLM
 
 from specdec_core.__main__ import main as cli
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.block import BlockDrafter, has_block_drafter, make_block_drafter
 from specdec_core.drafters.registry import (
     DRAFTER_NAMES,
@@ -39,33 +38,7 @@ BLOCK_DIR = EMBEDDED_DIR / "block"
 N_SAMPLES = 600
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Batch-1 forwards of small models: one thread is as fast as two on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _heldout(n: int) -> list[str]:
-    spec = importlib.util.spec_from_file_location(
-        "measure_acceptance", REPO / "benchmarks" / "measure_acceptance.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.heldout_prompts(n)
-
-
-@pytest.fixture(scope="module")
-def prompts() -> list[str]:
-    return _heldout(30)
-
-
-@pytest.fixture(scope="module")
-def greedy_targets(embedded_pair, prompts) -> list[list[int]]:
-    config = SessionConfig(max_new_tokens=16)
-    return [generate(embedded_pair, p, config, mode="autoregressive").output_ids for p in prompts]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ------------------------------------------------------------------------ weights, card
@@ -109,11 +82,11 @@ def test_registry_lists_block_only_with_its_folder(embedded_pair, tiny_pair):
 
 
 # ---------------------------------------------------------------------------- contract
-def test_propose_argmax_equals_propose_one_forward(embedded_pair, prompts):
+def test_propose_argmax_equals_propose_one_forward(embedded_pair, heldout_prompts):
     """T = 0: the same ids from both paths, one forward each whatever γ, every row
     ``[V]`` one-hot on its id, and the cache back to the context (no mask inside)."""
     sampling = SamplingConfig(temperature=0.0)
-    for prompt in prompts[:6]:
+    for prompt in heldout_prompts[:6]:
         ctx = embedded_pair.tokenizer.encode(prompt)
         for gamma in (1, 3, 8):
             fast, slow = (make_named_drafter(embedded_pair, "block") for _ in range(2))
@@ -127,7 +100,7 @@ def test_propose_argmax_equals_propose_one_forward(embedded_pair, prompts):
             assert 4096 not in ids
     # a second proposal after more context catches up in the same single forward
     drafter = make_named_drafter(embedded_pair, "block")
-    ctx = embedded_pair.tokenizer.encode(prompts[0])
+    ctx = embedded_pair.tokenizer.encode(heldout_prompts[0])
     first, _ = drafter.propose_argmax(ctx, 4)
     longer = ctx + first[:2]
     ids, forwards = drafter.propose_argmax(longer, 4)
@@ -150,14 +123,14 @@ def test_rows_are_the_block_models_own_logits(embedded_pair):
 
 
 @pytest.mark.parametrize("gamma", [1, 4, 8])
-def test_one_forward_per_round_and_a_committed_cache(embedded_pair, prompts, gamma):
+def test_one_forward_per_round_and_a_committed_cache(embedded_pair, heldout_prompts, gamma):
     """The step machine: every proposal that drafts runs exactly one draft forward; after
     such a propose the drafter's cache (and the KV table's draft column) holds exactly the
     committed ids, never a mask or a draft; after commit it is a prefix of them."""
     for temperature in (0.0, 1.0):
         config = SessionConfig(gamma=gamma, max_new_tokens=14, temperature=temperature, seed=5)
         session = SpeculativeSession(
-            embedded_pair, prompts[3], config, make_named_drafter(embedded_pair, "block")
+            embedded_pair, heldout_prompts[3], config, make_named_drafter(embedded_pair, "block")
         )
         rounds = 0
         while session.phase == "propose":
@@ -183,10 +156,12 @@ def test_one_forward_per_round_and_a_committed_cache(embedded_pair, prompts, gam
 
 # ---------------------------------------------------------------------------- lossless
 @pytest.mark.parametrize("gamma", [1, 4, 8])
-def test_greedy_equals_target_on_heldout_prompts(embedded_pair, prompts, greedy_targets, gamma):
-    config = SessionConfig(gamma=gamma, max_new_tokens=16)
+def test_greedy_equals_target_on_heldout_prompts(
+    embedded_pair, heldout_prompts, heldout_greedy, gamma
+):
+    config = SessionConfig(gamma=gamma, max_new_tokens=HELDOUT_TOKENS)
     accepted = 0
-    for prompt, expected in zip(prompts, greedy_targets, strict=True):
+    for prompt, expected in zip(heldout_prompts, heldout_greedy, strict=True):
         run = generate(
             embedded_pair, prompt, config, drafter=make_named_drafter(embedded_pair, "block")
         )

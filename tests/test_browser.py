@@ -190,7 +190,7 @@ def test_scenario_link_opens_its_outcome_and_survives_a_reload(
         shutil.copy(shot, Path(keep) / shot.name)
 
 
-# ---------------------------------------------------------------- projector (issue 13)
+# ---------------------------------------------------------------- projector
 PRESENTER = {"en": "Presenter mode (projector)", "zh": "演示模式（投影）"}
 CUT_BUTTONS_JS = """() => [...document.querySelectorAll('[data-testid="stMain"] button')]
   .filter(b => b.offsetParent !== null)
@@ -322,7 +322,7 @@ def test_presenter_layout_fits_a_projector(server, new_page, tmp_path, lang, siz
     bar = tallest_bar(chart, COLORS["p"])
     assert bar >= 0.25 * height, bar  # the bars themselves, not the title and legend
     assert page.evaluate(CUT_BUTTONS_JS) == []
-    found = page.evaluate(LAYOUT_JS)  # issue 24.12: no chip or header broken in two
+    found = page.evaluate(LAYOUT_JS)  # no chip or header broken in two
     assert found["chips"] == [] and found["headers"] == [], found
     shot("verify")
     step(page, "commit")
@@ -367,7 +367,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
     import torch
     from conftest import like_the_app
 
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.session import SpeculativeSession
     from specdec_core.lessons.link import LessonState
     from specdec_core.lessons.replay import state_of
@@ -416,7 +416,7 @@ def test_trace_upload_replays_a_matching_trace_and_shows_another_read_only(
         page.context.close()  # one upload per session (new_page closes it again: a no-op)
 
 
-# ------------------------------------------------------ layout at 1024×768 (issue 24.12)
+# ------------------------------------------------------ layout at 1024×768
 # What is broken on a small screen, measured: a legend chip on two lines (its box has
 # more than one line rect), a table header wrapped ("位 置": a Range over its text has
 # more than one rect), a box whose text is cut (scrollWidth > clientWidth).
@@ -452,7 +452,7 @@ def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, new_page, lang):
     fits its box (the step page after Verify); the speed page's change chip, metric, widget
     and button labels are not cut;
     the drafter cards are not squeezed with the sidebar open."""
-    from specdec_core.ui.sidebar import DRAFTER_LABELS
+    from specdec_core.ui.option_labels import DRAFTER_LABELS
 
     page = new_page(1024, 768)
     page.goto(f"{server}/?lang={lang}")

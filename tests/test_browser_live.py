@@ -1,4 +1,4 @@
-"""Real browsers in a live class (issue 29): two app replicas behind nginx (loopback,
+"""Real browsers in a live class: two app replicas behind nginx (loopback,
 ``deploy/replicas.py``) sharing one SQLite room store (``SPECDEC_ROOM_DB`` in a temp
 folder), a teacher and two students in three Chromium contexts, each student pinned to
 a different replica by nginx's route cookie. The teacher starts a live class from the

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from specdec_core.server.rooms import default_db_path
+from specdec_core.server.room_store import default_db_path
 from specdec_core.server.rooms_sqlite import SQLiteStore
 
 pytestmark = pytest.mark.browser

@@ -1,4 +1,4 @@
-"""Real browser: the step-through page's tree mode (issue 17) — switch to "a tree", run
+"""Real browser: the step-through page's tree mode — switch to "a tree", run
 Propose tree → Verify → Commit & compact in English and Chinese at 1280×720; the tree
 figure, the mask grid and the KV tables before/after the compaction are on the page, each
 step reruns only the step panel (an st.fragment), screenshots of each language."""

@@ -1,6 +1,6 @@
 """Byte tokens (part of a multi-byte UTF-8 character) are shown as their bytes, never "�",
 in the views beyond the step page's strip and tables: the drawn tree, the tree attention
-mask and the Lessons chapters (issue 24 item 9)."""
+mask and the Lessons chapters."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.ui.figures.tree import tree_figure
 

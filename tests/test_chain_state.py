@@ -4,7 +4,7 @@ position 2 to the target's second choice, so the statuses are known exactly."""
 
 from __future__ import annotations
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 
 PROMPT = "First Citizen:\nWe are"

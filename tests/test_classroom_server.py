@@ -1,4 +1,4 @@
-"""One student must not stall the class (issue 19, high items), checked against a real
+"""One student must not stall the class, checked against a real
 ``streamlit run app.py`` on 127.0.0.1 with a hand-made websocket client
 (``benchmarks/classroom_ws.py``, the protocol of ``benchmarks/load_test.py``).
 

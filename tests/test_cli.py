@@ -179,7 +179,7 @@ def test_edits_that_cannot_apply_are_reported(capsys, pair_arg):
     assert "needs --mode speculative" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------- processors (issue 25)
+# ---------------------------------------------------------------- processors
 GRAMMAR_VIEW_KEYS = {"accepted_tokens", "terminated", "completed", "allowed_next"}
 
 

@@ -19,8 +19,8 @@ from specdec_core.bench.compare import (
     strip_marks,
 )
 from specdec_core.bench.runs import ignoring_eos
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.records import STRIP_STATES, summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import NgramDrafter, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -179,7 +179,7 @@ def test_cli_drafter_option(capsys, pair_arg, drafter):
     assert "has no EAGLE draft head" in capsys.readouterr().err
 
 
-# ------------------------------------------------------------------ every source (issue 26.4)
+# ------------------------------------------------------------------ every source
 #: Draft forwards per round a source runs whatever it drafts (prompt lookup: none; the
 #: block drafter: one for the whole block; the MTP heads: none, they are not a model forward).
 FIXED_FORWARDS = {"ngram": 0.0, "mtp": 0.0, "block": 1.0}

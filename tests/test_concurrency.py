@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from tests.conftest import like_the_app

@@ -1,4 +1,4 @@
-"""Values a crafted client can put into its own session (issue 19): each gives one clear
+"""Values a crafted client can put into its own session: each gives one clear
 message on the page, never an exception element, and no student text is rendered as
 markdown. Table-driven over AppTest on the embedded pair."""
 
@@ -189,7 +189,7 @@ def test_measurement_caps_and_queue(embedded_pair):
     assert tasks.check_work(8, 3) == (8, 3)
     queue = jobs.JobQueue()
     queue.alive = lambda _sid: True
-    cfg = embedded_pair and __import__("specdec_core.core.inputs", fromlist=["x"]).SessionConfig()
+    cfg = embedded_pair and __import__("specdec_core.core.settings", fromlist=["x"]).SessionConfig()
     a = tasks.make_job("gamma", "s1", embedded_pair, "ROMEO:", 4, 1, True, False, cfg)
     queue._queue.append(a)  # held in the queue (no worker started): position 1
     assert queue.position(a) == 1
@@ -200,7 +200,7 @@ def test_measurement_caps_and_queue(embedded_pair):
 
 
 def test_job_of_a_closed_session_is_cancelled(embedded_pair):
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
 
     queue = jobs.JobQueue()
     queue.alive = lambda sid: sid != "gone"

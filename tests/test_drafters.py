@@ -11,8 +11,8 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
 from specdec_core.core.device import sync
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import (
     DRAFTER_NAMES,
     TREE_DRAFTERS,

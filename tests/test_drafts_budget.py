@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.bench.compare import SOURCE_PROMPTS, compare_drafters, compare_sources
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import default_knob, drafters_for
 
 REPO = Path(__file__).resolve().parents[1]

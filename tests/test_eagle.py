@@ -1,4 +1,4 @@
-"""The EAGLE feature head (issue 17): lossless greedy output on held-out prompts, no target
+"""The EAGLE feature head: lossless greedy output on held-out prompts, no target
 forward beyond the first round's prefill, a head cache of real-feature entries only after
 each round (equal to a fresh computation), seeded sampling reproducible and equal between
 the fast path and the step machine, the error on a pair without a head, the CLI, the
@@ -6,17 +6,16 @@ lesson-link check and the training script on tiny models."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 import torch
-from conftest import CORPUS, REPO, run_json
+from conftest import CORPUS, HELDOUT_TOKENS, run_json
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import (
     DRAFTER_NAMES,
     EagleDrafter,
@@ -31,34 +30,7 @@ from specdec_core.lessons.link import LessonState, decode, encode
 HEAD_DIR = EMBEDDED_DIR / "eagle"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """These are batch-1 forwards of a 256-wide model: one thread is as fast as two, and on
-    a loaded machine two threads spin (10× slower here); the suite's setting is restored."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _heldout(n: int) -> list[str]:
-    spec = importlib.util.spec_from_file_location(
-        "measure_acceptance", REPO / "benchmarks" / "measure_acceptance.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.heldout_prompts(n)
-
-
-@pytest.fixture(scope="module")
-def prompts() -> list[str]:
-    return _heldout(30)
-
-
-@pytest.fixture(scope="module")
-def greedy_targets(embedded_pair, prompts) -> list[list[int]]:
-    config = SessionConfig(max_new_tokens=16)
-    return [generate(embedded_pair, p, config, mode="autoregressive").output_ids for p in prompts]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_head_files_small_and_safetensors():
@@ -71,10 +43,12 @@ def test_head_files_small_and_safetensors():
 
 
 @pytest.mark.parametrize("gamma", [1, 4, 8])
-def test_greedy_equals_target_on_heldout_prompts(embedded_pair, prompts, greedy_targets, gamma):
-    config = SessionConfig(gamma=gamma, max_new_tokens=16)
+def test_greedy_equals_target_on_heldout_prompts(
+    embedded_pair, heldout_prompts, heldout_greedy, gamma
+):
+    config = SessionConfig(gamma=gamma, max_new_tokens=HELDOUT_TOKENS)
     accepted = 0
-    for prompt, expected in zip(prompts, greedy_targets, strict=True):
+    for prompt, expected in zip(heldout_prompts, heldout_greedy, strict=True):
         drafter = make_named_drafter(embedded_pair, "eagle")
         run = generate(embedded_pair, prompt, config, drafter=drafter)
         assert run.output_ids == expected, prompt
@@ -85,9 +59,9 @@ def test_greedy_equals_target_on_heldout_prompts(embedded_pair, prompts, greedy_
     assert accepted > 0
 
 
-def test_target_forwards_versus_the_draft_model(embedded_pair, prompts):
+def test_target_forwards_versus_the_draft_model(embedded_pair, heldout_prompts):
     config = SessionConfig(gamma=4, max_new_tokens=16)
-    for prompt in prompts[:3]:
+    for prompt in heldout_prompts[:3]:
         model = generate(
             embedded_pair, prompt, config, drafter=make_named_drafter(embedded_pair, "model")
         )
@@ -123,11 +97,13 @@ def _check_head_cache(pair, session: SpeculativeSession) -> None:
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
-def test_step_machine_with_an_edit(embedded_pair, prompts, greedy_targets, temperature):
+def test_step_machine_with_an_edit(embedded_pair, heldout_prompts, heldout_greedy, temperature):
     for i in (0, 7, 19):
-        config = SessionConfig(gamma=4, max_new_tokens=16, temperature=temperature, seed=i)
+        config = SessionConfig(
+            gamma=4, max_new_tokens=HELDOUT_TOKENS, temperature=temperature, seed=i
+        )
         session = SpeculativeSession(
-            embedded_pair, prompts[i], config, make_named_drafter(embedded_pair, "eagle")
+            embedded_pair, heldout_prompts[i], config, make_named_drafter(embedded_pair, "eagle")
         )
         rounds = 0
         while session.phase == "propose":
@@ -148,17 +124,19 @@ def test_step_machine_with_an_edit(embedded_pair, prompts, greedy_targets, tempe
             rounds += 1
             _check_head_cache(embedded_pair, session)
         if temperature == 0.0:
-            assert session.generated_ids == greedy_targets[i]
+            assert session.generated_ids == heldout_greedy[i]
         assert session.target.forwards == rounds + 1
 
 
-def test_sampled_runs_reproducible_and_fast_path_equals_step_machine(embedded_pair, prompts):
+def test_sampled_runs_reproducible_and_fast_path_equals_step_machine(
+    embedded_pair, heldout_prompts
+):
     for seed in (1, 2):
         config = SessionConfig(gamma=4, max_new_tokens=24, temperature=1.0, seed=seed)
         runs = [
             generate(
                 embedded_pair,
-                prompts[3],
+                heldout_prompts[3],
                 config,
                 drafter=make_named_drafter(embedded_pair, "eagle"),
             )
@@ -166,7 +144,7 @@ def test_sampled_runs_reproducible_and_fast_path_equals_step_machine(embedded_pa
         ]
         assert runs[0].records == runs[1].records
         session = SpeculativeSession(
-            embedded_pair, prompts[3], config, make_named_drafter(embedded_pair, "eagle")
+            embedded_pair, heldout_prompts[3], config, make_named_drafter(embedded_pair, "eagle")
         )
         session.run()
         assert session.generated_ids == runs[0].output_ids
@@ -293,15 +271,15 @@ def test_training_script_on_tiny_models(tmp_path, tiny_dirs, tiny_pair):
 def test_sidebar_offers_eagle_only_with_a_head(embedded_pair):
     from conftest import start_app
 
-    from specdec_core.ui.sidebar import DRAFTER_LABELS
+    from specdec_core.ui.option_labels import DRAFTER_LABELS
 
     at = start_app("en")
     assert DRAFTER_LABELS["eagle"] in at.selectbox(key="cfg_drafter").options
 
 
-def test_propose_argmax_equals_propose_at_temperature_zero(embedded_pair, prompts):
+def test_propose_argmax_equals_propose_at_temperature_zero(embedded_pair, heldout_prompts):
     greedy = SessionConfig(gamma=6).sampling
-    for prompt in prompts[:3]:
+    for prompt in heldout_prompts[:3]:
         ids = embedded_pair.tokenizer.encode(prompt)
         drafters = [make_named_drafter(embedded_pair, "eagle") for _ in range(2)]
         for d in drafters:
@@ -324,7 +302,7 @@ def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
 
 
 def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair):
-    """Issue 24.5: a tree round with the EAGLE drafter reports the head forwards that
+    """A tree round with the EAGLE drafter reports the head forwards that
     really ran (per expanded node 0 to several: the head catches up on features), counted
     here by a hook on the head. Counting one per expanded node said 54 where 78 ran."""
     from specdec_core.drafters.eagle_head import load_eagle_head

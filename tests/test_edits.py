@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from specdec_core.core.errors import InputError, PhaseError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain import edits
 from specdec_core.engine.chain.round import Checked
 from specdec_core.engine.chain.session import SpeculativeSession

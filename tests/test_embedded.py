@@ -11,8 +11,8 @@ import torch
 from conftest import CORPUS
 from transformers import AutoTokenizer
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import EMBEDDED_DIR
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 
 

@@ -1,4 +1,4 @@
-"""Adaptive γ (issue 26, item 3): transformers' heuristic schedule as a pure function, the
+"""Adaptive γ: transformers' heuristic schedule as a pure function, the
 confidence stop on real drafter rows, greedy equality under both schedules, the refusals
 (engine and CLI), the JSON contract, lesson links, and the history's γ sequence."""
 
@@ -12,7 +12,7 @@ from conftest import open_app, run_json, shown_error
 
 from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.drafters import ModelDrafter, NgramDrafter
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate

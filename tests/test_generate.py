@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import NgramDrafter, early_exit_model, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession

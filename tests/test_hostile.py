@@ -1,4 +1,4 @@
-"""No student, link or file can break the class (issue 30, items 2–6 and 10): what a
+"""No student, link or file can break the class: what a
 hostile probe sent, replayed against the parsers, the engine's replay and the pages.
 
 Each test fails on the code before the fix: a lone surrogate's ``TypeError`` escaped
@@ -23,7 +23,9 @@ from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.errors import PromptError, TokenTextError
-from specdec_core.core.inputs import SessionConfig, encode_prompt, load_json, single_token_id
+from specdec_core.core.inputs import encode_prompt, single_token_id
+from specdec_core.core.settings import SessionConfig
+from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons import replay as replay_mod
 from specdec_core.lessons.link import LessonState, decode
@@ -243,22 +245,22 @@ def test_the_upload_store_keeps_two_files_per_session():
 
 
 def test_uploads_are_parsed_once_dropped_and_rate_limited(embedded_pair, monkeypatch):
-    from specdec_core.ui.step import tools as lesson_tools
+    from specdec_core.ui.step import files as lesson_files
 
     forgotten = []
-    real = lesson_tools.forget_upload
+    real = lesson_files.forget_upload
 
     def spy(file) -> None:
         forgotten.append(file.file_id)
         real(file)
 
-    monkeypatch.setattr(lesson_tools, "forget_upload", spy)
+    monkeypatch.setattr(lesson_files, "forget_upload", spy)
     at = open_app()
     at.session_state["lt_open"] = True
     at.run()
     data = _trace_bytes(embedded_pair, n_rounds=1, pair="elsewhere")  # read-only: no replay
     notices = []
-    for i in range(lesson_tools.MAX_UPLOADS_PER_MIN + 1):
+    for i in range(lesson_files.MAX_UPLOADS_PER_MIN + 1):
         at.file_uploader[0].set_value((f"t{i}.json", data, "application/json")).run()
         assert not at.exception
         notices.append(" ".join(x.value for x in at.info))
@@ -323,9 +325,9 @@ def test_the_rule_labs_monte_carlo_is_bounded_per_tab(monkeypatch):
 
 
 def test_the_step_history_draws_the_newest_rounds_unless_asked(embedded_pair, monkeypatch):
-    from specdec_core.ui.step import view as step_view
+    from specdec_core.ui.step import chain_view
 
-    monkeypatch.setattr(step_view, "HISTORY_SHOWN", 2)
+    monkeypatch.setattr(chain_view, "HISTORY_SHOWN", 2)
     at = open_app()
     for _ in range(3):
         button(at, "btn_round").click().run()
@@ -353,7 +355,7 @@ def test_one_tab_runs_the_rule_lab_at_most_once_a_second(monkeypatch):
 
 
 def test_full_runs_are_paced_after_a_burst():
-    """Issue 30 item 5/10: a tab sending full reruns at 10 a second is slowed to
+    """A tab sending full reruns at 10 a second is slowed to
     FULL_RUNS_PER_S once its burst is spent; a student's few runs never wait."""
     from specdec_core.ui.guards import FULL_RUN_BURST, FULL_RUNS_PER_S, pace_full_run
 

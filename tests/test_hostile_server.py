@@ -1,4 +1,4 @@
-"""Fast full-page reruns against a real ``streamlit run app.py`` (issue 30 item 5).
+"""Fast full-page reruns against a real ``streamlit run app.py``.
 
 A client can send full reruns (no fragment id) faster than a step runs. With Streamlit's
 ``fastReruns`` each one starts a new script thread while the last is still inside its

@@ -2,8 +2,8 @@
 pair, tiny budgets): real values that equal an in-thread run, errors that come back as
 themselves, Stop while a task runs, the in-thread fallback, a killed worker and a task
 that overruns its time. One worker serves the module (starting one imports torch and
-transformers, ≈ 5 s); the two tests that end a worker come last. The queue's places
-(issue 30): one per client address, one kept for the teacher (no worker needed)."""
+transformers, ≈ 5 s); the two tests that end a worker come last. The queue's places:
+one per client address, one kept for the teacher (no worker needed)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 
 from specdec_core.core.errors import BusyError, ModelLoadError
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.server import jobs, tasks
 from specdec_core.server import worker as job_worker
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 
 

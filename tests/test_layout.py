@@ -1,4 +1,4 @@
-"""The house rules of ``specdec_core`` (issue 28), read from the source with ``ast``
+"""The house rules of ``specdec_core``, read from the source with ``ast``
 (``benchmarks/import_graph.py`` builds the graph; nothing is imported): at most 12 entries
 at the top, no import cycle, chain and tree never import each other, ``core`` imports
 nothing above it, the engine side never reaches Streamlit or Plotly, absolute imports only,

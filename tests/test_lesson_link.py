@@ -1,4 +1,4 @@
-"""Lesson links, replay, undo, scenarios and trace files (issue 14), engine side."""
+"""Lesson links, replay, undo, scenarios and trace files, engine side."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specdec_core.core.grammar import GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.penalties import PenaltyConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, Problem, decode, encode
@@ -264,7 +264,7 @@ def test_cli_prints_the_scenario_links(capsys, embedded_pair):
         assert problems == [] and state.prompt and state.phase == "commit"
 
 
-# ---------------------------------------------------------------- issue 25: processors
+# ---------------------------------------------------------------- processors
 SPEAKER = ("regex", r"(ROMEO|JULIET|NURSE): [A-Za-z ,.;'!?]{1,80}\n")
 
 

@@ -1,4 +1,4 @@
-"""Lost-work and crash paths a student reaches with the normal UI (issue 19): the lesson
+"""Lost-work and crash paths a student reaches with the normal UI: the lesson
 survives a visit to another page and any number of settings changes, and a round that
 drafted no tokens is a normal state on every page. AppTest on the embedded pair."""
 

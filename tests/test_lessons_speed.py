@@ -1,4 +1,4 @@
-"""Lessons chapter 5's speed measurement (issue 24.6): a warm-up run of each variant
+"""Lessons chapter 5's speed measurement: a warm-up run of each variant
 before timing, the variants interleaved and repeated, the spread shown, one measured target
 step behind every ``c``, and "too busy" instead of a conclusion. Crafted timings; no
 timing asserted."""

@@ -1,4 +1,4 @@
-"""Where a lesson link points (issue 24 item 11): the Lessons page's "open this moment on
+"""Where a lesson link points: the Lessons page's "open this moment on
 the step-through page" link is the step-through page's URL (the app's root), not the
 Lessons page's own URL; a proxy's base path is kept."""
 
@@ -45,7 +45,7 @@ def test_the_lessons_page_link_opens_the_step_through_page(monkeypatch):
 
 
 def test_the_scenario_search_says_what_it_is_trying_while_it_runs(monkeypatch):
-    """Issue 24 item 13: "Find the scenarios" ran 21–27 s (42 s on a busy 2-core machine)
+    """The "Find the scenarios" search once ran 21–27 s (42 s on a busy 2-core machine)
     behind one spinner. Each scenario's name is on screen while it is searched."""
     from specdec_core.lessons.scenarios import SCENARIOS, Found
 

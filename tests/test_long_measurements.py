@@ -18,7 +18,7 @@ from specdec_core.bench import source_compare as sc
 from specdec_core.bench.bounded import Budget, conclusive
 from specdec_core.bench.compare import SOURCE_PROMPTS
 from specdec_core.bench.timing import REPEATS_DISAGREE
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.server import jobs, long_tasks
 from specdec_core.server import tasks as T
 from specdec_core.ui.background import progress_text

@@ -1,4 +1,4 @@
-"""The lossless page's measurements (issue 27, bench/lossless.py) and the CLI's flags:
+"""The lossless page's measurements (bench/lossless.py, bench/same_seed.py) and the CLI's flags:
 held-out prompts, same seed ≠ same text, the first-k-token test against its simulated
 null (k = 1 and 2), bounds and codes, and ``--target-quant`` / ``--acceptance`` in the
 JSON (unchanged without them; one ``error:`` line and exit 2 for bad values)."""
@@ -12,11 +12,11 @@ import torch
 
 from specdec_core.__main__ import main
 from specdec_core.bench import lossless
-from specdec_core.bench.lossless import (
+from specdec_core.bench.lossless import held_out_prompts
+from specdec_core.bench.same_seed import (
     MAX_SEEDS,
     exact_first_tokens,
     first_tokens_test,
-    held_out_prompts,
     same_seed_texts,
 )
 from specdec_core.core.errors import ConfigError, InputError

@@ -12,7 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specdec_core.bench.lossless import first_tokens_test, held_out_prompts, quant_figures
+from specdec_core.bench.lossless import held_out_prompts
+from specdec_core.bench.quantized import quant_figures
+from specdec_core.bench.same_seed import first_tokens_test
 from specdec_core.core.quant import quantized_pair
 from specdec_core.server.pairs import get_pair
 from tests.conftest import like_the_app, open_app

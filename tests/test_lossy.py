@@ -1,4 +1,4 @@
-"""The lossy verification rules in the engine (issue 27, rules/lossy.py): the accept test
+"""The lossy verification rules in the engine (rules/lossy.py): the accept test
 on hand-made rows (a case table with exact values), agreement with the lab's enumeration
 (rules/lab/lossy.py), the rule's emitted law against its exact final distribution (Monte
 Carlo of verify_lossy), the engine behind the explicit setting only (greedy unchanged, the
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from specdec_core.bench.lossless import lossy_tradeoff
+from specdec_core.bench.lossy_tradeoff import lossy_tradeoff
 from specdec_core.core.errors import ConfigError, InputError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.sampling import tv_distance
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.lab import lossy as lab

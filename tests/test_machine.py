@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from specdec_core.core.errors import InputError, PhaseError
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.machine import STEPS, StepMachine
 from specdec_core.engine.tree.session import TreeSession

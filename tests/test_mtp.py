@@ -1,4 +1,4 @@
-"""The MTP heads (issue 26, part 1): lossless greedy output on held-out prompts (chain γ 1 /
+"""The MTP heads: lossless greedy output on held-out prompts (chain γ 1 /
 2 / 4, Medusa trees), the first tokens' distribution at T = 1 equal to the target's (χ²),
 no target forward beyond one per round and no drafter state, ``propose_argmax`` ==
 ``propose`` at T = 0, the depth rule after an edit, a grammar, the error on a pair without
@@ -6,21 +6,20 @@ heads, the CLI and the training script on tiny models."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 
 import pytest
 import torch
-from conftest import CORPUS, REPO, run_json
+from conftest import CORPUS, HELDOUT_TOKENS, REPO, run_json
 from scipy.stats import chi2
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import DRAFTER_NAMES, TREE_DRAFTERS, drafters_for, make_named_drafter
 from specdec_core.drafters.mtp import MtpDrafter
 from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, load_mtp_heads
@@ -29,37 +28,10 @@ from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.generate import generate_tree
 
 HEADS_DIR = EMBEDDED_DIR / "mtp"
-NEW_TOKENS = 16
+NEW_TOKENS = HELDOUT_TOKENS  # the length of ``heldout_greedy``
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Batch-1 forwards of a 256-wide model: one thread is as fast as two (and does not
-    spin on a loaded machine); the suite's setting is restored."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-def _heldout(n: int) -> list[str]:
-    spec = importlib.util.spec_from_file_location(
-        "measure_acceptance", REPO / "benchmarks" / "measure_acceptance.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.heldout_prompts(n)
-
-
-@pytest.fixture(scope="module")
-def prompts() -> list[str]:
-    return _heldout(30)
-
-
-@pytest.fixture(scope="module")
-def greedy_targets(embedded_pair, prompts) -> list[list[int]]:
-    config = SessionConfig(max_new_tokens=NEW_TOKENS)
-    return [generate(embedded_pair, p, config, mode="autoregressive").output_ids for p in prompts]
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _alone(pair, prompt: str) -> list[int]:
@@ -114,13 +86,13 @@ def test_pair_without_heads_gives_a_clear_error(tiny_pair):
 
 
 # ---------------------------------------------------------------- the depth rule
-def test_propose_argmax_equals_propose_and_the_depth_rule(embedded_pair, prompts):
+def test_propose_argmax_equals_propose_and_the_depth_rule(embedded_pair, heldout_prompts):
     """With the target's KV over ``ids[:-1]`` (as after a round), drafts are heads 1..K on
     the last hidden row; a context 2 ids longer (an edit) gets heads 3..4 only; a context
     the target has not run gets nothing."""
     greedy = SessionConfig(gamma=6).sampling
     lm_head = embedded_pair.target.get_output_embeddings()
-    for prompt in prompts[:3]:
+    for prompt in heldout_prompts[:3]:
         ids = embedded_pair.tokenizer.encode(prompt)
         drafters = [_mtp(embedded_pair) for _ in range(2)]
         for d in drafters:
@@ -149,11 +121,11 @@ def test_propose_argmax_equals_propose_and_the_depth_rule(embedded_pair, prompts
         assert drafters[0].head_evaluations == 8
 
 
-def test_confidence_stop_computes_only_the_rows_it_drafts(embedded_pair, prompts):
+def test_confidence_stop_computes_only_the_rows_it_drafts(embedded_pair, heldout_prompts):
     """With a confidence stop the heads are evaluated one at a time: a proposal that the
     stop ends after y_1 counts 1 head evaluation, not K; without the stop all K rows are
     computed (in one batch) and all K drafted. Model forwards stay 0 either way."""
-    ids = embedded_pair.tokenizer.encode(prompts[0])
+    ids = embedded_pair.tokenizer.encode(heldout_prompts[0])
     drafter = _mtp(embedded_pair)
     drafter.attach(ModelCache(embedded_pair.target))
     drafter.target.extend(ids[:-1])
@@ -165,16 +137,16 @@ def test_confidence_stop_computes_only_the_rows_it_drafts(embedded_pair, prompts
         gamma=4, max_new_tokens=NEW_TOKENS, gamma_schedule="confidence", confidence=0.9999
     )
     drafter = _mtp(embedded_pair)
-    run = generate(embedded_pair, prompts[0], config, drafter=drafter)
+    run = generate(embedded_pair, heldout_prompts[0], config, drafter=drafter)
     drafted = sum(len(r.drafted) for r in run.records)
     assert drafted == len(run.records) - 1  # 1 per round but the first (no hidden state)
     assert drafter.head_evaluations == drafted and run.stats.draft_forwards == 0
 
 
-def test_sampled_rows_are_the_heads_distributions(embedded_pair, prompts):
+def test_sampled_rows_are_the_heads_distributions(embedded_pair, heldout_prompts):
     """At T = 1 each q_i is softmax of head i's logits (not conditioned on y_<i)."""
     sampling = SessionConfig(temperature=1.0).sampling
-    ids = embedded_pair.tokenizer.encode(prompts[0])
+    ids = embedded_pair.tokenizer.encode(heldout_prompts[0])
     drafter = _mtp(embedded_pair)
     drafter.attach(ModelCache(embedded_pair.target))
     drafter.target.extend(ids[:-1])
@@ -187,28 +159,30 @@ def test_sampled_rows_are_the_heads_distributions(embedded_pair, prompts):
 
 
 # ---------------------------------------------------------------- lossless, greedy
-def test_greedy_few_prompts_chain_and_tree(embedded_pair, prompts):
+def test_greedy_few_prompts_chain_and_tree(embedded_pair, heldout_prompts):
     """The quick check: 3 prompts, γ = 4 and a "2,2,1" tree; the first round drafts
     nothing (no hidden state yet); target forwards == rounds (no extra forward)."""
     for i in (0, 11, 23):
         drafter = _mtp(embedded_pair)
         config = SessionConfig(gamma=4, max_new_tokens=NEW_TOKENS)
-        run = generate(embedded_pair, prompts[i], config, drafter=drafter)
-        expected = _alone(embedded_pair, prompts[i])
+        run = generate(embedded_pair, heldout_prompts[i], config, drafter=drafter)
+        expected = _alone(embedded_pair, heldout_prompts[i])
         assert run.output_ids == expected
         assert run.records[0].drafted == () and len(run.records[1].drafted) == 4
         assert run.stats.target_forwards == run.stats.rounds == len(run.records)
         assert drafter.forwards == run.stats.draft_forwards == 0  # no model forward
         assert drafter.head_evaluations == sum(len(r.drafted) for r in run.records)
-        tree = generate_tree(embedded_pair, prompts[i], config, (2, 2, 1), drafter="mtp")
+        tree = generate_tree(embedded_pair, heldout_prompts[i], config, (2, 2, 1), drafter="mtp")
         assert tree.output_ids == expected
 
 
 @pytest.mark.parametrize("gamma", [1, 2, 4])
-def test_greedy_equals_target_on_heldout_prompts(embedded_pair, prompts, greedy_targets, gamma):
+def test_greedy_equals_target_on_heldout_prompts(
+    embedded_pair, heldout_prompts, heldout_greedy, gamma
+):
     config = SessionConfig(gamma=gamma, max_new_tokens=NEW_TOKENS)
     accepted = 0
-    for prompt, expected in zip(prompts, greedy_targets, strict=True):
+    for prompt, expected in zip(heldout_prompts, heldout_greedy, strict=True):
         drafter = _mtp(embedded_pair)
         run = generate(embedded_pair, prompt, config, drafter=drafter)
         assert run.output_ids == expected, prompt
@@ -221,11 +195,11 @@ def test_greedy_equals_target_on_heldout_prompts(embedded_pair, prompts, greedy_
 
 @pytest.mark.parametrize("shape", [(2, 2, 1), (3, 1)])
 def test_greedy_tree_equals_target_on_heldout_prompts(
-    embedded_pair, prompts, greedy_targets, shape
+    embedded_pair, heldout_prompts, heldout_greedy, shape
 ):
     config = SessionConfig(max_new_tokens=NEW_TOKENS)
     accepted = 0
-    for prompt, expected in zip(prompts, greedy_targets, strict=True):
+    for prompt, expected in zip(heldout_prompts, heldout_greedy, strict=True):
         run = generate_tree(embedded_pair, prompt, config, shape, drafter="mtp")
         assert run.output_ids == expected, (prompt, shape)
         accepted += sum(r.accepted for r in run.records)
@@ -245,10 +219,10 @@ def test_greedy_with_a_grammar(embedded_pair):
         assert tree.output_ids == alone.output_ids, prompt
 
 
-def test_step_machine_with_an_edit(embedded_pair, prompts):
+def test_step_machine_with_an_edit(embedded_pair, heldout_prompts):
     for i in (0, 7):
         config = SessionConfig(gamma=4, max_new_tokens=NEW_TOKENS)
-        session = SpeculativeSession(embedded_pair, prompts[i], config, _mtp(embedded_pair))
+        session = SpeculativeSession(embedded_pair, heldout_prompts[i], config, _mtp(embedded_pair))
         rounds = edits = 0
         while session.phase == "propose":
             session.propose()
@@ -269,7 +243,7 @@ def test_step_machine_with_an_edit(embedded_pair, prompts):
             session.commit()
             rounds += 1
         assert edits == 1
-        assert session.generated_ids == _alone(embedded_pair, prompts[i])
+        assert session.generated_ids == _alone(embedded_pair, heldout_prompts[i])
         assert session.target.forwards == rounds
 
 

@@ -1,4 +1,4 @@
-"""Lossless "up to numerics" (issue 27, bench/numerics.py): the verify forward's logits
+"""Lossless "up to numerics" (bench/numerics.py): the verify forward's logits
 against one-token decode steps (float32 within 1e-4; bfloat16 visibly apart), and the
 seeded, bounded search for a bf16 near-tie where greedy speculative decoding and the
 greedy target alone diverge, pinned (prompt, position, both logits, margin, flip), with
@@ -12,8 +12,9 @@ import torch
 from specdec_core.bench.lossless import held_out_prompts
 from specdec_core.bench.numerics import find_flip, greedy_alone, verify_vs_decode
 from specdec_core.core.errors import ConfigError, InputError
-from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.quant import variant_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 
 PROMPTS = (

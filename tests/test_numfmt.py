@@ -55,7 +55,7 @@ def test_lab_figures_print_the_numbers_on_the_bars():
 
 
 def test_fmt_sig_shows_enough_digits_to_reproduce_a():
-    """Issue 24 item 7: p = 0.0017, q = 0.0022 was shown beside a = 0.8060 (dividing the
+    """Once p = 0.0017, q = 0.0022 was shown beside a = 0.8060 (dividing the
     shown numbers gives 0.77). With 4 significant digits the division agrees with the
     shown a to 0.1 %."""
     from specdec_core.core.numfmt import fmt_sig

@@ -154,7 +154,7 @@ def test_language_switch_keeps_the_preset_working(embedded_pair):
     assert "To-morrow" in at.text_area(key="dr_prompt").value
 
 
-# ------------------------------------------------------------------ every source (issue 26.4)
+# ------------------------------------------------------------------ every source
 SOURCES = json.loads((REPO / "assets/strings/sources.json").read_text("utf-8"))
 SPEED = json.loads((REPO / "assets/strings/speed.json").read_text("utf-8"))
 STRINGS_STEP = json.loads((REPO / "assets/strings/step_through.json").read_text("utf-8"))

@@ -252,7 +252,7 @@ def test_chapter_6_state_beyond_the_kv_cache(embedded_pair, lang):
     the matcher's count after the commit is the engine's rolled-back one (5 + 1 + 1 = 7);
     the broadcast penalty's exact TV (37/336 ≈ 0.1101); the stale matcher of the
     short-answer grammar allows 0 tokens (terminated by a drafted end of text)."""
-    from specdec_core.lessons.wrong_state import grammar_no_rollback, rollback_moment
+    from specdec_core.lessons.wrong_grammar import grammar_no_rollback, rollback_moment
 
     m = rollback_moment(embedded_pair, "speaker_line")
     stale = grammar_no_rollback(embedded_pair, "short_answer")

@@ -496,7 +496,7 @@ def test_the_card_says_to_keep_the_teacher_link(embedded_pair, store, lang):
 # ---------------------------------------------------------------- hostile students, faults
 def _fail_store(monkeypatch, store, *names):
     """Make the store's ``names`` raise what a backend fault becomes (``room_store``)."""
-    from specdec_core.server.rooms import RoomError
+    from specdec_core.server.room_types import RoomError
 
     def down(*args, **kwargs):
         raise RoomError("room_store")

@@ -7,13 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specdec_core.bench.lossless import (
-    first_tokens_test,
-    held_out_prompts,
-    quant_figures,
-    same_seed_texts,
-)
+from specdec_core.bench.lossless import held_out_prompts
 from specdec_core.bench.numerics import verify_vs_decode
+from specdec_core.bench.quantized import quant_figures
+from specdec_core.bench.same_seed import first_tokens_test, same_seed_texts
 from specdec_core.core import models
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.ui.loader import cached_pair

@@ -1,4 +1,4 @@
-"""AppTest of issue 25 on the step-through page: the sidebar's logits processors reach the
+"""AppTest of the step-through page with logits processors: the sidebar's processors reach the
 session, the state beyond the KV cache (grammar matcher, penalty counts) is shown before
 verify / after the verify forward / after commit with the engine's own values, the chart
 of p before / after the processors, lesson links, and bad settings in en and zh."""
@@ -9,9 +9,9 @@ import pytest
 from conftest import click, html_tables, open_app
 
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.penalties import penalty_counts
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.ui.figures.common import visible_token

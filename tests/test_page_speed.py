@@ -113,7 +113,7 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     assert any("A round timeline from real forwards" in h.value for h in at.subheader)
     assert len(at.get("plotly_chart")) >= 6  # cost, γ curve, breakdown, hist, position, +2
     assert any("single steps" in c.value for c in at.caption)
-    # one measured step time feeds every number (issue 24.6): the breakdown's target step
+    # one measured step time feeds every number: the breakdown's target step
     # is the curve's t(1), c is the curve's draft step over it
     captions = " ".join(c.value for c in at.caption)
     t1 = number_after(captions, "t(1) =")
@@ -246,8 +246,8 @@ def _predictions_app(lang: str) -> None:
     import streamlit as st
 
     from specdec_core.bench import ForwardCurve, HFComparison, ignoring_eos, summarize
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import load_pair
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.generate import generate
     from specdec_core.server.tasks import Measurement
     from specdec_core.ui.speed.why import show_predictions

@@ -1,4 +1,4 @@
-"""The history-dependent processors under speculation, chain shape (issue 25): greedy
+"""The history-dependent processors under speculation, chain shape: greedy
 speculative output equals the target alone with the same processors (and transformers'
 ``generate`` where it has the processor), the grammar matcher equals a fresh one fed the
 committed tokens after every round, every constrained output matches its grammar, a
@@ -23,9 +23,9 @@ from transformers import GenerationConfig
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec, GrammarState, compile_grammar
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.penalties import PenaltyConfig, apply_penalties
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain import session as session_module
 from specdec_core.engine.chain.generate import generate

@@ -16,11 +16,11 @@ from scipy.stats import chisquare
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec, GrammarState, compile_grammar
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.penalties import PenaltyConfig, apply_penalties
 from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.generate import generate

@@ -1,4 +1,4 @@
-"""A quantized target (issue 27, core/quant.py): per-output-channel symmetric fake
+"""A quantized target (core/quant.py): per-output-channel symmetric fake
 quantization on the right axis, a copy (the shared pair untouched, the same draft),
 speculative decoding equal to the quantized target's own greedy output on 30 held-out
 prompts and matching its own first-token distribution (χ²), its distance to the float32
@@ -11,12 +11,9 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from specdec_core.bench.lossless import (
-    first_tokens_test,
-    held_out_prompts,
-    quant_figures,
-    spec_matches_own_greedy,
-)
+from specdec_core.bench.lossless import held_out_prompts
+from specdec_core.bench.quantized import quant_figures, spec_matches_own_greedy
+from specdec_core.bench.same_seed import first_tokens_test
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.quant import (
     QUANT_LEVELS,

@@ -1,5 +1,5 @@
 """Per-round records and the statistics derived from them (``records.py``): the status
-table, the definitions, the three reported faults of issue 11 as value tests, and the
+table, the definitions, three once-reported statistics faults as value tests, and the
 fast path producing the same records as the step machine."""
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from conftest import run_json
 
 from specdec_core.__main__ import BENCH_PROMPT
 from specdec_core.bench import ignoring_eos
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.records import (
     RoundRecord,
     make_record,
@@ -18,6 +17,7 @@ from specdec_core.core.records import (
     strip_states,
     summarize,
 )
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import EditTrace
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import generate
@@ -86,7 +86,7 @@ def test_strip_order_puts_the_target_token_after_the_checked_drafts():
     assert strip_states(make_record(4, [], 0, [], [7], "bonus")) == [(7, "committed")]
 
 
-# ---------------------------------------------------------------- issue 11, as values
+# ------------------------------------------------ statistics faults once reported, as values
 def _checked_mean(out: dict) -> float:
     checked = [c["overlap"] for r in out["rounds"] for c in r["checks"] if c["status"] in (A, R)]
     return sum(checked) / len(checked)

@@ -1,7 +1,7 @@
 """Scale-out: two app replicas behind Debian's nginx on loopback (``deploy/replicas.py``,
 ``deploy/nginx-specdec.conf``). Two browser sessions pinned to different replicas by
 their route cookie step through different lessons; each keeps its own state across
-several clicks, and a cookie always reaches the same replica. Hardening (issue 30): the
+several clicks, and a cookie always reaches the same replica. Hardening: the
 rendered nginx.conf passes ``nginx -t``; 1,200 half-open requests from one address leave
 new visitors their page and websocket; a half-open request is closed after 10 s; the
 replica's address and Streamlit's metrics stay away from the public."""

@@ -1,4 +1,4 @@
-"""Issue 24.1: an edit never reaches backwards. Each round draws from two seeded streams of
+"""An edit never reaches backwards. Each round draws from two seeded streams of
 its own (``rounds.round_stream``): drafting (and re-drafting after an edit) and
 verification (each ``u_i``, the correction/bonus draw; the tree walk), so an edit at
 position ``k`` leaves ``u_1..u_{k−1}`` and their verdicts as they were."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import run_json
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.rounds import STREAM_KEYS, round_stream, stream_seed

@@ -1,4 +1,4 @@
-"""The live-class room store (issue 29): the same cases on both backends, SQLite in a temp
+"""The live-class room store: the same cases on both backends, SQLite in a temp
 folder and Redis on a ``redis-server`` the fixture starts on a free loopback port.
 
 Create, join, publish (the version bumps), the version poll, answer, change an answer,
@@ -25,15 +25,15 @@ import pytest
 
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.server import room_store
-from specdec_core.server.rooms import (
+from specdec_core.server.room_types import (
     CODE_ALPHABET,
     MAX_STATE_BYTES,
     MESSAGES,
     Question,
     RoomError,
-    RoomStore,
     question_error,
 )
+from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_sqlite import SQLiteStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +155,7 @@ def _question(qid="q1", n=2, kind="accept") -> Question:
 def _stored_text(store: RoomStore) -> str:
     """Everything the backend holds, as text."""
     if isinstance(store, SQLiteStore):
-        with store._connection() as db:
+        with store.file.connection() as db:
             return "\n".join(db.iterdump())
     client = store.client
     parts = []
@@ -698,7 +698,14 @@ def _together(work, items) -> list:
 def test_every_sql_statement_takes_its_values_as_parameters():
     """No f-string, ``%`` or ``.format`` in or near an ``execute`` call, and every SQL
     argument is a string literal (or a name bound to literals)."""
-    path = REPO / "specdec_core" / "server" / "rooms_sqlite.py"
+    calls = 0
+    for name in ("rooms_sqlite.py", "rooms_sqlite_file.py"):
+        calls += _sql_calls_with_literal_statements(REPO / "specdec_core" / "server" / name)
+    assert calls >= 20
+
+
+def _sql_calls_with_literal_statements(path) -> int:
+    """The ``execute`` calls in ``path``, each asserted to take a literal statement."""
     source = path.read_text(encoding="utf-8")
     lines = source.splitlines()
     calls = 0
@@ -714,8 +721,8 @@ def test_every_sql_statement_takes_its_values_as_parameters():
             assert not any(isinstance(n, ast.JoinedStr) for n in ast.walk(node))
             near = "\n".join(lines[max(0, node.lineno - 3) : node.end_lineno + 1])
             assert not re.search(r"\bf[\"']|%\s*[(\w]|\.format\(", near), near
-    assert calls >= 20
     assert "executescript" not in source
+    return calls
 
 
 def test_redis_keys_are_built_from_a_checked_code_only():
@@ -952,7 +959,7 @@ def test_a_deleted_or_replaced_sqlite_file_is_detected_and_made_again(tmp_path):
 
 
 def test_the_default_database_sits_in_a_private_directory(monkeypatch, tmp_path):
-    from specdec_core.server.rooms import default_db_path
+    from specdec_core.server.room_store import default_db_path
 
     monkeypatch.delenv("SPECDEC_ROOM_DB", raising=False)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
@@ -1101,7 +1108,7 @@ def test_a_full_disk_gives_room_store_and_the_room_as_it_was(tmp_path):
     code, key = store.create()
     store.publish(code, key, "step", {"v": "2"})
     store.close_connections()
-    with store._connection() as db:  # the pool's only connection from here on
+    with store.file.connection() as db:  # the pool's only connection from here on
         pages = db.execute("PRAGMA page_count").fetchone()[0]
         db.execute(f"PRAGMA max_page_count = {pages}")
     big = {f"k{i}": "x" * 400 for i in range(16)}  # 6.5 KB: needs new pages

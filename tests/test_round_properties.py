@@ -1,4 +1,4 @@
-"""Property tests over the whole kind of issue 11: any prompt, seed, γ, temperature,
+"""Property tests over the statistics' consistency: any prompt, seed, γ, temperature,
 drafter and sequence of steps and edits drives the step machine without an exception other
 than the documented ones; every trace satisfies drafted = committed drafts + rejected +
 discarded + cut; statistics recomputed from the trace equal the reported ones; a failed
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from specdec_core.__main__ import main
 from specdec_core.core.errors import SpecDecError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.records import summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import generate

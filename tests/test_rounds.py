@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig, one_hot
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.round import ChainContext, verify
 from specdec_core.engine.rounds import (
     gamma_for_round,

@@ -1,4 +1,4 @@
-"""The scenario search (issue 24.13: "Find the scenarios" took 21–27 s). Its cost is
+"""The scenario search ("Find the scenarios" took 21–27 s). Its cost is
 counted in model forwards (a time belongs in benchmarks/scenario_search.py); what it finds
 is checked by tests/test_lesson_link.py::test_every_scenario_is_found_and_replays_its_outcome.
 """
@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import GPT2LMHeadModel
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.lessons.replay import replay
 from specdec_core.lessons.scenarios import PROMPTS, REPETITIVE, SCENARIOS, find_scenarios

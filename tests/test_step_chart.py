@@ -11,8 +11,8 @@ import json
 import numpy as np
 import pytest
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.numfmt import fmt_prob
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import COLORS, token_labels
@@ -327,7 +327,7 @@ def test_st_echarts_chart_draws_the_option(greedy_reject):
 
 
 def test_presenter_mode_makes_the_chart_text_projector_sized():
-    """Issue 24 item 12: in presenter mode the axis and legend text stayed ≈ 10–12 px."""
+    """In presenter mode the axis and legend text stayed ≈ 10–12 px."""
     toks = tuple(TokenInfo(id=i, text=t, piece=t) for i, t in enumerate(["a", "b", "c"]))
     p = np.array([0.5, 0.3, 0.2], dtype=np.float32)
     q = np.array([0.2, 0.5, 0.3], dtype=np.float32)

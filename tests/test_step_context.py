@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import VerifyTrace
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession

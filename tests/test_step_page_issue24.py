@@ -1,4 +1,4 @@
-"""The step-through page says what the engine does (issue 24): a prompt-lookup round with
+"""The step-through page says what the engine does: a prompt-lookup round with
 no match, unchecked positions at T > 0, enough digits to reproduce a = min(1, p/q), edit
 actions named for what they do at any T, byte tokens shown as bytes. AppTest on the
 embedded pair."""
@@ -62,7 +62,7 @@ def _check(position: int, status: str, p: float, q: float, u: float | None):
 
 
 def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
-    """Issue 24 item 7: at T > 0 a discarded or cut position showed p, q and a with no mark
+    """At T > 0 a discarded or cut position showed p, q and a with no mark
     (greedy marks them †) and a cut position showed its u."""
     from specdec_core.ui.step.view import check_columns
 
@@ -107,7 +107,7 @@ def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
 def test_quick_edits_are_named_for_what_they_do_and_say_what_they_do_now(
     embedded_pair, lang, agree, wrong, greedy_says, sampling_says
 ):
-    """Issue 24 item 8: "Make the draft agree with the target" at T > 0 lowered acceptance
+    """The button "Make the draft agree with the target" at T > 0 lowered acceptance
     (a = p(argmax) = 0.0547): the names assumed greedy."""
     at = start(lang)
     click(at, STEP[lang][0])
@@ -132,7 +132,7 @@ POEM = "春眠不觉晓，处处闻啼鸟"
 
 
 def test_byte_tokens_are_shown_as_bytes_with_the_character_they_complete(embedded_pair):
-    """Issue 24 item 9: 春眠不觉晓，处处闻啼鸟 was 33 identical "�" chips in the strip and the
+    """Once 春眠不觉晓，处处闻啼鸟 was 33 identical "�" chips in the strip and the
     KV table, the hover said "BPE æ", and typing 春 as an edit said "3 tokens: � | � | �"."""
     ids = embedded_pair.tokenizer.encode("春", add_special_tokens=False)
     assert len(ids) == 3  # E6 98 A5: three byte tokens in this vocabulary
@@ -179,7 +179,7 @@ def test_chart_labels_and_checks_show_bytes():
     [("en", "Start the Lessons", "Stay on this page"), ("zh", "开始学习课程", "留在本页")],
 )
 def test_a_first_visit_is_pointed_to_the_lessons_until_dismissed(embedded_pair, lang, go, stay):
-    """Issue 24 item 13: a first-time visitor landed on the densest page with no "start
+    """A first-time visitor landed on the densest page with no "start
     here"."""
     at = start(lang)
     [link] = [p for p in at.get("page_link") if p.proto.label == go]

@@ -1,6 +1,6 @@
 """Whether timings support a conclusion (``bench.timing``), with crafted timings, and the
 one-step-time rule of the summary: with a verify-cost curve, every step time shown derives
-from that one measurement (issue 24.6). No timing is asserted, only consistency."""
+from that one measurement. No timing is asserted, only consistency."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from specdec_core.bench.timing import (
     SUPERLINEAR,
     curve_reasons,
 )
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.rules.costmodel import best_gamma_on_curve, curve_ms
 
@@ -114,7 +114,7 @@ def test_curve_repeats_that_disagree_make_it_too_busy_even_when_monotone():
 def test_the_same_step_measured_twice_must_agree():
     assert judge(same_step=(2.0, 2.9)) == Verdict(False, ())  # 45 %: another context, noise
     assert judge(same_step=(2.0, 3.1)) == Verdict(True, (LOAD_CHANGED,))  # 55 %
-    assert judge(same_step=(7.7, 2.13)) == Verdict(True, (LOAD_CHANGED,))  # issue 24.6's run
+    assert judge(same_step=(7.7, 2.13)) == Verdict(True, (LOAD_CHANGED,))  # a measured run
     assert judge(same_step=(0.0, 2.13)) == Verdict(False, ())  # no run step: nothing to compare
 
 
@@ -169,7 +169,7 @@ def test_every_step_time_shown_derives_from_the_one_curve(runs):
 
 def test_a_curve_taken_at_another_load_than_the_runs_is_too_busy(runs):
     ar, sp = runs
-    t1 = run_step(ar) / 3.6  # issue 24.6: one target step 7.7 ms next to t(1) = 2.13 ms
+    t1 = run_step(ar) / 3.6  # one target step 7.7 ms next to t(1) = 2.13 ms
     curve = crafted_curve([t1 * (1 + 0.2 * k) for k in range(7)])
     timing = summarize(ar, sp, 3, curve).timing
     assert timing is not None and timing.busy and timing.reasons == (LOAD_CHANGED,)

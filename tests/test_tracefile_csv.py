@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.tracefile import CSV_COLUMNS, export_csv
 

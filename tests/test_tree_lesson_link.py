@@ -1,4 +1,4 @@
-"""A tree moment is a lesson state (issue 24 item 10): ``LessonState.tree`` (the shape, or
+"""A tree moment is a lesson state: ``LessonState.tree`` (the shape, or
 ``()`` for a chain) survives the URL form, is validated like every other field (the
 engine's shape limits, only drafters with a distribution, no greedy draft method at
 T > 0), replays to the same tree round, and steps back one phase at a time; on the page,
@@ -17,7 +17,7 @@ import pytest
 from conftest import like_the_app, open_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LINK_VERSION, LessonState, decode, encode
 from specdec_core.lessons.replay import (

@@ -1,4 +1,4 @@
-"""The step-through page's tree mode (issue 17) under AppTest, on the embedded pair: the
+"""The step-through page's tree mode under AppTest, on the embedded pair: the
 mode control, propose / verify / commit against a :class:`TreeSession` run directly, the
 node states, the mask grid and the KV compaction tables on screen, the hand-over of the
 committed text between the chain and the tree, Chinese, prompt lookup refused with one
@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 from conftest import click_button, start_app
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.session import TreeSession

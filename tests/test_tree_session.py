@@ -13,8 +13,8 @@ from conftest import run_json
 
 from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError, PhaseError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import ModelDrafter, NgramDrafter
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.records import summarize_tree

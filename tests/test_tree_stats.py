@@ -1,4 +1,4 @@
-"""Tree mode's "chain vs tree" timing (issue 30.9): never shared between sessions, labelled
+"""Tree mode's "chain vs tree" timing: never shared between sessions, labelled
 with how it was measured, measured by ``bench/tree_vs_chain.py`` ``chain_vs_tree``
 (interleaved, warmed up, zero-safe)."""
 
@@ -9,7 +9,7 @@ from conftest import click_button, start_app
 from specdec_core.bench import HowMeasured, Spread
 from specdec_core.bench import tree_vs_chain as tree_bench
 from specdec_core.bench.tree_vs_chain import TreeBenchRow
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 
 BUTTON = "▶ Measure chain vs tree (8 tokens, greedy)"
 

@@ -1,4 +1,4 @@
-"""Tree mode says what the engine does (issue 24 items 2, 3): the help and introduction
+"""Tree mode says what the engine does: the help and introduction
 describe i.i.d. siblings with the first-accepted rule (not "the top-k" and "the longest
 path"), the worked bias figure is the engine's own number, a round cut by a stop draws
 its cut path and its never-appended ★ as cut (with the rule's verdict in the label), the
@@ -17,7 +17,7 @@ import torch
 from conftest import TEXTBOOK, click_button, start_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.core.inputs import SessionConfig
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.rules.tree_node import node_output_distribution
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
@@ -135,13 +135,14 @@ def test_an_appended_star_keeps_its_verdicts_kind(embedded_pair):
 
 def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pair, monkeypatch):
     from specdec_core.ui import sidebar
-    from specdec_core.ui.step import tree_lesson, tree_view
+    from specdec_core.ui.step import actions, tree_lesson, tree_view
 
     def with_stop(pair):
         return replace(sidebar.current_config(pair), stop_strings=("I'll",))
 
     monkeypatch.setattr(tree_view, "current_config", with_stop)
     monkeypatch.setattr(tree_lesson, "current_config", with_stop)
+    monkeypatch.setattr(actions, "current_config", with_stop)
     at = start_app("en")
     at.text_area[0].set_value("ROMEO:").run()
     at.segmented_control(key="step_mode_en").set_value("tree").run()

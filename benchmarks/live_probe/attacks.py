@@ -243,7 +243,7 @@ def attacks(W) -> dict:
         }
 
     async def store_locked(ctx) -> dict:
-        from specdec_core.server.rooms import default_db_path
+        from specdec_core.server.room_store import default_db_path
 
         teacher, code = await start_room(ctx)
         await ask(teacher)

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.models import ModelPair
 from specdec_core.core.records import RoundRecord, strip_states, summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import TokenInfo, token_lookup
 from specdec_core.drafters import default_knob, make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_core.core.inputs import SessionConfig, prompt_ids, whole_number
+from specdec_core.core.inputs import prompt_ids, whole_number
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import variant_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import GenerationResult, generate
 
 MAX_GAMMA = 16

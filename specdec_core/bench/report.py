@@ -12,9 +12,9 @@ from specdec_core.bench.curve import CURVE_REPEATS, measure_forward_curve
 from specdec_core.bench.results import BenchReport, HFComparison, HFFigures, HFRun
 from specdec_core.bench.runs import hf_generate, ignoring_eos, measure_pair_runs
 from specdec_core.bench.summary import summarize
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair, load_pair
 from specdec_core.core.quant import quantized_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import GenerationResult
 
 

@@ -14,8 +14,9 @@ import torch
 from specdec_core.bench.results import HFRun, RunSpread
 from specdec_core.bench.timing import HowMeasured, Spread
 from specdec_core.core.device import sync
-from specdec_core.core.inputs import SessionConfig, encode_prompt
+from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair, quiet_transformers
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
 

@@ -12,8 +12,8 @@ from specdec_core.bench.batching import generate_batch
 from specdec_core.bench.results import BatchPoint, GammaPoint
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.summary import summarize
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import GenerationResult, generate
 
 # Prompts for the batch-size sweep (Tiny Shakespeare openings; content, not UI text).

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, replace
 
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.timing import HowMeasured, Spread
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree

@@ -9,7 +9,8 @@ nothing.
 Determinism: a replay runs the same forwards with the same shapes in the same order as
 the session it replays (``lessons/replay.py``); on one device and thread count that is
 bit-identical once the kernels themselves are deterministic. cuBLAS needs
-``CUBLAS_WORKSPACE_CONFIG`` set before CUDA starts (set here, at import: every engine
+``CUBLAS_WORKSPACE_CONFIG`` set before CUDA starts (set here, at import, unless
+``SPECDEC_CUBLAS_WORKSPACE=off``, see :func:`cublas_workspace`: every engine
 module imports this one before a model is loaded), and torch's deterministic algorithms
 are switched on by :func:`deterministic` when a pair is loaded on CUDA. Across devices and
 thread counts only low bits move (DESIGN.md, "Determinism").
@@ -23,7 +24,25 @@ import torch
 
 #: cuBLAS's deterministic workspace setting (read when CUDA creates its first handle).
 CUBLAS_WORKSPACE = ":4096:8"
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+
+
+def cublas_workspace(env: dict[str, str]) -> str | None:
+    """The ``CUBLAS_WORKSPACE_CONFIG`` to set in ``env`` (``None``: leave it as it is).
+
+    A value already set is kept. ``SPECDEC_CUBLAS_WORKSPACE=off`` leaves it unset: on an
+    H200 with torch 2.11 the setting made a batch-1 GEMM's launch 11x dearer on the host
+    (128 vs 11 us per small ``addmm``), about 2 ms of a 5 ms step of the embedded target;
+    without it a replay is still bit-identical on one stream, but torch cannot promise it.
+    """
+    if "CUBLAS_WORKSPACE_CONFIG" in env:
+        return None
+    choice = env.get("SPECDEC_CUBLAS_WORKSPACE", CUBLAS_WORKSPACE).strip()
+    return None if choice.lower() == "off" else choice or CUBLAS_WORKSPACE
+
+
+_WORKSPACE = cublas_workspace(dict(os.environ))
+if _WORKSPACE is not None:
+    os.environ["CUBLAS_WORKSPACE_CONFIG"] = _WORKSPACE
 
 
 def sync(device: torch.device | str) -> None:

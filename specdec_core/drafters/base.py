@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 
 from specdec_core.core.device import sync
-from specdec_core.core.inputs import DraftMethod
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
+from specdec_core.core.settings import DraftMethod
 
 
 @dataclass(frozen=True)

@@ -27,10 +27,11 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 import torch
 
 from specdec_core.core.errors import InputError, PhaseError
-from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache, kv_state
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import Processors, make_processors
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import KVState, TokenInfo, token_lookup
 from specdec_core.core.words import Phase, StopReason
 from specdec_core.drafters import Drafter

@@ -19,8 +19,8 @@ from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import DRAFTER_CLASSES
 
 if TYPE_CHECKING:
-    from specdec_core.core.inputs import SessionConfig
     from specdec_core.core.models import ModelPair
+    from specdec_core.core.settings import SessionConfig
 
 
 Stream = Literal["draft", "verify"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.rounds import gamma_for_round

@@ -34,13 +34,15 @@ from dataclasses import asdict, dataclass, field, fields, replace
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import MAX_GRAMMAR_CHARS, GrammarSpec
-from specdec_core.core.inputs import GAMMA_SCHEDULES, SessionConfig, is_valid_text, load_json
+from specdec_core.core.inputs import is_valid_text
 from specdec_core.core.penalties import (
     FREQUENCY_PENALTY_RANGE,
     MAX_NGRAM_SIZE,
     PRESENCE_PENALTY_RANGE,
     REPETITION_PENALTY_RANGE,
 )
+from specdec_core.core.settings import GAMMA_SCHEDULES, SessionConfig
+from specdec_core.core.untrusted_json import load_json
 from specdec_core.drafters.registry import DRAFTER_NAMES, DRAFTERS, preset_max_gamma
 from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.generate import tree_refusal

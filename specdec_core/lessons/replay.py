@@ -16,10 +16,11 @@ import logging
 from dataclasses import dataclass, replace
 
 from specdec_core.core.errors import ConfigError, SpecDecError
-from specdec_core.core.inputs import MAX_GAMMA, SessionConfig, encode_prompt
+from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair
 from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.core.processors import make_processors
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession

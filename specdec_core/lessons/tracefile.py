@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, fields
 
 from specdec_core.core.errors import SpecDecError
-from specdec_core.core.inputs import load_json
 from specdec_core.core.trace import RoundTrace
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
+from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import BAD, LessonState, check_field, state_json
@@ -146,7 +146,7 @@ def export_csv(session: SpeculativeSession) -> str:
 def parse(data: bytes) -> TraceFile:
     """Read an uploaded trace file. Never raises anything but :class:`TraceFileError`:
     the nesting is bounded before parsing, text must be valid Unicode, numbers finite
-    (:func:`~specdec_core.core.inputs.load_json`), and any other failure of a crafted file
+    (:func:`~specdec_core.core.untrusted_json.load_json`), and any other failure of a crafted file
     (a ``TypeError`` deep in the typed round trip, an ``OverflowError``) becomes
     ``trace_malformed``.
 

@@ -1,7 +1,7 @@
 """The lossy verification rules, for the engine: typical acceptance (Medusa) and
 threshold ("relaxed") acceptance, one position at a time on the target's real rows. They
 trade the output distribution for speed, so they are **never** a default: a session uses
-one only when its :class:`~specdec_core.core.inputs.SessionConfig` says
+one only when its :class:`~specdec_core.core.settings.SessionConfig` says
 ``acceptance="typical"`` or ``"threshold"`` (the CLI's ``--acceptance``).
 
 One drafted position ``i``: target row ``p_i`` (after temperature / top-k / top-p), draft
@@ -49,7 +49,7 @@ import torch
 from specdec_core.rules.acceptance import Verdict
 
 if TYPE_CHECKING:
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
 
 LossyName = Literal["typical", "threshold"]
 LOSSY_NAMES: tuple[LossyName, ...] = ("typical", "threshold")

@@ -17,10 +17,10 @@ from urllib.parse import urlencode
 from specdec_core.bench.tree_vs_chain import compare as compare_tree
 from specdec_core.core.errors import InputError
 from specdec_core.core.grammar import MAX_GRAMMAR_CHARS, GrammarSpec
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair, load_pair
 from specdec_core.core.penalties import MAX_NGRAM_SIZE
 from specdec_core.core.records import summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import KVState, RoundTrace
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter

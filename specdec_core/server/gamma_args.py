@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import GAMMA_SCHEDULES, SessionConfig
+from specdec_core.core.settings import GAMMA_SCHEDULES, SessionConfig
 from specdec_core.engine.schedule import check_gamma_settings
 
 _DEFAULTS = SessionConfig()

@@ -14,8 +14,8 @@ from __future__ import annotations
 from specdec_core.bench import lesson_speed
 from specdec_core.bench.source_compare import assemble, plan_sources, run_pass, warm_up
 from specdec_core.core.errors import BusyError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 
 KINDS = ("lesson5", "sources")
 SOURCES_BUDGET_S = 30.0  # "compare every source": every part of it within this wall time

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import QUANT_KINDS, check_quant, quant_json, quantized_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.rules.lossy import lossy_rule
 
 _DEFAULTS = SessionConfig()

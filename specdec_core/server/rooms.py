@@ -38,8 +38,8 @@ writes are tried again with back-off (0.1 s, 0.3 s), then every call raises
 ``RoomError("room_store")``, which the UI shows as one translated line; an answer or join
 that raised was not stored, one that returned was.
 
-Everything from a request is validated here (the checks: :mod:`~specdec_core.server.room_types`,
-whose names this module re-exports) before a backend sees it (codes, keys,
+Everything from a request is validated here (the checks and types:
+:mod:`~specdec_core.server.room_types`) before a backend sees it (codes, keys,
 student ids, question ids, states, questions); the backends write values only through
 SQL parameters or Redis arguments, and build Redis key names only from a validated code.
 Every refusal is a :class:`RoomError` whose ``code`` is a UI string ``err_<code>``. A bad,
@@ -59,10 +59,7 @@ from dataclasses import replace
 
 from specdec_core.server.room_types import (
     _QID,
-    CODE_ALPHABET,
     MAX_CHOICES,
-    MAX_STATE_BYTES,
-    MESSAGES,
     Question,
     RoomError,
     RoomView,
@@ -71,41 +68,13 @@ from specdec_core.server.room_types import (
     check_qid,
     check_student,
     client_tag,
-    counts_of,
     hash_key,
-    key_matches,
     new_code,
     new_key,
     normalize_code,
     question_error,
-    question_from_json,
-    question_json,
-    state_from_json,
     state_json,
 )
-
-#: Re-exported: the backends and the pages import these from here.
-__all__ = [
-    "CODE_ALPHABET",
-    "MAX_STATE_BYTES",
-    "MESSAGES",
-    "Question",
-    "RoomError",
-    "RoomView",
-    "SeatInfo",
-    "counts_of",
-    "key_matches",
-    "normalize_code",
-    "question_error",
-    "question_from_json",
-    "question_json",
-    "state_from_json",
-    "RoomStore",
-    "default_db_path",
-    "private_dir",
-    "DB_ENV",
-    "REDIS_ENV",
-]
 
 DEFAULT_TTL_H = 4.0
 DEFAULT_MAX_ROOMS = 1000
@@ -119,11 +88,8 @@ STUDENTS_ENV = "SPECDEC_ROOM_STUDENTS"
 PER_CLIENT_ENV = "SPECDEC_ROOMS_PER_CLIENT"
 PER_HOUR_ENV = "SPECDEC_ROOMS_PER_HOUR"
 SEAT_TTL_ENV = "SPECDEC_SEAT_TTL_S"
-STATE_DIR_ENV = "XDG_STATE_HOME"
 _UNBOUNDED = 10**9
 RETRY_S = (0.1, 0.3)  # the back-off of a write the store did not take
-DB_ENV = "SPECDEC_ROOM_DB"
-REDIS_ENV = "SPECDEC_REDIS_URL"
 
 
 def _env_float(name: str, default: float) -> float:
@@ -362,20 +328,3 @@ class RoomStore(ABC):
 
     @abstractmethod
     def _purge(self, now: float) -> int: ...
-
-
-def default_db_path() -> str:
-    """``SPECDEC_ROOM_DB``, else ``rooms.sqlite3`` in :func:`private_dir`."""
-    return os.environ.get(DB_ENV) or os.path.join(private_dir(), "rooms.sqlite3")
-
-
-def private_dir() -> str:
-    """``$XDG_STATE_HOME/specdec`` (else ``~/.local/state/specdec``), made with mode 0700
-    and set to 0700 when this user owns it (room codes and seats are nobody else's).
-    Raises ``OSError`` when it cannot be made."""
-    base = os.environ.get(STATE_DIR_ENV) or os.path.join(os.path.expanduser("~"), ".local", "state")
-    path = os.path.join(base, "specdec")
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    if os.stat(path).st_uid == os.getuid():
-        os.chmod(path, 0o700)
-    return path

@@ -13,9 +13,10 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 one index, ``specdec:rooms``: a sorted set code → ``expires_at`` (the rooms bound,
 purging); and per client tag ``T`` (a hash, never an address):
 ``specdec:client:T:live`` (its rooms, by creation time) and ``specdec:client:T:made``
-(its creations of the last hour). Every read-modify-write is one Lua script (atomic in
-Redis; the 60 answers of a class never retry), taking the room's keys as ``KEYS`` and
-every value as ``ARGV``. A teacher operation first reads the stored key hash and compares it with
+(its creations of the last hour). Every read-modify-write is one Lua script
+(:mod:`~specdec_core.server.rooms_redis_scripts`, atomic in Redis; the 60 answers of a
+class never retry), taking the room's keys as ``KEYS`` and every value as ``ARGV``. A
+teacher operation first reads the stored key hash and compares it with
 :func:`hmac.compare_digest`; the script checks it again (the room may have changed between).
 Rooms expire twice over: ``expires_at`` is checked on every read against the store's clock
 (tests inject one) and every key carries a Redis TTL of the room's lifetime, pushed on by
@@ -35,10 +36,9 @@ from collections.abc import Callable
 
 import redis
 
-from specdec_core.server.rooms import (
+from specdec_core.server.room_types import (
     Question,
     RoomError,
-    RoomStore,
     RoomView,
     SeatInfo,
     counts_of,
@@ -49,185 +49,10 @@ from specdec_core.server.rooms import (
     question_json,
     state_from_json,
 )
+from specdec_core.server.rooms import RoomStore
+from specdec_core.server.rooms_redis_scripts import SCRIPTS
 
 SOCKET_TIMEOUT_S = 5.0
-
-#: The room's KEYS: meta, students, answers, index, removed. ``alive`` leaves ``false`` when
-#: the room is missing or expired at ARGV ``now``.
-_ALIVE = """
-local function alive(now)
-  local exp = redis.call('HGET', KEYS[1], 'expires_at')
-  return exp and tonumber(exp) > now
-end
-local function keep(ttl_ms)
-  for _, i in ipairs({1, 2, 3, 5}) do redis.call('PEXPIRE', KEYS[i], ttl_ms) end
-end
-local function follow(key)
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
-end
-"""
-
-# KEYS 6, 7: the client's rooms and creations. ARGV: code, key_hash, now, expires_at,
-# ttl_ms, limited (0/1), rooms per client, rooms per hour, max rooms
-_CREATE = """
-local now = tonumber(ARGV[3])
-redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', now - 3600)
-if ARGV[6] == '1' then
-  local mine = 0
-  for _, c in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
-    local exp = redis.call('ZSCORE', KEYS[4], c)
-    if exp and tonumber(exp) > now then mine = mine + 1 else redis.call('ZREM', KEYS[6], c) end
-  end
-  if mine >= tonumber(ARGV[7]) then return 'rooms_client' end
-  if redis.call('ZCARD', KEYS[7]) >= tonumber(ARGV[8]) then return 'rooms_hour' end
-  if redis.call('ZCOUNT', KEYS[4], '(' .. ARGV[3], '+inf') >= tonumber(ARGV[9]) then
-    return 'rooms_full'
-  end
-end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'taken' end
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[5])
-redis.call('HSET', KEYS[1], 'key_hash', ARGV[2], 'version', 1, 'page', 'step',
-  'state', '{}', 'question', '', 'qid', '', 'nchoices', 0, 'revealed', 0, 'correct', '',
-  'expires_at', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
-redis.call('ZADD', KEYS[6], now, ARGV[1])
-redis.call('PEXPIRE', KEYS[6], ARGV[5])
-redis.call('ZADD', KEYS[7], now, ARGV[1])
-redis.call('PEXPIRE', KEYS[7], 3600000)
-return 'ok'
-"""
-
-# ARGV: now, student, max_students, cutoff (a seat seen after it counts)
-_JOIN = (
-    _ALIVE
-    + """
-if not alive(tonumber(ARGV[1])) then return 'room_unknown' end
-if redis.call('SISMEMBER', KEYS[5], ARGV[2]) == 1 then return 'room_removed' end
-if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 1 then
-  redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
-  return 'same'
-end
-local max = tonumber(ARGV[3])
-if redis.call('HLEN', KEYS[2]) >= max then
-  local all, n = redis.call('HGETALL', KEYS[2]), 0
-  for i = 1, #all, 2 do
-    if tonumber(all[i + 1]) > tonumber(ARGV[4]) or redis.call('HEXISTS', KEYS[3], all[i]) == 1
-    then n = n + 1 else redis.call('HDEL', KEYS[2], all[i]) end
-  end
-  if n >= max then return 'room_full' end
-end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
-follow(KEYS[2])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return 'ok'
-"""
-)
-
-# ARGV: now, student, qid, choice
-_ANSWER = (
-    _ALIVE
-    + """
-if not alive(tonumber(ARGV[1])) then return 'room_unknown' end
-if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then return 'room_student' end
-local q = redis.call('HMGET', KEYS[1], 'qid', 'nchoices', 'revealed')
-if q[1] == '' or q[1] ~= ARGV[3] or q[3] ~= '0' then return 'room_answer' end
-if tonumber(ARGV[4]) >= tonumber(q[2]) then return 'room_answer' end
-redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
-if redis.call('HGET', KEYS[3], ARGV[2]) == ARGV[4] then return 'same' end
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
-follow(KEYS[3])
-redis.call('HINCRBY', KEYS[1], 'version', 1)
-return 'ok'
-"""
-)
-
-#: The start of every teacher script. ARGV: now, key_hash, expires_at, ttl_ms, code.
-_TEACHER = (
-    _ALIVE
-    + """
-if not alive(tonumber(ARGV[1])) then return {'room_unknown', 0} end
-if redis.call('HGET', KEYS[1], 'key_hash') ~= ARGV[2] then return {'room_key', 0} end
-redis.call('HSET', KEYS[1], 'expires_at', ARGV[3])
-keep(tonumber(ARGV[4]))
-redis.call('ZADD', KEYS[4], ARGV[3], ARGV[5])
-"""
-)
-
-# ARGV 6, 7: page, state
-_PUBLISH = (
-    _TEACHER
-    + """
-local now = redis.call('HMGET', KEYS[1], 'page', 'state', 'version')
-if now[1] == ARGV[6] and now[2] == ARGV[7] then return {'ok', tonumber(now[3])} end
-redis.call('HSET', KEYS[1], 'page', ARGV[6], 'state', ARGV[7])
-return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
-"""
-)
-
-# ARGV 6, 7, 8: question JSON, qid, number of choices
-_ASK = (
-    _TEACHER
-    + """
-redis.call('DEL', KEYS[3])
-redis.call('HSET', KEYS[1], 'question', ARGV[6], 'qid', ARGV[7], 'nchoices', ARGV[8],
-  'revealed', 0, 'correct', '')
-return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
-"""
-)
-
-# ARGV 6, 7: qid, correct ('' for none)
-_REVEAL = (
-    _TEACHER
-    + """
-local q = redis.call('HMGET', KEYS[1], 'qid', 'nchoices', 'revealed', 'correct', 'version')
-if q[1] == '' or q[1] ~= ARGV[6] then return {'room_question', 0} end
-if ARGV[7] ~= '' and tonumber(ARGV[7]) >= tonumber(q[2]) then return {'room_question', 0} end
-if q[3] == '1' then
-  if q[4] == ARGV[7] then return {'ok', tonumber(q[5])} end
-  return {'room_question', 0}
-end
-redis.call('HSET', KEYS[1], 'revealed', 1, 'correct', ARGV[7])
-return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
-"""
-)
-
-# ARGV 6: the seat removed
-_REMOVE = (
-    _TEACHER
-    + """
-if redis.call('HDEL', KEYS[2], ARGV[6]) == 0 then return {'room_student', 0} end
-redis.call('HDEL', KEYS[3], ARGV[6])
-redis.call('SADD', KEYS[5], ARGV[6])
-follow(KEYS[5])
-return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
-"""
-)
-
-# ARGV: now, key_hash, code
-_CLOSE = (
-    _ALIVE
-    + """
-if not alive(tonumber(ARGV[1])) then return 'room_unknown' end
-if redis.call('HGET', KEYS[1], 'key_hash') ~= ARGV[2] then return 'room_key' end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
-redis.call('ZREM', KEYS[4], ARGV[3])
-return 'ok'
-"""
-)
-
-# ARGV: now, code. Removes the room if it has expired at ``now`` (or is gone).
-_DROP = """
-local exp = redis.call('HGET', KEYS[1], 'expires_at')
-if exp and tonumber(exp) > tonumber(ARGV[1]) then
-  redis.call('ZADD', KEYS[4], exp, ARGV[2])
-  return 0
-end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5])
-redis.call('ZREM', KEYS[4], ARGV[2])
-return exp and 1 or 0
-"""
 
 
 class RedisStore(RoomStore):
@@ -259,18 +84,7 @@ class RedisStore(RoomStore):
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             health_check_interval=30,
         )
-        reg = self.client.register_script
-        self._scripts = {
-            "create": reg(_CREATE),
-            "join": reg(_JOIN),
-            "answer": reg(_ANSWER),
-            "publish": reg(_PUBLISH),
-            "ask": reg(_ASK),
-            "reveal": reg(_REVEAL),
-            "remove": reg(_REMOVE),
-            "close": reg(_CLOSE),
-            "drop": reg(_DROP),
-        }
+        self._scripts = {name: self.client.register_script(s) for name, s in SCRIPTS.items()}
 
     faults = (redis.RedisError, OSError)
 

@@ -1,12 +1,5 @@
-"""The room store in one SQLite file (the default backend, :mod:`specdec_core.server.rooms`).
-
-WAL mode (readers never wait for the writer), ``busy_timeout`` (writers of several
-processes queue), ``synchronous=NORMAL`` (a commit is not an fsync; a power cut may lose
-the last changes of a class, never corrupt the file). Every read-modify-write runs in one
-``BEGIN IMMEDIATE`` transaction; within a process the writers also take one lock, so
-threads queue on it instead of on SQLite's sleeping busy handler. Connections come from a
-small pool (Streamlit runs each script run on a thread of its own, so a connection per
-thread would be one per rerun); a connection is used by one thread at a time.
+"""The room store in one SQLite file (the default backend, :mod:`specdec_core.server.rooms`;
+the file itself, its tables, pool and transactions: :mod:`specdec_core.server.rooms_sqlite_file`).
 
 Tables: ``rooms`` (one row per room: the key's hash, version, page, state, the open
 question as JSON, the maker's client tag, expiry), ``students`` (code, student, last
@@ -15,28 +8,19 @@ heartbeat ``seen``), ``answers`` (code, student, choice: the open question's onl
 bound). Rooms expire by their ``expires_at`` column: checked on every read, deleted by
 :meth:`~specdec_core.server.rooms.RoomStore.purge` (which ``create`` runs first). Every
 statement takes its values as parameters.
-
-A deleted or replaced file is detected: each connection taken from the pool first
-compares the path's inode with the one the store opened; on a change every pooled
-connection is closed, the file is made again (private, with its tables) and that one
-call raises ``room_store_reset`` (the rooms of the old file are gone: the UI says so).
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from specdec_core.server.rooms import (
+from specdec_core.server.room_types import (
     Question,
     RoomError,
-    RoomStore,
     RoomView,
     SeatInfo,
     counts_of,
@@ -46,12 +30,9 @@ from specdec_core.server.rooms import (
     question_json,
     state_from_json,
 )
+from specdec_core.server.rooms import RoomStore
+from specdec_core.server.rooms_sqlite_file import SQLiteFile
 
-#: Columns added since the first files were written: (table, column, the statement).
-MIGRATIONS = (
-    ("rooms", "client", "ALTER TABLE rooms ADD COLUMN client TEXT NOT NULL DEFAULT ''"),
-    ("students", "seen", "ALTER TABLE students ADD COLUMN seen REAL NOT NULL DEFAULT 0"),
-)
 #: A seat counts while seen since the cutoff or while it answered. Parameters: code, cutoff.
 _COUNTS = (
     "(s.seen > ? OR EXISTS (SELECT 1 FROM answers a WHERE a.code = s.code"
@@ -59,43 +40,6 @@ _COUNTS = (
 )
 _COUNT_SEATS = "SELECT COUNT(*) FROM students s WHERE s.code = ? AND " + _COUNTS
 _FREE_SEATS = "DELETE FROM students AS s WHERE s.code = ? AND NOT " + _COUNTS
-
-BUSY_TIMEOUT_MS = 2_000  # a locked file: this, then the store's back-off, then room_store
-POOL_SIZE = 8  # idle connections kept
-
-SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS rooms (
-        code TEXT PRIMARY KEY,
-        key_hash TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        page TEXT NOT NULL,
-        state TEXT NOT NULL,
-        question TEXT,
-        client TEXT NOT NULL DEFAULT '',
-        created_at REAL NOT NULL,
-        expires_at REAL NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS rooms_expiry ON rooms (expires_at)",
-    """CREATE TABLE IF NOT EXISTS students (
-        code TEXT NOT NULL,
-        student TEXT NOT NULL,
-        seen REAL NOT NULL DEFAULT 0,
-        PRIMARY KEY (code, student)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS removed (
-        code TEXT NOT NULL,
-        student TEXT NOT NULL,
-        PRIMARY KEY (code, student)
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS creations (client TEXT NOT NULL, at REAL NOT NULL)""",
-    "CREATE INDEX IF NOT EXISTS creations_client ON creations (client, at)",
-    """CREATE TABLE IF NOT EXISTS answers (
-        code TEXT NOT NULL,
-        student TEXT NOT NULL,
-        choice INTEGER NOT NULL,
-        PRIMARY KEY (code, student)
-    ) WITHOUT ROWID""",
-)
 
 
 class SQLiteStore(RoomStore):
@@ -115,117 +59,14 @@ class SQLiteStore(RoomStore):
         super().__init__(
             ttl_s=ttl_s, max_rooms=max_rooms, max_students=max_students, clock=clock, **bounds
         )
-        self.path = str(path)
-        self._idle: list[sqlite3.Connection] = []
-        self._pool_lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._inode: tuple[int, int] | None = None
-        self._make_file()
+        self.file = SQLiteFile(path)
+        self.path = self.file.path
 
     faults = (sqlite3.OperationalError, sqlite3.DatabaseError, OSError)
 
-    def _make_file(self) -> None:
-        """Open (or make, readable by this user only) the file and its tables; remember
-        its inode."""
-        if self.path != ":memory:":
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-            try:
-                st = os.fstat(fd)
-                if st.st_uid == os.getuid() and st.st_mode & 0o077:
-                    os.fchmod(fd, 0o600)  # a file put there readable by others: made private
-            finally:
-                os.close(fd)
-            self._inode = (st.st_dev, st.st_ino)
-        with self._write(check=False) as db:
-            for statement in SCHEMA:
-                db.execute(statement)
-            for table, column, statement in MIGRATIONS:
-                have = db.execute("SELECT name FROM pragma_table_info(?)", (table,))
-                if column not in {name for (name,) in have}:
-                    db.execute(statement)
-
-    def _check_file(self) -> None:
-        """Raise ``room_store_reset`` (once) when the file at the path is not the one
-        opened (deleted, replaced), after making it again."""
-        if self._inode is None:
-            return
-        try:
-            st = os.stat(self.path)
-            same = (st.st_dev, st.st_ino) == self._inode
-        except FileNotFoundError:
-            same = False
-        if same:
-            return
-        with self._write_lock:
-            self.close_connections()
-            self._inode = None
-        self._make_file()
-        raise RoomError("room_store_reset")
-
-    # ------------------------------------------------------------ connections
-    def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(
-            self.path,
-            timeout=BUSY_TIMEOUT_MS / 1000,  # sqlite3_busy_timeout
-            isolation_level=None,  # transactions are explicit
-            check_same_thread=False,  # pooled; one thread at a time
-        )
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = NORMAL")
-        return db
-
-    @contextmanager
-    def _connection(self, check: bool = True) -> Iterator[sqlite3.Connection]:
-        if check:
-            self._check_file()
-        with self._pool_lock:
-            db = self._idle.pop() if self._idle else None
-        if db is None:
-            db = self._open()
-        try:
-            yield db
-        finally:
-            if db.in_transaction:  # pragma: no cover - an error inside a statement
-                db.rollback()
-            with self._pool_lock:
-                keep = len(self._idle) < POOL_SIZE
-                if keep:
-                    self._idle.append(db)
-            if not keep:
-                db.close()
-
-    @contextmanager
-    def _write(self, check: bool = True) -> Iterator[sqlite3.Connection]:
-        """One ``BEGIN IMMEDIATE`` transaction: committed at the end, rolled back when
-        anything (a :class:`RoomError` included) is raised."""
-        if check:
-            self._check_file()
-        with self._write_lock, self._connection(check=False) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                if db.in_transaction:  # SQLITE_FULL (disk full) has rolled back already
-                    db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction (a consistent snapshot in WAL mode)."""
-        with self._connection() as db:
-            db.execute("BEGIN")
-            try:
-                yield db
-            finally:
-                db.execute("COMMIT")
-
     def close_connections(self) -> None:
         """Close the idle pooled connections (tests, shutdown)."""
-        with self._pool_lock:
-            idle, self._idle = self._idle, []
-        for db in idle:
-            db.close()
+        self.file.close_connections()
 
     # ------------------------------------------------------------ helpers
     @staticmethod
@@ -274,7 +115,7 @@ class SQLiteStore(RoomStore):
         expires_at: float,
         limits: tuple[int, int, int] | None,
     ) -> bool:
-        with self._write() as db:
+        with self.file.write() as db:
             db.execute("DELETE FROM creations WHERE at <= ?", (now - 3600.0,))
             if limits is not None:
                 one = lambda sql, *args: db.execute(sql, args).fetchone()[0]  # noqa: E731
@@ -295,7 +136,7 @@ class SQLiteStore(RoomStore):
         return True
 
     def _version(self, code: str, now: float) -> int:
-        with self._connection() as db:
+        with self.file.connection() as db:
             row = db.execute(
                 "SELECT version, expires_at FROM rooms WHERE code = ?", (code,)
             ).fetchone()
@@ -304,7 +145,7 @@ class SQLiteStore(RoomStore):
         return row[0]
 
     def _view(self, code: str, now: float) -> RoomView:
-        with self._read() as db:
+        with self.file.read() as db:
             row = db.execute(
                 "SELECT version, page, state, question, expires_at FROM rooms WHERE code = ?",
                 (code,),
@@ -329,7 +170,7 @@ class SQLiteStore(RoomStore):
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
-        with self._read() as db:
+        with self.file.read() as db:
             stored, _, _ = self._room(db, code, now)
             if not key_matches(key_hash, stored):
                 raise RoomError("room_key")
@@ -343,7 +184,7 @@ class SQLiteStore(RoomStore):
         return [SeatInfo(s, seen, bool(a), seen > cutoff or bool(a)) for s, seen, a in rows]
 
     def _remove(self, code: str, key_hash: str, student: str, now: float) -> int:
-        with self._write() as db:
+        with self.file.write() as db:
             self._teacher(db, code, key_hash, now)
             gone = db.execute(
                 "DELETE FROM students WHERE code = ? AND student = ?", (code, student)
@@ -355,7 +196,7 @@ class SQLiteStore(RoomStore):
             return self._bump(db, code)
 
     def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
-        with self._write() as db:
+        with self.file.write() as db:
             version, _ = self._teacher(db, code, key_hash, now)
             same = db.execute(
                 "SELECT 1 FROM rooms WHERE code = ? AND page = ? AND state = ?",
@@ -367,7 +208,7 @@ class SQLiteStore(RoomStore):
             return self._bump(db, code)
 
     def _join(self, code: str, student: str, now: float) -> None:
-        with self._write() as db:
+        with self.file.write() as db:
             self._room(db, code, now)
             args = (code, student)
             if db.execute("SELECT 1 FROM removed WHERE code = ? AND student = ?", args).fetchone():
@@ -387,7 +228,7 @@ class SQLiteStore(RoomStore):
             self._bump(db, code)
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
-        with self._write() as db:
+        with self.file.write() as db:
             self._teacher(db, code, key_hash, now)
             db.execute("DELETE FROM answers WHERE code = ?", (code,))
             db.execute(
@@ -396,7 +237,7 @@ class SQLiteStore(RoomStore):
             return self._bump(db, code)
 
     def _answer(self, code: str, student: str, qid: str, choice: int, now: float) -> None:
-        with self._write() as db:
+        with self.file.write() as db:
             _, _, stored = self._room(db, code, now)
             joined = db.execute(
                 "SELECT 1 FROM students WHERE code = ? AND student = ?", (code, student)
@@ -423,7 +264,7 @@ class SQLiteStore(RoomStore):
             self._bump(db, code)
 
     def _answer_of(self, code: str, student: str, qid: str, now: float) -> int | None:
-        with self._read() as db:
+        with self.file.read() as db:
             _, _, stored = self._room(db, code, now)
             joined = db.execute(
                 "SELECT 1 FROM students WHERE code = ? AND student = ?", (code, student)
@@ -439,7 +280,7 @@ class SQLiteStore(RoomStore):
         return int(row[0])
 
     def _reveal(self, code: str, key_hash: str, qid: str, correct: int | None, now: float) -> int:
-        with self._write() as db:
+        with self.file.write() as db:
             version, stored = self._teacher(db, code, key_hash, now)
             question = question_from_json(stored) if stored else None
             if question is None or question.qid != qid:
@@ -455,12 +296,12 @@ class SQLiteStore(RoomStore):
             return self._bump(db, code)
 
     def _close(self, code: str, key_hash: str, now: float) -> None:
-        with self._write() as db:
+        with self.file.write() as db:
             self._teacher(db, code, key_hash, now)
             self._delete(db, [code])
 
     def _purge(self, now: float) -> int:
-        with self._write() as db:
+        with self.file.write() as db:
             db.execute("DELETE FROM creations WHERE at <= ?", (now - 3600.0,))
             rows = db.execute("SELECT code FROM rooms WHERE expires_at <= ?", (now,))
             codes = [c for (c,) in rows.fetchall()]

@@ -26,8 +26,9 @@ from specdec_core.bench import (
 )
 from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
 from specdec_core.core.errors import InputError
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline
 from specdec_core.drafters.registry import DRAFTER_NAMES, DRAFTERS
 from specdec_core.server import long_tasks

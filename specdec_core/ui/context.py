@@ -18,8 +18,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui import logguard
 from specdec_core.ui.guards import pace_full_run
 

@@ -15,11 +15,12 @@ from typing import Literal
 import torch
 
 from specdec_core.core.device import sync
-from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import make_processors
 from specdec_core.core.records import RoundRecord, summarize
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline, build_timeline
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.chain.round import (

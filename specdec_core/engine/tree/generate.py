@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 from specdec_core.core.device import sync
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.inputs import SessionConfig, prompt_ids
+from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import Processors, make_processors
 from specdec_core.core.records import round_kind
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter, no_tree_code

@@ -40,8 +40,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import KVState
 from specdec_core.core.words import StopReason
 from specdec_core.drafters import Drafter

@@ -2,7 +2,8 @@
 broadcast over a round (exact on a hand-made case, measured on the pair) and a grammar
 matcher left un-rolled-back after a rejection. Shown as lessons, never the app's
 behaviour. Widgets and rendering only: every number comes from
-``specdec_core.rules.lab.penalty`` and ``specdec_core.lessons.wrong_state``."""
+``specdec_core.rules.lab.penalty``, ``specdec_core.lessons.wrong_penalty`` and
+``specdec_core.lessons.wrong_grammar``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ from specdec_core.core.grammar import GRAMMAR_PRESETS
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.penalties import PenaltyConfig
-from specdec_core.lessons import wrong_state as W
+from specdec_core.lessons.wrong_grammar import NoRollback, grammar_no_rollback
+from specdec_core.lessons.wrong_penalty import (
+    MC_GAMMA,
+    MC_PENALTY,
+    MC_PROMPT,
+    MC_RULES,
+    MC_TOKENS,
+    PenaltyMonteCarlo,
+    penalty_monte_carlo,
+)
 from specdec_core.rules.lab.penalty import (
     HAND_CASE,
     PENALTY_RULES,
@@ -27,7 +37,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.state import penalty_laws_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
-from specdec_core.ui.sidebar import labels
+from specdec_core.ui.option_labels import labels
 
 S = st.session_state
 #: Choices offered (the hand-made case is tiny: every choice enumerates in milliseconds).
@@ -128,10 +138,10 @@ def _pair_penalty(pair: ModelPair, seed: int) -> None:
     st.markdown(
         t(
             "rl_st_pair_help",
-            prompt=plain(W.MC_PROMPT),
-            presence=W.MC_PENALTY.presence_penalty,
-            gamma=W.MC_GAMMA,
-            n=W.MC_TOKENS,
+            prompt=plain(MC_PROMPT),
+            presence=MC_PENALTY.presence_penalty,
+            gamma=MC_GAMMA,
+            n=MC_TOKENS,
         )
     )
     _pick("rl_st_mc_n", MC_SIZES, MC_SIZES[0])
@@ -141,7 +151,7 @@ def _pair_penalty(pair: ModelPair, seed: int) -> None:
         bar = st.progress(0.0, text=t("rl_st_mc_running"))
         try:
             with _run_lock:
-                S["rl_st_mc"] = W.penalty_monte_carlo(
+                S["rl_st_mc"] = penalty_monte_carlo(
                     pair,
                     samples=int(size),
                     seed=seed,
@@ -151,16 +161,16 @@ def _pair_penalty(pair: ModelPair, seed: int) -> None:
             show_error(exc)
         bar.empty()
     mc = S.get("rl_st_mc")
-    if not isinstance(mc, W.PenaltyMonteCarlo):
+    if not isinstance(mc, PenaltyMonteCarlo):
         st.caption(t("rl_st_mc_none"))
         return
     rule_names = {"target": t("rl_st_target"), **{r: t(f"rl_st_rule_{r}") for r in PENALTY_RULES}}
     LV.table(
         "rl_st_mc_table",
         {
-            "rule": ([rule_names[r] for r in W.MC_RULES], t("rl_col_rule")),
+            "rule": ([rule_names[r] for r in MC_RULES], t("rl_col_rule")),
             **{
-                f"r{k}": ([mc.laws[r][k] for r in W.MC_RULES], LV.number(t("rl_st_rep", k=k)))
+                f"r{k}": ([mc.laws[r][k] for r in MC_RULES], LV.number(t("rl_st_rep", k=k)))
                 for k in range(min(3, mc.n_tokens))
             },
             "tv": (
@@ -198,7 +208,7 @@ def _grammar(pair: ModelPair) -> None:
         with st.spinner(t("rl_st_gr_running")):
             try:
                 with _run_lock:
-                    S["rl_st_gr"] = W.grammar_no_rollback(pair, preset)
+                    S["rl_st_gr"] = grammar_no_rollback(pair, preset)
                 S["rl_st_gr_for"] = preset
             except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
                 show_error(exc)
@@ -221,7 +231,7 @@ def _cell(pair: ModelPair, i: int) -> str:
     return visible_token(pair.tokenizer.decode([int(i)]))
 
 
-def show_no_rollback(pair: ModelPair, res: W.NoRollback, key: str) -> None:
+def show_no_rollback(pair: ModelPair, res: NoRollback, key: str) -> None:
     """The rejected round, the first differing position and the two masks side by side
     (also used by the Lessons chapter)."""
     drafts = " · ".join(f"`{token(pair, i)}`" for i in res.drafts)

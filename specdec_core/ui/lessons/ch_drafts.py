@@ -17,8 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.bench.compare import SOURCE_PROMPTS, SourceComparison, compare_sources
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for
 from specdec_core.ui import drafts_budget
 from specdec_core.ui.i18n import t

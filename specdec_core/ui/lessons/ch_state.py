@@ -1,7 +1,7 @@
 """Chapter 6: state beyond the KV cache — after a rejection the grammar matcher and the
 penalty counts roll back with both caches; a penalty broadcast over a round is not
 lossless; a matcher left un-rolled-back drifts from the committed text. Every number comes
-from the engine on the loaded pair (``lessons/wrong_state.py``) or the exact enumeration
+from the engine on the loaded pair (``lessons/wrong_grammar.py``) or the exact enumeration
 (``rules/lab/penalty.py``)."""
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from specdec_core.core.grammar import GRAMMAR_PRESETS
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.penalties import PenaltyConfig
-from specdec_core.lessons import wrong_state as W
+from specdec_core.lessons.wrong_grammar import (
+    NoRollback,
+    RollbackMoment,
+    grammar_no_rollback,
+    rollback_moment,
+)
 from specdec_core.rules.lab.penalty import HAND_CASE, compare_penalty_rules
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab.processors import show_no_rollback, token, tv_text
@@ -37,18 +42,18 @@ def _cached(pair: ModelPair, what: str, make):
         return _found[key]
 
 
-def moment(pair: ModelPair) -> W.RollbackMoment | None:
+def moment(pair: ModelPair) -> RollbackMoment | None:
     """The first round with a rejection of a greedy session under the speaker-line grammar
     and a presence penalty (found once per process)."""
-    return _cached(pair, "moment", lambda: W.rollback_moment(pair, GRAMMAR))
+    return _cached(pair, "moment", lambda: rollback_moment(pair, GRAMMAR))
 
 
-def stale(pair: ModelPair) -> W.NoRollback | None:
+def stale(pair: ModelPair) -> NoRollback | None:
     """The short-answer grammar's rejected round and its un-rolled-back matcher."""
-    return _cached(pair, "stale", lambda: W.grammar_no_rollback(pair, STALE_GRAMMAR))
+    return _cached(pair, "stale", lambda: grammar_no_rollback(pair, STALE_GRAMMAR))
 
 
-def state_table(m: W.RollbackMoment) -> str:
+def state_table(m: RollbackMoment) -> str:
     """Both caches, the grammar matcher and the penalty counts (rows) at the three moments
     (columns: three short headers, so the table fits 1024 px with the sidebar open)."""
     states = (m.before, m.verified, m.committed)

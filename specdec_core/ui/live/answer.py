@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.server.room_limits import BUCKETS
-from specdec_core.server.rooms import RoomError, RoomView
+from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN

@@ -40,7 +40,7 @@ import streamlit as st
 from specdec_core.lessons.link import decode
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
-from specdec_core.server.rooms import RoomError, RoomView
+from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ

@@ -5,7 +5,7 @@ publishing the teacher's lesson state, and the store's faults.
 Session-state keys (``st.session_state``):
 
 * :data:`SEAT` — a :class:`Seat` (``None`` / absent: not in a room).
-* :data:`ERROR` — a :class:`~specdec_core.server.rooms.RoomError` to show once (a bad
+* :data:`ERROR` — a :class:`~specdec_core.server.room_types.RoomError` to show once (a bad
   room code: one translated message, ``err_room_unknown``, no hint whether it exists).
 * :data:`PUBLISHED` — the teacher's last published ``(page, state)`` (publish only on a
   change).
@@ -35,7 +35,8 @@ import streamlit as st
 from specdec_core.server.jobs import is_teacher as teacher_address
 from specdec_core.server.room_limits import BUCKETS, TABS, wait_s
 from specdec_core.server.room_store import make_store
-from specdec_core.server.rooms import RoomError, RoomStore, RoomView
+from specdec_core.server.room_types import RoomError, RoomView
+from specdec_core.server.rooms import RoomStore
 from specdec_core.ui.live.identity import browser_secret, client, seat_id, tab_id
 from specdec_core.ui.step.links import ALWAYS_PARAMS, AfterWrite
 

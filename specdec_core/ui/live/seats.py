@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.server.rooms import RoomError
+from specdec_core.server.room_types import RoomError
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import room
 

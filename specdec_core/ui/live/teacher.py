@@ -40,7 +40,7 @@ from functools import lru_cache
 import segno
 import streamlit as st
 
-from specdec_core.server.rooms import CODE_ALPHABET, Question, RoomError
+from specdec_core.server.room_types import CODE_ALPHABET, Question, RoomError
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS

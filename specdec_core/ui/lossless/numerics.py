@@ -14,9 +14,10 @@ from specdec_core.bench.numerics import (
     find_flip,
     verify_vs_decode,
 )
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import DTYPES, dtype_supported
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.lossless import logit_gap_figure
 from specdec_core.ui.i18n import t

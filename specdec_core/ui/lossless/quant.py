@@ -2,22 +2,19 @@
 Speculative decoding with it equals its own greedy output and matches its own distribution
 (χ² at T = 1), while its distance to the float32 target and the draft's acceptance against
 each are measured. Widgets and rendering only: every number comes from
-:mod:`specdec_core.bench.lossless` and :mod:`specdec_core.core.quant`."""
+:mod:`specdec_core.bench.quantized` and :mod:`specdec_core.core.quant`."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.bench.lossless import (
-    MAX_PROMPTS,
-    first_tokens_test,
-    held_out_prompts,
-    quant_figures,
-    spec_matches_own_greedy,
-)
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.bench.lossless import MAX_PROMPTS, held_out_prompts
+from specdec_core.bench.quantized import quant_figures, spec_matches_own_greedy
+from specdec_core.bench.same_seed import first_tokens_test
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import quantized_pair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lossless import readings as RD

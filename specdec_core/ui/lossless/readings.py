@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from specdec_core.bench.lossless import DistributionTest
+from specdec_core.bench.same_seed import DistributionTest
 from specdec_core.rules.lab.lossy import LossyRules, LossySweep, typical_threshold
 from specdec_core.ui.i18n import t
 

@@ -1,16 +1,17 @@
 """The lossless page's prompt and section 1: the target alone and speculative decoding at
 T = 1 with the same seed write different texts, while over N seeds their first-k-token
 distributions agree (χ², and TV against a simulated null). Widgets and rendering only:
-every number comes from :mod:`specdec_core.bench.lossless`."""
+every number comes from :mod:`specdec_core.bench.same_seed`."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.bench.lossless import first_tokens_test, same_seed_texts
-from specdec_core.core.inputs import MAX_PROMPT_CHARS, SessionConfig, whole_number
+from specdec_core.bench.same_seed import first_tokens_test, same_seed_texts
+from specdec_core.core.inputs import MAX_PROMPT_CHARS, whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import COLORS
 from specdec_core.ui.figures.lossless import two_dists_figure

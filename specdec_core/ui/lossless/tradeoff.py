@@ -1,14 +1,16 @@
 """The lossless page's section 4b: the lossy rules on the pair, speed gained against TV
 lost over δ. Widgets and rendering only: every number comes from
-:func:`specdec_core.bench.lossless.lossy_tradeoff`."""
+:func:`specdec_core.bench.lossy_tradeoff.lossy_tradeoff`."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.bench.lossless import held_out_prompts, lossy_tradeoff
-from specdec_core.core.inputs import SessionConfig, whole_number
+from specdec_core.bench.lossless import held_out_prompts
+from specdec_core.bench.lossy_tradeoff import lossy_tradeoff
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.rules.lab.lossy import LossyRules
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.lossless import tradeoff_figure

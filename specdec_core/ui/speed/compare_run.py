@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.bench.compare import SOURCE_PROMPTS, SOURCE_TEMPERATURES
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for
 from specdec_core.server import tasks as T
 from specdec_core.server.long_tasks import SOURCES_BUDGET_S

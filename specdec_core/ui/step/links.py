@@ -25,8 +25,8 @@ from urllib.parse import urlencode, urlsplit
 
 import streamlit as st
 
-from specdec_core.core.inputs import SessionConfig
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import Replay, advance, replay, state_of
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
@@ -34,7 +34,7 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.problems import keep, kept
-from specdec_core.ui.sidebar import grammar_choice
+from specdec_core.ui.sidebar_processors import grammar_choice
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 

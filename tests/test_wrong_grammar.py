@@ -1,15 +1,11 @@
-"""The wrong ways, on the pair (lessons/wrong_state.py): the grammar matcher left
+"""A grammar matcher done wrong, on the pair (lessons/wrong_grammar.py): the matcher left
 un-rolled-back after a rejected round (the drafted end of text it accepted terminates it),
-the engine's own rollback of caches, matcher and penalty counts together, and the
-broadcast-penalty Monte Carlo's invariants."""
+and the engine's own rollback of caches, matcher and penalty counts together."""
 
 from __future__ import annotations
 
-import pytest
-
 from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec, GrammarState, compile_grammar
-from specdec_core.core.penalties import PenaltyConfig
-from specdec_core.lessons import wrong_state as W
+from specdec_core.lessons.wrong_grammar import grammar_no_rollback, rollback_moment
 
 
 def test_no_rollback_short_answer_terminates_the_stale_matcher(embedded_pair):
@@ -17,7 +13,7 @@ def test_no_rollback_short_answer_terminates_the_stale_matcher(embedded_pair):
     and commits ' y'. The stale matcher accepted the drafted EOS: at the first position
     after the round it allows 0 tokens where the rolled-back one allows 2 ('e', 'es')."""
     pair = embedded_pair
-    res = W.grammar_no_rollback(pair, "short_answer")
+    res = grammar_no_rollback(pair, "short_answer")
     assert res is not None
     decode = pair.tokenizer.decode
     assert [decode([i]) for i in res.drafts] == [" no", ".", "<|endoftext|>", "<|endoftext|>"]
@@ -37,7 +33,7 @@ def test_no_rollback_short_answer_terminates_the_stale_matcher(embedded_pair):
 def test_no_rollback_json_differs_at_once(embedded_pair):
     """json_person: the target keeps 3 of '{', '"', 'n', 'a' and commits 'am'; the stale
     matcher (after 'a') refuses 'am' and allows 'm'/'me' where the correct one allows 'e'."""
-    res = W.grammar_no_rollback(embedded_pair, "json_person")
+    res = grammar_no_rollback(embedded_pair, "json_person")
     assert res is not None
     decode = embedded_pair.tokenizer.decode
     assert (res.accepted, decode([res.correction]), res.first_diff) == (3, "am", 4)
@@ -49,7 +45,7 @@ def test_the_engine_rolls_back_every_state_together(embedded_pair):
     """Speaker-line grammar and a presence penalty, greedy: round 2 rejects draft 2 of 4.
     The verify forward advances the target's cache, the matcher and the penalty counts
     through all 4 drafts; the commit brings all of them back to the committed text."""
-    m = W.rollback_moment(embedded_pair, "speaker_line")
+    m = rollback_moment(embedded_pair, "speaker_line")
     assert m is not None
     assert (m.round_index, m.gamma, m.accepted) == (1, 4, 1)
     b, v, c = m.before, m.verified, m.committed
@@ -63,22 +59,3 @@ def test_the_engine_rolls_back_every_state_together(embedded_pair):
     assert v.processors.length == b.committed_len + m.gamma
     assert c.processors.length == c.committed_len
     assert c.processors.penalty.distinct == b.processors.penalty.distinct  # drafts gone
-
-
-def test_repeat_counts():
-    assert W.repeat_counts([[1, 2, 3], [1, 1, 2], [4, 4, 4], [5, 6, 5]], 3) == (0.25, 0.5, 0.25)
-
-
-def test_monte_carlo_invariants_on_the_tiny_pair(tiny_pair):
-    """Same seed for both speculative rules: without a penalty their samples agree exactly
-    (identical rows); with one, the first token still agrees (position 1 sees its true
-    prefix under both rules)."""
-    off = W.penalty_monte_carlo(tiny_pair, "ab", PenaltyConfig(), 2, 3, samples=24, seed=3)
-    assert off.laws["per_prefix"] == off.laws["broadcast"] and off.first_token_same
-    assert off.tv["per_prefix"] == off.tv["broadcast"]
-    on = W.penalty_monte_carlo(tiny_pair, "ab", PenaltyConfig(presence_penalty=2.0), 2, 3, 24, 3)
-    assert on.first_token_same and on.n_samples == 24
-    for law in on.laws.values():
-        assert sum(law) == pytest.approx(1.0)
-    with pytest.raises(ValueError):
-        W.penalty_monte_carlo(tiny_pair, "ab", samples=0)
