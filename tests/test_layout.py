@@ -196,7 +196,6 @@ def test_the_engine_never_tests_a_drafter_by_name():
     assert found == []
 
 
-@pytest.mark.xfail(strict=False, reason="the pages, ui/ and training/ move to the table")
 def test_nothing_tests_a_drafter_by_name():
     files = [REPO / "app.py", *REPO.glob("pages/*.py"), *PKG.rglob("*.py")]
     assert _drafter_name_tests(files) == []
