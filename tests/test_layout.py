@@ -7,6 +7,8 @@ and the whole tree formatted by ``ruff format``."""
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -173,3 +175,65 @@ def test_ruff_format_check_passes():
         [ruff, "format", "--check", "."], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+#: "Follow one round" in docs/ARCHITECTURE.md: the files a newcomer reads for one round
+#: of each shape, at most 3 files and 800 lines each.
+FOLLOW_ONE_ROUND = {
+    "chain": ("engine/chain/round.py", "engine/rounds.py", "rules/acceptance.py"),
+    "tree": ("engine/tree/steps.py", "engine/tree/generate.py", "rules/tree_node.py"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(FOLLOW_ONE_ROUND))
+def test_one_round_reads_in_three_files_and_800_lines(shape):
+    files = FOLLOW_ONE_ROUND[shape]
+    lines = {f: len((PKG / f).read_text(encoding="utf-8").splitlines()) for f in files}
+    print(shape, lines)
+    assert len(files) <= 3 and sum(lines.values()) <= 800, lines
+    doc = (REPO / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = doc.split("### Follow one round", 1)[1].split("\n#", 1)[0]
+    for f in files:  # the doc names each file
+        assert f"`{f}`" in section, f
+
+
+_DRAFTER_NAME_TEST = re.compile(
+    r"""(==|!=)\s*["'](model|ngram|early-exit|eagle|mtp|block|recurrent)["']"""
+    r"""|["'](model|ngram|early-exit|eagle|mtp|block|recurrent)["']\s*(==|!=)"""
+)
+
+
+def _drafter_name_tests(paths) -> list[str]:
+    return [
+        f"{p.relative_to(REPO)}:{i}"
+        for p in paths
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if _DRAFTER_NAME_TEST.search(line) and p != PKG / "drafters" / "registry.py"
+    ]
+
+
+def test_the_engine_never_tests_a_drafter_by_name():
+    """What a drafter can do is asked of it or of its row in ``drafters/registry.py``."""
+    folders = ("engine", "drafters", "server", "core", "rules", "bench")
+    found = _drafter_name_tests(p for f in folders for p in (PKG / f).rglob("*.py"))
+    assert found == []
+
+
+def test_nothing_tests_a_drafter_by_name():
+    files = [REPO / "app.py", *REPO.glob("pages/*.py"), *PKG.rglob("*.py")]
+    assert _drafter_name_tests(files) == []
+
+
+def test_engine_and_rules_functions_take_at_most_7_parameters():
+    """A longer list becomes a context object (``engine/chain/round.ChainContext``)."""
+    long = []
+    for p in [*(PKG / "engine").rglob("*.py"), *(PKG / "rules").rglob("*.py")]:
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                n = len(names) + (a.vararg is not None) + (a.kwarg is not None)
+                n -= bool(names) and names[0] in ("self", "cls")
+                if n > 7:
+                    long.append(f"{p.relative_to(REPO)}:{node.lineno} {node.name} ({n})")
+    assert long == []
