@@ -41,8 +41,8 @@ from specdec_core.bench.check_speed import SPEED_PROMPT  # noqa: E402
 from specdec_core.bench.curve import CURVE_REPEATS, measure_forward_curve  # noqa: E402
 from specdec_core.bench.runs import ignoring_eos, measure_pair_runs  # noqa: E402
 from specdec_core.bench.summary import summarize  # noqa: E402
-from specdec_core.core.inputs import SessionConfig  # noqa: E402
 from specdec_core.core.models import load_pair  # noqa: E402
+from specdec_core.core.settings import SessionConfig  # noqa: E402
 from specdec_core.drafters.registry import drafters_for  # noqa: E402
 from specdec_core.lessons.scenarios import REPETITIVE  # noqa: E402
 

@@ -127,13 +127,13 @@ def decide_round(
     prompt_len: int,
     stop: Callable[[list[int], int], str | None],
     shape: Sequence[int],
-    draft_forwards: int,
-    target_forwards: int = 1,
+    forwards: tuple[int, int],
 ) -> tuple[TreeRoundRecord, str | None]:
     """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
-    its record. ``committed`` is not changed. ``target_forwards``: the round's target
-    forwards (the verify forward, plus the prompt's prefill an EAGLE drafter runs in its
-    first proposal)."""
+    its record. ``committed`` is not changed. ``forwards``: the round's ``(draft, target)``
+    forwards (the target's: the verify forward, plus the prompt's prefill an EAGLE drafter
+    runs in its first proposal)."""
+    draft_forwards, target_forwards = forwards
     path_tokens = [tree.tokens[i] for i in verdict.path]
     appended, reason = commit_tokens(
         committed, path_tokens + [verdict.next_token], prompt_len, stop
@@ -277,7 +277,7 @@ def generate_tree(
         draws = round_stream(config.seed, r, "verify")
         verdict = walk(tree, logits, sampling, draws, processors, ids)
         record, reason = decide_round(
-            tree, verdict, ids, prompt_len, stop, now, forwards, target.forwards - before
+            tree, verdict, ids, prompt_len, stop, now, (forwards, target.forwards - before)
         )
         ids = apply_round(target, drafter, ids, record, processors)
         records.append(record)

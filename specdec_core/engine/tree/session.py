@@ -187,8 +187,7 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
                 self.prompt_len,
                 self._stop,
                 pending.shape,
-                pending.draft_forwards,
-                pending.target_forwards + 1,
+                (pending.draft_forwards, pending.target_forwards + 1),
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         pending.verify_ms = ms

@@ -28,7 +28,8 @@ import streamlit as st
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.lessons.link import LessonState, decode, encode
-from specdec_core.lessons.replay import Replay, advance, replay, state_of
+from specdec_core.lessons.replay import advance, replay, state_of
+from specdec_core.lessons.replay_steps import Replay
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
