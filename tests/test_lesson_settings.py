@@ -52,3 +52,15 @@ def test_every_setting_survives_state_to_config_to_state_and_the_url():
     assert state.config() == config
     back, problems = decode(encode(state), ["embedded"])
     assert problems == [] and back == state and back.config() == config
+
+
+def test_the_sidebar_holds_every_link_setting_in_one_widget_but_the_grammar():
+    """The UI side of the walk: a link seeds these widget keys and the sidebar reads them
+    back (ui/sidebar.SETTING_WIDGETS); the grammar has its own two widgets."""
+    from specdec_core.ui.sidebar import SETTING_WIDGETS
+    from specdec_core.ui.step.links import SIDEBAR_KEYS
+
+    assert set(SETTINGS) - set(SETTING_WIDGETS) == {"grammar"}
+    assert set(SETTING_WIDGETS) <= set(SETTINGS)
+    assert len(set(SETTING_WIDGETS.values())) == len(SETTING_WIDGETS)  # one key each
+    assert {k: SIDEBAR_KEYS[k] for k in SETTING_WIDGETS} == SETTING_WIDGETS

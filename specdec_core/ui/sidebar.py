@@ -6,6 +6,8 @@ Stores the loaded pair and a :class:`SessionConfig` in ``st.session_state`` (``p
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from specdec_core.core.errors import ModelLoadError
@@ -80,27 +82,39 @@ def gamma_limit(pair: ModelPair) -> int:
     return UI_MAX_GAMMA if cap is None else max(1, min(UI_MAX_GAMMA, cap))
 
 
+#: The session settings the sidebar's widgets hold: setting name → widget key (the grammar
+#: has two widgets of its own, :mod:`~specdec_core.ui.sidebar_processors`). A lesson link
+#: seeds these keys (``ui/step/links.py``); :func:`current_config` reads them back.
+SETTING_WIDGETS = {
+    "gamma": "cfg_gamma",
+    "temperature": "cfg_temperature",
+    "top_k": "cfg_top_k",
+    "top_p": "cfg_top_p",
+    "draft_method": "cfg_method",
+    "seed": "cfg_seed",
+    "max_new_tokens": "cfg_max_new",
+    "repetition_penalty": "cfg_rep_penalty",
+    "frequency_penalty": "cfg_freq_penalty",
+    "presence_penalty": "cfg_pres_penalty",
+    "no_repeat_ngram_size": "cfg_no_repeat_ngram",
+    "gamma_schedule": "cfg_gamma_schedule",
+    "confidence": "cfg_confidence",
+}
+
+
 def current_config(pair: ModelPair) -> SessionConfig:
     """The settings the sidebar widgets hold now (also inside a button callback, where a
-    number typed without Enter has already reached session state). A grammar that does
-    not compile is not taken (:func:`chosen_grammar`)."""
+    number typed without Enter has already reached session state); a widget not drawn yet
+    gives :class:`SessionConfig`'s default (max new tokens: 80 or the context's room). A
+    grammar that does not compile is not taken (:func:`chosen_grammar`)."""
     get = st.session_state.get
-    return SessionConfig(
-        gamma=int(get("cfg_gamma", 4)),
-        temperature=float(get("cfg_temperature", 0.0)),
-        top_k=int(get("cfg_top_k", 0)),
-        top_p=float(get("cfg_top_p", 1.0)),
-        draft_method=get("cfg_method", "probabilistic"),
-        seed=int(get("cfg_seed", 0)),
-        max_new_tokens=int(get("cfg_max_new", min(80, pair.context_length - 1))),
-        repetition_penalty=float(get("cfg_rep_penalty", 1.0)),
-        frequency_penalty=float(get("cfg_freq_penalty", 0.0)),
-        presence_penalty=float(get("cfg_pres_penalty", 0.0)),
-        no_repeat_ngram_size=int(get("cfg_no_repeat_ngram", 0)),
-        grammar=chosen_grammar(pair),
-        gamma_schedule=get("cfg_gamma_schedule", "constant"),
-        confidence=float(get("cfg_confidence", 0.4)),
-    )
+    default = replace(SessionConfig(), max_new_tokens=min(80, pair.context_length - 1))
+    values: dict = {}
+    for name, key in SETTING_WIDGETS.items():
+        fallback = getattr(default, name)
+        value = get(key, fallback)
+        values[name] = value if isinstance(fallback, str) else type(fallback)(value)
+    return SessionConfig(**values, grammar=chosen_grammar(pair))
 
 
 def presenter_on() -> bool:

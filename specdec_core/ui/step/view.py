@@ -16,7 +16,8 @@ from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
-from specdec_core.ui.figures.step import before_after_slice, distribution_option, masked_mass
+from specdec_core.ui.figures.step import distribution_option
+from specdec_core.ui.figures.step_slices import before_after_slice, masked_mass
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import (
     grouped_cells,
