@@ -124,6 +124,10 @@ class Client:
         self.last_fragment = ""  # the fragment the last rerun asked for ("": a full run)
         self.runs: list[tuple[int, tuple[str, ...]]] = []  # (status, fragments) per run
         self._drawn: set[str] = set()  # widget ids drawn by the run in progress
+        # the page as the browser holds it: delta path → (text body, fragment id) of every
+        # markdown / HTML / text / code element on screen (see :meth:`page_texts`)
+        self.page: dict[tuple[int, ...], tuple[str, str]] = {}
+        self._written: set[tuple[int, ...]] = set()  # paths the run in progress drew
 
     async def send(self, msg: BackMsg) -> None:
         await self.ws.send(msg.SerializeToString())
@@ -208,6 +212,7 @@ class Client:
             self.query_string = fm.page_info_changed.query_string
         elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
             self._element(fm.delta.new_element, fm.delta.fragment_id)
+            self._place(tuple(fm.metadata.delta_path), fm.delta.new_element, fm.delta.fragment_id)
         elif kind == "delta" and fm.delta.WhichOneof("type") == "add_block":
             block = fm.delta.add_block
             if block.WhichOneof("type") == "expandable" and block.expandable.id:
@@ -217,8 +222,38 @@ class Client:
             status, fragments = fm.script_finished, tuple(fm.metadata.run.fragment_ids)
             self.runs.append((status, fragments))
             self._forget_removed(status, fragments)
+            self._clear_stale(status, fragments)
             return status != ForwardMsg.FINISHED_EARLY_FOR_RERUN
         return False
+
+    def _place(self, path: tuple[int, ...], el, fragment: str) -> None:
+        """An element drawn at ``path`` replaces what the page held there."""
+        which = el.WhichOneof("type")
+        self._written.add(path)
+        if which in ("markdown", "html", "text"):
+            self.page[path] = (getattr(el, which).body, fragment)
+        elif which == "code":
+            self.page[path] = (el.code.code_text, fragment)
+        else:
+            self.page.pop(path, None)
+
+    def _clear_stale(self, status: int, fragments: tuple[str, ...]) -> None:
+        """As the browser at the end of a run: a full run keeps only what it drew (what a
+        run cut short by ``st.rerun`` drew goes, unless drawn again), a fragment run drops
+        what its fragments no longer draw; a run cut short removes nothing."""
+        if status == ForwardMsg.FINISHED_SUCCESSFULLY:
+            self.page = {p: v for p, v in self.page.items() if p in self._written}
+        elif status == ForwardMsg.FINISHED_FRAGMENT_RUN_SUCCESSFULLY:
+            self.page = {
+                p: v for p, v in self.page.items() if p in self._written or v[1] not in fragments
+            }
+        self._written = set()
+
+    def page_texts(self) -> list[str]:
+        """The markdown, HTML, text and code on screen now, in page order (by delta path):
+        what a browser shows after the last run, where :attr:`markdown` is only what the
+        last run drew (plus, after a run cut short by ``st.rerun``, what that one drew)."""
+        return [body for _, (body, _) in sorted(self.page.items())]
 
     def _forget_removed(self, status: int, fragments: tuple[str, ...]) -> None:
         """As the browser at the end of a run: drop the values of widgets no longer on the

@@ -2,7 +2,7 @@
 draft model, prompt lookup (n-gram), early exit, the EAGLE head, the MTP heads and the
 block drafter: ``drafters_for``), on the held-out prompts of ``measure_acceptance.py``
 or, with ``--sources``, on the repetitive and the novel prompt of the pages'
-comparison (``bench.compare.compare_sources``, interleaved repeats, medians
+comparison (``bench.source_compare.compare_sources``, interleaved repeats, medians
 with min–max, the cost model's prediction beside each measurement).
 
 Per drafter, greedy (T = 0) and sampled (T = 1), γ = 4, 40 new tokens, the engine's fast
@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from measure_acceptance import heldout_prompts  # noqa: E402
 
-from specdec_core.bench.compare import SourceComparison, compare_sources
+from specdec_core.bench.source_compare import compare_sources
+from specdec_core.bench.source_results import SourceComparison
 from specdec_core.core.models import load_pair
 from specdec_core.core.records import summarize
 from specdec_core.core.settings import SessionConfig

@@ -2,20 +2,25 @@
 early exit, EAGLE head, MTP heads, block drafter) × γ on the embedded pair, one benchmark
 run (target-only and speculative interleaved, median of ``--repeats``) plus the
 verify-cost curve; the whole set is run ``--passes`` times, drafter after drafter, so a
-burst of load hits every drafter alike. Then a table of predicted vs measured tokens per
-round and speed-up per drafter: the median over passes and the range.
+burst of load hits every drafter alike. Then a table per drafter: predicted vs measured
+speed-up (the median over passes and the range), and where an error comes from -- rounds
+(predicted from α vs run), the drafting and the verification per round (priced vs
+measured inside the run) -- with the load the passes ran under.
 
     python benchmarks/cost_model_check.py [--drafters model,block] [--gammas 4]
-        [--passes 3] [--max-new-tokens 64] [--repeats 3] [--threads 1] [--json OUT]
+        [--passes 3] [--max-new-tokens 128] [--repeats 3] [--threads 1]
+        [--prompt check|lesson] [--device cpu] [--json OUT]
 
-Prompt lookup runs on a repetitive prompt (the first of ``scenarios.REPETITIVE``), the
-others on a plain one. Predictions use measured inputs only: α and the drafts each round
-proposed (expected tokens per round), the target-only cost per token, each drafter's
-round priced by what it runs (``costmodel.draft_round_ms``: serial steps, one block
-forward, head evaluations, nothing), the non-forward overhead per round from the run, and
-the verification at its measured cost ``t(g + 1)`` off the curve. Printed, never
-asserted: timings on a shared machine are noisy (a pass the timing verdict calls "too
-busy" is marked).
+``--prompt check`` (default): every drafter on the device check's speed prompt
+(``bench/check_speed.SPEED_PROMPT``), as ``python -m specdec_core check`` prices them;
+``lesson``: prompt lookup on a repetitive prompt (the first of ``scenarios.REPETITIVE``),
+the others on a plain one. Predictions use measured inputs only: α and the drafts each
+round proposed (expected tokens per round), the target-only run's time, each drafter's
+round priced by what it runs as measured in a round (``costmodel.draft_round_ms``: serial
+steps, one block forward, head evaluations, the lookup), the run's non-forward overhead
+per round, and the verification at ``t(g + 1)`` off the curve at a round's level. Printed,
+never asserted: timings on a shared machine are noisy (a pass the timing verdict calls
+"too busy" is marked).
 """
 
 from __future__ import annotations
@@ -32,8 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specdec_core.bench import run_bench  # noqa: E402
+from specdec_core.bench.check_speed import SPEED_PROMPT  # noqa: E402
+from specdec_core.bench.curve import CURVE_REPEATS, measure_forward_curve  # noqa: E402
+from specdec_core.bench.runs import ignoring_eos, measure_pair_runs  # noqa: E402
+from specdec_core.bench.summary import summarize  # noqa: E402
 from specdec_core.core.models import load_pair  # noqa: E402
+from specdec_core.core.settings import SessionConfig  # noqa: E402
 from specdec_core.drafters.registry import drafters_for  # noqa: E402
 from specdec_core.lessons.scenarios import REPETITIVE  # noqa: E402
 
@@ -44,25 +53,38 @@ def err(pred: float, meas: float) -> float:
     return 100.0 * (pred - meas) / meas if meas else float("nan")
 
 
-def one(pair, drafter: str, gamma: int, tokens: int, repeats: int) -> dict:
-    """One benchmark of ``drafter`` at ``gamma``: the figures the table needs."""
-    prompt = REPETITIVE[0] if drafter == "ngram" else PLAIN
-    report = run_bench(pair, prompt, gamma, tokens, repeats, hf=False, drafter=drafter)
-    s = report.summary
-    cm, sp = s.cost_model, s.speculative
+def one(pair, drafter: str, gamma: int, tokens: int, repeats: int, prompt: str) -> dict:
+    """One benchmark of ``drafter`` at ``gamma`` (what ``run_bench`` runs, without the HF
+    lanes): the figures the table needs; ms per round priced by the cost model at the
+    runs' load, and measured inside the run (the verification after the first round)."""
+    if prompt == "lesson":
+        text = REPETITIVE[0] if drafter == "ngram" else PLAIN
+    else:
+        text = SPEED_PROMPT
+    config = SessionConfig(gamma=gamma, temperature=0.0, max_new_tokens=tokens)
+    runs = measure_pair_runs(ignoring_eos(pair), text, config, repeats, drafter)
+    curve = measure_forward_curve(pair, text, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter)
+    s = summarize(runs.autoregressive, runs.speculative, gamma, curve, runs.spread)
+    cm, st = s.cost_model, runs.speculative.stats
+    load = s.timing.run_target_step_ms / cm.target_step_ms if cm.target_step_ms else 1.0
     return dict(
         drafter=drafter,
         gamma=gamma,
         alpha=cm.alpha,
-        drafts=sp.drafts_per_round,
+        drafts=s.speculative.drafts_per_round,
         pred_tokens=cm.expected_tokens_per_round,
         tokens=cm.measured_tokens_per_round,
+        pred_rounds=st.new_tokens / cm.expected_tokens_per_round,
+        rounds=st.rounds,
         pred_speedup=cm.predicted_speedup,
         speedup=s.speedup,
         err_speedup=err(cm.predicted_speedup, s.speedup),
-        draft_ms_priced=s.breakdown.round.draft,
-        draft_ms_measured=sp.draft_forward_ms_per_round,
-        verify_ratio=report.curve.ratio()[gamma] if report.curve else float("nan"),
+        draft_ms_priced=s.breakdown.round.draft * load,
+        draft_ms_measured=(st.draft_ms if curve.draft_cost == "none" else st.draft_forward_ms)
+        / st.rounds,  # the lookup is the drafting phase itself
+        verify_ms_priced=cm.verify_ms * load,
+        verify_ms_measured=(st.target_forward_ms - st.prefill_ms) / max(1, st.target_forwards - 1),
+        load_1min=curve.how.load if curve.how else None,
         busy=list(s.timing.reasons) if s.timing else [],
     )
 
@@ -72,51 +94,61 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drafters", default="", help="comma-separated (default: every one)")
     ap.add_argument("--gammas", default="4", help="comma-separated, e.g. 1,2,4")
     ap.add_argument("--passes", type=int, default=3)
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--prompt", choices=("check", "lesson"), default="check")
+    ap.add_argument("--device", default=None, help="cpu or cuda (default: CUDA when present)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    pair = load_pair("embedded")
+    pair = load_pair("embedded", device=args.device)
     drafters = args.drafters.split(",") if args.drafters else list(drafters_for(pair))
     gammas = [int(g) for g in args.gammas.split(",")]
     runs: dict[tuple[str, int], list[dict]] = {}
     for p in range(args.passes):
         for gamma in gammas:
             for drafter in drafters:
-                row = one(pair, drafter, gamma, args.max_new_tokens, args.repeats)
+                row = one(pair, drafter, gamma, args.max_new_tokens, args.repeats, args.prompt)
                 runs.setdefault((drafter, gamma), []).append(row)
                 busy = "  too busy: " + ",".join(row["busy"]) if row["busy"] else ""
                 print(
                     f"pass {p + 1} {drafter:<11}γ{gamma} meas {row['speedup']:.3f}× "
-                    f"pred {row['pred_speedup']:.3f}× ({row['err_speedup']:+.1f}%){busy}",
+                    f"pred {row['pred_speedup']:.3f}× ({row['err_speedup']:+.1f}%) "
+                    f"load {row['load_1min']}{busy}",
                     file=sys.stderr,
                     flush=True,
                 )
-    head = (
-        f"{'drafter':<11}{'γ':>2} {'α':>5} {'E[tok]':>7} {'tok':>6} {'pred×':>6} {'meas×':>6} "
-        f"{'err (median)':>13} {'err range':>16}  draft ms priced/measured"
+    loads = [r["load_1min"] for rows in runs.values() for r in rows if r["load_1min"] is not None]
+    load = f", 1-min load {min(loads):.2f}-{max(loads):.2f}" if loads else ""
+    print(
+        f"{pair.device_label()}, {torch.get_num_threads()} thread(s), {args.passes} passes, "
+        f"{args.max_new_tokens} tokens, prompt {args.prompt}{load}"
     )
-    print(f"{pair.device_label()}, {torch.get_num_threads()} thread(s), {args.passes} passes")
-    print(head)
+    head = (
+        f"{'drafter':<11}{'γ':>2} {'α':>5} {'rounds':>11} {'pred×':>6} {'meas×':>6} "
+        f"{'err (median)':>13} {'err range':>16}  {'draft ms':>11}  {'verify ms':>11}"
+    )
+    print(head + "\n" + f"{'':<19}{'pred/run':>11}{'':<46}{'priced/run':>13}{'priced/run':>13}")
     print("-" * len(head))
     table = []
     for (drafter, gamma), rows in runs.items():
         med = {
             k: statistics.median(r[k] for r in rows)
             for k in rows[0]
-            if k not in ("drafter", "gamma", "busy")
+            if k not in ("drafter", "gamma", "busy", "load_1min")
         }
         errs = [r["err_speedup"] for r in rows]
         table.append(dict(drafter=drafter, gamma=gamma, median=med, errors=errs, runs=rows))
         flag = "" if abs(med["err_speedup"]) <= 10 else "  > 10 %"
         print(
-            f"{drafter:<11}{gamma:>2} {med['alpha']:>5.2f} {med['pred_tokens']:>7.2f} "
-            f"{med['tokens']:>6.2f} {med['pred_speedup']:>6.2f} {med['speedup']:>6.2f} "
+            f"{drafter:<11}{gamma:>2} {med['alpha']:>5.2f} "
+            f"{med['pred_rounds']:>5.1f}/{med['rounds']:<5.0f} "
+            f"{med['pred_speedup']:>6.2f} {med['speedup']:>6.2f} "
             f"{med['err_speedup']:>+12.1f}% {min(errs):>+7.1f}..{max(errs):>+6.1f}%  "
-            f"{med['draft_ms_priced']:.2f} / {med['draft_ms_measured']:.2f}{flag}",
+            f"{med['draft_ms_priced']:>5.2f}/{med['draft_ms_measured']:<5.2f}  "
+            f"{med['verify_ms_priced']:>5.2f}/{med['verify_ms_measured']:<5.2f}{flag}",
             flush=True,
         )
     if args.json:

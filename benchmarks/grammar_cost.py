@@ -7,7 +7,7 @@ On the shipped ``embedded`` pair, chain rounds at γ (default 4), greedy and T =
 two grammar presets (``speaker_line``: a regex, ``json_person``: a JSON schema) and, for
 comparison, a repetition penalty and no processor (the same general path, so the rounds
 differ only by the processors). The loop is the fast path's round
-(``engine/chain/generate.py``: ``Drafter.propose`` → ``verify_drafts`` → ``commit_round``
+(``engine/chain/generate.py``: ``Drafter.propose`` → ``verify`` → ``decide_round``
 → ``rollback``, each with the session's ``Processors``), timed per phase:
 
 * ``proc_draft`` — ms per round inside the processors while drafting (γ rows; with a
@@ -43,14 +43,12 @@ from specdec_core.core.models import ModelPair, load_pair  # noqa: E402
 from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.model import ModelDrafter  # noqa: E402
+from specdec_core.engine.chain.round import ChainContext, decide_round, verify  # noqa: E402
 from specdec_core.engine.rounds import (  # noqa: E402
-    commit_round,
     gamma_for_round,
-    overlaps,
     rollback,
     round_stream,
     stop_rule,
-    verify_drafts,
 )
 
 PROMPTS = ["KING:\nWe", "ROMEO:\nBut soft", "JULIET:\nO Romeo", "First Citizen:\nBefore we"]
@@ -103,19 +101,12 @@ def run_once(pair: ModelPair, prompt: str, config: SessionConfig) -> dict[str, f
         sums["proc_draft"] += spent() - mark
         mark = spent()
         draft_ids = draft.ids.tolist()
-        p_rows, verdict, _ = verify_drafts(
-            target,
-            ids,
-            draft_ids,
-            draft.probs,
-            config.sampling,
-            round_stream(config.seed, r, "verify"),
-            processors=procs,
+        ctx = ChainContext(
+            target, drafter, config.sampling, procs, stop=stop, prompt_len=prompt_len
         )
+        checked = verify(ctx, ids, draft_ids, draft.probs, round_stream(config.seed, r, "verify"))
         sums["proc_verify"] += spent() - mark
-        record, reason = commit_round(
-            ids, prompt_len, gamma, draft_ids, verdict, overlaps(p_rows, draft.probs), stop
-        )
+        record, reason = decide_round(ctx, ids, gamma, draft_ids, checked)
         ids += record.appended
         rollback(target, drafter, ids, procs)
         sums["round"] += (time.perf_counter() - started) * 1e3

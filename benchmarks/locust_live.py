@@ -144,9 +144,35 @@ def rooms() -> list[Room]:
     return ROOMS
 
 
-def strip_digest(markdown: list[str]) -> str:
-    strips = [b for b in markdown if b.startswith('<div class="strip"')]
+def strips_of(texts: list[str]) -> list[str]:
+    return [b for b in texts if b.startswith('<div class="strip"')]
+
+
+def strip_digest(texts: list[str]) -> str:
+    strips = strips_of(texts)
     return hashlib.sha1("".join(strips).encode()).hexdigest()[:12] if strips else ""
+
+
+#: digest → the strips it was made of (a mismatch's both sides go to the samples)
+STRIPS: dict[str, list[str]] = {}
+
+
+def shown_strips(c: LiveClient) -> str:
+    """The digest of the token strips on the page after the run that just ended, as the
+    browser shows them (``Client.page_texts``: a run cut short by ``st.rerun`` leaves only
+    what the next run did not redraw), not every strip element received since the last
+    finished run (which, after a cut-short run that drew strips, holds both runs')."""
+    texts = c.page_texts()
+    digest = strip_digest(texts)
+    if digest:
+        STRIPS.setdefault(digest, strips_of(texts))
+    return digest
+
+
+def run_kinds(c) -> list[int]:
+    """The statuses of the runs that led to the page just finished (a cut-short run's
+    ``FINISHED_EARLY_FOR_RERUN`` first)."""
+    return [status for status, _ in c.runs]
 
 
 CODE = re.compile(r"room=([A-HJ-NP-Z2-9]{6})\b")
@@ -342,9 +368,12 @@ class Teacher(User):
 
     def _seen(self, c: LiveClient) -> None:
         """After each teacher run: the strips drawn at this state, and the answer count."""
-        s, digest = state_param(c.query_string), strip_digest(c.run_markdown)
+        s, digest = state_param(c.query_string), shown_strips(c)
         if s and digest and s not in self.room.strips:
             self.room.strips[s] = digest
+            SAMPLES.setdefault("teacher_seen", []).append(
+                [self.room.index, s, digest, run_kinds(c)]
+            )
         if c.run_chart is not None:
             self.counts.append((time.time(), sum(c.run_chart)))
 
@@ -473,7 +502,8 @@ class Student(User):
         s = state_param(c.query_string)
         if s and s != self.last_s:
             self.last_s = s
-            SAMPLES["seen"].append([room.index, self.index, s, now, strip_digest(c.run_markdown)])
+            SAMPLES["seen"].append([room.index, self.index, s, now, shown_strips(c)])
+            SAMPLES.setdefault("seen_runs", []).append([room.index, self.index, s, run_kinds(c)])
         for key, (_, off) in c.run_radios.items():
             if off and key in ANSWERS and key not in self.revealed:
                 self.revealed.add(key)
@@ -550,6 +580,9 @@ def main() -> None:
         "ended": time.time(),
         "published": [len(r.published) for r in rooms()],
         "samples": SAMPLES,
+        "mismatched_strips": {
+            d: STRIPS.get(d, []) for m in SAMPLES["strip_mismatch"] for d in (m[3], m[4])
+        },
     }
     text = json.dumps(out)
     if args.out:

@@ -137,7 +137,7 @@ def heldout_greedy(embedded_pair, heldout_prompts) -> list[list[int]]:
     """The embedded target alone's greedy ids (:data:`HELDOUT_TOKENS` new tokens) for each of
     :func:`heldout_prompts`, computed once per session at one torch thread; shared by every
     module that asks, so read-only."""
-    from specdec_core.core.inputs import SessionConfig
+    from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.generate import generate
 
     config, before = SessionConfig(max_new_tokens=HELDOUT_TOKENS), torch.get_num_threads()

@@ -467,14 +467,66 @@ def test_the_summary_prices_a_round_by_what_the_drafter_runs(tiny_pair):
     assert lookup.breakdown.round.draft == 0.0
 
 
-def test_the_block_drafters_curve_measures_one_whole_proposal(embedded_pair):
+def test_the_n_gram_round_is_priced_with_its_measured_lookup(tiny_pair):
+    from specdec_core.bench import ForwardCurve
+    from specdec_core.drafters.ngram import NgramDrafter
+
+    config = SessionConfig(gamma=3, max_new_tokens=12)
+    pair = ignoring_eos(tiny_pair)
+    ar = generate(pair, PROMPT, config, "autoregressive")
+    sp = generate(pair, PROMPT, config, "speculative", NgramDrafter(pair.vocab_size))
+    a, s = ar.stats, sp.stats
+    step = (a.target_forward_ms - a.prefill_ms) / (a.target_forwards - 1)
+    flat = (step,) * 7  # t(k) = the run's step: load 1, verification = one step
+    curve = ForwardCurve(flat, 0.0, 1, draft_cost="none", draft_round_ms=0.25, round_drafts=0)
+    cm = summarize(ar, sp, 3, curve)
+    # the lookup: 0.25 ms in every round, drafting or not; the run's own lookup time
+    # (its drafting phase) leaves the overhead, so it is not counted twice
+    assert cm.breakdown.round.draft == pytest.approx(0.25)
+    overhead = (s.overhead_ms - s.draft_ms) / s.rounds
+    assert cm.cost_model.overhead_ms == pytest.approx(overhead)
+    rounds = max(1.0, s.new_tokens / cm.cost_model.expected_tokens_per_round)
+    run_ms = a.prefill_ms + rounds * (0.25 + overhead) + (rounds - 1) * step
+    assert cm.cost_model.predicted_speedup == pytest.approx(a.total_ms / run_ms)
+
+
+def test_the_verification_is_priced_at_the_level_of_a_round(tiny_pair):
+    from specdec_core.bench import ForwardCurve
+
+    config = SessionConfig(gamma=3, max_new_tokens=12)
+    pair = ignoring_eos(tiny_pair)
+    ar = generate(pair, PROMPT, config, "autoregressive")
+    sp = generate(pair, PROMPT, config, "speculative")
+    drafts = [len(r.drafted) for r in sp.records]
+    # t(5) = 5 ms back to back with other target forwards, 5.5 ms right after a round's
+    # 4-draft proposal (the drafter's weights went through the CPU's caches in between)
+    curve = ForwardCurve(
+        (5.0,) * 7, 1.5, 1, draft_round_ms=7.0, round_drafts=4, round_verify_ms=5.5
+    )
+    assert curve.verify_level() == pytest.approx(1.1)
+    cm = summarize(ar, sp, 3, curve)
+    assert cm.cost_model.verify_ms == pytest.approx(5.5)
+    # serial drafts stay priced at the draft step (steadier than a whole proposal's share)
+    assert cm.breakdown.round.draft == pytest.approx(1.5 * sum(drafts) / len(drafts))
+    assert cm.cost_model.c == pytest.approx(1.5 / 5.0)
+    plain = summarize(ar, sp, 3, ForwardCurve((5.0,) * 7, 1.5, 1))  # no round measured
+    assert plain.cost_model.verify_ms == pytest.approx(5.0)
+    assert plain.cost_model.predicted_speedup > cm.cost_model.predicted_speedup
+
+
+def test_every_drafters_curve_measures_a_round_as_it_runs(embedded_pair):
     from specdec_core.bench import measure_forward_curve
 
     block = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "block")
     assert block.draft_cost == "one_forward" and block.draft_round_ms > 0
-    model = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "model")
-    assert model.draft_cost == "serial" and model.draft_round_ms == 0.0
-    assert measure_forward_curve(embedded_pair, PROMPT, 3, 1, "mtp").draft_cost == "heads"
+    assert block.round_drafts == 4 and block.round_verify_ms > 0
+    for name, cost in (("model", "serial"), ("eagle", "serial"), ("mtp", "heads")):
+        curve = measure_forward_curve(embedded_pair, PROMPT, 9, 2, name)
+        assert curve.draft_cost == cost and curve.round_drafts == 4, name
+        assert curve.draft_round_ms > 0 and curve.round_verify_ms > 0, name
+    lookup = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "ngram")
+    assert lookup.draft_cost == "none" and lookup.draft_step_ms == 0.0
+    assert lookup.draft_round_ms > 0  # the lookup's wall time, no forward
 
 
 def test_the_prediction_reads_the_curve_at_the_runs_load(tiny_pair):
@@ -495,3 +547,40 @@ def test_the_prediction_reads_the_curve_at_the_runs_load(tiny_pair):
     p_busy = summarize(ar, sp, 3, busy).cost_model
     assert p_calm.predicted_speedup == pytest.approx(p_busy.predicted_speedup, rel=1e-9)
     assert p_busy.target_step_ms == pytest.approx(2 * step)  # shown step times stay the curve's
+
+
+class _HeadDrafter:
+    """A drafter whose every head forward costs exactly 0.5 ms of its ``forward_ms`` (the
+    EAGLE head's case: no plain model cache, its time counted inside its own forwards)."""
+
+    draft_cost = "serial"
+
+    def __init__(self) -> None:
+        self.forward_ms, self.rolled = 0.0, []
+
+    def rollback(self, length: int) -> int:
+        self.rolled.append(length)
+        return 0
+
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        self.forward_ms += 0.5 * gamma  # one head step per draft
+        return [1] * gamma, gamma
+
+
+def test_the_head_step_and_the_round_are_read_off_the_drafters_own_forwards(tiny_pair):
+    from specdec_core.bench.curve import _proposal_timer, _round_timer
+    from specdec_core.core.inputs import encode_prompt
+    from specdec_core.core.kvcache import ModelCache
+
+    ids = encode_prompt(tiny_pair, PROMPT)
+    head = _HeadDrafter()
+    # the EAGLE head's step: its own forward time per draft of a γ-draft proposal, after
+    # a rollback of one token (the proposal catches up on the newest token, as a round's)
+    assert _proposal_timer(head, ids, 4)() == 0.5
+    assert head.rolled == [len(ids) - 1]
+    target, out = ModelCache(tiny_pair.target), []
+    target.extend(ids[:-1])
+    # a round: the whole proposal's forward time, then its verification over 4 + 1 tokens
+    assert _round_timer(head, target, ids[:-1], ids, 4, out)() == 2.0
+    assert out[0][0] == 4 and out[0][1] > 0
+    assert target.ids == ids[:-1]  # the verification was rolled back

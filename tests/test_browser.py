@@ -452,7 +452,7 @@ def test_layout_at_1024x768_nothing_breaks_or_is_cut(server, new_page, lang):
     fits its box (the step page after Verify); the speed page's change chip, metric, widget
     and button labels are not cut;
     the drafter cards are not squeezed with the sidebar open."""
-    from specdec_core.ui.sidebar import DRAFTER_LABELS
+    from specdec_core.ui.option_labels import DRAFTER_LABELS
 
     page = new_page(1024, 768)
     page.goto(f"{server}/?lang={lang}")

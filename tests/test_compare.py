@@ -11,14 +11,10 @@ import pytest
 from conftest import run_json
 
 from specdec_core.__main__ import main
-from specdec_core.bench.compare import (
-    SOURCE_PROMPTS,
-    SOURCE_TEMPERATURES,
-    compare_drafters,
-    compare_sources,
-    strip_marks,
-)
+from specdec_core.bench.compare import compare_drafters, strip_marks
 from specdec_core.bench.runs import ignoring_eos
+from specdec_core.bench.source_compare import compare_sources
+from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
 from specdec_core.core.records import STRIP_STATES, summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import NgramDrafter, drafters_for, make_named_drafter

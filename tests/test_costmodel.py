@@ -194,7 +194,8 @@ def test_predicted_run_counts_the_prompt_forward_once():
         ("one_forward", 1, 1.5),  # ... whatever the block's length
         ("one_forward", 0, 0.0),
         ("heads", 3, 3 * 1.2),  # MTP: one head evaluation a draft
-        ("none", 4, 0.0),  # prompt lookup: copies, no forward
+        ("none", 4, 1.5),  # prompt lookup: no forward, the measured lookup
+        ("none", 0, 1.5),  # ... paid in every round, a lookup that found nothing too
     ],
 )
 def test_a_round_is_priced_by_what_its_drafter_runs(cost, drafts, expected):

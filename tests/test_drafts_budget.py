@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.bench.compare import SOURCE_PROMPTS, compare_drafters, compare_sources
+from specdec_core.bench.compare import compare_drafters
+from specdec_core.bench.source_compare import compare_sources
+from specdec_core.bench.source_results import SOURCE_PROMPTS
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import default_knob, drafters_for
 

@@ -271,7 +271,7 @@ def test_training_script_on_tiny_models(tmp_path, tiny_dirs, tiny_pair):
 def test_sidebar_offers_eagle_only_with_a_head(embedded_pair):
     from conftest import start_app
 
-    from specdec_core.ui.sidebar import DRAFTER_LABELS
+    from specdec_core.ui.option_labels import DRAFTER_LABELS
 
     at = start_app("en")
     assert DRAFTER_LABELS["eagle"] in at.selectbox(key="cfg_drafter").options

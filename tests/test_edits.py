@@ -15,6 +15,7 @@ from specdec_core.core.errors import InputError, PhaseError
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain import edits
+from specdec_core.engine.chain.round import Checked
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.acceptance import Verdict
 
@@ -31,7 +32,9 @@ def test_edits_imports_no_session():
     modules = [
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     ]
-    assert not [m for m in modules if m.startswith("specdec_core.engine")]
+    # the round's values (engine/chain/round.py) only: no session, state or machine
+    engine = [m for m in modules if m.startswith("specdec_core.engine")]
+    assert engine == ["specdec_core.engine.chain.round"]
 
 
 @pytest.mark.parametrize("bad", [0, 4, -1, True, 1.0, "2", None])
@@ -93,10 +96,12 @@ def test_verify_slices_pick_the_rejected_row_or_the_bonus_row():
     checks = tuple(type("C", (), {"dist": f"check{i}"})() for i in range(2))
     p_rows = torch.tensor([[0.5, 0.5], [0.25, 0.75], [1.0, 0.0]])
     rejected = Verdict(1, 0, "correction", (1.0, 0.0), ())
-    assert edits.verify_slices([1, 1], p_rows, None, rejected, checks, slicer) == ("check1", ())
+    checked = Checked(rejected, (), 0, p_rows)
+    assert edits.verify_slices([1, 1], checked, checks, slicer) == ("check1", ())
     bonus = Verdict(2, 0, "bonus", (1.0, 1.0), ())
     raw = torch.tensor([[0.1, 0.9], [0.2, 0.8], [0.3, 0.7]])
-    next_dist, contexts = edits.verify_slices([1, 1], p_rows, raw, bonus, checks, slicer)
+    checked = Checked(bonus, (), 0, p_rows, raw)
+    next_dist, contexts = edits.verify_slices([1, 1], checked, checks, slicer)
     assert next_dist == ("slice", (0,))
     assert contexts == (("slice", (1,)), ("slice", (1,)), ("slice", (0,)))
     assert calls[0] == ([1.0, 0.0], None, [0])  # the bonus row p_{γ+1}

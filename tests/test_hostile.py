@@ -245,22 +245,22 @@ def test_the_upload_store_keeps_two_files_per_session():
 
 
 def test_uploads_are_parsed_once_dropped_and_rate_limited(embedded_pair, monkeypatch):
-    from specdec_core.ui.step import tools as lesson_tools
+    from specdec_core.ui.step import files as lesson_files
 
     forgotten = []
-    real = lesson_tools.forget_upload
+    real = lesson_files.forget_upload
 
     def spy(file) -> None:
         forgotten.append(file.file_id)
         real(file)
 
-    monkeypatch.setattr(lesson_tools, "forget_upload", spy)
+    monkeypatch.setattr(lesson_files, "forget_upload", spy)
     at = open_app()
     at.session_state["lt_open"] = True
     at.run()
     data = _trace_bytes(embedded_pair, n_rounds=1, pair="elsewhere")  # read-only: no replay
     notices = []
-    for i in range(lesson_tools.MAX_UPLOADS_PER_MIN + 1):
+    for i in range(lesson_files.MAX_UPLOADS_PER_MIN + 1):
         at.file_uploader[0].set_value((f"t{i}.json", data, "application/json")).run()
         assert not at.exception
         notices.append(" ".join(x.value for x in at.info))
@@ -325,9 +325,9 @@ def test_the_rule_labs_monte_carlo_is_bounded_per_tab(monkeypatch):
 
 
 def test_the_step_history_draws_the_newest_rounds_unless_asked(embedded_pair, monkeypatch):
-    from specdec_core.ui.step import view as step_view
+    from specdec_core.ui.step import chain_view
 
-    monkeypatch.setattr(step_view, "HISTORY_SHOWN", 2)
+    monkeypatch.setattr(chain_view, "HISTORY_SHOWN", 2)
     at = open_app()
     for _ in range(3):
         button(at, "btn_round").click().run()

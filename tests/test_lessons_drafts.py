@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.bench.compare import SOURCE_PROMPTS
 from specdec_core.bench.runs import ignoring_eos
+from specdec_core.bench.source_results import SOURCE_PROMPTS
 from specdec_core.core.records import summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for, make_named_drafter

@@ -16,7 +16,7 @@ from test_page_lessons import answer, open_lessons
 from specdec_core.bench import HowMeasured, Spread, Verdict
 from specdec_core.bench import source_compare as sc
 from specdec_core.bench.bounded import Budget, conclusive
-from specdec_core.bench.compare import SOURCE_PROMPTS
+from specdec_core.bench.source_results import SOURCE_PROMPTS
 from specdec_core.bench.timing import REPEATS_DISAGREE
 from specdec_core.core.settings import SessionConfig
 from specdec_core.server import jobs, long_tasks

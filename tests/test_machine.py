@@ -121,7 +121,7 @@ def test_a_failed_verify_restores_both_caches_and_reruns_the_same(embedded_pair,
     def boom(*args, **kwargs):
         raise RuntimeError("rule failed")
 
-    monkeypatch.setattr("specdec_core.engine.chain.session.commit_round", boom)
+    monkeypatch.setattr("specdec_core.engine.chain.session.decide_round", boom)
     with pytest.raises(RuntimeError, match="rule failed"):
         s.verify()  # the target's forward ran, then the commit decision raised
     monkeypatch.undo()

@@ -12,6 +12,7 @@ from specdec_core.core.records import make_record
 from specdec_core.core.sampling import near_tie_argmax, near_tie_draw
 from specdec_core.core.trace import TokenInfo
 from specdec_core.engine.chain.edits import build_checks
+from specdec_core.engine.chain.round import Checked
 from specdec_core.rules.acceptance import Verdict
 
 
@@ -48,7 +49,8 @@ def _checks(u: tuple[float, ...], accept: float, raw: torch.Tensor | None = None
     verdict = Verdict(0, 2, "correction", (accept,), u)
     record = make_record(1, [1], 0, [0.5], [2], "correction")
     token = lambda i: TokenInfo(i, str(i), str(i))  # noqa: E731
-    return build_checks([1], rows[:1], rows, verdict, record, set(), token, lambda *_: None, raw)
+    checked = Checked(verdict, (0.5,), 2, rows, raw)
+    return build_checks([1], rows[:1], checked, record, set(), token, lambda *_: None)
 
 
 def test_the_checks_flag_a_near_tie_and_only_there():

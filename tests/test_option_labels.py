@@ -10,7 +10,7 @@ import pytest
 from conftest import open_app
 
 from specdec_core.ui.i18n import tr
-from specdec_core.ui.sidebar import OPTION_WIDGETS
+from specdec_core.ui.option_labels import OPTION_WIDGETS
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LATIN_WORD = re.compile(r"\b(?!JSON|EAGLE|MTP|argmax|transformers|schema|one|hot)[a-z]{3,}\b")

@@ -15,7 +15,7 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.ui.figures.common import visible_token
-from specdec_core.ui.figures.step import masked_mass
+from specdec_core.ui.figures.step_slices import masked_mass
 
 PROMPT = "First Citizen:\nWe are accounted poor citizens.\n\n"
 SPEAKER = GrammarSpec(*GRAMMAR_PRESETS["speaker_line"])

@@ -268,18 +268,18 @@ def test_a_state_read_in_the_middle_of_a_commit_is_the_state_before_it(embedded_
     (the URL, the teacher's publish) while a commit runs: between the commit appending the
     round's tokens and filing the round, the state read is still the verified round's,
     never one that counts the new tokens as carried-over text (``cont``)."""
-    from specdec_core.engine.chain import session as chain_session
+    from specdec_core.engine.chain import round as chain_round
 
     base = replace(BASES["chain-T1"], round=1, phase="commit")
     session = replay(embedded_pair, base).session
     seen = []
 
-    def rollback(*args, **kwargs):  # the commit's cache rollback: ids already appended
+    def rollback(*args, **kwargs):  # the commit's cache rollback (apply_round)
         seen.append(state_of(session, base, PROMPT))
-        return chain_session_rollback(*args, **kwargs)
+        return chain_round_rollback(*args, **kwargs)
 
-    chain_session_rollback = chain_session.rollback
-    monkeypatch.setattr(chain_session, "rollback", rollback)
+    chain_round_rollback = chain_round.rollback
+    monkeypatch.setattr(chain_round, "rollback", rollback)
     session.commit()
     assert seen == [base]  # round 1 verified, nothing carried over
     assert state_of(session, base, PROMPT) == replace(base, round=2, phase="propose")

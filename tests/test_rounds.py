@@ -1,6 +1,7 @@
 """Direct tests of the round pieces both engines share (``engine/rounds.py``): γ for a
 round and the stop rule as case tables (like ``round_statuses`` in test_records.py), the
-two random streams of a round, and the verification forward on the embedded pair."""
+two random streams of a round, and the chain's verification forward
+(``engine/chain/round.verify``) on the embedded pair."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import pytest
 import torch
 
 from specdec_core.core.kvcache import ModelCache
-from specdec_core.core.sampling import SamplingConfig
+from specdec_core.core.sampling import SamplingConfig, one_hot
 from specdec_core.core.settings import SessionConfig
+from specdec_core.engine.chain.round import ChainContext, verify
 from specdec_core.engine.rounds import (
     gamma_for_round,
     round_stream,
     stop_reason_after,
     stop_rule,
-    verify_drafts,
 )
 
 PROMPT = "ROMEO:\nBut soft, what light"
@@ -163,17 +164,17 @@ def _greedy_continuation(pair, ids: list[int], n: int) -> list[int]:
     return out[len(ids) :]
 
 
-def test_verify_drafts_is_one_forward_with_gamma_plus_one_rows(embedded_pair):
+def test_verify_is_one_forward_with_gamma_plus_one_rows(embedded_pair):
     pair = embedded_pair
     committed = pair.tokenizer.encode(PROMPT)
     drafts = _greedy_continuation(pair, committed, 3) + [7]  # 3 right, the 4th wrong
     assert drafts[3] != _greedy_continuation(pair, committed + drafts[:3], 1)[0]
     target = ModelCache(pair.target)
-    raw: list[torch.Tensor] = []
     sampling = SamplingConfig()  # greedy
-    p_rows, verdict, fed = verify_drafts(
-        target, committed, drafts, torch.empty(0), sampling, round_stream(0, 0, "verify"), raw
-    )
+    ctx = ChainContext(target, None, sampling)
+    q = one_hot(torch.tensor(drafts), pair.vocab_size)  # greedy drafts: one-hot rows
+    checked = verify(ctx, committed, drafts, q, round_stream(0, 0, "verify"), True)
+    p_rows, verdict, fed = checked.p_rows, checked.verdict, checked.fed
     assert target.forwards == 1 and fed == len(committed) + 4  # an empty cache: all of it
     assert target.ids == committed + drafts
     assert p_rows.shape == (5, pair.vocab_size) and p_rows.dtype == torch.float32
@@ -181,12 +182,13 @@ def test_verify_drafts_is_one_forward_with_gamma_plus_one_rows(embedded_pair):
     assert torch.equal(p_rows.sum(-1), torch.ones(5))  # greedy: one-hot rows
     assert (verdict.accepted, verdict.kind) == (3, "correction") and verdict.u == ()
     assert verdict.accept_probs == (1.0, 1.0, 1.0, 0.0)
+    assert checked.overlaps == (1.0, 1.0, 1.0, 0.0)  # Σ min(p, q) of one-hot rows
     # the rows are those of a plain forward over the same tokens (positions L-1 .. L+3)
     with torch.inference_mode():
         full = pair.target(input_ids=torch.tensor([committed + drafts])).logits[0].float()
     rows = full[len(committed) - 1 :]
     assert verdict.next_token == int(rows[3].argmax())
-    [soft] = raw
+    soft = checked.raw
     assert soft.shape == (5, pair.vocab_size)
     torch.testing.assert_close(soft, torch.softmax(rows, -1), atol=1e-5, rtol=1e-4)
 
@@ -195,9 +197,9 @@ def test_verify_drafts_is_one_forward_with_gamma_plus_one_rows(embedded_pair):
     kept = committed + drafts[:3] + [verdict.next_token]
     target.crop(len(kept) - 1)
     again = _greedy_continuation(pair, kept, 2)
-    p2, v2, fed2 = verify_drafts(
-        target, kept, again, torch.empty(0), sampling, round_stream(0, 1, "verify")
-    )
+    q2 = one_hot(torch.tensor(again), pair.vocab_size)
+    again_checked = verify(ctx, kept, again, q2, round_stream(0, 1, "verify"))
+    p2, v2, fed2 = again_checked.p_rows, again_checked.verdict, again_checked.fed
     assert target.forwards == 2 and fed2 == 1 + 2 and p2.shape == (3, pair.vocab_size)
     assert (v2.accepted, v2.kind) == (2, "bonus")
 
@@ -212,9 +214,9 @@ def test_sampled_verification_draws_from_the_verify_stream(embedded_pair):
     sampling = SamplingConfig(temperature=1.0)
 
     def once(seed: int):
-        return verify_drafts(
-            ModelCache(pair.target), committed, drafts, q, sampling, round_stream(seed, 0, "verify")
-        )
+        ctx = ChainContext(ModelCache(pair.target), None, sampling)
+        checked = verify(ctx, committed, drafts, q, round_stream(seed, 0, "verify"))
+        return checked.p_rows, checked.verdict, checked.fed
 
     p_rows, verdict, _ = once(4)
     _, same, _ = once(4)

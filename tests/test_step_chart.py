@@ -16,7 +16,8 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import COLORS, token_labels
-from specdec_core.ui.figures.step import _legend_media, distribution_option, shown_indices
+from specdec_core.ui.figures.step import _legend_media, distribution_option
+from specdec_core.ui.figures.step_slices import shown_indices
 
 LABELS = {
     k: f"L-{k}"

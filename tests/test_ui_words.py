@@ -15,8 +15,7 @@ from specdec_core.ui.i18n import strings
 
 TABLES = {  # table name → the values it must cover
     "STOP_REASON": get_args(W.StopReason),
-    "ROUND_KIND": get_args(W.RoundKind),
-    "TREE_ROUND_KIND": get_args(W.RoundKind),
+    "ROUND_KIND": tuple(itertools.product(get_args(UW.Mode), get_args(W.RoundKind))),
     "CHECK_STATUS": get_args(W.CheckStatus),
     "STRIP_STATE": get_args(W.StripState),
     "KV_ROW_STATE": get_args(UW.KvRowState),
@@ -24,12 +23,10 @@ TABLES = {  # table name → the values it must cover
     "NODE_STATE": get_args(W.NodeViewState),
     "FIGURE_STATE": get_args(UW.FigureState),
     "SLOT_STATE": get_args(UW.SlotState),
-    "PHASE": get_args(W.Phase),
-    "TREE_PHASE": get_args(W.Phase),
+    "PHASE": tuple(itertools.product(get_args(UW.Mode), get_args(W.Phase))),
     "NO_DRAFTS_PHASE": tuple(itertools.product(("verify", "commit"), get_args(UW.NoDraftsReason))),
     "NEXT_NO_DRAFTS": get_args(UW.NoDraftsReason),
-    "STEP_BUTTON": get_args(UW.Step),
-    "TREE_STEP_BUTTON": get_args(UW.Step),
+    "STEP_BUTTON": tuple(itertools.product(get_args(UW.Mode), get_args(UW.Step))),
     "MODE": get_args(UW.Mode),
     "TREE_REFUSAL": get_args(UW.TreeRefusal),
 }

@@ -8,8 +8,8 @@ drafts were accepted, rejected, discarded or cut), so the strip and the numbers 
 the same generation. The target alone, run in the same timing passes, is the baseline
 that speed-ups are measured against.
 
-Every source on two prompts, greedy and T = 1, is ``bench/source_compare.py`` (results in
-``bench/source_results.py``); its names are importable from here too.
+Every source on two prompts, greedy and T = 1, is the other experiment:
+``bench/source_compare.py`` (results in ``bench/source_results.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.records import RoundRecord, strip_states, summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import TokenInfo, token_lookup
-from specdec_core.drafters import default_knob, make_named_drafter
+from specdec_core.drafters.registry import default_knob, make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
 
 Progress = Callable[[int, int, str], None]
@@ -286,31 +286,3 @@ def compare_drafters(
         drafter_result(name, knob, _median(runs), baseline, token)
         for (name, knob), runs in zip(chosen, drafter_runs, strict=True)
     ]
-
-
-# ------------------------------------------------------------------ every source, two prompts
-from specdec_core.bench.source_compare import compare_sources  # noqa: E402
-from specdec_core.bench.source_results import (  # noqa: E402
-    SOURCE_PROMPTS,
-    SOURCE_TEMPERATURES,
-    SourceComparison,
-    SourceRow,
-    SourceTarget,
-)
-
-__all__ = [
-    "BaselineResult",
-    "DrafterResult",
-    "SOURCE_PROMPTS",
-    "SOURCE_TEMPERATURES",
-    "SourceComparison",
-    "SourceRow",
-    "SourceTarget",
-    "StripMark",
-    "baseline_result",
-    "compare_drafters",
-    "compare_sources",
-    "drafter_result",
-    "strip_marks",
-    "token_info",
-]

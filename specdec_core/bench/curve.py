@@ -13,12 +13,15 @@ assumes. The cost model reads ``t(γ + 1)`` (or ``t(drafts + 1)``) off this curv
 
 from __future__ import annotations
 
+import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from specdec_core.bench.timing import HowMeasured, Spread, Verdict, judge
+from specdec_core.core.device import sync
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
@@ -32,11 +35,21 @@ WARMUP_PASSES = 2  # untimed round-robin passes first (the first forwards run co
 @dataclass(frozen=True)
 class ForwardCurve:
     """``target_ms[k - 1]`` = median ms of one target forward over ``k`` new tokens
-    (``k = 1 … len``); ``draft_step_ms`` one single-token step of the drafter's model (0
-    for a drafter without a model, prompt lookup); ``draft_cost`` what the drafter runs
-    per round (``Drafter.draft_cost``) and, for ``one_forward``, ``draft_round_ms``: the
-    median ms of one whole γ-draft proposal (one forward over the new token + γ − 1
-    masks), what the cost model prices such a round at."""
+    (``k = 1 … len``), back to back with the other ``k``; ``draft_step_ms`` one
+    single-token step of the drafter's model, or per draft of a whole proposal for a
+    drafter without a plain model cache (the EAGLE head's catch-up and steps with the
+    target's LM head rows, an MTP head evaluation); 0 for prompt lookup.
+
+    A round as it runs (:func:`_round_timer`): ``draft_round_ms`` is the median of one
+    γ-draft proposal made right after a target forward -- the drafter's forward time (the
+    block's one forward) or, for a drafter that runs no forward (``draft_cost ==
+    "none"``), the proposal's wall time (the n-gram lookup); ``round_drafts`` the drafts
+    it made; ``round_verify_ms`` the median of the verification forward over those drafts
+    + 1 right after it, when the drafter's work has just run beside the target's.
+    ``draft_cost``: what the drafter runs per round (``Drafter.draft_cost``). Serial and
+    head drafters are priced per draft at ``draft_step_ms``, not at a whole proposal's
+    share: a proposal of γ forwards is γ times likelier to catch a burst of load on a
+    shared machine, and its median moves with it."""
 
     target_ms: tuple[float, ...]
     draft_step_ms: float
@@ -46,6 +59,8 @@ class ForwardCurve:
     how: HowMeasured | None = None
     draft_cost: str = "serial"
     draft_round_ms: float = 0.0
+    round_drafts: int = 0
+    round_verify_ms: float = 0.0
 
     def verdict(self) -> Verdict:
         """Whether this curve supports a conclusion (:func:`timing.judge`: repeats agree,
@@ -60,6 +75,15 @@ class ForwardCurve:
     def ratio(self) -> list[float]:
         """``t(k) / t(1)``."""
         return [ms / self.target_ms[0] for ms in self.target_ms]
+
+    def verify_level(self) -> float:
+        """``round_verify_ms / t(round_drafts + 1)``: a verification in a round over the
+        same forward alone, back to back with other target forwards (1.0 when no round
+        was measured). The cost model reads ``t(g + 1) × verify_level()``."""
+        k = self.round_drafts + 1
+        if self.round_verify_ms <= 0 or k > len(self.target_ms) or self.target_ms[k - 1] <= 0:
+            return 1.0
+        return self.round_verify_ms / self.target_ms[k - 1]
 
 
 def _timed(cache: ModelCache, prefix: list[int], new: list[int], last_only: bool) -> float:
@@ -91,24 +115,44 @@ def round_robin(
     return times
 
 
-def _proposal_timer(
-    drafter, context: list[int], gamma: int = 4, per_token: bool = True
-) -> Callable[[], float]:
-    """A timer of the drafter's time (ms, its own ``forward_ms``) of a ``gamma``-token
-    greedy proposal after ``context``, per drafted token (``per_token``: the draft step of
-    a drafter without a plain model cache, the EAGLE head: head forwards + the target's LM
-    head rows) or for the whole proposal. The drafter is rolled back by one token first,
-    so each proposal catches up on the newest committed token as a round's does (EAGLE:
-    one head forward over its real feature; a block: that token + the masks). 0 for a
-    drafter that runs no model (prompt lookup) or proposes nothing."""
+def _proposal_timer(drafter, context: list[int], gamma: int = 4) -> Callable[[], float]:
+    """A timer of the drafter's time (ms, its own ``forward_ms``) per drafted token of a
+    ``gamma``-token greedy proposal after ``context`` (the draft step of a drafter without
+    a plain model cache: the EAGLE head's forwards + the target's LM head rows, an MTP
+    head evaluation). The drafter is rolled back by one token first, so each proposal
+    catches up on the newest committed token as a round's does (EAGLE: one head forward
+    over its real feature). 0 for a drafter that runs no model or proposes nothing."""
 
     def timer() -> float:
         drafter.rollback(len(context) - 1)
         before = drafter.forward_ms
         drafted, _ = drafter.propose_argmax(context, gamma)
-        if not drafted:
-            return 0.0
-        return (drafter.forward_ms - before) / (len(drafted) if per_token else 1)
+        return (drafter.forward_ms - before) / len(drafted) if drafted else 0.0
+
+    return timer
+
+
+def _round_timer(
+    drafter, target: ModelCache, prefix: list[int], context: list[int], gamma: int, out: list
+) -> Callable[[], float]:
+    """A timer of one round as it runs, after ``prefix`` (cached): a ``gamma``-draft
+    greedy proposal after ``context`` (the drafter rolled back by one token, so it catches
+    up on the newest token as a round's proposal does), then the target's verification
+    forward over ``context[-1:] + drafts``; both rolled back after. Returns the proposal's
+    ms -- the drafter's forward time, or its wall time for a drafter that runs no forward
+    (prompt lookup: the lookup itself) -- and appends ``(drafts, verification ms)`` to
+    ``out``."""
+    wall = drafter.draft_cost == "none"
+
+    def timer() -> float:
+        drafter.rollback(len(context) - 1)
+        target.sync_to(context)  # the prefix cached, as after a round's rollback
+        before, started = drafter.forward_ms, time.perf_counter()
+        drafted, _ = drafter.propose_argmax(context, gamma)
+        sync(target.device)
+        ms = (time.perf_counter() - started) * 1e3 if wall else drafter.forward_ms - before
+        out.append((len(drafted), _timed(target, prefix, context[-1:] + drafted, False)))
+        return ms
 
     return timer
 
@@ -121,10 +165,10 @@ def measure_forward_curve(
     drafter: str = "model",
     gamma: int | None = None,
 ) -> ForwardCurve:
-    """Measure ``t(k)`` for ``k = 1 … max_k`` (capped at :data:`MAX_K` and by the context)
-    and the draft step, on the prompt as the cached prefix; for a drafter whose round is
-    one forward (``draft_cost == "one_forward"``) also a whole ``gamma``-draft proposal
-    (default ``(max_k − 1) // 2``, the γ of ``max_k = 2γ + 1``). The shared models are
+    """Measure ``t(k)`` for ``k = 1 … max_k`` (capped at :data:`MAX_K` and by the context),
+    the draft step, and a round as it runs (:func:`_round_timer`: a ``gamma``-draft
+    proposal, default ``(max_k − 1) // 2``, the γ of ``max_k = 2γ + 1``, then its
+    verification), on the prompt as the cached prefix, round-robin. The shared models are
     only read; each gets a cache of its own.
 
     Raises:
@@ -136,6 +180,8 @@ def measure_forward_curve(
     ks = range(1, max(1, min(max_k, MAX_K, room)) + 1)
     filler = (ids * (MAX_K // max(len(ids), 1) + 2))[: ks[-1]]  # any ids: only time counts
     r = max(1, repeats)
+    g = max(1, min(gamma if gamma is not None else (max_k - 1) // 2, ks[-1] - 1))
+    rounds: list[tuple[int, float]] = []
     with torch.inference_mode():
         target = ModelCache(pair.target)
         made = make_named_drafter(pair, drafter)
@@ -144,20 +190,20 @@ def measure_forward_curve(
         timers: list[Callable[[], float]] = [
             (lambda new=filler[:k]: _timed(target, prefix, new, False)) for k in ks
         ]
-        draft_kv = getattr(made, "kv", None)
-        whole = made.draft_cost == "one_forward" and len(ids) > 1
+        whole = len(ids) > 1  # a round needs a committed token after the prefix
         if whole:  # right after the target's forwards, as in a round (verify, then draft)
-            g = max(1, gamma if gamma is not None else (max_k - 1) // 2)
-            timers.append(_proposal_timer(made, ids, g, per_token=False))
+            timers.append(_round_timer(made, target, prefix, ids, g, rounds))
+        draft_kv = getattr(made, "kv", None)
         if isinstance(draft_kv, ModelCache):
             draft_kv.extend(prefix)
             timers.append(lambda: _timed(draft_kv, prefix, filler[:1], True))
-        elif len(ids) > 1:
+        elif whole:
             timers.append(_proposal_timer(made, ids))
         times = round_robin(timers, r)
     spreads = tuple(Spread.of(ts) for ts in times)
     target_spread, draft = spreads[: len(ks)], spreads[len(ks) + int(whole) :]
     draft_spread = draft[0] if draft and draft[0].high > 0 else None
+    timed_rounds = rounds[-r:]  # the warm-up passes' rounds are not timings
     return ForwardCurve(
         target_ms=tuple(sp.median for sp in target_spread),
         draft_step_ms=draft_spread.median if draft_spread else 0.0,
@@ -167,4 +213,6 @@ def measure_forward_curve(
         how=HowMeasured.now(r, WARMUP_PASSES, ks[-1]),
         draft_cost=made.draft_cost,
         draft_round_ms=spreads[len(ks)].median if whole else 0.0,
+        round_drafts=timed_rounds[-1][0] if timed_rounds else 0,
+        round_verify_ms=statistics.median(v for _, v in timed_rounds) if timed_rounds else 0.0,
     )

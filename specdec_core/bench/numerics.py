@@ -103,7 +103,7 @@ def decode_and_verify_logits(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The target's rows after ``ids[-1], y_1..y_γ`` computed twice over the same cached
     prefix ``ids[:-1]``: ``γ + 1`` one-token decode steps, and ONE verification forward
-    over ``[ids[-1]] + drafts`` (the engine's :func:`~specdec_core.engine.rounds.verify_drafts`
+    over ``[ids[-1]] + drafts`` (the engine's :func:`~specdec_core.engine.chain.round.verify`
     forward). Returns ``(decode, verify)``, each ``[γ + 1, V]`` float32 CPU."""
     rows = []
     for feed_as_one in (False, True):

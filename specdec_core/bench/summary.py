@@ -103,11 +103,13 @@ def summarize(
 
     Step times (see the module docstring): with ``curve`` all of them come from it --
     ``target_step_ms = t(1)``, ``draft_step_ms`` its draft step, ``c`` their ratio, the
-    verification ``t(g + 1)`` averaged over the rounds' draft counts ``g``, a round's draft
-    time priced by what the drafter runs (``curve.draft_cost``:
-    :func:`mean_draft_round_ms`; drafts × draft step for serial steps and head
-    evaluations, one measured proposal for a block drafter, 0 for prompt lookup); without,
-    from the runs' forwards.
+    verification ``t(g + 1) × curve.verify_level()`` (a verification right after drafting,
+    as in a round) averaged over the rounds' draft counts ``g``, a round's draft time
+    priced by what the drafter runs (``curve.draft_cost``: :func:`mean_draft_round_ms`;
+    drafts × draft step for serial steps -- the EAGLE head's catch-up and steps with the
+    LM head rows -- and head evaluations, one measured proposal for a block drafter, the
+    lookup measured in a round for prompt lookup, which then leaves the run's overhead);
+    without, from the runs' forwards.
 
     Predictions: expected tokens per round from α and the drafts each round actually
     proposed (:func:`expected_tokens_given_drafts`); Leviathan's ``walltime_improvement(α,
@@ -144,12 +146,15 @@ def summarize(
     run_verify = _steady(s.target_forward_ms, s.prefill_ms, rounds, s.target_forward_ms / rounds)
     if curve is not None:  # one measurement feeds every step time
         target_step, draft_step = curve.target_ms[0], curve.draft_step_ms
-        verify = _curve_verify(curve, drafts, target_step)
+        # a round as it runs: t(g + 1) at the level of a verification right after drafting
+        verify = _curve_verify(curve, drafts, target_step) * curve.verify_level()
         # priced by what the drafter runs: serial steps, one block forward, head
-        # evaluations or nothing (costmodel.draft_round_ms)
+        # evaluations, or the lookup measured in a round (costmodel.draft_round_ms)
         draft_per_round = mean_draft_round_ms(
             curve.draft_cost, drafts, draft_step, curve.draft_round_ms
         )
+        if curve.draft_cost == "none":  # the run's lookup is priced above, not overhead
+            overhead = max(0.0, s.overhead_ms - s.draft_ms) / rounds
         parts = RoundParts(draft=draft_per_round, verify=verify, overhead=overhead)
     else:
         target_step = run_step

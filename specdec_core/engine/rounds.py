@@ -1,8 +1,7 @@
-"""The pieces of one round shared by the step machine (``engine/chain/session.py``) and
-the fast path (``engine/chain/generate.py``): the round's two random streams, γ for the
-round, the parallel verification forward, the stop rule, the commit that ends in the round's
-:class:`~specdec_core.core.records.RoundRecord`, and the rollback of both caches. Reads top to
-bottom as the round does. (The tree's step machine and fast path use the streams too.)
+"""What a round of either shape (chain: ``engine/chain/round.py``; tree:
+``engine/tree/round.py``) needs besides its own steps: the round's two random streams, the
+grammar refusal, γ for the round, the stop rule, the commit cut short by a stop, and the
+rollback of both caches. Reads top to bottom as a round uses them.
 """
 
 from __future__ import annotations
@@ -16,19 +15,8 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GrammarSpec
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.processors import Processors
-from specdec_core.core.records import RoundRecord, make_record
-from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import DRAFTER_CLASSES
-from specdec_core.rules.acceptance import (
-    Verdict,
-    acceptance_total,
-    greedy_accepted_length,
-    greedy_overlaps,
-    verify_greedy,
-    verify_sampling,
-)
-from specdec_core.rules.lossy import LossyRule, verify_lossy
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
@@ -36,6 +24,8 @@ if TYPE_CHECKING:
 
 
 Stream = Literal["draft", "verify"]
+#: ``stop(generated, total_len) -> reason | None`` (:func:`stop_rule`).
+StopRule = Callable[[list[int], int], "str | None"]
 #: Each stream's number in the seed mix (part of the replay contract: never renumber).
 STREAM_KEYS: dict[str, int] = {"draft": 0, "verify": 1}
 _MASK64 = (1 << 64) - 1
@@ -132,94 +122,6 @@ def gamma_for_round(
     return max(0, min(gamma, remaining - 1, context_length - committed - 1))
 
 
-def verify_drafts(
-    target: ModelCache,
-    committed: list[int],
-    draft_ids: list[int],
-    draft_probs: torch.Tensor,
-    sampling: SamplingConfig,
-    generator: torch.Generator,
-    raw_out: list[torch.Tensor] | None = None,
-    processors: Processors | None = None,
-    unprocessed_out: list[torch.Tensor] | None = None,
-    lossy: LossyRule | None = None,
-) -> tuple[torch.Tensor, Verdict, int]:
-    """ONE target forward over ``[committed tokens without KV] + y_1..y_γ``, then the rule.
-
-    Args:
-        target: the target's cache (extended in place by the forward).
-        committed: ``[L]`` committed ids. draft_ids: ``[γ]``. draft_probs: ``[γ, V]``.
-        generator: the round's verification stream (:func:`round_stream` ``"verify"``);
-            unused at temperature 0.
-        raw_out: if given, the same logits at T = 1 (plain softmax, ``[γ + 1, V]`` float32
-            CPU) are appended to it: context for a greedy lesson, never used by the rule.
-        processors: active ones process row ``i`` for its own prefix
-            ``committed + y_1..y_{i−1}`` (:meth:`Processors.rows`) before
-            temperature/top-k/top-p; they then stand advanced through the drafts (the
-            commit's :func:`rollback` brings them back with the caches).
-        unprocessed_out: if given and processors are active, the rows *before* the
-            processors are appended to it (``[γ + 1, V]`` float32 CPU: after
-            temperature/top-k/top-p, or the plain T = 1 softmax at temperature 0, as
-            ``raw_out``): what the processors changed, for the chart.
-        lossy: a lossy rule (``rules/lossy.py``, only from an explicit setting) replaces
-            the exact rule on sampled rounds; at temperature 0 it would accept exactly the
-            argmax, so greedy rounds keep :func:`verify_greedy`.
-
-    Returns:
-        ``(p_rows, verdict, fed)``: ``p_rows`` ``[γ + 1, V]`` float32 CPU (``p_1..p_{γ+1}``
-        after temperature/top-k/top-p), the :class:`Verdict`, and how many tokens the
-        forward processed.
-    """
-    gamma = len(draft_ids)
-    feed = target.sync_to(committed + draft_ids)
-    logits = target.extend(feed)[-(gamma + 1) :]  # [γ+1, V]
-    if processors is not None and processors.active:
-        if unprocessed_out is not None:
-            if sampling.greedy:  # T = 0: the T = 1 softmax, as raw_out
-                unprocessed_out.append(torch.softmax(logits.float(), dim=-1).cpu())
-            else:
-                unprocessed_out.append(logits_to_probs(logits, sampling).cpu())
-        logits = processors.rows(logits, committed, draft_ids)
-    p_rows = logits_to_probs(logits, sampling).cpu()
-    if raw_out is not None:
-        raw_out.append(torch.softmax(logits.float(), dim=-1).cpu())
-    ids = torch.tensor(draft_ids, dtype=torch.long)
-    if sampling.greedy:
-        verdict = verify_greedy(ids, p_rows)
-    elif lossy is not None:
-        verdict = verify_lossy(ids, p_rows, generator, lossy)
-    else:
-        verdict = verify_sampling(ids, draft_probs, p_rows, generator)
-    return p_rows, verdict, len(feed)
-
-
-def verify_argmax(
-    target: ModelCache, committed: list[int], draft_ids: list[int]
-) -> tuple[Verdict, list[float]]:
-    """The greedy fast path's verification: ONE target forward over ``[committed tokens
-    without KV] + y_1..y_γ'``, then the argmax rule straight from the logits (no one-hot
-    rows, no draws); decides exactly what :func:`verify_drafts` decides at temperature 0.
-
-    Returns:
-        ``(verdict, overlaps)``: the :class:`Verdict` (no per-position draws) and ``[γ']``
-        greedy overlaps (1.0 where the draft equals the target's argmax, else 0.0).
-    """
-    g = len(draft_ids)
-    logits = target.extend(target.sync_to(committed + draft_ids))[-(g + 1) :]
-    target_argmax = logits.argmax(dim=-1).tolist()  # [γ' + 1]
-    round_overlaps = greedy_overlaps(draft_ids, target_argmax)
-    n = greedy_accepted_length(draft_ids, target_argmax)
-    kind = "bonus" if n == g else "correction"
-    return Verdict(n, target_argmax[n], kind, tuple(round_overlaps), ()), round_overlaps
-
-
-def overlaps(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> list[float]:
-    """``Σ_x min(p_i(x), q_i(x))`` per drafted position: ``[γ+1, V]`` and ``[γ, V]`` rows
-    (the bonus row is ignored) → ``γ`` floats (Leviathan et al. 2023, Def. 3.1)."""
-    gamma = draft_probs.shape[0]
-    return acceptance_total(target_probs[:gamma], draft_probs).tolist() if gamma else []
-
-
 def stop_reason_after(
     generated: list[int],
     total_len: int,
@@ -280,33 +182,6 @@ def commit_tokens(
         if reason:
             return appended, reason
     return appended, None
-
-
-def commit_round(
-    committed: list[int],
-    prompt_len: int,
-    gamma: int,
-    draft_ids: list[int],
-    verdict: Verdict,
-    round_overlaps: list[float],
-    stop: Callable[[list[int], int], str | None],
-) -> tuple[RoundRecord, str | None]:
-    """Commit the accepted drafts + the correction/bonus token (cut short by ``stop``) and
-    describe the round. ``committed`` is not changed: the caller appends
-    ``record.appended``.
-
-    Args:
-        committed: ``[L]`` ids before the round. gamma: γ the drafter was asked for.
-        draft_ids: ``[γ']`` drafted ids. verdict: the rule's decision.
-        round_overlaps: ``[γ']`` ``Σ min(p_i, q_i)`` (see :func:`overlaps`).
-
-    Returns:
-        ``(record, stop_reason)``.
-    """
-    proposal = draft_ids[: verdict.accepted] + [verdict.next_token]
-    appended, reason = commit_tokens(committed, proposal, prompt_len, stop)
-    record = make_record(gamma, draft_ids, verdict.accepted, round_overlaps, appended, verdict.kind)
-    return record, reason
 
 
 def rollback(

@@ -13,8 +13,15 @@ no random draw); one with temperature > 0 opens with the problem ``old_rng`` (it
 moment may differ). :func:`~specdec_core.lessons.replay.step_back` is undo: the state one
 phase or edit earlier, replayed.
 
-Query parameters are untrusted input: every value is bounded and checked; a bad one is
-dropped for its default with a :class:`Problem` naming it, never an exception. A link can
+The settings part of a state converts to and from a session's
+:class:`~specdec_core.core.settings.SessionConfig` in one place: :meth:`LessonState.config`
+and :meth:`LessonState.with_config`, both read from one table (:data:`SETTINGS`). The walk
+down is URL → :func:`decode` → state → ``state.config()`` → replay; the walk back is
+session → :func:`~specdec_core.lessons.replay.state_of` (``with_config``) → :func:`encode`.
+
+Query parameters are untrusted input: every value is bounded and checked
+(:mod:`~specdec_core.lessons.link_fields`); a bad one is dropped for its default with a
+:class:`Problem` naming it, never an exception. A link can
 name a pair only from the caller's allow-list and can run nothing but the steps that
 ``lessons/replay.py`` replays.
 
@@ -26,41 +33,47 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
 import re
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.grammar import MAX_GRAMMAR_CHARS, GrammarSpec
-from specdec_core.core.inputs import is_valid_text
-from specdec_core.core.penalties import (
-    FREQUENCY_PENALTY_RANGE,
-    MAX_NGRAM_SIZE,
-    PRESENCE_PENALTY_RANGE,
-    REPETITION_PENALTY_RANGE,
-)
-from specdec_core.core.settings import GAMMA_SCHEDULES, SessionConfig
+from specdec_core.core.grammar import GrammarSpec
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.untrusted_json import load_json
-from specdec_core.drafters.registry import DRAFTER_NAMES, DRAFTERS, preset_max_gamma
+from specdec_core.drafters.registry import DRAFTERS, preset_max_gamma
 from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.generate import tree_refusal
+from specdec_core.lessons.link_fields import BAD, LANGS, check_field
 
 LINK_VERSION = 2
 #: Older versions that still open; their draws came from one generator per session, so a
 #: link of theirs with temperature > 0 gets the problem ``old_rng``.
 OLD_RNG_VERSIONS = ("1",)
-MAX_LINK_PROMPT_CHARS = 1_000  # longer prompts are refused for links (URL ≤ ~2,000 chars)
 MAX_PARAM_CHARS = 8_000  # the encoded state, before anything is decompressed
 MAX_STATE_BYTES = 64_000  # the decompressed JSON
-MAX_EDITS = 64
-MAX_ROUNDS = 200
-MAX_CONT = 1_024
-UI_MAX_GAMMA = 8
-PAGES = ("step_through", "acceptance_lab", "speed", "drafters", "lessons", "lossless")
-PHASES = ("propose", "verify", "commit")
-LANGS = ("en", "zh")
+
+#: The settings a lesson state shares with :class:`SessionConfig`, under the same names:
+#: the one table both directions of the conversion read (:meth:`LessonState.config`,
+#: :meth:`LessonState.with_config`). The grammar is a ``(kind, source)`` pair here, a
+#: :class:`GrammarSpec` there; the other session settings are not part of a link.
+SETTINGS = (
+    "gamma",
+    "temperature",
+    "top_k",
+    "top_p",
+    "draft_method",
+    "seed",
+    "max_new_tokens",
+    "repetition_penalty",
+    "frequency_penalty",
+    "presence_penalty",
+    "no_repeat_ngram_size",
+    "grammar",
+    "gamma_schedule",
+    "confidence",
+)
 
 
 @dataclass(frozen=True)
@@ -102,43 +115,16 @@ class LessonState:
     confidence: float = 0.4
 
     def config(self) -> SessionConfig:
-        """The session settings of this state."""
-        return SessionConfig(
-            gamma=self.gamma,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            draft_method=self.draft_method,
-            seed=self.seed,  # type: ignore[arg-type]
-            max_new_tokens=self.max_new_tokens,
-            repetition_penalty=self.repetition_penalty,
-            frequency_penalty=self.frequency_penalty,
-            presence_penalty=self.presence_penalty,
-            no_repeat_ngram_size=self.no_repeat_ngram_size,
-            grammar=GrammarSpec(*self.grammar) if self.grammar else None,  # type: ignore[arg-type]
-            gamma_schedule=self.gamma_schedule,  # type: ignore[arg-type]
-            confidence=self.confidence,
-        )
+        """The session settings of this state (the inverse of :meth:`with_config`)."""
+        values: dict = {name: getattr(self, name) for name in SETTINGS}
+        values["grammar"] = GrammarSpec(*self.grammar) if self.grammar else None
+        return SessionConfig(**values)
 
     def with_config(self, config: SessionConfig) -> LessonState:
         """This state with ``config``'s settings (the inverse of :meth:`config`)."""
-        return replace(
-            self,
-            gamma=config.gamma,
-            temperature=config.temperature,
-            top_k=config.top_k,
-            top_p=config.top_p,
-            draft_method=config.draft_method,
-            seed=config.seed,
-            max_new_tokens=config.max_new_tokens,
-            repetition_penalty=config.repetition_penalty,
-            frequency_penalty=config.frequency_penalty,
-            presence_penalty=config.presence_penalty,
-            no_repeat_ngram_size=config.no_repeat_ngram_size,
-            grammar=(config.grammar.kind, config.grammar.source) if config.grammar else (),
-            gamma_schedule=config.gamma_schedule,
-            confidence=config.confidence,
-        )
+        values: dict = {name: getattr(config, name) for name in SETTINGS}
+        values["grammar"] = (config.grammar.kind, config.grammar.source) if config.grammar else ()
+        return replace(self, **values)
 
 
 @dataclass(frozen=True)
@@ -256,92 +242,6 @@ def _unpack(packed: str) -> dict | None:
     except (binascii.Error, ValueError, zlib.error):
         return None
     return data if isinstance(data, dict) else None
-
-
-BAD = object()  # the marker check_field returns for a value it refuses
-
-
-def _int(value: object, low: int, high: int) -> object:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        return BAD
-    return value
-
-
-def _float(value: object, low: float, high: float) -> object:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return BAD
-    value = float(value)
-    return value if math.isfinite(value) and low <= value <= high else BAD
-
-
-def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> object:
-    """The validated value of one field, or ``BAD``."""
-    choices = {
-        "page": PAGES,
-        "pair": tuple(offered_pairs),
-        "draft_method": ("probabilistic", "greedy"),
-        "drafter": DRAFTER_NAMES,
-        "phase": PHASES,
-        "gamma_schedule": GAMMA_SCHEDULES,
-    }
-    if name in choices:
-        return value if isinstance(value, str) and value in choices[name] else BAD
-    if name in ("gamma", "top_k", "seed", "max_new_tokens", "round"):
-        high = {
-            "gamma": UI_MAX_GAMMA,
-            "top_k": 1 << 20,
-            "seed": 2**31 - 1,
-            "max_new_tokens": 1 << 16,
-            "round": MAX_ROUNDS,
-        }[name]
-        return _int(value, 1 if name in ("gamma", "max_new_tokens") else 0, high)
-    if name == "temperature":
-        return _float(value, 0.0, 2.0)
-    if name == "confidence":  # the open interval (0, 1), as SessionConfig.validate
-        checked = _float(value, 0.0, 1.0)
-        return BAD if checked in (BAD, 0.0, 1.0) else checked
-    penalty_ranges = {
-        "repetition_penalty": REPETITION_PENALTY_RANGE,
-        "frequency_penalty": FREQUENCY_PENALTY_RANGE,
-        "presence_penalty": PRESENCE_PENALTY_RANGE,
-    }
-    if name in penalty_ranges:
-        return _float(value, *penalty_ranges[name])
-    if name == "no_repeat_ngram_size":
-        return _int(value, 0, MAX_NGRAM_SIZE)
-    if name == "grammar":  # [kind, source]: a regex or a JSON schema, bounded text; [] none
-        if value == []:
-            return ()
-        ok = isinstance(value, list) and len(value) == 2 and value[0] in ("regex", "json_schema")
-        ok = ok and is_valid_text(value[1]) and len(value[1]) <= MAX_GRAMMAR_CHARS
-        ok = ok and bool(value[1].strip())
-        return (value[0], value[1]) if ok else BAD
-    if name == "top_p":
-        return _float(value, 0.05, 1.0)
-    if name == "presenter":
-        return value if isinstance(value, bool) else BAD
-    if name == "prompt":
-        ok = is_valid_text(value) and len(value) <= MAX_LINK_PROMPT_CHARS  # type: ignore[arg-type]
-        return value if ok else BAD
-    if name == "tree":  # 1..8 depths of 1..4 children (tree.parse_shape), or [] (a chain)
-        ok = isinstance(value, list) and len(value) <= 8
-        ok = ok and all(_int(v, 1, 4) is not BAD for v in value)
-        return tuple(value) if ok else BAD
-    if name == "cont":
-        ok = isinstance(value, list) and len(value) <= MAX_CONT
-        ok = ok and all(_int(v, 0, 1 << 24) is not BAD for v in value)
-        return tuple(value) if ok else BAD
-    if name == "edits":
-        if not isinstance(value, list) or len(value) > MAX_EDITS:
-            return BAD
-        edits = []
-        for item in value:
-            ok = isinstance(item, list) and len(item) == 3
-            if not ok or any(_int(v, 0, 1 << 24) is BAD for v in item):
-                return BAD
-            edits.append((item[0], item[1], item[2]))
-        return tuple(edits)
-    return BAD
 
 
 def gamma_refused(state: LessonState) -> bool:

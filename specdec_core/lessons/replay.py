@@ -13,22 +13,20 @@ Pure module: no Streamlit.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from specdec_core.core.errors import ConfigError, SpecDecError
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair
-from specdec_core.core.penalties import PenaltyConfig
-from specdec_core.core.processors import make_processors
-from specdec_core.core.settings import MAX_GAMMA, SessionConfig
+from specdec_core.core.settings import MAX_GAMMA
 from specdec_core.core.trace_json import to_jsonable
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.engine.rounds import check_grammar_drafter
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState, Problem
+from specdec_core.lessons.link_fields import PHASES
+from specdec_core.lessons.replay_steps import Replay, Session, grammar_problem, run_steps
 
-Session = SpeculativeSession | TreeSession
 log = logging.getLogger("specdec.replay")
 #: Most forwards one replay may run (a round costs one draft forward per drafted level,
 #: γ for a chain, the depth for a tree, + 1 target forward): a link, a trace file or step
@@ -54,7 +52,7 @@ def replay_forwards(state: LessonState) -> int:
 
 def tree_draft_forwards(shape: tuple[int, ...], budget: int = TREE_BUDGET) -> int:
     """Draft forwards of one full tree of ``shape`` under ``budget`` nodes: the nodes
-    :func:`~specdec_core.engine.tree.steps.draft_tree` expands (breadth first, one forward
+    :func:`~specdec_core.engine.tree.round.draft_tree` expands (breadth first, one forward
     each, until the budget is spent). E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
     frontier, nodes, forwards = 1, 0, 0
     for k in shape:
@@ -93,17 +91,6 @@ def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
         edits=tuple(made),
         tree=tree,
     )
-
-
-@dataclass
-class Replay:
-    """A replayed session (``None`` when the link's prompt could not start one: the caller
-    starts from its own default; a :class:`TreeSession` when the state reached names a
-    tree), the state it really reached, and what was dropped."""
-
-    session: Session | None
-    state: LessonState
-    problems: list[Problem]
 
 
 def replay(pair: ModelPair, state: LessonState) -> Replay:
@@ -171,55 +158,7 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
     edits: dict[int, list[tuple[int, int]]] = {}
     for r, pos, tok in state.edits:
         edits.setdefault(r, []).append((pos, tok))
-    return _run_steps(session, state, edits, 0, [], problems)
-
-
-def _run_steps(
-    session: Session,
-    state: LessonState,
-    edits: dict[int, list[tuple[int, int]]],
-    start: int,
-    kept: list[tuple[int, int, int]],
-    problems: list[Problem],
-) -> Replay:
-    """The step loop of a replay, shared by :func:`replay` (from a fresh session,
-    ``start`` 0) and :func:`advance` (from a session standing in round ``start``): run
-    round ``start`` .. ``state.round`` up to ``state.phase``, skipping the steps the
-    session already took in round ``start`` (its ``phase`` says which), applying
-    ``edits`` (round → ``[(position, token id)]``, popped as used) after each propose.
-    ``kept``: the edits already applied (appended to); ``problems``: appended to (an edit
-    that fails, rounds beyond the end, edits of rounds never reached)."""
-    for r in range(start, state.round + 1):
-        last = r == state.round
-        if last and state.phase == "propose":
-            break
-        if session.phase == "finished":
-            problems.append(Problem("round_beyond_end", {"round": r + 1}))
-            break
-        if session.phase == "propose":
-            session.propose()
-        for pos, tok in edits.pop(r, []):
-            try:
-                session.edit_draft(pos, tok)
-                kept.append((r, pos, tok))
-            except SpecDecError:
-                problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
-        if last and state.phase == "verify":
-            break
-        if session.phase == "verify":
-            session.verify()
-        if last:
-            break
-        session.commit()
-    for r, items in sorted(edits.items()):  # edits of rounds that were never reached
-        for pos, tok in items:
-            problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
-    phase = "propose" if session.phase == "finished" else session.phase
-    used = replace(state, round=len(session.history), phase=phase, edits=tuple(kept))
-    return Replay(session, used, problems)
-
-
-PHASES = ("propose", "verify", "commit")  # the order of a round's steps (LessonState.phase)
+    return run_steps(session, state, edits, 0, [], problems)
 
 
 def advance(
@@ -241,9 +180,9 @@ def advance(
     (edits dropped in later rounds, ``round_beyond_end``) and the same state reached:
     the draws of a round come from that round's own seeded streams, so running the steps
     after ``reached`` on this session is the fresh replay's loop from that point on (one
-    loop, :func:`_run_steps`). Cost: the forwards of the missing steps only
-    (≈ 20 ms of CPU a round on the embedded pair, against ≈ 20 ms × rounds for a
-    fresh replay).
+    loop, :func:`~specdec_core.lessons.replay_steps.run_steps`). Cost: the forwards of the
+    missing steps only (≈ 20 ms of CPU a round on the embedded pair, against ≈ 20 ms ×
+    rounds for a fresh replay).
 
     ``session`` is changed in place; on an exception (never expected) it is left
     part-way, so the caller must then replay afresh. Raises nothing itself on an
@@ -258,7 +197,7 @@ def advance(
             edits.setdefault(r, []).append((pos, tok))
     applied = _by_round(reached.edits, done)  # equal to target's (checked), round order
     kept = [(r, pos, tok) for r in sorted(applied) for pos, tok in applied[r]]
-    return _run_steps(session, target, edits, reached.round, kept, [])
+    return run_steps(session, target, edits, reached.round, kept, [])
 
 
 def _reachable(
@@ -316,22 +255,6 @@ def _by_round(
         if r < before:
             out.setdefault(r, []).append((pos, tok))
     return out
-
-
-def grammar_problem(
-    pair: ModelPair, config: SessionConfig, drafter: str, full: list[int], ids: list[int]
-) -> str | None:
-    """Why the grammar of a replayed state cannot run (a code: it does not compile, allows
-    nothing, is refused with the drafter, or the carried-over text breaks it), or
-    ``None``; the replay then drops the grammar alone (``bad_value``), not the prompt."""
-    try:
-        check_grammar_drafter(drafter, config.grammar)
-        make_processors(
-            pair.tokenizer, pair.vocab_size, PenaltyConfig(), config.grammar, len(ids), full
-        )
-    except ConfigError as exc:
-        return exc.code
-    return None
 
 
 def step_back(state: LessonState) -> LessonState | None:

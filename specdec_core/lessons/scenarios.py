@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from specdec_core.core.models import ModelPair
 from specdec_core.core.records import RoundRecord
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState

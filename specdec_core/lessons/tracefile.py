@@ -20,7 +20,8 @@ from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.lessons.link import BAD, LessonState, check_field, state_json
+from specdec_core.lessons.link import LessonState, state_json
+from specdec_core.lessons.link_fields import BAD, check_field
 
 FORMAT = "specdec-lab-trace"
 VERSION = 1

@@ -10,7 +10,7 @@ lesson, never as the app's behaviour (the engine rolls the grammar back with the
 * :func:`rollback_moment` — the same moment in the engine's own chain session: the
   processors' state before verify, after the verify forward and after commit.
 
-It drives the engine's own ``propose`` / ``verify_drafts`` / ``rollback``. Pure: no
+It drives the engine's own ``propose`` / ``verify`` / ``rollback``. Pure: no
 streamlit.
 """
 
@@ -27,7 +27,8 @@ from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters.model import ModelDrafter
-from specdec_core.engine.rounds import rollback, round_stream, verify_drafts
+from specdec_core.engine.chain.round import ChainContext, verify
+from specdec_core.engine.rounds import rollback, round_stream
 
 #: The grammar lesson's prompt: the generated text must be a speaker line.
 GRAMMAR_PROMPT = "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?\n\n"
@@ -87,7 +88,7 @@ def grammar_no_rollback(
     max_rounds: int = 12,
     horizon: int = 8,
 ) -> NoRollback | None:
-    """Greedy rounds (the engine's ``propose`` / ``verify_drafts`` / ``rollback`` with the
+    """Greedy rounds (the engine's ``propose`` / ``verify`` / ``rollback`` with the
     grammar) until one rejects a draft, then ``horizon`` more committed tokens; the masks of
     the stale matcher (advanced through the round's drafts, never rolled back, then fed the
     correction and the later tokens) against the rolled-back one. ``None`` if no round in
@@ -113,9 +114,8 @@ def grammar_no_rollback(
         draft = drafter.propose(committed, gamma, sampling, "probabilistic", stream, processors)
         drafts = draft.ids.tolist()
         stream = round_stream(0, r, "verify")
-        _, verdict, _ = verify_drafts(
-            target, committed, drafts, draft.probs, sampling, stream, processors=processors
-        )
+        ctx = ChainContext(target, drafter, sampling, processors)
+        verdict = verify(ctx, committed, drafts, draft.probs, stream).verdict
         new = drafts[: verdict.accepted] + [verdict.next_token]
         if pair.eos_token_id in new:  # the stop rule: nothing is committed after end of text
             new = new[: new.index(pair.eos_token_id) + 1]

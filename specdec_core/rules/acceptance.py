@@ -1,21 +1,11 @@
-"""The verification rules of speculative decoding — the heart of the lessons.
-
-Notation (Leviathan et al. 2023 "Fast Inference from Transformers via Speculative
-Decoding"; Chen et al. 2023 "Accelerating LLM Decoding with Speculative Sampling"):
-
-* ``p`` — target model distribution (``target_probs``), ``q`` — draft model distribution
-  (``draft_probs``); both *after* temperature / top-k / top-p (see ``core/sampling.py``).
-* acceptance probability of a drafted token ``y``: ``a = min(1, p(y) / q(y))``.
-* residual distribution after a rejection: ``r = norm([p − q]+)``.
-* Each round emits the accepted prefix plus one token: the *correction* drawn from ``r``
-  at the first rejection, or the *bonus* token drawn from ``p_{γ+1}`` when all γ drafts
-  are accepted. Either way the emitted tokens follow ``p`` exactly (Leviathan Thm 3.5).
-
-A one-hot ``q`` (greedy draft, prompt lookup, or a student's edit) is a valid proposal:
-``a = p(y)`` and ``r = p`` with ``y`` removed, still exactly ``p``.
-
-Beyond the papers, for teaching: ``resample_from="target"`` implements the *wrong* rule
-(resample from ``p`` after a rejection), which is biased — the lab page shows it.
+"""The verification rules (Leviathan et al. 2023; Chen et al. 2023). ``p`` is the target's
+row (``target_probs``), ``q`` the draft's (``draft_probs``), both after
+temperature/top-k/top-p. A draft ``y`` is accepted with ``a = min(1, p(y) / q(y))``; at
+the first rejection the correction is drawn from ``r = norm([p − q]+)``, after γ
+acceptances the bonus from ``p_{γ+1}``: the emitted tokens follow ``p`` exactly
+(Leviathan Thm 3.5). A one-hot ``q`` (greedy draft, prompt lookup, an edit) gives
+``a = p(y)``, still exact. For teaching, ``resample_from="target"`` is the *wrong* rule
+(resample from ``p``), biased: the lab page shows it.
 """
 
 from __future__ import annotations
@@ -31,17 +21,10 @@ ResampleFrom = Literal["residual", "target"]
 
 @dataclass(frozen=True)
 class Verdict:
-    """What one verification decided.
-
-    Attributes:
-        accepted: accepted length ``n`` (0..γ): drafts ``y_1..y_n`` are kept.
-        next_token: the correction token (``kind == "correction"``) or the bonus token.
-        kind: ``"correction"`` (first rejection at position ``n + 1``) or ``"bonus"``.
-        accept_probs: ``a_i`` for every drafted position 1..γ (greedy: 1.0 on a match,
-            0.0 otherwise).
-        u: the uniform draws actually used, one per position checked (positions 1..n+1,
-            or 1..γ when all are accepted). Empty in greedy mode.
-    """
+    """What one verification decided: ``accepted`` ``n`` (0..γ, drafts ``y_1..y_n`` kept),
+    ``next_token`` (the correction at ``n + 1``, or the bonus), ``kind``, ``accept_probs``
+    ``a_i`` for positions 1..γ (greedy: 1.0 on a match, else 0.0), ``u`` the uniform draws
+    used, one per checked position (empty when greedy)."""
 
     accepted: int
     next_token: int
@@ -70,16 +53,8 @@ def acceptance_probability(p_y: float, q_y: float) -> float:
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor | None:
-    """``r = norm([p − q]+)``, the distribution a correction token is drawn from.
-
-    Args:
-        p, q: ``[V]`` probability rows, float32 or float64.
-
-    Returns:
-        ``[V]`` same dtype, or ``None`` when ``[p − q]+`` has no mass (then ``p ≤ q``
-        everywhere, i.e. ``p == q``, a rejection is impossible and the 0/0 is never
-        evaluated).
-    """
+    """``r = norm([p − q]+)`` for ``[V]`` rows (same dtype out), or ``None`` when
+    ``[p − q]+`` has no mass (``p == q``: no rejection can happen)."""
     positive = (p - q).clamp_min(0.0)
     mass = positive.sum()
     if mass.item() <= 0.0:
@@ -107,22 +82,15 @@ def final_distribution(
 
 
 def accepted_token_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """Distribution of the drafted token *given that it was accepted*: ``min(p, q) / A``.
-
-    Not ``p``: the accepted tokens alone are biased towards where the draft is confident;
-    only together with the corrections do they give ``p``. ``[V] → [V]``.
-    """
+    """The drafted token's distribution *given that it was accepted*, ``min(p, q) / A``
+    (not ``p``: only with the corrections do they give ``p``). ``[V] → [V]``."""
     accept_path = torch.minimum(p, q)
     return accept_path / accept_path.sum()
 
 
 def greedy_accepted_length(draft_ids: Sequence[int], target_argmax: Sequence[int]) -> int:
-    """The greedy rule itself: ``n`` = how many leading drafts equal the target's argmax
-    (``y_i == argmax p_i`` for ``i ≤ n``; ``n == γ`` when all match).
-
-    Args:
-        draft_ids: ``[γ]`` ids. target_argmax: ``[≥ γ]`` ids ``argmax p_1..``.
-    """
+    """The greedy rule: how many leading drafts ``[γ]`` equal the target's argmax
+    ``[≥ γ]`` (``γ`` when all do)."""
     for i, (y, a) in enumerate(zip(draft_ids, target_argmax, strict=False)):
         if y != a:
             return i
@@ -130,24 +98,15 @@ def greedy_accepted_length(draft_ids: Sequence[int], target_argmax: Sequence[int
 
 
 def greedy_overlaps(draft_ids: Sequence[int], target_argmax: Sequence[int]) -> list[float]:
-    """``Σ min(p_i, q_i)`` per drafted position when both rows are one-hot (temperature
-    0: ``p_i`` on ``argmax p_i``, ``q_i`` on ``y_i``): 1.0 where they agree, else 0.0.
-    The fast path uses it to skip building ``[γ, V]`` one-hot rows."""
+    """``Σ min(p_i, q_i)`` of one-hot rows (temperature 0): 1.0 where ``y_i`` is the
+    argmax, else 0.0, without building the rows."""
     return [1.0 if y == a else 0.0 for y, a in zip(draft_ids, target_argmax, strict=False)]
 
 
 def verify_greedy(draft_ids: torch.Tensor, target_probs: torch.Tensor) -> Verdict:
-    """Greedy verification: accept while ``y_i == argmax p_i``; replace the first mismatch.
-
-    Args:
-        draft_ids: ``[γ]`` int64 drafted tokens ``y_1..y_γ`` (γ may be 0).
-        target_probs: ``[γ + 1, V]`` target rows ``p_1..p_{γ+1}`` (logits also work:
-            only the argmax is used).
-
-    Returns:
-        :class:`Verdict`; the correction is ``argmax p_k`` at the first mismatch ``k``, the
-        bonus ``argmax p_{γ+1}``.
-    """
+    """Greedy verification: accept while ``y_i == argmax p_i``; the correction is the
+    argmax at the first mismatch, the bonus ``argmax p_{γ+1}``. ``draft_ids`` ``[γ]``
+    int64 (γ may be 0), ``target_probs`` ``[γ + 1, V]`` (logits work too)."""
     gamma = draft_ids.shape[0]
     target_argmax = target_probs.argmax(dim=-1).tolist()
     drafts = draft_ids.tolist()

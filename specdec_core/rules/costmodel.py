@@ -4,7 +4,7 @@ Symbols: α — expected acceptance probability per drafted token (``Σ min(p, q
 averaged); γ — draft length; ``c`` — cost ratio: one draft-model step / one target step.
 
 Beyond the paper: a round is priced by what its drafter runs (:func:`draft_round_ms`:
-serial steps, one block forward, head evaluations or nothing) and its verification at the
+serial steps, one block forward, head evaluations or a lookup) and its verification at the
 measured cost ``t(g + 1)`` of a forward over ``g + 1`` tokens, not one target step; and a
 reference device (:data:`REFERENCE_DEVICES`) keeps figures measured on a GPU.
 """
@@ -254,7 +254,7 @@ def predicted_run_ms(
 #: How a drafter spends its drafting time (``Drafter.draft_cost``): ``serial`` one step per
 #: draft (draft model, early exit, the EAGLE head's own step); ``one_forward`` one forward
 #: for the whole block (PARD: γ − 1 mask tokens); ``heads`` one head evaluation per draft,
-#: no model forward (MTP); ``none`` nothing (prompt lookup).
+#: no model forward (MTP); ``none`` no forward, only the lookup (prompt lookup).
 DraftCost = Literal["serial", "one_forward", "heads", "none"]
 DRAFT_COSTS: tuple[str, ...] = ("serial", "one_forward", "heads", "none")
 
@@ -263,7 +263,8 @@ def draft_round_ms(cost: str, drafts: int, step_ms: float, proposal_ms: float = 
     """Milliseconds one drafting round of ``drafts`` tokens costs, by what runs:
     ``serial`` / ``heads``: ``drafts × step_ms`` (a draft step, or one head evaluation);
     ``one_forward``: ``proposal_ms``, one measured forward whatever ``drafts`` (≥ 1);
-    ``none``: 0. A round that drafts nothing costs 0.
+    ``none``: ``proposal_ms``, the measured lookup, in every round (a lookup that finds
+    no match has still scanned the context). Otherwise a round that drafts nothing costs 0.
 
     Raises:
         ValueError: an unknown ``cost`` or a negative time.
@@ -272,7 +273,9 @@ def draft_round_ms(cost: str, drafts: int, step_ms: float, proposal_ms: float = 
         raise ValueError(f"draft cost must be one of {', '.join(DRAFT_COSTS)}, got {cost!r}")
     if step_ms < 0 or proposal_ms < 0:
         raise ValueError(f"draft times must be ≥ 0 ms, got {step_ms}, {proposal_ms}")
-    if drafts <= 0 or cost == "none":
+    if cost == "none":
+        return proposal_ms
+    if drafts <= 0:
         return 0.0
     return proposal_ms if cost == "one_forward" else drafts * step_ms
 

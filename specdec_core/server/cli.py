@@ -26,8 +26,8 @@ from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.tree.generate import parse_shape
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.lessons.scenarios import find_scenarios
 from specdec_core.server.gamma_args import gamma_settings
@@ -147,7 +147,7 @@ def processor_json(before: KVState, verified: KVState | None, after: KVState) ->
     """A round's processor state for the ``run`` JSON (empty without a processor), from
     its KV states before verify, after the verify forward and after commit: ``grammar``
     and ``penalty``, each ``{before_verify, after_verify, after_commit}``
-    (:class:`~specdec_core.core.processors.GrammarView` fields; the penalty's ``counts``
+    (:class:`~specdec_core.core.grammar.GrammarView` fields; the penalty's ``counts``
     as ``[token id, count in the prefix, count in the generated part]`` and ``distinct``).
     A chain round's ``after_verify`` stands on the committed ids + every draft; a tree's
     on the committed ids + the accepted path."""

@@ -37,6 +37,7 @@ Accelerating LLM Inference with Low-Cost PARallel Draft Model Adaptation"):
    given ``x_≤t, g_<j`` (what it sees once its drafts ``y_<j`` were accepted); and greedy
    acceptance of both drafters at γ 4 and 8 on held-out prompts through the real engine.
 
+Steps 2–4 are ``training/block_loss.py``, step 5's measurements ``training/block_eval.py``.
 Budgets are wall-clock minutes; ``--max-steps`` caps them (the tiny test uses it).
 """
 
@@ -50,10 +51,11 @@ import random
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 import transformers
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import AutoModelForCausalLM
 
+from specdec_core.training.block_eval import evaluate, greedy_acceptance
+from specdec_core.training.block_loss import add_mask_token, block_loss
 from specdec_core.training.loop import (
     REPO_ROOT,
     corpus_split,
@@ -62,7 +64,6 @@ from specdec_core.training.loop import (
     report_args,
     seed_everything,
     train,
-    val_windows,
 )
 
 DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
@@ -87,247 +88,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--accept-prompts", type=int, default=30, help="held-out prompts, γ 4 / 8")
     ap.add_argument("--accept-tokens", type=int, default=32, help="new tokens per prompt")
     return ap.parse_args(argv)
-
-
-def add_mask_token(model) -> int:
-    """Resize ``model``'s (tied) embeddings from ``V`` to ``V + 1`` rows; the new row (the
-    mask ``[M]``) is the mean of the ``V`` token embeddings. Writes ``block_mask_token_id``
-    into the config; returns it (``V``)."""
-    vocab = model.config.vocab_size
-    model.resize_token_embeddings(vocab + 1, mean_resizing=False)
-    with torch.no_grad():
-        wte = model.get_input_embeddings().weight  # [V + 1, d]
-        wte[vocab] = wte[:vocab].mean(0)
-    model.config.block_mask_token_id = vocab
-    return vocab
-
-
-def block_layout(
-    context: int, cuts: list[int], block: int, mask_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The layout of one training row: ``T`` window positions then ``K`` groups of
-    ``B − 1`` masks (``N = T + K(B − 1)`` positions in all).
-
-    Returns:
-        ``allowed`` ``[N, N]`` bool (row may attend to column), ``positions`` ``[N]`` int64
-        (mask ``j`` of cut ``t``: ``t + j``), ``mask_ids`` ``[K(B − 1)]`` int64 (all
-        ``mask_id``) and ``p_index`` ``[K(B − 1)]`` int64: the window position whose
-        target distribution mask row ``i`` must match (``t_k + j``).
-    """
-    m = block - 1
-    n = context + len(cuts) * m
-    allowed = torch.zeros(n, n, dtype=torch.bool)
-    allowed[:context, :context] = torch.tril(torch.ones(context, context, dtype=torch.bool))
-    positions = torch.empty(n, dtype=torch.long)
-    positions[:context] = torch.arange(context)
-    p_index = torch.empty(len(cuts) * m, dtype=torch.long)
-    for k, t in enumerate(cuts):
-        s = context + k * m
-        allowed[s : s + m, : t + 1] = True
-        allowed[s : s + m, s : s + m] = torch.tril(torch.ones(m, m, dtype=torch.bool))
-        positions[s : s + m] = torch.arange(t + 1, t + 1 + m)
-        p_index[k * m : (k + 1) * m] = torch.arange(t + 1, t + 1 + m)
-    return allowed, positions, torch.full((len(cuts) * m,), mask_id), p_index
-
-
-def block_logits(
-    model, x: torch.Tensor, cuts: list[int], block: int, mask_id: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One forward of ``model`` over windows ``x`` ``[b, T]`` plus the masks of ``cuts``.
-
-    Returns:
-        ``[b, T, V]`` logits of the ordinary rows, ``[b, K(B − 1), V]`` logits of the mask
-        rows (both sliced to the first ``V = mask_id`` columns) and ``p_index``
-        (:func:`block_layout`).
-    """
-    b, t = x.shape
-    allowed, positions, masks, p_index = block_layout(t, cuts, block, mask_id)
-    dtype = next(model.parameters()).dtype
-    bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-    ids = torch.cat([x, masks.expand(b, -1)], dim=1)  # [b, N]
-    logits = model(
-        input_ids=ids,
-        attention_mask=bias[None, None].expand(b, 1, -1, -1),
-        position_ids=positions[None].expand(b, -1),
-    ).logits[..., :mask_id]  # [b, N, V]
-    return logits[:, :t], logits[:, t:], p_index
-
-
-@torch.no_grad()
-def continuation_rows(
-    model, x: torch.Tensor, cuts: list[int], steps: int, tokens: torch.Tensor | None = None
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``model``'s rows along a continuation from every cut at once.
-
-    One cached forward over the windows ``x`` ``[b, T]``, then ``steps`` forwards of ``K``
-    new tokens each (one per cut, ``K = len(cuts)``): the token fed at step ``s`` for cut
-    ``t`` sits at position ``t + s`` and attends to ``x_≤t`` and to that cut's earlier
-    fed tokens only (a 4-D additive mask over the cache). The fed tokens are ``tokens``
-    ``[b, K, steps]`` or, when ``None``, the model's own greedy continuation.
-
-    Returns:
-        ``[b, T, V']`` float32 logits of the window, ``[b, K, steps + 1, V']`` float32
-        logits along the continuation (row 0: at ``x_t``; row ``s``: after the ``s``-th
-        fed token) and the ``[b, K, steps]`` tokens fed.
-    """
-    b, t = x.shape
-    k = len(cuts)
-    cache = DynamicCache(config=model.config)
-    window = model(input_ids=x, cache=cache, use_cache=True).logits.float()  # [b, T, V']
-    index = torch.tensor(cuts)
-    rows = [window[:, index]]  # [b, K, V']
-    fed = []
-    dtype = next(model.parameters()).dtype
-    for s in range(1, steps + 1):
-        new = rows[-1].argmax(-1) if tokens is None else tokens[:, :, s - 1]  # [b, K]
-        fed.append(new)
-        allowed = torch.zeros(k, t + s * k, dtype=torch.bool)
-        for i, cut in enumerate(cuts):
-            allowed[i, : cut + 1] = True
-            allowed[i, t + i :: k] = True  # this cut's fed tokens, steps 1 … s
-        bias = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        out = model(
-            input_ids=new,
-            cache=cache,
-            use_cache=True,
-            attention_mask=bias[None, None].expand(b, 1, -1, -1),
-            position_ids=(index + s)[None].expand(b, -1),
-        )
-        rows.append(out.logits.float())
-    return window, torch.stack(rows, dim=2), torch.stack(fed, dim=2)
-
-
-def block_loss(
-    model,
-    target,
-    block: int,
-    cuts: int,
-    mask_id: int,
-    rng: random.Random,
-    parts: dict,
-    labels: str = "greedy",
-):
-    """The loss ``training.loop.train`` calls with each window batch ``(x, y)`` (``y``
-    unused: the labels are the target's distributions; ``labels``: ``greedy`` along the
-    target's greedy continuation from each cut, ``text`` given the true text). Keeps an
-    EMA of each term in ``parts`` (``first_row``, ``mask_rows``; soft CE in nats)."""
-    target.eval()
-
-    def loss(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        b, t = x.shape
-        chosen = sorted(rng.sample(range(t - block + 1), min(cuts, t - block + 1)))
-        if labels == "greedy":
-            window, chain, _ = continuation_rows(target, x, chosen, block - 1)
-            p = F.softmax(window, -1)  # [b, T, V]
-            p_mask = F.softmax(chain[:, :, 1:], -1).flatten(1, 2)  # [b, K(B − 1), V]
-        else:
-            with torch.no_grad():
-                p = F.softmax(target(input_ids=x).logits.float(), -1)  # [b, T, V]
-        first, masked, p_index = block_logits(model, x, chosen, block, mask_id)
-        if labels != "greedy":
-            p_mask = p[:, p_index]
-        ce_first = -(p * F.log_softmax(first, -1)).sum(-1).mean()
-        ce_mask = -(p_mask * F.log_softmax(masked, -1)).sum(-1).mean()
-        for key, value in (("first_row", ce_first.item()), ("mask_rows", ce_mask.item())):
-            old = parts.get(key)
-            parts[key] = value if old is None else 0.95 * old + 0.05 * value
-        return ce_first + ce_mask
-
-    return loss
-
-
-@torch.no_grad()
-def evaluate(model, target, draft, val: torch.Tensor, context: int, block: int, batch: int) -> dict:
-    """Per offset ``j = 1 … B`` on the fixed validation windows, cuts every ``B`` positions,
-    along the target's greedy continuation ``g`` from each cut (:func:`continuation_rows`):
-    top-1 agreement with the target's greedy token ``g_j`` and mean Σ min(p_j, q_j) at
-    T = 1 (``p_j`` the target's row given ``x_≤t, g_<j``), for the block's ``q_j`` (from
-    ``x_≤t`` and ``j − 1`` masks) and for the plain draft model's ``q`` given ``x_≤t,
-    g_<j`` (its serial drafting once ``y_<j = g_<j`` were accepted)."""
-    mask_id = model.config.block_mask_token_id
-    xs, _ = val_windows(val, context)
-    t = xs.shape[1]
-    cuts = list(range(0, t - block + 1, block))
-    sums = {k: [0.0] * block for k in ("ba", "bo", "da", "do")}
-    count = 0
-    for i in range(0, len(xs), batch):
-        x = xs[i : i + batch]
-        _, chain, fed = continuation_rows(target, x, cuts, block - 1)
-        _, qd, _ = continuation_rows(draft, x, cuts, block - 1, tokens=fed)
-        p, qd = F.softmax(chain, -1), F.softmax(qd, -1)  # [b, K, B, V]
-        first, masked, _ = block_logits(model, x, cuts, block, mask_id)
-        qb = torch.cat(
-            [first[:, cuts, None], masked.unflatten(1, (len(cuts), block - 1))], dim=2
-        ).float()
-        qb = F.softmax(qb, -1)  # [b, K, B, V]
-        greedy = p.argmax(-1)  # [b, K, B]
-        for j in range(block):
-            sums["ba"][j] += (qb[:, :, j].argmax(-1) == greedy[:, :, j]).sum().item()
-            sums["bo"][j] += torch.minimum(p[:, :, j], qb[:, :, j]).sum().item()
-            sums["da"][j] += (qd[:, :, j].argmax(-1) == greedy[:, :, j]).sum().item()
-            sums["do"][j] += torch.minimum(p[:, :, j], qd[:, :, j]).sum().item()
-        count += x.shape[0] * len(cuts)
-
-    def per(key: str) -> list[float]:
-        return [round(v / count, 4) for v in sums[key]]
-
-    return {
-        "block_top1_agreement_by_offset": per("ba"),
-        "block_mean_min_pq_by_offset": per("bo"),
-        "draft_top1_agreement_by_offset": per("da"),
-        "draft_mean_min_pq_by_offset": per("do"),
-        "val_blocks": count,
-    }
-
-
-def greedy_acceptance(args: argparse.Namespace, model) -> dict:
-    """Greedy speculative decoding through the engine on ``--accept-prompts`` held-out
-    prompts (the corpus's last 10 %, ``benchmarks/measure_acceptance.py``), ``--accept-
-    tokens`` new tokens each, γ 4 and ``B`` (8; the engine refuses γ > ``B`` for the block
-    drafter): the block drafter and the pair's draft model.
-    Reports mean accepted drafts per round, draft forwards per round and whether every
-    output equals the target alone's."""
-    import importlib.util
-
-    from specdec_core.core.models import load_pair
-    from specdec_core.core.settings import SessionConfig
-    from specdec_core.drafters.block import BlockDrafter
-    from specdec_core.drafters.model import ModelDrafter
-    from specdec_core.engine.chain.generate import generate
-
-    spec = importlib.util.spec_from_file_location(
-        "measure_acceptance", REPO_ROOT / "benchmarks" / "measure_acceptance.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    prompts = bench.heldout_prompts(args.accept_prompts)
-    pair = load_pair((args.target, args.draft), device="cpu", allow_custom=True)
-    base = SessionConfig(max_new_tokens=args.accept_tokens)
-    expected = [generate(pair, p, base, mode="autoregressive").output_ids for p in prompts]
-    out: dict = {"prompts": len(prompts), "new_tokens": args.accept_tokens}
-    for gamma in sorted({min(4, args.block), args.block}):
-        config = SessionConfig(gamma=gamma, max_new_tokens=args.accept_tokens)
-        for name in ("block", "model"):
-            rounds = accepted = forwards = 0
-            equal = True
-            for prompt, want in zip(prompts, expected, strict=True):
-                drafter = (
-                    BlockDrafter(model, model.config.block_mask_token_id, args.block)
-                    if name == "block"
-                    else ModelDrafter(pair.draft)
-                )
-                run = generate(pair, prompt, config, drafter=drafter)
-                equal &= run.output_ids == want
-                rounds += len(run.records)
-                accepted += sum(r.accepted for r in run.records)
-                forwards += run.stats.draft_forwards
-            out[f"{name}_gamma{gamma}"] = {
-                "mean_accepted_per_round": round(accepted / max(1, rounds), 3),
-                "draft_forwards_per_round": round(forwards / max(1, rounds), 3),
-                "rounds": rounds,
-                "equals_target_alone": equal,
-            }
-    return out
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from specdec_core.bench.compare import DrafterResult, SourceComparison, SourceRow
+from specdec_core.bench.compare import DrafterResult
+from specdec_core.bench.source_results import SourceComparison, SourceRow
 from specdec_core.ui.i18n import t
 
 LOOKUP = "ngram"

@@ -72,17 +72,14 @@ STOP_REASON: dict[StopReason, str] = {
     "context_limit": "stop_context_limit",
     "until": "stop_until",
 }
-#: how a chain round ended (the history lines)
-ROUND_KIND: dict[RoundKind, str] = {
-    "correction": "kind_correction",
-    "bonus": "kind_bonus",
-    "stopped": "kind_stopped",
-}
-#: how a tree round ended (its outcome line, the history lines)
-TREE_ROUND_KIND: dict[RoundKind, str] = {
-    "correction": "tree_kind_correction",
-    "bonus": "tree_kind_bonus",
-    "stopped": "tree_kind_stopped",
+#: how a round of each shape ended (the history lines, the tree's outcome line)
+ROUND_KIND: dict[tuple[Mode, RoundKind], str] = {
+    ("chain", "correction"): "kind_correction",
+    ("chain", "bonus"): "kind_bonus",
+    ("chain", "stopped"): "kind_stopped",
+    ("tree", "correction"): "tree_kind_correction",
+    ("tree", "bonus"): "tree_kind_bonus",
+    ("tree", "stopped"): "tree_kind_stopped",
 }
 #: the verdict on one drafted position (the checks table, the verdict sentence)
 CHECK_STATUS: dict[CheckStatus, str] = {
@@ -137,12 +134,17 @@ SLOT_STATE: dict[SlotState, str] = {
     "committed": "tree_slot_committed",
     **NODE_STATE,
 }
-#: where the chain's step machine stands (the phase line; ``finished`` takes ``{reason}``)
-PHASE: dict[Phase, str] = {
-    "propose": "phase_propose",
-    "verify": "phase_verify",
-    "commit": "phase_commit",
-    "finished": "phase_finished",
+#: where each shape's step machine stands (the phase line; ``finished`` takes ``{reason}``,
+#: the tree's ``propose`` ``{shape}`` and ``{budget}``)
+PHASE: dict[tuple[Mode, Phase], str] = {
+    ("chain", "propose"): "phase_propose",
+    ("chain", "verify"): "phase_verify",
+    ("chain", "commit"): "phase_commit",
+    ("chain", "finished"): "phase_finished",
+    ("tree", "propose"): "tree_phase_propose",
+    ("tree", "verify"): "tree_phase_verify",
+    ("tree", "commit"): "tree_phase_commit",
+    ("tree", "finished"): "phase_finished",
 }
 #: the chain's phase line in a round without drafts, by phase and reason
 NO_DRAFTS_PHASE: dict[tuple[Step, NoDraftsReason], str] = {
@@ -162,24 +164,14 @@ NEXT_NO_DRAFTS: dict[NoDraftsReason, str] = {
     "hidden": "next_no_drafts_hidden",
     "drafter": "next_no_drafts_drafter",
 }
-#: where the tree's step machine stands (``propose`` takes ``{shape}`` and ``{budget}``)
-TREE_PHASE: dict[Phase, str] = {
-    "propose": "tree_phase_propose",
-    "verify": "tree_phase_verify",
-    "commit": "tree_phase_commit",
-    "finished": "phase_finished",
-}
-#: the chain's step buttons
-STEP_BUTTON: dict[Step, str] = {
-    "propose": "st_propose",
-    "verify": "st_verify",
-    "commit": "st_commit",
-}
-#: the tree's step buttons
-TREE_STEP_BUTTON: dict[Step, str] = {
-    "propose": "tree_propose",
-    "verify": "tree_verify",
-    "commit": "tree_commit",
+#: each shape's step buttons
+STEP_BUTTON: dict[tuple[Mode, Step], str] = {
+    ("chain", "propose"): "st_propose",
+    ("chain", "verify"): "st_verify",
+    ("chain", "commit"): "st_commit",
+    ("tree", "propose"): "tree_propose",
+    ("tree", "verify"): "tree_verify",
+    ("tree", "commit"): "tree_commit",
 }
 #: why tree mode is refused with the sidebar's settings (the tree panel's warning)
 TREE_REFUSAL: dict[TreeRefusal, str] = {

@@ -22,7 +22,8 @@ from specdec_core.core.sampling import (
     near_tie_draw,
 )
 from specdec_core.core.trace import DistSlice, PositionCheck, TokenInfo
-from specdec_core.rules.acceptance import Verdict, acceptance_probability
+from specdec_core.engine.chain.round import Checked
+from specdec_core.rules.acceptance import acceptance_probability
 
 Slicer = Callable[[torch.Tensor | None, torch.Tensor | None, list[int]], DistSlice]
 
@@ -136,30 +137,29 @@ def first_mismatch(top_ids: list[list[int]], drafts: list[int]) -> tuple[int, in
 def build_checks(
     drafts: list[int],
     q_rows: torch.Tensor,
-    p_rows: torch.Tensor,
-    verdict: Verdict,
+    checked: Checked,
     record: RoundRecord,
     edited: set[int],
     token: Callable[[int], TokenInfo],
     slicer: Slicer,
-    raw_rows: torch.Tensor | None = None,
 ) -> tuple[PositionCheck, ...]:
     """One :class:`PositionCheck` per drafted position.
 
     Args:
-        drafts: ``[γ']`` ids. q_rows: ``[γ', V]``. p_rows: ``[γ' + 1, V]`` float32 CPU.
-        verdict: the rule's decision. record: the round's record (final statuses and
-            overlaps). edited: 1-based edited positions. raw_rows: greedy only, the
-            target's rows at T = 1 (``[γ' + 1, V]``, :func:`verify_drafts`' ``raw_out``):
-            their top-two gap says whether the argmax is a near-tie.
+        drafts: ``[γ']`` ids. q_rows: ``[γ', V]``. checked: the verification (its
+            ``p_rows``; greedy: its ``raw`` rows at T = 1, whose top-two gap says whether
+            the argmax is a near-tie). record: the round's record (final statuses and
+            overlaps). edited: 1-based edited positions.
     """
+    p_rows, verdict, raw_rows = checked.p_rows, checked.verdict, checked.raw
+    assert p_rows is not None
     target_argmax = p_rows.argmax(dim=-1).tolist()
     checks = []
     for i, y in enumerate(drafts):
         extra = [y] + ([verdict.next_token] if i == verdict.accepted else [])
-        checked = record.statuses[i] in ("accepted", "rejected")
+        checked_here = record.statuses[i] in ("accepted", "rejected")
         u = verdict.u[i] if i < len(verdict.u) else None
-        if not checked:
+        if not checked_here:
             tie = False
         elif raw_rows is not None:  # greedy: could the argmax flip?
             tie = near_tie_argmax(torch.log(raw_rows[i]))
@@ -185,22 +185,26 @@ def build_checks(
 
 
 def verify_slices(
-    drafts: list[int],
-    p_rows: torch.Tensor,
-    raw_rows: torch.Tensor | None,
-    verdict: Verdict,
-    checks: tuple[PositionCheck, ...],
-    slicer: Slicer,
+    drafts: list[int], checked: Checked, checks: tuple[PositionCheck, ...], slicer: Slicer
 ) -> tuple[DistSlice, tuple[DistSlice, ...]]:
     """The verification's ``next_dist`` and greedy ``context_dists``.
 
     ``next_dist``: the slice at the rejected position (whose ``excess`` is the residual),
     or ``p_{γ'+1}`` after every draft was accepted (bonus). ``context_dists``: with
-    ``raw_rows`` (greedy: the same logits at T = 1, ``[γ' + 1, V]``) one slice per drafted
-    position and the bonus position, the confidence behind the one-hot argmax; else ``()``.
+    ``checked.raw`` (greedy: the same logits at T = 1, ``[γ' + 1, V]``) one slice per
+    drafted position and the bonus position, the confidence behind the one-hot argmax;
+    else ``()``.
     """
-    n, gamma = verdict.accepted, len(drafts)
-    next_dist = checks[n].dist if n < gamma else slicer(p_rows[gamma], None, [verdict.next_token])
+    n, gamma, verdict, raw_rows = (
+        checked.verdict.accepted,
+        len(drafts),
+        checked.verdict,
+        checked.raw,
+    )
+    assert checked.p_rows is not None
+    next_dist = (
+        checks[n].dist if n < gamma else slicer(checked.p_rows[gamma], None, [verdict.next_token])
+    )
     if raw_rows is None:
         return next_dist, ()
     ids = [*drafts, verdict.next_token]
@@ -219,7 +223,7 @@ def unprocessed_slices(
 
     Args:
         rows: ``[γ' + 1, V]`` float32 CPU rows before the processors
-            (:func:`~specdec_core.engine.rounds.verify_drafts`' ``unprocessed_out``), or
+            (:attr:`~specdec_core.engine.chain.round.Checked.unprocessed`), or
             ``None`` when no processor is active (then ``()``).
         checks, contexts, next_dist: the verification's processed slices; each unprocessed
             slice shows every token they show at that position, plus its own top tokens

@@ -18,21 +18,21 @@ from specdec_core.core.device import sync
 from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
-from specdec_core.core.processors import Processors, make_processors
+from specdec_core.core.processors import make_processors
 from specdec_core.core.records import RoundRecord, summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline, build_timeline
 from specdec_core.drafters import Drafter, ModelDrafter
-from specdec_core.engine.rounds import (
-    check_grammar_drafter,
-    commit_round,
-    overlaps,
-    rollback,
-    round_stream,
-    stop_rule,
+from specdec_core.engine.chain.round import (
+    ChainContext,
+    apply_round,
+    decide_round,
+    propose,
+    propose_argmax,
+    verify,
     verify_argmax,
-    verify_drafts,
 )
+from specdec_core.engine.rounds import check_grammar_drafter, round_stream, stop_rule
 from specdec_core.engine.schedule import check_gamma_settings, confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule
 
@@ -172,39 +172,35 @@ def generate(
     )
     target = ModelCache(pair.target)
     stats = GenerationStats()
-    stop = stop_rule(pair, config)
     records: tuple[RoundRecord, ...] = ()
     if mode != "autoregressive":
         drafter = drafter or ModelDrafter(pair.draft)
         drafter.attach(target)
     draft_kv: ModelCache | None = getattr(drafter, "kv", None)
-    marks: list[tuple[float, float, int, int]] | None = [] if trace_timeline else None
+    run = _Run(stats, [] if trace_timeline else None, until)
     if trace_timeline:
         target.spans = []
         if draft_kv is not None:
             draft_kv.spans = []
+    active = processors if processors.active else None
+    ctx = ChainContext(
+        target,
+        drafter,
+        config.sampling,
+        active,
+        config.draft_method,
+        confidence_for(config),
+        lossy_rule(config) if mode != "autoregressive" else None,  # the baseline: exact draws
+        stop_rule(pair, config),
+        prompt_len,
+    )
     with torch.inference_mode():
-        started = time.perf_counter()
+        run.started = started = time.perf_counter()
         if mode == "autoregressive":
-            reason = _autoregressive(
-                pair, target, ids, prompt_len, config, stop, stats, started, marks, processors
-            )
+            ids, reason = _autoregressive(pair, ctx, ids, config.seed, run)
         else:
             assert drafter is not None
-            reason, records = _speculative(
-                pair,
-                target,
-                drafter,
-                ids,
-                prompt_len,
-                config,
-                stop,
-                stats,
-                started,
-                marks,
-                until,
-                processors,
-            )
+            ids, reason, records = _speculative(pair, ctx, ids, config, run)
             stats.draft_forward_ms = drafter.forward_ms
         sync(pair.device)
         stats.total_ms = (time.perf_counter() - started) * 1e3
@@ -212,121 +208,101 @@ def generate(
     output = ids[prompt_len:]
     stats.new_tokens = len(output)
     timeline = None
-    if marks is not None:
+    if run.marks is not None:
         drafted = draft_kv.spans if draft_kv is not None and draft_kv.spans else []
-        timeline = build_timeline(mode, started, stats.total_ms, target.spans or [], drafted, marks)
+        spans = target.spans or []
+        timeline = build_timeline(mode, started, stats.total_ms, spans, drafted, run.marks)
         if draft_kv is not None:
             draft_kv.spans = None
     return GenerationResult(output, pair.tokenizer.decode(output), reason, stats, records, timeline)
 
 
+@dataclass
+class _Run:
+    """What a generation loop writes as it goes: the counters, the round marks of the
+    timeline (``None``: not asked for), the ``until`` test, the start time."""
+
+    stats: GenerationStats
+    marks: list[tuple[float, float, int, int]] | None
+    until: Callable[[RoundRecord], bool] | None
+    started: float = 0.0
+
+
 def _autoregressive(
-    pair: ModelPair,
-    target: ModelCache,
-    ids: list[int],
-    prompt_len: int,
-    config: SessionConfig,
-    stop: Callable[[list[int], int], str | None],
-    stats: GenerationStats,
-    started: float,
-    marks: list[tuple[float, float, int, int]] | None = None,
-    processors: Processors | None = None,
-) -> str:
-    """Target only, one forward per token (``ids`` grows in place). Returns the stop
-    reason. One CPU generator seeded with ``config.seed`` (no rounds). Active
-    ``processors`` process each row for ``ids`` (any temperature)."""
-    sampling = config.sampling
-    generator = torch.Generator().manual_seed(config.seed)
+    pair: ModelPair, ctx: ChainContext, ids: list[int], seed: int, run: _Run
+) -> tuple[list[int], str]:
+    """Target only, one forward per token. Returns the ids and the stop reason. One CPU
+    generator seeded with ``seed`` (no rounds). Active processors process each row for
+    ``ids`` (any temperature): :func:`verify` with no drafts."""
+    stats, marks, target, stop = run.stats, run.marks, ctx.target, ctx.stop
+    assert stop is not None
+    generator = torch.Generator().manual_seed(seed)
     reason: str | None = None
     no_drafts = torch.zeros(0, pair.vocab_size)
-    lean = sampling.greedy and not (processors is not None and processors.active)
+    lean = ctx.sampling.greedy and ctx.active is None
     while reason is None:
         t_token = time.perf_counter() if marks is not None else 0.0
         if lean:
             token = int(target.extend_last(target.sync_to(ids)).argmax())
         else:
-            _, verdict, _ = verify_drafts(
-                target, ids, [], no_drafts, sampling, generator, processors=processors
-            )
-            token = verdict.next_token
+            token = verify(ctx, ids, [], no_drafts, generator).verdict.next_token
         stats.target_forwards += 1
         ids.append(token)
-        reason = stop(ids[prompt_len:], len(ids))
+        reason = stop(ids[ctx.prompt_len :], len(ids))
         if marks is not None:
             marks.append((t_token, time.perf_counter(), 0, 1))
         if stats.target_forwards == 1:
             stats.prefill_ms = target.forward_ms
             sync(pair.device)
-            stats.ttft_ms = (time.perf_counter() - started) * 1e3
-    stats.verify_ms = (time.perf_counter() - started) * 1e3
-    return reason
+            stats.ttft_ms = (time.perf_counter() - run.started) * 1e3
+    stats.verify_ms = (time.perf_counter() - run.started) * 1e3
+    return ids, reason
 
 
 def _speculative(
-    pair: ModelPair,
-    target: ModelCache,
-    drafter: Drafter,
-    ids: list[int],
-    prompt_len: int,
-    config: SessionConfig,
-    stop: Callable[[list[int], int], str | None],
-    stats: GenerationStats,
-    started: float,
-    marks: list[tuple[float, float, int, int]] | None = None,
-    until: Callable[[RoundRecord], bool] | None = None,
-    processors: Processors | None = None,
-) -> tuple[str, tuple[RoundRecord, ...]]:
-    """Rounds of propose → verify → commit + rollback until a stop (``ids`` grows in
-    place). Returns the stop reason and one record per round. Sampling draws come from
-    each round's drafting and verification streams
-    (:func:`specdec_core.engine.rounds.round_stream`). Active ``processors`` take the
-    general path at every temperature (each ``q`` and ``p`` row on its own prefix) and
-    roll back with the caches."""
-    sampling, lossy, stop_at = config.sampling, lossy_rule(config), confidence_for(config)
+    pair: ModelPair, ctx: ChainContext, ids: list[int], config: SessionConfig, run: _Run
+) -> tuple[list[int], str, tuple[RoundRecord, ...]]:
+    """Rounds of propose → verify → decide → apply (``engine/chain/round.py``) until a
+    stop. Returns the ids, the stop reason and one record per round. Sampling draws come
+    from each round's drafting and verification streams
+    (:func:`specdec_core.engine.rounds.round_stream`); greedy rounds without processors
+    take the lean pair ``propose_argmax`` / ``verify_argmax``."""
+    stats, drafter = run.stats, ctx.drafter
+    assert drafter is not None
+    lean = ctx.sampling.greedy and ctx.active is None  # argmax only: no rows, no draws
     records: list[RoundRecord] = []
     reason: str | None = None
-    active = processors if processors is not None and processors.active else None
     while reason is None:
-        now = (len(ids) - prompt_len, len(ids), pair.context_length)
+        now = (len(ids) - ctx.prompt_len, len(ids), pair.context_length)
         gamma = round_gamma(config, drafter, (r.accepted for r in records), now=now)
-        t_draft = time.perf_counter()
-        if sampling.greedy and active is None:  # lean: argmax only, no rows, no draws
-            draft_ids, forwards = drafter.propose_argmax(ids, gamma, stop_at)
+        r, t_draft = len(records), time.perf_counter()
+        if lean:
+            draft_ids, forwards = propose_argmax(ctx, ids, gamma)
             sync(pair.device)
             t_verify = time.perf_counter()
             stats.draft_ms += (t_verify - t_draft) * 1e3
-            verdict, round_overlaps = verify_argmax(target, ids, draft_ids)
+            checked = verify_argmax(ctx, ids, draft_ids)
         else:
-            r = len(records)
-            draft_rng = round_stream(config.seed, r, "draft")
-            method = config.draft_method
-            draft = drafter.propose(ids, gamma, sampling, method, draft_rng, active, stop_at)
+            draft = propose(ctx, ids, gamma, round_stream(config.seed, r, "draft"))
             t_verify = time.perf_counter()
-            stats.draft_ms += draft.ms
-            forwards = draft.forwards
+            stats.draft_ms, forwards = stats.draft_ms + draft.ms, draft.forwards
             draft_ids = draft.ids.tolist()
-            verify_rng = round_stream(config.seed, r, "verify")
-            p_rows, verdict, _ = verify_drafts(
-                target, ids, draft_ids, draft.probs, sampling, verify_rng, None, active, None, lossy
-            )
-            round_overlaps = overlaps(p_rows, draft.probs)
+            rng = round_stream(config.seed, r, "verify")
+            checked = verify(ctx, ids, draft_ids, draft.probs, rng)
         sync(pair.device)
         stats.verify_ms += (time.perf_counter() - t_verify) * 1e3
         stats.draft_forwards += forwards
         stats.target_forwards += 1
-        record, reason = commit_round(
-            ids, prompt_len, gamma, draft_ids, verdict, round_overlaps, stop
-        )
+        record, reason = decide_round(ctx, ids, gamma, draft_ids, checked)
         records.append(record)
-        ids += record.appended
-        rollback(target, drafter, ids, active)
-        if marks is not None:
-            marks.append((t_draft, time.perf_counter(), len(draft_ids), len(record.appended)))
+        ids, _ = apply_round(ctx, ids, record)
+        if run.marks is not None:
+            run.marks.append((t_draft, time.perf_counter(), len(draft_ids), len(record.appended)))
         if len(records) == 1:
-            stats.prefill_ms = target.forward_ms
-            stats.ttft_ms = (time.perf_counter() - started) * 1e3
-        if until is not None and until(record) and reason is None:
+            stats.prefill_ms = ctx.target.forward_ms
+            stats.ttft_ms = (time.perf_counter() - run.started) * 1e3
+        if run.until is not None and run.until(record) and reason is None:
             reason = "until"
-    stats.target_forwards = target.forwards  # + a drafter's own prefill (eagle's 1st round)
+    stats.target_forwards = ctx.target.forwards  # + a drafter's own prefill (eagle's 1st round)
     stats.set_acceptance(records)
-    return reason, tuple(records)
+    return ids, reason, tuple(records)

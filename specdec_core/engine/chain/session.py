@@ -52,10 +52,9 @@ from specdec_core.engine.chain.edits import (
     unprocessed_slices,
     verify_slices,
 )
+from specdec_core.engine.chain.round import apply_round, decide_round, propose, verify
 from specdec_core.engine.chain.state import PendingRound, SessionState
-from specdec_core.engine.rounds import commit_round, overlaps, rollback, round_stream, verify_drafts
-from specdec_core.engine.schedule import confidence_for
-from specdec_core.rules.lossy import lossy_rule
+from specdec_core.engine.rounds import round_stream
 
 
 class SpeculativeSession(SessionState):
@@ -80,15 +79,7 @@ class SpeculativeSession(SessionState):
         gamma = self._gamma_now()
         rng = round_stream(self.config.seed, self.round_index, "draft")
         with self._atomic():
-            draft = self.drafter.propose(
-                self.ids,
-                gamma,
-                self.config.sampling,
-                self.config.draft_method,
-                rng,
-                self.processors,
-                confidence_for(self.config),
-            )
+            draft = propose(self._context(), self.ids, gamma, rng)
             self.processors.sync_to(self.ids)  # drafting advanced them: back to the commit
             ids = draft.ids.tolist()
             pending = PendingRound(ids, draft.probs, gamma, rng)
@@ -138,15 +129,7 @@ class SpeculativeSession(SessionState):
         reproposed = self.config.repropose_after_edit and rest > 0
         with self._atomic():
             if reproposed:
-                draft = self.drafter.propose(
-                    self.ids + ids,
-                    rest,
-                    self.config.sampling,
-                    self.config.draft_method,
-                    pending.draft_rng,
-                    self.processors,
-                    confidence_for(self.config),
-                )
+                draft = propose(self._context(), self.ids + ids, rest, pending.draft_rng)
                 self.processors.sync_to(self.ids)
                 ids += draft.ids.tolist()
                 rows.append(draft.probs)
@@ -217,61 +200,31 @@ class SpeculativeSession(SessionState):
         pending = self._require("verify", "verify")
         assert pending is not None
         kv_before = self.kv_state()
+        ctx = self._context()
         with self._atomic():
             started = time.perf_counter()
-            greedy = self.config.sampling.greedy
-            raw: list[torch.Tensor] | None = [] if greedy else None
-            before: list[torch.Tensor] = []
-            p_rows, verdict, fed = verify_drafts(
-                self.target,
-                self.ids,
-                pending.ids,
-                pending.q_rows,
-                self.config.sampling,
-                round_stream(self.config.seed, self.round_index, "verify"),
-                raw,
-                self.processors,
-                before,
-                lossy_rule(self.config),
-            )
+            rng = round_stream(self.config.seed, self.round_index, "verify")
+            checked = verify(ctx, self.ids, pending.ids, pending.q_rows, rng, views=True)
             verify_ms = (time.perf_counter() - started) * 1e3
-            round_overlaps = overlaps(p_rows, pending.q_rows)
-            record, stop_reason = commit_round(
-                self.ids,
-                self.prompt_len,
-                pending.gamma,
-                pending.ids,
-                verdict,
-                round_overlaps,
-                self._stop,
-            )
+            record, stop_reason = decide_round(ctx, self.ids, pending.gamma, pending.ids, checked)
+            verdict, slicer = checked.verdict, self._slice
             checks = build_checks(
-                pending.ids,
-                pending.q_rows,
-                p_rows,
-                verdict,
-                record,
-                pending.edited,
-                self.token,
-                self._slice,
-                raw[0] if raw else None,
+                pending.ids, pending.q_rows, checked, record, pending.edited, self.token, slicer
             )
-            next_dist, contexts = verify_slices(
-                pending.ids, p_rows, raw[0] if raw else None, verdict, checks, self._slice
-            )
+            next_dist, contexts = verify_slices(pending.ids, checked, checks, slicer)
             unprocessed = unprocessed_slices(
-                before[0] if before else None, checks, contexts, next_dist, self._slice
+                checked.unprocessed, checks, contexts, next_dist, slicer
             )
             trace = VerifyTrace(
                 round_index=self.round_index,
-                greedy=greedy,
+                greedy=self.config.sampling.greedy,
                 checks=checks,
                 accepted=verdict.accepted,
                 next_token=self.token(verdict.next_token),
                 kind=verdict.kind,
                 next_dist=next_dist,
                 verify_ms=verify_ms,
-                target_forward_tokens=fed,
+                target_forward_tokens=checked.fed,
                 kv_before=kv_before,
                 kv_after=self.kv_state(list(record.statuses)),
                 context_dists=contexts,
@@ -295,8 +248,7 @@ class SpeculativeSession(SessionState):
         assert pending.propose is not None and pending.verify is not None
         record = pending.record
         kv_before = self.kv_state(list(record.statuses))
-        self.ids = self.ids + list(record.appended)
-        rolled_target, rolled_draft = rollback(self.target, self.drafter, self.ids, self.processors)
+        self.ids, (rolled_target, rolled_draft) = apply_round(self._context(), self.ids, record)
         self._pending = None
         self.stop_reason = pending.stop_reason
         trace = CommitTrace(

@@ -23,8 +23,10 @@ from specdec_core.core.trace import (
 from specdec_core.core.words import CheckStatus, StopReason
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.chain.edits import accept_preview, target_top_ids
+from specdec_core.engine.chain.round import ChainContext
 from specdec_core.engine.machine import StepMachine
-from specdec_core.engine.schedule import round_gamma
+from specdec_core.engine.schedule import confidence_for, round_gamma
+from specdec_core.rules.lossy import lossy_rule
 
 
 @dataclass
@@ -117,6 +119,21 @@ class SessionState(StepMachine[PendingRound, RoundTrace]):
     def drafts(self) -> list[int]:
         """This round's drafted ids (empty outside the verify/commit phases)."""
         return list(self._pending.ids) if self._pending else []
+
+    def _context(self) -> ChainContext:
+        """The round functions' context (``engine/chain/round.py``) for this session."""
+        c = self.config
+        return ChainContext(
+            self.target,
+            self.drafter,
+            c.sampling,
+            self.processors,
+            c.draft_method,
+            confidence_for(c),
+            lossy_rule(c),
+            self._stop,
+            self.prompt_len,
+        )
 
     def _gamma_now(self) -> int:
         """γ for the next round: the γ schedule (``engine/schedule.py``) of the finished

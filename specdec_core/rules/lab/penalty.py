@@ -22,7 +22,7 @@ every round is processed on its true prefix:
 
 The hand-made "models" are bigram tables: the logits of the next token given the last
 token of the prefix (``[V, V]``, row = last token). Rows go through the app's own
-:func:`specdec_core.core.processors.apply_penalties` (float32 logits), then a float64
+:func:`specdec_core.core.penalties.apply_penalties` (float32 logits), then a float64
 softmax at T = 1; the laws are float64 sums of products, so ``per_prefix`` equals the
 target alone to ~1e-15. Pure: torch only, no streamlit.
 """

@@ -1,5 +1,6 @@
 """Step-through lesson: one drafted position's distributions as grouped bars, an Apache
-ECharts option (:func:`distribution_option`) for ``st.echarts_chart``.
+ECharts option (:func:`distribution_option`) for ``st.echarts_chart``; which tokens it
+shows and the before/after-the-processors slice are :mod:`~specdec_core.ui.figures.step_slices`.
 
 Why ECharts and not Plotly (which the other pages use): this chart is redrawn on every
 step click. Measured in headless Chromium on a 2-core machine, a Streamlit fragment that
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from unicodedata import east_asian_width
 
 import numpy as np
@@ -19,10 +20,10 @@ import numpy as np
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.trace import DistSlice
 from specdec_core.ui.figures.common import COLORS, token_labels
+from specdec_core.ui.figures.step_slices import TOP_TOKENS, shown_indices, with_context_tokens
 
-__all__ = ["before_after_slice", "distribution_option", "masked_mass", "shown_indices"]
+__all__ = ["distribution_option"]
 
-TOP_TOKENS = 8
 SHORT = {"p": "p", "q": "q", "min": "min(p, q)", "excess": "[p − q]+"}  # math: both languages
 CONTEXT_FILL, CONTEXT_LINE = "rgba(31,119,180,0.22)", COLORS["p"]  # greedy: faint T = 1 bars
 MARK_COLOR, NOTE_COLOR = "#9a3412", "#374151"  # "▼ drafted · ★ correction"; "other" line
@@ -30,89 +31,6 @@ BEFORE_FILL, BEFORE_LINE = "rgba(107,114,128,0.35)", "#6b7280"  # p before the p
 HEIGHT = 360  # px: pass it to st.echarts_chart (an ECharts option has no height)
 MARKED_TICK = {"color": MARK_COLOR, "fontWeight": "bold"}
 PRESENTER_SCALE = 4 / 3  # presenter mode: 12 px chart text → 16 px (read from a projector)
-
-
-def shown_indices(dist: DistSlice, keep: tuple[int | None, ...] = (), top: int = TOP_TOKENS):
-    """Indices into the slice to draw: the ``top`` tokens by ``max(p, q)`` plus every id in
-    ``keep`` (drafted, correction), in descending ``max(p, q)`` order."""
-    rows = [r for r in (dist.p, dist.q) if r is not None]
-    score = np.max(np.stack(rows), axis=0) if rows else np.zeros(len(dist.tokens))
-    order = np.argsort(-score, kind="stable")
-    ids = dist.token_ids.tolist()
-    chosen = set(order[:top].tolist()) | {ids.index(k) for k in keep if k in ids}
-    return [int(i) for i in order if int(i) in chosen]
-
-
-def _with_context_tokens(dist: DistSlice, context: DistSlice, top: int) -> DistSlice:
-    """Greedy: ``dist`` holds one-hot rows (one or two tokens). Add the context's top tokens
-    with ``p = q = min = excess = 0`` (exact: a one-hot row is 0 off its argmax), so the
-    faint T = 1 bars have tokens to stand on."""
-    ids = dist.token_ids.tolist()
-    extra = [i for i, tid in enumerate(context.token_ids.tolist()) if tid not in ids][:top]
-    if not extra:
-        return dist
-
-    def grow(values):
-        return None if values is None else np.append(values, np.zeros(len(extra), values.dtype))
-
-    return replace(
-        dist,
-        token_ids=np.append(dist.token_ids, context.token_ids[extra]),
-        tokens=dist.tokens + tuple(context.tokens[i] for i in extra),
-        p=grow(dist.p),
-        q=grow(dist.q),
-        min_pq=grow(dist.min_pq),
-        excess=grow(dist.excess),
-    )
-
-
-def before_after_slice(after: DistSlice, before: DistSlice) -> DistSlice:
-    """One slice for the chart of ``p`` before and after the history-dependent processors:
-    ``p`` = after, ``q`` = before (``min`` / ``excess`` ``None``), over the tokens of
-    ``before`` (which shows every token ``after`` shows, plus its own top tokens) whose
-    ``p`` after is known: shown in ``after``, or any token when ``after`` keeps no mass
-    outside its shown tokens (then every other token has ``p = 0`` after: masked). A
-    token whose ``p`` after is unknown is left out; its mass stays in ``q_other``."""
-    after_p = dict(zip(after.token_ids.tolist(), after.p.astype(float).tolist(), strict=True))
-    before_p = before.p.astype(float)
-    known = [
-        i
-        for i, tid in enumerate(before.token_ids.tolist())
-        if tid in after_p or after.p_other <= 0.0
-    ]
-    ids = before.token_ids[known]
-    q = before_p[known]
-    p = np.array([after_p.get(int(tid), 0.0) for tid in ids], dtype=np.float64)
-    return DistSlice(
-        token_ids=ids,
-        tokens=tuple(before.tokens[i] for i in known),
-        p=p,
-        q=q,
-        min_pq=None,
-        excess=None,
-        p_other=max(0.0, 1.0 - float(p.sum())) if after.p_other > 0 else 0.0,
-        q_other=max(0.0, 1.0 - float(q.sum())),
-        min_other=0.0,
-        excess_other=0.0,
-    )
-
-
-def masked_mass(after: DistSlice, before: DistSlice) -> tuple[float, bool]:
-    """The mass ``p`` had before the processors on the tokens they set to 0 (masked by
-    the grammar, banned by the no-repeat n-gram): ``Σ p_before(x) · [p_after(x) = 0]``.
-
-    Returns:
-        ``(mass, exact)``: exact when ``after`` keeps no mass outside its shown tokens
-        (every token it does not show has ``p = 0`` after: ``1 − Σ`` of ``p_before`` over
-        its shown tokens with ``p_after > 0``); otherwise a lower bound, the sum over the
-        shown tokens whose ``p`` after is 0.
-    """
-    after_p = dict(zip(after.token_ids.tolist(), after.p.astype(float).tolist(), strict=True))
-    before_p = dict(zip(before.token_ids.tolist(), before.p.astype(float).tolist(), strict=True))
-    if after.p_other <= 0.0:
-        kept = sum(before_p.get(tid, 0.0) for tid, v in after_p.items() if v > 0)
-        return max(0.0, 1.0 - kept), True
-    return sum(before_p[tid] for tid, v in after_p.items() if v == 0 and tid in before_p), False
 
 
 @dataclass(frozen=True)
@@ -143,7 +61,7 @@ def _bars(
     ``context`` (T = 1 bars) comes first when given. ``before_after``: ``dist`` is a
     :func:`before_after_slice` (its ``q`` drawn as "before", its ``p`` as after)."""
     if context is not None and context.p is not None:
-        dist = _with_context_tokens(dist, context, top)
+        dist = with_context_tokens(dist, context, top)
     else:
         context = None
     keep = shown_indices(dist, (marked_id, correction_id), top)

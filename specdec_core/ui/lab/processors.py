@@ -37,7 +37,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.state import penalty_laws_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
-from specdec_core.ui.sidebar import labels
+from specdec_core.ui.option_labels import labels
 
 S = st.session_state
 #: Choices offered (the hand-made case is tiny: every choice enumerates in milliseconds).

@@ -4,7 +4,7 @@ early exit, what each costs per round (draft forwards, extra target forwards), a
 predict-then-reveal question answered by really running every source the loaded pair can
 run (:func:`specdec_core.drafters.drafters_for`) on the repetitive prompt.
 
-The live run is :func:`specdec_core.bench.compare.compare_sources` (greedy, γ = 4,
+The live run is :func:`specdec_core.bench.source_compare.compare_sources` (greedy, γ = 4,
 :data:`TOKENS` tokens, one pass: a few rounds per source, seconds), found once per process
 and per set of sources; the question's answer is its winner, computed, never written
 down (on a tie, the source with fewer draft forwards per round)."""
@@ -16,7 +16,8 @@ import threading
 import pandas as pd
 import streamlit as st
 
-from specdec_core.bench.compare import SOURCE_PROMPTS, SourceComparison, compare_sources
+from specdec_core.bench.source_compare import compare_sources
+from specdec_core.bench.source_results import SOURCE_PROMPTS, SourceComparison
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for

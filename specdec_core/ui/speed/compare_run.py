@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.bench.compare import SOURCE_PROMPTS, SOURCE_TEMPERATURES
+from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from specdec_core.bench.compare import SourceComparison, SourceRow
+from specdec_core.bench.source_results import SourceComparison, SourceRow
 from specdec_core.ui.figures.drafters import sources_figure
 from specdec_core.ui.i18n import follows_language, strings, t, tr
 from specdec_core.ui.render import header_width

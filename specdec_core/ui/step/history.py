@@ -50,4 +50,11 @@ def round_label(r: RoundTrace, scheduled: bool) -> str:
         return t("history_round_none", head=head, k=k)
     if r.commit.kind == "stopped":
         return t("history_round_stopped", head=head, n=n, g=g, k=k, x=k - n)
-    return t("history_round_body", head=head, n=n, g=g, k=k, kind=say(ROUND_KIND, r.commit.kind))
+    return t(
+        "history_round_body",
+        head=head,
+        n=n,
+        g=g,
+        k=k,
+        kind=say(ROUND_KIND, ("chain", r.commit.kind)),
+    )

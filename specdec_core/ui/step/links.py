@@ -28,13 +28,15 @@ import streamlit as st
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.lessons.link import LessonState, decode, encode
-from specdec_core.lessons.replay import Replay, advance, replay, state_of
+from specdec_core.lessons.replay import advance, replay, state_of
+from specdec_core.lessons.replay_steps import Replay
 from specdec_core.lessons.scenarios import SCENARIOS, Found, find_scenarios
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.problems import keep, kept
-from specdec_core.ui.sidebar import grammar_choice
+from specdec_core.ui.sidebar import SETTING_WIDGETS
+from specdec_core.ui.sidebar_processors import grammar_choice
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 
@@ -50,20 +52,8 @@ ALWAYS_PARAMS = "link_always"  # {name: value}: kept on every page (a live class
 AfterWrite = Callable[[str, dict[str, str]], None]
 
 SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
-    "gamma": "cfg_gamma",
-    "temperature": "cfg_temperature",
-    "top_k": "cfg_top_k",
-    "top_p": "cfg_top_p",
-    "draft_method": "cfg_method",
-    "seed": "cfg_seed",
-    "max_new_tokens": "cfg_max_new",
+    **SETTING_WIDGETS,
     "drafter": "cfg_drafter",
-    "repetition_penalty": "cfg_rep_penalty",
-    "frequency_penalty": "cfg_freq_penalty",
-    "presence_penalty": "cfg_pres_penalty",
-    "no_repeat_ngram_size": "cfg_no_repeat_ngram",
-    "gamma_schedule": "cfg_gamma_schedule",
-    "confidence": "cfg_confidence",
     "pair": "pair_name",
     "lang": "lang",
     "presenter": "presenter",

@@ -50,7 +50,7 @@ def exact_counts(
 ) -> dict[int, tuple[int, int]] | None:
     """Every token's ``(count in the whole prefix, count in the generated part)`` at the
     prefix the processors stand on, counted with the engine's
-    :func:`~specdec_core.core.processors.penalty_counts`: ``ids`` when given, else the first
+    :func:`~specdec_core.core.penalties.penalty_counts`: ``ids`` when given, else the first
     ``length`` ids of the KV rows (the committed ids, then the drafts the chain was advanced
     through). The view keeps only the most frequent few; these are all of them. ``None``
     when that prefix is not the one the view counted (every count the view has and its

@@ -1,6 +1,6 @@
 """The step-through page's tree mode: its lesson state (kept outside widget keys, like the
 chain's, :mod:`specdec_core.ui.step.lesson`), the hand-over between the chain and the
-tree, and the button actions.
+tree, and the mode control's callbacks.
 
 * The mode (``chain`` | ``tree``) and the tree shape are widgets on the step page; their
   values are also kept under other keys (Streamlit drops a widget's state when another
@@ -12,6 +12,8 @@ tree, and the button actions.
   shape: same pair and prompt with other settings, drafter or shape continue from the
   committed text; another prompt or pair starts again from the prompt; a prompt that
   cannot start keeps the session, blocked.
+
+The step buttons of both shapes are :mod:`specdec_core.ui.step.actions`.
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter
-from specdec_core.engine.tree.generate import check_tree_settings, tree_refusal
+from specdec_core.engine.tree.generate import check_tree_settings, parse_shape, tree_refusal
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import prompt_ids
@@ -249,32 +250,3 @@ def use_chain() -> None:
     st.session_state[mode_key()] = "chain"
     st.session_state[MODE_KEPT] = "chain"
     st.session_state.pop(KEY, None)
-
-
-@L.one_at_a_time
-def act(action: str) -> None:
-    """Button callback: one tree phase, a whole round, or reset; errors leave the state."""
-    L.own_action()
-    S = st.session_state
-    pair, config = _pair_config()
-    prompt = S.get(L.PROMPT_KEY, "")
-    try:
-        if action == "reset":
-            start(pair, config, prompt, shape())
-            return
-        before = current()
-        synced = sync(pair, config, prompt)
-        if synced.notice:
-            S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
-        if synced.lesson is None or synced.blocked:
-            if synced.error is not None:
-                S["step_error"] = error_message(synced.error)
-            return
-        session = synced.lesson.session
-        if action == "round":
-            action = "commit"
-        elif synced.lesson is before and session.phase != action:
-            return  # a stale click (the button was already disabled on screen)
-        session.run_through(action)
-    except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
-        S["step_error"] = error_message(exc)

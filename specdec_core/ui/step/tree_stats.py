@@ -26,7 +26,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step.lesson import Lesson
-from specdec_core.ui.words import TREE_ROUND_KIND, say
+from specdec_core.ui.words import ROUND_KIND, say
 
 COMPARE_TOKENS = 32  # new tokens per fast-path run in "chain vs tree"
 COMPARE_REPEATS = 3  # timed runs of each, interleaved, after one warm-up run of each
@@ -121,7 +121,7 @@ def section(
                         depth=rec.depth,
                         nodes=rec.nodes,
                         n=len(rec.appended),
-                        kind=say(TREE_ROUND_KIND, rec.kind),
+                        kind=say(ROUND_KIND, ("tree", rec.kind)),
                     )
                 )
     else:

@@ -1,30 +1,28 @@
-"""The step-through page's lower half: the per-position distributions with the checks
-table, the KV-cache state of both models, and the history of finished rounds. Drawing
-only; every number comes from the session's frozen traces."""
+"""The chain's distributions: one drafted position's chart (``p``, ``q``, their overlap
+and excess; or ``p`` before and after the processors), the verdict in words, the checks
+table, and the phase line of a round with no drafts. Drawing only; every number comes
+from the session's frozen traces."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
 from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
+from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
-from specdec_core.ui.figures.step import before_after_slice, distribution_option, masked_mass
-from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.figures.step import distribution_option
+from specdec_core.ui.figures.step_slices import before_after_slice, masked_mass
+from specdec_core.ui.i18n import t
 from specdec_core.ui.render import (
     grouped_cells,
-    history_html,
     html_table,
-    kv_table_html,
-    round_strip,
-    token_strip_html,
 )
-from specdec_core.ui.step import processors_view
-from specdec_core.ui.step.history import round_label, stats_line
 from specdec_core.ui.words import (
     CHECK_STATUS,
     NEXT_NO_DRAFTS,
@@ -128,11 +126,11 @@ def no_drafts_reason(
 ) -> NoDraftsReason | None:
     """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
     context), ``"ngram"`` (prompt lookup found no n-gram match), ``"hidden"`` (the MTP
-    heads' first round: no target hidden state yet), ``"drafter"`` (another
-    drafter proposed nothing). ``last = None``: the pending round (``None`` when it has
-    drafts or no round is pending); else the finished round ``last`` (the caller knows it
-    had no drafts). The γ asked for comes from the engine (the round's record, or the
-    pending round's :attr:`current_gamma`)."""
+    heads' first round: no target hidden state yet), ``"drafter"`` (another drafter
+    proposed nothing); the last two are the drafter table's ``empty_draft``. ``last =
+    None``: the pending round (``None`` when it has drafts or no round is pending); else
+    the finished round ``last`` (the caller knows it had no drafts). The γ asked for comes
+    from the engine (the round's record, or the pending round's :attr:`current_gamma`)."""
     if last is not None:
         planned = last.record.gamma
     elif session.phase not in ("verify", "commit") or session.drafts:
@@ -144,7 +142,8 @@ def no_drafts_reason(
     first = (last.round_index if last is not None else session.round_index) == 0
     if first and hasattr(session.drafter, "head_evaluations"):
         return "hidden"  # the MTP heads read a hidden state no target forward has made yet
-    return "ngram" if getattr(session.drafter, "name", "") == "ngram" else "drafter"
+    spec = spec_of(session.drafter)  # the drafter table's reason (prompt lookup: no match)
+    return cast(NoDraftsReason, spec.empty_draft) if spec is not None else "drafter"
 
 
 def phase_text(session: SpeculativeSession, phase: str) -> str:
@@ -152,7 +151,7 @@ def phase_text(session: SpeculativeSession, phase: str) -> str:
     target's forward still yields one token)."""
     reason = no_drafts_reason(session)
     if reason is None or phase not in ("verify", "commit"):
-        return say(PHASE, phase)
+        return say(PHASE, ("chain", phase))
     return say(NO_DRAFTS_PHASE, (phase, reason))
 
 
@@ -336,86 +335,3 @@ def draft_forwards_text(session: SpeculativeSession, forwards: int, drafted: int
     if hasattr(session.drafter, "head_evaluations") and drafted:
         return t("st_draft_heads", f=drafted)
     return t("st_draft_forwards", f=forwards) if forwards else t("st_draft_no_forward")
-
-
-def kv_section(
-    session: SpeculativeSession,
-    last: RoundTrace | None,
-    presenter: bool,
-    heading: Callable[[str], None],
-) -> None:
-    """Counters and the KV-state table of both models."""
-    heading(t("st_kv"))
-    state = session.kv_state(session.current_statuses())
-    own_state = session.drafter.cached_ids() is not None  # MTP heads, prompt lookup: none
-    counts = [
-        (t("kv_committed_len"), state.committed_len),
-        (t("kv_target_len"), state.target_kv_len),
-        (t("kv_draft_len"), state.draft_kv_len if own_state else "—"),
-    ]
-    if presenter:  # one line instead of three tall metric boxes
-        st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
-    else:
-        for col, (name, n) in zip(st.columns(3), counts, strict=True):
-            col.metric(name, n)
-    if last is not None:
-        st.caption(
-            t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
-        )
-    show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
-    # the current round's rows and the last few committed ones (after a commit: the whole
-    # last round), as a plain table: no inner scroll
-    keep = 2 + (len(last.commit.appended) if last is not None else 0)
-    st.html(kv_table_html(state, None if show_all else keep))
-    if not own_state:
-        key = f"kv_no_state_{session.drafter.name}"
-        st.caption(t(key) if key in strings() else t("kv_no_state"))
-    st.caption(t("kv_help"))
-    config = session.config
-    processors_view.section(
-        processors_view.chain_moments(session, last, session.phase),
-        session.prompt_len,
-        session.token,
-        config.repetition_penalty == 1.0 and config.no_repeat_ngram_size == 0,
-        heading,
-    )
-
-
-HISTORY_SHOWN = 20  # rounds of the history drawn unless older ones are asked for
-
-
-def history(session: SpeculativeSession) -> None:
-    """Finished rounds, newest first, with the statistics of all of them."""
-    st.subheader(t("st_history"))
-    if not session.history:
-        st.caption(t("history_empty"))
-        return
-    st.markdown(stats_line(session.records))
-    # the newest HISTORY_SHOWN rounds unless the student asks for older ones: every round
-    # is sent on every click (a 515-round history was 1.4 MB a click)
-    older = len(session.history) > HISTORY_SHOWN and st.toggle(
-        t("lt_older_rounds"), key="st_history_older"
-    )
-    shown = session.history if older else session.history[-HISTORY_SHOWN:]
-    # one HTML element for all rounds (native <details>), built once per history length
-    # and language: a step click re-renders every element of the panel in the browser
-    key = (len(session.history), t("st_history"), older)
-    cached = st.session_state.get("step_history_html")
-    if cached is None or cached[0] != key or cached[1] is not session.history[-1]:
-        scheduled = session.config.gamma_schedule != "constant"  # each round's γ shown
-        rounds = [
-            (
-                round_label(r, scheduled),
-                token_strip_html(round_strip(r.verify, r.record), []),
-                t(
-                    "timing",
-                    d=r.propose.draft_ms,
-                    v=r.verify.verify_ms,
-                    n=r.verify.target_forward_tokens,
-                ),
-            )
-            for r in reversed(shown)
-        ]
-        cached = (key, session.history[-1], history_html(rounds))
-        st.session_state["step_history_html"] = cached
-    st.html(cached[2])

@@ -1,0 +1,66 @@
+"""The one conversion between a lesson state and a session's settings (lessons/link.py:
+``SETTINGS``, ``LessonState.config`` and ``LessonState.with_config``): which settings a link
+carries, and a round trip with every one of them away from its default."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from specdec_core.core.grammar import GrammarSpec
+from specdec_core.core.settings import SessionConfig
+from specdec_core.lessons.link import SETTINGS, LessonState, decode, encode
+
+
+def test_the_table_is_every_setting_a_state_shares_with_a_session():
+    session = {f.name for f in fields(SessionConfig)}
+    state = {f.name for f in fields(LessonState)}
+    assert set(SETTINGS) == session & state
+    # what a link does not carry (a new session setting must be added here or to SETTINGS)
+    assert session - set(SETTINGS) == {
+        "acceptance",  # lossy rules: the CLI only
+        "acceptance_delta",
+        "acceptance_epsilon",
+        "acceptance_top_k",
+        "repropose_after_edit",
+        "stop_strings",
+        "top_n",
+    }
+
+
+def test_every_setting_survives_state_to_config_to_state_and_the_url():
+    config = SessionConfig(
+        gamma=3,
+        temperature=0.7,
+        top_k=20,
+        top_p=0.9,
+        draft_method="greedy",
+        seed=11,
+        max_new_tokens=17,
+        repetition_penalty=1.3,
+        frequency_penalty=0.5,
+        presence_penalty=-0.5,
+        no_repeat_ngram_size=2,
+        grammar=GrammarSpec("regex", "[a-z ]+"),
+        gamma_schedule="confidence",
+        confidence=0.25,
+    )
+    default = SessionConfig()
+    assert all(getattr(config, n) != getattr(default, n) for n in SETTINGS)
+    state = LessonState(prompt="ROMEO:", round=2).with_config(config)
+    assert state.grammar == ("regex", "[a-z ]+")
+    assert (state.prompt, state.round) == ("ROMEO:", 2)  # the position is untouched
+    assert state.config() == config
+    back, problems = decode(encode(state), ["embedded"])
+    assert problems == [] and back == state and back.config() == config
+
+
+def test_the_sidebar_holds_every_link_setting_in_one_widget_but_the_grammar():
+    """The UI side of the walk: a link seeds these widget keys and the sidebar reads them
+    back (ui/sidebar.SETTING_WIDGETS); the grammar has its own two widgets."""
+    from specdec_core.ui.sidebar import SETTING_WIDGETS
+    from specdec_core.ui.step.links import SIDEBAR_KEYS
+
+    assert set(SETTINGS) - set(SETTING_WIDGETS) == {"grammar"}
+    assert set(SETTING_WIDGETS) <= set(SETTINGS)
+    assert len(set(SETTING_WIDGETS.values())) == len(SETTING_WIDGETS)  # one key each
+    assert {k: SIDEBAR_KEYS[k] for k in SETTING_WIDGETS} == SETTING_WIDGETS
