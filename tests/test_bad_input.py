@@ -9,10 +9,16 @@ import math
 import pytest
 
 from specdec_core.__main__ import main
-from specdec_core.core.errors import PhaseError, PromptError, TokenTextError
+from specdec_core.core.errors import (
+    ConfigError,
+    ModelLoadError,
+    PhaseError,
+    PromptError,
+    TokenTextError,
+    VocabularyMismatchError,
+)
 from specdec_core.core.inputs import single_token_id
-from specdec_core.core.models import ModelLoadError, VocabularyMismatchError, load_pair
-from specdec_core.core.sampling import ConfigError
+from specdec_core.core.models import load_pair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession

@@ -547,3 +547,40 @@ def test_the_prediction_reads_the_curve_at_the_runs_load(tiny_pair):
     p_busy = summarize(ar, sp, 3, busy).cost_model
     assert p_calm.predicted_speedup == pytest.approx(p_busy.predicted_speedup, rel=1e-9)
     assert p_busy.target_step_ms == pytest.approx(2 * step)  # shown step times stay the curve's
+
+
+class _HeadDrafter:
+    """A drafter whose every head forward costs exactly 0.5 ms of its ``forward_ms`` (the
+    EAGLE head's case: no plain model cache, its time counted inside its own forwards)."""
+
+    draft_cost = "serial"
+
+    def __init__(self) -> None:
+        self.forward_ms, self.rolled = 0.0, []
+
+    def rollback(self, length: int) -> int:
+        self.rolled.append(length)
+        return 0
+
+    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+        self.forward_ms += 0.5 * gamma  # one head step per draft
+        return [1] * gamma, gamma
+
+
+def test_the_head_step_and_the_round_are_read_off_the_drafters_own_forwards(tiny_pair):
+    from specdec_core.bench.curve import _proposal_timer, _round_timer
+    from specdec_core.core.inputs import encode_prompt
+    from specdec_core.core.kvcache import ModelCache
+
+    ids = encode_prompt(tiny_pair, PROMPT)
+    head = _HeadDrafter()
+    # the EAGLE head's step: its own forward time per draft of a γ-draft proposal, after
+    # a rollback of one token (the proposal catches up on the newest token, as a round's)
+    assert _proposal_timer(head, ids, 4)() == 0.5
+    assert head.rolled == [len(ids) - 1]
+    target, out = ModelCache(tiny_pair.target), []
+    target.extend(ids[:-1])
+    # a round: the whole proposal's forward time, then its verification over 4 + 1 tokens
+    assert _round_timer(head, target, ids[:-1], ids, 4, out)() == 2.0
+    assert out[0][0] == 4 and out[0][1] > 0
+    assert target.ids == ids[:-1]  # the verification was rolled back

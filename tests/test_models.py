@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core.core.models import (
-    PRESETS,
-    ModelLoadError,
-    VocabularyMismatchError,
-    default_pair_name,
-    load_pair,
-)
+from specdec_core.core.errors import ModelLoadError, VocabularyMismatchError
+from specdec_core.core.models import PRESETS, default_pair_name, load_pair
 
 
 def test_tiny_pair_loads_float32_eval(tiny_pair):

@@ -5,7 +5,8 @@ import math
 import pytest
 import torch
 
-from specdec_core.core.sampling import ConfigError, SamplingConfig, logits_to_probs, tv_distance
+from specdec_core.core.errors import ConfigError
+from specdec_core.core.sampling import SamplingConfig, logits_to_probs, tv_distance
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0])
 

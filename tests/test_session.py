@@ -8,8 +8,7 @@ import json
 import pytest
 import torch
 
-from specdec_core.core.errors import InputError, PhaseError, PromptError
-from specdec_core.core.sampling import ConfigError
+from specdec_core.core.errors import ConfigError, InputError, PhaseError, PromptError
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import RoundTrace
 from specdec_core.core.trace_json import from_jsonable, to_jsonable

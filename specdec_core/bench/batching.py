@@ -20,10 +20,9 @@ import torch
 from transformers import DynamicCache
 
 from specdec_core.core.device import sync
-from specdec_core.core.errors import PromptError
+from specdec_core.core.errors import ConfigError, PromptError
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair
-from specdec_core.core.sampling import ConfigError
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ class CostModelFigures:
     c: float  # draft step / target step
     target_step_ms: float  # target-only forward after the first (the prompt's), mean
     draft_step_ms: float
-    verify_ms: float  # one verification forward over γ + 1 positions, after the first round
+    verify_ms: float  # one verification after the first round, t(g+1) at a round's level
     verify_over_target_step: float
     overhead_ms: float  # per round, neither a model forward nor a priced lookup
     expected_tokens_per_round: float  # mean over rounds of (1 − α^(g+1)) / (1 − α), g drafted

@@ -27,7 +27,8 @@ import threading
 from collections.abc import Callable
 from functools import cache
 
-from specdec_core.core.models import PRESETS, ModelLoadError, ModelPair, is_preset_cached, load_pair
+from specdec_core.core.errors import ModelLoadError
+from specdec_core.core.models import PRESETS, ModelPair, is_preset_cached, load_pair
 
 CAPACITY_ENV = "SPECDEC_MAX_PAIRS"
 THREADS_ENV = "SPECDEC_TORCH_THREADS"
