@@ -195,7 +195,7 @@ def test_ruff_format_check_passes():
 #: of each shape, at most 3 files and 800 lines each.
 FOLLOW_ONE_ROUND = {
     "chain": ("engine/chain/round.py", "engine/rounds.py", "rules/acceptance.py"),
-    "tree": ("engine/tree/steps.py", "engine/tree/generate.py", "rules/tree_node.py"),
+    "tree": ("engine/tree/round.py", "engine/rounds.py", "rules/tree_node.py"),
 }
 
 

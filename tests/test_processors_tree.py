@@ -25,8 +25,8 @@ from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
+from specdec_core.engine.tree.round import draft_tree, tree_forward, walk
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.engine.tree.steps import draft_tree, tree_forward, walk
 
 SPEAKERS = ["ROMEO", "JULIET", "First Citizen", "KING HENRY", "NURSE", "HAMLET"]
 STARTS = ["", "O ", "What ", "I will ", "Thou art "]

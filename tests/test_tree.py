@@ -1,4 +1,4 @@
-"""Tree verification (``engine/tree/steps.py``, ``engine/tree/generate.py``): the
+"""Tree verification (``engine/tree/round.py``, ``engine/tree/generate.py``): the
 tree-mask forward equals chain forwards of every root-to-node path; greedy tree decoding
 equals target-only greedy; the target's cache after tree rounds equals a fresh forward over
 the committed text; one rule says why a tree setting is refused."""
@@ -17,8 +17,13 @@ from specdec_core.core.sampling import SamplingConfig
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import ModelDrafter, NgramDrafter, make_named_drafter
 from specdec_core.engine.chain.generate import generate
-from specdec_core.engine.tree.generate import check_tree_settings, generate_tree, tree_refusal
-from specdec_core.engine.tree.steps import compact, draft_tree, parse_shape, tree_forward, walk
+from specdec_core.engine.tree.generate import (
+    check_tree_settings,
+    generate_tree,
+    parse_shape,
+    tree_refusal,
+)
+from specdec_core.engine.tree.round import compact, draft_tree, tree_forward, walk
 
 REPO = Path(__file__).resolve().parents[1]
 PROMPTS = ["First Citizen:\nWe are accounted poor", "ROMEO:\nBut soft", "To be, or not"]

@@ -9,7 +9,7 @@ import torch
 
 from specdec_core.core.trace import TokenInfo
 from specdec_core.engine.tree.records import TreeRoundRecord, node_states, tree_strip_states
-from specdec_core.engine.tree.steps import DraftTree, NodeCheck, TreeVerdict
+from specdec_core.engine.tree.round import DraftTree, NodeCheck, TreeVerdict
 from specdec_core.engine.tree.views import (
     KVSlot,
     build_mask_view,

@@ -53,11 +53,11 @@ class Drafter:
     ``forward_ms`` is the time spent inside draft model forwards so far (0.0 for a
     drafter without a model). ``forwards`` counts the draft forwards that really ran since
     the drafter was made (one call may run several, or none: the EAGLE head catching up on
-    features); ``Draft.forwards`` and ``engine.tree.steps.draft_tree`` report differences
+    features); ``Draft.forwards`` and ``engine.tree.round.draft_tree`` report differences
     of it. ``attach`` is called by every engine path once, right after it creates the
     target's cache (a feature-level drafter keeps a reference to read the target's hidden
     states; others ignore it). ``tree_logits`` serves tree drafting
-    (``engine/tree/steps.py``): the drafter's next-token logits after any context, or
+    (``engine/tree/round.py``): the drafter's next-token logits after any context, or
     ``None`` for a drafter without a distribution; :attr:`can_draft_tree` says which,
     without running anything (the lesson links and the tree page read it).
 

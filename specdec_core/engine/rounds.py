@@ -1,5 +1,5 @@
 """What a round of either shape (chain: ``engine/chain/round.py``; tree:
-``engine/tree/steps.py``) needs besides its own steps: the round's two random streams, the
+``engine/tree/round.py``) needs besides its own steps: the round's two random streams, the
 grammar refusal, γ for the round, the stop rule, the commit cut short by a stop, and the
 rollback of both caches. Reads top to bottom as a round uses them.
 """
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 
 Stream = Literal["draft", "verify"]
+#: ``stop(generated, total_len) -> reason | None`` (:func:`stop_rule`).
+StopRule = Callable[[list[int], int], "str | None"]
 #: Each stream's number in the seed mix (part of the replay contract: never renumber).
 STREAM_KEYS: dict[str, int] = {"draft": 0, "verify": 1}
 _MASK64 = (1 << 64) - 1

@@ -52,7 +52,7 @@ def replay_forwards(state: LessonState) -> int:
 
 def tree_draft_forwards(shape: tuple[int, ...], budget: int = TREE_BUDGET) -> int:
     """Draft forwards of one full tree of ``shape`` under ``budget`` nodes: the nodes
-    :func:`~specdec_core.engine.tree.steps.draft_tree` expands (breadth first, one forward
+    :func:`~specdec_core.engine.tree.round.draft_tree` expands (breadth first, one forward
     each, until the budget is spent). E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
     frontier, nodes, forwards = 1, 0, 0
     for k in shape:

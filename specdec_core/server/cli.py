@@ -26,8 +26,8 @@ from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.tree.generate import parse_shape
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.lessons.scenarios import find_scenarios
 from specdec_core.server.gamma_args import gamma_settings

@@ -24,7 +24,6 @@ an explicit setting) may replace the exact one on sampled rounds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -35,7 +34,7 @@ from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.settings import DraftMethod
 from specdec_core.drafters.base import Draft, Drafter
-from specdec_core.engine.rounds import commit_tokens, rollback
+from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
 from specdec_core.rules.acceptance import (
     Verdict,
     acceptance_total,
@@ -45,9 +44,6 @@ from specdec_core.rules.acceptance import (
     verify_sampling,
 )
 from specdec_core.rules.lossy import LossyRule, verify_lossy
-
-#: ``stop(generated, total_len) -> reason | None`` (:func:`~specdec_core.engine.rounds.stop_rule`).
-StopRule = Callable[[list[int], int], "str | None"]
 
 
 @dataclass(frozen=True)

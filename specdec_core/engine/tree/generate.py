@@ -1,15 +1,14 @@
-"""The tree round driver: the pieces of ``engine/tree/steps.py`` (draft, one masked forward, walk,
-compaction) strung into rounds. Settings checks (:func:`check_budget`,
-:func:`check_tree_settings`), the drafter choice, the round's depth, what a round
-commits (:func:`decide_round`) and how it is applied (:func:`apply_round`) are shared by
-:func:`generate_tree` (the fast path, no views, returns a :class:`TreeRun`) and
-``engine/tree/session.py`` (the step machine for the page).
+"""The tree round's settings and its fast path: the shape, budget and refusals
+(:func:`parse_shape`, :func:`check_budget`, :func:`check_tree_settings`), the drafter
+choice, the round's depth, and :func:`generate_tree` (no views, returns a
+:class:`TreeRun`), a loop over the functions of ``engine/tree/round.py``, which
+``engine/tree/session.py`` runs step by step.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from specdec_core.core.device import sync
@@ -17,28 +16,23 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
-from specdec_core.core.processors import Processors, make_processors
-from specdec_core.core.records import round_kind
+from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter, no_tree_code
 from specdec_core.engine.rounds import (
     check_grammar_drafter,
-    commit_tokens,
     gamma_for_round,
-    rollback,
     round_stream,
     stop_rule,
 )
 from specdec_core.engine.schedule import check_gamma_settings
-from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, node_states, summarize_tree
-from specdec_core.engine.tree.steps import (
-    DraftTree,
-    TreeVerdict,
-    compact,
+from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, summarize_tree
+from specdec_core.engine.tree.round import (
+    apply_round,
+    decide_round,
     draft_tree,
-    parse_shape,
     tree_forward,
     tree_refused,
     walk,
@@ -52,6 +46,22 @@ def check_budget(budget: int) -> int:
     if isinstance(budget, bool) or not isinstance(budget, int) or not 1 <= budget <= MAX_TREE_NODES:
         raise ConfigError(f"tree node budget must be 1..{MAX_TREE_NODES}, got {budget!r}", "tree")
     return budget
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"2,2,1,1"`` → ``(2, 2, 1, 1)``: children per node at each depth, each 1..4, depth
+    1..8.
+
+    Raises:
+        ConfigError: anything else.
+    """
+    try:
+        shape = tuple(int(x) for x in str(text).split(","))
+    except ValueError as exc:
+        raise ConfigError(f"tree shape must look like 2,2,1,1, got {text!r}", "tree") from exc
+    if not 1 <= len(shape) <= 8 or not all(1 <= k <= 4 for k in shape):
+        raise ConfigError(f"tree shape: 1..8 depths of 1..4 children, got {text!r}", "tree")
+    return shape
 
 
 def tree_refusal(
@@ -120,59 +130,6 @@ def round_shape(
     return tuple(shape[:depth])
 
 
-def decide_round(
-    tree: DraftTree,
-    verdict: TreeVerdict,
-    committed: list[int],
-    prompt_len: int,
-    stop: Callable[[list[int], int], str | None],
-    shape: Sequence[int],
-    forwards: tuple[int, int],
-) -> tuple[TreeRoundRecord, str | None]:
-    """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
-    its record. ``committed`` is not changed. ``forwards``: the round's ``(draft, target)``
-    forwards (the target's: the verify forward, plus the prompt's prefill an EAGLE drafter
-    runs in its first proposal)."""
-    draft_forwards, target_forwards = forwards
-    path_tokens = [tree.tokens[i] for i in verdict.path]
-    appended, reason = commit_tokens(
-        committed, path_tokens + [verdict.next_token], prompt_len, stop
-    )
-    on_path = min(len(verdict.path), len(appended))
-    record = TreeRoundRecord(
-        shape=tuple(int(k) for k in shape),
-        tokens=tuple(tree.tokens),
-        parents=tuple(tree.parents),
-        depths=tuple(tree.depths),
-        states=node_states(len(tree.tokens), verdict.path, verdict.rejected, on_path),
-        path=tuple(verdict.path),
-        next_token=int(verdict.next_token),
-        kind=round_kind(len(verdict.path), len(appended), verdict.kind),
-        appended=tuple(int(t) for t in appended),
-        draft_forwards=int(draft_forwards),
-        target_forwards=int(target_forwards),
-    )
-    return record, reason
-
-
-def apply_round(
-    target: ModelCache,
-    drafter: Drafter,
-    committed: list[int],
-    record: TreeRoundRecord,
-    processors: Processors | None = None,
-) -> list[int]:
-    """Compact the target's cache to the committed path, then roll both caches back to
-    the committed history (the appended token keeps no KV) and bring ``processors`` (the
-    grammar matcher) to the new committed ids, the correction/bonus token included.
-    Returns the new committed ids (``committed`` is not changed)."""
-    path = [i for i in record.path if record.states[i] == "accepted"]
-    compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
-    ids = committed + list(record.appended)
-    rollback(target, drafter, ids, processors)
-    return ids
-
-
 @dataclass(frozen=True)
 class TreeRun:
     """A tree-speculative generation: ``output_ids`` (prompt excluded), ``stop_reason``,
@@ -237,7 +194,7 @@ def generate_tree(
     forward, commit the accepted path + one target token, compact the target's cache and
     roll both back to the committed history. The history-dependent processors of
     ``config`` (penalties, a grammar) process each node's draft and target rows for that
-    node's own path (``engine/tree/steps.py``) and follow the committed ids; with none
+    node's own path (``engine/tree/round.py``) and follow the committed ids; with none
     active the run is exactly the unprocessed one.
 
     Raises:

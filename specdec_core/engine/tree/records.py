@@ -1,4 +1,4 @@
-"""One tree round as the statistics see it (``engine/tree/steps.py``), and every tree
+"""One tree round as the statistics see it (``engine/tree/round.py``), and every tree
 statistic derived from a list of them — the tree's counterpart of ``core/records.py``
 (whose :func:`~specdec_core.core.records.accepted_histogram`, ``share_by_index`` and ``mean``
 both summaries use), and the tree's token-strip rule (:func:`tree_strip_states`).

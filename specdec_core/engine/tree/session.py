@@ -27,7 +27,7 @@ Any step that raises leaves the session as it was; a step out of phase raises
 
 Files a reader opens besides this one: ``engine/machine.py`` (what chain and tree share:
 prompt, caches, phase, atomic steps, ``run_round``/``run``/``run_until``),
-``engine/tree/steps.py`` (drafting the tree, the masked forward, the walk),
+``engine/tree/round.py`` (drafting the tree, the masked forward, the walk),
 ``engine/tree/generate.py`` (the round's record and commit, shared with the fast path
 :func:`~specdec_core.engine.tree.generate.generate_tree`), ``engine/tree/views.py`` (the
 frozen views and the pure functions that build them) and ``engine/rounds.py`` (the
@@ -48,19 +48,19 @@ from specdec_core.drafters import Drafter
 from specdec_core.engine.machine import StepMachine
 from specdec_core.engine.rounds import round_stream
 from specdec_core.engine.tree.generate import (
-    apply_round,
     check_budget,
     check_tree_settings,
-    decide_round,
+    parse_shape,
     resolve_drafter,
     round_shape,
 )
 from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, summarize_tree
-from specdec_core.engine.tree.steps import (
+from specdec_core.engine.tree.round import (
     DraftTree,
     TreeVerdict,
+    apply_round,
+    decide_round,
     draft_tree,
-    parse_shape,
     tree_forward,
     walk,
 )
@@ -98,7 +98,7 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
             :func:`~specdec_core.drafters.registry.make_named_drafter` (``"model"``,
             ``"eagle"``, ...) or ``None`` (the pair's draft model).
         shape: children per node at each depth
-            (:func:`~specdec_core.engine.tree.steps.parse_shape` rules).
+            (:func:`~specdec_core.engine.tree.generate.parse_shape` rules).
         budget: most nodes per tree. prompt_len: as for ``SpeculativeSession`` (the
             first ``prompt_len`` ids are the prompt, the rest already generated).
 

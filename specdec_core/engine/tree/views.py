@@ -16,7 +16,7 @@ import numpy as np
 from specdec_core.core.trace import KVState, TokenInfo
 from specdec_core.core.words import NodeViewState, RoundKind, StopReason, VerdictKind
 from specdec_core.engine.tree.records import TreeRoundRecord
-from specdec_core.engine.tree.steps import DraftTree, TreeVerdict, tree_allowed
+from specdec_core.engine.tree.round import DraftTree, TreeVerdict, tree_allowed
 
 SlotAction = Literal["kept", "moved", "dropped"]
 
@@ -40,7 +40,7 @@ class TreeNodeView:
         state: ``tentative`` before verify; then ``accepted`` | ``rejected`` |
             ``unchecked`` | ``cut`` (``engine/tree/records.py``).
         near_tie: the rule's decision at this node sat closer to its threshold than
-            float error (:class:`~specdec_core.engine.tree.steps.NodeCheck`).
+            float error (:class:`~specdec_core.engine.tree.round.NodeCheck`).
     """
 
     index: int

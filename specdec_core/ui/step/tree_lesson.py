@@ -26,9 +26,8 @@ from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter
-from specdec_core.engine.tree.generate import check_tree_settings, tree_refusal
+from specdec_core.engine.tree.generate import check_tree_settings, parse_shape, tree_refusal
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.engine.tree.steps import parse_shape
 from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import prompt_ids

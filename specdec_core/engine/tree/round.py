@@ -39,10 +39,9 @@ expanded node is one ``Drafter.tree_logits`` call from the drafter's cache: one 
 the draft model or early exit, 0 to several of the EAGLE head, which catches up on
 features; the round counts the forwards that ran), to keep the lesson readable.
 
-This module is the tree mechanism — draft, mask, forward, compaction, walk and their
-verdict types. The round driver that strings them together (settings checks, the
-round's record and commit, :func:`~specdec_core.engine.tree.generate.generate_tree`) is
-``engine/tree/generate.py``; ``engine/tree/session.py`` runs the same pieces step by step.
+As functions (the chain's verbs, ``engine/chain/round.py``): :func:`draft_tree`,
+:func:`tree_forward` + :func:`walk`, :func:`decide_round`, :func:`apply_round`; run by
+``generate_tree`` (``engine/tree/generate.py``) and ``engine/tree/session.py``.
 """
 
 from __future__ import annotations
@@ -55,6 +54,7 @@ import torch
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
+from specdec_core.core.records import round_kind
 from specdec_core.core.sampling import (
     SamplingConfig,
     logits_to_probs,
@@ -64,43 +64,22 @@ from specdec_core.core.sampling import (
 from specdec_core.core.words import VerdictKind
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import no_tree_code
+from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
+from specdec_core.engine.tree.records import TreeRoundRecord, node_states
 from specdec_core.rules.tree_node import verify_node
 
 
-def parse_shape(text: str) -> tuple[int, ...]:
-    """``"2,2,1,1"`` → ``(2, 2, 1, 1)``: children per node at each depth, each 1..4, depth
-    1..8.
-
-    Raises:
-        ConfigError: anything else.
-    """
-    try:
-        shape = tuple(int(x) for x in str(text).split(","))
-    except ValueError as exc:
-        raise ConfigError(f"tree shape must look like 2,2,1,1, got {text!r}", "tree") from exc
-    if not 1 <= len(shape) <= 8 or not all(1 <= k <= 4 for k in shape):
-        raise ConfigError(f"tree shape: 1..8 depths of 1..4 children, got {text!r}", "tree")
-    return shape
-
-
 def tree_refused(code: str, drafter: str = "") -> ConfigError:
-    """The error for a tree setting refused for reason ``code`` (the UI's string key is
-    ``err_<code>``): ``tree_no_ngram`` (``drafter`` has no distribution: it cannot give
-    more than one candidate per position) or ``tree_needs_probabilistic`` (a greedy draft
-    method at temperature > 0: siblings must be drawn i.i.d. from ``q``)."""
-    if code == "tree_block":
-        message = (
-            f"the {drafter!r} drafter proposes one path per forward (a q row for each position "
-            "of one block, none for a sibling), so it cannot draft a tree; verify a chain or "
-            "use the draft model"
-        )
-    elif code == "tree_no_ngram":
-        message = (
-            f"the {drafter!r} drafter proposes one continuation without probabilities, so "
-            "it cannot draft a tree; use the draft model"
-        )
-    else:
-        message = "tree drafting at temperature > 0 needs the probabilistic method"
+    """The error for a tree refused for reason ``code`` (string key ``err_<code>``):
+    ``tree_block``, ``tree_no_ngram`` (no row per sibling, no distribution) or
+    ``tree_needs_probabilistic`` (siblings must be drawn i.i.d. from ``q``)."""
+    message = {
+        "tree_block": f"the {drafter!r} drafter proposes one path per forward (a q row for "
+        "each position of one block, none for a sibling), so it cannot draft a tree; verify "
+        "a chain or use the draft model",
+        "tree_no_ngram": f"the {drafter!r} drafter proposes one continuation without "
+        "probabilities, so it cannot draft a tree; use the draft model",
+    }.get(code, "tree drafting at temperature > 0 needs the probabilistic method")
     return ConfigError(message, code, drafter=drafter)
 
 
@@ -137,18 +116,11 @@ def draft_tree(
     budget: int = 12,
     processors: Processors | None = None,
 ) -> tuple[DraftTree, int]:
-    """Expand a token tree after ``context`` with ``drafter.tree_logits`` (see the module
-    doc; one call per expanded node, from and extending the drafter's own cache).
-    Returns ``(tree, draft forwards)``: the forwards that really ran (the difference of
-    ``drafter.forwards``; a call may run several or none); at most ``budget`` nodes.
-    ``generator``: the round's drafting stream
-    (:func:`specdec_core.engine.rounds.round_stream` ``"draft"``),
-    for the sibling draws at temperature > 0. ``processors`` (active ones): the draft's row
-    at each node is processed for ``context`` + that node's path before
-    temperature/top-k/top-p, so a node's children are drawn from (greedy: the top ``k``
-    of) the processed row and never from a token it forbids (a child with logit ``−inf``
-    is dropped, so a node may get fewer than ``k`` children); the processors then stand on
-    the last expanded node's path.
+    """Propose: a token tree after ``context``, one ``drafter.tree_logits`` call per
+    expanded node, at most ``budget`` nodes. Returns ``(tree, draft forwards that ran)``.
+    ``generator``: the round's drafting stream (sibling draws at T > 0). Active
+    ``processors`` process each node's row for its own path, so a child is never a token
+    it forbids (a node may get fewer than ``k``); they end on the last expanded path.
 
     Raises:
         ConfigError: the drafter has no distribution (prompt lookup): it cannot give
@@ -213,18 +185,12 @@ def tree_attention(prefix: int, pending: int, tree: DraftTree) -> torch.Tensor:
 
 
 def tree_forward(target: ModelCache, committed: list[int], tree: DraftTree) -> torch.Tensor:
-    """ONE target forward over the pending committed tokens and every node
-    (:meth:`ModelCache.extend_masked`: node ``i`` at position ``depth`` after the last
-    committed token, attending as :func:`tree_attention` says).
-
-    Returns:
-        ``[1 + len(tree), V]`` float32 logits: row 0 predicts the first new position (the
-        root's children), row ``1 + i`` the position after node ``i``. The cache then holds
-        the prefix, the pending tokens and all nodes (``target.ids`` covers only the
-        prefix and the pending tokens until :func:`compact` is called); with
-        ``target.track_hidden`` set, so does ``target.hidden`` (one row per cached
-        position, the nodes' rows last).
-    """
+    """Verify, part 1: ONE target forward over the pending committed tokens and every
+    node (node ``i`` at position ``depth`` after the last committed token, attending as
+    :func:`tree_attention` says). Returns ``[1 + len(tree), V]`` float32 logits: row 0
+    for the root's children, row ``1 + i`` after node ``i``. The cache (and
+    ``target.hidden``) then holds every node; ``target.ids`` only the committed ones until
+    :func:`compact`."""
     pending = target.sync_to(committed)
     prefix = target.kv_len
     base = prefix + len(pending) - 1
@@ -246,13 +212,10 @@ def compact(target: ModelCache, n_nodes: int, path: list[int], path_tokens: list
 
 @dataclass(frozen=True)
 class NodeCheck:
-    """The rule's look at one node: ``p``/``q`` are ``p(x)``/``q(x)`` of its token at the
-    parent's row (``p`` before any residual); ``accept_prob`` the probability it was
-    accepted with (sampling: ``min(1, p_i(x)/q(x))`` against the current residual;
-    greedy: 1 for the target's argmax, else 0); ``u`` the uniform draw (``None`` greedy);
-    ``near_tie``: the decision sat closer to its threshold than float error (greedy: the
-    target's top two logits at the parent, ``core/sampling.near_tie_argmax``; sampling:
-    ``u`` against ``accept_prob``, ``near_tie_draw``)."""
+    """The rule's look at one node: ``p(x)``/``q(x)`` of its token at the parent's row,
+    ``accept_prob`` (sampling: ``min(1, p_i(x)/q(x))`` against the current residual;
+    greedy: 1 for the argmax, else 0), ``u`` (``None`` greedy), ``near_tie``: the decision
+    sat closer to its threshold than float error (``core/sampling.near_tie_*``)."""
 
     node: int
     p: float
@@ -287,15 +250,11 @@ def walk(
     processors: Processors | None = None,
     committed: Sequence[int] = (),
 ) -> TreeVerdict:
-    """Follow the tree from the root with the target's rows (``logits`` from
-    :func:`tree_forward`): greedy match, or the multi-candidate rule per node, whose draws
-    come from ``generator``, the round's verification stream
-    (:func:`specdec_core.engine.rounds.round_stream` ``"verify"``), never the drafting stream.
-
-    ``processors`` (active ones): the target's row at each node the walk reaches is
-    processed for ``committed`` + that node's path (:meth:`Processors.row`) before
-    temperature/top-k/top-p; only those rows decide anything (the others are never read).
-    The processors then stand on ``committed`` + the accepted path."""
+    """Verify, part 2: follow the tree from the root with the rows of :func:`tree_forward`:
+    greedy match, or the multi-candidate rule per node with draws from ``generator``, the
+    round's verification stream. Active ``processors`` process the row at each node the
+    walk reaches for ``committed`` + its path, and end on ``committed`` + the accepted
+    path."""
     node, path, checks = -1, [], []
     process = processors is not None and processors.active
     base = list(committed)
@@ -329,3 +288,53 @@ def walk(
                 return TreeVerdict(tuple(path), verdict.token, kind, tuple(checks))
             node = kids[verdict.accepted]
         path.append(node)
+
+
+def decide_round(
+    tree: DraftTree,
+    verdict: TreeVerdict,
+    committed: list[int],
+    prompt_len: int,
+    stop: StopRule,
+    shape: Sequence[int],
+    forwards: tuple[int, int],
+) -> tuple[TreeRoundRecord, str | None]:
+    """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
+    its record; ``committed`` is not changed. ``forwards``: the round's ``(draft, target)``
+    forwards (the target's: verify, plus an EAGLE drafter's first prefill)."""
+    draft_forwards, target_forwards = forwards
+    path_tokens = [tree.tokens[i] for i in verdict.path]
+    proposal = path_tokens + [verdict.next_token]
+    appended, reason = commit_tokens(committed, proposal, prompt_len, stop)
+    on_path = min(len(verdict.path), len(appended))
+    record = TreeRoundRecord(
+        shape=tuple(int(k) for k in shape),
+        tokens=tuple(tree.tokens),
+        parents=tuple(tree.parents),
+        depths=tuple(tree.depths),
+        states=node_states(len(tree.tokens), verdict.path, verdict.rejected, on_path),
+        path=tuple(verdict.path),
+        next_token=int(verdict.next_token),
+        kind=round_kind(len(verdict.path), len(appended), verdict.kind),
+        appended=tuple(int(t) for t in appended),
+        draft_forwards=int(draft_forwards),
+        target_forwards=int(target_forwards),
+    )
+    return record, reason
+
+
+def apply_round(
+    target: ModelCache,
+    drafter: Drafter,
+    committed: list[int],
+    record: TreeRoundRecord,
+    processors: Processors | None = None,
+) -> list[int]:
+    """Compact the target's cache to the committed path, roll both caches and the
+    processors back to the new committed ids (the appended token keeps no KV). Returns
+    them (``committed`` is not changed)."""
+    path = [i for i in record.path if record.states[i] == "accepted"]
+    compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
+    ids = committed + list(record.appended)
+    rollback(target, drafter, ids, processors)
+    return ids
