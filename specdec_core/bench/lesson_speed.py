@@ -23,9 +23,9 @@ from specdec_core.bench.bounded import Budget, Clock, conclusive
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.timing import HowMeasured, Spread, Verdict, judge
 from specdec_core.core.models import ModelPair
-from specdec_core.drafters import ModelDrafter
+from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.generate import GenerationStats, generate
-from specdec_core.lessons.link import LessonState
 from specdec_core.lessons.scenarios import PROMPTS
 from specdec_core.rules.costmodel import walltime_improvement
 
@@ -66,7 +66,7 @@ def _steady_step(stats: GenerationStats) -> float:
 
 
 def _once(pair: ModelPair, name: str) -> GenerationStats:
-    config = LessonState(pair=pair.name, gamma=GAMMA, max_new_tokens=TOKENS).config()
+    config = SessionConfig(gamma=GAMMA, max_new_tokens=TOKENS)
     model = {"alone": None, "model": pair.draft, "self": pair.target}[name]
     mode = "autoregressive" if model is None else "speculative"
     drafter = ModelDrafter(model) if model is not None else None

@@ -20,12 +20,10 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
 
 
-def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[R.Decomposition, dict]:
-    """Section 2 · the proof. Returns the decomposition and the figures' labels."""
-    st.header(t("rl_sec_proof"))
-    st.markdown(t("rl_proof_help"))
-    d = R.decompose(p, q)
-    fig_labels = {
+def fig_labels() -> dict[str, str]:
+    """The rule figures' words (``p``, ``q``, the overlap and excess, each rule's name),
+    shared with the Lessons chapter on the rule."""
+    return {
         "p": t("rl_lab_p"),
         "q": t("rl_lab_q"),
         "min": t("rl_lab_min"),
@@ -34,11 +32,19 @@ def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[R.Decompositi
         "token": t("token"),
         **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
     }
+
+
+def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[R.Decomposition, dict]:
+    """Section 2 · the proof. Returns the decomposition and the figures' labels."""
+    st.header(t("rl_sec_proof"))
+    st.markdown(t("rl_proof_help"))
+    d = R.decompose(p, q)
+    labels = fig_labels()
     c1, c2 = st.columns(2)
     c1.plotly_chart(
-        LV.figure(rule_rows_figure, names, p, q, fig_labels, t("rl_fig_rows")), key="rl_fig_rows"
+        LV.figure(rule_rows_figure, names, p, q, labels, t("rl_fig_rows")), key="rl_fig_rows"
     )
-    stack_labels = {**fig_labels, "p": t("rl_lab_p_mark")}
+    stack_labels = {**labels, "p": t("rl_lab_p_mark")}
     c2.plotly_chart(
         LV.figure(
             acceptance_stack_figure, names, d.min_pq, d.excess, d.p, stack_labels, t("rl_fig_stack")
@@ -53,10 +59,10 @@ def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[R.Decompositi
     m[4].metric(t("rl_m_1mtv"), fmt_prob(d.one_minus_tv), help=t("rl_m_1mtv_help"))
     with st.expander(t("rl_proof_table")):
         LV.show_proof_table(names, d)
-    return d, fig_labels
+    return d, labels
 
 
-def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, fig_labels: dict) -> tuple:
+def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, labels: dict) -> tuple:
     """Section 3 · three rules. Returns the one-hot rule's token ``y`` and each rule's
     result (``R.compare_rules``)."""
     S, n_tok = st.session_state, len(names)
@@ -80,7 +86,7 @@ def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, fig_labels: dict
     f1, f2 = st.container(), st.container()
     finals = {rule: res.final for rule, res in results.items()}
     f1.plotly_chart(
-        LV.figure(rule_finals_figure, names, p, finals, fig_labels, t("rl_final_title")),
+        LV.figure(rule_finals_figure, names, p, finals, labels, t("rl_final_title")),
         key="rl_fig_finals",
     )
     with f2:

@@ -12,6 +12,7 @@ from specdec_core.rules import lab as R
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.lab import acceptance_stack_figure, rule_finals_figure
 from specdec_core.ui.i18n import t
+from specdec_core.ui.lab.rules import fig_labels
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice
 from specdec_core.ui.words import STRIP_STATE, say
@@ -25,18 +26,6 @@ RULE_CHOICES = ("correct", "correct_one_hot", "all", "correct_resample_p")
 def rows() -> tuple[np.ndarray, np.ndarray]:
     """The textbook rows p = [.6, .3, .1], q = [.2, .5, .3] (normalised)."""
     return R.normalise(PRESET.p, "p"), R.normalise(PRESET.q, "q")
-
-
-def fig_labels() -> dict[str, str]:
-    return {
-        "p": t("rl_lab_p"),
-        "q": t("rl_lab_q"),
-        "min": t("rl_lab_min"),
-        "excess": t("rl_lab_excess"),
-        "probability": t("probability"),
-        "token": t("token"),
-        **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
-    }
 
 
 def _vec(x: np.ndarray) -> str:

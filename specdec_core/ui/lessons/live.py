@@ -11,6 +11,7 @@ from dataclasses import replace
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -106,8 +107,6 @@ def run_pair(
     knob: int | None = None,
 ) -> GenerationResult:
     """One small fast-path run (≤ 48 tokens: well under a second on the embedded pair)."""
-    state = LessonState(
-        pair=pair.name, temperature=temperature, seed=seed, max_new_tokens=min(tokens, 48)
-    )
+    config = SessionConfig(temperature=temperature, seed=seed, max_new_tokens=min(tokens, 48))
     drafter_obj = None if mode != "speculative" else make_named_drafter(pair, drafter, knob)
-    return generate(pair, prompt, state.config(), mode=mode, drafter=drafter_obj)  # type: ignore[arg-type]
+    return generate(pair, prompt, config, mode=mode, drafter=drafter_obj)  # type: ignore[arg-type]
