@@ -282,10 +282,16 @@ def shown_error(exc: Exception, lang: str | None = None) -> str:
 
 # ------------------------------------------------------------------ markers: the quick loop
 #: Tests marked ``slow`` besides every ``browser`` test: a module name marks the whole
-#: module, ``module::test`` one test (all its parameters). The training tests, the modules
-#: that start real servers, and single tests over ~20 s; seconds as measured with
-#: ``pytest --durations`` on the 2-core machine with other work running.
-#: ``pytest -m "not slow"`` leaves them out; the README's ``pytest -q`` (CI) runs them.
+#: module, ``module::test`` one test (all its parameters), ``module::test[id]`` one case.
+#: The training tests, the modules that start real servers, the long measurements, the
+#: held-out and every-pair sweeps, and single tests over ~7 s at load 8 (≈ 3 s idle);
+#: seconds as measured with ``pytest --durations`` on the 2-core machine with other work
+#: running. ``pytest -m "not slow"`` leaves them out; the README's ``pytest -q`` (CI) runs
+#: them. Each rule keeps a fast case in the quick loop: greedy equality
+#: (``test_generate``, ``test_session``, ``test_tree`` on the tiny pair, ``test_mtp``'s few
+#: prompts on the embedded pair), the sampling rule's χ² (``test_embedded``'s real rows,
+#: ``test_acceptance``), replay (``test_lesson_link``, ``test_replay_advance``'s few
+#: clicks), KV rollback (``test_kvcache``'s seed 0, ``test_tree``'s compaction).
 SLOW = {
     "test_train_embedded.py": "trains the embedded pair's recipe on a tiny budget (4 s)",
     "test_eagle.py": "trains EAGLE heads, greedy checks on held-out prompts (45 s)",
@@ -343,6 +349,55 @@ SLOW = {
     "test_replay_advance.py::test_tree_every_pair_advances_like_a_fresh_replay": (
         "78 (reached, target) tree replays (≈ 8 s idle, 40 s on a busy machine)"
     ),
+    # ---- added when the quick loop was cut to ≤ 5 minutes (seconds at load 7-9, 1 thread)
+    "test_tree.py::test_greedy_tree_equals_target_greedy_on_the_heldout_prompts": (
+        "30 held-out prompts per tree shape on the embedded pair (60-100 s each)"
+    ),
+    "test_tree.py::test_greedy_tree_on_the_embedded_pair_advances_more_per_forward": "31 s",
+    "test_replay_advance.py::test_chain_advances_like_a_fresh_replay": (
+        "70 (reached, target) replays each (5-89 s); the quick loop keeps a few clicks"
+    ),
+    "test_replay_advance.py::test_tree_advances_like_a_fresh_replay": "35 tree replays (25 s)",
+    "test_embedded.py::test_greedy_speculative_equals_target_greedy": (
+        "8 prompts × 40 tokens per γ on the embedded pair (23-59 s each)"
+    ),
+    "test_kvcache.py::test_kv_invariant_after_random_rounds_edits_and_stops[1]": "10 s",
+    "test_kvcache.py::test_kv_invariant_after_random_rounds_edits_and_stops[2]": "10 s",
+    "test_kvcache.py::test_kv_invariant_after_random_rounds_edits_and_stops[3]": "10 s",
+    "test_check.py::test_the_chi_square_rejects_a_distribution_that_is_not_the_targets": (
+        "the device check's χ² against a wrong distribution (79 s)"
+    ),
+    "test_check.py::test_a_speculative_run_that_differs_from_the_target_fails_its_case": "8 s",
+    "test_long_measurements.py": "Lessons chapter 5 and every-source comparisons (200 s)",
+    "test_drafts_budget.py": "two every-source comparisons on the embedded pair (70 s)",
+    "test_compare.py::test_greedy_every_drafter_equals_target_alone": "66 s",
+    "test_compare.py::test_prompt_lookup_shines_on_repetition_and_fails_on_a_novel_prompt": "33 s",
+    "test_compare.py::test_compare_drafters_caps_gamma_at_what_a_source_can_propose": "17 s",
+    "test_scenarios.py::test_a_found_scenario_replays_to_its_outcome": "a search each (5-42 s)",
+    "test_scenarios.py::test_until_ends_a_run_after_the_round_it_names": "22 s",
+    "test_scenarios.py::test_the_search_runs_few_forwards": "15 s",
+    "test_lesson_link.py::test_every_scenario_is_found_and_replays_its_outcome": "20 s",
+    "test_lesson_link.py::test_cli_prints_the_scenario_links": "8 s",
+    "test_lossless_readings.py::test_equal_chi_rows_are_explained": "40 s",
+    "test_round_properties.py::test_any_sequence_of_steps_keeps_the_trace_consistent": (
+        "Hypothesis: step machine sequences (26 s)"
+    ),
+    "test_round_properties.py::test_cli_never_prints_a_traceback": "Hypothesis: CLI runs (11 s)",
+    "test_replay_devices.py::test_one_and_two_threads_show_the_same_lessons": "23 s",
+    "test_page_links.py::test_scenario_links_show_their_outcome": "24 s",
+    "test_page_links.py::test_a_round_cut_by_end_of_text_explains_no_correction": "13 s",
+    "test_lessons_moment_and_trace_errors.py::"
+    "test_chapter_3_numbers_equal_the_moment_its_link_opens": "22 s",
+    "test_generate.py::test_fast_path_replays_session_for_same_seed": "15 s",
+    "test_generate.py::test_timeline_bars_sum_to_the_wall_time": "8-9 s each",
+    "test_grammar_compile.py::test_a_grammar_compiled_in_the_child_masks_like_one_compiled_here": (
+        "14 s"
+    ),
+    "test_gamma_schedule.py::test_default_json_unchanged_and_schedule_json": "14 s",
+    "test_drafter_sentences.py::test_the_eagle_heads_first_round_runs_one_extra_target_forward": (
+        "11 s"
+    ),
+    "test_jobs.py::test_an_error_in_the_worker_comes_back_as_itself": "a worker process (10 s)",
 }
 
 
@@ -350,7 +405,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         name = item.path.name
         test = f"{name}::{getattr(item, 'originalname', item.name)}"
-        if item.get_closest_marker("browser") or name in SLOW or test in SLOW:
+        one = f"{name}::{item.name}"  # with its parameters, e.g. "test_x.py::test_y[8]"
+        if item.get_closest_marker("browser") or {name, test, one} & SLOW.keys():
             item.add_marker(pytest.mark.slow)
 
 

@@ -95,6 +95,23 @@ def test_chain_advances_like_a_fresh_replay(embedded_pair, temperature, seed, ev
     assert n >= (120 if every else 40)  # of 190: 134 on this sequence; of 70 near: 44
 
 
+def test_a_few_clicks_advance_like_a_fresh_replay(embedded_pair):
+    """The quick loop's case (the sweeps here are slow), at T = 1 so the draws count: one
+    click, a jump over the next rounds and their edits, and a target that edited a round
+    the session already proposed (``None``, the session untouched)."""
+    base = LessonState(prompt=PROMPT, gamma=3, max_new_tokens=8, temperature=1.0, seed=3)
+    states = chain_steps(base)  # 3: round 0 committed with its edit; 11: round 2's
+    for i, j, ok in ((0, 1, True), (3, 11, True), (1, 3, False)):
+        session, at = stand_at(embedded_pair, states[i])
+        before = timeless_json(session.history)
+        out = advance(embedded_pair, session, at, states[j])
+        if not ok:  # round 0 was proposed without the edit the target has
+            assert out is None and timeless_json(session.history) == before
+            continue
+        assert out is not None and out.session is session, (i, j)
+        assert snapshot(out) == snapshot(replay(embedded_pair, states[j])), (i, j)
+
+
 @pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (1.0, 3)])
 def test_chain_every_pair_advances_like_a_fresh_replay(embedded_pair, temperature, seed):
     """All 190 (reached, target) pairs (slow: ≈ 10 s idle, minutes on a busy machine)."""
