@@ -63,7 +63,8 @@ def test_the_checks_flag_a_near_tie_and_only_there():
 
 CHECKS_TABLE = """
 import streamlit as st
-from specdec_core.core.trace import PositionCheck, TokenInfo
+from specdec_core.core.trace import TokenInfo
+from specdec_core.engine.chain.trace import PositionCheck
 from specdec_core.ui.step.view import checks_table
 tok = TokenInfo(41, "t", "t")
 checks = tuple(

@@ -18,10 +18,10 @@ from specdec_core.core.records import (
     summarize,
 )
 from specdec_core.core.settings import SessionConfig
-from specdec_core.core.trace import EditTrace
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import EditTrace
 
 A, R, D, C = "accepted", "rejected", "discarded", "cut"
 
@@ -200,8 +200,8 @@ def test_fast_path_and_step_machine_make_equal_records(tiny_pair, drafter, tempe
 
 
 def test_records_round_trip_through_json(tiny_pair):
-    from specdec_core.core.trace import RoundTrace
     from specdec_core.core.trace_json import from_jsonable, to_jsonable
+    from specdec_core.engine.chain.trace import RoundTrace
 
     session = SpeculativeSession(tiny_pair, "To be", SessionConfig(temperature=1.0, seed=3))
     session.run(max_rounds=2)

@@ -10,9 +10,9 @@ import torch
 
 from specdec_core.core.errors import ConfigError, InputError, PhaseError, PromptError
 from specdec_core.core.settings import SessionConfig
-from specdec_core.core.trace import RoundTrace
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import RoundTrace
 
 PROMPTS = ["First Citizen:\nWe are", "ROMEO:\nBut soft", "KING"]
 

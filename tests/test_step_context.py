@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from specdec_core.core.settings import SessionConfig
-from specdec_core.core.trace import VerifyTrace
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import VerifyTrace
 from specdec_core.ui.figures.step import distribution_option
 
 LABELS = {

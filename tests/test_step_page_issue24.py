@@ -55,7 +55,8 @@ def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lan
 
 
 def _check(position: int, status: str, p: float, q: float, u: float | None):
-    from specdec_core.core.trace import PositionCheck, TokenInfo
+    from specdec_core.core.trace import TokenInfo
+    from specdec_core.engine.chain.trace import PositionCheck
 
     tok = TokenInfo(40 + position, f"t{position}", f"t{position}")
     return PositionCheck(position, tok, p, q, min(1.0, p / q), u, status, tok, False, 0.5, None)

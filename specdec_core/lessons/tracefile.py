@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, fields
 
 from specdec_core.core.errors import SpecDecError
-from specdec_core.core.trace import RoundTrace
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState, state_json
 from specdec_core.lessons.link_fields import BAD, check_field

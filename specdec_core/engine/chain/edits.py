@@ -21,8 +21,9 @@ from specdec_core.core.sampling import (
     near_tie_argmax,
     near_tie_draw,
 )
-from specdec_core.core.trace import DistSlice, PositionCheck, TokenInfo
+from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.round import Checked
+from specdec_core.engine.chain.trace import PositionCheck
 from specdec_core.rules.acceptance import acceptance_probability
 
 Slicer = Callable[[torch.Tensor | None, torch.Tensor | None, list[int]], DistSlice]

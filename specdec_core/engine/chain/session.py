@@ -37,13 +37,6 @@ import torch
 
 from specdec_core.core.kvcache import common_prefix_len
 from specdec_core.core.sampling import one_hot
-from specdec_core.core.trace import (
-    CommitTrace,
-    EditTrace,
-    ProposeTrace,
-    RoundTrace,
-    VerifyTrace,
-)
 from specdec_core.engine.chain.edits import (
     build_checks,
     check_position,
@@ -54,6 +47,13 @@ from specdec_core.engine.chain.edits import (
 )
 from specdec_core.engine.chain.round import apply_round, decide_round, propose, verify
 from specdec_core.engine.chain.state import PendingRound, SessionState
+from specdec_core.engine.chain.trace import (
+    CommitTrace,
+    EditTrace,
+    ProposeTrace,
+    RoundTrace,
+    VerifyTrace,
+)
 from specdec_core.engine.rounds import round_stream
 
 

@@ -12,18 +12,12 @@ import torch
 
 from specdec_core.core.records import RoundRecord
 from specdec_core.core.slices import dist_slice
-from specdec_core.core.trace import (
-    DistSlice,
-    EditTrace,
-    ProposeTrace,
-    RoundTrace,
-    TokenInfo,
-    VerifyTrace,
-)
+from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.core.words import CheckStatus, StopReason
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.chain.edits import accept_preview, target_top_ids
 from specdec_core.engine.chain.round import ChainContext
+from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, RoundTrace, VerifyTrace
 from specdec_core.engine.machine import StepMachine
 from specdec_core.engine.schedule import confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule

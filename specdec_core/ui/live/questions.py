@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specdec_core.core.trace import RoundTrace
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import Check

@@ -10,9 +10,9 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
-from specdec_core.core.trace import RoundTrace
 from specdec_core.core.words import STRIP_WORDS
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.render import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specdec_core.core.records import RoundRecord, summarize
-from specdec_core.core.trace import RoundTrace
+from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.ui.i18n import t
 from specdec_core.ui.words import ROUND_KIND, say
 

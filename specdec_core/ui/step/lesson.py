@@ -164,20 +164,19 @@ def seed_prompt(default: str) -> None:
         st.session_state[PROMPT_KEY] = lesson.prompt if lesson is not None else default
 
 
-def start(pair: ModelPair, config: SessionConfig, prompt: str) -> Lesson:
-    """A new lesson from ``prompt``. Raises ``SpecDecError`` (the old lesson is kept)."""
-    ids = prompt_ids(pair, prompt, PROMPT_KEY)
-    drafter = drafter_name()
-    session = SpeculativeSession(pair, ids, config, make_named_drafter(pair, drafter))
-    return _store(Lesson(session, prompt, pair.name, config, len(ids), drafter))
-
-
-def adopt(
-    pair: ModelPair, config: SessionConfig, prompt: str, ids: list[int], prompt_len: int
+def start(
+    pair: ModelPair,
+    config: SessionConfig,
+    prompt: str,
+    ids: list[int] | None = None,
+    prompt_len: int | None = None,
 ) -> Lesson:
-    """The chain lesson continues from committed ``ids`` (e.g. the tree mode's) with the
-    original prompt boundary ``prompt_len``. Raises ``SpecDecError`` (the old lesson is
-    kept)."""
+    """A new chain lesson from ``prompt``, or continuing from committed ``ids`` (e.g. the
+    tree mode's) with the original prompt boundary ``prompt_len``. Raises
+    ``SpecDecError`` (the old lesson is kept)."""
+    if ids is None or prompt_len is None:
+        ids = prompt_ids(pair, prompt, PROMPT_KEY)
+        prompt_len = len(ids)
     drafter = drafter_name()
     session = SpeculativeSession(
         pair, list(ids), config, make_named_drafter(pair, drafter), prompt_len=prompt_len
@@ -242,27 +241,10 @@ def sync(pair: ModelPair, config: SessionConfig, prompt: str, shape: Shape | Non
         return Sync(lesson, blocked=lesson is not None, error=exc)
 
 
-def _chain_start(
-    pair: ModelPair,
-    config: SessionConfig,
-    prompt: str,
-    ids: list[int] | None,
-    prompt_len: int | None,
-) -> Lesson:
-    if ids is None or prompt_len is None:
-        return start(pair, config, prompt)
-    return adopt(pair, config, prompt, ids, prompt_len)
-
-
 CHAIN = Shape(
     name="chain",
     current=current,
     unchanged=lambda lesson, config: lesson.config == config and lesson.drafter == drafter_name(),
-    start=_chain_start,
+    start=start,
     first=lambda pair, config, prompt: Sync(start(pair, config, prompt)),
 )
-
-
-def reset(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
-    """Start again from the prompt on screen (raises ``SpecDecError``)."""
-    start(pair, config, prompt)

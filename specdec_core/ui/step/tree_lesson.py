@@ -166,7 +166,7 @@ def leave(pair: ModelPair, config: SessionConfig, prompt: str) -> str | None:
     if session.stop_reason is not None:
         L.start(pair, config, prompt)
         return "chain_from_tree_restart"
-    L.adopt(pair, config, prompt, list(session.ids), tree.prompt_len)
+    L.start(pair, config, prompt, list(session.ids), tree.prompt_len)
     if L.in_flight(session):
         return "chain_from_tree_dropped"
     return "chain_from_tree" if len(session.ids) > tree.prompt_len else None

@@ -11,9 +11,10 @@ from typing import cast
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
-from specdec_core.core.trace import DistSlice, PositionCheck, RoundTrace, VerifyTrace, byte_groups
+from specdec_core.core.trace import DistSlice, byte_groups
 from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.trace import PositionCheck, RoundTrace, VerifyTrace
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
