@@ -291,7 +291,8 @@ def shown_error(exc: Exception, lang: str | None = None) -> str:
 #: (``test_generate``, ``test_session``, ``test_tree`` on the tiny pair, ``test_mtp``'s few
 #: prompts on the embedded pair), the sampling rule's χ² (``test_embedded``'s real rows,
 #: ``test_acceptance``), replay (``test_lesson_link``, ``test_replay_advance``'s few
-#: clicks), KV rollback (``test_kvcache``'s seed 0, ``test_tree``'s compaction).
+#: clicks), KV rollback (``test_kvcache``'s seed 0, ``test_tree``'s compaction,
+#: ``test_tree_session``'s depth 1).
 SLOW = {
     "test_train_embedded.py": "trains the embedded pair's recipe on a tiny budget (4 s)",
     "test_eagle.py": "trains EAGLE heads, greedy checks on held-out prompts (45 s)",
@@ -398,6 +399,34 @@ SLOW = {
         "11 s"
     ),
     "test_jobs.py::test_an_error_in_the_worker_comes_back_as_itself": "a worker process (10 s)",
+    "test_bench.py::test_every_drafters_curve_measures_a_round_as_it_runs": "97 s",
+    "test_bench.py::test_lean_greedy_round_decides_like_the_step_machine": "10-20 s each",
+    "test_bench.py::test_hf_assisted_leaves_the_shared_models_alone": "8 s",
+    "test_gamma_schedule.py::test_greedy_equals_the_target_alone": "4-16 s each",
+    "test_gamma_schedule.py::test_sampled_fast_path_matches_the_step_machine": "5-10 s each",
+    "test_gamma_schedule.py::test_history_gamma_follows_the_pure_function": "18 s",
+    "test_compare.py::test_sampled_strip_replays_the_fast_path": "6-14 s each",
+    "test_embedded.py::test_target_perplexity_below_draft_on_heldout": "13 s",
+    "test_machine.py::test_run_until_stands_at_the_phase": "6-9 s each",
+    "test_cli.py::test_tree_run_with_a_regex_reports_the_matcher_per_round": "8 s",
+    "test_cli.py::test_run_with_penalties_equals_the_target_alone": "8 s",
+    "test_models_logging.py::test_import_keeps_transformers_logging_and_quiet_block_restores_it": (
+        "a fresh interpreter (8 s)"
+    ),
+    "test_device.py::test_cublas_switch_reaches_the_environment_at_import": (
+        "a fresh interpreter (7 s)"
+    ),
+    "test_tree_session.py::test_step_machine_equals_generate_tree_round_by_round": ("27-40 s each"),
+    "test_tree_session.py::test_kv_invariant_after_a_rejection_at_every_depth[2]": "7 s",
+    "test_tree_session.py::test_kv_invariant_after_a_rejection_at_every_depth[3]": "9 s",
+    "test_tree_session.py::test_kv_invariant_after_a_rejection_at_every_depth[4]": "16 s",
+    "test_tree_session.py::test_cli_tree_json": "14 s",
+    "test_tree_session.py::test_eagle_tree_counts_its_prefill_forward": "13 s",
+    "test_replay_devices.py::test_every_path_to_a_state_runs_the_same_forwards[tree-greedy]": (
+        "11 s"
+    ),
+    "test_wrong_penalty.py::test_monte_carlo_invariants_on_the_tiny_pair": "11 s",
+    "test_wrong_grammar.py::test_no_rollback_json_differs_at_once": "10 s",
 }
 
 

@@ -20,6 +20,8 @@ QUICK = (
     "test_lesson_link.py::test_replaying_the_link_state_gives_the_same_session",
     "test_kvcache.py::test_kv_invariant_after_random_rounds_edits_and_stops[0]",
     "test_tree.py::test_compaction_leaves_the_cache_of_a_plain_decode",
+    "test_tree_session.py::test_kv_invariant_after_a_rejection_at_every_depth[1]",
+    "test_tree_session.py::test_node_states_on_known_cases",
 )
 
 
