@@ -1,3 +1,3 @@
-"""Reproducible training of the embedded pair and of the EAGLE head (``python -m
-specdec_core.training.embedded`` / ``.eagle``).
+"""Reproducible training of the embedded pair and of its drafters (``python -m
+specdec_core.training.embedded`` / ``.eagle`` / ``.mtp`` / ``.block``).
 """

@@ -27,7 +27,7 @@ LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -
 
 
 def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
-    """A recipe's parser with the options both recipes have (``--corpus``, ``--seed``,
+    """A recipe's parser with the options every recipe has (``--corpus``, ``--seed``,
     ``--max-steps``, ``--threads``); each recipe adds its own."""
     ap = argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
