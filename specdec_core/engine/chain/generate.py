@@ -1,8 +1,8 @@
 """``generate()``: the fast path — target-only autoregressive baseline and speculative
 decoding, with counters and timings but no trace building.
 
-The speculative loop is the round of ``engine/chain/session.py`` without the teaching extras:
-propose (serial draft) → verify (one target forward) → commit + rollback.
+The speculative loop runs the round's functions (``engine/chain/round.py``) as the step
+machine does, without the teaching extras: propose → verify → decide → apply.
 """
 
 from __future__ import annotations
