@@ -42,10 +42,10 @@ from measure_acceptance import heldout_prompts  # noqa: E402
 from specdec_core.bench.source_compare import compare_sources
 from specdec_core.bench.source_results import SourceComparison
 from specdec_core.core.models import load_pair
-from specdec_core.core.records import summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for, make_named_drafter  # noqa: E402
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import summarize
 
 COLUMNS = (
     ("accepted_per_round", "acc/round", "{:.2f}"),

@@ -22,9 +22,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdec_core.core.models import load_pair
-from specdec_core.core.records import summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import summarize
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "tinyshakespeare.txt"
 

@@ -15,10 +15,11 @@ from specdec_core.bench.compare import compare_drafters, strip_marks
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.source_compare import compare_sources
 from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
-from specdec_core.core.records import STRIP_STATES, summarize
+from specdec_core.core.records import STRIP_STATES
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import NgramDrafter, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import summarize
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.costmodel import expected_tokens_given_drafts
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specdec_core.core.records import make_record
 from specdec_core.core.sampling import near_tie_argmax, near_tie_draw
 from specdec_core.core.trace import TokenInfo
 from specdec_core.engine.chain.edits import build_checks
+from specdec_core.engine.chain.records import make_record
 from specdec_core.engine.chain.round import Checked
 from specdec_core.rules.acceptance import Verdict
 

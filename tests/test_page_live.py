@@ -7,6 +7,7 @@ real outcome; a bad code gets one message; a forged publish fails; both language
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import open_app
@@ -408,6 +409,17 @@ def test_no_function_is_kept_in_session_state(embedded_pair, store):
     assert student.session_state["live_follow_on"] is False  # the own-action flag
     assert "step_own_action" not in student.session_state  # read once, then gone
     assert functions_in(teacher) == [] and functions_in(student) == []
+
+
+def test_no_page_keeps_a_function_in_session_state(embedded_pair, store):
+    """A teacher in a room visits every page: none leaves a function in session state."""
+    teacher, _ = teacher_app()
+    pages = sorted(p.name for p in (Path(__file__).parents[1] / "pages").glob("*.py"))
+    assert len(pages) >= 6
+    for name in pages:
+        teacher.switch_page(f"pages/{name}").run()
+        assert not teacher.exception, (name, teacher.exception)
+        assert functions_in(teacher) == [], name
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

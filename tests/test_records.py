@@ -9,17 +9,17 @@ from conftest import run_json
 
 from specdec_core.__main__ import BENCH_PROMPT
 from specdec_core.bench import ignoring_eos
-from specdec_core.core.records import (
-    RoundRecord,
-    make_record,
-    round_statuses,
-    strip_order,
-    strip_states,
-    summarize,
-)
+from specdec_core.core.records import strip_order
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import (
+    RoundRecord,
+    make_record,
+    round_statuses,
+    strip_states,
+    summarize,
+)
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import EditTrace
 

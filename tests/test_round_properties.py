@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from specdec_core.__main__ import main
 from specdec_core.core.errors import SpecDecError
-from specdec_core.core.records import summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters import make_named_drafter
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import summarize
 from specdec_core.engine.chain.session import SpeculativeSession
 
 PROMPTS = ["First Citizen:\nWe are", "ha ha ha ha ha ha ha", "\n", "To be, or not to be, " * 3]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from conftest import click, open_app
 
-from specdec_core.core.records import summarize
+from specdec_core.engine.chain.records import summarize
 from specdec_core.ui.i18n import plural, tr
 
 STEP = {

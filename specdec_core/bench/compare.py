@@ -3,7 +3,7 @@
 For each drafter (draft model, n-gram, early exit, EAGLE, MTP heads, block) the same
 prompt and settings go through the fast path
 :func:`specdec_core.engine.chain.generate.generate` once per timing pass; its per-round
-records (``core/records.py``) give the acceptance numbers and the token strip (which
+records (``engine/chain/records.py``) give the acceptance numbers and the token strip (which
 drafts were accepted, rejected, discarded or cut), so the strip and the numbers describe
 the same generation. The target alone, run in the same timing passes, is the baseline
 that speed-ups are measured against.
@@ -19,11 +19,11 @@ from dataclasses import dataclass, replace
 
 from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.models import ModelPair
-from specdec_core.core.records import RoundRecord, strip_states, summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import TokenInfo, token_lookup
 from specdec_core.drafters.registry import default_knob, make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
+from specdec_core.engine.chain.records import RoundRecord, strip_states, summarize
 
 Progress = Callable[[int, int, str], None]
 
@@ -135,7 +135,7 @@ def strip_marks(
     records: Sequence[RoundRecord], token: Callable[[int], TokenInfo]
 ) -> list[StripMark]:
     """Per-token marks of a run's rounds, in output order
-    (:func:`specdec_core.core.records.strip_states`); ``token`` turns an id into its
+    (:func:`specdec_core.engine.chain.records.strip_states`); ``token`` turns an id into its
     :class:`TokenInfo`."""
     return [
         StripMark(token(t), state, i)

@@ -13,8 +13,8 @@ from dataclasses import asdict, dataclass
 
 from specdec_core.bench.bounded import conclusive
 from specdec_core.bench.timing import HowMeasured, Spread, Verdict
-from specdec_core.core.records import summarize
 from specdec_core.engine.chain.generate import GenerationResult, GenerationStats
+from specdec_core.engine.chain.records import summarize
 from specdec_core.rules.costmodel import expected_tokens_given_drafts, speedup_from_measured
 
 #: The two prompts every source is compared on (the drafters page's presets, English in
@@ -55,7 +55,7 @@ class SourceRow:
         name, knob: the drafter (:func:`drafters.make_named_drafter`); ``gamma``: the γ it
             ran with: the session's γ, capped at :attr:`Drafter.max_gamma` (MTP heads: K).
         new_tokens, rounds, drafted, accepted: the run's totals
-            (:func:`specdec_core.core.records.summarize` of its records).
+            (:func:`specdec_core.engine.chain.records.summarize` of its records).
         accepted_per_round: committed drafts per round (``summarize().mean_accepted``).
         acceptance_rate: α (``summarize().acceptance_rate``), in [0, 1].
         tokens_per_round: committed tokens per round (accepted + correction/bonus).

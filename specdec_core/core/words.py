@@ -27,7 +27,7 @@ RoundKind = Literal["correction", "bonus", "stopped"]
 StopReason = Literal["eos", "stop_string", "max_new_tokens", "context_limit", "until"]
 
 #: Status of one drafted position of a chain round after verification
-#: (:func:`specdec_core.core.records.round_statuses`).
+#: (:func:`specdec_core.engine.chain.records.round_statuses`).
 CheckStatus = Literal["accepted", "rejected", "discarded", "cut"]
 
 #: State of one node of a tree round after verification
@@ -41,7 +41,7 @@ NodeViewState = Literal["tentative", "accepted", "rejected", "unchecked", "cut"]
 #: State of one token of a token strip (the keys of ``ui/render.py`` ``STYLES``): the
 #: prompt, text committed before, a draft not yet verified (``tentative``), a draft's
 #: :data:`CheckStatus`, or the target's own token of the round (``correction``/``bonus``).
-#: Chain rule: :func:`specdec_core.core.records.strip_states`; tree rule:
+#: Chain rule: :func:`specdec_core.engine.chain.records.strip_states`; tree rule:
 #: :func:`specdec_core.engine.tree.records.tree_strip_states`.
 StripState = Literal[
     "accepted",

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from specdec_core.core.models import ModelPair
-from specdec_core.core.records import RoundRecord
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import RoundRecord
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState
 

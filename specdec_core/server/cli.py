@@ -19,12 +19,12 @@ from specdec_core.core.errors import InputError
 from specdec_core.core.grammar import MAX_GRAMMAR_CHARS, GrammarSpec
 from specdec_core.core.models import ModelPair, load_pair
 from specdec_core.core.penalties import MAX_NGRAM_SIZE
-from specdec_core.core.records import summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import KVState
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import summarize
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.engine.tree.generate import parse_shape

@@ -16,9 +16,10 @@ from unicodedata import east_asian_width
 
 import pandas as pd
 
-from specdec_core.core.records import RoundRecord, strip_order
+from specdec_core.core.records import strip_order
 from specdec_core.core.trace import KVState, TokenInfo, byte_groups
 from specdec_core.core.words import StripState
+from specdec_core.engine.chain.records import RoundRecord
 from specdec_core.engine.chain.trace import VerifyTrace
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t

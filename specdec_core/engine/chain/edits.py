@@ -14,7 +14,6 @@ import torch
 from specdec_core.core.errors import InputError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import Processors
-from specdec_core.core.records import RoundRecord
 from specdec_core.core.sampling import (
     SamplingConfig,
     logits_to_probs,
@@ -22,6 +21,7 @@ from specdec_core.core.sampling import (
     near_tie_draw,
 )
 from specdec_core.core.trace import DistSlice, TokenInfo
+from specdec_core.engine.chain.records import RoundRecord
 from specdec_core.engine.chain.round import Checked
 from specdec_core.engine.chain.trace import PositionCheck
 from specdec_core.rules.acceptance import acceptance_probability

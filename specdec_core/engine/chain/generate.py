@@ -1,8 +1,8 @@
 """``generate()``: the fast path — target-only autoregressive baseline and speculative
 decoding, with counters and timings but no trace building.
 
-The speculative loop is the round of ``engine/chain/session.py`` without the teaching extras:
-propose (serial draft) → verify (one target forward) → commit + rollback.
+The speculative loop runs the round's functions (``engine/chain/round.py``) as the step
+machine does, without the teaching extras: propose → verify → decide → apply.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import make_processors
-from specdec_core.core.records import RoundRecord, summarize
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline, build_timeline
 from specdec_core.drafters import Drafter, ModelDrafter
+from specdec_core.engine.chain.records import RoundRecord, summarize
 from specdec_core.engine.chain.round import (
     ChainContext,
     apply_round,
@@ -43,9 +43,10 @@ Mode = Literal["speculative", "autoregressive"]
 class GenerationStats:
     """Counters of one generation. Times in milliseconds.
 
-    The acceptance fields are :func:`specdec_core.core.records.summarize` of the run's records (one
-    definition everywhere): ``acceptance_rate`` α is the mean ``Σ min(p_i, q_i)`` over
-    *checked* positions (accepted or the first rejected; Leviathan et al. 2023 Def. 3.1);
+    The acceptance fields are :func:`~specdec_core.engine.chain.records.summarize` of the
+    run's records (one definition everywhere): ``acceptance_rate`` α is the mean
+    ``Σ min(p_i, q_i)`` over *checked* positions (accepted or the first rejected;
+    Leviathan et al. 2023 Def. 3.1);
     ``mean_accepted`` committed drafts per round (0..γ); ``per_position_acceptance[i]``
     share of rounds that committed draft ``i + 1`` among rounds that drafted it and did
     not cut it at a stop; ``accepted_histogram[n]`` rounds that committed exactly ``n``

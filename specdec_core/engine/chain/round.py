@@ -30,10 +30,10 @@ import torch
 
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
-from specdec_core.core.records import RoundRecord, make_record
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.settings import DraftMethod
 from specdec_core.drafters.base import Draft, Drafter
+from specdec_core.engine.chain.records import RoundRecord, make_record
 from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
 from specdec_core.rules.acceptance import (
     Verdict,

@@ -19,13 +19,12 @@ them back); ``verify`` advances them through the drafts (``VerifyTrace.kv_after`
 included (``CommitTrace.kv_after``). An edit to a token outside the grammar is allowed:
 its ``p`` is 0, so it is rejected.
 
-Files a reader opens besides this one: ``engine/rounds.py`` (γ for the round, the
-verification forward, the stop rule, the commit that produces the round's
-:class:`~specdec_core.core.records.RoundRecord`, rollback; shared with the fast path
-``engine/chain/generate.py``), ``engine/machine.py`` (what chain and tree share: prompt,
-caches, phase, atomic steps, ``run_round``/``run``/``run_until``), ``engine/chain/state.py``
-(the pending round and its views) and ``engine/chain/edits.py`` (previews, checks). Each
-call returns a frozen trace (``core/trace.py``). A call out of phase raises
+Each step calls the round's functions (``engine/chain/round.py``: ``propose``,
+``verify``, ``decide_round``, ``apply_round``; the fast path ``engine/chain/generate.py``
+runs the same ones) and returns a frozen trace (``engine/chain/trace.py``). Besides:
+``engine/machine.py`` (what chain and tree share: prompt, caches, phase, atomic steps,
+``run_round``/``run``/``run_until``), ``engine/chain/state.py`` (the pending round and its
+views) and ``engine/chain/edits.py`` (previews, checks). A call out of phase raises
 :class:`PhaseError`; any step that raises leaves the session as it was.
 """
 
@@ -192,7 +191,7 @@ class SpeculativeSession(SessionState):
         verification stream (:func:`~specdec_core.engine.rounds.round_stream`). The checks'
         statuses are final: the commit that follows is already decided (a stop on a
         committed draft makes later drafts ``cut``,
-        :func:`~specdec_core.core.records.round_statuses`).
+        :func:`~specdec_core.engine.chain.records.round_statuses`).
 
         Raises:
             PhaseError: not after ``propose``.

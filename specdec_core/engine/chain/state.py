@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specdec_core.core.records import RoundRecord
 from specdec_core.core.slices import dist_slice
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.core.words import CheckStatus, StopReason
 from specdec_core.drafters import Drafter, ModelDrafter
 from specdec_core.engine.chain.edits import accept_preview, target_top_ids
+from specdec_core.engine.chain.records import RoundRecord
 from specdec_core.engine.chain.round import ChainContext
 from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, RoundTrace, VerifyTrace
 from specdec_core.engine.machine import StepMachine

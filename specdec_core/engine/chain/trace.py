@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specdec_core.core.records import RoundRecord
 from specdec_core.core.trace import DistSlice, KVState, TokenInfo
 from specdec_core.core.words import CheckStatus, RoundKind, StopReason, VerdictKind
+from specdec_core.engine.chain.records import RoundRecord
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class PositionCheck:
     ``p``/``q`` are ``p_i(y_i)``/``q_i(y_i)``; ``accept_prob = min(1, p/q)`` (greedy: 1 on
     a match with the target argmax, else 0); ``u`` the uniform draw, ``None`` when not
     drawn (greedy, or discarded); ``status`` accepted | rejected | discarded | cut (see
-    ``core/records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
+    ``engine/chain/records.py``); ``overlap = Σ_x min(p_i(x), q_i(x))`` at this position, which the
     acceptance rate averages over checked (accepted or rejected) positions. ``near_tie``:
     the decision at this checked position sat closer to its threshold than float error
     (``core/sampling.near_tie_draw`` / ``near_tie_argmax``): another device or thread

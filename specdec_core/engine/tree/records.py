@@ -1,5 +1,5 @@
 """One tree round as the statistics see it (``engine/tree/round.py``), and every tree
-statistic derived from a list of them — the tree's counterpart of ``core/records.py``
+statistic derived from a list of them — the tree's counterpart of ``engine/chain/records.py``
 (whose :func:`~specdec_core.core.records.accepted_histogram`, ``share_by_index`` and ``mean``
 both summaries use), and the tree's token-strip rule (:func:`tree_strip_states`).
 
@@ -107,7 +107,7 @@ def node_states(
 
 def tree_strip_states(record: TreeRoundRecord) -> list[tuple[int, StripState]]:
     """``(token id, state)`` of each token a tree round appended, in order (the tree's
-    counterpart of :func:`specdec_core.core.records.strip_states`): the committed path
+    counterpart of :func:`specdec_core.engine.chain.records.strip_states`): the committed path
     nodes are ``accepted``, the target's own token is the round's ``correction``/``bonus``;
     a token after the path in a ``stopped`` round (never, today: a stop on the path cuts
     the rest) is shown as plain ``committed``."""

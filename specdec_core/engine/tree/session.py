@@ -27,11 +27,11 @@ Any step that raises leaves the session as it was; a step out of phase raises
 
 Files a reader opens besides this one: ``engine/machine.py`` (what chain and tree share:
 prompt, caches, phase, atomic steps, ``run_round``/``run``/``run_until``),
-``engine/tree/round.py`` (drafting the tree, the masked forward, the walk),
-``engine/tree/generate.py`` (the round's record and commit, shared with the fast path
-:func:`~specdec_core.engine.tree.generate.generate_tree`), ``engine/tree/views.py`` (the
-frozen views and the pure functions that build them) and ``engine/rounds.py`` (the
-round's random streams and the stop rule).
+``engine/tree/round.py`` (the round's functions: drafting the tree, the masked forward,
+the walk, its record and commit, shared with the fast path
+:func:`~specdec_core.engine.tree.generate.generate_tree`), ``engine/tree/generate.py``
+(settings), ``engine/tree/views.py`` (the frozen views and the pure functions that build
+them) and ``engine/rounds.py`` (the round's random streams and the stop rule).
 """
 
 from __future__ import annotations

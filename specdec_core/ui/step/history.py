@@ -3,14 +3,14 @@
 Each count adds up on screen: a round's label reads "accepted drafts + the target's own
 token = tokens added", and a history with no checked draft says so instead of printing
 α = 0 over 0 positions (prompt lookup without a match, the first MTP round). Every number
-comes from :func:`~specdec_core.core.records.summarize` or the round's record.
+comes from :func:`~specdec_core.engine.chain.records.summarize` or the round's record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specdec_core.core.records import RoundRecord, summarize
+from specdec_core.engine.chain.records import RoundRecord, summarize
 from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.ui.i18n import t
 from specdec_core.ui.words import ROUND_KIND, say
