@@ -373,3 +373,21 @@ def test_full_runs_are_paced_after_a_burst():
     assert gaps == pytest.approx([1 / FULL_RUNS_PER_S] * len(gaps))  # then 4 a second
     calm: dict = {}
     assert [pace_full_run(now=i * 2.0, state=calm) for i in range(20)] == [0.0] * 20
+
+
+def test_a_file_whose_bytes_were_dropped_is_not_parsed_again(monkeypatch):
+    """After ``forget_upload`` the widget holds a ``DeletedFile``; its change callback fires
+    on the next click and must neither raise an error banner nor drop the parsed view."""
+    from types import SimpleNamespace
+
+    from streamlit.runtime.uploaded_file_manager import DeletedFile
+
+    from specdec_core.ui.step import files as lesson_files
+
+    state = {lesson_files.UPLOAD_KEY: DeletedFile("f1"), lesson_files.VIEW_KEY: "parsed"}
+    monkeypatch.setattr(lesson_files, "st", SimpleNamespace(session_state=state))
+    lesson_files._uploaded()
+    assert state == {lesson_files.UPLOAD_KEY: DeletedFile("f1"), lesson_files.VIEW_KEY: "parsed"}
+    state[lesson_files.UPLOAD_KEY] = None
+    lesson_files._uploaded()
+    assert lesson_files.VIEW_KEY not in state and "step_error" not in state

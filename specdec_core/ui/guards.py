@@ -128,8 +128,9 @@ def install_upload_cap(store=None) -> bool:
 
 
 def forget_upload(file: object) -> None:
-    """Drop an uploaded file's bytes from the upload store once they were read (the
-    widget's value is ``None`` from the next run on; the page keeps what it parsed)."""
+    """Drop an uploaded file's bytes from the upload store once they were read (from the
+    next run on the widget's value is a ``DeletedFile`` with no bytes, and its change
+    callback fires once more: callers skip it; the page keeps what it parsed)."""
     ctx = get_script_run_ctx()
     store = getattr(ctx, "uploaded_file_mgr", None)
     file_id = getattr(file, "file_id", None)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from specdec_core.core.errors import SpecDecError
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -57,8 +58,10 @@ def _uploaded() -> None:
     :data:`MAX_UPLOADS_PER_MIN` files a minute, the raw bytes leave the upload store once
     parsed (only the parsed trace stays), the replay is capped (``replay``)."""
     S = st.session_state
-    S[TAB_KEY] = "files"  # the replay below remounts the tabs: stay on this one
     file = S.get(UPLOAD_KEY)
+    if file is not None and not isinstance(file, UploadedFile):
+        return  # a file already read (its bytes left the store): nothing new to parse
+    S[TAB_KEY] = "files"  # the replay below remounts the tabs: stay on this one
     if file is None:
         S.pop(VIEW_KEY, None)
         return
