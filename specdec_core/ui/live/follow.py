@@ -42,7 +42,7 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
 from specdec_core.ui.live import room
 from specdec_core.ui.live.answer import question_box, send_pending
@@ -136,7 +136,7 @@ def apply(view: RoomView) -> None:
         return
     mine = replace(
         state,
-        lang=S.get("lang", state.lang),
+        lang=lang(),  # the student's own (English unless chosen), never the teacher's
         presenter=bool(S.get("presenter", False)),
         page="step_through",
     )
