@@ -123,3 +123,23 @@ def test_lossless_formula_and_chapter_6_grammar_render_cleanly():
     for language in ("en", "zh"):
         text = tr("ls_c6_stale_setup", language).format(grammar=shown, drafts="x", k=2)
         assert "  " not in text and _rendered_code(text)[0] == shown
+
+
+def test_no_bare_url_runs_into_the_text_after_it():
+    """Markdown autolinks a bare ``http://…`` up to the next space, so a URL followed by
+    full-width punctuation (``），``) swallows it into the link: every URL in a string is
+    a code span or ends at a space or ASCII punctuation."""
+    import json
+    import re
+    from pathlib import Path
+
+    bare = re.compile(r"(?<!`)https?://[^\s`]*[^\x00-\x7f]")
+    found = [
+        (path.name, key, lang)
+        for path in sorted(Path("assets/strings").glob("*.json"))
+        for key, row in json.loads(path.read_text(encoding="utf-8")).items()
+        if isinstance(row, dict)
+        for lang, text in row.items()
+        if isinstance(text, str) and bare.search(text)
+    ]
+    assert found == []
