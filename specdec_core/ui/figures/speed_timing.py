@@ -145,7 +145,7 @@ def speed_timeline_figure(
             font=dict(size=11),
             bgcolor="rgba(255,255,255,0.8)",
         )
-    _speed_layout(fig, labels["title"], labels["x"], "", height=330)
+    _speed_layout(fig, labels["title"], labels["x"], "", height=390)
     end = max(autoregressive.total_ms, speculative.total_ms)
     fig.update_layout(
         barmode="overlay",
@@ -153,6 +153,9 @@ def speed_timeline_figure(
         dragmode="zoom",
         yaxis=dict(autorange="reversed", title=None, fixedrange=True),
         xaxis=dict(range=[0, end * 1.02], rangeslider=dict(visible=True, thickness=0.08)),
-        legend=dict(y=1.02, yanchor="bottom"),
+        # below the range slider, in rows: above the plot a phone's three wrapped
+        # entries ran into the title
+        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0),
+        margin=dict(b=95),
     )
     return fig
