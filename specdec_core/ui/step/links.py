@@ -116,7 +116,11 @@ def current_state(page: str) -> LessonState:
     )
     lesson = TL.current() if TL.mode() == "tree" else L.current()
     if lesson is not None and lesson.pair_name == base.pair:
-        return state_of(lesson.session, base, lesson.prompt)
+        # under the engine lock: another script thread of this tab may be half-way
+        # through a step (a commit moves the ids, the pending round and the history in
+        # turn), and a read in between is a state that never was (waits <= LOCK_WAIT_S)
+        with L.engine():
+            return state_of(lesson.session, base, lesson.prompt)
     if config is not None:
         base = replace(base.with_config(config), prompt=S.get(L.PROMPT_KEY, ""))
     return base
