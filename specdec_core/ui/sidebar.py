@@ -176,9 +176,12 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.toggle(t("presenter_mode"), key="presenter", help=t("presenter_mode_help"))
     sb.subheader(t("sidebar_settings"))
     high = gamma_limit(pair)  # the step page's source may propose fewer (MTP heads: K)
-    if st.session_state.get("cfg_gamma", 4) > high:  # before the slider is drawn
+    # the value lives in session state only (a default beside a value set through
+    # session state makes Streamlit warn): 4 at first, cut to the limit before drawing
+    gamma = st.session_state.setdefault("cfg_gamma", min(4, high))
+    if gamma > high:
         st.session_state["cfg_gamma"] = high
-    sb.slider(t("gamma"), 1, high, min(4, high), key="cfg_gamma", help=t("gamma_help"))
+    sb.slider(t("gamma"), 1, high, key="cfg_gamma", help=t("gamma_help"))
     if high < UI_MAX_GAMMA:
         sb.caption(t("sb_gamma_capped", cap=high))
     schedule = sb.selectbox(
