@@ -263,25 +263,27 @@ def test_one_and_two_threads_show_the_same_lessons():
     assert moved > 0  # the stand-in is real: 1 and 2 threads differ in low bits
 
 
-def test_a_state_read_in_the_middle_of_a_commit_is_the_state_before_it(embedded_pair, monkeypatch):
-    """Another script thread of the tab (Streamlit's fast reruns) may read the lesson state
-    (the URL, the teacher's publish) while a commit runs: between the commit appending the
-    round's tokens and filing the round, the state read is still the verified round's,
-    never one that counts the new tokens as carried-over text (``cont``)."""
-    from specdec_core.engine.chain import round as chain_round
-
+def test_a_read_in_the_middle_of_a_commit_never_counts_new_tokens_as_carried_over(
+    embedded_pair, monkeypatch
+):
+    """A commit moves the ids, then the pending round, then the history, in turn. Whatever
+    is read in between, the committed tokens of the round never become carried-over text
+    (``cont``: ``start_len`` is fixed at the start). A whole consistent state is the UI's
+    to read under the session's engine lock (``tests/test_links_lock.py``)."""
     base = replace(BASES["chain-T1"], round=1, phase="commit")
     session = replay(embedded_pair, base).session
     seen = []
+    kv_state = session.kv_state
 
-    def rollback(*args, **kwargs):  # the commit's cache rollback (apply_round)
+    def read_during(*args, **kwargs):  # before the ids move, and after (round not filed)
         seen.append(state_of(session, base, PROMPT))
-        return chain_round_rollback(*args, **kwargs)
+        return kv_state(*args, **kwargs)
 
-    chain_round_rollback = chain_round.rollback
-    monkeypatch.setattr(chain_round, "rollback", rollback)
+    monkeypatch.setattr(session, "kv_state", read_during)
     session.commit()
-    assert seen == [base]  # round 1 verified, nothing carried over
+    assert len(seen) == 2 and seen[0] == base
+    assert [(s.prompt, s.cont) for s in seen] == [(base.prompt, base.cont)] * 2
+    assert len(session.ids) > len(embedded_pair.tokenizer(PROMPT).input_ids)  # ids did move
     assert state_of(session, base, PROMPT) == replace(base, round=2, phase="propose")
 
 

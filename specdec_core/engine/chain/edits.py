@@ -8,6 +8,7 @@ back, and no cache is touched.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,9 +23,11 @@ from specdec_core.core.sampling import (
 )
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.records import RoundRecord
-from specdec_core.engine.chain.round import Checked
 from specdec_core.engine.chain.trace import PositionCheck
 from specdec_core.rules.acceptance import acceptance_probability
+
+if TYPE_CHECKING:
+    from specdec_core.engine.chain.round import Checked
 
 Slicer = Callable[[torch.Tensor | None, torch.Tensor | None, list[int]], DistSlice]
 

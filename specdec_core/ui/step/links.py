@@ -103,8 +103,17 @@ def request(state: LessonState) -> None:
     st.session_state[PENDING] = state
 
 
+class Busy(Exception):
+    """Another thread of this tab held the engine for :data:`lesson.LOCK_WAIT_S`."""
+
+
 def current_state(page: str) -> LessonState:
-    """The state on screen now (settings from the sidebar, the lesson's position)."""
+    """The state on screen now (settings from the sidebar, the lesson's position).
+
+    Raises:
+        Busy: another thread of this tab is still inside a step (callers holding the
+            engine lock never see it: the lock is reentrant).
+    """
     S = st.session_state
     config, pair = S.get("config"), S.get("pair")
     base = LessonState(
@@ -114,12 +123,14 @@ def current_state(page: str) -> LessonState:
         drafter=S.get("cfg_drafter", "model"),
         presenter=bool(S.get("presenter", False)),
     )
-    lesson = TL.current() if TL.mode() == "tree" else L.current()
-    if lesson is not None and lesson.pair_name == base.pair:
-        # under the engine lock: another script thread of this tab may be half-way
-        # through a step (a commit moves the ids, the pending round and the history in
-        # turn), and a read in between is a state that never was (waits <= LOCK_WAIT_S)
-        with L.engine():
+    # under the engine lock: another script thread of this tab may be half-way through
+    # a step (a commit moves the ids, the pending round and the history in turn, a reset
+    # swaps the lesson), and a read in between is a state that never was
+    with L.engine() as held:
+        if not held:
+            raise Busy
+        lesson = TL.current() if TL.mode() == "tree" else L.current()
+        if lesson is not None and lesson.pair_name == base.pair:
             return state_of(lesson.session, base, lesson.prompt)
     if config is not None:
         base = replace(base.with_config(config), prompt=S.get(L.PROMPT_KEY, ""))
@@ -130,7 +141,10 @@ def write_url(after: AfterWrite | None = None) -> None:
     """Write the state on screen into ``st.query_params`` (``app.py``, after the page),
     then call ``after(page, params)`` if given. A prompt too long for a link is left out
     (the link then opens the default prompt)."""
-    state = current_state(st.session_state.get(PAGE, "step_through"))
+    try:
+        state = current_state(st.session_state.get(PAGE, "step_through"))
+    except Busy:
+        return  # the step's own run writes the URL once it is done
     if len(state.prompt) > 1_000 or len(state.cont) > 1_024:
         state = replace(state, prompt="", cont=(), round=0, phase="propose", edits=())
     params = encode(state)
