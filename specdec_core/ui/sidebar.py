@@ -14,14 +14,13 @@ from specdec_core.core.errors import ModelLoadError
 from specdec_core.core.models import ModelPair, default_pair_name
 from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, SessionConfig
 from specdec_core.drafters import drafters_for
-from specdec_core.drafters.registry import preset_max_gamma
+from specdec_core.drafters.registry import DRAFTER_NAMES, preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.errors import error_message, plain
-from specdec_core.ui.i18n import LANGUAGES, t
+from specdec_core.ui.i18n import LANGUAGES, follows_language, t
 from specdec_core.ui.loader import get_pair
 from specdec_core.ui.option_labels import (
     CONFIDENCE_RANGE,
-    DRAFTERS,
     METHODS,
     keep_choices,
     labels,
@@ -153,7 +152,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.selectbox(
         t("sidebar_pair"),
         names,
-        key="pair_name",
+        key=follows_language("pair_name"),
         format_func=labels("pair"),
         help=t("sidebar_pair_help"),
         on_change=_chosen_by_user,
@@ -187,7 +186,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     schedule = sb.selectbox(
         t("sb_gamma_schedule"),
         list(GAMMA_SCHEDULES),
-        key="cfg_gamma_schedule",
+        key=follows_language("cfg_gamma_schedule"),
         format_func=labels("schedule"),
         help=t("sb_gamma_schedule_help"),
     )
@@ -208,14 +207,14 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.radio(
         t("draft_method"),
         list(METHODS),
-        key="cfg_method",
+        key=follows_language("cfg_method"),
         format_func=labels("method"),
         help=t("draft_method_help"),
     )
     sb.selectbox(
         t("sb_drafter"),
-        [n for n in DRAFTERS if n in drafters_for(pair)],
-        key="cfg_drafter",
+        [n for n in DRAFTER_NAMES if n in drafters_for(pair)],
+        key=follows_language("cfg_drafter"),
         format_func=labels("drafter"),
         help=t("sb_drafter_help"),
     )
