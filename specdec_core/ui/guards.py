@@ -18,7 +18,6 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specdec_core.core.errors import InputError
 from specdec_core.core.inputs import MAX_PROMPT_CHARS, SHORT_CHARS, encode_prompt
-from specdec_core.core.inputs import whole_number as whole_number  # the pages import it here
 from specdec_core.core.models import ModelPair
 
 #: ``max_chars`` of every prompt box (the engine refuses longer text before tokenizing).
