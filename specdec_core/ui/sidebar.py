@@ -110,10 +110,16 @@ SETTING_WIDGETS = {
 def seed_settings(config: SessionConfig) -> None:
     """Put ``config`` into the sidebar's widget keys, before they are drawn (the inverse of
     :func:`current_config`: the widgets then report ``config``, less what this pair's
-    widgets cannot hold, which :func:`render_sidebar` resets with a message)."""
+    widgets cannot hold, which :func:`render_sidebar` resets with a message). The grammar
+    widgets are left alone when the sidebar reports ``config``'s grammar already: a
+    refused grammar typed there (shown with its error while the session keeps the last
+    one that compiled) survives a step back."""
     S = st.session_state
     for name, key in SETTING_WIDGETS.items():
         S[key] = getattr(config, name)
+    reported = S.get("config")
+    if reported is not None and reported.grammar == config.grammar:
+        return
     choice, text = grammar_choice(config.grammar)  # a preset, or the custom text
     S["cfg_grammar"] = choice
     if text is not None:
