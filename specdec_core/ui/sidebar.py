@@ -26,7 +26,11 @@ from specdec_core.ui.option_labels import (
     labels,
 )
 from specdec_core.ui.problems import note_dropped
-from specdec_core.ui.sidebar_processors import chosen_grammar, processors_expander
+from specdec_core.ui.sidebar_processors import (
+    chosen_grammar,
+    grammar_choice,
+    processors_expander,
+)
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
 
@@ -82,8 +86,9 @@ def gamma_limit(pair: ModelPair) -> int:
 
 
 #: The session settings the sidebar's widgets hold: setting name → widget key (the grammar
-#: has two widgets of its own, :mod:`~specdec_core.ui.sidebar_processors`). A lesson link
-#: seeds these keys (``ui/step/links.py``); :func:`current_config` reads them back.
+#: has two widgets of its own, :mod:`~specdec_core.ui.sidebar_processors`). The one table
+#: of both directions: :func:`seed_settings` (a lesson link's settings) writes these keys,
+#: :func:`current_config` reads them back.
 SETTING_WIDGETS = {
     "gamma": "cfg_gamma",
     "temperature": "cfg_temperature",
@@ -99,6 +104,25 @@ SETTING_WIDGETS = {
     "gamma_schedule": "cfg_gamma_schedule",
     "confidence": "cfg_confidence",
 }
+
+
+def seed_settings(config: SessionConfig) -> None:
+    """Put ``config`` into the sidebar's widget keys, before they are drawn (the inverse of
+    :func:`current_config`: the widgets then report ``config``, less what this pair's
+    widgets cannot hold, which :func:`render_sidebar` resets with a message). The grammar
+    widgets are left alone when the sidebar reports ``config``'s grammar already: a
+    refused grammar typed there (shown with its error while the session keeps the last
+    one that compiled) survives a step back."""
+    S = st.session_state
+    for name, key in SETTING_WIDGETS.items():
+        S[key] = getattr(config, name)
+    reported = S.get("config")
+    if reported is not None and reported.grammar == config.grammar:
+        return
+    choice, text = grammar_choice(config.grammar)  # a preset, or the custom text
+    S["cfg_grammar"] = choice
+    if text is not None:
+        S["cfg_grammar_text"] = text
 
 
 def current_config(pair: ModelPair) -> SessionConfig:

@@ -110,8 +110,10 @@ def edit(kind: str) -> None:
         else:
             edits = session.make_draft_agree()
             S["edit_notice"] = t("edit_agree_done", n=len(edits))
+            S["edit_choice"] = session.drafts[pos - 1]  # the box shows the token there now
             step_edit.previews(session)
             return
+        S["edit_choice"] = trace.new_token.id  # the "Replace with" box shows the new token
         S["edit_notice"] = t(
             "edit_done",
             k=pos,
