@@ -11,7 +11,7 @@ from typing import get_args
 import streamlit as st
 
 from specdec_core.core.grammar import GRAMMAR_PRESETS
-from specdec_core.core.settings import GAMMA_SCHEDULES, DraftMethod
+from specdec_core.core.settings import GAMMA_SCHEDULES, VERIFICATIONS, DraftMethod
 from specdec_core.drafters.registry import DRAFTER_NAMES
 from specdec_core.ui.i18n import LANG_KEYED, strings, t, tr
 
@@ -35,6 +35,7 @@ OPTIONS = {
     "schedule": GAMMA_SCHEDULES,
     "method": METHODS,
     "drafter": DRAFTER_NAMES,
+    "verification": VERIFICATIONS,
 }
 
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from specdec_core.core.errors import ModelLoadError
 from specdec_core.core.models import ModelPair, default_pair_name
-from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, SessionConfig
+from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, VERIFICATIONS, SessionConfig
 from specdec_core.drafters import drafters_for
 from specdec_core.drafters.registry import DRAFTER_NAMES, preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
@@ -103,6 +103,7 @@ SETTING_WIDGETS = {
     "no_repeat_ngram_size": "cfg_no_repeat_ngram",
     "gamma_schedule": "cfg_gamma_schedule",
     "confidence": "cfg_confidence",
+    "verification": "cfg_verification",
 }
 
 
@@ -234,6 +235,14 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         key=follows_language("cfg_method"),
         format_func=labels("method"),
         help=t("draft_method_help"),
+    )
+    sb.radio(
+        t("sb_verification"),
+        list(VERIFICATIONS),
+        key=follows_language("cfg_verification"),
+        format_func=labels("verification"),
+        help=t("sb_verification_help"),
+        horizontal=True,
     )
     sb.selectbox(
         t("sb_drafter"),
