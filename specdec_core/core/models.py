@@ -222,8 +222,9 @@ def load_pair(
     """Load a target/draft pair.
 
     Args:
-        pair: a preset name (``embedded``, ``embedded-zh``, ``gpt2``, ``gpt2-medium``, ``gpt2-large``,
-            ``gpt2-xl``) or a ``(target_folder, draft_folder)`` tuple of local folders.
+        pair: a preset name (``embedded``, ``embedded-zh``, ``gpt2``, ``gpt2-medium``,
+            ``gpt2-large``, ``gpt2-xl``) or a ``(target_folder, draft_folder)`` tuple of
+            local folders.
         device: ``"cpu"`` / ``"cuda"``; default CUDA when available.
         allow_custom: allow local folders; default from ``SPECDEC_ALLOW_CUSTOM_MODELS=1``.
 
