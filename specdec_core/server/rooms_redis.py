@@ -9,6 +9,8 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 - ``specdec:room:C:students`` — a hash student id → last heartbeat (Unix s);
 - ``specdec:room:C:answers`` — a hash student → choice index (the open question's only);
 - ``specdec:room:C:removed`` — a set of the seats the teacher removed;
+- ``specdec:room:C:frame`` — the room's frame (:mod:`~specdec_core.server.room_frames`):
+  the state's digest, a newline, the frame's JSON; its TTL is the room's lifetime;
 
 one index, ``specdec:rooms``: a sorted set code → ``expires_at`` (the rooms bound,
 purging); and per client tag ``T`` (a hash, never an address):
@@ -229,6 +231,29 @@ class RedisStore(RoomStore):
     def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
         return self._teacher("publish", code, key_hash, now, page, state)
 
+    def _frame_key(self, code: str) -> str:
+        """``…:room:C:frame``, the sibling of the room's ``meta`` key (named by ``_keys``)."""
+        return self._keys(code)[0].removesuffix("meta") + "frame"
+
+    def _put_frame(self, code: str, key_hash: str, digest: str, frame: str, now: float) -> None:
+        stored = self.client.hmget(self._keys(code)[0], ["key_hash", "expires_at"])
+        if stored[1] is None or float(stored[1]) <= now:
+            raise RoomError("room_unknown")
+        if not key_matches(key_hash, stored[0]):
+            raise RoomError("room_key")
+        self.client.set(self._frame_key(code), f"{digest}\n{frame}", px=self._ttl_ms())
+
+    def _frame(self, code: str, now: float) -> tuple[str, str] | None:
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hget(self._keys(code)[0], "expires_at").get(self._frame_key(code))
+            expires_at, stored = pipe.execute()
+        if expires_at is None or float(expires_at) <= now:
+            raise RoomError("room_unknown")
+        if not stored or "\n" not in stored:
+            return None
+        digest, frame = stored.split("\n", 1)
+        return digest, frame
+
     def _join(self, code: str, student: str, now: float) -> None:
         cutoff = repr(now - self.seat_ttl_s)
         status = self._run("join", code, repr(now), student, self.max_students, cutoff)
@@ -266,6 +291,7 @@ class RedisStore(RoomStore):
         if not key_matches(key_hash, stored[0]):
             raise RoomError("room_key")
         self._check(self._run("close", code, repr(now), key_hash, code))
+        self.client.delete(self._frame_key(code))
 
     def _purge(self, now: float) -> int:
         dropped = 0

@@ -4,6 +4,7 @@ the file itself, its tables, pool and transactions: :mod:`specdec_core.server.ro
 Tables: ``rooms`` (one row per room: the key's hash, version, page, state, the open
 question as JSON, the maker's client tag, expiry), ``students`` (code, student, last
 heartbeat ``seen``), ``answers`` (code, student, choice: the open question's only),
+``frames`` (code, the state's digest, the frame: :mod:`~specdec_core.server.room_frames`),
 ``removed`` (seats the teacher removed) and ``creations`` (client tag, time: the hourly
 bound). Rooms expire by their ``expires_at`` column: checked on every read, deleted by
 :meth:`~specdec_core.server.rooms.RoomStore.purge` (which ``create`` runs first). Every
@@ -99,6 +100,7 @@ class SQLiteStore(RoomStore):
         db.executemany("DELETE FROM answers WHERE code = ?", rows)
         db.executemany("DELETE FROM students WHERE code = ?", rows)
         db.executemany("DELETE FROM removed WHERE code = ?", rows)
+        db.executemany("DELETE FROM frames WHERE code = ?", rows)
         db.executemany("DELETE FROM rooms WHERE code = ?", rows)
 
     def _counting(self, db: sqlite3.Connection, code: str, now: float) -> int:
@@ -206,6 +208,17 @@ class SQLiteStore(RoomStore):
                 return version
             db.execute("UPDATE rooms SET page = ?, state = ? WHERE code = ?", (page, state, code))
             return self._bump(db, code)
+
+    def _put_frame(self, code: str, key_hash: str, digest: str, frame: str, now: float) -> None:
+        with self.file.write() as db:
+            self._teacher(db, code, key_hash, now)
+            db.execute("INSERT OR REPLACE INTO frames VALUES (?, ?, ?)", (code, digest, frame))
+
+    def _frame(self, code: str, now: float) -> tuple[str, str] | None:
+        with self.file.read() as db:
+            self._room(db, code, now)
+            row = db.execute("SELECT digest, frame FROM frames WHERE code = ?", (code,)).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def _join(self, code: str, student: str, now: float) -> None:
         with self.file.write() as db:

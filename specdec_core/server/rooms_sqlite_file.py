@@ -68,6 +68,11 @@ SCHEMA = (
         choice INTEGER NOT NULL,
         PRIMARY KEY (code, student)
     ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS frames (
+        code TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        frame TEXT NOT NULL
+    )""",
 )
 
 
