@@ -343,6 +343,9 @@ SLOW = {
         "30 held-out prompts × γ 1/4/8 with the block drafter (≈ 40 s)"
     ),
     "test_block.py::test_chi2_first_two_tokens_follow_the_target": "600 sampled runs (≈ 30 s)",
+    "test_block_verification_pair.py::test_chi2_first_two_tokens_follow_the_target": (
+        "600 sampled runs with block verification (≈ 24 s)"
+    ),
     "test_block.py::test_training_script_on_tiny_models": "trains a tiny block drafter (≈ 30 s)",
     "test_replay_advance.py::test_chain_every_pair_advances_like_a_fresh_replay": (
         "190 (reached, target) replays each (≈ 10 s idle, 100 s on a busy machine)"

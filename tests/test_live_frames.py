@@ -72,7 +72,7 @@ def test_a_frame_is_read_once_per_process_and_state(embedded_pair, store, monkey
     reads = []
     real = type(store).frame
     monkeypatch.setattr(
-        type(store), "frame", lambda self, code: reads.append(code) or real(self, code)
+        type(store), "frame", lambda self, code, d: reads.append(code) or real(self, code, d)
     )
     for s in students:
         s.run()

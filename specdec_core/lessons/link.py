@@ -16,7 +16,8 @@ phase or edit earlier, replayed.
 The settings part of a state converts to and from a session's
 :class:`~specdec_core.core.settings.SessionConfig` in one place: :meth:`LessonState.config`
 and :meth:`LessonState.with_config`, both read from one table (:data:`SETTINGS`). The walk
-down is URL → :func:`decode` → state → ``state.config()`` → replay; the walk back is
+down is URL → :func:`decode` → state → ``state.config()`` → replay (in the app: → the
+sidebar's widgets, whose settings the replay then takes as they are); the walk back is
 session → :func:`~specdec_core.lessons.replay.state_of` (``with_config``) → :func:`encode`.
 
 Query parameters are untrusted input: every value is bounded and checked

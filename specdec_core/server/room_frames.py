@@ -1,7 +1,8 @@
 """A room's **frame**: the compact view of the teacher's current step state that every
 follower draws (built by the teacher's session, ``ui/live/frames``), stored beside the
-room under the :func:`state_digest` of the state it shows. One frame per room: a new one
-replaces the old, and it goes with the room (closed, expired).
+room under the :func:`state_digest` of the state it shows. A room keeps its
+:data:`KEPT_FRAMES` newest frames (a paused class serves an older state than the teacher's
+newest), and they go with the room (closed, expired).
 
 :class:`FrameStore` is the part of the store interface that keeps it
 (:class:`~specdec_core.server.rooms.RoomStore` inherits it): public methods validate, the
@@ -20,6 +21,7 @@ from collections.abc import Mapping
 from specdec_core.server.room_types import RoomError, hash_key, normalize_code
 
 MAX_FRAME_BYTES = 262_144  # one frame as UTF-8 JSON: a long history's strip and KV table fit
+KEPT_FRAMES = 4  # frames a room keeps, newest first
 _DIGEST = re.compile(r"[0-9a-f]{32}")
 
 
@@ -47,14 +49,16 @@ class FrameStore:
             raise RoomError("room_state", limit=MAX_FRAME_BYTES)
         self._do(self._put_frame, code, key_hash, digest, frame, self.clock())  # type: ignore[attr-defined]
 
-    def frame(self, code: str) -> tuple[str, str] | None:
-        """``(digest, frame)`` of the room's frame, or ``None`` (none stored yet). Raises
-        ``room_unknown``."""
+    def frame(self, code: str, digest: str) -> str | None:
+        """The room's frame of the state ``digest`` names, or ``None`` (none stored for it,
+        or no longer among the newest). Raises ``room_unknown``, ``room_state``."""
         code = normalize_code(code)
-        return self._do(self._frame, code, self.clock(), retry=False)  # type: ignore[attr-defined]
+        if not isinstance(digest, str) or _DIGEST.fullmatch(digest) is None:
+            raise RoomError("room_state", limit=MAX_FRAME_BYTES)
+        return self._do(self._frame, code, digest, self.clock(), retry=False)  # type: ignore[attr-defined]
 
     @abstractmethod
     def _put_frame(self, code: str, key_hash: str, digest: str, frame: str, now: float) -> None: ...
 
     @abstractmethod
-    def _frame(self, code: str, now: float) -> tuple[str, str] | None: ...
+    def _frame(self, code: str, digest: str, now: float) -> str | None: ...

@@ -9,8 +9,11 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 - ``specdec:room:C:students`` — a hash student id → last heartbeat (Unix s);
 - ``specdec:room:C:answers`` — a hash student → choice index (the open question's only);
 - ``specdec:room:C:removed`` — a set of the seats the teacher removed;
-- ``specdec:room:C:frame`` — the room's frame (:mod:`~specdec_core.server.room_frames`):
-  the state's digest, a newline, the frame's JSON; its TTL is the room's lifetime;
+- ``specdec:room:C:frames`` (a hash digest → frame) and ``:frame_order`` (a list of the
+  digests, newest first): the room's newest frames (:mod:`~specdec_core.server.room_frames`),
+  with the room's lifetime as TTL;
+- ``specdec:room:C:first``, ``:results``, ``:ended`` — peer instruction's
+  (:mod:`~specdec_core.server.rooms_redis_peer`, with its meta fields);
 
 one index, ``specdec:rooms``: a sorted set code → ``expires_at`` (the rooms bound,
 purging); and per client tag ``T`` (a hash, never an address):
@@ -38,26 +41,27 @@ from collections.abc import Callable
 
 import redis
 
+from specdec_core.server.room_frames import KEPT_FRAMES
+from specdec_core.server.room_results import MAX_RESULTS, vote_error
 from specdec_core.server.room_types import (
     Question,
     RoomError,
     RoomView,
     SeatInfo,
     counts_of,
-    key_matches,
     normalize_code,
     question_error,
-    question_from_json,
     question_json,
     state_from_json,
 )
 from specdec_core.server.rooms import RoomStore
+from specdec_core.server.rooms_redis_peer import PEER_SCRIPTS, RedisPeer, question_of
 from specdec_core.server.rooms_redis_scripts import SCRIPTS
 
 SOCKET_TIMEOUT_S = 5.0
 
 
-class RedisStore(RoomStore):
+class RedisStore(RedisPeer, RoomStore):
     """Rooms in the Redis server at ``url`` (``redis://host:port/db``); key names start
     with ``prefix``. Other arguments: :class:`RoomStore`. One connection pool per object
     (thread-safe); every command has a socket timeout of ``SOCKET_TIMEOUT_S``."""
@@ -86,19 +90,23 @@ class RedisStore(RoomStore):
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             health_check_interval=30,
         )
-        self._scripts = {name: self.client.register_script(s) for name, s in SCRIPTS.items()}
+        scripts = {**SCRIPTS, **PEER_SCRIPTS}
+        self._scripts = {name: self.client.register_script(s) for name, s in scripts.items()}
 
     faults = (redis.RedisError, OSError)
 
     def _keys(self, code: str) -> list[str]:
-        """meta, students, answers, index, removed: names from the validated ``code``
-        only."""
+        """meta, students, answers, index, removed, first, results, ended: names from the
+        validated ``code`` only."""
         return [
             f"{self.prefix}:room:{code}:meta",
             f"{self.prefix}:room:{code}:students",
             f"{self.prefix}:room:{code}:answers",
             f"{self.prefix}:rooms",
             f"{self.prefix}:room:{code}:removed",
+            f"{self.prefix}:room:{code}:first",
+            f"{self.prefix}:room:{code}:results",
+            f"{self.prefix}:room:{code}:ended",
         ]
 
     def _client_keys(self, tag: str) -> list[str]:
@@ -118,6 +126,8 @@ class RedisStore(RoomStore):
             return
         if status == "room_question":
             raise question_error()
+        if status == "room_vote":
+            raise vote_error()
         if status == "room_full":
             raise RoomError(status, limit=self.max_students)
         bound = {
@@ -130,12 +140,9 @@ class RedisStore(RoomStore):
         raise RoomError(status)
 
     def _teacher(self, name: str, code: str, key_hash: str, now: float, *args: object) -> int:
-        """Check the key here (constant time), then run the teacher script ``name``."""
-        stored = self.client.hmget(self._keys(code)[0], ["key_hash", "expires_at"])
-        if stored[1] is None or float(stored[1]) <= now:
-            raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored[0]):
-            raise RoomError("room_key")
+        """Check the key here (the teacher's or the co-teacher's, constant time), then run
+        the teacher script ``name``."""
+        self._role(code, key_hash, now)
         status, version = self._run(
             name, code, repr(now), key_hash, repr(now + self.ttl_s), self._ttl_ms(), code, *args
         )
@@ -178,46 +185,38 @@ class RedisStore(RoomStore):
     def _view(self, code: str, now: float) -> RoomView:
         meta, students, answers = self._keys(code)[:3]
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(meta).hgetall(students).hgetall(answers)
-            room, seen, given = pipe.execute()
+            pipe.hgetall(meta).hgetall(students).hgetall(answers).hvals(self._keys(code)[5])
+            room, seen, given, firsts = pipe.execute()
         if not room or float(room["expires_at"]) <= now:
             raise RoomError("room_unknown")
-        question = None
-        if room["question"]:
-            correct = room["correct"]
-            asked = question_from_json(room["question"])
-            question = Question(
-                qid=asked.qid,
-                kind=asked.kind,
-                params=asked.params,
-                choices=asked.choices,
-                correct=int(correct) if correct else None,
-                revealed=room["revealed"] == "1",
-            )
+        question = question_of(room)
         choices = [int(c) for c in given.values()]
         counts = counts_of(choices, len(question.choices)) if question else ()
+        at_revote = question is not None and question.vote == 2
+        paused = room.get("paused") == "1"
         cutoff = now - self.seat_ttl_s
         return RoomView(
             code=code,
             version=int(room["version"]),
-            page=room["page"],
-            state=state_from_json(room["state"]),
+            page=room["held_page"] if paused else room["page"],
+            state=state_from_json(room["held_state"] if paused else room["state"]),
             question=question,
             counts=counts,
             answered=sum(counts),
             students=sum(float(t) > cutoff or s in given for s, t in seen.items()),
             expires_at=float(room["expires_at"]),
+            first=counts_of([int(c) for c in firsts], len(question.choices)) if at_revote else (),
+            paused=paused,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
         meta, students, answers = self._keys(code)[:3]
+        self._role(code, key_hash, now)  # the teacher's or the co-teacher's key
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hmget(meta, ["key_hash", "expires_at"]).hgetall(students).hkeys(answers)
-            (stored, expires_at), seen, given = pipe.execute()
+            pipe.hmget(meta, ["expires_at"]).hgetall(students).hkeys(answers)
+            (expires_at,), seen, given = pipe.execute()
         if expires_at is None or float(expires_at) <= now:
             raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored):
-            raise RoomError("room_key")
         cutoff, given = now - self.seat_ttl_s, set(given)
         seats = [
             SeatInfo(s, float(t), s in given, float(t) > cutoff or s in given)
@@ -231,28 +230,30 @@ class RedisStore(RoomStore):
     def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
         return self._teacher("publish", code, key_hash, now, page, state)
 
-    def _frame_key(self, code: str) -> str:
-        """``…:room:C:frame``, the sibling of the room's ``meta`` key (named by ``_keys``)."""
-        return self._keys(code)[0].removesuffix("meta") + "frame"
+    def _frame_keys(self, code: str) -> tuple[str, str]:
+        """``…:room:C:frames`` (a hash digest → frame) and ``…:room:C:frame_order`` (the
+        digests, newest first): siblings of the room's ``meta`` key (named by ``_keys``)."""
+        base = self._keys(code)[0].removesuffix("meta")
+        return base + "frames", base + "frame_order"
 
     def _put_frame(self, code: str, key_hash: str, digest: str, frame: str, now: float) -> None:
-        stored = self.client.hmget(self._keys(code)[0], ["key_hash", "expires_at"])
-        if stored[1] is None or float(stored[1]) <= now:
-            raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored[0]):
-            raise RoomError("room_key")
-        self.client.set(self._frame_key(code), f"{digest}\n{frame}", px=self._ttl_ms())
-
-    def _frame(self, code: str, now: float) -> tuple[str, str] | None:
+        self._role(code, key_hash, now)  # the teacher's or the co-teacher's key, else refused
+        frames, order = self._frame_keys(code)
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hget(self._keys(code)[0], "expires_at").get(self._frame_key(code))
-            expires_at, stored = pipe.execute()
+            pipe.hset(frames, digest, frame).lrem(order, 0, digest).lpush(order, digest)
+            pipe.lrange(order, KEPT_FRAMES, -1).ltrim(order, 0, KEPT_FRAMES - 1)
+            pipe.pexpire(frames, self._ttl_ms()).pexpire(order, self._ttl_ms())
+            old = pipe.execute()[3]
+        if old:
+            self.client.hdel(frames, *old)
+
+    def _frame(self, code: str, digest: str, now: float) -> str | None:
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hget(self._keys(code)[0], "expires_at").hget(self._frame_keys(code)[0], digest)
+            expires_at, frame = pipe.execute()
         if expires_at is None or float(expires_at) <= now:
             raise RoomError("room_unknown")
-        if not stored or "\n" not in stored:
-            return None
-        digest, frame = stored.split("\n", 1)
-        return digest, frame
+        return frame
 
     def _join(self, code: str, student: str, now: float) -> None:
         cutoff = repr(now - self.seat_ttl_s)
@@ -260,8 +261,9 @@ class RedisStore(RoomStore):
         self._check(status)
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
-        text = question_json(question)
-        return self._teacher("ask", code, key_hash, now, text, question.qid, len(question.choices))
+        text, n = question_json(question), len(question.choices)
+        closes = "" if question.closes_at is None else repr(question.closes_at)
+        return self._teacher("ask", code, key_hash, now, text, question.qid, n, closes, MAX_RESULTS)
 
     def _answer(self, code: str, student: str, qid: str, choice: int, now: float) -> None:
         self._check(self._run("answer", code, repr(now), student, qid, choice))
@@ -285,13 +287,12 @@ class RedisStore(RoomStore):
         return self._teacher("reveal", code, key_hash, now, qid, shown)
 
     def _close(self, code: str, key_hash: str, now: float) -> None:
-        stored = self.client.hmget(self._keys(code)[0], ["key_hash", "expires_at"])
-        if stored[1] is None or float(stored[1]) <= now:
-            raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored[0]):
-            raise RoomError("room_key")
-        self._check(self._run("close", code, repr(now), key_hash, code))
-        self.client.delete(self._frame_key(code))
+        if self._role(code, key_hash, now) != "teacher":
+            raise RoomError("room_co_teacher")
+        expires_at = repr(now + self.ttl_s)
+        args = (repr(now), key_hash, code, expires_at, self._ttl_ms(), MAX_RESULTS)
+        self._check(self._run("close", code, *args))
+        self.client.delete(*self._frame_keys(code))
 
     def _purge(self, now: float) -> int:
         dropped = 0

@@ -127,6 +127,7 @@ class SessionState(StepMachine[PendingRound, RoundTrace]):
             lossy_rule(c),
             self._stop,
             self.prompt_len,
+            c.verification,
         )
 
     def _gamma_now(self) -> int:

@@ -101,10 +101,10 @@ def frame_for(store: RoomStore, code: str, page: str, state: dict[str, str]) -> 
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    got = store.frame(code)
-    if got is None or got[0] != digest:
-        return None  # not cached: the right frame may still arrive
-    frame = decode(got[1])
+    got = store.frame(code, digest)
+    if got is None:
+        return None  # not cached: the frame may still arrive
+    frame = decode(got)
     remember(key, frame)
     return frame
 
