@@ -306,4 +306,6 @@ def _follow_box(fast: bool) -> None:
             row.button(
                 t("live_follow_again"), key="live_follow", on_click=_follow_again, type="primary"
             )
+        if view.paused:  # the store serves the paused moment: this screen holds it
+            st.markdown(f"**{t('live_paused')}**")
         question_box(view)
