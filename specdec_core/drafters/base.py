@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec_core.core.checkpoints import StateView
 from specdec_core.core.device import sync
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
@@ -186,6 +187,11 @@ class Drafter:
     def rollback(self, length: int) -> int:
         """Crop the drafter's cache to ``length`` positions; returns positions removed."""
         return 0
+
+    def state_view(self) -> StateView | None:
+        """The checkpoints of a recurrent state (``core/checkpoints.py``), ``None`` for a
+        drafter whose only state is a KV cache (or none)."""
+        return None
 
     def attach(self, target: ModelCache) -> None:
         """Called once with the target's cache before the first proposal."""

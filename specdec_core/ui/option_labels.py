@@ -30,7 +30,7 @@ CUSTOM_GRAMMARS = ("regex", "json_schema")
 GRAMMARS = ("none", *GRAMMAR_PRESETS, *CUSTOM_GRAMMARS)
 #: The options of each kind of label.
 OPTIONS = {
-    "pair": ("embedded", *PAIR_LABELS),
+    "pair": ("embedded", "embedded-zh", *PAIR_LABELS),
     "grammar": GRAMMARS,
     "schedule": GAMMA_SCHEDULES,
     "method": METHODS,

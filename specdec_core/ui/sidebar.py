@@ -71,6 +71,22 @@ def _fit_to_pair(pair: ModelPair) -> None:
         note_dropped("confidence")
 
 
+def first_screen_language() -> str:
+    """The language a first visit's screen asked for, before any choice in the app: the
+    URL's ``?lang=`` (a bare link), else the browser's language (``zh*`` → ``zh``: the
+    session's language is set to it when nothing set one), else ``en``. Only a Chinese
+    *screen* opens the Chinese pair: a language chosen in the app keeps the pair."""
+    S = st.session_state
+    asked = st.query_params.get("lang", "")
+    if asked in LANGUAGES:
+        return asked
+    locale = (st.context.locale or "").lower()
+    if "lang" not in S and locale.startswith("zh"):
+        S["lang"] = "zh"
+        return "zh"
+    return "en"
+
+
 def _chosen_by_user() -> None:
     st.session_state["pair_reason"] = "user_choice"
     st.session_state.pop("pair_notice", None)
@@ -154,6 +170,7 @@ def presenter_on() -> bool:
 def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     """Draw the sidebar; return the loaded pair and the chosen settings."""
     sb = st.sidebar
+    first = first_screen_language() if "pair_name" not in st.session_state else None
     sb.radio(
         t("sidebar_language"),
         list(LANGUAGES),
@@ -163,7 +180,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         on_change=keep_choices,
     )
     if "pair_name" not in st.session_state:
-        name, reason = default_pair_name()
+        name, reason = default_pair_name(first or "en")
         if name not in offered_pairs():
             name, reason = "embedded", "gpt2_not_cached"
         st.session_state["pair_name"], st.session_state["pair_reason"] = name, reason

@@ -62,23 +62,20 @@ from specdec_core.core.sampling import (
 )
 from specdec_core.core.words import VerdictKind
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.registry import no_tree_code
+from specdec_core.drafters.registry import NO_TREE_WHY, no_tree_code
 from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
 from specdec_core.engine.tree.records import TreeRoundRecord, node_states
 from specdec_core.rules.tree_node import verify_node
 
+PROBABILISTIC_TREE = "tree drafting at temperature > 0 needs the probabilistic method"
+
 
 def tree_refused(code: str, drafter: str = "") -> ConfigError:
     """The error for a tree refused for reason ``code`` (string key ``err_<code>``):
-    ``tree_block``, ``tree_no_ngram`` (no row per sibling, no distribution) or
+    a drafter's (``tree_block``, ``tree_recurrent``, ``tree_no_ngram``) or
     ``tree_needs_probabilistic`` (siblings must be drawn i.i.d. from ``q``)."""
-    message = {
-        "tree_block": f"the {drafter!r} drafter proposes one path per forward (a q row for "
-        "each position of one block, none for a sibling), so it cannot draft a tree; verify "
-        "a chain or use the draft model",
-        "tree_no_ngram": f"the {drafter!r} drafter proposes one continuation without "
-        "probabilities, so it cannot draft a tree; use the draft model",
-    }.get(code, "tree drafting at temperature > 0 needs the probabilistic method")
+    why = NO_TREE_WHY.get(code)  # a drafter's reason (its table row's code)
+    message = f"the {drafter!r} drafter {why}" if why else PROBABILISTIC_TREE
     return ConfigError(message, code, drafter=drafter)
 
 
