@@ -34,9 +34,8 @@ is committed.
   the committed prefix and the rest is cropped, so the target's cache ends equal to a
   plain decode of the committed text (tested); the draft's cache is rolled back as usual.
 
-Beyond the paper: no dynamic tree shape (the lesson stays readable); the draft proposes a
-depth at a time (``Drafter.tree_level_logits``: one masked forward per level for the draft
-model and early exit, else one call per node); the round counts the forwards that ran.
+Beyond the paper: no dynamic tree shape (a readable lesson); the draft proposes a depth at
+a time (``Drafter.tree_level_logits``); the round counts the draft forwards that ran.
 
 As functions (the chain's verbs, ``engine/chain/round.py``): :func:`draft_tree`,
 :func:`tree_forward` + :func:`walk`, :func:`decide_round`, :func:`apply_round`; run by
@@ -133,7 +132,7 @@ def draft_tree(
             path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
             if parent not in level:  # this node and the next of its depth (≤ k each): one call
                 expand = frontier[n : n + (room + k - 1) // k]
-                paths = [[tree.tokens[i] for i in tree.path(p)] if p >= 0 else [] for p in expand]
+                paths = [[tree.tokens[i] for i in tree.path(p)] for p in expand]  # path(-1): []
                 rows = drafter.tree_level_logits(context, paths)  # [len(expand), V]
                 if rows is None:  # the block drafter: one path per forward; lookup: no q
                     raise tree_refused(no_tree_code(drafter), drafter.name)
