@@ -202,6 +202,16 @@ class Drafter:
         it lacks); ``None`` when the drafter has no distribution (tree drafting refused)."""
         return None
 
+    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor | None:
+        """``[n, V]`` float32 logits after ``context + paths[i]`` for ``n`` tree paths of
+        one depth (the nodes of a tree level, in order); ``None`` as :meth:`tree_logits`.
+        Here one :meth:`tree_logits` call per path; a drafter with a batched forward runs
+        the whole level in one (the same rows within float error, tested)."""
+        rows = [self.tree_logits(context + path) for path in paths]
+        if any(row is None for row in rows):
+            return None
+        return torch.stack(rows)  # type: ignore[arg-type]
+
 
 def top_probability(logits: torch.Tensor) -> float:
     """The draft's confidence at one position: ``max_x softmax(logits)(x)`` of a ``[V]``

@@ -244,7 +244,7 @@ def teacher_frame(page: str, params: dict[str, str]) -> dict | None:
         if any(params.get(k) != v for k, v in now.items()):
             return None  # the session moved on since the URL was written
         if TL.mode() == "tree":
-            lesson = TL.current()
+            lesson = L.current("tree")
             return None if lesson is None else tree_frame(lesson.session)
         lesson = L.current()
         if lesson is None:
