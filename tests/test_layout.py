@@ -251,3 +251,30 @@ def test_engine_and_rules_functions_take_at_most_7_parameters():
                 if n > 7:
                     long.append(f"{p.relative_to(REPO)}:{node.lineno} {node.name} ({n})")
     assert long == []
+
+
+def test_one_session_class_over_two_shapes():
+    """The engine has one session class (``engine/session.py`` ``Session``) holding a shape
+    object; no engine class inherits from another engine class (composition, not a
+    hierarchy), and each shape's steps are a plain class."""
+    classes: dict[str, str] = {}
+    bases: list[tuple[str, str, list[str]]] = []
+    for p in (PKG / "engine").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                where = str(p.relative_to(PKG))
+                classes[node.name] = where
+                # ``Base[...]`` counts as ``Base``
+                heads = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]
+                names = [ast.unparse(b) for b in heads]
+                bases.append((where, node.name, names))
+    inherited = [f"{w} {c}({b})" for w, c, names in bases for b in names if b in classes]
+    assert inherited == []
+    sessions = sorted(c for c in classes if c.endswith("Session"))
+    assert sessions == ["Session"] and classes["Session"] == "engine/session.py"
+    shapes = {c: w for c, w in classes.items() if c.endswith("Steps")}
+    assert shapes == {
+        "ChainSteps": "engine/chain/session.py",
+        "TreeSteps": "engine/tree/session.py",
+    }
+    assert [names for _, c, names in bases if c in shapes] == [[], []]

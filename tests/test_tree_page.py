@@ -229,7 +229,7 @@ def test_tree_layout_and_figure_escape_token_text(embedded_pair):
     assert tree_layout([-1, -1, 0, 0, 1]) == [0.5, 2.0, 0.0, 1.0, 2.0]
     session = TreeSession(embedded_pair, "ROMEO:", SessionConfig(), "model", (2, 1), 12)
     session.propose()
-    view = session.verify()
+    view = session.verify().tree
     bad = replace(view.nodes[0], token=replace(view.nodes[0].token, text="<b>x</b>"))
     view = replace(view, nodes=(bad,) + view.nodes[1:])
     labels = {
