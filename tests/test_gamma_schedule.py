@@ -13,7 +13,8 @@ from conftest import open_app, run_json, shown_error
 from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.settings import MAX_GAMMA, SessionConfig
-from specdec_core.drafters import ModelDrafter, NgramDrafter
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession

@@ -15,7 +15,8 @@ from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError, PhaseError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import ModelDrafter, NgramDrafter
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.records import summarize_tree
 from specdec_core.engine.tree.session import TreeSession
@@ -255,7 +256,7 @@ def test_eagle_tree_counts_its_prefill_forward(embedded_pair):
     record counts it, so tokens per target forward agree between the fast path, the step
     machine and the records (a fresh user saw 4.4 reported against 3.67 measured)."""
     pytest.importorskip("specdec_core.drafters.eagle")
-    from specdec_core.drafters import has_eagle_head
+    from specdec_core.drafters.eagle_head import has_eagle_head
 
     if not has_eagle_head(embedded_pair):
         pytest.skip("no EAGLE head beside the embedded pair")

@@ -59,6 +59,7 @@ from specdec_core.engine.tree.generate import (
 from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, summarize_tree
 from specdec_core.engine.tree.round import (
     DraftTree,
+    TreeContext,
     TreeVerdict,
     apply_round,
     decide_round,
@@ -187,14 +188,9 @@ class TreeSteps:
             rng = round_stream(s.config.seed, s.round_index, "verify")
             verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3
+            ctx, ran = TreeContext(s.stop, s.prompt_len), pending.target_forwards + 1
             record, reason = decide_round(
-                pending.tree,
-                verdict,
-                s.ids,
-                s.prompt_len,
-                s.stop,
-                pending.shape,
-                (pending.draft_forwards, pending.target_forwards + 1),
+                ctx, pending.tree, verdict, s.ids, pending.shape, pending.draft_forwards, ran
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         pending.verify_ms = ms

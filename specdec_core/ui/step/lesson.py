@@ -35,7 +35,7 @@ import streamlit as st
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
+from specdec_core.drafters.registry import DRAFTER_NAMES, make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.ui.guards import prompt_ids

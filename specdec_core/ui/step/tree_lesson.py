@@ -25,7 +25,7 @@ import streamlit as st
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.tree.generate import check_tree_settings, parse_shape, tree_refusal
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.replay import TREE_BUDGET
