@@ -217,7 +217,7 @@ def _reachable(
         return False  # behind: a step back replays afresh
     if replay_forwards(target) > MAX_REPLAY_FORWARDS:
         return False  # the fresh replay applies its cap
-    if bool(target.tree) != session.unit == "tree" or (target.tree and target.edits):
+    if bool(target.tree) != (session.unit == "tree") or (target.tree and target.edits):
         return False  # a tree's edits are dropped by the fresh replay, with problems
     if session.unit == "tree" and (
         tuple(session.shape) != target.tree or session.budget != TREE_BUDGET
