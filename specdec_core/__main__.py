@@ -58,6 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--draft-method", choices=["probabilistic", "greedy"], default="probabilistic")
     run.add_argument("--drafter", choices=list(DRAFTER_NAMES), default="model")
     run.add_argument("--edit", action="append", metavar="ROUND:POS=TOKEN_ID")
+    run.add_argument(
+        "--verification",
+        choices=["token", "block"],
+        default="token",
+        help="how sampled drafts are verified, both exact (output follows the target): "
+        "token = each draft on its own, stop at the first rejection (Leviathan et al.); "
+        "block = the drafted block jointly, never fewer tokens kept per round in "
+        "expectation (Sun et al. 2025); greedy (T = 0) decides the same either way; "
+        "chains only (a --tree keeps token-wise)",
+    )
     add_processor_args(run)
     tree_help = "draft a tree: children per node at each depth, e.g. 2,2,1,1"
     run.add_argument("--tree", metavar="K1,K2,...", default=None, help=tree_help)

@@ -25,7 +25,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from specdec_core.core.models import EMBEDDED_DIR, ModelPair, load_pair
+from specdec_core.core.models import EMBEDDED_DIR, EMBEDDED_ZH_DIR, ModelPair, load_pair
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -101,6 +101,13 @@ def self_pair(tiny_dirs) -> ModelPair:
 def embedded_pair() -> ModelPair:
     assert (EMBEDDED_DIR / "target" / "config.json").is_file(), "embedded pair not built"
     return load_pair("embedded", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def zh_pair() -> ModelPair:
+    """The shipped Chinese pair (``embedded-zh``: Tang poems, one token per character)."""
+    assert (EMBEDDED_ZH_DIR / "target" / "config.json").is_file(), "embedded-zh not built"
+    return load_pair("embedded-zh", device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -343,6 +350,9 @@ SLOW = {
         "30 held-out prompts × γ 1/4/8 with the block drafter (≈ 40 s)"
     ),
     "test_block.py::test_chi2_first_two_tokens_follow_the_target": "600 sampled runs (≈ 30 s)",
+    "test_block_verification_pair.py::test_chi2_first_two_tokens_follow_the_target": (
+        "600 sampled runs with block verification (≈ 24 s)"
+    ),
     "test_block.py::test_training_script_on_tiny_models": "trains a tiny block drafter (≈ 30 s)",
     "test_replay_advance.py::test_chain_every_pair_advances_like_a_fresh_replay": (
         "190 (reached, target) replays each (≈ 10 s idle, 100 s on a busy machine)"

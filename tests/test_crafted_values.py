@@ -145,12 +145,12 @@ def test_error_message_maps_codes_and_hides_server_details(exc, expected):
 
 
 def test_bad_numbers_become_one_clear_message():
-    from specdec_core.ui.guards import whole_number
+    from specdec_core.core.inputs import whole_number
 
     at = AppTest.from_string(
         "import streamlit as st\n"
         "from specdec_core.ui.errors import show_error\n"
-        "from specdec_core.ui.guards import whole_number\n"
+        "from specdec_core.core.inputs import whole_number\n"
         "for v in ('one', 3.5, None, 10**30, '7'):\n"
         "    try:\n"
         "        whole_number(v, 1, 4, 'position')\n"

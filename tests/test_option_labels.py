@@ -9,19 +9,19 @@ import re
 import pytest
 from conftest import open_app
 
-from specdec_core.ui.i18n import tr
-from specdec_core.ui.option_labels import OPTION_WIDGETS
+from specdec_core.ui.i18n import LANG_KEYED, tr
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LATIN_WORD = re.compile(r"\b(?!JSON|EAGLE|MTP|argmax|transformers|schema|one|hot)[a-z]{3,}\b")
 
 
 def shown_options(at) -> dict[str, list[str]]:
-    """Widget key → the option labels the browser gets."""
-    out = {}
+    """Widget key → the option labels the browser gets (the widgets registered as
+    following the language: the one list a language switch puts back)."""
+    out, keyed = {}, at.session_state[LANG_KEYED]
     for kind in ("selectbox", "radio"):
         for w in getattr(at, kind):
-            if w.key in OPTION_WIDGETS:
+            if w.key in keyed:
                 out[w.key] = list(w.options)
     return out
 

@@ -12,7 +12,9 @@ import pytest
 from conftest import open_app
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.lessons.link import LessonState, encode
+from specdec_core.core.settings import SessionConfig
+from specdec_core.engine.tree.session import TreeSession
+from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import state_of, timeless_json
 from specdec_core.lessons.scenarios import find_scenarios
 from specdec_core.lessons.tracefile import export_json
@@ -203,3 +205,43 @@ def test_values_the_pair_cannot_show_are_reset_with_one_message(embedded_pair):
     assert at.session_state["cfg_top_k"] == 0 and at.session_state["cfg_max_new"] == 80
     s = session(at)
     assert len(s.history) == 1 and s.config.top_k == 0 and s.config.max_new_tokens == 80
+
+
+def _url_state(at: AppTest) -> LessonState:
+    params = {k: at.query_params[k] for k in ("v", "lang", "s")}
+    params = {k: v[0] if isinstance(v, list) else v for k, v in params.items()}
+    state, problems = decode(params, ["embedded"])
+    assert problems == []
+    return state
+
+
+@pytest.mark.parametrize("tree", [(), (2, 2, 1, 1)], ids=["chain", "tree"])
+def test_a_link_the_sidebar_and_the_session_agree_after_one_conversion(
+    embedded_pair, monkeypatch, tree
+):
+    """The link's settings are converted once (state → settings → the sidebar's widgets)
+    and the session is built from the settings the sidebar then reports. The conversion is
+    made to drift here (seed + 1): a second one on the way to the session would show as a
+    session seed one above the sidebar's."""
+    convert = LessonState.config
+
+    def drifting(self: LessonState) -> SessionConfig:
+        config = convert(self)
+        return replace(config, seed=config.seed + 1)
+
+    monkeypatch.setattr(LessonState, "config", drifting)
+    link = LessonState(temperature=1.0, seed=12, prompt=PROMPT, round=1, phase="verify", tree=tree)
+    at = open_app(encode(link))
+    lesson = at.session_state["tree_lesson" if tree else "lesson"]
+    assert isinstance(lesson.session, TreeSession) == bool(tree)
+    shown = at.number_input(key="cfg_seed").value
+    assert shown == 13  # the one conversion (drifted once)
+    assert lesson.session.config == at.session_state["config"]  # the sidebar's, unconverted
+    assert lesson.session.config.seed == shown and _url_state(at).seed == shown
+    assert (len(lesson.session.history), lesson.session.phase) == (1, "verify")
+    # a later sidebar change: the session and the URL take the sidebar's new value
+    at.number_input(key="cfg_seed").set_value(5).run()
+    assert not at.exception
+    lesson = at.session_state["tree_lesson" if tree else "lesson"]
+    assert lesson.session.config == at.session_state["config"]
+    assert lesson.session.config.seed == 5 and _url_state(at).seed == 5

@@ -287,3 +287,27 @@ def test_the_prediction_table_says_how_each_drafter_is_priced(lang, column, expe
     assert not at.exception, at.exception
     [table] = at.dataframe
     assert list(table.value[column]) == expected
+
+
+#: What each kind of drafting round runs (``Drafter.draft_cost``), as the intro says it.
+INTRO_COST_WORDS = {
+    "serial": {"en": "γ serial steps", "zh": "γ 次串行步"},
+    "heads": {"en": "one head evaluation per token", "zh": "每个 token 一次头计算"},
+    "one_forward": {"en": "one forward for the block drafter", "zh": "块草稿器一次前向"},
+    "none": {"en": "no forward at all", "zh": "完全不需要前向"},
+}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_intro_prices_drafting_for_every_draft_source_not_only_serial_ones(lang):
+    """The intro once said "γ serial draft steps" for every drafter: each kind of drafting
+    cost in the drafter table is named (a new kind fails here until the intro says it)."""
+    from specdec_core.drafters.registry import DRAFTERS
+    from specdec_core.ui.i18n import tr
+
+    intro = tr("sp_intro", lang)
+    kinds = {spec.draft_cost for spec in DRAFTERS.values()}
+    assert kinds <= set(INTRO_COST_WORDS), kinds - set(INTRO_COST_WORDS)
+    for kind in kinds:
+        assert INTRO_COST_WORDS[kind][lang] in intro, (kind, intro)
+    assert "γ serial draft steps and" not in intro

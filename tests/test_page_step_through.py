@@ -257,3 +257,55 @@ def test_presenter_mode_from_the_url_and_compact_kv_table(embedded_pair):
     at2.query_params["presenter"] = "maybe"
     at2.run()
     assert at2.session_state["presenter"] is False
+
+
+@pytest.mark.parametrize(("lang", "empty"), [("en", "prompt is empty"), ("zh", "提示词为空")])
+def test_a_prompt_of_only_spaces_gets_the_empty_prompt_message(embedded_pair, lang, empty):
+    at = start(lang)
+    click(at, LABELS[lang]["propose"])
+    session = at.session_state["step_session"]
+    drafts = session.drafts
+    at.text_area(key="st_prompt").set_value("   \n  ").run()
+    assert not at.exception
+    [error] = [e.value for e in at.error]
+    assert empty in error
+    assert at.session_state["step_session"] is session and session.drafts == drafts
+    buttons = {b.label: b for b in at.button}
+    assert buttons[LABELS[lang]["verify"]].disabled  # nothing runs on the old prompt
+
+
+def test_the_replace_with_box_shows_the_token_an_edit_put_there(embedded_pair):
+    lab = LABELS["en"]
+    at = start("en")
+    click(at, lab["propose"])
+    before = at.selectbox(key="edit_choice").value
+    assert before == at.session_state["step_session"].drafts[0]  # greedy: q's top token
+    click(at, lab["wrong"])
+    now = at.session_state["step_session"].drafts[0]
+    assert now != before  # the target's 2nd choice replaced it
+    assert at.selectbox(key="edit_choice").value == now
+    # a later position, then "agree": the box follows the position's token each time
+    at.selectbox(key="edit_pos").set_value(2).run()
+    click(at, lab["agree"])
+    session = at.session_state["step_session"]
+    assert at.selectbox(key="edit_choice").value == session.drafts[1]
+
+
+def test_a_refused_grammar_stays_typed_after_a_step_back(embedded_pair):
+    """A custom regex that does not compile is shown with its error while the session
+    keeps the last grammar that did; step back replays that session and must not put the
+    kept grammar over the typed text."""
+    at = start("en")
+    at.selectbox(key="cfg_grammar").set_value("regex").run()
+    at.text_area(key="cfg_grammar_text").set_value("([a-z").run()
+    [refused] = [e.value for e in at.sidebar.error]
+    assert "does not compile" in refused
+    kept = at.session_state["step_session"].config.grammar
+    click(at, LABELS["en"]["propose"])
+    next(b for b in at.button if b.key == "btn_step_back").click().run()
+    assert not at.exception
+    session = at.session_state["step_session"]
+    assert session.phase == "propose" and session.config.grammar == kept
+    assert at.selectbox(key="cfg_grammar").value == "regex"
+    assert at.text_area(key="cfg_grammar_text").value == "([a-z"
+    assert [e.value for e in at.sidebar.error] == [refused]

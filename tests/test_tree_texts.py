@@ -135,12 +135,12 @@ def test_an_appended_star_keeps_its_verdicts_kind(embedded_pair):
 
 def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pair, monkeypatch):
     from specdec_core.ui import sidebar
-    from specdec_core.ui.step import actions, tree_lesson, tree_view
+    from specdec_core.ui.step import actions, panel, tree_lesson
 
     def with_stop(pair):
         return replace(sidebar.current_config(pair), stop_strings=("I'll",))
 
-    monkeypatch.setattr(tree_view, "current_config", with_stop)
+    monkeypatch.setattr(panel, "current_config", with_stop)
     monkeypatch.setattr(tree_lesson, "current_config", with_stop)
     monkeypatch.setattr(actions, "current_config", with_stop)
     at = start_app("en")

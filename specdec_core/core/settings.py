@@ -26,6 +26,13 @@ DraftMethod = Literal["probabilistic", "greedy"]
 AcceptanceName = Literal["exact", "typical", "threshold"]
 ACCEPTANCE_RULES: tuple[str, ...] = ("exact", "typical", "threshold")
 
+#: How the exact rule verifies a chain's drafts: ``token`` (Leviathan et al. 2023: each
+#: draft on its own ratio, stop at the first rejection; the default) or ``block`` (Sun et
+#: al. 2025, ``rules/block.py``: the block jointly; as exact, never fewer tokens kept in
+#: expectation; the same decisions at temperature 0). Trees verify token-wise (SpecInfer).
+VerificationName = Literal["token", "block"]
+VERIFICATIONS: tuple[str, ...] = ("token", "block")
+
 #: How γ changes from round to round (``engine/schedule.py``): ``constant`` (the
 #: default: every round asks for ``gamma``), ``heuristic`` (transformers'
 #: ``num_assistant_tokens_schedule="heuristic"``: +2 after a fully accepted round, else −1)
@@ -51,6 +58,8 @@ class SessionConfig:
     [0, 1], both), ``acceptance_epsilon`` (ε in (0, 1], typical) and ``acceptance_top_k``
     (0..V, threshold); they change sampled rounds only (at temperature 0 both lossy rules
     accept exactly the target's argmax).
+    ``verification``: how the exact rule verifies a chain's drafts (:data:`VERIFICATIONS`;
+    ``token`` by default, ``block`` with the exact rule only).
     ``gamma_schedule``: how γ changes from round to round (:data:`GAMMA_SCHEDULES`,
     ``engine/schedule.py``; ``constant`` by default) and ``confidence``, the confidence
     stop's threshold in (0, 1) (used by ``confidence`` only; 0.4 is transformers'
@@ -78,6 +87,7 @@ class SessionConfig:
     acceptance_top_k: int = 1
     gamma_schedule: GammaSchedule = "constant"
     confidence: float = 0.4
+    verification: VerificationName = "token"
 
     @property
     def lossy(self) -> bool:
@@ -147,15 +157,31 @@ class SessionConfig:
             )
 
     def _validate_acceptance(self, vocab_size: int | None) -> None:
-        """The verification rule and its knobs (``rules/lossy.py``).
+        """The verification rule and its knobs (``rules/lossy.py``, ``rules/block.py``).
 
         Raises:
-            ConfigError: codes ``acceptance_rule`` (``rule``: not exact/typical/threshold),
+            ConfigError: codes ``bad_verification`` (``rule``: not token/block),
+                ``verification_lossy`` (``rule``: block with a lossy rule),
+                ``acceptance_rule`` (``rule``: not exact/typical/threshold),
                 ``acceptance_delta`` / ``acceptance_epsilon`` (``value``: δ not a number in
                 [0, 1], ε not in (0, 1]), ``acceptance_top_k`` (``value``, ``vocab``: not a
                 whole number 0..V).
         """
+        how = self.verification
+        if not isinstance(how, str) or how not in VERIFICATIONS:
+            shown = str(how)[:SHORT_CHARS]
+            raise ConfigError(
+                f"verification must be one of {', '.join(VERIFICATIONS)}, got {shown!r}",
+                "bad_verification",
+                rule=shown,
+            )
         rule = self.acceptance
+        if how != "token" and rule != "exact":  # block verification is exact
+            raise ConfigError(
+                f"block verification is an exact rule; it cannot be combined with {rule!r}",
+                "verification_lossy",
+                rule=str(rule)[:SHORT_CHARS],
+            )
         if not isinstance(rule, str) or rule not in ACCEPTANCE_RULES:
             shown = str(rule)[:SHORT_CHARS]
             raise ConfigError(

@@ -149,7 +149,7 @@ class EagleDrafter(Drafter):
         if entries <= 0:
             self._reset()
             return
-        self.cache.crop(-(self.entries - entries))
+        self.cache.truncate(entries)
         del self.real[entries:]
         self.pred = None if self.pred is None else self.pred[:entries]
         del self.ids[entries + 1 :]
@@ -206,8 +206,8 @@ class EagleDrafter(Drafter):
         ``first`` = the context's first token, recorded when the cache was empty); returns
         ``[T, d]`` predicted next features."""
         started = time.perf_counter()
-        emb = self.wte(torch.tensor([tokens], dtype=torch.long, device=self.device))
-        out = self.head(features[None].to(emb.dtype), emb, self.cache)[0]  # [T, d]
+        emb = self.wte.weight[torch.tensor(tokens, device=self.device)]  # [T, d]
+        out = self.head.step(features.to(emb.dtype), emb, self.cache)  # [T, d]
         sync(self.device)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.forwards += 1

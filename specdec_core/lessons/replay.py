@@ -18,7 +18,7 @@ from dataclasses import replace
 from specdec_core.core.errors import ConfigError, SpecDecError
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair
-from specdec_core.core.settings import MAX_GAMMA
+from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -94,8 +94,12 @@ def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
     )
 
 
-def replay(pair: ModelPair, state: LessonState) -> Replay:
-    """Run ``state``'s steps on ``pair`` from a fresh session.
+def replay(pair: ModelPair, state: LessonState, config: SessionConfig | None = None) -> Replay:
+    """Run ``state``'s steps on ``pair`` from a fresh session with ``config``'s settings
+    (``None``: ``state.config()``). A page passes the settings its sidebar reports after a
+    link seeded them, so the session is built from exactly those, with no second
+    conversion; ``state``'s own settings must then be ``config``'s
+    (``state.with_config(config)``): they bound the replay's cost.
 
     Whatever cannot be done is dropped, with a :class:`Problem`: a prompt that does not
     fit (no session: the caller starts from its default prompt), an edit whose token id
@@ -109,14 +113,14 @@ def replay(pair: ModelPair, state: LessonState) -> Replay:
     check foresaw) is logged and gives no session, with the problem ``replay_failed``.
     """
     try:
-        return _replay(pair, state)
+        return _replay(pair, state, config)
     except Exception:  # noqa: BLE001 - a link or a file must never break the page
         log.exception("replay failed")
         cleared = replace(LessonState(), lang=state.lang, page=state.page, pair=state.pair)
         return Replay(None, cleared, [Problem("replay_failed")])
 
 
-def _replay(pair: ModelPair, state: LessonState) -> Replay:
+def _replay(pair: ModelPair, state: LessonState, config: SessionConfig | None) -> Replay:
     problems: list[Problem] = []
     if replay_forwards(state) > MAX_REPLAY_FORWARDS:
         levels = replay_forwards(replace(state, round=0, phase="verify")) - 1
@@ -124,7 +128,7 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
         kept = tuple(e for e in state.edits if e[0] < fits)
         state = replace(state, round=fits - 1, phase="commit", edits=kept)
         problems.append(Problem("replay_capped", {"round": fits, "forwards": MAX_REPLAY_FORWARDS}))
-    config = state.config().validate(pair.vocab_size)
+    config = (state.config() if config is None else config).validate(pair.vocab_size)
     try:
         ids = encode_prompt(pair, state.prompt)
         full = ids + [t for t in state.cont if t < pair.vocab_size]
@@ -163,12 +167,17 @@ def _replay(pair: ModelPair, state: LessonState) -> Replay:
 
 
 def advance(
-    pair: ModelPair, session: Session, reached: LessonState, target: LessonState
+    pair: ModelPair,
+    session: Session,
+    reached: LessonState,
+    target: LessonState,
+    config: SessionConfig | None = None,
 ) -> Replay | None:
     """Bring ``session``, standing at ``reached`` (:func:`state_of` of it, with the
     drafter it was made with), forward to ``target`` by running only the missing steps,
     or ``None`` when ``target`` is not reachable that way (the caller then replays
-    ``target`` from a fresh session with :func:`replay`).
+    ``target`` from a fresh session with :func:`replay`). ``config``: ``target``'s
+    settings as :func:`replay` takes them (``None``: ``target.config()``).
 
     Reachable: the same pair, prompt (the session's prompt ids are those of
     ``target.prompt``), carried-over tokens, settings (the validated
@@ -188,7 +197,7 @@ def advance(
     ``session`` is changed in place; on an exception (never expected) it is left
     part-way, so the caller must then replay afresh. Raises nothing itself on an
     unreachable target."""
-    if not _reachable(pair, session, reached, target):
+    if not _reachable(pair, session, reached, target, config):
         return None
     proposed = reached.phase != "propose"  # the round in flight already has its drafts
     done = reached.round + (1 if proposed else 0)  # rounds whose edits are applied
@@ -202,7 +211,11 @@ def advance(
 
 
 def _reachable(
-    pair: ModelPair, session: Session, reached: LessonState, target: LessonState
+    pair: ModelPair,
+    session: Session,
+    reached: LessonState,
+    target: LessonState,
+    config: SessionConfig | None,
 ) -> bool:
     """Whether :func:`advance` may run ``target``'s missing steps on ``session``."""
     fixed = {"round": 0, "phase": "propose", "edits": ()}
@@ -229,7 +242,7 @@ def _reachable(
     if any(e[0] >= done for e in reached.edits) or reached.round != len(session.history):
         return False  # reached is not what the session shows
     try:
-        config = target.config().validate(pair.vocab_size)
+        config = (target.config() if config is None else config).validate(pair.vocab_size)
         ids = encode_prompt(pair, target.prompt)
     except SpecDecError:
         return False

@@ -175,6 +175,7 @@ def run_command(args: argparse.Namespace) -> dict:
         draft_method=args.draft_method,
         seed=args.seed,
         max_new_tokens=args.max_new_tokens,
+        verification=getattr(args, "verification", "token"),
         **processor_settings(args),
         **acceptance_settings(args),
         **gamma_settings(args),
@@ -302,9 +303,15 @@ def tree_bench_command(args: argparse.Namespace) -> dict:
 def round_json(r: RoundTrace, gamma: bool = False) -> dict:
     """One round of the ``run`` JSON contract (docs/ARCHITECTURE.md "CLI contract");
     ``gamma`` (a γ schedule is on, ``server/gamma_args.py``): also the round's ``gamma``
-    and ``drafted_count``."""
+    and ``drafted_count``; a round block verification decided (``--verification block``,
+    sampled rounds): ``block`` (:meth:`~specdec_core.rules.block.BlockDecision.to_json`:
+    ``weights`` p'_i, ``stop_probs`` h_i, ``u`` η_i, ``kept`` τ, ``token_wise`` (what
+    token-wise verification keeps with the same draws), ``resample_position`` τ + 1,
+    ``residual_mass``, ``residual_ids`` / ``residual_probs``)."""
     after = r.commit.kv_after
     shown = {"gamma": r.record.gamma, "drafted_count": len(r.record.drafted)} if gamma else {}
+    if r.record.block is not None:  # block verification: what the rule computed
+        shown["block"] = r.record.block.to_json()
     return {
         **shown,
         "drafted": list(r.record.drafted),

@@ -63,6 +63,11 @@ MESSAGES = {
     "room_store_reset": "the class's store was reset (its file was deleted or replaced): the "
     "running classes ended",
     "room_slow": "too many tries from this address: wait {wait} s",
+    "room_time_up": "the time for this question is up: this answer was not taken",
+    "room_vote": "this cannot be done with this question now: a revote needs an open first "
+    "vote; a countdown is {low}–{high} s",
+    "room_co_teacher": "only the teacher who started the class can do this (a co-teacher "
+    "drives the class but does not end it)",
 }
 
 
@@ -115,8 +120,11 @@ class Question:
     ``(("position", "2"),)``; ≤ 8, names identifiers, values ≤ 80 characters);
     ``choices``: 2..8 labels of 1..40 characters, no control characters; ``correct``: the
     right choice's index, set by the reveal (``None`` before, or when the reveal names
-    none); ``revealed``. A list or dict given for ``params`` / ``choices`` is stored as
-    tuples. Raises :class:`RoomError` ``room_question`` when any part is out of bounds."""
+    none); ``revealed``; ``vote``: 1 (the first vote) or 2 (the revote after a
+    discussion); ``closes_at``: Unix time (s, the store's clock) the vote's countdown ends
+    (``None``: no countdown; the past: closed). A list or dict given for ``params`` /
+    ``choices`` is stored as tuples. Raises :class:`RoomError` ``room_question`` when any
+    part is out of bounds."""
 
     qid: str
     kind: str
@@ -124,6 +132,8 @@ class Question:
     choices: tuple[str, ...] = ()
     correct: int | None = None
     revealed: bool = False
+    vote: int = 1
+    closes_at: float | None = None
 
     def __post_init__(self) -> None:
         params = self.params
@@ -157,6 +167,9 @@ def check_question(question: Question) -> None:
     correct = question.correct
     ok = ok and (correct is None or _index(correct, len(question.choices)))
     ok = ok and isinstance(question.revealed, bool)
+    ok = ok and question.vote in (1, 2) and not isinstance(question.vote, bool)
+    closes = question.closes_at
+    ok = ok and (closes is None or (isinstance(closes, float | int) and 0 <= closes < 1e11))
     if not ok:
         raise question_error()
 
@@ -174,6 +187,8 @@ def question_json(question: Question) -> str:
         "choices": list(question.choices),
         "correct": question.correct,
         "revealed": question.revealed,
+        "vote": question.vote,
+        "closes_at": question.closes_at,
     }
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
@@ -188,6 +203,8 @@ def question_from_json(text: str) -> Question:
         choices=tuple(data["choices"]),
         correct=data["correct"],
         revealed=data["revealed"],
+        vote=data.get("vote", 1),
+        closes_at=data.get("closes_at"),
     )
 
 
@@ -199,7 +216,10 @@ class RoomView:
     ``None``; ``counts``: answers per choice (``len(question.choices)`` numbers, ``()``
     without a question; no names); ``answered``: ``sum(counts)``; ``students``: joined
     students; ``expires_at``: Unix time (s, the store's clock) the room ends unless the
-    teacher changes something first."""
+    teacher changes something first; ``first``: the first vote's answers per choice while
+    the question is at its revote (``counts`` then counts the revote), else ``()``;
+    ``paused``: the teacher paused the class (``page`` / ``state`` are the moment it was
+    paused at, whatever the teacher publishes meanwhile)."""
 
     code: str
     version: int
@@ -210,6 +230,8 @@ class RoomView:
     answered: int
     students: int
     expires_at: float
+    first: tuple[int, ...] = ()
+    paused: bool = False
 
 
 @dataclass(frozen=True)

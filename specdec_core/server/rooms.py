@@ -57,6 +57,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from specdec_core.server.room_results import countdown
 from specdec_core.server.room_types import (
     _QID,
     MAX_CHOICES,
@@ -75,6 +76,7 @@ from specdec_core.server.room_types import (
     question_error,
     state_json,
 )
+from specdec_core.server.rooms_peer import PeerInstruction
 
 DEFAULT_TTL_H = 4.0
 DEFAULT_MAX_ROOMS = 1000
@@ -101,14 +103,16 @@ def _env_float(name: str, default: float) -> float:
 
 
 # ---------------------------------------------------------------- the interface
-class RoomStore(ABC):
+class RoomStore(PeerInstruction, ABC):
     """The room store. ``ttl_s``: seconds a room lives after the teacher's last change
     (default ``SPECDEC_ROOM_TTL_H`` hours, 4); ``max_rooms`` / ``max_students``: the bounds
     (``rooms_full``, ``room_full``); ``clock``: Unix time in seconds (injected in tests).
 
     Every method validates its arguments and raises :class:`RoomError` (``room_unknown``
     for a bad, unknown, closed or expired code, before anything else); the backends do
-    the rest. Thread-safe; safe for several processes sharing one store."""
+    the rest. Thread-safe; safe for several processes sharing one store. Peer instruction
+    (revote, countdown, pause, co-teacher, results): :class:`PeerInstruction`; every
+    teacher method takes the co-teacher's key too, except :meth:`close`."""
 
     def __init__(
         self,
@@ -211,21 +215,26 @@ class RoomStore(ABC):
         code = normalize_code(code)
         self._do(self._join, code, check_student(student), self.clock())
 
-    def ask(self, code: str, key: str, question: Question) -> int:
+    def ask(self, code: str, key: str, question: Question, duration_s: int | None = None) -> int:
         """Open ``question`` (its ``correct`` / ``revealed`` are cleared: nothing of the
-        answer reaches the students before the reveal), replacing any open one and its
-        answers. Returns the new version. Raises ``room_key``, ``room_question``."""
+        answer reaches the students before the reveal; its first vote, with a countdown
+        of ``duration_s`` seconds or none), replacing any open one and its answers (its
+        result is kept). Returns the new version. Raises ``room_key``, ``room_question``,
+        ``room_vote`` (a countdown out of bounds)."""
         code = normalize_code(code)
         key_hash = hash_key(key)
         if not isinstance(question, Question):
             raise question_error()
-        question = replace(question, correct=None, revealed=False)
-        return self._do(self._ask, code, key_hash, question, self.clock())
+        seconds, now = countdown(duration_s), self.clock()
+        closes = None if seconds is None else now + seconds
+        question = replace(question, correct=None, revealed=False, vote=1, closes_at=closes)
+        return self._do(self._ask, code, key_hash, question, now)
 
     def answer(self, code: str, student: str, qid: str, choice: int) -> None:
         """``student``'s answer to the open question ``qid``: a choice index. One answer
-        per student, changeable until the reveal. Raises ``room_student`` (not joined),
-        ``room_answer`` (not the open question, already revealed, not a choice index)."""
+        per student and vote, changeable until the reveal or the countdown's end. Raises
+        ``room_student`` (not joined), ``room_answer`` (not the open question, already
+        revealed, not a choice index), ``room_time_up`` (the vote is closed)."""
         code = normalize_code(code)
         student = check_student(student)
         qid = check_qid(qid)
@@ -258,7 +267,8 @@ class RoomStore(ABC):
         return self._do(self._reveal, code, key_hash, qid, correct, self.clock())
 
     def close(self, code: str, key: str) -> None:
-        """End the room now (its code then gives ``room_unknown``). Raises ``room_key``."""
+        """End the room now (its code then gives ``room_unknown``; its results stay
+        readable until its expiry). Raises ``room_key`` (a co-teacher's key included)."""
         code = normalize_code(code)
         self._do(self._close, code, hash_key(key), self.clock())
 

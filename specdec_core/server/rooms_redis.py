@@ -9,6 +9,8 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 - ``specdec:room:C:students`` — a hash student id → last heartbeat (Unix s);
 - ``specdec:room:C:answers`` — a hash student → choice index (the open question's only);
 - ``specdec:room:C:removed`` — a set of the seats the teacher removed;
+- ``specdec:room:C:first``, ``:results``, ``:ended`` — peer instruction's
+  (:mod:`~specdec_core.server.rooms_redis_peer`, with its meta fields);
 
 one index, ``specdec:rooms``: a sorted set code → ``expires_at`` (the rooms bound,
 purging); and per client tag ``T`` (a hash, never an address):
@@ -36,26 +38,26 @@ from collections.abc import Callable
 
 import redis
 
+from specdec_core.server.room_results import MAX_RESULTS, vote_error
 from specdec_core.server.room_types import (
     Question,
     RoomError,
     RoomView,
     SeatInfo,
     counts_of,
-    key_matches,
     normalize_code,
     question_error,
-    question_from_json,
     question_json,
     state_from_json,
 )
 from specdec_core.server.rooms import RoomStore
+from specdec_core.server.rooms_redis_peer import PEER_SCRIPTS, RedisPeer, question_of
 from specdec_core.server.rooms_redis_scripts import SCRIPTS
 
 SOCKET_TIMEOUT_S = 5.0
 
 
-class RedisStore(RoomStore):
+class RedisStore(RedisPeer, RoomStore):
     """Rooms in the Redis server at ``url`` (``redis://host:port/db``); key names start
     with ``prefix``. Other arguments: :class:`RoomStore`. One connection pool per object
     (thread-safe); every command has a socket timeout of ``SOCKET_TIMEOUT_S``."""
@@ -84,19 +86,23 @@ class RedisStore(RoomStore):
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             health_check_interval=30,
         )
-        self._scripts = {name: self.client.register_script(s) for name, s in SCRIPTS.items()}
+        scripts = {**SCRIPTS, **PEER_SCRIPTS}
+        self._scripts = {name: self.client.register_script(s) for name, s in scripts.items()}
 
     faults = (redis.RedisError, OSError)
 
     def _keys(self, code: str) -> list[str]:
-        """meta, students, answers, index, removed: names from the validated ``code``
-        only."""
+        """meta, students, answers, index, removed, first, results, ended: names from the
+        validated ``code`` only."""
         return [
             f"{self.prefix}:room:{code}:meta",
             f"{self.prefix}:room:{code}:students",
             f"{self.prefix}:room:{code}:answers",
             f"{self.prefix}:rooms",
             f"{self.prefix}:room:{code}:removed",
+            f"{self.prefix}:room:{code}:first",
+            f"{self.prefix}:room:{code}:results",
+            f"{self.prefix}:room:{code}:ended",
         ]
 
     def _client_keys(self, tag: str) -> list[str]:
@@ -116,6 +122,8 @@ class RedisStore(RoomStore):
             return
         if status == "room_question":
             raise question_error()
+        if status == "room_vote":
+            raise vote_error()
         if status == "room_full":
             raise RoomError(status, limit=self.max_students)
         bound = {
@@ -128,12 +136,9 @@ class RedisStore(RoomStore):
         raise RoomError(status)
 
     def _teacher(self, name: str, code: str, key_hash: str, now: float, *args: object) -> int:
-        """Check the key here (constant time), then run the teacher script ``name``."""
-        stored = self.client.hmget(self._keys(code)[0], ["key_hash", "expires_at"])
-        if stored[1] is None or float(stored[1]) <= now:
-            raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored[0]):
-            raise RoomError("room_key")
+        """Check the key here (the teacher's or the co-teacher's, constant time), then run
+        the teacher script ``name``."""
+        self._role(code, key_hash, now)
         status, version = self._run(
             name, code, repr(now), key_hash, repr(now + self.ttl_s), self._ttl_ms(), code, *args
         )
@@ -176,46 +181,38 @@ class RedisStore(RoomStore):
     def _view(self, code: str, now: float) -> RoomView:
         meta, students, answers = self._keys(code)[:3]
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(meta).hgetall(students).hgetall(answers)
-            room, seen, given = pipe.execute()
+            pipe.hgetall(meta).hgetall(students).hgetall(answers).hvals(self._keys(code)[5])
+            room, seen, given, firsts = pipe.execute()
         if not room or float(room["expires_at"]) <= now:
             raise RoomError("room_unknown")
-        question = None
-        if room["question"]:
-            correct = room["correct"]
-            asked = question_from_json(room["question"])
-            question = Question(
-                qid=asked.qid,
-                kind=asked.kind,
-                params=asked.params,
-                choices=asked.choices,
-                correct=int(correct) if correct else None,
-                revealed=room["revealed"] == "1",
-            )
+        question = question_of(room)
         choices = [int(c) for c in given.values()]
         counts = counts_of(choices, len(question.choices)) if question else ()
+        at_revote = question is not None and question.vote == 2
+        paused = room.get("paused") == "1"
         cutoff = now - self.seat_ttl_s
         return RoomView(
             code=code,
             version=int(room["version"]),
-            page=room["page"],
-            state=state_from_json(room["state"]),
+            page=room["held_page"] if paused else room["page"],
+            state=state_from_json(room["held_state"] if paused else room["state"]),
             question=question,
             counts=counts,
             answered=sum(counts),
             students=sum(float(t) > cutoff or s in given for s, t in seen.items()),
             expires_at=float(room["expires_at"]),
+            first=counts_of([int(c) for c in firsts], len(question.choices)) if at_revote else (),
+            paused=paused,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
         meta, students, answers = self._keys(code)[:3]
+        self._role(code, key_hash, now)  # the teacher's or the co-teacher's key
         with self.client.pipeline(transaction=True) as pipe:
-            pipe.hmget(meta, ["key_hash", "expires_at"]).hgetall(students).hkeys(answers)
-            (stored, expires_at), seen, given = pipe.execute()
+            pipe.hmget(meta, ["expires_at"]).hgetall(students).hkeys(answers)
+            (expires_at,), seen, given = pipe.execute()
         if expires_at is None or float(expires_at) <= now:
             raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored):
-            raise RoomError("room_key")
         cutoff, given = now - self.seat_ttl_s, set(given)
         seats = [
             SeatInfo(s, float(t), s in given, float(t) > cutoff or s in given)
@@ -235,8 +232,9 @@ class RedisStore(RoomStore):
         self._check(status)
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
-        text = question_json(question)
-        return self._teacher("ask", code, key_hash, now, text, question.qid, len(question.choices))
+        text, n = question_json(question), len(question.choices)
+        closes = "" if question.closes_at is None else repr(question.closes_at)
+        return self._teacher("ask", code, key_hash, now, text, question.qid, n, closes, MAX_RESULTS)
 
     def _answer(self, code: str, student: str, qid: str, choice: int, now: float) -> None:
         self._check(self._run("answer", code, repr(now), student, qid, choice))
@@ -260,12 +258,11 @@ class RedisStore(RoomStore):
         return self._teacher("reveal", code, key_hash, now, qid, shown)
 
     def _close(self, code: str, key_hash: str, now: float) -> None:
-        stored = self.client.hmget(self._keys(code)[0], ["key_hash", "expires_at"])
-        if stored[1] is None or float(stored[1]) <= now:
-            raise RoomError("room_unknown")
-        if not key_matches(key_hash, stored[0]):
-            raise RoomError("room_key")
-        self._check(self._run("close", code, repr(now), key_hash, code))
+        if self._role(code, key_hash, now) != "teacher":
+            raise RoomError("room_co_teacher")
+        expires_at = repr(now + self.ttl_s)
+        args = (repr(now), key_hash, code, expires_at, self._ttl_ms(), MAX_RESULTS)
+        self._check(self._run("close", code, *args))
 
     def _purge(self, now: float) -> int:
         dropped = 0

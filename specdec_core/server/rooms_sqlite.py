@@ -5,7 +5,9 @@ Tables: ``rooms`` (one row per room: the key's hash, version, page, state, the o
 question as JSON, the maker's client tag, expiry), ``students`` (code, student, last
 heartbeat ``seen``), ``answers`` (code, student, choice: the open question's only),
 ``removed`` (seats the teacher removed) and ``creations`` (client tag, time: the hourly
-bound). Rooms expire by their ``expires_at`` column: checked on every read, deleted by
+bound); peer instruction's (first votes, results, ended rooms):
+:mod:`~specdec_core.server.rooms_sqlite_peer`. Rooms expire by their ``expires_at``
+column: checked on every read, deleted by
 :meth:`~specdec_core.server.rooms.RoomStore.purge` (which ``create`` runs first). Every
 statement takes its values as parameters.
 """
@@ -32,6 +34,7 @@ from specdec_core.server.room_types import (
 )
 from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_sqlite_file import SQLiteFile
+from specdec_core.server.rooms_sqlite_peer import SQLitePeer
 
 #: A seat counts while seen since the cutoff or while it answered. Parameters: code, cutoff.
 _COUNTS = (
@@ -42,7 +45,7 @@ _COUNT_SEATS = "SELECT COUNT(*) FROM students s WHERE s.code = ? AND " + _COUNTS
 _FREE_SEATS = "DELETE FROM students AS s WHERE s.code = ? AND NOT " + _COUNTS
 
 
-class SQLiteStore(RoomStore):
+class SQLiteStore(SQLitePeer, RoomStore):
     """Rooms in the SQLite file ``path`` (made with its tables if missing). Several
     objects and processes may share one file. Other arguments: :class:`RoomStore`."""
 
@@ -79,11 +82,18 @@ class SQLiteStore(RoomStore):
             raise RoomError("room_unknown")
         return row[:3]
 
-    def _teacher(self, db: sqlite3.Connection, code: str, key_hash: str, now: float) -> tuple:
-        """``(version, question)`` of a live room whose key hash matches, and its expiry
-        pushed to ``now + ttl``; else ``room_unknown`` / ``room_key``."""
+    def _teacher(
+        self, db: sqlite3.Connection, code: str, key_hash: str, now: float, only_teacher=False
+    ) -> tuple:
+        """``(version, question)`` of a live room whose key hash matches (the teacher's or,
+        unless ``only_teacher``, the co-teacher's), and its expiry pushed to ``now + ttl``;
+        else ``room_unknown`` / ``room_key`` / ``room_co_teacher``."""
         stored, version, question = self._room(db, code, now)
-        if not key_matches(key_hash, stored):
+        co = db.execute("SELECT co_hash FROM rooms WHERE code = ?", (code,)).fetchone()[0]
+        co_teacher = key_matches(key_hash, co or None)
+        if only_teacher and co_teacher:
+            raise RoomError("room_co_teacher")
+        if not key_matches(key_hash, stored) | (co_teacher and not only_teacher):
             raise RoomError("room_key")
         db.execute("UPDATE rooms SET expires_at = ? WHERE code = ?", (now + self.ttl_s, code))
         return version, question
@@ -97,6 +107,7 @@ class SQLiteStore(RoomStore):
     def _delete(db: sqlite3.Connection, codes: list[str]) -> None:
         rows = [(c,) for c in codes]
         db.executemany("DELETE FROM answers WHERE code = ?", rows)
+        db.executemany("DELETE FROM first_answers WHERE code = ?", rows)
         db.executemany("DELETE FROM students WHERE code = ?", rows)
         db.executemany("DELETE FROM removed WHERE code = ?", rows)
         db.executemany("DELETE FROM rooms WHERE code = ?", rows)
@@ -127,6 +138,7 @@ class SQLiteStore(RoomStore):
             taken = db.execute("SELECT 1 FROM rooms WHERE code = ?", (code,)).fetchone()
             if taken is not None:
                 return False
+            self._forget(db, [code])  # an ended room's results under a code drawn again
             db.execute(
                 "INSERT INTO rooms (code, key_hash, version, page, state, question, client,"
                 " created_at, expires_at) VALUES (?, ?, 1, 'step', '{}', NULL, ?, ?, ?)",
@@ -147,7 +159,8 @@ class SQLiteStore(RoomStore):
     def _view(self, code: str, now: float) -> RoomView:
         with self.file.read() as db:
             row = db.execute(
-                "SELECT version, page, state, question, expires_at FROM rooms WHERE code = ?",
+                "SELECT version, page, state, question, expires_at, paused, held_page, held_state"
+                " FROM rooms WHERE code = ?",
                 (code,),
             ).fetchone()
             if row is None or row[4] <= now:
@@ -155,25 +168,29 @@ class SQLiteStore(RoomStore):
             students = self._counting(db, code, now)
             choices = db.execute("SELECT choice FROM answers WHERE code = ?", (code,))
             choices = [c for (c,) in choices.fetchall()]
+            first = db.execute("SELECT choice FROM first_answers WHERE code = ?", (code,))
+            first = [c for (c,) in first.fetchall()]
         question = question_from_json(row[3]) if row[3] else None
         counts = counts_of(choices, len(question.choices)) if question else ()
+        at_revote = question is not None and question.vote == 2
+        paused = bool(row[5])
         return RoomView(
             code=code,
             version=row[0],
-            page=row[1],
-            state=state_from_json(row[2]),
+            page=row[6] if paused else row[1],
+            state=state_from_json(row[7] if paused else row[2]),
             question=question,
             counts=counts,
             answered=sum(counts),
             students=students,
             expires_at=row[4],
+            first=counts_of(first, len(question.choices)) if at_revote else (),
+            paused=paused,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
         with self.file.read() as db:
-            stored, _, _ = self._room(db, code, now)
-            if not key_matches(key_hash, stored):
-                raise RoomError("room_key")
+            self._key_role(db, code, key_hash, now)  # the teacher's or the co-teacher's key
             rows = db.execute(
                 "SELECT s.student, s.seen, EXISTS (SELECT 1 FROM answers a WHERE a.code ="
                 " s.code AND a.student = s.student) FROM students s WHERE s.code = ?"
@@ -192,6 +209,7 @@ class SQLiteStore(RoomStore):
             if not gone:
                 raise RoomError("room_student")
             db.execute("DELETE FROM answers WHERE code = ? AND student = ?", (code, student))
+            db.execute("DELETE FROM first_answers WHERE code = ? AND student = ?", (code, student))
             db.execute("INSERT OR IGNORE INTO removed VALUES (?, ?)", (code, student))
             return self._bump(db, code)
 
@@ -230,7 +248,9 @@ class SQLiteStore(RoomStore):
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
         with self.file.write() as db:
             self._teacher(db, code, key_hash, now)
+            self._archive(db, code)  # the replaced question's result is kept
             db.execute("DELETE FROM answers WHERE code = ?", (code,))
+            db.execute("DELETE FROM first_answers WHERE code = ?", (code,))
             db.execute(
                 "UPDATE rooms SET question = ? WHERE code = ?", (question_json(question), code)
             )
@@ -249,6 +269,8 @@ class SQLiteStore(RoomStore):
                 raise RoomError("room_answer")
             if choice >= len(question.choices):
                 raise RoomError("room_answer")
+            if question.closes_at is not None and question.closes_at <= now:
+                raise RoomError("room_time_up")
             old = db.execute(
                 "SELECT choice FROM answers WHERE code = ? AND student = ?", (code, student)
             ).fetchone()
@@ -297,7 +319,8 @@ class SQLiteStore(RoomStore):
 
     def _close(self, code: str, key_hash: str, now: float) -> None:
         with self.file.write() as db:
-            self._teacher(db, code, key_hash, now)
+            self._teacher(db, code, key_hash, now, only_teacher=True)
+            self._end(db, code)
             self._delete(db, [code])
 
     def _purge(self, now: float) -> int:
@@ -306,4 +329,6 @@ class SQLiteStore(RoomStore):
             rows = db.execute("SELECT code FROM rooms WHERE expires_at <= ?", (now,))
             codes = [c for (c,) in rows.fetchall()]
             self._delete(db, codes)
+            ended = db.execute("SELECT code FROM ended WHERE expires_at <= ?", (now,))
+            self._forget(db, codes + [c for (c,) in ended.fetchall()])
         return len(codes)

@@ -35,6 +35,10 @@ POOL_SIZE = 8  # idle connections kept
 MIGRATIONS = (
     ("rooms", "client", "ALTER TABLE rooms ADD COLUMN client TEXT NOT NULL DEFAULT ''"),
     ("students", "seen", "ALTER TABLE students ADD COLUMN seen REAL NOT NULL DEFAULT 0"),
+    ("rooms", "co_hash", "ALTER TABLE rooms ADD COLUMN co_hash TEXT NOT NULL DEFAULT ''"),
+    ("rooms", "paused", "ALTER TABLE rooms ADD COLUMN paused INTEGER NOT NULL DEFAULT 0"),
+    ("rooms", "held_page", "ALTER TABLE rooms ADD COLUMN held_page TEXT NOT NULL DEFAULT ''"),
+    ("rooms", "held_state", "ALTER TABLE rooms ADD COLUMN held_state TEXT NOT NULL DEFAULT ''"),
 )
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rooms (
@@ -68,6 +72,25 @@ SCHEMA = (
         choice INTEGER NOT NULL,
         PRIMARY KEY (code, student)
     ) WITHOUT ROWID""",
+    # peer instruction: the first vote at a revote, each question's result, ended rooms
+    """CREATE TABLE IF NOT EXISTS first_answers (
+        code TEXT NOT NULL,
+        student TEXT NOT NULL,
+        choice INTEGER NOT NULL,
+        PRIMARY KEY (code, student)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS results (
+        code TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        entry TEXT NOT NULL,
+        PRIMARY KEY (code, seq)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS ended (
+        code TEXT PRIMARY KEY,
+        key_hash TEXT NOT NULL,
+        co_hash TEXT NOT NULL,
+        expires_at REAL NOT NULL
+    )""",
 )
 
 

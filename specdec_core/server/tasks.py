@@ -14,7 +14,7 @@ from specdec_core.bench.curve import ForwardCurve, measure_forward_curve
 from specdec_core.bench.report import compare_hf
 from specdec_core.bench.results import BenchSummary, HFComparison
 from specdec_core.bench.runs import hf_generate, ignoring_eos, measure_pair_runs
-from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
+from specdec_core.bench.source_results import SOURCE_TEMPERATURES, source_prompts
 from specdec_core.bench.summary import summarize
 from specdec_core.bench.sweeps import BENCH_PROMPTS, batch_sweep_point, gamma_sweep_point
 from specdec_core.core.errors import InputError
@@ -193,7 +193,7 @@ def sources_job(
     Raises:
         ValueError: what the comparison's plan refuses (checked before anything runs).
     """
-    extra = long_tasks.source_extra(names, SOURCE_PROMPTS, SOURCE_TEMPERATURES)
+    extra = long_tasks.source_extra(names, source_prompts(pair.name), SOURCE_TEMPERATURES)
     job = Job("sources", owner, pair, "", config.max_new_tokens, repeats, True, False, config)
     job.extra, job.budget_s = extra, budget_s
     job.tasks = long_tasks.source_tasks(pair, config, repeats, extra)

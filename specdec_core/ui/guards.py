@@ -16,9 +16,8 @@ from collections.abc import Mapping
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from specdec_core.core.errors import InputError
+from specdec_core.core.errors import InputError, PromptError
 from specdec_core.core.inputs import MAX_PROMPT_CHARS, SHORT_CHARS, encode_prompt
-from specdec_core.core.inputs import whole_number as whole_number  # the pages import it here
 from specdec_core.core.models import ModelPair
 
 #: ``max_chars`` of every prompt box (the engine refuses longer text before tokenizing).
@@ -28,12 +27,17 @@ _CACHE = "_guard_tokens"
 
 def prompt_ids(pair: ModelPair, prompt: str, slot: str) -> list[int]:
     """``encode_prompt`` once per (pair, text) change for the widget ``slot`` (the result,
-    or the error, is kept in session state until the text changes).
+    or the error, is kept in session state until the text changes). A prompt box holding
+    only whitespace is empty here (the engine takes it: ``"\n"`` is one token; a person
+    who cleared the box with spaces meant no prompt).
 
     Raises:
-        PromptError: as :func:`specdec_core.core.inputs.encode_prompt` (the length in characters
-            is checked before tokenizing).
+        PromptError: ``prompt_empty`` for blank text; else as
+            :func:`specdec_core.core.inputs.encode_prompt` (the length in characters is
+            checked before tokenizing).
     """
+    if isinstance(prompt, str) and prompt and not prompt.strip():
+        raise PromptError("the prompt is empty: type some text to continue", "prompt_empty")
     cache = st.session_state.setdefault(_CACHE, {})
     key = (pair.name, pair.vocab_size, prompt)
     hit = cache.get(slot)

@@ -1,15 +1,17 @@
 """Option labels in the reader's language: each option widget's choices (pair, grammar, γ
 schedule, draft method, drafter), their labels (strings ``opt_<kind>_<name>``) and how a
-language switch keeps every choice (:func:`keep_choices`)."""
+language switch keeps every choice (:func:`keep_choices`: the widgets registered with
+:func:`~specdec_core.ui.i18n.follows_language`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import get_args
 
 import streamlit as st
 
 from specdec_core.core.grammar import GRAMMAR_PRESETS
-from specdec_core.core.settings import GAMMA_SCHEDULES
+from specdec_core.core.settings import GAMMA_SCHEDULES, VERIFICATIONS, DraftMethod
 from specdec_core.drafters.registry import DRAFTER_NAMES
 from specdec_core.ui.i18n import LANG_KEYED, strings, t, tr
 
@@ -19,31 +21,21 @@ PAIR_LABELS = {  # short enough for the sidebar's box (a select box cannot wrap 
     "gpt2-large": "gpt2-large 774M ← gpt2",
     "gpt2-xl": "gpt2-xl 1.5B ← gpt2",
 }
-METHODS = ("probabilistic", "greedy")
-#: The drafters, in the drafter table's order (``drafters/registry.py``).
-DRAFTERS = DRAFTER_NAMES
+METHODS: tuple[str, ...] = get_args(DraftMethod)
 #: English labels of the drafters (the sidebar's box has no wrap: a test measures them).
-DRAFTER_LABELS = {name: tr(f"opt_drafter_{name}", "en") for name in DRAFTERS}
+DRAFTER_LABELS = {name: tr(f"opt_drafter_{name}", "en") for name in DRAFTER_NAMES}
 CONFIDENCE_RANGE = (0.01, 0.99)  # the slider's ends: SessionConfig wants the open (0, 1)
 #: The grammar choices: none, the presets (``core/grammar.GRAMMAR_PRESETS``), custom text.
 CUSTOM_GRAMMARS = ("regex", "json_schema")
 GRAMMARS = ("none", *GRAMMAR_PRESETS, *CUSTOM_GRAMMARS)
 #: The options of each kind of label.
 OPTIONS = {
-    "pair": ("embedded", *PAIR_LABELS),
+    "pair": ("embedded", "embedded-zh", *PAIR_LABELS),
     "grammar": GRAMMARS,
     "schedule": GAMMA_SCHEDULES,
     "method": METHODS,
-    "drafter": DRAFTERS,
-}
-#: Option widgets whose labels follow the language: widget key → label kind.
-OPTION_WIDGETS = {
-    "pair_name": "pair",
-    "cfg_grammar": "grammar",
-    "cfg_gamma_schedule": "schedule",
-    "cfg_method": "method",
-    "cfg_drafter": "drafter",
-    "rl_st_gr_preset": "grammar",  # the rule lab's grammar presets
+    "drafter": DRAFTER_NAMES,
+    "verification": VERIFICATIONS,
 }
 
 
@@ -62,8 +54,9 @@ def labels(kind: str) -> Callable[[str], str]:
 
 def keep_choices() -> None:
     """After a language switch the browser still holds each option widget's old label:
-    put the values back by key (read with the old labels), so no choice is lost."""
+    put the values back by key (read with the old labels), so no choice is lost. The
+    widgets are those drawn with ``key=follows_language(...)``."""
     state = st.session_state
-    for key in (*OPTION_WIDGETS, *sorted(state.get(LANG_KEYED, ()))):
+    for key in sorted(state.get(LANG_KEYED, ())):
         if key in state:
             state[key] = state[key]

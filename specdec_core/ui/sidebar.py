@@ -12,21 +12,24 @@ import streamlit as st
 
 from specdec_core.core.errors import ModelLoadError
 from specdec_core.core.models import ModelPair, default_pair_name
-from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, SessionConfig
-from specdec_core.drafters.registry import drafters_for, preset_max_gamma
+from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, VERIFICATIONS, SessionConfig
+from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.errors import error_message, plain
-from specdec_core.ui.i18n import LANGUAGES, t
+from specdec_core.ui.i18n import LANGUAGES, follows_language, t
 from specdec_core.ui.loader import get_pair
 from specdec_core.ui.option_labels import (
     CONFIDENCE_RANGE,
-    DRAFTERS,
     METHODS,
     keep_choices,
     labels,
 )
 from specdec_core.ui.problems import note_dropped
-from specdec_core.ui.sidebar_processors import chosen_grammar, processors_expander
+from specdec_core.ui.sidebar_processors import (
+    chosen_grammar,
+    grammar_choice,
+    processors_expander,
+)
 
 UI_MAX_GAMMA = min(8, MAX_GAMMA)
 
@@ -67,6 +70,22 @@ def _fit_to_pair(pair: ModelPair) -> None:
         note_dropped("confidence")
 
 
+def first_screen_language() -> str:
+    """The language a first visit's screen asked for, before any choice in the app: the
+    URL's ``?lang=`` (a bare link), else the browser's language (``zh*`` → ``zh``: the
+    session's language is set to it when nothing set one), else ``en``. Only a Chinese
+    *screen* opens the Chinese pair: a language chosen in the app keeps the pair."""
+    S = st.session_state
+    asked = st.query_params.get("lang", "")
+    if asked in LANGUAGES:
+        return asked
+    locale = (st.context.locale or "").lower()
+    if "lang" not in S and locale.startswith("zh"):
+        S["lang"] = "zh"
+        return "zh"
+    return "en"
+
+
 def _chosen_by_user() -> None:
     st.session_state["pair_reason"] = "user_choice"
     st.session_state.pop("pair_notice", None)
@@ -82,8 +101,9 @@ def gamma_limit(pair: ModelPair) -> int:
 
 
 #: The session settings the sidebar's widgets hold: setting name → widget key (the grammar
-#: has two widgets of its own, :mod:`~specdec_core.ui.sidebar_processors`). A lesson link
-#: seeds these keys (``ui/step/links.py``); :func:`current_config` reads them back.
+#: has two widgets of its own, :mod:`~specdec_core.ui.sidebar_processors`). The one table
+#: of both directions: :func:`seed_settings` (a lesson link's settings) writes these keys,
+#: :func:`current_config` reads them back.
 SETTING_WIDGETS = {
     "gamma": "cfg_gamma",
     "temperature": "cfg_temperature",
@@ -98,7 +118,27 @@ SETTING_WIDGETS = {
     "no_repeat_ngram_size": "cfg_no_repeat_ngram",
     "gamma_schedule": "cfg_gamma_schedule",
     "confidence": "cfg_confidence",
+    "verification": "cfg_verification",
 }
+
+
+def seed_settings(config: SessionConfig) -> None:
+    """Put ``config`` into the sidebar's widget keys, before they are drawn (the inverse of
+    :func:`current_config`: the widgets then report ``config``, less what this pair's
+    widgets cannot hold, which :func:`render_sidebar` resets with a message). The grammar
+    widgets are left alone when the sidebar reports ``config``'s grammar already: a
+    refused grammar typed there (shown with its error while the session keeps the last
+    one that compiled) survives a step back."""
+    S = st.session_state
+    for name, key in SETTING_WIDGETS.items():
+        S[key] = getattr(config, name)
+    reported = S.get("config")
+    if reported is not None and reported.grammar == config.grammar:
+        return
+    choice, text = grammar_choice(config.grammar)  # a preset, or the custom text
+    S["cfg_grammar"] = choice
+    if text is not None:
+        S["cfg_grammar_text"] = text
 
 
 def current_config(pair: ModelPair) -> SessionConfig:
@@ -129,6 +169,7 @@ def presenter_on() -> bool:
 def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     """Draw the sidebar; return the loaded pair and the chosen settings."""
     sb = st.sidebar
+    first = first_screen_language() if "pair_name" not in st.session_state else None
     sb.radio(
         t("sidebar_language"),
         list(LANGUAGES),
@@ -138,7 +179,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         on_change=keep_choices,
     )
     if "pair_name" not in st.session_state:
-        name, reason = default_pair_name()
+        name, reason = default_pair_name(first or "en")
         if name not in offered_pairs():
             name, reason = "embedded", "gpt2_not_cached"
         st.session_state["pair_name"], st.session_state["pair_reason"] = name, reason
@@ -152,7 +193,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.selectbox(
         t("sidebar_pair"),
         names,
-        key="pair_name",
+        key=follows_language("pair_name"),
         format_func=labels("pair"),
         help=t("sidebar_pair_help"),
         on_change=_chosen_by_user,
@@ -186,7 +227,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     schedule = sb.selectbox(
         t("sb_gamma_schedule"),
         list(GAMMA_SCHEDULES),
-        key="cfg_gamma_schedule",
+        key=follows_language("cfg_gamma_schedule"),
         format_func=labels("schedule"),
         help=t("sb_gamma_schedule_help"),
     )
@@ -207,14 +248,22 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     sb.radio(
         t("draft_method"),
         list(METHODS),
-        key="cfg_method",
+        key=follows_language("cfg_method"),
         format_func=labels("method"),
         help=t("draft_method_help"),
     )
+    sb.radio(
+        t("sb_verification"),
+        list(VERIFICATIONS),
+        key=follows_language("cfg_verification"),
+        format_func=labels("verification"),
+        help=t("sb_verification_help"),
+        horizontal=True,
+    )
     sb.selectbox(
         t("sb_drafter"),
-        [n for n in DRAFTERS if n in drafters_for(pair)],
-        key="cfg_drafter",
+        [n for n in DRAFTER_NAMES if n in drafters_for(pair)],
+        key=follows_language("cfg_drafter"),
         format_func=labels("drafter"),
         help=t("sb_drafter_help"),
     )

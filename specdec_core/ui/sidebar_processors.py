@@ -24,7 +24,7 @@ from specdec_core.core.penalties import (
 )
 from specdec_core.ui import grammar_client
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import follows_language, t
 from specdec_core.ui.option_labels import CUSTOM_GRAMMARS, GRAMMARS, labels
 
 grammar_client.install()  # the grammar compile budget asks which client is compiling
@@ -133,7 +133,7 @@ def processors_expander() -> None:
     choice = box.selectbox(
         t("sb_grammar"),
         list(GRAMMARS),
-        key="cfg_grammar",
+        key=follows_language("cfg_grammar"),
         format_func=labels("grammar"),
         on_change=fill_custom,
         help=t("sb_grammar_help"),

@@ -167,8 +167,9 @@ def build_checks(
             tie = False
         elif raw_rows is not None:  # greedy: could the argmax flip?
             tie = near_tie_argmax(torch.log(raw_rows[i]))
-        else:  # sampling: could u < a flip?
-            tie = near_tie_draw(u, verdict.accept_probs[i])
+        else:  # sampling: could u < a (block verification: u < h) flip?
+            bar = checked.block.stop_probs[i] if checked.block else verdict.accept_probs[i]
+            tie = near_tie_draw(u, bar)
         checks.append(
             PositionCheck(
                 position=i + 1,

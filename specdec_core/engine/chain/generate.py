@@ -195,6 +195,7 @@ def generate(
         lossy_rule(config) if mode != "autoregressive" else None,  # the baseline: exact draws
         stop_rule(pair, config),
         prompt_len,
+        config.verification,
     )
     with torch.inference_mode():
         run.started = started = time.perf_counter()

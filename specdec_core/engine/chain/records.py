@@ -35,6 +35,7 @@ from specdec_core.core.records import (
     strip_order,
 )
 from specdec_core.core.words import CheckStatus, RoundKind, StripState, VerdictKind
+from specdec_core.rules.block import BlockDecision
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ class RoundRecord:
         appended: ids committed this round (accepted drafts + correction/bonus, cut short by
             a stop).
         kind: ``correction`` | ``bonus`` | ``stopped`` (a stop cut the commit short).
+        block: what block verification computed and decided (``rules/block.py``); ``None``
+            under the token-wise rule and in greedy rounds.
     """
 
     gamma: int
@@ -59,6 +62,7 @@ class RoundRecord:
     overlaps: tuple[float, ...]
     appended: tuple[int, ...]
     kind: RoundKind
+    block: BlockDecision | None = None
 
     @property
     def accepted(self) -> int:
@@ -100,9 +104,11 @@ def make_record(
     overlaps: Sequence[float],
     appended: Sequence[int],
     rule_kind: VerdictKind,
+    block: BlockDecision | None = None,
 ) -> RoundRecord:
     """The record of a finished round (see :func:`round_statuses`); ``kind`` becomes
-    ``stopped`` when the commit appended fewer than ``rule_accepted + 1`` tokens."""
+    ``stopped`` when the commit appended fewer than ``rule_accepted + 1`` tokens;
+    ``block``: block verification's decision, when that rule decided."""
     statuses = round_statuses(len(drafted), rule_accepted, len(appended))
     kind = round_kind(rule_accepted, len(appended), rule_kind)
     return RoundRecord(
@@ -112,6 +118,7 @@ def make_record(
         overlaps=tuple(float(o) for o in overlaps),
         appended=tuple(int(t) for t in appended),
         kind=kind,
+        block=block,
     )
 
 

@@ -19,7 +19,9 @@ round's two random streams are :func:`~specdec_core.engine.rounds.round_stream`'
 Beyond the paper: history-dependent processors (penalties, a grammar matcher) process each
 ``q`` and ``p`` row on its own prefix and are rolled back with the caches; a stop (EOS, a
 stop string, the budget) cuts the commit short; a lossy rule (``rules/lossy.py``, only from
-an explicit setting) may replace the exact one on sampled rounds.
+an explicit setting) may replace the exact one on sampled rounds; block verification
+(``rules/block.py``, Sun et al. 2025, from ``SessionConfig.verification``) may replace the
+token-wise rule on sampled rounds (greedy rounds: the same decisions, the greedy rule).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import torch
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
-from specdec_core.core.settings import DraftMethod
+from specdec_core.core.settings import DraftMethod, VerificationName
 from specdec_core.drafters.base import Draft, Drafter
 from specdec_core.engine.chain.records import RoundRecord, make_record
 from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
@@ -43,6 +45,7 @@ from specdec_core.rules.acceptance import (
     verify_greedy,
     verify_sampling,
 )
+from specdec_core.rules.block import BlockDecision, verify_block
 from specdec_core.rules.lossy import LossyRule, verify_lossy
 
 
@@ -58,7 +61,7 @@ class ChainContext:
         draft_method, confidence: passed to ``Drafter.propose`` (the confidence stop's
             threshold, ``None`` outside that γ schedule). lossy: a lossy rule or ``None``.
         stop: the stop rule; prompt_len: ids before the generated ones (the stop counts
-            generated tokens).
+            generated tokens). verification: ``token`` or ``block`` (sampled rounds).
     """
 
     target: ModelCache
@@ -70,6 +73,7 @@ class ChainContext:
     lossy: LossyRule | None = None
     stop: StopRule | None = None
     prompt_len: int = 0
+    verification: VerificationName = "token"
 
     @property
     def active(self) -> Processors | None:
@@ -85,7 +89,8 @@ class Checked:
     on the lean path). Only when asked (``views``): ``raw`` (greedy: the same logits at
     T = 1, the confidence behind each one-hot argmax) and ``unprocessed`` (active
     processors: the rows before them, after temperature/top-k/top-p or the T = 1 softmax
-    at T = 0), both ``[γ' + 1, V]`` float32 CPU."""
+    at T = 0), both ``[γ' + 1, V]`` float32 CPU. ``block``: what block verification
+    computed (``None`` under the token-wise rule)."""
 
     verdict: Verdict
     overlaps: tuple[float, ...]
@@ -93,6 +98,7 @@ class Checked:
     p_rows: torch.Tensor | None = None
     raw: torch.Tensor | None = None
     unprocessed: torch.Tensor | None = None
+    block: BlockDecision | None = None
 
 
 def propose(ctx: ChainContext, committed: list[int], gamma: int, rng: torch.Generator) -> Draft:
@@ -121,7 +127,8 @@ def verify(
 ) -> Checked:
     """Step 3: ONE target forward over ``[committed tokens without KV] + y_1..y_γ'``, then
     the rule: greedy (accept while ``y_i == argmax p_i``), else a lossy rule if set, else
-    :func:`~specdec_core.rules.acceptance.verify_sampling` with draws from ``rng`` (the
+    :func:`~specdec_core.rules.block.verify_block` (block verification) or
+    :func:`~specdec_core.rules.acceptance.verify_sampling`, with draws from ``rng`` (the
     round's verification stream; unused at temperature 0).
 
     Args:
@@ -145,14 +152,17 @@ def verify(
     p_rows = logits_to_probs(logits, ctx.sampling).cpu()  # [γ'+1, V]
     raw = torch.softmax(logits.float(), dim=-1).cpu() if views and ctx.sampling.greedy else None
     ids = torch.tensor(draft_ids, dtype=torch.long)
+    block = None
     if ctx.sampling.greedy:
         verdict = verify_greedy(ids, p_rows)
     elif ctx.lossy is not None:
         verdict = verify_lossy(ids, p_rows, rng, ctx.lossy)
+    elif ctx.verification != "token":  # block verification
+        verdict, block = verify_block(ids, q_rows, p_rows, rng)
     else:
         verdict = verify_sampling(ids, q_rows, p_rows, rng)
     overlaps = acceptance_total(p_rows[:gamma], q_rows).tolist() if gamma else []
-    return Checked(verdict, tuple(overlaps), len(feed), p_rows, raw, unprocessed)
+    return Checked(verdict, tuple(overlaps), len(feed), p_rows, raw, unprocessed, block)
 
 
 def verify_argmax(ctx: ChainContext, committed: list[int], draft_ids: list[int]) -> Checked:
@@ -180,7 +190,8 @@ def decide_round(
     proposal = draft_ids[: verdict.accepted] + [verdict.next_token]
     appended, reason = commit_tokens(committed, proposal, ctx.prompt_len, ctx.stop)
     n, kind = verdict.accepted, verdict.kind
-    return make_record(gamma, draft_ids, n, checked.overlaps, appended, kind), reason
+    record = make_record(gamma, draft_ids, n, checked.overlaps, appended, kind, checked.block)
+    return record, reason
 
 
 def apply_round(

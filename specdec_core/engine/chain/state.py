@@ -64,6 +64,7 @@ def context(s: Session) -> ChainContext:
         lossy_rule(c),
         s.stop,
         s.prompt_len,
+        c.verification,
     )
 
 

@@ -97,13 +97,20 @@ def check_tree_settings(config: SessionConfig, drafter: Drafter | str | None = N
     ``tree_needs_probabilistic``, English message for the CLI and logs) when
     ``config`` and ``drafter`` cannot draft a tree, and code ``acceptance_mode`` for a lossy
     acceptance rule (``rules/lossy.py`` verifies chains only; the tree keeps the exact
-    multi-candidate rule, never silently), and the γ schedule's refusals
+    multi-candidate rule, never silently), code ``block_tree`` for block verification (it
+    verifies a chain; a tree keeps the token-wise SpecInfer rule), and the γ schedule's refusals
     (:func:`~specdec_core.engine.schedule.check_gamma_settings`: ``gamma_schedule_tree``)."""
     if config.acceptance != "exact":
         raise ConfigError(
             f"the {config.acceptance} rule verifies chains only, not a tree",
             "acceptance_mode",
             rule=config.acceptance,
+        )
+    if config.verification != "token":
+        raise ConfigError(
+            "block verification verifies a chain; a tree keeps token-wise (SpecInfer) verification",
+            "block_tree",
+            rule=config.verification,
         )
     check_gamma_settings(config, drafter, tree=True)  # gamma_schedule_tree, confidence_ngram
     code = tree_refusal(drafter, config.draft_method, config.temperature)

@@ -35,7 +35,7 @@ from specdec_core.rules.lab.penalty import (
 from specdec_core.ui.errors import plain, show_error
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.state import penalty_laws_figure
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import follows_language, t
 from specdec_core.ui.lab import view as LV
 from specdec_core.ui.option_labels import labels
 
@@ -199,7 +199,7 @@ def _grammar(pair: ModelPair) -> None:
     preset = c1.selectbox(
         t("rl_st_gr_preset"),
         presets,
-        key="rl_st_gr_preset",
+        key=follows_language("rl_st_gr_preset"),
         format_func=labels("grammar"),  # a preset's name, never its key
     )
     source = GRAMMAR_PRESETS[preset][1][:80].replace("`", "'")

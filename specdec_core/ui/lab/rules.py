@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.rules import lab as R
 from specdec_core.ui.errors import plain
@@ -15,7 +16,6 @@ from specdec_core.ui.figures.lab import (
     rule_finals_figure,
     rule_rows_figure,
 )
-from specdec_core.ui.guards import whole_number
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
 

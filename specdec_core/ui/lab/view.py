@@ -12,10 +12,10 @@ from collections import OrderedDict
 import pandas as pd
 import streamlit as st
 
+from specdec_core.core.inputs import whole_number
 from specdec_core.rules import lab as R
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.common import token_labels, visible_token
-from specdec_core.ui.guards import whole_number
 from specdec_core.ui.i18n import t
 from specdec_core.ui.step import lesson as L
 

@@ -16,6 +16,10 @@ round with a live chart, and the reveal of the real outcome.
 * :mod:`~specdec_core.ui.live.questions` — questions built from the engine's views and
   their outcomes read from the verified round; :mod:`~specdec_core.ui.live.chart` — the
   answers' bar chart.
+* Peer instruction: :mod:`~specdec_core.ui.live.vote` — a question's vote (countdown,
+  close, revote, the first vote beside the revote, the shift of the share right);
+  :mod:`~specdec_core.ui.live.drive` — pause and the co-teacher link;
+  :mod:`~specdec_core.ui.live.results` — the results' CSV, during and after the class.
 
 Hooks: ``app.py`` calls :func:`room.on_load` and :func:`follow.before_sidebar` before the
 sidebar and :func:`follow.bar` above every page; ``app.py`` and the step panel pass

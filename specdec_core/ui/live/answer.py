@@ -2,7 +2,10 @@
 until the store confirms it (:data:`PENDING`: sent at most at the seat's answer rate, the
 last choice wins, tried again after a store fault), and the outcome at the reveal read back
 from the store (:meth:`~specdec_core.server.rooms.RoomStore.answer_of`), so a reload shows
-the answer the teacher's chart counts."""
+the answer the teacher's chart counts. Peer instruction: the time left of a countdown (the
+radio closes at its end; an answer the store refuses as late gives one message), and the
+revote, a radio of its own (``live_answer_<qid>_2``) under a line that says so; an answer
+of the first vote still waiting when the revote opens is dropped."""
 
 from __future__ import annotations
 
@@ -15,9 +18,10 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN
 from specdec_core.ui.live import room
 from specdec_core.ui.live.questions import question_text, shown_choices
+from specdec_core.ui.live.vote import clock_line, is_open
 
-PENDING = "live_pending"  # (qid, choice): an answer the store has not confirmed yet
-MINE = "live_mine"  # (qid, revealed, choice): this student's answer as the store has it
+PENDING = "live_pending"  # (qid, choice, vote): an answer the store has not confirmed yet
+MINE = "live_mine"  # (qid, vote, revealed, choice): this student's answer as the store has it
 
 
 def send_pending() -> None:
@@ -29,7 +33,7 @@ def send_pending() -> None:
         return
     if BUCKETS.take("answer", s.student):
         return  # the seat's next token: a later poll sends it (the last choice wins)
-    qid, choice = pending
+    qid, choice = pending[:2]
     try:
         room.store().answer(s.code, s.student, qid, choice)
     except RoomError as exc:
@@ -44,11 +48,11 @@ def send_pending() -> None:
         S.pop(PENDING, None)
 
 
-def _answer(qid: str, key: str) -> None:
+def _answer(qid: str, key: str, vote: int) -> None:
     choice = st.session_state.get(key)
     if room.seat() is None or choice is None:
         return
-    st.session_state[PENDING] = (qid, int(choice))
+    st.session_state[PENDING] = (qid, int(choice), vote)
     send_pending()
 
 
@@ -66,12 +70,18 @@ def question_box(view: RoomView) -> None:
         if check is not None and len(check.options) == len(labels):
             text = check.question
             labels = [check.label(o) for o in check.options]
-    key = f"live_answer_{q.qid}"
+    key = f"live_answer_{q.qid}" + ("_2" if q.vote == 2 else "")
+    pending = S.get(PENDING)
+    if pending is not None and pending[0] == q.qid and pending[2:] != (q.vote,):
+        S.pop(PENDING, None)  # a first-vote answer still waiting: the revote is open
     if key not in S or q.revealed:  # a reload: the answer the store counts, not an empty radio
-        stored = _stored_answer(q.qid, q.revealed)
+        stored = _stored_answer(q.qid, q.vote, q.revealed)
         if stored is not None and stored < len(labels) and S.get(key) != stored:
             S[key] = stored
     st.markdown(f"**{t('live_question')}** {text}")
+    if q.vote == 2 and not q.revealed:
+        st.caption(t("live_revote_line"))
+    clock_line(q)
     st.radio(
         t("live_your_answer"),
         list(range(len(q.choices))),
@@ -79,17 +89,19 @@ def question_box(view: RoomView) -> None:
         index=None,
         key=key,
         horizontal=len(labels) <= 4,
-        disabled=q.revealed,
+        disabled=not is_open(q),
         on_change=_answer,
-        args=(q.qid, key),
+        args=(q.qid, key, q.vote),
     )
     mine = S.get(key)
+    if not q.revealed and not is_open(q):
+        return  # the countdown's line says the vote is closed
     if not q.revealed:
         waits = S.get(PENDING, (None,))[0] == q.qid
         line = "live_answer_open" if mine is None else "live_answer_sent"
         st.caption(t("live_answer_pending" if waits else line))
         return
-    mine = _stored_answer(q.qid, True)  # the reveal says what the teacher's chart counted
+    mine = _stored_answer(q.qid, q.vote, True)  # the reveal says what the chart counted
     if q.correct is None:
         st.info(t("live_no_outcome"))
     elif mine is None:
@@ -102,18 +114,18 @@ def question_box(view: RoomView) -> None:
         )
 
 
-def _stored_answer(qid: str, revealed: bool) -> int | None:
+def _stored_answer(qid: str, vote: int, revealed: bool) -> int | None:
     """This student's answer to ``qid`` as the store has it (:meth:`RoomStore.answer_of`),
-    read once per question and once more at its reveal (``None``: no answer, or a store
-    error)."""
+    read once per question and vote and once more at its reveal (``None``: no answer, or a
+    store error)."""
     S = st.session_state
     cached = S.get(MINE)
-    if cached is not None and cached[:2] == (qid, revealed):
-        return cached[2]
+    if cached is not None and cached[:3] == (qid, vote, revealed):
+        return cached[3]
     s = room.seat()
     try:
         choice = room.store().answer_of(s.code, s.student, qid) if s is not None else None
     except RoomError:
         choice = None
-    S[MINE] = (qid, revealed, choice)
+    S[MINE] = (qid, vote, revealed, choice)
     return choice

@@ -42,12 +42,13 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.i18n import lang, t
+from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
 from specdec_core.ui.live import room
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.identity import client, tab_id
 from specdec_core.ui.step import links
+from specdec_core.ui.step.files import with_view
 from specdec_core.ui.step.lesson import OWN_ACTION
 
 FOLLOW = "live_follow_on"  # the student follows the teacher (else explores)
@@ -134,13 +135,8 @@ def apply(view: RoomView) -> None:
     state, _ = decode(view.state, offered_pairs())
     if not state.prompt:  # nothing to replay
         return
-    mine = replace(
-        state,
-        lang=lang(),  # the student's own (English unless chosen), never the teacher's
-        presenter=bool(S.get("presenter", False)),
-        page="step_through",
-    )
-    links.request(mine)
+    # the student's own language and presenter mode, never the teacher's
+    links.request(replace(with_view(state), page="step_through"))
 
 
 def before_sidebar() -> None:
@@ -310,4 +306,6 @@ def _follow_box(fast: bool) -> None:
             row.button(
                 t("live_follow_again"), key="live_follow", on_click=_follow_again, type="primary"
             )
+        if view.paused:  # the store serves the paused moment: this screen holds it
+            st.markdown(f"**{t('live_paused')}**")
         question_box(view)

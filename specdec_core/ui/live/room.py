@@ -15,7 +15,9 @@ Session-state keys (``st.session_state``):
 
 URL: ``?room=CODE`` joins as a student (read once per browser session, in ``app.py``
 before the sidebar: :func:`on_load`); ``?room=CODE&teacher=KEY`` (the teacher link, for a
-second device or a reload) claims the room back as its teacher. The teacher key never
+second device or a reload) claims the room back as its teacher, or as a co-teacher when
+``KEY`` is the co-teacher key (the store says whose key it is: a co-teacher drives the
+class but does not end it). The teacher key never
 stays in the address bar (it is removed once read: a projector shows the address bar),
 and the join link never contains it. A student's URL keeps only ``room``.
 
@@ -47,6 +49,7 @@ PUBLISHED = "live_published"
 CLAIMED = "live_claimed"  # a teacher link was opened: the screen goes to the room's state once
 FAULT = "live_fault"  # (retry_at, delay_s) while the store does not answer
 UNPUBLISHED = "live_unpublished"  # (page, params) the store did not take (a fault)
+ENDED_ROOM = "live_ended_room"  # (code, key) of the class this teacher ended: its results
 URL_PARAMS = ALWAYS_PARAMS  # {name: value} the URL keeps on every page (room)
 FAULTS = ("room_store",)  # errors that keep the seat: the store did not answer
 MAX_BACKOFF_S = 16.0
@@ -75,13 +78,15 @@ _KEY_CHARS = 128
 class Seat:
     """``role``: ``teacher`` (holds ``key``) or ``student`` (is ``student``, the seat id:
     16 hex digits of :func:`seat_id`); ``joined``: the store has the seat (``False``
-    while a join waits for the store to answer)."""
+    while a join waits for the store to answer); ``co``: a teacher seat that holds the
+    co-teacher key (drives the class, cannot end it)."""
 
     role: Literal["teacher", "student"]
     code: str
     key: str = ""
     student: str = ""
     joined: bool = True
+    co: bool = False
 
 
 # ---------------------------------------------------------------- store faults
@@ -149,13 +154,14 @@ def start_room() -> None:
 
 
 def leave() -> None:
-    """Leave the room (the teacher closes it first). Errors are ignored: leaving always
-    works."""
+    """Leave the room (the teacher closes it first and keeps its code and key for the
+    results; a co-teacher just leaves). Errors are ignored: leaving always works."""
     S = st.session_state
     s = seat()
-    if s is not None and s.role == "teacher":
+    if s is not None and s.role == "teacher" and not s.co:
         try:
             store().close(s.code, s.key)
+            S[ENDED_ROOM] = (s.code, s.key)
         except RoomError:
             pass
     for key in (SEAT, PUBLISHED, ERROR, FAULT):
@@ -264,13 +270,23 @@ def heartbeat() -> None:
 
 
 def _claim(code: str, key: str) -> Seat:
-    """The teacher link: the key is checked by the store (publishing the room's own
-    state back, unchanged, needs the key); the teacher's screen then goes to the room's
-    state (``follow.apply`` on the next step)."""
+    """The teacher link: the store says whose key it is (the teacher's or the
+    co-teacher's; a refused key costs a guess of the address's bucket); the screen then
+    goes to the room's state (``follow.apply`` on the next step; while paused, the moment
+    the followers hold)."""
     s = store()
+    who = client()
+    wait = BUCKETS.wait("guess", who)
+    if wait:
+        raise RoomError("room_slow", wait=wait_s(wait))
+    try:
+        role = s.role(code, key)
+    except RoomError as exc:
+        if exc.code in ("room_key", "room_unknown"):
+            BUCKETS.take("guess", who)
+        raise
     view = s.view(code)
-    s.publish(code, key, view.page, dict(view.state))
-    seat = Seat("teacher", code, key=key)
+    seat = Seat("teacher", code, key=key, co=role == "co")
     st.session_state[SEAT] = seat
     st.session_state[PUBLISHED] = (view.page, dict(view.state))
     st.session_state[CLAIMED] = True

@@ -20,14 +20,15 @@ Widget keys (the websocket bot / browser tests find them by key):
 * ``live_start_step`` / ``live_start_lessons`` — button "Start a live class" /
   "开始课堂直播" (step page: inside the Lesson panel, tab "Live class" / "课堂直播").
 * ``live_teacher`` — the card's container; ``live_code`` — the room code's container.
-* ``live_end`` — button "End the class" / "结束课堂".
+* ``live_end`` — button "End the class" / "结束课堂" (a co-teacher: ``live_leave``,
+  "Leave the class", which leaves the class running).
 * ``live_kind`` — select box of the question kind (``accept``, ``correction``,
   ``commit_count``); ``live_k`` — number input, the position k; ``live_check`` — select
   box of a chapter checkpoint (Lessons page).
 * ``live_ask`` — button "Ask the class" / "向全班提问".
-* ``live_reveal`` — button "Reveal" / "揭晓" (it has a help tooltip: the browser's DOM
-  holds its ``<button>`` twice, click the first).
-* ``live_chart`` — the answers' bar chart (Plotly).
+* The vote (countdown, chart, close, revote, reveal): :mod:`~specdec_core.ui.live.vote`;
+  pause and the co-teacher link: :mod:`~specdec_core.ui.live.drive`; the results' CSV:
+  :mod:`~specdec_core.ui.live.results`.
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import follow, room
-from specdec_core.ui.live.chart import answers_figure
+from specdec_core.ui.live import drive, follow, results, room, vote
 from specdec_core.ui.live.questions import (
     KINDS,
     Draft,
@@ -54,9 +54,7 @@ from specdec_core.ui.live.questions import (
     chapter_outcome,
     chapter_question,
     outcome,
-    question_text,
     round_question,
-    shown_choices,
 )
 from specdec_core.ui.live.seats import seats_box
 from specdec_core.ui.step import edit as step_edit
@@ -124,9 +122,11 @@ def qr_uri(url: str) -> str:
 
 
 def card(page: str) -> None:
-    """The projector card of the teacher's room (nothing outside a room or for a
-    student). ``page``: ``step`` or ``lessons``."""
+    """The projector card of the teacher's room (nothing for a student; outside a room,
+    the results of the class this teacher ended). ``page``: ``step`` or ``lessons``."""
     s = room.seat()
+    if s is None:
+        results.after_class()
     if s is None or s.role != "teacher":
         return
     code = s.code if _CODE.fullmatch(s.code) else "?"
@@ -160,11 +160,16 @@ def card(page: str) -> None:
                     f'<img src="{qr_uri(url)}" alt="QR code" '
                     'style="background:#fff;width:100%;max-width:260px">'
                 )
-            with st.expander(t("live_teacher_link"), expanded=False):
-                st.caption(t("live_teacher_link_help"))
-                st.code(teacher_link(code, s.key), language=None, wrap_lines=True)
+            if s.co:
+                st.info(t("live_co_badge"), icon=":material/group:")
+            else:
+                with st.expander(t("live_teacher_link"), expanded=False):
+                    st.caption(t("live_teacher_link_help"))
+                    st.code(teacher_link(code, s.key), language=None, wrap_lines=True)
+                drive.co_link(teacher_link)
             st.caption(t("live_keep_teacher_link"))  # F5 drops the room: the key left the URL
-            st.button(t("live_end"), key="live_end", on_click=room.leave)
+            end = "live_leave" if s.co else "live_end"  # a co-teacher leaves a running class
+            st.button(t(end), key=end, on_click=room.leave)
         _dashboard(page)
 
 
@@ -186,44 +191,19 @@ def _dashboard(page: str) -> None:
         return
     with st.container(key="live_dash"):
         st.markdown(t("live_students_line", n=view.students, code=plain(view.code)))
+        row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+        with row:
+            drive.pause_box(view)
+            s = room.seat()
+            results.download(s.code, s.key, view.version)
         seats_box()
         q = view.question
         if q is not None:
-            _question_box(view)
+            vote.question_box(view, _reveal)
         if q is None or q.revealed:
             _ask_box(page)
         if room.ERROR in S:
             st.error(error_message(S.pop(room.ERROR)))
-
-
-def _question_box(view) -> None:
-    q = view.question
-    text = question_text(q.kind, q.params)
-    if q.kind == "chapter":
-        check = st.session_state.get(DRAWN, {}).get(dict(q.params).get("cid", ""))
-        if check is not None:
-            text = check.question
-    st.markdown(f"**{t('live_question')}** {text}")
-    labels = shown_choices(q.kind, q.choices)
-    st.plotly_chart(
-        answers_figure(labels, list(view.counts), q.correct if q.revealed else None),
-        key="live_chart",
-        config={"displayModeBar": False, "staticPlot": True},
-        width="stretch",
-    )
-    st.markdown(t("live_answered", n=view.answered, m=view.students))
-    if not q.revealed:
-        st.button(
-            t("live_reveal"),
-            key="live_reveal",
-            on_click=_reveal,
-            type="primary",
-            help=t("live_reveal_help"),
-        )
-    elif q.correct is None:
-        st.info(t("live_no_outcome"))
-    else:
-        st.success(t("live_outcome", answer=plain(labels[q.correct])))
 
 
 def _ask_box(page: str) -> None:
@@ -246,6 +226,7 @@ def _ask_box(page: str) -> None:
             key="live_check",
             format_func=lambda c: drawn[c].question[:90],
         )
+        vote.timer_select()
         st.button(t("live_ask"), key="live_ask", on_click=_ask, args=(drafts[cid],))
         return
     session = TL.current().session if TL.mode() == "tree" and TL.current() else L.current_session()
@@ -267,6 +248,7 @@ def _ask_box(page: str) -> None:
             if not 1 <= int(S.get("live_k", 1)) <= gamma:
                 S["live_k"] = 1
             st.number_input(t("live_k"), 1, gamma, key="live_k", width=110)
+        vote.timer_select()
         st.button(t("live_ask"), key="live_ask", on_click=_ask_round, type="primary")
 
 
@@ -275,8 +257,9 @@ def _ask(draft: Draft | None) -> None:
     if s is None or s.role != "teacher" or draft is None:
         return
     question = Question(f"q{secrets.token_hex(6)}", draft.kind, draft.params, draft.choices)
+    seconds = int(st.session_state.get(vote.ASKED_TIMER) or 0)
     try:
-        room.store().ask(s.code, s.key, question)
+        room.store().ask(s.code, s.key, question, duration_s=seconds or None)
     except RoomError as exc:
         st.session_state[room.ERROR] = exc
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from specdec_core.core.inputs import whole_number
+from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.ui.errors import code_span, error_message
 from specdec_core.ui.figures.common import visible_token
-from specdec_core.ui.guards import whole_number
 from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import edit as step_edit
@@ -35,10 +36,12 @@ def say(synced: L.Sync) -> None:
         st.session_state["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
 
 
-def synced(mode: Mode) -> L.Sync:
-    """The lesson of ``mode`` for the pair, settings and prompt on screen *now*."""
+def synced(mode: Mode, config: SessionConfig | None = None) -> L.Sync:
+    """The lesson of ``mode`` for the pair, settings (``config``, else read from the
+    sidebar's widgets now) and prompt on screen *now*."""
     pair = st.session_state["pair"]
-    return L.sync(pair, current_config(pair), st.session_state[L.PROMPT_KEY], LESSON[mode])
+    config = current_config(pair) if config is None else config
+    return L.sync(pair, config, st.session_state[L.PROMPT_KEY], LESSON[mode])
 
 
 def _session(mode: Mode) -> SpeculativeSession | None:
@@ -107,8 +110,10 @@ def edit(kind: str) -> None:
         else:
             edits = session.make_draft_agree()
             S["edit_notice"] = t("edit_agree_done", n=len(edits))
+            S["edit_choice"] = session.drafts[pos - 1]  # the box shows the token there now
             step_edit.previews(session)
             return
+        S["edit_choice"] = trace.new_token.id  # the "Replace with" box shows the new token
         S["edit_notice"] = t(
             "edit_done",
             k=pos,

@@ -5,8 +5,6 @@ finished rounds. Drawing only; every number comes from the session's frozen trac
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
@@ -24,11 +22,10 @@ from specdec_core.ui.render import (
 )
 from specdec_core.ui.step import actions, processors_view, view
 from specdec_core.ui.step import edit as step_edit
+from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.history import round_label, stats_line
 from specdec_core.ui.step.lesson import Lesson
 from specdec_core.ui.words import STOP_REASON, say
-
-Heading = Callable[[str], None]
 
 
 def draw(pair: ModelPair, lesson: Lesson, phase: str, presenter: bool, heading: Heading) -> None:
@@ -119,7 +116,7 @@ def kv_section(
     session: SpeculativeSession,
     last: RoundTrace | None,
     presenter: bool,
-    heading: Callable[[str], None],
+    heading: Heading,
 ) -> None:
     """Counters and the KV-state table of both models."""
     heading(t("st_kv"))

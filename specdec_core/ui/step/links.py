@@ -35,8 +35,7 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.context import APP_RUNS
 from specdec_core.ui.i18n import t
 from specdec_core.ui.problems import keep, kept
-from specdec_core.ui.sidebar import SETTING_WIDGETS
-from specdec_core.ui.sidebar_processors import grammar_choice
+from specdec_core.ui.sidebar import seed_settings
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 
@@ -51,8 +50,8 @@ ALWAYS_PARAMS = "link_always"  # {name: value}: kept on every page (a live class
 #: teacher publishes the lesson state on screen: ``ui/live/room.publisher()``).
 AfterWrite = Callable[[str, dict[str, str]], None]
 
-SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
-    **SETTING_WIDGETS,
+#: The other LessonState fields the sidebar shows: field → the widget key it seeds.
+LINK_WIDGETS = {
     "drafter": "cfg_drafter",
     "pair": "pair_name",
     "lang": "lang",
@@ -61,14 +60,13 @@ SIDEBAR_KEYS = {  # LessonState field → the sidebar widget key it seeds
 
 
 def _seed_widgets(state: LessonState) -> None:
-    """Put ``state``'s settings into the widget keys (before the widgets are drawn)."""
+    """Put ``state`` into the widget keys (before the widgets are drawn). Its settings
+    take one conversion, ``state.config()``; the page then replays with the settings the
+    sidebar reports (:func:`apply_pending`), never converting them again."""
     S = st.session_state
-    for name, key in SIDEBAR_KEYS.items():
+    seed_settings(state.config())
+    for name, key in LINK_WIDGETS.items():
         S[key] = getattr(state, name)
-    choice, text = grammar_choice(state.config().grammar)  # a preset, or the custom text
-    S["cfg_grammar"] = choice
-    if text is not None:
-        S["cfg_grammar_text"] = text
     if state.prompt:
         S[L.PROMPT_KEY] = state.prompt
     TL.seed_link(state.tree)  # the step page's mode (chain | tree) and shape
@@ -195,15 +193,16 @@ def link_for(state: LessonState) -> str:
 
 def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -> None:
     """On the step page, before the lesson syncs: replay a state from a link, a scenario
-    or step back with the settings the sidebar shows (seeded from that state, reset where
-    the pair's widgets could not hold a value), and keep what it dropped for
-    ``problems.show``."""
+    or step back with ``config``, the settings the sidebar reports (seeded from that state
+    by :func:`request` / :func:`load_from_url`, reset where the pair's widgets could not
+    hold a value): the session is built from ``config`` itself, the state only records
+    it. Keeps what the replay dropped for ``problems.show``."""
     S = st.session_state
     state: LessonState | None = S.pop(PENDING, None)
     if state is None or state.pair != pair.name:
         return
-    state = state.with_config(config)
-    out = _advanced(pair, state) or replay(pair, state)
+    state = state.with_config(config)  # the record (and the replay's cost) of config
+    out = _advanced(pair, state, config) or replay(pair, state, config)
     problems = kept() + out.problems
     if out.session is None:  # the link's prompt could not start: the default prompt
         S[L.PROMPT_KEY] = default_prompt
@@ -217,7 +216,7 @@ def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -
     keep(problems)
 
 
-def _advanced(pair: ModelPair, state: LessonState) -> Replay | None:
+def _advanced(pair: ModelPair, state: LessonState, config: SessionConfig) -> Replay | None:
     """``state`` reached by running only the missing steps on the lesson on screen (a live
     class's follower one teacher click behind, a scenario later in the same lesson):
     ``lessons.replay.advance``, the same result as a fresh replay; ``None`` when it
@@ -227,7 +226,7 @@ def _advanced(pair: ModelPair, state: LessonState) -> Replay | None:
         return None
     try:
         reached = state_of(lesson.session, state, lesson.prompt)
-        return advance(pair, lesson.session, reached, state)
+        return advance(pair, lesson.session, reached, state, config)
     except Exception:  # noqa: BLE001 - never expected: the fresh replay takes over
         log.exception("advance failed")
         return None

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.ui import problems
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
+from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import actions, chain_view, links, tools, tree_view, view
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
@@ -34,14 +36,14 @@ from specdec_core.ui.words import MODE, PHASE, STEP_BUTTON, STOP_REASON, Mode, s
 class PanelShape:
     """What differs between the chain's panel and the tree's.
 
-    ``ready(pair)``: whether the settings can run this shape (else it has said why).
+    ``ready(config)``: whether the settings can run this shape (else it has said why).
     ``phase_line(session, phase)``: the phase line. ``keys``: the prefix of the buttons'
     widget keys (``btn_{keys}propose``). ``reset_help``: the Reset button's help.
     ``run_n``: whether "Run N rounds" is offered. ``draw(pair, lesson, phase, presenter,
     heading)``: everything below the Lesson panel."""
 
     mode: Mode
-    ready: Callable[[ModelPair], bool]
+    ready: Callable[[SessionConfig], bool]
     phase_line: Callable[..., str]
     keys: str
     reset_help: str
@@ -51,7 +53,7 @@ class PanelShape:
 
 SHAPES: dict[Mode, PanelShape] = {
     "chain": PanelShape(
-        "chain", lambda pair: True, view.phase_text, "", "st_reset_help", True, chain_view.draw
+        "chain", lambda config: True, view.phase_text, "", "st_reset_help", True, chain_view.draw
     ),
     "tree": PanelShape(
         "tree",
@@ -90,9 +92,10 @@ def draw(pair: ModelPair, presenter: bool, live: LiveHooks) -> None:
         if links.PENDING in S:  # step back, a scenario or an upload: replayed by the page
             st.rerun(scope="app")
         shape = SHAPES[mode_row()]
-        if not shape.ready(pair):
+        config = current_config(pair)  # once per run: the shape's check and the sync
+        if not shape.ready(config):
             return
-        synced = actions.synced(shape.mode)
+        synced = actions.synced(shape.mode, config)
         if synced.lesson is None:  # the very first prompt was bad
             st.error(error_message(synced.error))
             return

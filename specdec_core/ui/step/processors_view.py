@@ -21,6 +21,7 @@ from specdec_core.core.trace import KVState, TokenInfo
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import html_table
+from specdec_core.ui.step.header import Heading
 
 #: The three moments of a round, in order (string keys); ``now`` when nothing is in flight.
 MOMENTS = ("proc_before_verify", "proc_after_verify", "proc_after_commit")
@@ -224,7 +225,7 @@ def section(
     prompt_len: int,
     token: Callable[[int], TokenInfo],
     generated_only: bool,
-    heading: Callable[[str], None],
+    heading: Heading,
     prefixes: Sequence[Sequence[int] | None] | None = None,
 ) -> None:
     """The state beyond the KV cache: the processors' table, the penalty counts and what

@@ -12,7 +12,6 @@ student's figure. Each session keeps its own few results in ``st.session_state``
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -25,6 +24,7 @@ from specdec_core.ui.figures.tree import chain_tree_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
 from specdec_core.ui.step import tree_lesson as TL
+from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.lesson import Lesson
 from specdec_core.ui.words import ROUND_KIND, say
 
@@ -87,9 +87,7 @@ def _run_compare() -> None:
     st.session_state["tree_compare_wanted"] = True
 
 
-def section(
-    pair: ModelPair, session: TreeSession, lesson: Lesson, heading: Callable[[str], None]
-) -> None:
+def section(pair: ModelPair, session: TreeSession, lesson: Lesson, heading: Heading) -> None:
     """The tree mode's statistics (summary and per-round history) and "chain vs tree on
     this prompt": a button, then the measured pair as a chart and a caption."""
     heading(t("tree_stats_heading"))

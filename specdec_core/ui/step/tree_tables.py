@@ -6,7 +6,6 @@ cache before → after the compaction (the views come from
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 
 import pandas as pd
 import streamlit as st
@@ -19,6 +18,7 @@ from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import KV_ROW_COLORS, kv_table_html
 from specdec_core.ui.step import processors_view
+from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
     SLOT_STATE,
     STOP_REASON,
@@ -122,7 +122,7 @@ def _styled(df: pd.DataFrame, states: list[str]):
     return df.style.apply(lambda r: [rows[r.name]] * len(r), axis=1).hide(axis="index")
 
 
-def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+def kv_panel(session: TreeSession, phase: str, heading: Heading) -> None:
     heading(t("tree_kv_heading"))
     state = session.kv_state()
     plan = session.compaction() if phase != "verify" else None
@@ -169,7 +169,7 @@ def kv_panel(session: TreeSession, phase: str, heading: Callable[[str], None]) -
     _processors(session, phase, heading)
 
 
-def _processors(session: TreeSession, phase: str, heading: Callable[[str], None]) -> None:
+def _processors(session: TreeSession, phase: str, heading: Heading) -> None:
     """The state beyond the KV cache (ui/step/processors_view.py)."""
     found = processors_view.tree_moments(session, phase)
     if found is None:

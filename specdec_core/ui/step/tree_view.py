@@ -7,11 +7,10 @@ every number comes from the :class:`TreeSession`'s views."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
+from specdec_core.core.settings import SessionConfig
 from specdec_core.core.words import StripState
 from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.engine.tree.session import TreeSession
@@ -21,22 +20,20 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_STYLE, tree_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import StripItem, token_strip_html
-from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step import tree_stats
+from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.tree_tables import kv_panel, mask_html
 from specdec_core.ui.words import FIGURE_STATE, PHASE, ROUND_KIND, STOP_REASON, TREE_REFUSAL, say
 
-Heading = Callable[[str], None]
-
 
 # ------------------------------------------------------------------ the tree panel
-def ready(pair: ModelPair) -> bool:
-    """Whether the sidebar's drafter and settings can draft a tree; if not, say why once
-    (prompt lookup, the block drafter, a greedy draft method at T > 0) with a button back
-    to the chain."""
-    why = TL.tree_ready(L.drafter_name(), current_config(pair))
+def ready(config: SessionConfig) -> bool:
+    """Whether the sidebar's drafter and ``config`` (its settings) can draft a tree; if
+    not, say why once (prompt lookup, the block drafter, a greedy draft method at T > 0)
+    with a button back to the chain."""
+    why = TL.tree_ready(L.drafter_name(), config)
     if why is None:
         return True
     st.warning(say(TREE_REFUSAL, why))

@@ -5,7 +5,6 @@ from the session's frozen traces."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import cast
 
 import streamlit as st
@@ -24,6 +23,7 @@ from specdec_core.ui.render import (
     grouped_cells,
     html_table,
 )
+from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
     CHECK_STATUS,
     NEXT_NO_DRAFTS,
@@ -298,7 +298,7 @@ def distributions(
     session: SpeculativeSession,
     last: RoundTrace | None,
     phase: str,
-    heading: Callable[[str], None],
+    heading: Heading,
     checks_box,
 ) -> None:
     """The per-position distributions: the verified round (or the last one), else the

@@ -1,0 +1,155 @@
+"""A question's vote on the teacher's projector, peer-instruction style (Mazur 1997): the
+live chart (counts only, no names), the countdown, "Close voting", "Discuss, then revote"
+(the first vote and the revote side by side, and after the reveal the shift of the share
+right, e.g. 35 % → 70 %) and "Reveal".
+
+Widget keys (the browser tests find them by key):
+
+* ``live_timer`` — select box of the countdown (none, 30, 60, 90, 120 s) beside "Ask"
+  (the revote counts down as long as the first vote did).
+* ``live_chart`` — the answers' bar chart (Plotly; two bars per choice at a revote).
+* ``live_clock`` — the container of the countdown line.
+* ``live_close_vote`` — button "Close voting" / "结束投票".
+* ``live_revote`` — button "Discuss, then revote" / "讨论后重新投票".
+* ``live_reveal`` — button "Reveal" / "揭晓" (a help tooltip: click the first of two).
+* ``live_shift`` — the container of the share-right line after the reveal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import streamlit as st
+
+from specdec_core.server.room_results import share_right
+from specdec_core.server.room_types import Question, RoomError, RoomView
+from specdec_core.ui.errors import plain
+from specdec_core.ui.i18n import t
+from specdec_core.ui.lessons.checkpoint import DRAWN
+from specdec_core.ui.live import room
+from specdec_core.ui.live.chart import answers_figure
+from specdec_core.ui.live.questions import question_text, shown_choices
+
+TIMERS = (0, 30, 60, 90, 120)  # the countdown choices, seconds (0: none)
+ASKED_TIMER = "live_asked_timer"  # the countdown of the question asked: its revote's too
+
+
+def seconds_left(question: Question) -> int | None:
+    """Whole seconds until ``question``'s vote closes (0: closed), on the store's clock;
+    ``None`` without a countdown."""
+    if question.closes_at is None:
+        return None
+    return max(0, math.ceil(question.closes_at - room.store().clock()))
+
+
+def is_open(question: Question) -> bool:
+    """Whether answers are taken now (not revealed, the countdown not over)."""
+    return not question.revealed and seconds_left(question) != 0
+
+
+def clock_line(question: Question) -> None:
+    """The countdown line (time left, or "Voting is closed."), nothing without one."""
+    left = seconds_left(question)
+    if left is None or question.revealed:
+        return
+    with st.container(key="live_clock"):
+        st.markdown(t("live_time_left", s=left) if left else t("live_time_up"))
+
+
+def timer_select() -> int | None:
+    """The countdown select box of the ask row: seconds, or ``None`` for none."""
+    seconds = st.selectbox(
+        t("live_timer"),
+        TIMERS,
+        key="live_timer",
+        format_func=lambda s: t("live_timer_s", s=s) if s else t("live_timer_off"),
+        width=130,
+    )
+    st.session_state[ASKED_TIMER] = int(seconds)
+    return int(seconds) or None
+
+
+def _pct(share: float | None) -> str:
+    return "–" if share is None else f"{100 * share:.0f} %"
+
+
+def question_box(view: RoomView, on_reveal: Callable[[], None]) -> None:
+    """The open or revealed question of the teacher's ``view``: text, countdown, chart
+    (first vote vs revote), answered line, the vote's buttons, and the outcome."""
+    q = view.question
+    text = question_text(q.kind, q.params)
+    if q.kind == "chapter":
+        check = st.session_state.get(DRAWN, {}).get(dict(q.params).get("cid", ""))
+        if check is not None:
+            text = check.question
+    st.markdown(f"**{t('live_question')}** {text}")
+    clock_line(q)
+    labels = shown_choices(q.kind, q.choices)
+    first = list(view.first) if view.first else None
+    names = (t("live_vote_first"), t("live_vote_second"))
+    st.plotly_chart(
+        answers_figure(labels, list(view.counts), q.correct if q.revealed else None, first, names),
+        key="live_chart",
+        config={"displayModeBar": False, "staticPlot": True},
+        width="stretch",
+    )
+    if first is None:
+        st.markdown(t("live_answered", n=view.answered, m=view.students))
+    else:
+        st.markdown(t("live_first_answered", n=sum(first), m=view.answered, s=view.students))
+    if not q.revealed:
+        row = st.container(horizontal=True, gap="small")
+        with row:
+            if is_open(q):
+                st.button(t("live_close_vote"), key="live_close_vote", on_click=_close, args=(q,))
+            if q.vote == 1:
+                st.button(
+                    t("live_revote"),
+                    key="live_revote",
+                    on_click=_revote,
+                    args=(q,),
+                    help=t("live_revote_help"),
+                )
+            st.button(
+                t("live_reveal"),
+                key="live_reveal",
+                on_click=on_reveal,
+                type="primary",
+                help=t("live_reveal_help"),
+            )
+        return
+    if q.correct is None:
+        st.info(t("live_no_outcome"))
+        return
+    st.success(t("live_outcome", answer=plain(labels[q.correct])))
+    now = _pct(share_right(view.counts, q.correct))
+    with st.container(key="live_shift"):
+        if first is None:
+            st.markdown(t("live_share", a=now))
+        else:
+            st.markdown(t("live_shift", a=_pct(share_right(first, q.correct)), b=now))
+
+
+def _teacher_call(fn: Callable[..., object], *args: object) -> None:
+    """A teacher's store call from a button: a refusal or a fault is kept for the
+    dashboard's one line."""
+    s = room.seat()
+    if s is None or s.role != "teacher":
+        return
+    try:
+        fn(s.code, s.key, *args)
+    except RoomError as exc:
+        if exc.code in room.FAULTS:
+            room.fault(exc)
+        else:
+            st.session_state[room.ERROR] = exc
+
+
+def _close(question: Question) -> None:
+    _teacher_call(room.store().close_vote, question.qid)
+
+
+def _revote(question: Question) -> None:
+    seconds = int(st.session_state.get(ASKED_TIMER) or 0)
+    _teacher_call(room.store().revote, question.qid, seconds or None)

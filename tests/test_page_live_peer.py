@@ -1,0 +1,186 @@
+"""Peer instruction in the app (AppTest; the fixtures and helpers of ``test_page_live.py``):
+vote → revote with both votes on the teacher's chart and the shift after the reveal; a
+countdown the students see, closed early or run out, a late answer refused with one
+message; pause holds the followers on the paused moment and resume brings them on; the
+results' CSV during and after the class; the co-teacher link drives but does not end.
+The teacher runs in English (AppTest formats a select box's options in the test's
+language); the students in both."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+import test_page_live as P
+from conftest import open_app
+
+from specdec_core.ui.i18n import tr
+
+store = P.store  # the fixture: a fresh SQLite room store for the test
+
+
+def _chart(at) -> list[dict]:
+    charts = [c for c in at.get("plotly_chart") if c.proto.id.endswith("live_chart")]
+    return json.loads((charts or at.get("plotly_chart"))[0].proto.spec)["data"]
+
+
+def _ask(teacher, seconds: int = 0):
+    """Propose, then ask "Will position 1 be accepted?" (the default kind) with a
+    countdown of ``seconds`` (set through the session: AppTest matches a select box's
+    value by the label in the test's language)."""
+    P.click(teacher, "btn_propose")
+    if seconds:
+        teacher.session_state["live_timer"] = seconds
+        teacher.run()
+    P.click(teacher, "live_ask")
+
+
+def _texts(at) -> str:
+    return " ".join(m.value for m in [*at.markdown, *at.caption, *at.error, *at.info])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_vote_discuss_revote_and_the_shift_on_the_projector(embedded_pair, store, lang):
+    teacher, seat = P.teacher_app()
+    a, b = P.student_app(seat.code, lang), P.student_app(seat.code, lang)
+    _ask(teacher)
+    q = store.view(seat.code).question
+    for s, choice in ((a, 0), (b, 1)):
+        s.run()
+        s.radio(key=f"live_answer_{q.qid}").set_value(choice).run()
+    P.click(teacher, "live_revote")
+    assert store.view(seat.code).question.vote == 2
+    for s in (a, b):
+        s.run()
+        assert s.radio(key=f"live_answer_{q.qid}_2").value is None  # a new, empty vote
+        assert tr("live_revote_line", lang) in _texts(s)
+    a.radio(key=f"live_answer_{q.qid}_2").set_value(0).run()
+    b.radio(key=f"live_answer_{q.qid}_2").set_value(0).run()
+    teacher.run()
+    first, again = _chart(teacher)
+    assert (first["y"], again["y"]) == ([1, 1], [2, 0])
+    assert (first["name"], again["name"]) == ("First vote", "Revote")
+    assert not any(bt.key == "live_revote" for bt in teacher.button)  # one revote
+    P.click(teacher, "live_reveal")
+    correct = store.view(seat.code).question.correct
+    assert correct in (0, 1)
+    share = {0: ("50 %", "100 %"), 1: ("50 %", "0 %")}[correct]
+    line = tr("live_shift", "en").format(a=share[0], b=share[1])
+    assert line in _texts(teacher)
+    a.run()
+    assert a.radio(key=f"live_answer_{q.qid}_2").disabled
+
+
+def test_a_countdown_shows_closes_and_refuses_a_late_answer(embedded_pair, store):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code)
+    _ask(teacher, 30)
+    q = store.view(seat.code).question
+    assert q.closes_at == pytest.approx(store.clock() + 30, abs=5)
+    student.run()
+    assert "s left to answer" in _texts(student) and "s left to answer" in _texts(teacher)
+    radio = student.radio(key=f"live_answer_{q.qid}")
+    assert not radio.disabled
+    real = store.clock
+    try:
+        store.clock = lambda: real() + 31  # the countdown ran out
+        student.session_state["live_pending"] = (q.qid, 0, 1)  # an answer sent too late
+        student.run()
+        assert student.radio(key=f"live_answer_{q.qid}").disabled
+        assert tr("live_time_up", "en") in _texts(student)
+        assert [e.value for e in student.error if tr("err_room_time_up", "en") in e.value]
+        assert store.view(seat.code).counts == (0, 0)
+        student.run()  # said once
+        assert not [e for e in student.error if tr("err_room_time_up", "en") in e.value]
+    finally:
+        store.clock = real
+
+
+def test_the_teacher_closes_voting_early(embedded_pair, store):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code, "zh")
+    _ask(teacher)
+    q = store.view(seat.code).question
+    student.run()
+    student.radio(key=f"live_answer_{q.qid}").set_value(1).run()
+    P.click(teacher, "live_close_vote")
+    assert store.view(seat.code).question.closes_at is not None
+    assert tr("live_time_up", "en") in _texts(teacher)
+    student.run()
+    assert tr("live_time_up", "zh") in _texts(student)
+    assert student.radio(key=f"live_answer_{q.qid}").disabled
+    assert store.view(seat.code).counts == (0, 1)  # the answer given in time counts
+
+
+def test_pause_holds_the_followers_and_resume_brings_them_on(embedded_pair, store):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code)
+    P.click(teacher, "btn_propose")
+    student.run()
+    P.same_moment(teacher, student)
+    held = P.session(student).phase
+    P.click(teacher, "live_pause")
+    assert tr("live_paused_teacher", "en") in " ".join(w.value for w in teacher.warning)
+    P.click(teacher, "btn_verify")  # the teacher prepares while paused
+    student.run()
+    student.run()
+    assert P.session(student).phase == held != P.session(teacher).phase
+    assert tr("live_paused", "en") in _texts(student)
+    P.click(teacher, "live_resume")
+    student.run()
+    student.run()
+    P.same_moment(teacher, student)
+    assert tr("live_paused", "en") not in _texts(student)
+
+
+def test_results_csv_during_and_after_the_class(embedded_pair, store):
+    lang = "en"
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code)
+    _ask(teacher)
+    q = store.view(seat.code).question
+    student.run()
+    student.radio(key=f"live_answer_{q.qid}").set_value(1).run()
+    teacher.run()
+    assert any(d.key == "live_results_csv" for d in teacher.get("download_button"))
+    rows = list(csv.reader(io.StringIO(teacher.session_state["live_results_built"][3])))
+    assert rows[0] == tr("live_csv_header", lang).split("|")
+    assert [r[2:7] for r in rows[1:]] == [
+        ["1", tr("live_yes", lang), "", "0", ""],
+        ["2", tr("live_no", lang), "", "1", ""],
+    ]
+    P.click(teacher, "live_reveal")
+    correct = store.view(seat.code).question.correct + 1  # the real outcome, 1 or 2
+    P.click(teacher, "live_end")
+    assert any(c.key == "live_after" for c in teacher.get("flex_container"))
+    assert tr("live_results_ended", lang).format(code=seat.code) in _texts(teacher)
+    rows = list(csv.reader(io.StringIO(teacher.session_state["live_results_built"][3])))
+    assert [r[4] for r in rows[1:]] == [str(int(correct == 1)), str(int(correct == 2))]
+    assert rows[1][7] == ("0.0" if correct == 1 else "100.0")
+    P.click(teacher, "live_after_dismiss")
+    assert not any(c.key == "live_after" for c in teacher.get("flex_container"))
+
+
+def test_a_co_teacher_drives_the_class_but_does_not_end_it(embedded_pair, store):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code)
+    P.click(teacher, "live_co_make")
+    code, co_key = teacher.session_state["live_co_key"]
+    assert code == seat.code and co_key != seat.key
+    assert any(c.value.endswith(f"&teacher={co_key}") for c in teacher.code)
+    co = open_app({"room": seat.code, "teacher": co_key})
+    s = co.session_state["live_seat"]
+    assert (s.role, s.co) == ("teacher", True)
+    assert not any(bt.key in ("live_end", "live_co_make") for bt in co.button)
+    P.click(co, "btn_propose")  # the co-teacher's click moves the room
+    student.run()
+    P.same_moment(co, student)
+    P.click(co, "live_ask")
+    assert store.view(seat.code).question is not None
+    P.click(co, "live_leave")
+    assert store.view(seat.code).question is not None  # the class runs on
+    assert "live_seat" not in co.session_state
+    wrong = open_app({"room": seat.code, "teacher": co_key + "x"})
+    assert "live_seat" not in wrong.session_state and len(wrong.error) == 1
