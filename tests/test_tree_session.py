@@ -112,6 +112,7 @@ def test_node_states_on_known_cases(embedded_pair):
     view = verified.tree
     assert verified.record == session.current_record and verified.record.path == (0,)
     assert verified.target_forward_tokens == len(session.ids) + 12  # round 1: prompt + nodes
+    assert verified.stop_reason is None and verified.kv_after == session.kv_state()
     assert [n.state for n in view.nodes] == ["accepted"] + ["rejected"] * 3 + ["unchecked"] * 8
     assert view.path == (0,) and view.kind == "correction"
     assert [n.parent for n in view.nodes] == [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7]
@@ -157,6 +158,9 @@ def test_node_states_on_known_cases(embedded_pair):
     kept = sorted((s for s in done.slots if s.new_slot is not None), key=lambda s: s.new_slot)
     assert [s.token.id for s in kept] == clean.target.ids
     _assert_invariant(clean)
+    clean.propose()
+    again = clean.verify()  # round 2 feeds the one committed token without KV + the nodes
+    assert again.round_index == 1 and again.target_forward_tokens == 1 + len(again.tree.nodes)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])

@@ -125,8 +125,7 @@ class Session:
     def unit(self) -> str:
         return self.steps.unit
 
-    # Each returns the shape's step record: ``ProposeTrace`` / ``VerifyTrace`` /
-    # ``CommitTrace`` (chain), ``TreeProposeTrace`` / ... (tree, ``engine/tree/trace.py``).
+    # Each returns the shape's step record (``engine/chain/trace.py``, ``engine/tree/trace.py``)
     def propose(self) -> Any:
         return self.steps.propose(self)
 

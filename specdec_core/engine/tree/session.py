@@ -180,11 +180,12 @@ class TreeSteps:
         """Phase 2: one target forward over the pending tokens and the whole tree, then
         the walk; decides what the commit appends. Raises PhaseError out of phase."""
         pending = s._require("verify", "verify")
-        kv_before, rows_before = s.kv_state(), s.target.kv_len
+        kv_before = s.kv_state()
+        # the ids the forward feeds: those without KV (at least the last one), every node
+        fed = len(s.ids) - min(s.target.kv_len, len(s.ids) - 1) + len(pending.tree.tokens)
         with s._atomic():
             started = time.perf_counter()
             logits = tree_forward(s.target, s.ids, pending.tree)
-            fed = s.target.kv_len - rows_before
             rng = round_stream(s.config.seed, s.round_index, "verify")
             verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3
