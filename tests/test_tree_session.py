@@ -15,6 +15,7 @@ from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError, PhaseError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.engine.tree.generate import generate_tree
@@ -40,6 +41,9 @@ class PoisonDrafter(ModelDrafter):
 
     def attach(self, target: ModelCache) -> None:
         target.track_hidden = True
+
+    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
+        return Drafter.tree_level_logits(self, context, paths)  # each node through tree_logits
 
     def tree_logits(self, context: list[int]) -> torch.Tensor:
         logits = super().tree_logits(context).clone()

@@ -16,7 +16,7 @@ its row here, :func:`spec_of` (by name or object), never ``name == "…"``:
                its own; the heads' ``K``, the block size), read from the shipped config
 ``tree_code``  the refusal code when its class cannot draft a tree
                (``Drafter.can_draft_tree``, the one source of that fact; ``tree_no_ngram``,
-               ``tree_block``)
+               ``tree_block``, ``tree_recurrent``)
 ``confidence`` whether the confidence stop applies (its rows can fall under a threshold;
                prompt lookup's one-hot rows never do: ``confidence_ngram``)
 ``empty_draft`` the reason shown for a round that drafted nothing (``ngram``: no match in
@@ -50,6 +50,12 @@ from specdec_core.drafters.mtp_heads import (
     preset_mtp_max_gamma,
 )
 from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.recurrent import (
+    RecurrentDrafter,
+    has_recurrent,
+    make_recurrent_drafter,
+    preset_has_recurrent,
+)
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
@@ -99,6 +105,17 @@ class DrafterSpec:
         return self.cls.draft_cost
 
 
+#: Why a drafter cannot draft a tree, in English (the CLI, logs), by its row's
+#: :attr:`DrafterSpec.tree_code` (the UI says ``err_<code>``).
+NO_TREE_WHY: dict[str, str] = {
+    "tree_block": "proposes one path per forward (a q row for each position of one block, "
+    "none for a sibling), so it cannot draft a tree; verify a chain or use the draft model",
+    "tree_no_ngram": "proposes one continuation without probabilities, so it cannot draft a "
+    "tree; use the draft model",
+    "tree_recurrent": "keeps one recurrent state per path (a tree would need one per node), "
+    "so it cannot draft a tree; verify a chain or use the draft model",
+}
+
 #: The table, in the order the pages list the drafters.
 DRAFTERS: dict[str, DrafterSpec] = {
     s.name: s
@@ -144,6 +161,14 @@ DRAFTERS: dict[str, DrafterSpec] = {
             preset_gamma=preset_block_max_gamma,
             tree_code="tree_block",
         ),
+        DrafterSpec(
+            "recurrent",
+            RecurrentDrafter,
+            lambda pair, _: make_recurrent_drafter(pair),
+            on_pair=has_recurrent,
+            on_preset=preset_has_recurrent,
+            tree_code="tree_recurrent",
+        ),
     )
 }
 DRAFTER_NAMES = tuple(DRAFTERS)
@@ -173,13 +198,15 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
     ``early-exit`` (knob = layers, default half the target's) or ``eagle`` (the pair's
     EAGLE feature head, loaded once per process; no knob) or ``mtp`` (the pair's MTP
     heads, loaded once per process; no knob) or ``block`` (the pair's parallel block
-    drafter, loaded once per process; no knob).
+    drafter, loaded once per process; no knob) or ``recurrent`` (the pair's GRU drafter,
+    loaded once per process; no knob).
 
     Raises:
         ValueError: unknown name or knob out of range (``0`` is out of range, not "default").
         ConfigError: ``eagle`` on a pair without a head, ``mtp`` (code ``mtp_missing``) on
         a pair without heads, ``block`` (code ``block_missing``) on a pair without a block
-        drafter (a ``ValueError`` too).
+        drafter, ``recurrent`` (code ``recurrent_missing``) on a pair without one (a
+        ``ValueError`` too).
     """
     spec = DRAFTERS.get(name)
     if spec is None:

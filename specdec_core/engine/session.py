@@ -246,14 +246,13 @@ class Session:
 
     def kv_state(self, tentative_states: list[str] | None = None) -> KVState:
         """The KV-state table: the committed tokens (both caches), then the shape's
-        ``kv_drafts`` marked with ``tentative_states`` (default all ``tentative``)."""
+        ``kv_drafts`` marked with ``tentative_states`` (default all ``tentative``); the
+        processors' state and a recurrent drafter's checkpoints when there are any."""
         tokens = [self.token(t) for t in self.ids + self.steps.kv_drafts()]
-        cached = self.drafter.cached_ids()
-        n = len(self.ids)
+        cached, n = self.drafter.cached_ids(), len(self.ids)
         state = kv_state(tokens, self.prompt_len, n, self.target, cached, tentative_states)
-        if not self.processors.active:
-            return state
-        return replace(state, processors=self.processors.view())
+        views = self.processors.view() if self.processors.active else None
+        return replace(state, processors=views, draft_state=self.drafter.state_view())
 
     # ------------------------------------------------------------------ the shape's own
     # Explicit forwarding to the shape (``TypeError`` on the other shape): the chain's
