@@ -256,6 +256,7 @@ class ChainSteps:
                 kv_after=s.kv_state(list(record.statuses)),
                 context_dists=contexts,
                 unprocessed_dists=unprocessed,
+                block=checked.block,
             )
         pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
         return trace
