@@ -32,8 +32,8 @@ def test_recurrent_state_section(embedded_pair, lang):
     )
     wrong_then_right(at, "c6_rec_target", "yes", "no", lang)
     [toy] = html_tables(at, "ls-toy-table")
-    assert list(toy[toy.columns[2]])[:2] == ["a a b", "a a b"]  # restored: the target's own
-    assert list(toy[toy.columns[4]])[:3] == ["a a b", "a b", "b"]  # not restored: drifts
+    assert list(toy[toy.columns[1]]) == ["a a b (2)"] * 4 + ["—"] * 2  # the target's own
+    assert list(toy[toy.columns[2]])[:3] == ["a a b (0)", "a b (1)", "b (2)"]  # drifts
     reveal = s(
         "ls_c6_rec_toy_reveal",
         lang,

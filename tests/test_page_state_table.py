@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from conftest import click, html_tables, open_app
 
+from specdec_core.ui.figures.common import visible_token
+
 LABELS = {
     "en": {
         "propose": "① Propose",
@@ -32,9 +34,12 @@ LABELS = {
 }
 
 
-def _table(at) -> list[tuple[int, str]]:
+def _table(at) -> list[tuple[int | None, str]]:
+    """``(length the checkpoint read, status)``: the table shows the 0-based position of
+    the last token read (as the KV table numbers rows), "—" for the zero state."""
     [df] = html_tables(at, "state-table")
-    return [(int(a), s) for a, s in zip(df[df.columns[0]], df[df.columns[-1]], strict=True)]
+    rows = zip(df[df.columns[0]], df[df.columns[-1]], strict=True)
+    return [(0 if a == "—" else int(a) + 1, s) for a, s in rows]
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -52,10 +57,27 @@ def test_state_table_through_one_round(embedded_pair, lang):
     click(at, lab["commit"])  # rejected at 1: the state after the prompt is live again
     assert _table(at) == [(p, lab["restored"])] + [(p + i, lab["discarded"]) for i in (1, 2, 3)]
     [df] = html_tables(at, "state-table")
-    assert list(df[df.columns[1]])[1:] != ["—"] * 3  # the rejected drafts' tokens are named
+    [kv] = html_tables(at, "kv-table")
+    kv_tokens = dict(zip(kv[kv.columns[0]], kv[kv.columns[1]], strict=True))
+    assert df.iloc[0, 0] == str(p - 1) and df.iloc[0, 1] == kv_tokens[str(p - 1)]  # one numbering
+    session = at.session_state["step_session"]
+    read = [visible_token(session.token(i)) for i in session.history[0].record.drafted[:3]]
+    assert list(df[df.columns[1]])[1:] == read  # each discarded checkpoint's rejected draft
 
 
 def test_no_state_table_with_a_kv_cache_drafter(embedded_pair):
     at = open_app(lang="en")
     click(at, LABELS["en"]["propose"])
     assert html_tables(at, "state-table") == [] and html_tables(at, "kv-table")
+
+
+def test_a_lesson_link_opens_the_step_page_with_the_recurrent_drafter(embedded_pair):
+    from specdec_core.lessons.link import LessonState, decode, encode
+
+    params = encode(LessonState(page="step_through", drafter="recurrent"))
+    state, problems = decode(params, ["embedded"])
+    assert state.drafter == "recurrent" and not problems
+    at = open_app(params, lang="en")
+    assert at.session_state["step_session"].drafter.name == "recurrent"
+    click(at, LABELS["en"]["propose"])
+    assert [s for _, s in _table(at)].count(LABELS["en"]["saved"]) == 4

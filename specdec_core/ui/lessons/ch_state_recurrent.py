@@ -36,22 +36,20 @@ def figures_table(pair: ModelPair) -> str | None:
 
 
 def toy_table(right: ToyRun, wrong: ToyRun) -> str:
-    """Round by round, the hand-made target's state kept after verification (restored vs
-    not) and what each committed."""
+    """Round by round, what the hand-made target committed and (in brackets) the state it
+    kept after verification, restored vs not (three columns: a phone shows them whole)."""
     n = max(len(right.rounds), len(wrong.rounds))
 
-    def cell(run: ToyRun, i: int, what: str) -> str:
+    def cell(run: ToyRun, i: int) -> str:
         if i >= len(run.rounds):
             return "—"
         r = run.rounds[i]
-        return str(r.state_kept) if what == "state" else " ".join(r.appended)
+        return f"{' '.join(r.appended)} ({r.state_kept})"
 
     columns = {
         t("ls_c6_rec_col_round"): list(range(1, n + 1)),
-        t("ls_c6_rec_col_kept_ok"): [cell(right, i, "state") for i in range(n)],
-        t("ls_c6_rec_col_out_ok"): [cell(right, i, "out") for i in range(n)],
-        t("ls_c6_rec_col_kept_bad"): [cell(wrong, i, "state") for i in range(n)],
-        t("ls_c6_rec_col_out_bad"): [cell(wrong, i, "out") for i in range(n)],
+        t("ls_c6_rec_col_ok"): [cell(right, i) for i in range(n)],
+        t("ls_c6_rec_col_bad"): [cell(wrong, i) for i in range(n)],
     }
     return html_table(columns, name="ls-toy-table")
 
@@ -92,6 +90,7 @@ def render(pair: ModelPair) -> None:
         )
     ):
         st.html(toy_table(right, wrong))
+        st.caption(t("ls_c6_rec_toy_note"))
         st.markdown(
             t(
                 "ls_c6_rec_toy_reveal",

@@ -44,15 +44,17 @@ from dataclasses import replace
 import streamlit as st
 
 from specdec_core.lessons.link import decode
+from specdec_core.server import live_push
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import frame_view, room
+from specdec_core.ui.live import frame_view, push_view, room
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
+from specdec_core.ui.live.frame_view import teacher_at
 from specdec_core.ui.live.identity import client, tab_id
 from specdec_core.ui.step import links
 from specdec_core.ui.step.files import with_view
@@ -63,13 +65,13 @@ SEEN = "live_seen"  # the room version the last poll read
 VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
-AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
 ENDED = "live_ended"  # the room this student followed has ended (closed or expired)
 BEAT = "live_beat_at"  # monotonic time of the seat's last heartbeat
 READ_AT = "live_read_at"  # monotonic time the view was last read
 POLLED = "live_polled_at"  # monotonic time this tab's poll last read the store
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 SLOW_POLL_S = 10.0  # a seat's other tabs
+PUSH_BEAT_S = 10.0  # a pushed follower's own poll (heartbeat, answers), the push aside
 HEARTBEAT_S = 20.0  # a student's seat heartbeat (well inside the store's seat TTL)
 REREAD_S = 10.0  # the view is read again this often even when its version did not move
 FRAME = "live_frame"  # the teacher's frame of the state followed (None: replayed instead)
@@ -212,23 +214,6 @@ def _follow_again() -> None:
     st.session_state.pop(POLLED, None)  # this run reads the store
 
 
-def teacher_at(view: RoomView) -> str:
-    """Where the teacher is, in words: "round 2, phase ② Verify" or "Lessons, chapter 3"."""
-    if view.page == "lessons":
-        raw = str(view.state.get("chapter", "1"))
-        n = int(raw) if raw.isdigit() and len(raw) < 3 else 1
-        return t("live_at_lessons", n=n)
-    if not view.state:
-        return t("live_at_start")
-    cached = st.session_state.get(AT)  # decoded once per version, not on every poll
-    if cached is None or cached[0] != view.version:
-        state, _ = decode(view.state, offered_pairs())
-        cached = st.session_state[AT] = (view.version, state.round, state.phase)
-    _, r, phase = cached
-    step = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}[phase]
-    return t("live_at_step", r=r + 1, phase=t(step))
-
-
 def bar(page: str, pages: dict) -> None:
     """``app.py``, above every page (inside the keyed container ``live_bar``): a room
     error's one message; for a student, the follower (a fragment that polls), and the
@@ -247,10 +232,12 @@ def bar(page: str, pages: dict) -> None:
     want = S.get(WANT_PAGE)
     if following() and want and want != page and want in pages:
         st.switch_page(pages[want])
-    if _fast():
-        _follower()
-    else:
+    if not _fast():
         _follower_slow()
+    elif live_push.ENABLED and following():
+        _follower_pushed()  # the screen is drawn by the push route's messages
+    else:
+        _follower()
 
 
 def _fast() -> bool:
@@ -270,6 +257,17 @@ def _follower() -> None:
     if not _fast():  # another tab of this browser took over: this one slows down
         st.rerun(scope="app")
     _follow_box(fast=True)
+
+
+@st.fragment(run_every=PUSH_BEAT_S)
+def _follower_pushed() -> None:
+    if not _fast():
+        st.rerun(scope="app")
+    _follow_box(fast=True, pushed=True)
+
+
+def _moved() -> None:
+    st.session_state.pop(POLLED, None)  # a pushed change: this rerun reads the store
 
 
 @st.fragment(run_every=SLOW_POLL_S)
@@ -300,7 +298,7 @@ def _due(fast: bool) -> bool:
     return True
 
 
-def _follow_box(fast: bool) -> None:
+def _follow_box(fast: bool, pushed: bool = False) -> None:
     S = st.session_state
     due = _due(fast)
     if due:
@@ -333,7 +331,8 @@ def _follow_box(fast: bool) -> None:
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         where = teacher_at(view)
         if following():
-            row.markdown(t("live_following", where=where))
+            if not (pushed and S.get(FRAME) is not None):  # else the pushed screen says it
+                row.markdown(t("live_following", where=where))
             row.button(t("live_explore"), key="live_explore", on_click=_explore)
         else:
             row.markdown(t("live_exploring", where=where))
@@ -343,5 +342,9 @@ def _follow_box(fast: bool) -> None:
         if view.paused:  # the store serves the paused moment: this screen holds it
             st.markdown(f"**{t('live_paused')}**")
         question_box(view)
-    if following() and S.get(FRAME) is not None:
+    if pushed and following():
+        q = view.question
+        shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}")
+        push_view.pushed(view.code, lang(), shown, _moved)
+    elif following() and S.get(FRAME) is not None:
         frame_view.draw(S[FRAME], bool(S.get("presenter")))

@@ -11,7 +11,9 @@ argmax), the chart rows of the position the teacher's chart shows (its
 :class:`~specdec_core.core.trace.DistSlice`: token ids, ``p``, ``q``, ``min(p, q)``,
 ``[p − q]+`` and the "other" sums, float32 values written exactly), the KV-state table of
 both models (the rows the teacher's table shows), and for a tree the drafted nodes with
-their states. The open question travels in the room's own view, not here.
+their states; ``html``: all that drawn once per language by the teacher's screen, for the
+followers whose screens take it over the push channel (``server/live_push``). The open
+question travels in the room's own view, not here.
 
 Flow: :func:`publish_frame` (the teacher's ``room.publish``, before the state itself, so a
 follower that reads the new state finds its frame) builds the frame under the engine lock,
@@ -38,7 +40,9 @@ from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.lessons.link import encode
 from specdec_core.server.room_frames import MAX_FRAME_BYTES, state_digest
 from specdec_core.server.rooms import RoomStore
+from specdec_core.ui.i18n import LANGUAGES, in_language
 from specdec_core.ui.live.frame_cache import FRAME_VERSION, remember
+from specdec_core.ui.live.frame_view import frame_html
 from specdec_core.ui.render import StripItem, round_strip
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
@@ -260,6 +264,11 @@ def publish_frame(store: RoomStore, room: tuple[str, str], page: str, published:
     frame = teacher_frame(page, published[1])
     if frame is None:
         return
+    html = {}
+    for code in LANGUAGES:  # drawn here once per language: a pushed screen shows it as is
+        with in_language(code):
+            html[code] = frame_html(frame)
+    frame["html"] = html
     text = json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
     if len(text.encode("utf-8")) > MAX_FRAME_BYTES:
         return

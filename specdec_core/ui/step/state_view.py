@@ -37,11 +37,12 @@ def _read_ids(session: SpeculativeSession, last: RoundTrace | None) -> list[int]
 
 
 def state_columns(view: StateView, ids: list[int], token: Callable[[int], str]) -> dict:
-    """The table's columns: the checkpoint's length (the state after that many tokens),
-    the token it read last (``ids[m − 1]``; the zero state at 0) and its status."""
+    """The table's columns: the position of the last token a checkpoint read (0-based,
+    as in the KV table: ``m − 1`` for the state after ``m`` tokens; "—" for the zero
+    state), that token (``ids[m − 1]``) and the checkpoint's status."""
     rows = view.rows()
     return {
-        t("st_state_col_after"): [m for m, _ in rows],
+        t("st_state_col_after"): [m - 1 if m else "—" for m, _ in rows],
         t("col_token"): [token(ids[m - 1]) if 0 < m <= len(ids) else "—" for m, _ in rows],
         t("st_state_col_status"): [t(f"st_state_{s}") for _, s in rows],
     }
