@@ -25,7 +25,7 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from specdec_core.core.models import EMBEDDED_DIR, ModelPair, load_pair
+from specdec_core.core.models import EMBEDDED_DIR, EMBEDDED_ZH_DIR, ModelPair, load_pair
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -72,6 +72,16 @@ def save_tiny(
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _fresh_compile_budget() -> None:
+    """Every test starts with an unspent grammar compile budget: the budget is per client
+    and every AppTest page of this process is the same client, so tests that run late
+    under load found it spent by earlier ones (a grammar refused with "try again")."""
+    from specdec_core.core import grammar_compile
+
+    grammar_compile.forget_budgets()
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     """Folders: ``target`` (2 layers), ``draft`` (1 layer), ``short`` (target with a
@@ -101,6 +111,13 @@ def self_pair(tiny_dirs) -> ModelPair:
 def embedded_pair() -> ModelPair:
     assert (EMBEDDED_DIR / "target" / "config.json").is_file(), "embedded pair not built"
     return load_pair("embedded", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def zh_pair() -> ModelPair:
+    """The shipped Chinese pair (``embedded-zh``: Tang poems, one token per character)."""
+    assert (EMBEDDED_ZH_DIR / "target" / "config.json").is_file(), "embedded-zh not built"
+    return load_pair("embedded-zh", device="cpu")
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from specdec_core.drafters import (
     make_named_drafter,
 )
 from specdec_core.drafters.block import BlockDrafter
+from specdec_core.drafters.recurrent import RecurrentDrafter
 
 
 @pytest.mark.parametrize(
@@ -157,6 +158,9 @@ def test_can_draft_tree_is_exactly_where_tree_logits_gives_logits(tiny_pair):
         if name == "block":  # the tiny pair ships no block drafter; one row per depth
             assert not BlockDrafter.can_draft_tree
             continue
+        if name == "recurrent":  # the tiny pair ships no recurrent model; one state per path
+            assert not RecurrentDrafter.can_draft_tree
+            continue
         drafter = make_named_drafter(tiny_pair, name)
         assert drafter.can_draft_tree == (drafter.tree_logits([1, 2, 3]) is not None), name
     assert TREE_DRAFTERS == ("model", "early-exit", "eagle", "mtp")
@@ -206,6 +210,7 @@ def test_the_drafter_table_rows(tiny_pair, embedded_pair):
         "eagle": (None, True, "drafter", False, "serial"),
         "mtp": (None, True, "drafter", False, "heads"),
         "block": ("tree_block", True, "drafter", False, "one_forward"),
+        "recurrent": ("tree_recurrent", True, "drafter", False, "serial"),
     }
     assert tuple(DRAFTERS) == DRAFTER_NAMES == tuple(rows)
     for name, (no_tree, confidence, empty, hf, cost) in rows.items():

@@ -4,6 +4,9 @@ carries, and a round trip with every one of them away from its default."""
 
 from __future__ import annotations
 
+import base64
+import json
+import zlib
 from dataclasses import fields
 
 from specdec_core.core.grammar import GrammarSpec
@@ -43,6 +46,7 @@ def test_every_setting_survives_state_to_config_to_state_and_the_url():
         grammar=GrammarSpec("regex", "[a-z ]+"),
         gamma_schedule="confidence",
         confidence=0.25,
+        verification="block",
     )
     default = SessionConfig()
     assert all(getattr(config, n) != getattr(default, n) for n in SETTINGS)
@@ -99,8 +103,30 @@ def test_the_sidebar_reports_exactly_the_settings_a_link_seeds(embedded_pair, mo
         grammar=GrammarSpec("regex", "[a-z ]+"),
         gamma_schedule="confidence",
         confidence=0.25,
+        verification="block",
     )
     sidebar.seed_settings(config)
     assert ns.session_state["cfg_grammar"] == "regex"
     assert ns.session_state["cfg_grammar_text"] == "[a-z ]+"
     assert sidebar.current_config(embedded_pair) == config
+
+
+def test_an_old_link_opens_token_wise_and_a_block_link_round_trips():
+    """A link made before the setting has no ``verification``: token-wise, as it was made
+    (no problem reported); ``block`` survives the URL; with a tree it is dropped (a tree
+    verifies token-wise) and said."""
+    old, problems = decode(encode(LessonState(prompt="ROMEO:", temperature=1.0)), ["embedded"])
+    assert problems == [] and old.verification == "token"
+    assert old.config().verification == "token"
+    block = LessonState(prompt="ROMEO:", temperature=1.0, verification="block")
+    back, problems = decode(encode(block), ["embedded"])
+    assert problems == [] and back.config().verification == "block"
+    tree = LessonState(prompt="ROMEO:", temperature=1.0, verification="block", tree=(2, 1))
+    back, problems = decode(encode(tree), ["embedded"])
+    assert back.verification == "token" and back.tree == (2, 1)
+    assert [(p.code, p.params) for p in problems] == [("bad_value", {"name": "verification"})]
+    bad = {**encode(block)}
+    raw = json.dumps({"prompt": "ROMEO:", "verification": "blocky"}).encode()
+    bad["s"] = base64.urlsafe_b64encode(zlib.compress(raw)).rstrip(b"=").decode()
+    back, problems = decode(bad, ["embedded"])
+    assert back.verification == "token" and problems[0].params == {"name": "verification"}

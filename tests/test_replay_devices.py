@@ -50,7 +50,7 @@ def forward_log(monkeypatch):
             self.kv_len,
             keep,
             None if mask is None else tuple(mask.shape),
-            None if positions is None else tuple(positions[0].tolist()),
+            None if positions is None else tuple(positions.tolist()),
             known,
         )
         self.__dict__.setdefault("fwd_log", []).append(entry)

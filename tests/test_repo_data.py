@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, REPO, TEXTBOOK_PATH
 
+from specdec_core.training.corpus import CORPORA
 from specdec_core.training.loop import DEFAULT_CORPUS
 
 # Paths outside the repository that used to be read (built here, so this file is no hit).
@@ -31,9 +32,9 @@ def _measure_acceptance_corpus() -> Path:
     return module.CORPUS
 
 
-def _documented_sha256() -> str:
+def _documented_sha256(name: str = "tinyshakespeare.txt") -> str:
     readme = (REPO / "data" / "README.md").read_text(encoding="utf-8")
-    row = next(line for line in readme.splitlines() if line.startswith("| `tinyshakespeare.txt`"))
+    row = next(line for line in readme.splitlines() if line.startswith(f"| `{name}`"))
     return re.search(r"`([0-9a-f]{64})`", row).group(1)
 
 
@@ -57,6 +58,17 @@ def test_corpus_sha256_is_the_documented_one():
         digest
         == _documented_sha256()
         == ("86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed")
+    )
+
+
+def test_chinese_corpus_sha256_is_the_documented_one():
+    path = REPO / "data" / "poetry_zh.txt"
+    assert path == CORPORA["embedded-zh"].path
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (
+        digest
+        == _documented_sha256("poetry_zh.txt")
+        == ("f0fbb5517c7fb1abb806d9963bbef24d7e064c4494b3ed4773876352e5bd4c0c")
     )
 
 

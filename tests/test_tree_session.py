@@ -16,6 +16,7 @@ from specdec_core.core.errors import ConfigError, PhaseError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import ModelDrafter, NgramDrafter
+from specdec_core.drafters.base import Drafter
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.records import summarize_tree
 from specdec_core.engine.tree.session import TreeSession
@@ -39,6 +40,9 @@ class PoisonDrafter(ModelDrafter):
 
     def attach(self, target: ModelCache) -> None:
         target.track_hidden = True
+
+    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
+        return Drafter.tree_level_logits(self, context, paths)  # each node through tree_logits
 
     def tree_logits(self, context: list[int]) -> torch.Tensor:
         logits = super().tree_logits(context).clone()

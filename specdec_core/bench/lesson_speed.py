@@ -26,7 +26,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.generate import GenerationStats, generate
-from specdec_core.lessons.scenarios import PROMPTS
+from specdec_core.lessons.prompts import prompts_for
 from specdec_core.rules.costmodel import walltime_improvement
 
 TOKENS, GAMMA = 32, 4
@@ -70,7 +70,8 @@ def _once(pair: ModelPair, name: str) -> GenerationStats:
     model = {"alone": None, "model": pair.draft, "self": pair.target}[name]
     mode = "autoregressive" if model is None else "speculative"
     drafter = ModelDrafter(model) if model is not None else None
-    return generate(ignoring_eos(pair), PROMPTS[0], config, mode=mode, drafter=drafter).stats  # type: ignore[arg-type]
+    prompt = prompts_for(pair.name).scenarios[0]
+    return generate(ignoring_eos(pair), prompt, config, mode=mode, drafter=drafter).stats  # type: ignore[arg-type]
 
 
 def warm_up(pair: ModelPair) -> None:

@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from specdec_core.bench.bounded import Budget, Clock
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.source_results import (
-    SOURCE_PROMPTS,
     SOURCE_TEMPERATURES,
     SourceComparison,
     SourceTarget,
+    source_prompts,
     source_row,
     steady_step,
 )
@@ -85,7 +85,7 @@ def plan_sources(
             PromptError, ConfigError: bad prompt or settings.
     """
     names = tuple(drafters_for(pair) if drafters is None else drafters)
-    prompts = dict(SOURCE_PROMPTS if prompts is None else prompts)
+    prompts = dict(source_prompts(pair.name) if prompts is None else prompts)
     if not names:
         raise ValueError("choose at least one draft source to compare")
     if not prompts or not temperatures:
@@ -228,7 +228,7 @@ def compare_sources(
         drafters: source names (default :func:`drafters.drafters_for`: every source the
             pair can run), each with its default knob; γ is capped at a source's
             :attr:`Drafter.max_gamma`.
-        prompts: ``{key: text}`` (default :data:`SOURCE_PROMPTS`).
+        prompts: ``{key: text}`` (default: the pair's, :func:`source_prompts`).
         temperatures: default greedy and T = 1.
         repeats: timing passes (≥ 1).
         progress: ``progress(done, total, what)`` before each run (``what``: ``"target"``

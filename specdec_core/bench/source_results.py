@@ -15,6 +15,7 @@ from specdec_core.bench.bounded import conclusive
 from specdec_core.bench.timing import HowMeasured, Spread, Verdict
 from specdec_core.engine.chain.generate import GenerationResult, GenerationStats
 from specdec_core.engine.chain.records import summarize
+from specdec_core.lessons.prompts import prompts_for
 from specdec_core.rules.costmodel import expected_tokens_given_drafts, speedup_from_measured
 
 #: The two prompts every source is compared on (the drafters page's presets, English in
@@ -27,6 +28,17 @@ SOURCE_PROMPTS: dict[str, str] = {
     ),
     "novel": "ROMEO:\nBut soft, what light through yonder window breaks?",
 }
+
+
+def source_prompts(pair_name: str) -> dict[str, str]:
+    """The two prompts on the preset ``pair_name``: its own (``lessons/prompts.py``: a
+    poem on ``embedded-zh``), else :data:`SOURCE_PROMPTS`."""
+    own = prompts_for(pair_name)
+    if own.drafters_repetitive is None or own.drafters_novel is None:
+        return dict(SOURCE_PROMPTS)
+    return {"repetitive": own.drafters_repetitive, "novel": own.drafters_novel}
+
+
 #: Greedy and T = 1: the two settings every source is compared at.
 SOURCE_TEMPERATURES: tuple[float, ...] = (0.0, 1.0)
 

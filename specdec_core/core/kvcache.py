@@ -9,9 +9,11 @@ Three different states of a position (the lesson):
 * **KV-computed** — a model has run a forward over it and keeps its keys/values;
 * **tentative** — a drafted candidate, not output until verification accepts it.
 
-Each model's cache is a transformers ``DynamicCache`` owned by a session (never attached
-to the shared model). ``ModelCache`` remembers which token ids its cache covers, so a
-rollback is "crop to the longest prefix that is still the committed history".
+Each model's cache is a preallocated :class:`~specdec_core.core.kvbuffer.KVBuffer` owned
+by a session (never attached to the shared model), filled by the lean forward
+(:mod:`specdec_core.core.lean_gpt2`) over the shared model's weights. ``ModelCache``
+remembers which token ids its cache covers, so a rollback is "crop to the longest prefix
+that is still the committed history" (a length moves, nothing is copied).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from __future__ import annotations
 import time
 
 import torch
-from transformers import DynamicCache, PreTrainedModel
+from transformers import PreTrainedModel
 
+from specdec_core.core import lean_gpt2
 from specdec_core.core.device import sync
+from specdec_core.core.hf_forward import hf_forward
 from specdec_core.core.trace import KVRow, KVState, TokenInfo
 
 
@@ -41,11 +45,18 @@ class ModelCache:
 
     Invariant: ``len(self.ids) == self.kv_len == cache.get_seq_length()``, and the cached
     keys/values are exactly those of a fresh forward over ``self.ids``.
+
+    Raises:
+        ValueError: the model is not a GPT-2 (:func:`lean_gpt2.gpt2_weights`).
     """
 
     def __init__(self, model: PreTrainedModel) -> None:
         self.model = model
-        self.cache = DynamicCache(config=model.config)
+        self.weights = lean_gpt2.gpt2_weights(model)
+        self.cache = self.weights.new_cache()
+        # float32 (the engine's precision): the lean forward; a half-precision copy runs
+        # transformers' own forward, whose kernels the numerics lesson measures.
+        self.lean = model.dtype == torch.float32
         self.ids: list[int] = []
         self.device = model.device
         # Time spent inside model forwards (ms) and how many ran: the fast path's
@@ -106,8 +117,7 @@ class ModelCache:
         Args:
             new_ids: ``T`` ids fed after the cached ones. positions: ``[T]`` their position
                 ids. allowed: ``[T, kv_len + T]`` bool, row ``t`` may attend to column
-                ``j`` (turned into an additive ``[1, 1, T, kv_len + T]`` mask: 0 where
-                allowed, ``finfo.min`` elsewhere, in the model's dtype).
+                ``j`` (the attention's boolean mask as it is).
             known: how many leading ``new_ids`` form a sequence with the cached ones and
                 join :attr:`ids`; the cache (and :attr:`hidden`) also keeps the other
                 ``T − known`` rows, which :meth:`keep_rows` or :meth:`truncate` must then
@@ -116,10 +126,8 @@ class ModelCache:
         Returns:
             ``[T, V]`` float32 logits on the model's device.
         """
-        dtype = self.model.dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        pos = torch.tensor([positions], device=self.device)  # [1, T]
-        return self._forward(new_ids, 0, pos, mask[None, None].to(self.device), known)
+        pos = torch.tensor(positions, device=self.device)  # [T]
+        return self._forward(new_ids, 0, pos, allowed.to(self.device), known)
 
     def _forward(
         self,
@@ -131,18 +139,14 @@ class ModelCache:
     ) -> torch.Tensor:
         """The one forward every method runs: timing, counters, hidden states, ids."""
         started = time.perf_counter()
-        input_ids = torch.tensor([new_ids], dtype=torch.long, device=self.device)  # [1, T]
-        extra = {} if mask is None else {"attention_mask": mask, "position_ids": positions}
-        out = self.model(
-            input_ids=input_ids,
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=keep,
-            output_hidden_states=self.track_hidden,
-            **extra,
-        )
-        logits = out.logits[0].float()  # [T or keep, V]
-        self.keep_hidden(out)
+        if self.lean:
+            hidden = lean_gpt2.forward(self.weights, self.cache, new_ids, positions, mask)
+        else:
+            hidden = hf_forward(self.model, self.cache, new_ids, positions, mask)  # [T, d]
+        logits = lean_gpt2.logits(self.weights, hidden[-keep:] if keep else hidden)
+        if self.track_hidden:
+            new = hidden.float()  # [T, d]
+            self.hidden = new if self.hidden is None else torch.cat([self.hidden, new])
         sync(self.device)
         ended = time.perf_counter()
         self.forward_ms += (ended - started) * 1e3
@@ -158,10 +162,7 @@ class ModelCache:
         drop every other row. Keys, values and :attr:`hidden` are moved alike, and
         ``tokens`` join :attr:`ids` (the invariant holds again)."""
         keep = self.kv_len
-        for layer in self.cache.layers:
-            for name in ("keys", "values"):
-                t = getattr(layer, name)  # [B, H, keep + extra rows, D]
-                setattr(layer, name, torch.cat([t[:, :, :keep], t[:, :, rows]], dim=2))
+        self.cache.keep_rows(keep, rows)
         if self.hidden is not None:  # [keep + extra rows, d]
             self.hidden = torch.cat([self.hidden[:keep], self.hidden[rows]])
         self.ids.extend(tokens)
@@ -170,36 +171,21 @@ class ModelCache:
         """Cut the cache back to its first ``length`` rows, rows :attr:`ids` does not cover
         included (restores a cache after a failed step: :meth:`extend_masked` keeps rows
         beyond ``kv_len``)."""
-        for layer in self.cache.layers:
-            for name in ("keys", "values"):
-                t = getattr(layer, name, None)
-                if isinstance(t, torch.Tensor) and t.dim() == 4 and t.shape[2] > length:
-                    setattr(layer, name, t[:, :, :length])
+        self.cache.truncate(length)
         del self.ids[length:]
         if self.hidden is not None:
             self.hidden = self.hidden[:length]
 
     def crop(self, length: int) -> int:
-        """Roll back to the first ``length`` positions; returns how many were removed.
-
-        ``DynamicCache.crop`` in transformers 5.x takes a *negative* count of tokens to
-        remove (a positive absolute length raises); tests pin this behaviour.
-        """
+        """Roll back to the first ``length`` positions (the cache's length moves, nothing
+        is copied); returns how many were removed."""
         removed = self.kv_len - max(0, length)
         if removed > 0:
-            self.cache.crop(-removed)
+            self.cache.truncate(self.kv_len - removed)
             del self.ids[self.kv_len - removed :]
             if self.hidden is not None:
                 self.hidden = self.hidden[: self.kv_len]
         return max(0, removed)
-
-    def keep_hidden(self, out) -> None:
-        """Append a forward's last hidden states (``out.hidden_states[-1]``, ``[1, T, d]``,
-        after the final layer norm: the LM head's input) when ``track_hidden`` is set."""
-        if not self.track_hidden or out.hidden_states is None:
-            return
-        new = out.hidden_states[-1][0].detach().float()  # [T, d]
-        self.hidden = new if self.hidden is None else torch.cat([self.hidden, new])
 
     def sync_to(self, context: list[int]) -> list[int]:
         """Crop to the longest prefix shared with ``context``; return the ids still to feed.

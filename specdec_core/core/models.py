@@ -58,6 +58,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EMBEDDED_DIR = Path(
     os.environ.get("SPECDEC_EMBEDDED_DIR", REPO_ROOT / "assets" / "models" / "embedded")
 )
+EMBEDDED_ZH_DIR = Path(
+    os.environ.get("SPECDEC_EMBEDDED_ZH_DIR", REPO_ROOT / "assets" / "models" / "embedded-zh")
+)
 CUSTOM_ENV = "SPECDEC_ALLOW_CUSTOM_MODELS"
 
 
@@ -83,6 +86,13 @@ PRESETS: dict[str, Preset] = {
             str(EMBEDDED_DIR / "target"),
             str(EMBEDDED_DIR / "draft"),
             "small GPT-2 ← smaller GPT-2 trained on Tiny Shakespeare (shipped, offline)",
+        ),
+        Preset(
+            "embedded-zh",
+            str(EMBEDDED_ZH_DIR / "target"),
+            str(EMBEDDED_ZH_DIR / "draft"),
+            "small GPT-2 ← smaller GPT-2 trained on Tang poems, one token per character "
+            "(shipped, offline)",
         ),
         Preset("gpt2", "gpt2", "distilgpt2", "gpt2 (124M) ← distilgpt2 (82M)"),
         Preset("gpt2-medium", "gpt2-medium", "gpt2", "gpt2-medium (355M) ← gpt2 (124M)"),
@@ -152,9 +162,12 @@ def is_preset_cached(name: str) -> bool:
     return True
 
 
-def default_pair_name() -> tuple[str, str]:
-    """The pair the app opens with, and why: ``gpt2`` when its weights are in the local
-    cache, else the shipped ``embedded`` pair."""
+def default_pair_name(lang: str = "en") -> tuple[str, str]:
+    """The pair the app opens with, and why: on a Chinese screen (``lang`` ``zh``) the
+    shipped Chinese pair ``embedded-zh`` when its weights are there; else ``gpt2`` when its
+    weights are in the local cache, else the shipped ``embedded`` pair."""
+    if lang == "zh" and is_preset_cached("embedded-zh"):
+        return "embedded-zh", "chinese_screen"
     if is_preset_cached("gpt2"):
         return "gpt2", "gpt2_cached"
     return "embedded", "gpt2_not_cached"
@@ -209,8 +222,9 @@ def load_pair(
     """Load a target/draft pair.
 
     Args:
-        pair: a preset name (``embedded``, ``gpt2``, ``gpt2-medium``, ``gpt2-large``,
-            ``gpt2-xl``) or a ``(target_folder, draft_folder)`` tuple of local folders.
+        pair: a preset name (``embedded``, ``embedded-zh``, ``gpt2``, ``gpt2-medium``,
+            ``gpt2-large``, ``gpt2-xl``) or a ``(target_folder, draft_folder)`` tuple of
+            local folders.
         device: ``"cpu"`` / ``"cuda"``; default CUDA when available.
         allow_custom: allow local folders; default from ``SPECDEC_ALLOW_CUSTOM_MODELS=1``.
 

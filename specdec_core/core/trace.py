@@ -11,12 +11,14 @@ the rest of the mass, computed from the full rows.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from specdec_core.core.checkpoints import StateView
 from specdec_core.core.processors import ProcessorView
 
 
@@ -46,6 +48,9 @@ class TokenInfo:
         return raw is not None and not _decodes(raw)
 
 
+_FALLBACK = re.compile(r"<0x([0-9A-F]{2})>")
+
+
 @functools.cache
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's ``bytes_to_unicode`` inverted: printable stand-in character → byte."""
@@ -64,8 +69,13 @@ def _byte_decoder() -> dict[str, int]:
 
 
 def piece_bytes(piece: str) -> bytes | None:
-    """The bytes of a byte-level BPE ``piece`` (``"æĺ"`` → ``b"\\xe6\\x98"``), ``None``
-    when a character of ``piece`` is not one of the 256 byte stand-ins."""
+    """The bytes of a byte-level BPE ``piece`` (``"æĺ"`` → ``b"\\xe6\\x98"``) or of a
+    byte-fallback piece (``"<0xE6>"`` → ``b"\\xe6"``: the Chinese pair's tokenizer, a
+    character outside its vocabulary), ``None`` when a character of ``piece`` is not one
+    of the 256 byte stand-ins."""
+    fallback = _FALLBACK.fullmatch(piece)
+    if fallback:
+        return bytes([int(fallback[1], 16)])
     table = _byte_decoder()
     if not piece or any(c not in table for c in piece):
         return None
@@ -173,10 +183,13 @@ class KVRow:
 class KVState:
     """Counters (all in tokens, prompt included) and the table; ``processors``: the state
     beyond the KV cache at the same moment (grammar matcher, penalty counts; ``None`` when
-    the session has no history-dependent processor, ``core/processors.py``)."""
+    the session has no history-dependent processor, ``core/processors.py``);
+    ``draft_state``: a recurrent drafter's checkpoints (``core/checkpoints.py``; ``None``
+    for a drafter whose only state is a KV cache)."""
 
     committed_len: int
     target_kv_len: int
     draft_kv_len: int
     rows: tuple[KVRow, ...]
     processors: ProcessorView | None = None
+    draft_state: StateView | None = None

@@ -20,9 +20,9 @@ Choices made here (all documented in the model card):
 * ``e_{t+1}`` is the target's frozen token embedding (``wte``) only, without the target's
   position embedding; the head has its own position embeddings (``wpe`` of its block).
 * the block is a one-layer ``transformers`` :class:`GPT2Model` driven by ``inputs_embeds``
-  (its token table has one unused row), so it brings position embeddings, a causal
-  ``DynamicCache`` and the final layer norm with it: drafting is one small forward per
-  token.
+  (its token table has one unused row), so it brings position embeddings and the final
+  layer norm with it (training runs it); drafting runs the same weights through the lean
+  forward (:meth:`EagleHead.step`), one small forward per token.
 * the target's ``wte`` / ``lm_head`` are never copied or saved here: the head holds only
   its own weights (``fc`` + the block), passed the target's modules at call time.
 
@@ -38,10 +38,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import DynamicCache, GPT2Config, GPT2Model
 
 from specdec_core.core.errors import ConfigError
+from specdec_core.core.kvbuffer import KVBuffer
+from specdec_core.core.lean_gpt2 import Gpt2Weights, forward_embeds, gpt2_weights
 from specdec_core.drafters.head_files import load_head, save_head
 
 if TYPE_CHECKING:
@@ -127,9 +130,33 @@ class EagleHead(nn.Module):
         self.fc = nn.Linear(2 * d, d)
         self.block = GPT2Model(config.gpt2())
 
-    def new_cache(self) -> DynamicCache:
-        """An empty ``DynamicCache`` for the head's one layer."""
-        return DynamicCache(config=self.block.config)
+    def new_cache(self) -> KVBuffer:
+        """An empty KV cache for the head's one layer (the lean forward's, :meth:`step`)."""
+        return self.lean().new_cache()
+
+    def lean(self) -> Gpt2Weights:
+        """References to the block's weights for the lean forward (made once)."""
+        weights = self.__dict__.get("_lean")
+        if weights is None:
+            weights = self.__dict__["_lean"] = gpt2_weights(self.block)
+        return weights
+
+    def step(
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        cache: KVBuffer,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:meth:`forward` for drafting, batch 1, through the lean forward
+        (:func:`~specdec_core.core.lean_gpt2.forward_embeds`): ``[T, d]`` features + ``[T,
+        d]`` token embeddings → ``[T, d]`` predicted next features; ``cache`` (from
+        :meth:`new_cache`) is extended in place. Equal to :meth:`forward` within 1e-5.
+        ``positions`` ``[T]`` and ``mask`` ``[T, rows + T]`` bool: a tree level's entries
+        (default: after the cached rows, causal)."""
+        x = F.linear(torch.cat([features, token_embeds], dim=-1), self.fc.weight, self.fc.bias)
+        return forward_embeds(self.lean(), cache, x, positions, mask)  # [T, d]
 
     def forward(
         self,

@@ -49,6 +49,12 @@ from specdec_core.drafters.mtp_heads import (
     preset_mtp_max_gamma,
 )
 from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.recurrent import (
+    RecurrentDrafter,
+    has_recurrent,
+    make_recurrent_drafter,
+    preset_has_recurrent,
+)
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
@@ -92,6 +98,17 @@ class DrafterSpec:
         """What a drafting round runs, for the cost model (:attr:`Drafter.draft_cost`)."""
         return self.cls.draft_cost
 
+
+#: Why a drafter cannot draft a tree, in English (the CLI, logs), by its row's
+#: :attr:`DrafterSpec.no_tree` code (the UI says ``err_<code>``).
+NO_TREE_WHY: dict[str, str] = {
+    "tree_block": "proposes one path per forward (a q row for each position of one block, "
+    "none for a sibling), so it cannot draft a tree; verify a chain or use the draft model",
+    "tree_no_ngram": "proposes one continuation without probabilities, so it cannot draft a "
+    "tree; use the draft model",
+    "tree_recurrent": "keeps one recurrent state per path (a tree would need one per node), "
+    "so it cannot draft a tree; verify a chain or use the draft model",
+}
 
 #: The table, in the order the pages list the drafters.
 DRAFTERS: dict[str, DrafterSpec] = {
@@ -139,6 +156,14 @@ DRAFTERS: dict[str, DrafterSpec] = {
             preset_gamma=preset_block_max_gamma,
             no_tree="tree_block",
         ),
+        DrafterSpec(
+            "recurrent",
+            RecurrentDrafter,
+            lambda pair, _: make_recurrent_drafter(pair),
+            on_pair=has_recurrent,
+            on_preset=preset_has_recurrent,
+            no_tree="tree_recurrent",
+        ),
     )
 }
 DRAFTER_NAMES = tuple(DRAFTERS)
@@ -168,13 +193,15 @@ def make_named_drafter(pair: ModelPair, name: str, knob: int | None = None) -> D
     ``early-exit`` (knob = layers, default half the target's) or ``eagle`` (the pair's
     EAGLE feature head, loaded once per process; no knob) or ``mtp`` (the pair's MTP
     heads, loaded once per process; no knob) or ``block`` (the pair's parallel block
-    drafter, loaded once per process; no knob).
+    drafter, loaded once per process; no knob) or ``recurrent`` (the pair's GRU drafter,
+    loaded once per process; no knob).
 
     Raises:
         ValueError: unknown name or knob out of range (``0`` is out of range, not "default").
         ConfigError: ``eagle`` on a pair without a head, ``mtp`` (code ``mtp_missing``) on
         a pair without heads, ``block`` (code ``block_missing``) on a pair without a block
-        drafter (a ``ValueError`` too).
+        drafter, ``recurrent`` (code ``recurrent_missing``) on a pair without one (a
+        ``ValueError`` too).
     """
     spec = DRAFTERS.get(name)
     if spec is None:

@@ -293,6 +293,9 @@ class StepMachine(Generic[P, T]):
             self.drafter.cached_ids(),
             tentative_states,
         )
+        draft_state = self.drafter.state_view()  # a recurrent drafter's checkpoints
+        if draft_state is not None:
+            state = replace(state, draft_state=draft_state)
         if not self.processors.active:
             return state
         return replace(state, processors=self.processors.view())

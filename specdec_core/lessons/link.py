@@ -74,6 +74,7 @@ SETTINGS = (
     "grammar",
     "gamma_schedule",
     "confidence",
+    "verification",
 )
 
 
@@ -114,6 +115,7 @@ class LessonState:
     grammar: tuple[str, ...] = ()
     gamma_schedule: str = "constant"
     confidence: float = 0.4
+    verification: str = "token"  # older links: token-wise, as they were made
 
     def config(self) -> SessionConfig:
         """The session settings of this state (the inverse of :meth:`with_config`)."""
@@ -205,6 +207,9 @@ def decode(
     if gamma_refused(replace(state, **values)):  # the tree or drafter cannot: constant γ
         del values["gamma_schedule"]
         problems.append(Problem("bad_value", {"name": "gamma_schedule"}))
+    if values.get("tree") and values.get("verification", "token") != "token":
+        del values["verification"]  # a tree verifies token-wise (SpecInfer)
+        problems.append(Problem("bad_value", {"name": "verification"}))
     if values.get("tree") and tree_refused(replace(state, **values)):
         del values["tree"]  # the rest of the link opens as a chain
         problems.append(Problem("bad_value", {"name": "tree"}))

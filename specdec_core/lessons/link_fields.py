@@ -16,7 +16,7 @@ from specdec_core.core.penalties import (
     PRESENCE_PENALTY_RANGE,
     REPETITION_PENALTY_RANGE,
 )
-from specdec_core.core.settings import GAMMA_SCHEDULES
+from specdec_core.core.settings import GAMMA_SCHEDULES, VERIFICATIONS
 from specdec_core.drafters.registry import DRAFTER_NAMES
 
 MAX_LINK_PROMPT_CHARS = 1_000  # longer prompts are refused for links (URL ≤ ~2,000 chars)
@@ -54,6 +54,7 @@ def check_field(name: str, value: object, offered_pairs: Sequence[str]) -> objec
         "drafter": DRAFTER_NAMES,
         "phase": PHASES,
         "gamma_schedule": GAMMA_SCHEDULES,
+        "verification": VERIFICATIONS,
     }
     if name in choices:
         return value if isinstance(value, str) and value in choices[name] else BAD

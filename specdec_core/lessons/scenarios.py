@@ -21,23 +21,14 @@ from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import RoundRecord
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState
+from specdec_core.lessons.prompts import ENGLISH, prompts_for
 
 A, R, D, C = "accepted", "rejected", "discarded", "cut"
 
-#: Prompts tried in order (content, not UI text: the models read them).
-PROMPTS = (
-    "ROMEO:\nBut soft, what light through yonder window breaks?",
-    "First Citizen:\nBefore we proceed any further, hear me speak.",
-    "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?",
-    "KING RICHARD III:\nNow is the winter of our discontent",
-    "HAMLET:\nTo be, or not to be, that is the question:",
-    "MENENIUS:\nI tell you, friends, most charitable care",
-)
-REPETITIVE = (
-    "To be, or not to be. To be, or not to be. To be, or not to be. To be,",
-    "ha ha ha ha ha ha ha ha ha ha ha ha",
-    "ROMEO:\nGood night, good night! Good night, good night! Good night,",
-)
+#: The English pair's prompts tried in order, and its repetitive ones (prompt lookup); a
+#: pair reads its own (:func:`specdec_core.lessons.prompts.prompts_for`).
+PROMPTS = ENGLISH.scenarios
+REPETITIVE = ENGLISH.repetitive
 SCENARIOS = (
     "first_error_3",
     "first_error_1",
@@ -122,10 +113,12 @@ def _one(
     return Found(key, _search_records(pair, base, prompts, SEEDS, {key: want})[key])
 
 
-def _one_hot_edit(pair: ModelPair, base: LessonState) -> LessonState | None:
+def _one_hot_edit(
+    pair: ModelPair, base: LessonState, prompts: tuple[str, ...]
+) -> LessonState | None:
     """Round 1, position 1 replaced by the target's own top choice (a one-hot proposal,
     accepted with probability p(y)), at a seed where it is accepted."""
-    for prompt in PROMPTS:
+    for prompt in prompts:
         for seed in SEEDS:
             state = replace(base, prompt=prompt, seed=seed)
             try:
@@ -146,7 +139,9 @@ def _one_hot_edit(pair: ModelPair, base: LessonState) -> LessonState | None:
 
 def find_scenarios(pair: ModelPair, base: LessonState | None = None) -> Iterator[Found]:
     """Each scenario of :data:`SCENARIOS`, found on ``pair`` (a generator, so a caller can
-    show progress). ``base`` gives the page, language and pair the states carry."""
+    show progress). ``base`` gives the page, language and pair the states carry; the
+    prompts are the pair's own (:func:`~specdec_core.lessons.prompts.prompts_for`)."""
+    texts = prompts_for(pair.name)
     base = replace(
         base or LessonState(),
         pair=pair.name,
@@ -166,7 +161,7 @@ def find_scenarios(pair: ModelPair, base: LessonState | None = None) -> Iterator
     greedy_found = _search_records(
         pair,
         greedy,
-        PROMPTS,
+        texts.scenarios,
         SEEDS,
         {
             "first_error_3": lambda r: r.statuses == (A, A, R, D),
@@ -176,19 +171,21 @@ def find_scenarios(pair: ModelPair, base: LessonState | None = None) -> Iterator
     )
     for key, state in greedy_found.items():
         yield Found(key, state)
-    yield _one(pair, sampled, PROMPTS, "sampled_rejection", lambda r: r.statuses == (A, R, D, D))
-    yield Found("one_hot_edit", _one_hot_edit(pair, sampled))
+    yield _one(
+        pair, sampled, texts.scenarios, "sampled_rejection", lambda r: r.statuses == (A, R, D, D)
+    )
+    yield Found("one_hot_edit", _one_hot_edit(pair, sampled, texts.scenarios))
     yield _one(
         pair,
         replace(sampled, gamma=6),
-        PROMPTS,
+        texts.scenarios,
         "eos_cut",
         lambda r: C in r.statuses and r.accepted >= 1,
     )
     yield _one(
         pair,
         replace(greedy, gamma=6, drafter="ngram"),
-        REPETITIVE,
+        texts.repetitive,
         "lookup_run",
         lambda r: r.accepted >= 4,
     )

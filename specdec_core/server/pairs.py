@@ -61,7 +61,8 @@ def _available(name: str) -> bool:
 
 def offered_pairs() -> list[str]:
     """The presets the sidebar offers: loaded ones first kept, then the locally available
-    ones in preset order, at most :func:`capacity` in all (``embedded`` always)."""
+    ones in preset order (the shipped pairs first), at most :func:`capacity` in all
+    (``embedded`` always)."""
     names = [n for n in PRESETS if n == "embedded" or n in _pairs or _available(n)]
     return names[: capacity()]
 

@@ -24,7 +24,7 @@ from specdec_core.bench import (
     measure_pair_runs,
     summarize,
 )
-from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
+from specdec_core.bench.source_results import SOURCE_TEMPERATURES, source_prompts
 from specdec_core.core.errors import InputError
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
@@ -201,7 +201,7 @@ def sources_job(
     Raises:
         ValueError: what the comparison's plan refuses (checked before anything runs).
     """
-    extra = long_tasks.source_extra(names, SOURCE_PROMPTS, SOURCE_TEMPERATURES)
+    extra = long_tasks.source_extra(names, source_prompts(pair.name), SOURCE_TEMPERATURES)
     job = Job("sources", owner, pair, "", config.max_new_tokens, repeats, True, False, config)
     job.extra, job.budget_s = extra, budget_s
     job.tasks = long_tasks.source_tasks(pair, config, repeats, extra)

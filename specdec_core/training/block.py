@@ -56,28 +56,26 @@ from transformers import AutoModelForCausalLM
 
 from specdec_core.training.block_eval import evaluate, greedy_acceptance
 from specdec_core.training.block_loss import add_mask_token, block_loss
+from specdec_core.training.corpus import REPO_ROOT
 from specdec_core.training.loop import (
-    REPO_ROOT,
     corpus_split,
     load_frozen,
+    pair_defaults,
     parser,
     report_args,
     seed_everything,
     train,
 )
 
-DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
-DEFAULT_DRAFT = REPO_ROOT / "assets/models/embedded/draft"
-DEFAULT_OUT = REPO_ROOT / "assets/models/embedded/block"
 WEIGHTS = "model.safetensors"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped block drafter."""
     ap = parser("python -m specdec_core.training.block", __doc__)
-    ap.add_argument("--target", type=Path, default=DEFAULT_TARGET, help="frozen target folder")
-    ap.add_argument("--draft", type=Path, default=DEFAULT_DRAFT, help="draft model to adapt")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--target", type=Path, default=None, help="frozen target folder")
+    ap.add_argument("--draft", type=Path, default=None, help="draft model to adapt")
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--minutes", type=float, default=17.0)
     ap.add_argument("--block", type=int, default=8, help="B, positions per block (max γ)")
     ap.add_argument("--cuts", type=int, default=16, help="K, blocks per window")
@@ -87,7 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--labels", choices=["greedy", "text"], default="greedy", help="mask labels")
     ap.add_argument("--accept-prompts", type=int, default=30, help="held-out prompts, γ 4 / 8")
     ap.add_argument("--accept-tokens", type=int, default=32, help="new tokens per prompt")
-    return ap.parse_args(argv)
+    return pair_defaults(ap.parse_args(argv), target="target", draft="draft", out="block")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from specdec_core.training.block_loss import block_logits, continuation_rows
+from specdec_core.training.corpus import REPO_ROOT
 from specdec_core.training.loop import (
-    REPO_ROOT,
     val_windows,
 )
 

@@ -43,10 +43,11 @@ from specdec_core.drafters.eagle_head import (
     target_parts,
 )
 from specdec_core.drafters.head_files import WEIGHTS
+from specdec_core.training.corpus import REPO_ROOT
 from specdec_core.training.loop import (
-    REPO_ROOT,
     corpus_split,
     load_frozen,
+    pair_defaults,
     parser,
     report_args,
     seed_everything,
@@ -54,29 +55,25 @@ from specdec_core.training.loop import (
     val_windows,
 )
 
-DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
-DEFAULT_DRAFT = REPO_ROOT / "assets/models/embedded/draft"
-DEFAULT_OUT = REPO_ROOT / "assets/models/embedded/eagle"
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped head."""
     ap = parser("python -m specdec_core.training.eagle", __doc__)
-    ap.add_argument("--target", type=Path, default=DEFAULT_TARGET, help="frozen target folder")
+    ap.add_argument("--target", type=Path, default=None, help="frozen target folder")
     ap.add_argument(
         "--draft",
         type=Path,
-        default=DEFAULT_DRAFT,
+        default=None,
         help="draft model folder, only to compare with in the report",
     )
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--minutes", type=float, default=11.0)
     ap.add_argument("--context", type=int, default=None, help="window (default: target's)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ce-weight", type=float, default=1.0)
     ap.add_argument("--noise", type=float, default=0.1, help="U(-a, a) on input features")
-    return ap.parse_args(argv)
+    return pair_defaults(ap.parse_args(argv), target="target", draft="draft", out="eagle")
 
 
 @torch.no_grad()

@@ -40,15 +40,17 @@ from transformers import (
 )
 
 from specdec_core.training.corpus import (
+    CORPORA,
     EOS,
+    REPO_ROOT,
     encode_corpus,
+    make_tokenizer,
     split_speeches,
-    train_tokenizer,
     wrap_tokenizer,
 )
 from specdec_core.training.loop import (
-    REPO_ROOT,
     LossFn,
+    pair_defaults,
     parser,
     report_args,
     seed_everything,
@@ -57,14 +59,12 @@ from specdec_core.training.loop import (
     val_windows,
 )
 
-DEFAULT_OUT = REPO_ROOT / "assets/models/embedded"
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped pair."""
     ap = parser("python -m specdec_core.training.embedded", __doc__)
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    ap.add_argument("--vocab-size", type=int, default=4096)
+    ap.add_argument("--out", type=Path, default=None, help="default: the pair's folder")
+    ap.add_argument("--vocab-size", type=int, default=None, help="default: the pair's")
     ap.add_argument("--target-minutes", type=float, default=14.0)
     ap.add_argument("--draft-minutes", type=float, default=5.0)
     ap.add_argument("--target-layers", type=int, default=4)
@@ -76,7 +76,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--context", type=int, default=256, help="window length, tokens")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--lr", type=float, default=1e-3)
-    return ap.parse_args(argv)
+    args = pair_defaults(ap.parse_args(argv), out="")
+    if args.vocab_size is None:
+        args.vocab_size = CORPORA[args.pair].vocab_size
+    return args
 
 
 def gpt2(
@@ -165,7 +168,7 @@ def main(argv: list[str] | None = None) -> dict:
     raw = args.corpus.read_bytes()
     speeches = split_speeches(raw.decode("utf-8"))
 
-    tok = train_tokenizer(speeches, args.vocab_size)
+    tok = make_tokenizer(CORPORA[args.pair].kind, speeches, args.vocab_size)
     hf_tok = wrap_tokenizer(tok, args.context)
     sample = speeches[0]
     assert hf_tok.decode(hf_tok.encode(sample)) == sample, "tokenizer round trip failed"

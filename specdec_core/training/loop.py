@@ -1,6 +1,7 @@
 """The training loop the four recipes share (``python -m specdec_core.training.X``: X =
 ``embedded`` the pair, ``eagle``, ``mtp``, ``block`` its drafters): the common
-command-line options, seeding, the 90 / 10 split of the token stream, random training
+command-line options (``--pair`` picks the corpus, tokenizer and folders:
+:func:`pair_defaults`), seeding, the 90 / 10 split of the token stream, random training
 windows, AdamW with a linear warmup and a cosine decay for a wall-clock budget, and the
 fixed validation windows. The report's ``args`` block is :func:`report_args`.
 """
@@ -18,25 +19,38 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel
 
-from specdec_core.training.corpus import encode_corpus, split_speeches
+from specdec_core.training.corpus import CORPORA, REPO_ROOT, encode_corpus, split_speeches
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CORPUS = REPO_ROOT / "data/tinyshakespeare.txt"
+MODELS = REPO_ROOT / "assets/models"
+DEFAULT_CORPUS = CORPORA["embedded"].path
 WARMUP_STEPS = 50  # at most; never more than 10% of the estimated steps
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -> scalar
 
 
 def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
-    """A recipe's parser with the options every recipe has (``--corpus``, ``--seed``,
-    ``--max-steps``, ``--threads``); each recipe adds its own."""
+    """A recipe's parser with the options every recipe has (``--pair``, ``--corpus``,
+    ``--seed``, ``--max-steps``, ``--threads``); each recipe adds its own."""
     ap = argparse.ArgumentParser(
         prog=prog, description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
+    ap.add_argument("--pair", choices=sorted(CORPORA), default="embedded")
+    ap.add_argument("--corpus", type=Path, default=None, help="default: the pair's")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=None, help="cap on steps per model")
     ap.add_argument("--threads", type=int, default=2)
     return ap
+
+
+def pair_defaults(args: argparse.Namespace, **folders: str) -> argparse.Namespace:
+    """``args`` with the options left unset filled from ``--pair``: ``--corpus`` (its
+    :data:`~specdec_core.training.corpus.CORPORA` file) and each option named in
+    ``folders`` (option → subfolder of ``assets/models/<pair>``, ``""`` for the folder)."""
+    if args.corpus is None:
+        args.corpus = CORPORA[args.pair].path
+    for option, sub in folders.items():
+        if getattr(args, option) is None:
+            setattr(args, option, MODELS / args.pair / sub if sub else MODELS / args.pair)
+    return args
 
 
 def seed_everything(args: argparse.Namespace) -> None:

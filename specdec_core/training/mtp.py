@@ -42,10 +42,11 @@ import transformers
 
 from specdec_core.drafters.head_files import WEIGHTS
 from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, parameter_count
+from specdec_core.training.corpus import REPO_ROOT
 from specdec_core.training.loop import (
-    REPO_ROOT,
     corpus_split,
     load_frozen,
+    pair_defaults,
     parser,
     report_args,
     seed_everything,
@@ -53,21 +54,18 @@ from specdec_core.training.loop import (
     val_windows,
 )
 
-DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
-DEFAULT_OUT = REPO_ROOT / "assets/models/embedded/mtp"
-
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped heads."""
     ap = parser("python -m specdec_core.training.mtp", __doc__)
-    ap.add_argument("--target", type=Path, default=DEFAULT_TARGET, help="frozen target folder")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--target", type=Path, default=None, help="frozen target folder")
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--minutes", type=float, default=12.0)
     ap.add_argument("--heads", type=int, default=4, help="K, heads k = 1..K")
     ap.add_argument("--context", type=int, default=None, help="window (default: target's)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=2e-3)
-    return ap.parse_args(argv)
+    return pair_defaults(ap.parse_args(argv), target="target", out="mtp")
 
 
 @torch.no_grad()

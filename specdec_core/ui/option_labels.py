@@ -11,7 +11,7 @@ from typing import get_args
 import streamlit as st
 
 from specdec_core.core.grammar import GRAMMAR_PRESETS
-from specdec_core.core.settings import GAMMA_SCHEDULES, DraftMethod
+from specdec_core.core.settings import GAMMA_SCHEDULES, VERIFICATIONS, DraftMethod
 from specdec_core.drafters.registry import DRAFTER_NAMES
 from specdec_core.ui.i18n import LANG_KEYED, strings, t, tr
 
@@ -30,11 +30,12 @@ CUSTOM_GRAMMARS = ("regex", "json_schema")
 GRAMMARS = ("none", *GRAMMAR_PRESETS, *CUSTOM_GRAMMARS)
 #: The options of each kind of label.
 OPTIONS = {
-    "pair": ("embedded", *PAIR_LABELS),
+    "pair": ("embedded", "embedded-zh", *PAIR_LABELS),
     "grammar": GRAMMARS,
     "schedule": GAMMA_SCHEDULES,
     "method": METHODS,
     "drafter": DRAFTER_NAMES,
+    "verification": VERIFICATIONS,
 }
 
 

@@ -12,7 +12,7 @@ import streamlit as st
 
 from specdec_core.core.errors import ModelLoadError
 from specdec_core.core.models import ModelPair, default_pair_name
-from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, SessionConfig
+from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, VERIFICATIONS, SessionConfig
 from specdec_core.drafters import drafters_for
 from specdec_core.drafters.registry import DRAFTER_NAMES, preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
@@ -71,6 +71,22 @@ def _fit_to_pair(pair: ModelPair) -> None:
         note_dropped("confidence")
 
 
+def first_screen_language() -> str:
+    """The language a first visit's screen asked for, before any choice in the app: the
+    URL's ``?lang=`` (a bare link), else the browser's language (``zh*`` → ``zh``: the
+    session's language is set to it when nothing set one), else ``en``. Only a Chinese
+    *screen* opens the Chinese pair: a language chosen in the app keeps the pair."""
+    S = st.session_state
+    asked = st.query_params.get("lang", "")
+    if asked in LANGUAGES:
+        return asked
+    locale = (st.context.locale or "").lower()
+    if "lang" not in S and locale.startswith("zh"):
+        S["lang"] = "zh"
+        return "zh"
+    return "en"
+
+
 def _chosen_by_user() -> None:
     st.session_state["pair_reason"] = "user_choice"
     st.session_state.pop("pair_notice", None)
@@ -103,6 +119,7 @@ SETTING_WIDGETS = {
     "no_repeat_ngram_size": "cfg_no_repeat_ngram",
     "gamma_schedule": "cfg_gamma_schedule",
     "confidence": "cfg_confidence",
+    "verification": "cfg_verification",
 }
 
 
@@ -153,6 +170,7 @@ def presenter_on() -> bool:
 def render_sidebar() -> tuple[ModelPair, SessionConfig]:
     """Draw the sidebar; return the loaded pair and the chosen settings."""
     sb = st.sidebar
+    first = first_screen_language() if "pair_name" not in st.session_state else None
     sb.radio(
         t("sidebar_language"),
         list(LANGUAGES),
@@ -162,7 +180,7 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         on_change=keep_choices,
     )
     if "pair_name" not in st.session_state:
-        name, reason = default_pair_name()
+        name, reason = default_pair_name(first or "en")
         if name not in offered_pairs():
             name, reason = "embedded", "gpt2_not_cached"
         st.session_state["pair_name"], st.session_state["pair_reason"] = name, reason
@@ -234,6 +252,14 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         key=follows_language("cfg_method"),
         format_func=labels("method"),
         help=t("draft_method_help"),
+    )
+    sb.radio(
+        t("sb_verification"),
+        list(VERIFICATIONS),
+        key=follows_language("cfg_verification"),
+        format_func=labels("verification"),
+        help=t("sb_verification_help"),
+        horizontal=True,
     )
     sb.selectbox(
         t("sb_drafter"),

@@ -228,6 +228,7 @@ class SpeculativeSession(SessionState):
                 kv_after=self.kv_state(list(record.statuses)),
                 context_dists=contexts,
                 unprocessed_dists=unprocessed,
+                block=checked.block,
             )
         pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
         return trace

@@ -77,6 +77,8 @@ def tree_refusal(
       lookup), so it cannot give more than one candidate per position;
     * ``tree_block``: the parallel block drafter (``block``) has one row per depth, all
       from one forward, and no row after a sibling, so it cannot branch;
+    * ``tree_recurrent``: the recurrent drafter keeps one state per path, and a tree would
+      need one per node;
     * ``tree_needs_probabilistic``: a greedy *draft method* at temperature > 0 (sibling
       candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule).
     """

@@ -34,10 +34,8 @@ is committed.
   the committed prefix and the rest is cropped, so the target's cache ends equal to a
   plain decode of the committed text (tested); the draft's cache is rolled back as usual.
 
-Beyond the paper: no dynamic tree shape and no tree attention in the *draft* (each
-expanded node is one ``Drafter.tree_logits`` call from the drafter's cache: one forward of
-the draft model or early exit, 0 to several of the EAGLE head, which catches up on
-features; the round counts the forwards that ran), to keep the lesson readable.
+Beyond the paper: no dynamic tree shape (a readable lesson); the draft proposes a depth at
+a time (``Drafter.tree_level_logits``); the round counts the draft forwards that ran.
 
 As functions (the chain's verbs, ``engine/chain/round.py``): :func:`draft_tree`,
 :func:`tree_forward` + :func:`walk`, :func:`decide_round`, :func:`apply_round`; run by
@@ -63,23 +61,20 @@ from specdec_core.core.sampling import (
 )
 from specdec_core.core.words import VerdictKind
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.registry import no_tree_code
+from specdec_core.drafters.registry import NO_TREE_WHY, no_tree_code
 from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
 from specdec_core.engine.tree.records import TreeRoundRecord, node_states
 from specdec_core.rules.tree_node import verify_node
 
+PROBABILISTIC_TREE = "tree drafting at temperature > 0 needs the probabilistic method"
+
 
 def tree_refused(code: str, drafter: str = "") -> ConfigError:
     """The error for a tree refused for reason ``code`` (string key ``err_<code>``):
-    ``tree_block``, ``tree_no_ngram`` (no row per sibling, no distribution) or
+    a drafter's (``tree_block``, ``tree_recurrent``, ``tree_no_ngram``) or
     ``tree_needs_probabilistic`` (siblings must be drawn i.i.d. from ``q``)."""
-    message = {
-        "tree_block": f"the {drafter!r} drafter proposes one path per forward (a q row for "
-        "each position of one block, none for a sibling), so it cannot draft a tree; verify "
-        "a chain or use the draft model",
-        "tree_no_ngram": f"the {drafter!r} drafter proposes one continuation without "
-        "probabilities, so it cannot draft a tree; use the draft model",
-    }.get(code, "tree drafting at temperature > 0 needs the probabilistic method")
+    why = NO_TREE_WHY.get(code)  # a drafter's reason (its table row's code)
+    message = f"the {drafter!r} drafter {why}" if why else PROBABILISTIC_TREE
     return ConfigError(message, code, drafter=drafter)
 
 
@@ -116,8 +111,8 @@ def draft_tree(
     budget: int = 12,
     processors: Processors | None = None,
 ) -> tuple[DraftTree, int]:
-    """Propose: a token tree after ``context``, one ``drafter.tree_logits`` call per
-    expanded node, at most ``budget`` nodes. Returns ``(tree, draft forwards that ran)``.
+    """Propose: a token tree after ``context``, a ``drafter.tree_level_logits`` call per
+    depth, at most ``budget`` nodes. Returns ``(tree, draft forwards that ran)``.
     ``generator``: the round's drafting stream (sibling draws at T > 0). Active
     ``processors`` process each node's row for its own path, so a child is never a token
     it forbids (a node may get fewer than ``k``); they end on the last expanded path.
@@ -129,15 +124,20 @@ def draft_tree(
     tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
     process = processors is not None and processors.active
     for k in shape:
-        new_frontier = []
-        for parent in frontier:
+        new_frontier, level = [], {}
+        for n, parent in enumerate(frontier):
             room = budget - len(tree.tokens)
             if room <= 0:
                 break
             path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
-            logits = drafter.tree_logits(context + path)  # [V]
-            if logits is None:  # the block drafter: one path per forward; prompt lookup: no q
-                raise tree_refused(no_tree_code(drafter), drafter.name)
+            if parent not in level:  # this node and the next of its depth (≤ k each): one call
+                expand = frontier[n : n + (room + k - 1) // k]
+                paths = [[tree.tokens[i] for i in tree.path(p)] for p in expand]  # path(-1): []
+                rows = drafter.tree_level_logits(context, paths)  # [len(expand), V]
+                if rows is None:  # the block drafter: one path per forward; lookup: no q
+                    raise tree_refused(no_tree_code(drafter), drafter.name)
+                level = dict(zip(expand, rows, strict=True))
+            logits = level[parent]  # [V]
             if process:
                 assert processors is not None
                 logits = processors.row(logits, context + path)

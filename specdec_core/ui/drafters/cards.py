@@ -17,6 +17,7 @@ from specdec_core.drafters.registry import default_knob, drafters_for, make_name
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import follows_language, strings, t
+from specdec_core.ui.pair_text import default_prompt, follow_pair
 
 PRESETS = ("repetitive", "novel", "custom")
 #: What a run is keyed by: (pair, settings, prompt, chosen sources, repeats).
@@ -116,7 +117,8 @@ CARDS: dict[str, Callable[[ModelPair, bool], int | None]] = {
 def _preset_changed() -> None:
     preset = st.session_state["dr_preset"]
     if preset != "custom":
-        st.session_state["dr_prompt"] = t("dr_prompt_" + preset)
+        pair = st.session_state["pair"]
+        st.session_state["dr_prompt"] = default_prompt(pair.name, "drafters_" + preset)
 
 
 def inputs(pair: ModelPair) -> tuple[str, list[tuple[str, int | None]]]:
@@ -125,7 +127,9 @@ def inputs(pair: ModelPair) -> tuple[str, list[tuple[str, int | None]]]:
     in a row on a wide screen, 2 with the sidebar open at 1024 px)."""
     S = st.session_state
     if "dr_prompt" not in S:
-        S["dr_prompt"] = t("dr_prompt_repetitive")
+        S["dr_prompt"] = default_prompt(pair.name, "drafters_repetitive")
+    follow_pair("dr_prompt", pair.name, "drafters_repetitive")
+    follow_pair("dr_prompt", pair.name, "drafters_novel")
     # labels in the screen's language; a language switch puts the choice back by key
     preset_labels = {p: t("dr_preset_" + p) for p in PRESETS}
     st.radio(
@@ -138,7 +142,7 @@ def inputs(pair: ModelPair) -> tuple[str, list[tuple[str, int | None]]]:
         help=t("dr_preset_help"),
     )
     prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130, max_chars=PROMPT_CHARS)
-    st.caption(t("dr_prompt_note"))
+    st.caption(t("dr_prompt_note_zh" if pair.name == "embedded-zh" else "dr_prompt_note"))
     cards = st.container(horizontal=True, gap="small", key="dr_cards")
     chosen: list[tuple[str, int | None]] = []
     for name in drafters_for(pair):  # eagle, mtp, block only where the pair has them

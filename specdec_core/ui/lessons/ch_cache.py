@@ -10,6 +10,7 @@ from specdec_core.ui.errors import code_span
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, answers, ask
+from specdec_core.ui.pair_text import default_prompt
 from specdec_core.ui.render import kv_table
 
 CHECKS = ("c3_committed", "c3_target", "c3_draft")
@@ -48,7 +49,7 @@ def render(pair: ModelPair) -> None:
             draft=before.draft_kv_len,
         )
     )
-    default = t("st_default_prompt")
+    default = default_prompt(pair.name)
     if default != state.prompt:  # the step page opens on another prompt: its count too
         n = len(pair.tokenizer.encode(default))
         st.caption(t("ls_c3_default_prompt", text=code_span(default), n=n))

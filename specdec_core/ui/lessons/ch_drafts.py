@@ -17,7 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.bench.source_compare import compare_sources
-from specdec_core.bench.source_results import SOURCE_PROMPTS, SourceComparison
+from specdec_core.bench.source_results import SourceComparison, source_prompts
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for
@@ -47,7 +47,7 @@ def live_run(pair: ModelPair) -> SourceComparison:
                 pair,
                 SessionConfig(gamma=GAMMA, max_new_tokens=TOKENS),
                 names,
-                prompts={PROMPT: SOURCE_PROMPTS[PROMPT]},
+                prompts={PROMPT: source_prompts(pair.name)[PROMPT]},
                 temperatures=(0.0,),
                 repeats=1,
             )
@@ -84,7 +84,7 @@ def _block(pair: ModelPair) -> None:
 
 def _winner(pair: ModelPair) -> None:
     st.subheader(t("ls_c7_winner_title"))
-    st.code(SOURCE_PROMPTS[PROMPT], language=None)
+    st.code(source_prompts(pair.name)[PROMPT], language=None)
     with st.spinner(t("ls_c7_running")):
         run = live_run(pair)
     best = winner(run)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
-from specdec_core.lessons.scenarios import PROMPTS
+from specdec_core.lessons.prompts import prompts_for
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import ask, choice
@@ -20,14 +20,15 @@ RUNS = "ls_c4_runs"  # the four texts, made once per browser session at the reve
 def texts(pair: ModelPair) -> dict[str, str]:
     """Target alone and speculative decoding, greedy and at T = 1 (same seed), 32 tokens
     each on the pair (fast path, well under a second on the embedded pair)."""
-    key = (pair.name, PROMPTS[0])
+    prompt = prompts_for(pair.name).scenarios[0]
+    key = (pair.name, prompt)
     cached = st.session_state.get(RUNS)
     if cached and cached[0] == key:
         return cached[1]
     out = {}
     for temp in (0.0, 1.0):
         for mode in ("autoregressive", "speculative"):
-            run = live.run_pair(pair, PROMPTS[0], TOKENS, temp, SEED, mode=mode)
+            run = live.run_pair(pair, prompt, TOKENS, temp, SEED, mode=mode)
             out[f"{mode}_{temp:g}"] = run.text
     st.session_state[RUNS] = (key, out)
     return out

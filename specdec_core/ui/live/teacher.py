@@ -232,7 +232,8 @@ def _ask_box(page: str) -> None:
         vote.timer_select()
         st.button(t("live_ask"), key="live_ask", on_click=_ask, args=(drafts[cid],))
         return
-    session = TL.current().session if TL.mode() == "tree" and TL.current() else L.current_session()
+    tree = L.current("tree") if TL.mode() == "tree" else None
+    session = tree.session if tree else L.current_session()
     why = ask_refusal(session)
     if why is not None:
         st.caption(t(why))

@@ -137,7 +137,7 @@ def _show_search(pair: ModelPair, config: SessionConfig) -> None:
             key = ("flip", pair.name, int(seed), limit, config.gamma)
             call = lambda: find_flip(  # noqa: E731 - one step of run_steps
                 pair,
-                held_out_prompts(MAX_SEARCH_PROMPTS),
+                held_out_prompts(MAX_SEARCH_PROMPTS, pair.name),
                 SEARCH_DTYPE,
                 int(seed),
                 limit,

@@ -47,7 +47,7 @@ def show_quant(pair: ModelPair, config: SessionConfig, prompt: str) -> None:
                 quantized_pair(pair, str(kind))  # raises the translated quant_unknown
             n_prompts = whole_number(n_prompts, 5, MAX_UI_PROMPTS, t("ll_q_prompts"))
             n_seeds = whole_number(n_seeds, 0, MAX_UI_CHI_SEEDS, t("ll_q_seeds"))
-            prompts = held_out_prompts(min(MAX_PROMPTS, n_prompts))
+            prompts = held_out_prompts(min(MAX_PROMPTS, n_prompts), pair.name)
             key = ("quant", pair.name, kind, n_prompts, n_seeds, prompt, config.gamma)
             steps = [
                 (

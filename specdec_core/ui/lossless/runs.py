@@ -36,9 +36,9 @@ Step = tuple[str, Callable[[], object]]
 
 
 @cache
-def prompts(n: int = N_PROMPTS) -> tuple[str, ...]:
-    """The first ``n`` held-out prompts (``bench.lossless.held_out_prompts``)."""
-    return tuple(held_out_prompts(n))
+def prompts(n: int = N_PROMPTS, pair_name: str = "embedded") -> tuple[str, ...]:
+    """The first ``n`` held-out prompts of the pair (``bench.lossless.held_out_prompts``)."""
+    return tuple(held_out_prompts(n, pair_name))
 
 
 def prompt_label(prompt: str) -> str:

@@ -29,17 +29,18 @@ SEED_MAX = 2**31 - 1
 
 def pick_prompt() -> str:
     """The prompt of sections ① and ②: a held-out line, or the student's own text."""
-    options = list(range(len(RU.prompts())))
+    held_out = RU.prompts(pair_name=st.session_state["pair"].name)
+    options = list(range(len(held_out)))
     a, b = st.columns([3, 2])
     i = a.selectbox(
         t("ll_prompt"),
         options,
-        format_func=lambda j: RU.prompt_label(RU.prompts()[j]),
+        format_func=lambda j: RU.prompt_label(held_out[j]),
         key="ll_prompt_i",
         help=t("ll_prompt_help"),
     )
     own = b.text_input(t("ll_prompt_own"), key="ll_prompt_own", max_chars=MAX_PROMPT_CHARS)
-    return own if own.strip() else RU.prompts()[i]
+    return own if own.strip() else held_out[i]
 
 
 def show_same_seed(pair: ModelPair, config: SessionConfig, prompt: str) -> None:

@@ -41,7 +41,7 @@ def show_tradeoff(pair: ModelPair, config: SessionConfig, knobs: LossyRules) -> 
         try:
             n_prompts = whole_number(n_prompts, 1, MAX_UI_PROMPTS, t("ll_t_prompts"))
             n_seeds = whole_number(n_seeds, 1, MAX_UI_SEEDS, t("ll_t_seeds"))
-            prompts = held_out_prompts(n_prompts)
+            prompts = held_out_prompts(n_prompts, pair.name)
             key = ("trade", pair.name, n_prompts, n_seeds, config.gamma, knobs)
             steps = [
                 (

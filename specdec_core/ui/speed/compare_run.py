@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
+from specdec_core.bench.source_results import SOURCE_TEMPERATURES, source_prompts
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters import drafters_for
@@ -92,7 +92,7 @@ def section(pair: ModelPair, config: SessionConfig, prefix: str) -> None:
     st.subheader(t("src_title"))
     st.markdown(t("src_intro"))
     with st.expander(t("src_prompts_title")):
-        for key, text in SOURCE_PROMPTS.items():
+        for key, text in source_prompts(pair.name).items():
             st.markdown(f"**{t('src_prompt_' + key)}**")
             st.code(text, language=None)
     controls(pair, config, prefix)

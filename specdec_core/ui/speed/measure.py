@@ -20,6 +20,7 @@ from specdec_core.server import tasks as T
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
+from specdec_core.ui.pair_text import default_prompt, follow_pair
 from specdec_core.ui.speed.queue import queue
 
 S = st.session_state
@@ -133,7 +134,8 @@ def show_controls(pair: ModelPair, config: SessionConfig) -> None:
             temp=config.temperature,
         )
     )
-    S.setdefault("sp_prompt", t("sp_default_prompt"))
+    S.setdefault("sp_prompt", default_prompt(pair.name, "speed"))
+    follow_pair("sp_prompt", pair.name, "speed")
     prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80, max_chars=PROMPT_CHARS)
     prompt_error = None
     try:  # tokenized once per change of the text, not once per rerun

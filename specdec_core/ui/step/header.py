@@ -13,6 +13,7 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import TREE_DRAFTERS
 from specdec_core.ui.guards import PROMPT_CHARS
 from specdec_core.ui.i18n import strings, t
+from specdec_core.ui.pair_text import default_prompt, follow_pair
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
 from specdec_core.ui.step import tree_lesson as TL
@@ -55,8 +56,9 @@ def draw(pair: ModelPair, config: SessionConfig, presenter: bool) -> None:
         st.markdown(intro)
     with L.engine() as held:  # the replay replaces the session: not while a click runs
         if held:
-            links.apply_pending(pair, config, t("st_default_prompt"))
-    L.seed_prompt(t("st_default_prompt"))
+            links.apply_pending(pair, config, default_prompt(pair.name))
+    L.seed_prompt(default_prompt(pair.name))
+    follow_pair(L.PROMPT_KEY, pair.name)
     st.text_area(
         t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
     )

@@ -1,0 +1,205 @@
+"""A lean GPT-2 forward over a loaded transformers model's own weights (no copy).
+
+transformers stays the loader and the reference: :func:`gpt2_weights` takes references to
+the parameters of a ``GPT2LMHeadModel`` (or a bare ``GPT2Model``, the EAGLE head's block),
+and :func:`forward` runs the same math (Radford et al. 2019; nanoGPT's ``Block``) with the
+same kernels (``addmm`` as ``Conv1D``, ``scaled_dot_product_attention``, ``layer_norm``),
+without what a decoding round does not need: no output classes, cache objects, mask
+builders or per-call config checks. The keys/values go to a preallocated
+:class:`~specdec_core.core.kvbuffer.KVBuffer`. Tests hold logits and hidden states equal
+to transformers' forward within 1e-5 (one token, a k-token verify, a tree mask, after a
+truncation) on the embedded pair and tiny random GPT-2s.
+
+Shapes: ``T`` new positions, ``L`` cached rows, ``S = L + T``, ``d`` width, ``H`` heads,
+``Dh = d / H``. Batch 1 throughout (a decoding session), so tensors carry no batch axis.
+
+Deviations from transformers' GPT-2: dropout is never applied (eval only); ``gelu_new``
+runs as ``F.gelu(approximate="tanh")`` (the same function; low bits differ, < 1e-6);
+``reorder_and_upcast_attn`` is not reproduced (it only changes half-precision rounding).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specdec_core.core.kvbuffer import KVBuffer
+
+_TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One transformer block's parameters (references into the loaded model).
+
+    ``Conv1D`` weights are ``[in, out]``: ``y = addmm(bias, x, weight)``."""
+
+    ln_1: tuple[torch.Tensor, torch.Tensor]
+    attn: tuple[torch.Tensor, torch.Tensor]  # c_attn: [d, 3d], [3d]
+    attn_proj: tuple[torch.Tensor, torch.Tensor]  # [d, d], [d]
+    ln_2: tuple[torch.Tensor, torch.Tensor]
+    fc: tuple[torch.Tensor, torch.Tensor]  # [d, 4d], [4d]
+    mlp_proj: tuple[torch.Tensor, torch.Tensor]  # [4d, d], [d]
+    scale: float  # the attention's 1/sqrt(Dh) (÷ (layer + 1) when the config says so)
+
+
+@dataclass(frozen=True)
+class Gpt2Weights:
+    """A GPT-2's parameters as plain tensors, read at call time (never copied).
+
+    Attributes:
+        wte: ``[V, d]`` token embedding (``None`` for a block driven by embeddings).
+        wpe: ``[n_positions, d]`` position embedding.
+        blocks: the transformer blocks in order.
+        ln_f: final layer norm ``(weight, bias)``.
+        lm_head: ``[V, d]`` output projection (``None`` for a bare ``GPT2Model``).
+        heads: ``H``. eps: layer norms' epsilon. act: the MLP's activation.
+    """
+
+    wte: torch.Tensor | None
+    wpe: torch.Tensor
+    blocks: tuple[Block, ...]
+    ln_f: tuple[torch.Tensor, torch.Tensor]
+    lm_head: torch.Tensor | None
+    heads: int
+    eps: float
+    act: nn.Module | None  # None: tanh GELU through F.gelu
+
+    @property
+    def width(self) -> int:
+        return self.wpe.shape[1]
+
+    def new_cache(self) -> KVBuffer:
+        """An empty :class:`KVBuffer` for these blocks, on the weights' device and dtype."""
+        w = self.wpe
+        return KVBuffer(len(self.blocks), self.heads, self.width // self.heads, w.device, w.dtype)
+
+
+def _pair(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+    return module.weight, module.bias
+
+
+def gpt2_weights(model: nn.Module) -> Gpt2Weights:
+    """References to the weights of a transformers GPT-2 (``GPT2LMHeadModel`` or
+    ``GPT2Model``; an early-exit model built from the target's first blocks works alike).
+
+    Raises:
+        ValueError: not a GPT-2 (no ``transformer.h`` / ``h`` blocks).
+    """
+    body = getattr(model, "transformer", model)
+    if not hasattr(body, "h") or not hasattr(body, "wpe"):
+        raise ValueError("the lean forward runs GPT-2 models only")
+    config = body.config
+    head_dim = config.n_embd // config.n_head
+    blocks = []
+    for i, layer in enumerate(body.h):
+        scale = head_dim**-0.5 if config.scale_attn_weights else 1.0
+        if config.scale_attn_by_inverse_layer_idx:
+            scale /= float(i + 1)
+        blocks.append(
+            Block(
+                _pair(layer.ln_1),
+                _pair(layer.attn.c_attn),
+                _pair(layer.attn.c_proj),
+                _pair(layer.ln_2),
+                _pair(layer.mlp.c_fc),
+                _pair(layer.mlp.c_proj),
+                scale,
+            )
+        )
+    head = getattr(model, "lm_head", None)
+    tanh = config.activation_function in _TANH_GELUS
+    return Gpt2Weights(
+        wte=body.wte.weight if head is not None else None,
+        wpe=body.wpe.weight,
+        blocks=tuple(blocks),
+        ln_f=_pair(body.ln_f),
+        lm_head=None if head is None else head.weight,
+        heads=config.n_head,
+        eps=config.layer_norm_epsilon,
+        act=None if tanh else body.h[0].mlp.act,
+    )
+
+
+def causal_mask(length: int, new: int, device: torch.device) -> torch.Tensor | None:
+    """``[T, S]`` bool, row ``t`` may see columns ``≤ L + t`` (``None`` when ``T = 1``:
+    one new row sees everything cached)."""
+    if new == 1:
+        return None
+    return torch.ones(new, length + new, dtype=torch.bool, device=device).tril(length)
+
+
+def blocks(
+    w: Gpt2Weights, kv: KVBuffer, x: torch.Tensor, mask: torch.Tensor | None
+) -> torch.Tensor:
+    """Run every block over ``x`` (``[T, d]``, embeddings at rows ``L..L+T−1`` of ``kv``)
+    and the final layer norm; writes the new keys/values into ``kv`` and moves its length
+    to ``L + T``. ``mask``: ``[T, S]`` bool (True = may attend) or ``None`` (``T = 1``).
+    Returns ``[T, d]``, the LM head's input (transformers' last hidden state)."""
+    T, d = x.shape
+    H = w.heads
+    start, end = kv.length, kv.length + T
+    kv.reserve(end)
+    for i, b in enumerate(w.blocks):
+        h = F.layer_norm(x, (d,), *b.ln_1, w.eps)
+        qkv = torch.addmm(b.attn[1], h, b.attn[0]).view(T, 3, H, d // H)  # [T, 3, H, Dh]
+        q, k, v = qkv.permute(1, 2, 0, 3)  # each [H, T, Dh]
+        kv.k[i, :, start:end] = k
+        kv.v[i, :, start:end] = v
+        a = F.scaled_dot_product_attention(
+            q, kv.k[i, :, :end], kv.v[i, :, :end], attn_mask=mask, scale=b.scale
+        )  # [H, T, Dh]
+        x = x + torch.addmm(b.attn_proj[1], a.transpose(0, 1).reshape(T, d), b.attn_proj[0])
+        h = torch.addmm(b.fc[1], F.layer_norm(x, (d,), *b.ln_2, w.eps), b.fc[0])  # [T, 4d]
+        h = F.gelu(h, approximate="tanh") if w.act is None else w.act(h)
+        x = x + torch.addmm(b.mlp_proj[1], h, b.mlp_proj[0])
+    kv.length = end
+    return F.layer_norm(x, (d,), *w.ln_f, w.eps)
+
+
+def forward(
+    w: Gpt2Weights,
+    kv: KVBuffer,
+    ids: list[int],
+    positions: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One cached forward over ``ids`` after the ``L`` rows of ``kv``.
+
+    Args:
+        ids: ``T ≥ 1`` token ids. positions: ``[T]`` int64 position ids (default
+            ``L..L+T−1``). mask: ``[T, L + T]`` bool, True where a row may attend
+            (default causal: the cache and the rows up to its own).
+
+    Returns:
+        ``[T, d]`` last hidden states (after ``ln_f``) in the model's dtype; the LM head
+        is :func:`logits`.
+    """
+    assert w.wte is not None
+    tokens = w.wte[torch.tensor(ids, device=w.wte.device)]  # [T, d]
+    return forward_embeds(w, kv, tokens, positions, mask)
+
+
+def forward_embeds(
+    w: Gpt2Weights,
+    kv: KVBuffer,
+    x: torch.Tensor,
+    positions: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """:func:`forward` from ``[T, d]`` input embeddings (transformers' ``inputs_embeds``:
+    the position embeddings are added here); the EAGLE head's block runs this way."""
+    T, start = x.shape[0], kv.length
+    x = x + (w.wpe[start : start + T] if positions is None else w.wpe[positions])
+    if mask is None:
+        mask = causal_mask(start, T, x.device)
+    return blocks(w, kv, x, mask)
+
+
+def logits(w: Gpt2Weights, hidden: torch.Tensor) -> torch.Tensor:
+    """``[T, V]`` float32 logits of the LM head on ``[T, d]`` hidden states."""
+    assert w.lm_head is not None
+    return F.linear(hidden, w.lm_head).float()
