@@ -17,7 +17,7 @@ from specdec_core.core.device import sync
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.models import ModelPair, quiet_transformers
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
 
 
