@@ -1,5 +1,10 @@
 """SpecDec Lab — Streamlit entry: sidebar (pair, device, language, settings) and
-``st.navigation`` over the lesson pages. Run with ``streamlit run app.py``."""
+``st.navigation`` over the lesson pages. Run with ``streamlit run app.py``.
+
+Two roles in one file: ``streamlit run app.py`` finds the ``st.App`` at the bottom and
+serves it (Streamlit's own routes plus a live class's push route,
+``server/live_push``); every browser session then runs this file as its script
+(``__name__ == "__main__"``, the block below)."""
 
 from __future__ import annotations
 
@@ -19,20 +24,6 @@ from specdec_core.ui.sidebar import adopt_browser_language, presenter_on, render
 from specdec_core.ui.step.links import FIRST_VISIT, PAGE, load_from_url, write_url
 
 HERE = Path(__file__).resolve().parent
-_started = time.perf_counter()
-warmup.start()  # once per process: the opening pair and its scenarios, in the background
-
-load_from_url()  # a lesson link: seeds the settings once per browser session
-adopt_browser_language()  # a Chinese browser gets the Chinese screen (and pair)
-live_room.on_load()  # ?room=CODE joins a live class (once)
-live_follow.before_sidebar()  # a following student gets the teacher's latest state
-presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
-st.set_page_config(
-    page_title="SpecDec Lab",
-    page_icon="🔮",
-    layout="wide",
-    initial_sidebar_state="collapsed" if presenter else "auto",
-)
 
 # CSS for every page (st.html sanitises, so only a <style> block). Always: a slightly
 # smaller font in the sidebar's select boxes, so the model-pair label is not cut (the box
@@ -77,8 +68,6 @@ PRESENTER_CSS = """
   top: 3.75rem; z-index: 990; background: var(--background-color, #fff);
   padding: 0.3rem 0; border-bottom: 1px solid #e5e7eb; }
 """
-st.html(f"<style>{CSS}{PRESENTER_CSS if presenter else ''}</style>")
-
 PAGES = [
     ("pages/step_through.py", "nav_step", ":material/footprint:"),
     ("pages/lessons.py", "nav_lessons", ":material/menu_book:"),
@@ -88,53 +77,78 @@ PAGES = [
     ("pages/lossless.py", "nav_lossless", ":material/verified:"),
 ]
 
-pages = [
-    st.Page(str(HERE / path), title=t(key), icon=icon, default=i == 0, url_path=Path(path).stem)
-    for i, (path, key, icon) in enumerate(PAGES)
-    if (HERE / path).is_file()
-]
-# Our own menu: `client.showSidebarNavigation = false` (.streamlit/config.toml) hides
-# Streamlit's, which on a cold server listed the raw `pages/` file names until a session
-# reached this line (streamlit#8388), and with it the st.navigation menu; these links
-# replace that menu (same pages, titles, icons, current page highlighted).
-nav = st.navigation(pages, position="hidden")
-for page in pages:
-    st.sidebar.page_link(page)
-st.sidebar.divider()
-st.sidebar.title(t("app_title"))
-st.sidebar.caption(t("app_tagline"))
-render_sidebar()
 
+if __name__ == "__main__":  # a script run: one browser session's page
+    _started = time.perf_counter()
+    warmup.start()  # once per process: the opening pair and its scenarios, in the background
 
-def _dismiss_welcome() -> None:
-    st.session_state[FIRST_VISIT] = False
+    load_from_url()  # a lesson link: seeds the settings once per browser session
+    adopt_browser_language()  # a Chinese browser gets the Chinese screen (and pair)
+    live_room.on_load()  # ?room=CODE joins a live class (once)
+    live_follow.before_sidebar()  # a following student gets the teacher's latest state
+    presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
+    st.set_page_config(
+        page_title="SpecDec Lab",
+        page_icon="🔮",
+        layout="wide",
+        initial_sidebar_state="collapsed" if presenter else "auto",
+    )
 
+    st.html(f"<style>{CSS}{PRESENTER_CSS if presenter else ''}</style>")
 
-def welcome(page: str) -> None:
-    """A first visit (a bare URL, no lesson link) lands on the step-through page, the
-    densest one: a box points to the Lessons until dismissed or the Lessons are opened.
-    Always one container, so the page below never moves between runs (its fragment)."""
-    S = st.session_state
-    if page == "lessons":
-        S[FIRST_VISIT] = False
-    with st.container(key="welcome_box"):
-        if not S.get(FIRST_VISIT) or presenter or page != "step_through":
-            return
-        with st.container(border=True):
-            st.markdown(t("welcome_text"))
-            row = st.container(horizontal=True, gap="small")
-            row.page_link(lessons_page, label=t("welcome_go"), icon=":material/menu_book:")
-            row.button(t("welcome_dismiss"), on_click=_dismiss_welcome, key="btn_welcome_dismiss")
+    pages = [
+        st.Page(str(HERE / path), title=t(key), icon=icon, default=i == 0, url_path=Path(path).stem)
+        for i, (path, key, icon) in enumerate(PAGES)
+        if (HERE / path).is_file()
+    ]
+    # Our own menu: `client.showSidebarNavigation = false` (.streamlit/config.toml) hides
+    # Streamlit's, which on a cold server listed the raw `pages/` file names until a session
+    # reached this line (streamlit#8388), and with it the st.navigation menu; these links
+    # replace that menu (same pages, titles, icons, current page highlighted).
+    nav = st.navigation(pages, position="hidden")
+    for page in pages:
+        st.sidebar.page_link(page)
+    st.sidebar.divider()
+    st.sidebar.title(t("app_title"))
+    st.sidebar.caption(t("app_tagline"))
+    render_sidebar()
 
+    def _dismiss_welcome() -> None:
+        st.session_state[FIRST_VISIT] = False
 
-lessons_page = next(p for p in pages if p.url_path == "lessons")
-with app_context():
-    st.session_state[PAGE] = nav.url_path or "step_through"
-    welcome(st.session_state[PAGE])
-    with st.container(key="live_bar"):  # a live class: the follower's line, a room error
-        live_follow.bar(st.session_state[PAGE], {p.url_path or "step_through": p for p in pages})
-    nav.run()
-write_url(live_room.publisher())  # the state on screen (a reload keeps it); a teacher publishes it
-warmup.first_run_done()  # the warm-up's scenario search may start now
-if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
-    print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)
+    def welcome(page: str) -> None:
+        """A first visit (a bare URL, no lesson link) lands on the step-through page, the
+        densest one: a box points to the Lessons until dismissed or the Lessons are opened.
+        Always one container, so the page below never moves between runs (its fragment)."""
+        S = st.session_state
+        if page == "lessons":
+            S[FIRST_VISIT] = False
+        with st.container(key="welcome_box"):
+            if not S.get(FIRST_VISIT) or presenter or page != "step_through":
+                return
+            with st.container(border=True):
+                st.markdown(t("welcome_text"))
+                row = st.container(horizontal=True, gap="small")
+                row.page_link(lessons_page, label=t("welcome_go"), icon=":material/menu_book:")
+                row.button(
+                    t("welcome_dismiss"), on_click=_dismiss_welcome, key="btn_welcome_dismiss"
+                )
+
+    lessons_page = next(p for p in pages if p.url_path == "lessons")
+    with app_context():
+        st.session_state[PAGE] = nav.url_path or "step_through"
+        welcome(st.session_state[PAGE])
+        with st.container(key="live_bar"):  # a live class: the follower's line, a room error
+            live_follow.bar(
+                st.session_state[PAGE], {p.url_path or "step_through": p for p in pages}
+            )
+        nav.run()
+    # the state on screen (a reload keeps it); a teacher publishes it
+    write_url(live_room.publisher())
+    warmup.first_run_done()  # the warm-up's scenario search may start now
+    if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
+        print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)
+else:  # imported by `streamlit run app.py`: the server, with the live class's push route
+    from specdec_core.ui.live.push_server import push_routes, warm_up
+
+    app = st.App(__file__, routes=push_routes(), lifespan=warm_up)

@@ -12,6 +12,7 @@ import streamlit as st
 from specdec_core.ui.context import page_context
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import beyond as BY
+from specdec_core.ui.lab import block as BL
 from specdec_core.ui.lab import montecarlo as MC
 from specdec_core.ui.lab import processors as PR
 from specdec_core.ui.lab import rows, rules
@@ -33,3 +34,4 @@ MC.show_accepted(mc, d, p, names, fig_labels)  # 5 · accepted ≠ output
 BY.show_temperature(p, q, d, names, fig_labels, source)  # 6 · temperature
 BY.show_tree_node(p, q, d, names, fig_labels)  # 7 · tree node
 PR.show_state(pair, seed)  # 8 · state beyond the KV cache
+BL.show_block(p, q, names, seed)  # 9 · block verification

@@ -18,11 +18,15 @@ from specdec_core.ui.step import header, panel
 pair, config = page_context()
 presenter = bool(st.session_state.get("presenter"))
 
+# A following student sees the teacher's frame in the bar above (no replay here).
+hidden = live_follow.frame_only()
+
 # The header is one container, so the step panel below always sits at the same place on
 # the page: a fragment that moves between full runs (presenter mode drops the introduction)
 # leaves a stale copy of itself behind in the browser.
 with st.container():
-    header.draw(pair, config, presenter)
+    if not hidden:
+        header.draw(pair, config, presenter)
     live_teacher.card("step")  # a live class: the room code, QR code, questions, chart
 
 
@@ -35,4 +39,5 @@ def step_panel() -> None:
     panel.draw(pair, presenter, live)
 
 
-step_panel()
+if not hidden:
+    step_panel()

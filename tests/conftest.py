@@ -72,6 +72,17 @@ def save_tiny(
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _fresh_compile_budget() -> None:
+    """Every test starts with an unspent grammar compile budget: the budget is per client
+    and every AppTest page of this process is the same client, so tests that run late
+    under load found it spent by earlier ones (a grammar refused with "try again")."""
+    from specdec_core.core import grammar_compile
+
+    with grammar_compile._LOCK:  # the per-client spending only, not the cache
+        grammar_compile._CLIENTS.clear()
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     """Folders: ``target`` (2 layers), ``draft`` (1 layer), ``short`` (target with a

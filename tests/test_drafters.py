@@ -13,19 +13,18 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from specdec_core.core.device import sync
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import (
+from specdec_core.drafters.block import BlockDrafter
+from specdec_core.drafters.eagle import EagleDrafter
+from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, early_exit_model
+from specdec_core.drafters.mtp import MtpDrafter
+from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.recurrent import RecurrentDrafter
+from specdec_core.drafters.registry import (
     DRAFTER_NAMES,
     TREE_DRAFTERS,
-    EagleDrafter,
-    EarlyExitDrafter,
-    ModelDrafter,
-    MtpDrafter,
-    NgramDrafter,
     default_knob,
-    early_exit_model,
     make_named_drafter,
 )
-from specdec_core.drafters.block import BlockDrafter
 
 
 @pytest.mark.parametrize(
@@ -157,6 +156,9 @@ def test_can_draft_tree_is_exactly_where_tree_logits_gives_logits(tiny_pair):
         if name == "block":  # the tiny pair ships no block drafter; one row per depth
             assert not BlockDrafter.can_draft_tree
             continue
+        if name == "recurrent":  # the tiny pair ships no recurrent model; one state per path
+            assert not RecurrentDrafter.can_draft_tree
+            continue
         drafter = make_named_drafter(tiny_pair, name)
         assert drafter.can_draft_tree == (drafter.tree_logits([1, 2, 3]) is not None), name
     assert TREE_DRAFTERS == ("model", "early-exit", "eagle", "mtp")
@@ -206,13 +208,15 @@ def test_the_drafter_table_rows(tiny_pair, embedded_pair):
         "eagle": (None, True, "drafter", False, "serial"),
         "mtp": (None, True, "drafter", False, "heads"),
         "block": ("tree_block", True, "drafter", False, "one_forward"),
+        "recurrent": ("tree_recurrent", True, "drafter", False, "serial"),
     }
     assert tuple(DRAFTERS) == DRAFTER_NAMES == tuple(rows)
     for name, (no_tree, confidence, empty, hf, cost) in rows.items():
         spec = DRAFTERS[name]
-        got = (spec.no_tree, spec.confidence, spec.empty_draft, spec.hf_assisted, spec.draft_cost)
+        refusal = None if spec.can_draft_tree else spec.tree_code  # the class decides
+        got = (refusal, spec.confidence, spec.empty_draft, spec.hf_assisted, spec.draft_cost)
         assert got == (no_tree, confidence, empty, hf, cost), name
-        assert (spec.no_tree is None) == spec.cls.can_draft_tree, name  # the class agrees
+        assert spec.can_draft_tree == make_named_drafter(embedded_pair, name).can_draft_tree
         assert spec.on_preset("embedded") and spec.on_pair(embedded_pair), name
     assert spec_of(None) is DRAFTERS["model"] and spec_of("nope") is None
     assert spec_of(make_named_drafter(tiny_pair, "ngram")) is DRAFTERS["ngram"]

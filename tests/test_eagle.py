@@ -16,13 +16,9 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import (
-    DRAFTER_NAMES,
-    EagleDrafter,
-    drafters_for,
-    make_named_drafter,
-)
+from specdec_core.drafters.eagle import EagleDrafter
 from specdec_core.drafters.eagle_head import EagleConfig, EagleHead
+from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
@@ -293,7 +289,7 @@ def test_propose_argmax_equals_propose_at_temperature_zero(embedded_pair, heldou
 def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
     """The speed page's cost model needs the head's step: the curve measures it from the
     drafter's own forward time (it has no plain model cache), and prompt lookup stays 0."""
-    from specdec_core.bench import measure_forward_curve
+    from specdec_core.bench.curve import measure_forward_curve
 
     eagle = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "eagle")
     assert len(eagle.target_ms) == 3 and eagle.draft_step_ms > 0
@@ -302,9 +298,9 @@ def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
 
 
 def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair, monkeypatch):
-    """A tree round with the EAGLE drafter reports the head forwards that really ran (per
-    expanded node 0 to several: the head catches up on features), counted here by wrapping
-    the head's drafting step. Counting one per expanded node said 54 where 78 ran."""
+    """A tree round with the EAGLE drafter reports the head forwards that really ran (a
+    catch-up on features, then one per tree level), counted here by wrapping the head's
+    drafting step. Counting one per expanded node would say more than ran."""
     from specdec_core.drafters.eagle_head import load_eagle_head
     from specdec_core.engine.tree.generate import generate_tree
     from specdec_core.engine.tree.session import TreeSession
@@ -331,8 +327,8 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair, monkeypatch
         session.commit()
         expanded.append(len(set(session.records[-1].parents)))  # the root + inner nodes
     assert [r.draft_forwards for r in session.records] == per_round
-    assert per_round != expanded  # one per expanded node would be another count
-    assert max(f - e for f, e in zip(per_round, expanded, strict=True)) > 0
+    # a feature catch-up, then ONE head step per tree level: fewer than the expanded nodes
+    assert per_round != expanded and sum(per_round) < sum(expanded)
     before = len(ran)
     run = generate_tree(
         embedded_pair, "ROMEO:\nBut soft, what light", config, (2, 2, 1, 1), drafter="eagle"

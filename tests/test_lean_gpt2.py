@@ -176,6 +176,20 @@ def test_the_result_does_not_depend_on_the_buffers_capacity(embedded_pair):
     assert torch.equal(lean_gpt2.forward(w, small, [7]), lean_gpt2.forward(w, big, [7]))
 
 
+def test_a_buffer_grown_inside_a_forward_moves_rows_outside_inference_mode(embedded_pair):
+    """The tree's compaction runs outside inference mode on rows a forward wrote."""
+    w = lean_gpt2.gpt2_weights(embedded_pair.target)
+    kv = w.new_cache()
+    with torch.inference_mode():
+        lean_gpt2.forward(w, kv, _ids(embedded_pair.target, 2 * FIRST_CAPACITY, 8))
+    assert kv.capacity == 2 * FIRST_CAPACITY
+    row = kv.k[0, :, 100].clone()
+    kv.keep_rows(90, [100])
+    assert kv.length == 91 and torch.equal(kv.k[0, :, 90], row)
+    kv.reserve(4 * FIRST_CAPACITY)
+    assert torch.equal(kv.k[0, :, 90], row)
+
+
 def test_the_buffer_grows_by_doubling_and_moves_rows():
     kv = KVBuffer(2, 1, 1, torch.device("cpu"), torch.float32)
     kv.k[:, 0, :5, 0] = torch.arange(5.0)

@@ -17,7 +17,7 @@ def test_the_state_on_screen_is_read_while_holding_the_engine_lock(monkeypatch):
     monkeypatch.setattr(L, "st", ns)
     lesson = SimpleNamespace(pair_name="embedded", session="the session", prompt="ROMEO:")
     monkeypatch.setattr(links.TL, "mode", lambda: "chain")
-    monkeypatch.setattr(L, "current", lambda: lesson)
+    monkeypatch.setattr(L, "current", lambda mode="chain": lesson)
     free_while_reading = []
 
     def state_of(session, base, prompt):

@@ -12,7 +12,8 @@ from conftest import open_app
 from specdec_core.ui.i18n import LANG_KEYED, tr
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-LATIN_WORD = re.compile(r"\b(?!JSON|EAGLE|MTP|argmax|transformers|schema|one|hot)[a-z]{3,}\b")
+# the field's English terms a Chinese label keeps (DESIGN.md: token, argmax, ...)
+LATIN_WORD = re.compile(r"\b(?!JSON|EAGLE|MTP|argmax|transformers|schema|one|hot|token)[a-z]{3,}\b")
 
 
 def shown_options(at) -> dict[str, list[str]]:

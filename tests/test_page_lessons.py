@@ -198,9 +198,9 @@ def test_chapter_5_speed_sources_and_summary(embedded_pair, lang):
     assert at.session_state["ls_chapter"] == 6
     at.radio(key=f"ls_pick_{lang}").set_value(7).run()  # the summary: the last chapter
     assert at.session_state["ls_chapter"] == 7
-    assert s("ls_summary_total", lang, right=3, total=23) in markdown(at)
+    assert s("ls_summary_total", lang, right=3, total=25) in markdown(at)
     next(b for b in at.button if b.key == "ls_reset").click().run()
-    assert s("ls_summary_total", lang, right=0, total=23) in markdown(at)
+    assert s("ls_summary_total", lang, right=0, total=25) in markdown(at)
 
 
 def test_a_chapter_link_survives_a_reload_and_the_picker_moves_it(embedded_pair):

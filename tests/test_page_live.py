@@ -1,6 +1,7 @@
 """A live class in the app (AppTest; teacher and student sessions in one process, one
 SQLite room store in ``tmp_path``): the teacher starts a room (code, join link without the
-key, QR code), students follow the teacher's round by replay, explore and follow again,
+key, QR code), students follow the teacher's round (its frame, drawn without a replay),
+explore (the teacher's state replayed in their own session) and follow again,
 answer a question (counts on the teacher's chart, an answer changed), the reveal shows the
 real outcome; a bad code gets one message; a forged publish fails; both languages."""
 
@@ -15,7 +16,7 @@ from conftest import open_app
 from specdec_core.lessons.replay import timeless_json
 from specdec_core.server import room_store
 from specdec_core.ui.i18n import tr
-from specdec_core.ui.live import identity
+from specdec_core.ui.live import follow, identity
 from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
 
@@ -93,13 +94,38 @@ def status(at) -> str:
     return " ".join(m.value for m in at.markdown if "**" in m.value and "—" in m.value)
 
 
+SHOWN = ('<div class="strip"', "checks-table", "kv-table")
+
+
+def shown(at) -> list[str]:
+    """What a screen shows of the step state: the token strip (with every token's state),
+    the checks table (p, q, a, u, verdicts at the shown precision) and the KV table, as
+    the HTML the browser gets."""
+    html = [h.value for h in at.get("html") if "history-round" not in h.value]  # not history
+    return [h for h in html if any(mark in h for mark in SHOWN)]
+
+
+def following_frame(at) -> bool:
+    """The screen draws the teacher's frame instead of its own step panel."""
+    return "live_page_hidden" in at.session_state and bool(at.session_state["live_page_hidden"])
+
+
 def same_moment(a, b) -> None:
-    """Two sessions stand at the same replayed moment: same committed ids, phase, drafts,
-    rounds (timings left out) and the same pending verification."""
+    """``b`` shows ``a``'s moment: a follower that draws the teacher's frame shows the
+    teacher's strip, checks and KV table exactly; a session that replayed stands at the
+    same moment (same committed ids, phase, drafts, rounds with timings left out, pending
+    verification)."""
+    if following_frame(b):
+        assert shown(b) and shown(b) == shown(a)
+        return
     sa, sb = session(a), session(b)
     assert (sa.ids, sa.phase, sa.drafts) == (sb.ids, sb.phase, sb.drafts)
     assert timeless_json(sa.history) == timeless_json(sb.history)
     assert timeless_json(sa.current_verify) == timeless_json(sb.current_verify)
+
+
+def frame(at) -> dict:
+    return at.session_state["live_frame"]
 
 
 def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, store, monkeypatch):
@@ -126,16 +152,21 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
     click(teacher, "btn_verify")
     student.run()
     same_moment(teacher, student)
-    assert session(student).phase == "commit" and session(student).current_verify is not None
+    assert following_frame(student) and frame(student)["phase"] == "commit"
+    assert "lesson" not in student.session_state  # never replayed: no engine in this session
+    assert [c["status"] for c in frame(student)["checks"]] == [
+        c.status for c in session(teacher).current_verify.checks
+    ]
 
-    click(student, "live_explore")  # the student's own state from here
+    click(student, "live_explore")  # the teacher's moment replayed here, the student's own
     click(teacher, "btn_commit")
     student.run()
     assert session(student).phase == "commit" and session(teacher).phase == "propose"
+    assert not following_frame(student) and shown(student)  # the page's own step panel
     assert "the teacher is at round 2, phase: ① Propose" in status(student)
     click(student, "live_follow")
     same_moment(teacher, student)
-    assert len(session(student).history) == 1
+    assert following_frame(student) and frame(student)["round"] == 1
 
     view = store.view(seat.code)
     assert view.students == 1 and view.page == "step"
@@ -240,6 +271,7 @@ def test_a_forged_publish_and_a_wrong_teacher_key_fail(embedded_pair, store):
     click(teacher, "btn_propose")
     before = store.view(seat.code)
     forger = student_app(seat.code)  # a student who forges a teacher seat with a guess
+    click(forger, "live_explore")  # the step panel of its own
     forger.session_state["live_seat"] = Seat("teacher", seat.code, key="guessed-key")
     click(forger, "btn_verify")  # its own lesson changes: the publish is refused
     assert "live_seat" not in forger.session_state
@@ -310,14 +342,24 @@ def test_a_chapter_question_on_the_lessons_page(embedded_pair, store):
 
 
 def test_a_student_follows_the_tree_mode(embedded_pair, store):
-    """The teacher's tree lesson (mode, shape, phase) replays on the student's screen."""
+    """The teacher's tree lesson (phase, strip, drafted nodes) is on the student's screen
+    as the teacher's frame; exploring replays it (mode, shape, phase) in the student's own
+    session."""
     teacher, seat = teacher_app()
     teacher.segmented_control(key="step_mode_en").set_value("tree").run()
     assert not teacher.exception, teacher.exception
     student = student_app(seat.code)
     click(teacher, "btn_tree_propose")
     student.run()
-    mine, theirs = (at.session_state["tree_lesson"].session for at in (student, teacher))
+    theirs = teacher.session_state["tree_lesson"].session
+    got = frame(student)
+    assert following_frame(student) and "tree_lesson" not in student.session_state
+    assert (got["shape"], got["phase"]) == ("tree", "verify") == ("tree", theirs.phase)
+    assert [n[0] for n in got["nodes"]] == [n.token.id for n in theirs.tree_view().nodes]
+    assert [n[5] for n in got["nodes"]] == [n.state for n in theirs.tree_view().nodes]
+    assert shown(student)[0] == shown(teacher)[0]  # the committed text, as the teacher's
+    click(student, "live_explore")
+    mine = student.session_state["tree_lesson"].session
     assert student.session_state["step_mode_kept"] == "tree"
     assert (mine.phase, mine.shape) == (theirs.phase, theirs.shape) == ("verify", theirs.shape)
     assert [n.token.id for n in mine.tree_view().nodes] == [
@@ -370,10 +412,14 @@ def test_a_reload_keeps_the_students_answer_on_screen_and_at_the_reveal(
     assert not any("did not answer" in m for m in _outcome_lines(again))
 
 
-def test_a_step_click_while_following_switches_to_exploring(embedded_pair, store):
+def test_a_step_click_while_following_switches_to_exploring(embedded_pair, store, monkeypatch):
     teacher, seat = teacher_app()
     student = student_app(seat.code)
     assert "Following the teacher" in status(student)
+    assert following_frame(student) and not any(b.key == "btn_propose" for b in student.button)
+    monkeypatch.setattr(follow, "room_frame", lambda store, view: None)  # no frame: replayed
+    student.run()
+    assert not following_frame(student) and session(student).phase == "propose"
     click(student, "btn_propose")  # the student's own click
     assert student.session_state["live_follow_on"] is False
     line = status(student)
@@ -405,6 +451,7 @@ def test_no_function_is_kept_in_session_state(embedded_pair, store):
     click(teacher, "btn_propose")
     student = student_app(seat.code)
     same_moment(teacher, student)  # the publish hook ran on the teacher's click
+    click(student, "live_explore")
     click(student, "btn_verify")
     assert student.session_state["live_follow_on"] is False  # the own-action flag
     assert "step_own_action" not in student.session_state  # read once, then gone

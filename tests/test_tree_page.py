@@ -229,7 +229,7 @@ def test_tree_layout_and_figure_escape_token_text(embedded_pair):
     assert tree_layout([-1, -1, 0, 0, 1]) == [0.5, 2.0, 0.0, 1.0, 2.0]
     session = TreeSession(embedded_pair, "ROMEO:", SessionConfig(), "model", (2, 1), 12)
     session.propose()
-    view = session.verify()
+    view = session.verify().tree
     bad = replace(view.nodes[0], token=replace(view.nodes[0].token, text="<b>x</b>"))
     view = replace(view, nodes=(bad,) + view.nodes[1:])
     labels = {
@@ -269,3 +269,32 @@ def test_gamma_change_keeps_the_tree_round_in_flight(embedded_pair):
     assert [n.token.id for n in session.tree_view().nodes] == tokens
     click_button(at, lab["verify"])
     assert tree_session(at).phase == "commit"
+
+
+def test_a_tree_panel_run_reads_the_sidebars_settings_once(embedded_pair, monkeypatch):
+    """The panel reads the settings once and hands them to the tree's check and the sync
+    (it read them twice, once in each)."""
+    from specdec_core.ui import sidebar
+    from specdec_core.ui.step import actions, panel
+
+    reads = {"panel": 0, "actions": 0}
+
+    def counted(where: str):
+        def read(pair):
+            reads[where] += 1
+            return sidebar.current_config(pair)
+
+        return read
+
+    monkeypatch.setattr(panel, "current_config", counted("panel"))
+    monkeypatch.setattr(actions, "current_config", counted("actions"))
+    at = start_app("en")
+    to_tree(at)
+    assert tree_session(at).unit == "tree"
+    reads.update(panel=0, actions=0)
+    at.run()  # one full run of the page: one panel run
+    assert not at.exception
+    assert reads == {"panel": 1, "actions": 0}
+    click_button(at, "① Propose tree")  # a click: the callback reads them, then the panel
+    assert tree_session(at).phase == "verify"
+    assert reads == {"panel": 2, "actions": 1}

@@ -64,6 +64,7 @@ def test_the_tree_refusals_are_the_engines():
 
     got = {tree_refusal("ngram", "probabilistic", 1.0), tree_refusal("model", "greedy", 1.0)}
     got.add(tree_refusal("block", "probabilistic", 0.0))
+    got.add(tree_refusal("recurrent", "probabilistic", 0.0))
     assert got == set(UW.TREE_REFUSAL)
     assert tree_refusal("model", "greedy", 0.0) is None
 

@@ -1,4 +1,6 @@
 """Keys and values of every layer in two preallocated tensors: the lean forward's KV cache.
+Every edit runs in inference mode (a buffer grown inside a forward holds inference
+tensors, which only inference mode may change).
 
 A cache is ``k, v: [n_layer, H, capacity, Dh]`` plus a length. A forward writes its new
 rows in place after the cached ones (:meth:`KVBuffer.reserve` first, which grows the
@@ -50,6 +52,7 @@ class KVBuffer:
         """Rows each layer can hold before the next growth."""
         return self.k.shape[2]
 
+    @torch.inference_mode()
     def reserve(self, rows: int) -> None:
         """Make room for ``rows`` rows in all (doubling the capacity until they fit; the
         first ``length`` rows are copied, the rest stays garbage)."""
@@ -68,6 +71,7 @@ class KVBuffer:
         """Keep the first ``length`` rows (a rollback: only the length moves)."""
         self.length = max(0, min(length, self.length))
 
+    @torch.inference_mode()
     def keep_rows(self, keep: int, rows: list[int]) -> None:
         """Keep rows ``0..keep−1``, then rows ``rows`` (absolute indices ≥ ``keep``, in
         order, below the capacity) moved into ``keep, keep + 1, …``; the length becomes

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from specdec_core.core.checkpoints import StateView
 from specdec_core.core.processors import ProcessorView
 
 
@@ -182,10 +183,13 @@ class KVRow:
 class KVState:
     """Counters (all in tokens, prompt included) and the table; ``processors``: the state
     beyond the KV cache at the same moment (grammar matcher, penalty counts; ``None`` when
-    the session has no history-dependent processor, ``core/processors.py``)."""
+    the session has no history-dependent processor, ``core/processors.py``);
+    ``draft_state``: a recurrent drafter's checkpoints (``core/checkpoints.py``; ``None``
+    for a drafter whose only state is a KV cache)."""
 
     committed_len: int
     target_kv_len: int
     draft_kv_len: int
     rows: tuple[KVRow, ...]
     processors: ProcessorView | None = None
+    draft_state: StateView | None = None

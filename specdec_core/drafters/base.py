@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec_core.core.checkpoints import StateView
 from specdec_core.core.device import sync
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
@@ -187,6 +188,11 @@ class Drafter:
         """Crop the drafter's cache to ``length`` positions; returns positions removed."""
         return 0
 
+    def state_view(self) -> StateView | None:
+        """The checkpoints of a recurrent state (``core/checkpoints.py``), ``None`` for a
+        drafter whose only state is a KV cache (or none)."""
+        return None
+
     def attach(self, target: ModelCache) -> None:
         """Called once with the target's cache before the first proposal."""
 
@@ -195,6 +201,16 @@ class Drafter:
         a tree path), from and extending the drafter's own cache (one forward over the ids
         it lacks); ``None`` when the drafter has no distribution (tree drafting refused)."""
         return None
+
+    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor | None:
+        """``[n, V]`` float32 logits after ``context + paths[i]`` for ``n`` tree paths of
+        one depth (the nodes of a tree level, in order); ``None`` as :meth:`tree_logits`.
+        Here one :meth:`tree_logits` call per path; a drafter with a batched forward runs
+        the whole level in one (the same rows within float error, tested)."""
+        rows = [self.tree_logits(context + path) for path in paths]
+        if any(row is None for row in rows):
+            return None
+        return torch.stack(rows)  # type: ignore[arg-type]
 
 
 def top_probability(logits: torch.Tensor) -> float:

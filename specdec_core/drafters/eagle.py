@@ -68,6 +68,14 @@ class EagleDrafter(Drafter):
         self.ids: list[int] = []  # tokens covered: context[: entries + 1], or []
         self.real: list[bool] = []  # per entry: f_t came from the target
         self.pred: torch.Tensor | None = None  # [entries, d]: entry t's output, f̂_{t+1}
+        self._drop_tree()
+
+    def _drop_tree(self) -> None:
+        """Forget a tree level's entries (head-cache rows past :attr:`entries`)."""
+        self._tree: dict[tuple[int, ...], tuple[int, torch.Tensor]] = {}  # path → (row, f̂)
+        self._tree_context: list[int] = []
+        if self.cache.length > self.entries:
+            self.cache.truncate(self.entries)
 
     # ------------------------------------------------------------------ protocol
     def attach(self, target: ModelCache) -> None:
@@ -102,6 +110,7 @@ class EagleDrafter(Drafter):
         """Keep the entries covering ``cached_ids()[:length]`` that were computed from real
         target features (predicted-feature entries always go); returns tokens removed."""
         before = len(self.ids)
+        self._drop_tree()
         self._crop(min(max(0, length - 1), self.real_entries()))
         return before - len(self.ids)
 
@@ -142,6 +151,43 @@ class EagleDrafter(Drafter):
             return torch.zeros(self.lm_head.weight.shape[0], device=self.device)
         return self._logits(feature)
 
+    @torch.inference_mode()
+    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
+        """``[n, V]`` float32 logits after ``context + paths[i]``, a tree level in ONE head
+        forward: each path's entry (its parent's feature, the embedding of its last token)
+        at head position ``len(context) + depth − 2``, attending to the context's entries
+        and its ancestors' (left past :attr:`entries` by the previous level, dropped at the
+        next proposal or rollback). The root level (one empty path) is :meth:`tree_logits`;
+        a level whose parents this drafter did not draft falls back to one call per path."""
+        depth = len(paths[0])
+        if depth == 0 and len(paths) == 1:
+            feature, _ = self._next_feature(context)  # drops an earlier tree's entries
+            if feature is None:
+                return torch.zeros(1, self.lm_head.weight.shape[0], device=self.device)
+            self._tree, self._tree_context = {(): (-1, feature)}, list(context)
+            return self._logits(feature)[None]  # [1, V]
+        parents = [self._tree.get(tuple(p[:-1])) for p in paths]
+        same = self._tree_context == context and all(len(p) == depth for p in paths)
+        if depth == 0 or not same or any(parent is None for parent in parents):
+            return super().tree_level_logits(context, paths)  # type: ignore[return-value]
+        started, rows, n = time.perf_counter(), self.cache.length, len(paths)
+        allowed = torch.zeros(n, rows + n, dtype=torch.bool, device=self.device)
+        allowed[:, : self.entries] = True
+        for i, path in enumerate(paths):
+            ancestors = [self._tree[tuple(path[:j])][0] for j in range(1, depth)]
+            allowed[i, ancestors + [rows + i]] = True
+        features = torch.stack([parent[1] for parent in parents])  # type: ignore[index]
+        emb = self.wte.weight[torch.tensor([p[-1] for p in paths], device=self.device)]
+        positions = torch.full((n,), len(context) + depth - 2, device=self.device)
+        out = self.head.step(features.to(emb.dtype), emb, self.cache, positions, allowed)
+        for i, path in enumerate(paths):
+            self._tree[tuple(path)] = (rows + i, out[i])
+        logits = self.lm_head(out).float()  # [n, V]
+        sync(self.device)
+        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.forwards += 1
+        return logits
+
     # ------------------------------------------------------------------ internals
     def _crop(self, entries: int) -> None:
         if entries >= self.entries:
@@ -172,6 +218,7 @@ class EagleDrafter(Drafter):
         """Catch the head's cache up on ``context`` and return the feature whose LM head
         row predicts the token after it: ``([d] float32, real?)``; ``(None, False)`` for a
         one-token context the target has not run (no feature to start from)."""
+        self._drop_tree()
         n = len(context)
         known = self._real_len(context)
         if known == 0:

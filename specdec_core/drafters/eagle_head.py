@@ -142,14 +142,21 @@ class EagleHead(nn.Module):
         return weights
 
     def step(
-        self, features: torch.Tensor, token_embeds: torch.Tensor, cache: KVBuffer
+        self,
+        features: torch.Tensor,
+        token_embeds: torch.Tensor,
+        cache: KVBuffer,
+        positions: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """:meth:`forward` for drafting, batch 1, through the lean forward
         (:func:`~specdec_core.core.lean_gpt2.forward_embeds`): ``[T, d]`` features + ``[T,
         d]`` token embeddings → ``[T, d]`` predicted next features; ``cache`` (from
-        :meth:`new_cache`) is extended in place. Equal to :meth:`forward` within 1e-5."""
+        :meth:`new_cache`) is extended in place. Equal to :meth:`forward` within 1e-5.
+        ``positions`` ``[T]`` and ``mask`` ``[T, rows + T]`` bool: a tree level's entries
+        (default: after the cached rows, causal)."""
         x = F.linear(torch.cat([features, token_embeds], dim=-1), self.fc.weight, self.fc.bias)
-        return forward_embeds(self.lean(), cache, x)  # [T, d]
+        return forward_embeds(self.lean(), cache, x, positions, mask)  # [T, d]
 
     def forward(
         self,

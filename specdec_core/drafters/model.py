@@ -29,12 +29,21 @@ class ModelDrafter(Drafter):
         self.kv = ModelCache(model)
         self.device = self.kv.device
         self.vocab_size = model.config.vocab_size
+        # the tree level drafting now: cache row of each tree path fed (rows past kv_len)
+        self._tree_rows: dict[tuple[int, ...], int] = {}
 
     def cached_ids(self) -> list[int] | None:
         return self.kv.ids
 
     def rollback(self, length: int) -> int:
+        self._drop_tree()
         return self.kv.crop(length)
+
+    def _drop_tree(self) -> None:
+        """Forget the tree rows a level forward left past the committed ids."""
+        if self._tree_rows or self.kv.cache.length > self.kv.kv_len:
+            self.kv.truncate(self.kv.kv_len)
+            self._tree_rows = {}
 
     def _serial(
         self, context: list[int], gamma: int, pick: Callable[[torch.Tensor], int], last: bool
@@ -43,6 +52,7 @@ class ModelDrafter(Drafter):
         ``last``: the LM head on the last position only (:meth:`ModelCache.extend_last`,
         the greedy fast path)."""
         ids: list[int] = []
+        self._drop_tree()
         pending = self.kv.sync_to(context)
         for _ in range(gamma):
             logits = self.kv.extend_last(pending) if last else self.kv.extend(pending)[-1]
@@ -65,7 +75,36 @@ class ModelDrafter(Drafter):
     def tree_logits(self, context: list[int]) -> torch.Tensor:
         """``[V]`` float32 next-token logits after ``context`` (one cached forward over the
         ids the cache lacks)."""
+        self._drop_tree()
         return self.kv.extend(self.kv.sync_to(context))[-1]
+
+    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
+        """``[n, V]`` float32 logits after ``context + paths[i]``, a whole tree level in ONE
+        forward (tree attention in the draft, as in the target's verification): each
+        path's last token at position ``len(context) + depth − 1``, attending to the
+        context and its ancestors' rows, which the previous level's forward left in the
+        cache past the committed ids (dropped at the next proposal or rollback). The root
+        level (one empty path) is the cached forward of :meth:`tree_logits`; paths whose
+        ancestors are not in the cache fall back to one forward per path."""
+        depth = len(paths[0])
+        if depth == 0 and len(paths) == 1:
+            self._drop_tree()
+            rows = self.kv.extend(self.kv.sync_to(context))[-1:]  # [1, V]
+            self._tree_rows = {(): -1}
+            return rows
+        known = all(len(p) == depth and tuple(p[:-1]) in self._tree_rows for p in paths)
+        if depth == 0 or not known or self.kv.ids != context:
+            return super().tree_level_logits(context, paths)  # type: ignore[return-value]
+        kv, n = self.kv, len(paths)
+        rows = kv.cache.length  # committed rows + the earlier levels' nodes
+        allowed = torch.zeros(n, rows + n, dtype=torch.bool)
+        allowed[:, : kv.kv_len] = True
+        for i, path in enumerate(paths):
+            ancestors = [self._tree_rows[tuple(path[:j])] for j in range(1, depth)]
+            allowed[i, ancestors + [rows + i]] = True
+            self._tree_rows[tuple(path)] = rows + i
+        positions = [len(context) + depth - 1] * n
+        return kv.extend_masked([p[-1] for p in paths], positions, allowed, known=0)  # [n, V]
 
 
 def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:

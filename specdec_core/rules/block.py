@@ -53,7 +53,8 @@ class BlockWeights:
     Attributes:
         weights: ``p'_1..p'_γ``. masses: ``S_0..S_γ`` (``S_γ = p'_γ``). stop_probs:
             ``h_1..h_γ``. keep_probs: ``P(τ = i)`` for ``i = 0..γ`` (sums to 1).
-        residuals: ``[γ + 1, V]`` float64, row ``i`` = ``r_i`` (all-zero where ``S_i = 0``).
+        excess: ``[γ + 1, V]`` float64, row ``i`` = ``[p'_i · p_{i+1} − q_{i+1}]+``
+            (:meth:`residual` normalises one row, :attr:`residuals` all of them).
         accept_probs: token-wise ``a_i = min(1, p_i(y_i) / q_i(y_i))``, for comparison.
     """
 
@@ -61,8 +62,18 @@ class BlockWeights:
     masses: tuple[float, ...]
     stop_probs: tuple[float, ...]
     keep_probs: tuple[float, ...]
-    residuals: torch.Tensor
+    excess: torch.Tensor
     accept_probs: tuple[float, ...]
+
+    def residual(self, i: int) -> torch.Tensor:
+        """``r_i = norm(excess_i)``, ``[V]`` float64 (all-zero where ``S_i = 0``)."""
+        mass = self.masses[i]
+        return self.excess[i] / mass if mass > 0.0 else torch.zeros_like(self.excess[i])
+
+    @property
+    def residuals(self) -> torch.Tensor:
+        """Every ``r_i``, ``[γ + 1, V]`` float64."""
+        return torch.stack([self.residual(i) for i in range(len(self.masses))])
 
 
 @dataclass(frozen=True)
@@ -123,21 +134,15 @@ def block_weights(
     p = p / p.sum(dim=-1, keepdim=True)  # [γ+1, V], float32 rows summed to 1 in float64
     q = draft_probs.double()
     q = torch.cat([q / q.sum(dim=-1, keepdim=True), torch.zeros_like(p[:1])])  # q_{γ+1} ≡ 0
-    ids = draft_ids.tolist()
-    accept = tuple(
-        acceptance_probability(float(p[i, y]), float(q[i, y])) for i, y in enumerate(ids)
-    )
+    rows = torch.arange(gamma)
+    p_y, q_y = p[rows, draft_ids].tolist(), q[rows, draft_ids].tolist()  # [γ] each
+    accept = tuple(acceptance_probability(a, b) for a, b in zip(p_y, q_y, strict=True))
     weights = [1.0]
-    for i, y in enumerate(ids):
-        weights.append(min(1.0, weights[-1] * float(p[i, y]) / float(q[i, y])))
+    for a, b in zip(p_y, q_y, strict=True):
+        weights.append(min(1.0, weights[-1] * a / b))
     w = torch.tensor(weights, dtype=torch.float64)  # [γ+1], p'_0..p'_γ
     excess = (w[:, None] * p - q).clamp_min(0.0)  # [γ+1, V]
     masses = excess.sum(dim=-1).tolist()  # S_0..S_γ
-    residuals = torch.where(
-        torch.tensor(masses, dtype=torch.float64)[:, None] > 0.0,
-        excess / excess.sum(dim=-1, keepdim=True).clamp_min(1e-300),
-        torch.zeros_like(excess),
-    )
     stop = []
     for i in range(1, gamma + 1):
         den = masses[i] + 1.0 - weights[i]
@@ -148,9 +153,7 @@ def block_weights(
         for h in stop[i:]:
             later *= 1.0 - h
         keep.append((1.0 if i == 0 else stop[i - 1]) * later)
-    return BlockWeights(
-        tuple(weights[1:]), tuple(masses), tuple(stop), tuple(keep), residuals, accept
-    )
+    return BlockWeights(tuple(weights[1:]), tuple(masses), tuple(stop), tuple(keep), excess, accept)
 
 
 def verify_block(
@@ -178,7 +181,7 @@ def verify_block(
         (i + 1 for i, (u, h) in enumerate(zip(draws, bw.stop_probs, strict=True)) if u < h),
         default=0,
     )
-    source = bw.residuals[tau]
+    source = bw.residual(tau)
     if bw.masses[tau] <= 0.0:  # τ = 0 with p_1 == q_1: a probability-0 event, use p
         source = target_probs[tau].double()
     token = int(torch.multinomial(source.float(), 1, generator=generator).item())

@@ -334,6 +334,7 @@ def round_json(r: RoundTrace, gamma: bool = False) -> dict:
         "target_kv_len": after.target_kv_len,
         "draft_kv_len": after.draft_kv_len,
         **processor_json(r.verify.kv_before, r.verify.kv_after, r.commit.kv_after),
+        **({"state": state.to_json()} if (state := r.commit.kv_after.draft_state) else {}),
     }
 
 

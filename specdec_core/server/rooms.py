@@ -57,6 +57,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from specdec_core.server.room_frames import FrameStore
 from specdec_core.server.room_results import countdown
 from specdec_core.server.room_types import (
     _QID,
@@ -103,7 +104,7 @@ def _env_float(name: str, default: float) -> float:
 
 
 # ---------------------------------------------------------------- the interface
-class RoomStore(PeerInstruction, ABC):
+class RoomStore(PeerInstruction, FrameStore, ABC):
     """The room store. ``ttl_s``: seconds a room lives after the teacher's last change
     (default ``SPECDEC_ROOM_TTL_H`` hours, 4); ``max_rooms`` / ``max_students``: the bounds
     (``rooms_full``, ``room_full``); ``clock``: Unix time in seconds (injected in tests).

@@ -9,6 +9,9 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 - ``specdec:room:C:students`` — a hash student id → last heartbeat (Unix s);
 - ``specdec:room:C:answers`` — a hash student → choice index (the open question's only);
 - ``specdec:room:C:removed`` — a set of the seats the teacher removed;
+- ``specdec:room:C:frames`` (a hash digest → frame) and ``:frame_order`` (a list of the
+  digests, newest first): the room's newest frames (:mod:`~specdec_core.server.room_frames`),
+  with the room's lifetime as TTL;
 - ``specdec:room:C:first``, ``:results``, ``:ended`` — peer instruction's
   (:mod:`~specdec_core.server.rooms_redis_peer`, with its meta fields);
 
@@ -38,6 +41,7 @@ from collections.abc import Callable
 
 import redis
 
+from specdec_core.server.room_frames import KEPT_FRAMES
 from specdec_core.server.room_results import MAX_RESULTS, vote_error
 from specdec_core.server.room_types import (
     Question,
@@ -226,6 +230,31 @@ class RedisStore(RedisPeer, RoomStore):
     def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
         return self._teacher("publish", code, key_hash, now, page, state)
 
+    def _frame_keys(self, code: str) -> tuple[str, str]:
+        """``…:room:C:frames`` (a hash digest → frame) and ``…:room:C:frame_order`` (the
+        digests, newest first): siblings of the room's ``meta`` key (named by ``_keys``)."""
+        base = self._keys(code)[0].removesuffix("meta")
+        return base + "frames", base + "frame_order"
+
+    def _put_frame(self, code: str, key_hash: str, digest: str, frame: str, now: float) -> None:
+        self._role(code, key_hash, now)  # the teacher's or the co-teacher's key, else refused
+        frames, order = self._frame_keys(code)
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(frames, digest, frame).lrem(order, 0, digest).lpush(order, digest)
+            pipe.lrange(order, KEPT_FRAMES, -1).ltrim(order, 0, KEPT_FRAMES - 1)
+            pipe.pexpire(frames, self._ttl_ms()).pexpire(order, self._ttl_ms())
+            old = pipe.execute()[3]
+        if old:
+            self.client.hdel(frames, *old)
+
+    def _frame(self, code: str, digest: str, now: float) -> str | None:
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hget(self._keys(code)[0], "expires_at").hget(self._frame_keys(code)[0], digest)
+            expires_at, frame = pipe.execute()
+        if expires_at is None or float(expires_at) <= now:
+            raise RoomError("room_unknown")
+        return frame
+
     def _join(self, code: str, student: str, now: float) -> None:
         cutoff = repr(now - self.seat_ttl_s)
         status = self._run("join", code, repr(now), student, self.max_students, cutoff)
@@ -263,6 +292,7 @@ class RedisStore(RedisPeer, RoomStore):
         expires_at = repr(now + self.ttl_s)
         args = (repr(now), key_hash, code, expires_at, self._ttl_ms(), MAX_RESULTS)
         self._check(self._run("close", code, *args))
+        self.client.delete(*self._frame_keys(code))
 
     def _purge(self, now: float) -> int:
         dropped = 0

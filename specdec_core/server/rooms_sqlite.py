@@ -4,6 +4,7 @@ the file itself, its tables, pool and transactions: :mod:`specdec_core.server.ro
 Tables: ``rooms`` (one row per room: the key's hash, version, page, state, the open
 question as JSON, the maker's client tag, expiry), ``students`` (code, student, last
 heartbeat ``seen``), ``answers`` (code, student, choice: the open question's only),
+``frames`` (code, the state's digest, the frame: :mod:`~specdec_core.server.room_frames`),
 ``removed`` (seats the teacher removed) and ``creations`` (client tag, time: the hourly
 bound); peer instruction's (first votes, results, ended rooms):
 :mod:`~specdec_core.server.rooms_sqlite_peer`. Rooms expire by their ``expires_at``
@@ -34,6 +35,7 @@ from specdec_core.server.room_types import (
 )
 from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_sqlite_file import SQLiteFile
+from specdec_core.server.rooms_sqlite_frames import SQLiteFrames
 from specdec_core.server.rooms_sqlite_peer import SQLitePeer
 
 #: A seat counts while seen since the cutoff or while it answered. Parameters: code, cutoff.
@@ -45,7 +47,7 @@ _COUNT_SEATS = "SELECT COUNT(*) FROM students s WHERE s.code = ? AND " + _COUNTS
 _FREE_SEATS = "DELETE FROM students AS s WHERE s.code = ? AND NOT " + _COUNTS
 
 
-class SQLiteStore(SQLitePeer, RoomStore):
+class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
     """Rooms in the SQLite file ``path`` (made with its tables if missing). Several
     objects and processes may share one file. Other arguments: :class:`RoomStore`."""
 
@@ -110,6 +112,7 @@ class SQLiteStore(SQLitePeer, RoomStore):
         db.executemany("DELETE FROM first_answers WHERE code = ?", rows)
         db.executemany("DELETE FROM students WHERE code = ?", rows)
         db.executemany("DELETE FROM removed WHERE code = ?", rows)
+        db.executemany("DELETE FROM frames WHERE code = ?", rows)
         db.executemany("DELETE FROM rooms WHERE code = ?", rows)
 
     def _counting(self, db: sqlite3.Connection, code: str, now: float) -> int:

@@ -72,6 +72,13 @@ SCHEMA = (
         choice INTEGER NOT NULL,
         PRIMARY KEY (code, student)
     ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS frames (
+        code TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        frame TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (code, digest)
+    ) WITHOUT ROWID""",
     # peer instruction: the first vote at a revote, each question's result, ended rooms
     """CREATE TABLE IF NOT EXISTS first_answers (
         code TEXT NOT NULL,

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -26,8 +29,23 @@ def strings() -> dict[str, dict[str, str]]:
     return merged
 
 
+_FORCED = threading.local()  # a language forced for this thread (:func:`in_language`)
+
+
 def lang() -> str:
-    return st.session_state.get("lang", "en")
+    return getattr(_FORCED, "lang", None) or st.session_state.get("lang", "en")
+
+
+@contextmanager
+def in_language(code: str) -> Iterator[None]:
+    """Every :func:`t` of this thread in ``code`` for the block (a teacher's screen draws
+    a live class's frame once per language for the followers)."""
+    before = getattr(_FORCED, "lang", None)
+    _FORCED.lang = code
+    try:
+        yield
+    finally:
+        _FORCED.lang = before
 
 
 def tr(key: str, language: str) -> str:

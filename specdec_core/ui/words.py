@@ -62,7 +62,7 @@ FigureState = Literal[
 SlotState = Literal["prompt", "committed", "tentative", "accepted", "rejected", "unchecked", "cut"]
 Mode = Literal["chain", "tree"]
 #: why the settings cannot draft a tree (``engine/tree/generate.py`` ``tree_refusal``)
-TreeRefusal = Literal["tree_no_ngram", "tree_block", "tree_needs_probabilistic"]
+TreeRefusal = Literal["tree_no_ngram", "tree_block", "tree_recurrent", "tree_needs_probabilistic"]
 
 #: why generation stopped (``phase_finished``'s ``{reason}``, the stop notices)
 STOP_REASON: dict[StopReason, str] = {
@@ -177,6 +177,7 @@ STEP_BUTTON: dict[tuple[Mode, Step], str] = {
 TREE_REFUSAL: dict[TreeRefusal, str] = {
     "tree_no_ngram": "err_tree_no_ngram",
     "tree_block": "err_tree_block",
+    "tree_recurrent": "err_tree_recurrent",
     "tree_needs_probabilistic": "err_tree_needs_probabilistic",
 }
 #: the step page's verification shape (its mode control)

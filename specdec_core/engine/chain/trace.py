@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from specdec_core.core.trace import DistSlice, KVState, TokenInfo
 from specdec_core.core.words import CheckStatus, RoundKind, StopReason, VerdictKind
 from specdec_core.engine.chain.records import RoundRecord
+from specdec_core.rules.block import BlockDecision
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ class VerifyTrace:
     # softmax, like context_dists), showing every token the processed slices show plus
     # their own top tokens; empty when no processor is active
     unprocessed_dists: tuple[DistSlice, ...] = ()
+    # block verification (sampled rounds): what the rule computed and decided, next to
+    # what token-wise verification decides with the same draws; None under token-wise
+    block: BlockDecision | None = None
 
 
 @dataclass(frozen=True)

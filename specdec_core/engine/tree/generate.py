@@ -30,6 +30,7 @@ from specdec_core.engine.rounds import (
 from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, summarize_tree
 from specdec_core.engine.tree.round import (
+    TreeContext,
     apply_round,
     decide_round,
     draft_tree,
@@ -77,6 +78,8 @@ def tree_refusal(
       lookup), so it cannot give more than one candidate per position;
     * ``tree_block``: the parallel block drafter (``block``) has one row per depth, all
       from one forward, and no row after a sibling, so it cannot branch;
+    * ``tree_recurrent``: the recurrent drafter keeps one state per path, and a tree would
+      need one per node;
     * ``tree_needs_probabilistic``: a greedy *draft method* at temperature > 0 (sibling
       candidates must be drawn i.i.d. from ``q`` for the multi-candidate rule).
     """
@@ -229,7 +232,7 @@ def generate_tree(
     drafter.attach(target)
     records: list[TreeRoundRecord] = []
     reason = None
-    stop = stop_rule(pair, config)
+    ctx = TreeContext(stop_rule(pair, config), prompt_len)
     started = time.perf_counter()
     while reason is None:
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
@@ -240,9 +243,8 @@ def generate_tree(
         logits = tree_forward(target, ids, tree)
         draws = round_stream(config.seed, r, "verify")
         verdict = walk(tree, logits, sampling, draws, processors, ids)
-        record, reason = decide_round(
-            tree, verdict, ids, prompt_len, stop, now, (forwards, target.forwards - before)
-        )
+        ran = target.forwards - before
+        record, reason = decide_round(ctx, tree, verdict, ids, now, forwards, ran)
         ids = apply_round(target, drafter, ids, record, processors)
         records.append(record)
     sync(target.device)

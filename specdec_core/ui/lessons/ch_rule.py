@@ -12,6 +12,7 @@ from specdec_core.rules import lab as R
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.lab import acceptance_stack_figure, rule_finals_figure
 from specdec_core.ui.i18n import t
+from specdec_core.ui.lab.block import fractions_over_one_denominator
 from specdec_core.ui.lab.rules import fig_labels
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice
@@ -142,8 +143,19 @@ def _rule() -> None:
         st.caption(t("ls_c2_rule_note"))
 
 
+def _block() -> None:
+    """Block verification (Sun et al. 2025) in one paragraph: what each exact rule
+    guarantees, with the paper's {a, b} numbers computed exactly (``rules/lab/block.py``)."""
+    st.subheader(t("ls_c2_block_title"))
+    lab = R.block_lab(R.AB_P, R.AB_Q, R.AB_GAMMA)
+    three = [lab.expected[k] for k in ("token", "block", "ideal")]
+    token, block, ideal = fractions_over_one_denominator(three)
+    st.markdown(t("ls_c2_block", token=token, block=block, ideal=ideal))
+
+
 def render(pair: ModelPair) -> None:
     st.markdown(t("ls_c2_intro"))
     _accept(pair)
     _source()
     _rule()
+    _block()

@@ -1,6 +1,7 @@
 """Chapter 6: state beyond the KV cache — after a rejection the grammar matcher and the
 penalty counts roll back with both caches; a penalty broadcast over a round is not
-lossless; a matcher left un-rolled-back drifts from the committed text. Every number comes
+lossless; a matcher left un-rolled-back drifts from the committed text; a recurrent state
+is restored from a checkpoint (``ch_state_recurrent.py``). Every number comes
 from the engine on the loaded pair (``lessons/wrong_grammar.py``) or the exact enumeration
 (``rules/lab/penalty.py``)."""
 
@@ -24,10 +25,11 @@ from specdec_core.lessons.wrong_grammar import (
 from specdec_core.rules.lab.penalty import HAND_CASE, compare_penalty_rules
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab.processors import show_no_rollback, token, tv_text
+from specdec_core.ui.lessons import ch_state_recurrent
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice
 from specdec_core.ui.render import html_table
 
-CHECKS = ("c6_rollback", "c6_matcher", "c6_broadcast", "c6_stale")
+CHECKS = ("c6_rollback", "c6_matcher", "c6_broadcast", "c6_stale", *ch_state_recurrent.CHECKS)
 GRAMMAR = "speaker_line"
 STALE_GRAMMAR = "short_answer"
 _lock = threading.Lock()
@@ -82,6 +84,11 @@ def grammar_shown(source: str) -> str:
 
 
 def render(pair: ModelPair) -> None:
+    _processors(pair)
+    ch_state_recurrent.render(pair)  # a recurrent state: checkpoints, restored or not
+
+
+def _processors(pair: ModelPair) -> None:
     st.markdown(t("ls_c6_intro"))
     with st.spinner(t("ls_c6_finding")):
         m = moment(pair)

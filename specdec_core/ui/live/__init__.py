@@ -8,7 +8,10 @@ round with a live chart, and the reveal of the real outcome.
 * :mod:`~specdec_core.ui.live.identity` — the client (address) and the browser's seat
   credential (a cookie's secret, never in a URL).
 * :mod:`~specdec_core.ui.live.follow` — the student: follow, explore, follow again (widget
-  keys in its docstring); :mod:`~specdec_core.ui.live.answer` — the answer box, answers
+  keys in its docstring); :mod:`~specdec_core.ui.live.frames` — the teacher's frame of each
+  step state (strip, checks, chart, KV table), :mod:`~specdec_core.ui.live.frame_cache`
+  (read once per process and state) and :mod:`~specdec_core.ui.live.frame_view` (a
+  follower draws it, no replay); :mod:`~specdec_core.ui.live.answer` — the answer box, answers
   kept until the store confirms them.
 * :mod:`~specdec_core.ui.live.teacher` — the teacher: start, the projector card, ask,
   the chart, reveal (widget keys in its docstring); :mod:`~specdec_core.ui.live.seats` —

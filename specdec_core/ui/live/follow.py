@@ -3,14 +3,20 @@ replayed here by the same deterministic replay a lesson link takes: only the sta
 over the store, never model output), explore on one's own, answer the teacher's questions.
 
 Flow. :func:`before_sidebar` (``app.py``, every full run, before the sidebar draws its
-widgets) applies the room's latest ``(page, state)`` when it changed and the student
-follows: the settings are seeded into the sidebar's widget keys and the step page replays
-the state (``links.request`` → ``links.apply_pending``); a Lessons state sets the chapter.
+widgets) reads the room's latest ``(page, state)`` when the student follows. A step state
+with a **frame** (:mod:`~specdec_core.ui.live.frames`: the teacher's own strip, checks,
+chart and KV table, stored once per state) is drawn as is by the fragment
+(:mod:`~specdec_core.ui.live.frame_view`) and the step page below draws nothing
+(:func:`frame_only`): no replay in this session, and a new teacher step redraws only the
+fragment. Otherwise (a Lessons state, a state without a frame) it applies the state: the
+settings are seeded into the sidebar's widget keys and the step page replays the state
+(``links.request`` → ``links.apply_pending``); a Lessons state sets the chapter.
 :func:`bar` (``app.py``, in the keyed container ``live_bar`` above every page) is the
 follower's status line and question box, an ``st.fragment(run_every=POLL_S)``: each poll
 reads ONE version number from the store and, only when it changed, the room's view; a
-changed lesson state then reruns the whole app (which applies it). The student keeps their
-own language and presenter mode.
+changed lesson state without a frame then reruns the whole app (which applies it).
+"Explore on my own" replays the followed state into this session (the next full run). The
+student keeps their own language and presenter mode.
 
 Widget keys (the websocket bot / browser tests find them by key):
 
@@ -38,14 +44,17 @@ from dataclasses import replace
 import streamlit as st
 
 from specdec_core.lessons.link import decode
+from specdec_core.server import live_push
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import room
+from specdec_core.ui.live import frame_view, push_view, room
 from specdec_core.ui.live.answer import question_box, send_pending
+from specdec_core.ui.live.frame_cache import room_frame
+from specdec_core.ui.live.frame_view import teacher_at
 from specdec_core.ui.live.identity import client, tab_id
 from specdec_core.ui.step import links
 from specdec_core.ui.step.files import with_view
@@ -56,15 +65,17 @@ SEEN = "live_seen"  # the room version the last poll read
 VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
-AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
 ENDED = "live_ended"  # the room this student followed has ended (closed or expired)
 BEAT = "live_beat_at"  # monotonic time of the seat's last heartbeat
 READ_AT = "live_read_at"  # monotonic time the view was last read
 POLLED = "live_polled_at"  # monotonic time this tab's poll last read the store
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 SLOW_POLL_S = 10.0  # a seat's other tabs
+PUSH_BEAT_S = 10.0  # a pushed follower's own poll (heartbeat, answers), the push aside
 HEARTBEAT_S = 20.0  # a student's seat heartbeat (well inside the store's seat TTL)
 REREAD_S = 10.0  # the view is read again this often even when its version did not move
+FRAME = "live_frame"  # the teacher's frame of the state followed (None: replayed instead)
+HIDDEN = "live_page_hidden"  # the last full run drew the frame instead of the step page
 
 
 def following() -> bool:
@@ -93,7 +104,7 @@ def refresh() -> RoomView | None:
         room.fail(exc)
         if exc.code in room.FAULTS:
             return S.get(VIEW)
-        if exc.code == "room_unknown" and s.role == "student":  # closed by the teacher, expired
+        if exc.code == "room_unknown" and (s.role == "student" or s.co):  # closed, expired
             S.pop(room.ERROR, None)
             S[ENDED] = True
         return None
@@ -154,11 +165,27 @@ def before_sidebar() -> None:
             if view is not None:
                 apply(view)
         return
+    S[HIDDEN] = False
     if not following():
+        view = S.get(VIEW)  # left the teacher's frame: the state is replayed here, to explore
+        if S.pop(FRAME, None) is not None and view is not None and target(view) != S.get(APPLIED):
+            apply(view)
         return
     view = refresh()
-    if view is not None and target(view) != S.get(APPLIED):
+    if view is None:
+        return
+    S[FRAME] = room_frame(room.store(), view)
+    if S[FRAME] is not None:
+        S[WANT_PAGE] = room.APP_PAGE.get(view.page, "step_through")
+        S[HIDDEN] = True
+    elif target(view) != S.get(APPLIED):
         apply(view)
+
+
+def frame_only() -> bool:
+    """Whether the step page draws nothing this run: a following student sees the
+    teacher's frame in the bar above instead (decided by :func:`before_sidebar`)."""
+    return bool(room.is_student() and st.session_state.get(HIDDEN))
 
 
 def _explore() -> None:
@@ -187,23 +214,6 @@ def _follow_again() -> None:
     st.session_state.pop(POLLED, None)  # this run reads the store
 
 
-def teacher_at(view: RoomView) -> str:
-    """Where the teacher is, in words: "round 2, phase ② Verify" or "Lessons, chapter 3"."""
-    if view.page == "lessons":
-        raw = str(view.state.get("chapter", "1"))
-        n = int(raw) if raw.isdigit() and len(raw) < 3 else 1
-        return t("live_at_lessons", n=n)
-    if not view.state:
-        return t("live_at_start")
-    cached = st.session_state.get(AT)  # decoded once per version, not on every poll
-    if cached is None or cached[0] != view.version:
-        state, _ = decode(view.state, offered_pairs())
-        cached = st.session_state[AT] = (view.version, state.round, state.phase)
-    _, r, phase = cached
-    step = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}[phase]
-    return t("live_at_step", r=r + 1, phase=t(step))
-
-
 def bar(page: str, pages: dict) -> None:
     """``app.py``, above every page (inside the keyed container ``live_bar``): a room
     error's one message; for a student, the follower (a fragment that polls), and the
@@ -222,10 +232,12 @@ def bar(page: str, pages: dict) -> None:
     want = S.get(WANT_PAGE)
     if following() and want and want != page and want in pages:
         st.switch_page(pages[want])
-    if _fast():
-        _follower()
-    else:
+    if not _fast():
         _follower_slow()
+    elif live_push.ENABLED and following():
+        _follower_pushed()  # the screen is drawn by the push route's messages
+    else:
+        _follower()
 
 
 def _fast() -> bool:
@@ -247,6 +259,17 @@ def _follower() -> None:
     _follow_box(fast=True)
 
 
+@st.fragment(run_every=PUSH_BEAT_S)
+def _follower_pushed() -> None:
+    if not _fast():
+        st.rerun(scope="app")
+    _follow_box(fast=True, pushed=True)
+
+
+def _moved() -> None:
+    st.session_state.pop(POLLED, None)  # a pushed change: this rerun reads the store
+
+
 @st.fragment(run_every=SLOW_POLL_S)
 def _follower_slow() -> None:
     if _fast():  # the fast tab went quiet (closed): this one takes over
@@ -254,16 +277,20 @@ def _follower_slow() -> None:
     _follow_box(fast=False)
 
 
+def _fragment_run() -> bool:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return bool(ctx is not None and ctx.fragment_ids_this_run)
+
+
 def _due(fast: bool) -> bool:
     """Whether this poll reads the store: always in a full run; in a fragment rerun only
     when this tab's interval (1 s fast, 10 s slow, less 20 %) has passed since its last
     read, so a client that sends polls faster than its fragment asks (a script, forty
     tabs) gets the last view redrawn and costs no store read and no replay."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
     S, now = st.session_state, time.monotonic()
-    ctx = get_script_run_ctx()
-    fragment_run = bool(ctx is not None and ctx.fragment_ids_this_run)
+    fragment_run = _fragment_run()
     every = POLL_S if fast else SLOW_POLL_S
     if fragment_run and now - S.get(POLLED, 0.0) < 0.8 * every and VIEW in S:
         return False
@@ -271,7 +298,7 @@ def _due(fast: bool) -> bool:
     return True
 
 
-def _follow_box(fast: bool) -> None:
+def _follow_box(fast: bool, pushed: bool = False) -> None:
     S = st.session_state
     due = _due(fast)
     if due:
@@ -287,8 +314,13 @@ def _follow_box(fast: bool) -> None:
         if s is not None and not s.joined:
             st.caption(t("live_join_pending"))
         return
-    if due and following() and target(view) != S.get(APPLIED):
-        st.rerun(scope="app")  # the full run applies it (before the sidebar)
+    if due and following():
+        frame = room_frame(room.store(), view)
+        if frame is None and target(view) != S.get(APPLIED):
+            st.rerun(scope="app")  # the full run applies it (before the sidebar)
+        S[FRAME] = frame
+    if _fragment_run() and (following() and S.get(FRAME) is not None) != S.get(HIDDEN, False):
+        st.rerun(scope="app")  # the page below shows the frame, or the replayed state again
     if room.ERROR in S:  # e.g. an answer sent after the reveal
         st.error(error_message(S.pop(room.ERROR)))
     with st.container(border=True, key="live_status"):
@@ -299,7 +331,8 @@ def _follow_box(fast: bool) -> None:
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         where = teacher_at(view)
         if following():
-            row.markdown(t("live_following", where=where))
+            if not (pushed and S.get(FRAME) is not None):  # else the pushed screen says it
+                row.markdown(t("live_following", where=where))
             row.button(t("live_explore"), key="live_explore", on_click=_explore)
         else:
             row.markdown(t("live_exploring", where=where))
@@ -307,5 +340,11 @@ def _follow_box(fast: bool) -> None:
                 t("live_follow_again"), key="live_follow", on_click=_follow_again, type="primary"
             )
         if view.paused:  # the store serves the paused moment: this screen holds it
-            st.markdown(f"**{t('live_paused')}**")
+            st.markdown(f":material/pause_circle: **{t('live_paused')}**")
         question_box(view)
+    if pushed and following():
+        q = view.question
+        shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}")
+        push_view.pushed(view.code, lang(), shown, _moved)
+    elif following() and S.get(FRAME) is not None:
+        frame_view.draw(S[FRAME], bool(S.get("presenter")))

@@ -39,6 +39,7 @@ from specdec_core.server.room_limits import BUCKETS, TABS, wait_s
 from specdec_core.server.room_store import make_store
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.server.rooms import RoomStore
+from specdec_core.ui.live import frames
 from specdec_core.ui.live.identity import browser_secret, client, seat_id, tab_id
 from specdec_core.ui.step.links import ALWAYS_PARAMS, AfterWrite
 
@@ -323,6 +324,7 @@ def publish(page: str, params: dict[str, str]) -> None:
     if st.session_state.get(PUBLISHED) == now:
         return
     try:
+        frames.publish_frame(store(), (s.code, s.key), page, now)  # followers draw it as is
         store().publish(s.code, s.key, *now)
     except RoomError as exc:  # a gone room or a wrong key: say so at once (a new run)
         fail(exc)

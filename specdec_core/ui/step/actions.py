@@ -71,7 +71,7 @@ def act(mode: Mode, action: str) -> None:
             pair = S["pair"]
             LESSON[mode].start(pair, current_config(pair), S[L.PROMPT_KEY], None, None)
             return
-        before = LESSON[mode].current()
+        before = L.current(mode)
         session = _session(mode)
         if session is None:
             return

@@ -20,7 +20,7 @@ from specdec_core.ui.render import (
     round_strip,
     token_strip_html,
 )
-from specdec_core.ui.step import actions, processors_view, view
+from specdec_core.ui.step import actions, processors_view, state_view, view
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.history import round_label, stats_line
@@ -145,6 +145,7 @@ def kv_section(
         key = f"kv_no_state_{session.drafter.name}"
         st.caption(t(key) if key in strings() else t("kv_no_state"))
     st.caption(t("kv_help"))
+    state_view.section(session, state, last, heading)  # a recurrent drafter's checkpoints
     config = session.config
     processors_view.section(
         processors_view.chain_moments(session, last, session.phase),

@@ -1,9 +1,13 @@
-"""The step-through lesson's state, kept outside widget keys, and its restart decisions.
+"""The step-through lesson's state, kept outside widget keys, and its restart decisions:
+one store for both verification shapes (a chain's :class:`SpeculativeSession`, a tree's
+:class:`TreeSession`).
 
 Streamlit drops a page's widget state when another page is shown, so the prompt box alone
-cannot hold the lesson: :class:`Lesson` (in ``st.session_state["lesson"]``, not a widget
-key) keeps the prompt, the session and its original prompt boundary, and
-:func:`seed_prompt` re-seeds the prompt box from it when the page is shown again.
+cannot hold the lesson: a :class:`Lesson` per shape (``st.session_state["lesson"]`` and
+``["tree_lesson"]``, :data:`KEYS`, not widget keys) keeps the prompt, the session and its
+original prompt boundary, and :func:`seed_prompt` re-seeds the prompt box from it when the
+page is shown again. :func:`start` makes either shape's lesson, :func:`store_replayed`
+keeps a replayed session of either shape.
 
 :func:`sync` decides what the inputs on screen mean for the session:
 
@@ -28,20 +32,24 @@ import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import streamlit as st
 
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
+from specdec_core.drafters.registry import DRAFTER_NAMES, make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.tree.generate import check_tree_settings
 from specdec_core.engine.tree.session import TreeSession
+from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.guards import prompt_ids
 from specdec_core.ui.i18n import t
+from specdec_core.ui.words import Mode
 
-KEY = "lesson"
+#: Each shape's lesson in session state (the chain's also as ``step_session``).
+KEYS: dict[Mode, str] = {"chain": "lesson", "tree": "tree_lesson"}
 PROMPT_KEY = "st_prompt"
 LOCK_KEY = "_engine_lock"
 #: Set by the step page's own callbacks (a step, an edit, step back): the next run follows
@@ -135,25 +143,34 @@ def drafter_name() -> str:
     return name if name in DRAFTER_NAMES else "model"
 
 
-def store_replayed(session: SpeculativeSession, prompt: str, pair_name: str, drafter: str) -> None:
-    """Make a replayed session (a lesson link, a scenario, step back) the lesson."""
-    _store(Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter))
-
-
-def current() -> Lesson | None:
-    return st.session_state.get(KEY)
+def current(mode: Mode = "chain") -> Lesson | None:
+    """The lesson of the shape ``mode`` (``None`` before its first start)."""
+    return st.session_state.get(KEYS[mode])
 
 
 def current_session() -> SpeculativeSession | None:
-    """The lesson's session (also kept as ``step_session`` for other pages and tests)."""
+    """The chain lesson's session (also kept as ``step_session`` for other pages and tests)."""
     return st.session_state.get("step_session")
 
 
-def _store(lesson: Lesson) -> Lesson:
-    st.session_state[KEY] = lesson
-    st.session_state["step_session"] = lesson.session
-    st.session_state.pop("step_preview", None)
+def store(lesson: Lesson) -> Lesson:
+    """Make ``lesson`` its shape's lesson (a chain's also ``step_session``, its edit
+    preview dropped)."""
+    S = st.session_state
+    S[KEYS["tree" if lesson.shape else "chain"]] = lesson
+    if not lesson.shape:
+        S["step_session"] = lesson.session
+        S.pop("step_preview", None)
     return lesson
+
+
+def store_replayed(
+    session: SpeculativeSession | TreeSession, prompt: str, pair_name: str, drafter: str
+) -> None:
+    """Make a replayed session of either shape (a lesson link, a scenario, step back) the
+    lesson of its shape."""
+    shape = tuple(session.shape) if session.unit == "tree" else ()
+    store(Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter, shape))
 
 
 def seed_prompt(default: str) -> None:
@@ -170,18 +187,28 @@ def start(
     prompt: str,
     ids: list[int] | None = None,
     prompt_len: int | None = None,
+    shape: tuple[int, ...] = (),
 ) -> Lesson:
-    """A new chain lesson from ``prompt``, or continuing from committed ``ids`` (e.g. the
-    tree mode's) with the original prompt boundary ``prompt_len``. Raises
-    ``SpecDecError`` (the old lesson is kept)."""
+    """A new lesson from ``prompt``, or continuing from committed ``ids`` (the other
+    shape's, or after a settings change) with the original prompt boundary
+    ``prompt_len``: a chain for ``shape == ()``, else a tree of that shape (children per
+    depth, :data:`~specdec_core.lessons.replay.TREE_BUDGET` nodes, so a link replays it).
+    Raises ``SpecDecError`` (settings that cannot draft a tree, a bad prompt; the old
+    lesson is kept)."""
+    drafter = drafter_name()
+    if shape:
+        check_tree_settings(config, drafter)
     if ids is None or prompt_len is None:
         ids = prompt_ids(pair, prompt, PROMPT_KEY)
         prompt_len = len(ids)
-    drafter = drafter_name()
-    session = SpeculativeSession(
-        pair, list(ids), config, make_named_drafter(pair, drafter), prompt_len=prompt_len
-    )
-    return _store(Lesson(session, prompt, pair.name, config, prompt_len, drafter))
+    draft = make_named_drafter(pair, drafter)
+    if shape:
+        session: SpeculativeSession | TreeSession = TreeSession(
+            pair, list(ids), config, draft, shape, TREE_BUDGET, prompt_len=prompt_len
+        )
+    else:
+        session = SpeculativeSession(pair, list(ids), config, draft, prompt_len=prompt_len)
+    return store(Lesson(session, prompt, pair.name, config, prompt_len, drafter, tuple(shape)))
 
 
 def in_flight(session: SpeculativeSession | TreeSession) -> int | None:
@@ -194,25 +221,33 @@ class Shape:
     """A verification shape's part in :func:`sync` (the chain's :data:`CHAIN`, the tree's
     ``tree_lesson.TREE``).
 
-    ``current()``: the shape's lesson (or ``None``). ``unchanged(lesson, config)``:
-    whether the lesson was made with the settings on screen (the tree ignores γ and reads
-    its shape box). ``start(pair, config, prompt, ids, prompt_len)``: a new lesson from
-    the prompt (``ids is None``) or from committed ``ids`` with the original prompt
-    boundary; raises ``SpecDecError``. ``first(pair, config, prompt)``: the sync when there
-    is no lesson yet."""
+    ``unchanged(lesson, config)``: whether the lesson was made with the settings on
+    screen (the tree ignores γ and reads its shape box). ``tree()``: the shape a new
+    lesson gets (:func:`start`'s ``shape``: the chain's ``()``, the tree's shape box).
+    ``first(pair, config, prompt)``: the sync when there is no lesson yet."""
 
-    name: Literal["chain", "tree"]
-    current: Callable[[], Lesson | None]
+    name: Mode
     unchanged: Callable[[Lesson, SessionConfig], bool]
-    start: Callable[[ModelPair, SessionConfig, str, list[int] | None, int | None], Lesson]
+    tree: Callable[[], tuple[int, ...]]
     first: Callable[[ModelPair, SessionConfig, str], Sync]
+
+    def start(
+        self,
+        pair: ModelPair,
+        config: SessionConfig,
+        prompt: str,
+        ids: list[int] | None = None,
+        prompt_len: int | None = None,
+    ) -> Lesson:
+        """:func:`start` with this shape (from the prompt, or from committed ``ids``)."""
+        return start(pair, config, prompt, ids, prompt_len, self.tree())
 
 
 def sync(pair: ModelPair, config: SessionConfig, prompt: str, shape: Shape | None = None) -> Sync:
     """Bring the lesson of ``shape`` (the chain's by default) in line with the pair,
     settings and prompt on screen; the notices are the same for both shapes."""
     shape = CHAIN if shape is None else shape
-    lesson = shape.current()
+    lesson = current(shape.name)
     try:
         if lesson is None:
             return shape.first(pair, config, prompt)
@@ -243,8 +278,7 @@ def sync(pair: ModelPair, config: SessionConfig, prompt: str, shape: Shape | Non
 
 CHAIN = Shape(
     name="chain",
-    current=current,
     unchanged=lambda lesson, config: lesson.config == config and lesson.drafter == drafter_name(),
-    start=start,
+    tree=tuple,
     first=lambda pair, config, prompt: Sync(start(pair, config, prompt)),
 )

@@ -127,7 +127,7 @@ def current_state(page: str) -> LessonState:
     with L.engine() as held:
         if not held:
             raise Busy
-        lesson = TL.current() if TL.mode() == "tree" else L.current()
+        lesson = L.current(TL.mode())
         if lesson is not None and lesson.pair_name == base.pair:
             return state_of(lesson.session, base, lesson.prompt)
     if config is not None:
@@ -208,10 +208,7 @@ def apply_pending(pair: ModelPair, config: SessionConfig, default_prompt: str) -
         S[L.PROMPT_KEY] = default_prompt
     else:
         S[L.PROMPT_KEY] = state.prompt
-        if out.state.tree:
-            TL.store_replayed(out.session, state.prompt, pair.name, state.drafter)
-        else:
-            L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
+        L.store_replayed(out.session, state.prompt, pair.name, state.drafter)
         TL.seed_link(out.state.tree)  # a tree the settings could not draft: the chain
     keep(problems)
 
@@ -221,7 +218,7 @@ def _advanced(pair: ModelPair, state: LessonState, config: SessionConfig) -> Rep
     class's follower one teacher click behind, a scenario later in the same lesson):
     ``lessons.replay.advance``, the same result as a fresh replay; ``None`` when it
     cannot (the caller replays afresh, which also replaces a session left part-way)."""
-    lesson = TL.current() if state.tree else L.current()
+    lesson = L.current("tree" if state.tree else "chain")
     if lesson is None or lesson.pair_name != pair.name or lesson.drafter != state.drafter:
         return None
     try:

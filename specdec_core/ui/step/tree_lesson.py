@@ -1,6 +1,7 @@
-"""The step-through page's tree mode: its lesson state (kept outside widget keys, like the
-chain's, :mod:`specdec_core.ui.step.lesson`), the hand-over between the chain and the
-tree, and the mode control's callbacks.
+"""The step-through page's tree mode: the mode and shape widgets, the tree's refusal, the
+hand-over between the chain and the tree, and the mode control's callbacks. The tree's
+lesson is kept in the one lesson store of both shapes (:mod:`specdec_core.ui.step.lesson`:
+``L.current("tree")``, ``L.start(..., shape=...)``).
 
 * The mode (``chain`` | ``tree``) and the tree shape are widgets on the step page; their
   values are also kept under other keys (Streamlit drops a widget's state when another
@@ -25,27 +26,17 @@ import streamlit as st
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter
-from specdec_core.engine.tree.generate import check_tree_settings, parse_shape, tree_refusal
-from specdec_core.engine.tree.session import TreeSession
-from specdec_core.lessons.replay import TREE_BUDGET
+from specdec_core.engine.tree.generate import parse_shape, tree_refusal
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.guards import prompt_ids
 from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import lesson as L
 
-KEY = "tree_lesson"
 MODE_KEPT = "step_mode_kept"  # the mode (the segmented control's key is per language)
 SHAPE_KEY = "tree_shape"  # the shape select box
 SHAPE_KEPT = "tree_shape_kept"
 MODES = ("chain", "tree")
 SHAPES = ("2,2,1,1", "3,2,1", "2,2,2", "4,1,1,1")
-BUDGET = TREE_BUDGET  # nodes per tree (replay.py's: a lesson link replays with it)
-
-
-def current() -> L.Lesson | None:
-    return st.session_state.get(KEY)
 
 
 def mode_key() -> str:
@@ -78,12 +69,6 @@ def seed_link(tree: tuple[int, ...]) -> None:
         S[SHAPE_KEPT] = S[SHAPE_KEY] = ",".join(str(k) for k in tree)
 
 
-def store_replayed(session: TreeSession, prompt: str, pair_name: str, drafter: str) -> None:
-    """Make a replayed tree session (a lesson link, step back) the tree lesson."""
-    lesson = L.Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter)
-    _store(replace(lesson, shape=tuple(session.shape)))
-
-
 def mode() -> str:
     value = st.session_state.get(MODE_KEPT, "chain")
     return value if value in MODES else "chain"
@@ -102,39 +87,6 @@ def tree_ready(drafter: str, config: SessionConfig) -> str | None:
     return tree_refusal(drafter, config.draft_method, config.temperature)
 
 
-def _store(lesson: L.Lesson) -> L.Lesson:
-    st.session_state[KEY] = lesson
-    return lesson
-
-
-def start(
-    pair: ModelPair,
-    config: SessionConfig,
-    prompt: str,
-    shape: tuple[int, ...],
-    ids: list[int] | None = None,
-    prompt_len: int | None = None,
-) -> L.Lesson:
-    """A new tree lesson from ``prompt`` (or from committed ``ids`` with the boundary
-    ``prompt_len``). Raises ``SpecDecError`` (the old lesson is kept)."""
-    drafter = L.drafter_name()
-    check_tree_settings(config, drafter)
-    if ids is None:
-        ids = prompt_ids(pair, prompt, L.PROMPT_KEY)
-        prompt_len = len(ids)
-    session = TreeSession(
-        pair,
-        list(ids),
-        config,
-        make_named_drafter(pair, drafter),
-        shape,
-        BUDGET,
-        prompt_len=prompt_len,
-    )
-    lesson = L.Lesson(session, prompt, pair.name, config, session.prompt_len, drafter)
-    return _store(replace(lesson, shape=tuple(shape)))
-
-
 def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int, ...]) -> L.Sync:
     """Tree mode from the chain: continue from the chain lesson's committed text when it
     is the prompt on screen (and not finished), else start from the prompt."""
@@ -147,19 +99,19 @@ def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int,
     ):
         ids = list(chain.session.ids)
         flight = L.in_flight(chain.session)
-        new = start(pair, config, prompt, shape, ids, chain.prompt_len)
+        new = L.start(pair, config, prompt, ids, chain.prompt_len, shape)
         n = len(ids) - chain.prompt_len
         if flight:
             return L.Sync(new, notice="tree_from_chain_dropped", notice_args={"n": n, "r": flight})
         return L.Sync(new, notice="tree_from_chain" if n else None, notice_args={"n": n})
-    return L.Sync(start(pair, config, prompt, shape))
+    return L.Sync(L.start(pair, config, prompt, shape=shape))
 
 
 def leave(pair: ModelPair, config: SessionConfig, prompt: str) -> str | None:
     """Back to the chain: the chain lesson continues from the tree's committed text (a
     tree round in flight is dropped). Returns a notice key (or ``None``). Raises
     ``SpecDecError``."""
-    tree = current()
+    tree = L.current("tree")
     if tree is None or tree.pair_name != pair.name or tree.prompt != prompt:
         return None  # the chain's own sync handles the prompt on screen
     session = tree.session
@@ -179,29 +131,12 @@ def _unchanged(lesson: L.Lesson, config: SessionConfig) -> bool:
     return (lesson.config, lesson.drafter, lesson.shape) == now
 
 
-def _start(
-    pair: ModelPair,
-    config: SessionConfig,
-    prompt: str,
-    ids: list[int] | None,
-    prompt_len: int | None,
-) -> L.Lesson:
-    return start(pair, config, prompt, shape(), ids, prompt_len)
-
-
 TREE = L.Shape(
     name="tree",
-    current=current,
     unchanged=_unchanged,
-    start=_start,
+    tree=shape,
     first=lambda pair, config, prompt: enter(pair, config, prompt, shape()),
 )
-
-
-def sync(pair: ModelPair, config: SessionConfig, prompt: str) -> L.Sync:
-    """Bring the tree lesson in line with the pair, settings, shape and prompt on screen
-    (:func:`specdec_core.ui.step.lesson.sync` with :data:`TREE`)."""
-    return L.sync(pair, config, prompt, TREE)
 
 
 # ------------------------------------------------------------------ callbacks
@@ -226,7 +161,7 @@ def switch_mode() -> None:
     prompt = S.get(L.PROMPT_KEY, "")
     try:
         if new == "tree":
-            S.pop(KEY, None)  # always from the chain's committed text
+            S.pop(L.KEYS["tree"], None)  # always from the chain's committed text
             if tree_ready(L.drafter_name(), config) is None:
                 synced = enter(pair, config, prompt, shape())
                 if synced.notice:
@@ -249,4 +184,4 @@ def use_chain() -> None:
     """The "use the chain" button (tree mode refused for this drafter)."""
     st.session_state[mode_key()] = "chain"
     st.session_state[MODE_KEPT] = "chain"
-    st.session_state.pop(KEY, None)
+    st.session_state.pop(L.KEYS["tree"], None)

@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from specdec_core.bench import judge
+from specdec_core.bench.timing import judge
 from specdec_core.bench.tree_vs_chain import TreeBenchRow, chain_vs_tree
 from specdec_core.core.models import ModelPair
 from specdec_core.engine.tree.session import TreeSession
+from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.figures.tree import chain_tree_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.view import busy_message, how_label, spread_text
-from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.lesson import Lesson
 from specdec_core.ui.words import ROUND_KIND, say
@@ -52,7 +52,7 @@ def _measure(pair: ModelPair, lesson: Lesson) -> tuple[TreeBenchRow, TreeBenchRo
             lesson.config,
             lesson.drafter,
             lesson.shape,
-            TL.BUDGET,
+            TREE_BUDGET,
             COMPARE_TOKENS,
             COMPARE_REPEATS,
         )

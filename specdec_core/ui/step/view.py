@@ -14,6 +14,7 @@ from specdec_core.core.trace import DistSlice, byte_groups
 from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import PositionCheck, RoundTrace, VerifyTrace
+from specdec_core.rules.block import BlockDecision
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
@@ -23,6 +24,7 @@ from specdec_core.ui.render import (
     grouped_cells,
     html_table,
 )
+from specdec_core.ui.step.block_checks import block_columns, block_note
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
     CHECK_STATUS,
@@ -84,7 +86,9 @@ def shown_u(c: PositionCheck) -> float | None:
     return c.u if c.status not in UNCHECKED else None
 
 
-def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, list]:
+def check_columns(
+    checks: tuple[PositionCheck, ...], greedy: bool, block: BlockDecision | None = None
+) -> dict[str, list]:
     """The checks table's columns (header → cells). Values at unchecked positions
     (discarded, cut) carry ``†`` in both modes (their forward's context held the rejected
     token, or text after the stop: never compared); ``u`` there is "—". Probabilities have
@@ -106,15 +110,20 @@ def check_columns(checks: tuple[PositionCheck, ...], greedy: bool) -> dict[str, 
         rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
         rows["a = min(1, p/q)"] = [mark(c, fmt_sig(c.accept_prob)) for c in checks]
         rows["u"] = [fmt_sig(shown_u(c)) for c in checks]  # "—": never checked
+    if block is not None:  # block verification tests every u, backwards
+        rows["u"] = [fmt_sig(u) for u in block.u]
+        rows.update(block_columns(checks, block))
     tie = " ≈"  # a near-tie: another device could decide this check the other way
     rows[t("col_verdict")] = [say(CHECK_STATUS, c.status) + tie * c.near_tie for c in checks]
     return rows
 
 
-def checks_table(checks: tuple[PositionCheck, ...], greedy: bool) -> None:
+def checks_table(
+    checks: tuple[PositionCheck, ...], greedy: bool, block: BlockDecision | None = None
+) -> None:
     """The per-position checks as a plain table (text, not a canvas: readable and
     searchable); probabilities never printed as 0.0000 when they are not 0."""
-    st.html(html_table(check_columns(checks, greedy), name="checks-table"))
+    st.html(html_table(check_columns(checks, greedy, block), name="checks-table"))
     if any(c.status in UNCHECKED for c in checks):
         st.caption(t("unchecked_mark"))
     ties = [str(c.position) for c in checks if c.near_tie]
@@ -290,7 +299,8 @@ def _verified(
         + draft_forwards_text(session, proposed.draft_forwards, proposed.gamma)
     )
     with checks_box:
-        checks_table(checks, greedy)
+        checks_table(checks, greedy, shown.block)
+        block_note(shown.block, session.token)  # block verification only
         st.caption(t("st_dists_help"))
 
 

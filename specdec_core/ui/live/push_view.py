@@ -1,0 +1,116 @@
+"""A follower's screen fed by the push route (:mod:`specdec_core.server.live_push`): a small
+bidirectional component (``st.components.v2``) holds one WebSocket to
+``/_specdec/live?room=CODE&lang=…`` and draws each message's HTML (the teacher's frame,
+drawn once by the teacher's screen in this language) itself, so a teacher's click costs
+this session no script run. It asks Streamlit for a rerun of the follower's fragment only
+when the screen must change otherwise (another page, a question opened or revealed, a
+state without a frame, the room gone): the trigger ``moved``.
+
+The HTML is sanitised in the browser before it is shown: only plain text elements (div,
+span, table parts, headings, b, code, p, details, style) with ``class``, ``style`` (no
+``url(``) and ``title`` attributes; everything else is dropped. The socket reconnects with
+back-off (0.5 … 16 s); one socket per mounted component.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import streamlit as st
+
+from specdec_core.server.live_push import PATH
+
+JS = r"""
+const TAGS = new Set(['DIV','SPAN','TABLE','THEAD','TBODY','TR','TH','TD','H4','B','CODE','P',
+  'DETAILS','SUMMARY','STYLE','BR','SMALL']);
+const ATTRS = new Set(['class', 'style', 'title']);
+function clean(html) {
+  const doc = new DOMParser().parseFromString('<body>' + html + '</body>', 'text/html');
+  const walk = (node) => {
+    for (const el of [...node.children]) {
+      if (!TAGS.has(el.tagName)) { el.remove(); continue; }
+      for (const a of [...el.attributes]) {
+        if (!ATTRS.has(a.name) || (a.name === 'style' && /url\s*\(/i.test(a.value))) {
+          el.removeAttribute(a.name);
+        }
+      }
+      walk(el);
+    }
+  };
+  walk(doc.body);
+  const frag = document.createDocumentFragment();
+  frag.append(...doc.body.childNodes);
+  return frag;
+}
+export default function (component) {
+  const { data, setTriggerValue, parentElement } = component;
+  let box = parentElement.querySelector('.live-push');
+  if (!box) {
+    box = document.createElement('div');
+    box.className = 'live-push';
+    parentElement.appendChild(box);
+  }
+  const live = parentElement.__live || (parentElement.__live = {});
+  live.trigger = setTriggerValue;
+  live.box = box;
+  const scheme = location.protocol === 'https:' ? 'wss://' : 'ws://';
+  const url = scheme + location.host + data.path + '?room=' + encodeURIComponent(data.room) +
+    '&lang=' + encodeURIComponent(data.lang);
+  if (live.url === url && live.ws && live.ws.readyState <= 1) return;
+  if (live.ws) { live.closing = true; live.ws.close(); }
+  live.url = url; live.closing = false; live.delay = 500; live.key = data.key;
+  const open = () => {
+    const ws = new WebSocket(url);
+    live.ws = ws;
+    ws.onmessage = (ev) => {
+      let m;
+      try { m = JSON.parse(ev.data); } catch (e) { return; }
+      if (m.fault) return;
+      if (m.ended) { live.trigger('moved', 'ended'); return; }
+      live.delay = 500;
+      if (typeof m.html === 'string') {
+        live.box.replaceChildren(clean(m.html));
+        live.box.dataset.state = String(m.s);
+      } else {
+        live.box.replaceChildren();  // a state without a frame: the page replays it
+      }
+      const key = m.page + '|' + m.q + (typeof m.html === 'string' ? '' : '|' + m.s);
+      if (live.key !== key) { live.key = key; live.trigger('moved', key); }
+    };
+    ws.onclose = () => {
+      if (live.ws !== ws || live.closing) return;
+      setTimeout(open, live.delay);
+      live.delay = Math.min(live.delay * 2, 16000);
+    };
+  };
+  open();
+}
+"""
+
+CSS = """
+.live-push { font-family: "Source Sans Pro", "Noto Sans CJK SC", sans-serif; }
+.live-push h4 { margin: 0.8rem 0 0.3rem 0; font-size: 1.1rem; }
+.live-push .live-where { margin: 0.2rem 0 0.6rem 0; }
+"""
+
+_COMPONENT: Callable | None = None
+
+
+def _component() -> Callable:
+    global _COMPONENT
+    if _COMPONENT is None:
+        _COMPONENT = st.components.v2.component(
+            "specdec_live_push", js=JS, css=CSS, isolate_styles=False
+        )
+    return _COMPONENT
+
+
+def pushed(code: str, lang: str, key: str, on_moved: Callable[[], None]) -> None:
+    """Mount the push screen of room ``code`` in ``lang``. ``key``: what this run already
+    shows (``page|question`` as the messages spell it): the component triggers ``moved``
+    (``on_moved``, then a rerun of the fragment it sits in) only when a message differs."""
+    _component()(
+        data={"room": code, "lang": lang, "path": PATH, "key": key},
+        key="live_push",
+        on_moved_change=on_moved,
+    )

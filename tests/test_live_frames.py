@@ -1,0 +1,92 @@
+# ruff: noqa: F811  (the store fixture of test_page_live, imported by name)
+"""A live class's frames in the app (AppTest, one SQLite room store): a following
+student's screen is the teacher's own strip, checks table (p, q, a, u and the verdicts at
+the shown precision) and KV table, for a sampled chain round at every phase, with no model
+forward in the student's session; the frame is read once per process and state, whatever
+the number of followers; a stored frame that is not the followed state's, or not a frame,
+is never drawn."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import open_app
+from test_page_live import PROMPT, click, following_frame, frame, shown, store  # noqa: F401
+
+from specdec_core.server.room_frames import state_digest
+from specdec_core.ui.live import frame_cache
+
+
+@pytest.fixture
+def forwards(embedded_pair):
+    """Counts forwards of the pair's target and draft models (``calls[0]``) while on."""
+    calls = [0]
+
+    def hook(*_):
+        calls[0] += 1
+
+    handles = [m.register_forward_hook(hook) for m in (embedded_pair.target, embedded_pair.draft)]
+    yield calls
+    for h in handles:
+        h.remove()
+
+
+def sampled_teacher():
+    """A teacher at T = 1 (the checks table shows p, q, a and u) who started a room."""
+    at = open_app(prompt=PROMPT, state={"lt_open": True, "cfg_temperature": 1.0})
+    click(at, "live_start_step")
+    return at, at.session_state["live_seat"]
+
+
+def test_a_follower_shows_the_teachers_sampled_round_without_a_forward(
+    embedded_pair, store, forwards
+):
+    teacher, seat = sampled_teacher()
+    students = [open_app({"room": seat.code}) for _ in range(2)]
+    for step, phase in (
+        ("btn_propose", "verify"),
+        ("btn_verify", "commit"),
+        ("btn_commit", "propose"),
+    ):
+        click(teacher, step)
+        before = forwards[0]
+        for s in students:
+            s.run()
+            assert following_frame(s) and frame(s)["phase"] == phase
+            assert shown(s) == shown(teacher)  # the strip, checks and KV table, as drawn
+            assert "lesson" not in s.session_state
+        assert forwards[0] == before  # no model forward for the followers
+    checks = shown(teacher)[1]
+    assert "a = min(1, p/q)" in checks and "checks-table" in checks  # the sampled table
+    got = frame(students[0])
+    assert got["round"] == 1 and got["chart"]["kind"] in ("check", "bonus")
+    assert all(c["u"] is not None for c in got["checks"] if c["status"] in ("accepted", "rejected"))
+
+
+def test_a_frame_is_read_once_per_process_and_state(embedded_pair, store, monkeypatch):
+    teacher, seat = sampled_teacher()
+    students = [open_app({"room": seat.code}) for _ in range(3)]
+    click(teacher, "btn_propose")
+    frame_cache._CACHE.clear()  # as on another replica: nothing of the teacher's here
+    reads = []
+    real = type(store).frame
+    monkeypatch.setattr(
+        type(store), "frame", lambda self, code, d: reads.append(code) or real(self, code, d)
+    )
+    for s in students:
+        s.run()
+        assert frame(s)["phase"] == "verify"
+    assert reads == [seat.code]  # three followers, one store read
+
+
+def test_a_frame_of_another_state_or_no_frame_is_not_drawn(embedded_pair, store):
+    code, key = store.create()
+    state = {"lang": "en", "s": "x"}
+    store.put_frame(code, key, state_digest("step", {"lang": "en", "s": "y"}), '{"v":1}')
+    assert frame_cache.frame_for(store, code, "step", state) is None  # the teacher moved on
+    good = {"v": 1, "shape": "chain", "strip": []}
+    store.put_frame(code, key, state_digest("step", state), json.dumps(good))
+    assert frame_cache.frame_for(store, code, "step", state) == good  # not cached as missing
+    for junk in ("not json", "[1]", '{"v": 2, "shape": "chain", "strip": []}', '{"v": 1}'):
+        assert frame_cache.decode(junk) is None
