@@ -18,7 +18,7 @@ from specdec_core.bench.lossless import held_out_prompts
 from specdec_core.core.models import EMBEDDED_ZH_DIR
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import byte_groups, token_lookup
-from specdec_core.drafters.registry import drafters_for, make_named_drafter
+from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import summarize
 
@@ -67,7 +67,7 @@ PROMPTS = ["床前明月光，", "白日依山尽，黄河入海流。\n"]
 
 
 @pytest.mark.slow  # 2 prompts × 2 runs × 24 tokens per drafter
-@pytest.mark.parametrize("drafter", ["model", "ngram", "early-exit", "eagle", "mtp", "block"])
+@pytest.mark.parametrize("drafter", DRAFTER_NAMES)
 def test_greedy_speculative_equals_target_alone_for_every_drafter(zh_pair, drafter):
     if drafter not in drafters_for(zh_pair):
         pytest.skip(f"{drafter} is not trained for embedded-zh")
