@@ -37,14 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from specdec_core.bench import (  # noqa: E402
-    BenchReport,
-    GammaPoint,
-    gamma_sweep_point,
-    ignoring_eos,
-    measure_pair,
-    run_bench,
-)
+from specdec_core.bench.report import run_bench
+from specdec_core.bench.results import BenchReport, GammaPoint
+from specdec_core.bench.runs import ignoring_eos, measure_pair
+from specdec_core.bench.sweeps import gamma_sweep_point
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import PRESETS, is_preset_cached, load_pair
 from specdec_core.core.settings import SessionConfig

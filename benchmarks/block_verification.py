@@ -32,7 +32,7 @@ from specdec_core.drafters.registry import make_named_drafter  # noqa: E402
 from specdec_core.engine.chain.generate import generate  # noqa: E402
 from specdec_core.engine.chain.records import summarize  # noqa: E402
 
-DRAFTERS = ("model", "ngram", "early-exit", "eagle", "mtp", "block")
+DRAFTERS = ("model", "ngram", "early-exit", "eagle", "mtp", "block", "recurrent")
 TEMPERATURES = (0.7, 1.0)
 RULES = ("token", "block")
 

@@ -43,7 +43,7 @@ from specdec_core.bench.source_compare import compare_sources
 from specdec_core.bench.source_results import SourceComparison
 from specdec_core.core.models import load_pair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import drafters_for, make_named_drafter  # noqa: E402
+from specdec_core.drafters.registry import drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import summarize
 

@@ -32,10 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from measure_acceptance import heldout_prompts  # noqa: E402
 
-from specdec_core.bench import hf_generate, ignoring_eos  # noqa: E402
+from specdec_core.bench.runs import hf_generate, ignoring_eos
 from specdec_core.core.models import load_pair  # noqa: E402
 from specdec_core.core.settings import SessionConfig  # noqa: E402
-from specdec_core.drafters import make_named_drafter  # noqa: E402
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate  # noqa: E402
 from specdec_core.engine.tree.generate import generate_tree  # noqa: E402
 
@@ -62,7 +62,8 @@ def lanes(pair, gamma: int, tokens: int) -> dict[str, tuple[float, object]]:
 
     def hf(assisted):
         def run(prompt):
-            return list(hf_generate(pair, prompt, gamma, tokens, 1, assisted, False).output_ids)
+            made = hf_generate(pair, prompt, gamma, tokens, 1, assisted, False, warmup=False)
+            return list(made.output_ids)
 
         return run
 

@@ -24,7 +24,7 @@ from measure_acceptance import heldout_prompts  # noqa: E402
 from specdec_core.bench.tree_vs_chain import compare
 from specdec_core.core.models import load_pair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter  # noqa: E402
+from specdec_core.drafters.registry import make_named_drafter
 
 
 def main() -> None:

@@ -23,7 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdec_core.bench import BUSY_SPREAD, measure_forward_curve  # noqa: E402
+from specdec_core.bench.curve import measure_forward_curve
+from specdec_core.bench.timing import BUSY_SPREAD
 from specdec_core.core.models import load_pair
 from specdec_core.rules.costmodel import best_gamma_on_curve
 

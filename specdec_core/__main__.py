@@ -19,8 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
-from specdec_core.bench import run_bench
 from specdec_core.bench.check import check_command
+from specdec_core.bench.report import run_bench
 from specdec_core.core.errors import SpecDecError
 from specdec_core.drafters.registry import DRAFTER_NAMES
 from specdec_core.engine.tree.generate import MAX_TREE_NODES

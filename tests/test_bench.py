@@ -10,17 +10,16 @@ import pytest
 import torch
 
 from specdec_core.__main__ import main
-from specdec_core.bench import (
-    BatchPoint,
+from specdec_core.bench.batching import generate_batch, left_pad
+from specdec_core.bench.results import BatchPoint
+from specdec_core.bench.runs import hf_generate, ignoring_eos
+from specdec_core.bench.summary import summarize
+from specdec_core.bench.sweeps import (
     batch_crossover,
     batch_sweep_point,
     best_point,
     gamma_sweep_point,
-    hf_generate,
-    ignoring_eos,
-    summarize,
 )
-from specdec_core.bench.batching import generate_batch, left_pad
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -384,7 +383,7 @@ def test_hf_assisted_leaves_the_shared_models_alone(tiny_pair):
 
 
 def test_forward_curve_and_its_use_in_the_summary(tiny_pair):
-    from specdec_core.bench import ForwardCurve, measure_forward_curve
+    from specdec_core.bench.curve import ForwardCurve, measure_forward_curve
 
     weights = [p.detach().clone() for p in tiny_pair.target.parameters()]
     curve = measure_forward_curve(tiny_pair, PROMPT, 7, repeats=2)
@@ -414,8 +413,8 @@ def test_forward_curve_and_its_use_in_the_summary(tiny_pair):
 def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
     """2 repeats: the shown run is the upper of the two middle runs by ms/token, and the
     spread caption's median, the tiles' tokens/s and the speed-up are that same run's."""
-    from specdec_core.bench import measure_pair_runs
     from specdec_core.bench import runs as runs_mod
+    from specdec_core.bench.runs import measure_pair_runs
     from specdec_core.engine.chain.generate import GenerationResult, GenerationStats
 
     # interleaved calls: AR, SP, AR, SP; (total_ms, new_tokens) crafted so that the
@@ -445,7 +444,7 @@ def test_even_repeats_caption_tiles_and_speedup_use_one_median(monkeypatch):
 
 
 def test_the_summary_prices_a_round_by_what_the_drafter_runs(tiny_pair):
-    from specdec_core.bench import ForwardCurve
+    from specdec_core.bench.curve import ForwardCurve
 
     config = SessionConfig(gamma=3, max_new_tokens=12)
     pair = ignoring_eos(tiny_pair)
@@ -468,7 +467,7 @@ def test_the_summary_prices_a_round_by_what_the_drafter_runs(tiny_pair):
 
 
 def test_the_n_gram_round_is_priced_with_its_measured_lookup(tiny_pair):
-    from specdec_core.bench import ForwardCurve
+    from specdec_core.bench.curve import ForwardCurve
     from specdec_core.drafters.ngram import NgramDrafter
 
     config = SessionConfig(gamma=3, max_new_tokens=12)
@@ -491,7 +490,7 @@ def test_the_n_gram_round_is_priced_with_its_measured_lookup(tiny_pair):
 
 
 def test_the_verification_is_priced_at_the_level_of_a_round(tiny_pair):
-    from specdec_core.bench import ForwardCurve
+    from specdec_core.bench.curve import ForwardCurve
 
     config = SessionConfig(gamma=3, max_new_tokens=12)
     pair = ignoring_eos(tiny_pair)
@@ -515,7 +514,7 @@ def test_the_verification_is_priced_at_the_level_of_a_round(tiny_pair):
 
 
 def test_every_drafters_curve_measures_a_round_as_it_runs(embedded_pair):
-    from specdec_core.bench import measure_forward_curve
+    from specdec_core.bench.curve import measure_forward_curve
 
     block = measure_forward_curve(embedded_pair, PROMPT, 9, 2, "block")
     assert block.draft_cost == "one_forward" and block.draft_round_ms > 0
@@ -530,7 +529,7 @@ def test_every_drafters_curve_measures_a_round_as_it_runs(embedded_pair):
 
 
 def test_the_prediction_reads_the_curve_at_the_runs_load(tiny_pair):
-    from specdec_core.bench import ForwardCurve
+    from specdec_core.bench.curve import ForwardCurve
 
     config = SessionConfig(gamma=3, max_new_tokens=12)
     pair = ignoring_eos(tiny_pair)

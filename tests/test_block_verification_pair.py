@@ -23,7 +23,7 @@ from specdec_core.engine.tree.generate import check_tree_settings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-CHAIN_DRAFTERS = ("model", "ngram", "early-exit", "eagle", "mtp", "block")
+CHAIN_DRAFTERS = ("model", "ngram", "early-exit", "eagle", "mtp", "block", "recurrent")
 
 
 def test_cli_block_records(capsys):
@@ -182,3 +182,30 @@ def test_chi2_first_two_tokens_follow_the_target(embedded_pair):
         more += sum(r.block.kept > r.block.token_wise for r in run.records if r.block)
     assert _chi2_p(counts, exact, N_SAMPLES) > 1e-3
     assert more > 0
+
+
+def test_a_block_round_survives_the_trace_json_and_a_lesson_link(embedded_pair):
+    """The round's block decision round-trips through the trace JSON (trace files), and a
+    lesson link with ``verification=block`` replays to the same decisions."""
+    import json
+
+    from specdec_core.core.trace_json import from_jsonable, to_jsonable
+    from specdec_core.engine.chain.trace import RoundTrace
+    from specdec_core.lessons.link import LessonState, decode, encode
+    from specdec_core.lessons.replay import replay
+
+    config = SessionConfig(temperature=1.0, seed=3, max_new_tokens=80, verification="block")
+    session = SpeculativeSession(embedded_pair, "ROMEO:", config)
+    for _ in range(2):
+        session.propose()
+        session.verify()
+        session.commit()
+    trace = session.history[-1]
+    back = from_jsonable(RoundTrace, json.loads(json.dumps(to_jsonable(trace))))
+    assert back.verify.block == trace.verify.block is not None
+    assert back.record == trace.record
+    state = LessonState(prompt="ROMEO:", temperature=1.0, seed=3, verification="block", round=2)
+    state, problems = decode(encode(state), ["embedded"])
+    assert problems == []
+    again = replay(embedded_pair, state).session
+    assert [h.record for h in again.history] == [h.record for h in session.history]

@@ -66,3 +66,18 @@ def test_the_step_page_shows_the_block_rule(embedded_pair, lang, verify, column,
     assert column in checks.columns and len(checks) >= 1
     assert all(x != "—" for x in checks["u"])  # every u is tested, backwards
     assert any(says in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize(
+    ("lang", "says"), [("en", "token-wise verification"), ("zh", "逐 token 验证")]
+)
+def test_a_tree_with_block_verification_is_refused_in_words(embedded_pair, lang, says):
+    """Block verification verifies a chain: asking for a tree says so (translated) and
+    the page keeps working."""
+    at = open_app(lang=lang)
+    at.sidebar.slider(key="cfg_temperature").set_value(1.0).run()
+    at.sidebar.radio(key="cfg_verification").set_value("block").run()
+    at.segmented_control(key=f"step_mode_{lang}").set_value("tree").run()
+    assert not at.exception, at.exception
+    shown = [e.value for e in at.error] + [w.value for w in at.warning]
+    assert any(says in x for x in shown), shown

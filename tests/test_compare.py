@@ -17,7 +17,8 @@ from specdec_core.bench.source_compare import compare_sources
 from specdec_core.bench.source_results import SOURCE_PROMPTS, SOURCE_TEMPERATURES
 from specdec_core.core.records import STRIP_STATES
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import NgramDrafter, drafters_for, make_named_drafter
+from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.registry import drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import summarize
 from specdec_core.engine.chain.session import SpeculativeSession

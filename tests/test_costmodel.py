@@ -253,6 +253,7 @@ def test_every_drafter_declares_what_it_runs():
         "eagle": "serial",
         "mtp": "heads",
         "block": "one_forward",
+        "recurrent": "serial",
     }
 
 

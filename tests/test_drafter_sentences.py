@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import drafters_for, make_named_drafter
-from specdec_core.drafters.registry import TREE_DRAFTERS
+from specdec_core.drafters.registry import TREE_DRAFTERS, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,20 +13,18 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from specdec_core.core.device import sync
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import (
+from specdec_core.drafters.block import BlockDrafter
+from specdec_core.drafters.eagle import EagleDrafter
+from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, early_exit_model
+from specdec_core.drafters.mtp import MtpDrafter
+from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.recurrent import RecurrentDrafter
+from specdec_core.drafters.registry import (
     DRAFTER_NAMES,
     TREE_DRAFTERS,
-    EagleDrafter,
-    EarlyExitDrafter,
-    ModelDrafter,
-    MtpDrafter,
-    NgramDrafter,
     default_knob,
-    early_exit_model,
     make_named_drafter,
 )
-from specdec_core.drafters.block import BlockDrafter
-from specdec_core.drafters.recurrent import RecurrentDrafter
 
 
 @pytest.mark.parametrize(
@@ -215,9 +213,10 @@ def test_the_drafter_table_rows(tiny_pair, embedded_pair):
     assert tuple(DRAFTERS) == DRAFTER_NAMES == tuple(rows)
     for name, (no_tree, confidence, empty, hf, cost) in rows.items():
         spec = DRAFTERS[name]
-        got = (spec.no_tree, spec.confidence, spec.empty_draft, spec.hf_assisted, spec.draft_cost)
+        refusal = None if spec.can_draft_tree else spec.tree_code  # the class decides
+        got = (refusal, spec.confidence, spec.empty_draft, spec.hf_assisted, spec.draft_cost)
         assert got == (no_tree, confidence, empty, hf, cost), name
-        assert (spec.no_tree is None) == spec.cls.can_draft_tree, name  # the class agrees
+        assert spec.can_draft_tree == make_named_drafter(embedded_pair, name).can_draft_tree
         assert spec.on_preset("embedded") and spec.on_pair(embedded_pair), name
     assert spec_of(None) is DRAFTERS["model"] and spec_of("nope") is None
     assert spec_of(make_named_drafter(tiny_pair, "ngram")) is DRAFTERS["ngram"]

@@ -15,7 +15,7 @@ from specdec_core.bench.compare import compare_drafters
 from specdec_core.bench.source_compare import compare_sources
 from specdec_core.bench.source_results import SOURCE_PROMPTS
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import default_knob, drafters_for
+from specdec_core.drafters.registry import default_knob, drafters_for
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")

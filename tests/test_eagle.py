@@ -16,13 +16,9 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import (
-    DRAFTER_NAMES,
-    EagleDrafter,
-    drafters_for,
-    make_named_drafter,
-)
+from specdec_core.drafters.eagle import EagleDrafter
 from specdec_core.drafters.eagle_head import EagleConfig, EagleHead
+from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.lessons.link import LessonState, decode, encode
@@ -293,7 +289,7 @@ def test_propose_argmax_equals_propose_at_temperature_zero(embedded_pair, heldou
 def test_verify_curve_times_the_eagle_draft_step(embedded_pair):
     """The speed page's cost model needs the head's step: the curve measures it from the
     drafter's own forward time (it has no plain model cache), and prompt lookup stays 0."""
-    from specdec_core.bench import measure_forward_curve
+    from specdec_core.bench.curve import measure_forward_curve
 
     eagle = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "eagle")
     assert len(eagle.target_ms) == 3 and eagle.draft_step_ms > 0

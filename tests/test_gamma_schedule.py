@@ -13,7 +13,8 @@ from conftest import open_app, run_json, shown_error
 from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.settings import MAX_GAMMA, SessionConfig
-from specdec_core.drafters import ModelDrafter, NgramDrafter
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -73,7 +74,7 @@ def test_round_gamma_is_cut_by_the_budget():
 def _rows(pair, drafter_name: str, config: SessionConfig, prompt: str):
     session = SpeculativeSession(pair, prompt, config, make_named_drafter(pair, drafter_name))
     session.propose()
-    return session.drafts, session._pending.q_rows
+    return session.drafts, session.steps.pending.q_rows
 
 
 @pytest.mark.parametrize("drafter_name", ["model", "eagle"])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import NgramDrafter, early_exit_model, make_named_drafter
+from specdec_core.drafters.model import early_exit_model
+from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 
@@ -88,7 +90,7 @@ def test_early_exit_with_all_layers_accepts_everything(tiny_pair):
 
 @pytest.mark.parametrize("drafter_name", ["model", "ngram"])
 def test_timeline_bars_sum_to_the_wall_time(tiny_pair, drafter_name):
-    from specdec_core.bench import ignoring_eos
+    from specdec_core.bench.runs import ignoring_eos
 
     pair = ignoring_eos(tiny_pair)
     config = SessionConfig(gamma=3, max_new_tokens=20)

@@ -26,7 +26,7 @@ from specdec_core.core.errors import PromptError, TokenTextError
 from specdec_core.core.inputs import encode_prompt, single_token_id
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.untrusted_json import load_json
-from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.chain.session import ChainSteps, SpeculativeSession
 from specdec_core.lessons import replay as replay_mod
 from specdec_core.lessons.link import LessonState, decode
 from specdec_core.lessons.replay import replay
@@ -81,10 +81,10 @@ def test_replay_never_raises_what_it_does_not_expect(embedded_pair, monkeypatch)
     out = replay(embedded_pair, LessonState(prompt="AB\ud800CD"))  # was a TypeError
     assert out.session is None and [p.code for p in out.problems] == ["prompt_dropped"]
 
-    def broken(self):
+    def broken(self, s):
         raise IndexError("list index out of range")  # any bug a crafted state may hit
 
-    monkeypatch.setattr(SpeculativeSession, "verify", broken)
+    monkeypatch.setattr(ChainSteps, "verify", broken)
     out = replay(embedded_pair, LessonState(prompt=PROMPT, round=1, phase="commit"))
     assert out.session is None and [p.code for p in out.problems] == ["replay_failed"]
 

@@ -251,3 +251,43 @@ def test_engine_and_rules_functions_take_at_most_7_parameters():
                 if n > 7:
                     long.append(f"{p.relative_to(REPO)}:{node.lineno} {node.name} ({n})")
     assert long == []
+
+
+def test_one_session_class_over_two_shapes():
+    """The engine has one session class (``engine/session.py`` ``Session``) holding a shape
+    object; no engine class inherits from another engine class (composition, not a
+    hierarchy), and each shape's steps are a plain class."""
+    classes: dict[str, str] = {}
+    bases: list[tuple[str, str, list[str]]] = []
+    for p in (PKG / "engine").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                where = str(p.relative_to(PKG))
+                classes[node.name] = where
+                # ``Base[...]`` counts as ``Base``
+                heads = [b.value if isinstance(b, ast.Subscript) else b for b in node.bases]
+                names = [ast.unparse(b) for b in heads]
+                bases.append((where, node.name, names))
+    inherited = [f"{w} {c}({b})" for w, c, names in bases for b in names if b in classes]
+    assert inherited == []
+    sessions = sorted(c for c in classes if c.endswith("Session"))
+    assert sessions == ["Session"] and classes["Session"] == "engine/session.py"
+    shapes = {c: w for c, w in classes.items() if c.endswith("Steps")}
+    assert shapes == {
+        "ChainSteps": "engine/chain/session.py",
+        "TreeSteps": "engine/tree/session.py",
+    }
+    assert [names for _, c, names in bases if c in shapes] == [[], []]
+
+
+def test_no_package_re_exports_names():
+    """A name is imported from the module that defines it: the ``drafters`` and ``bench``
+    packages' ``__init__`` import nothing from their modules (a docstring only). Still
+    re-exporting, left to their owners: ``ui/figures``, ``rules/lab``."""
+    found = []
+    for init in (PKG / "drafters" / "__init__.py", PKG / "bench" / "__init__.py"):
+        package = ".".join(init.parent.relative_to(REPO).parts)
+        for node in ast.parse(init.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package):
+                found.append(f"{init.relative_to(REPO)}: from {node.module}")
+    assert found == []

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.source_results import SOURCE_PROMPTS
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import drafters_for, make_named_drafter
+from specdec_core.drafters.registry import drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import summarize
 from specdec_core.ui.lessons import CHAPTERS, ch_drafts

@@ -10,9 +10,8 @@ from types import SimpleNamespace
 import pytest
 from test_page_lessons import answer, open_lessons
 
-from specdec_core.bench import HowMeasured, Spread, Verdict
 from specdec_core.bench import lesson_speed as ch_speed
-from specdec_core.bench.timing import REPEATS_DISAGREE
+from specdec_core.bench.timing import REPEATS_DISAGREE, HowMeasured, Spread, Verdict
 
 
 def fake_generate(ms_per_token: dict[str, list[float]], calls: list):

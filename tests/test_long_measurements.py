@@ -13,11 +13,10 @@ from dataclasses import replace
 import pytest
 from test_page_lessons import answer, open_lessons
 
-from specdec_core.bench import HowMeasured, Spread, Verdict
 from specdec_core.bench import source_compare as sc
 from specdec_core.bench.bounded import Budget, conclusive
 from specdec_core.bench.source_results import SOURCE_PROMPTS
-from specdec_core.bench.timing import REPEATS_DISAGREE
+from specdec_core.bench.timing import REPEATS_DISAGREE, HowMeasured, Spread, Verdict
 from specdec_core.core.settings import SessionConfig
 from specdec_core.server import jobs, long_tasks
 from specdec_core.server import tasks as T

@@ -1,4 +1,4 @@
-"""``engine/machine.py``: the step machine chain and tree share. Phase errors (one hint
+"""``engine/session.py``: the one session class chain and tree share. Phase errors (one hint
 table, the shape's word), ``run_until`` / ``run_through`` (the page's "advance to a phase"),
 and the atomic step: a step that raises after it touched both caches and the drafting
 stream leaves all three as they were, and running it again gives the round it would have
@@ -11,7 +11,7 @@ import pytest
 from specdec_core.core.errors import InputError, PhaseError
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.engine.machine import STEPS, StepMachine
+from specdec_core.engine.session import STEPS, Session
 from specdec_core.engine.tree.session import TreeSession
 
 PROMPT = "ROMEO:\nBut soft, what light"
@@ -30,7 +30,13 @@ def caches(session) -> tuple[int, int, int]:
 def test_both_shapes_are_step_machines(embedded_pair):
     chain = SpeculativeSession(embedded_pair, PROMPT, SAMPLED)
     tree = TreeSession(embedded_pair, PROMPT, SAMPLED, None, (2, 1))
-    assert isinstance(chain, StepMachine) and isinstance(tree, StepMachine)
+    assert type(chain) is Session and type(tree) is Session  # one class, two shapes
+    assert (chain.unit, tree.unit) == ("drafts", "tree")
+    assert type(chain.steps).__name__ == "ChainSteps" and type(tree.steps).__name__ == "TreeSteps"
+    with pytest.raises(TypeError, match="tree session has no drafted sequence"):
+        tree.edit_draft(1, 5)
+    with pytest.raises(TypeError, match="chain session has no tree"):
+        chain.tree_view()
     assert STEPS == ("propose", "verify", "commit")
     for bad in (0, 99, 1.5, True):
         with pytest.raises(InputError):
@@ -139,7 +145,8 @@ def test_a_failed_edit_restores_the_draft_cache_and_stream(embedded_pair, monkey
     def boom(*args, **kwargs):
         raise RuntimeError("slices failed")
 
-    monkeypatch.setattr(s, "_draft_slices", boom)  # after the re-draft drew and ran
+    # after the re-draft drew and ran
+    monkeypatch.setattr("specdec_core.engine.chain.session.draft_slices", boom)
     with pytest.raises(RuntimeError, match="slices failed"):
         s.edit_draft(1, 5)
     monkeypatch.undo()

@@ -20,9 +20,14 @@ from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import EMBEDDED_DIR
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import DRAFTER_NAMES, TREE_DRAFTERS, drafters_for, make_named_drafter
 from specdec_core.drafters.mtp import MtpDrafter
 from specdec_core.drafters.mtp_heads import MtpConfig, MtpHeads, load_mtp_heads
+from specdec_core.drafters.registry import (
+    DRAFTER_NAMES,
+    TREE_DRAFTERS,
+    drafters_for,
+    make_named_drafter,
+)
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.generate import generate_tree
@@ -263,7 +268,7 @@ def test_cli_json_with_mtp(capsys, embedded_pair):
 def test_verify_curve_times_the_mtp_draft_step(embedded_pair):
     """The speed page's cost model: the draft step of the heads is their own evaluation
     time per drafted token (no model cache of their own), measured, not zero."""
-    from specdec_core.bench import measure_forward_curve
+    from specdec_core.bench.curve import measure_forward_curve
 
     curve = measure_forward_curve(embedded_pair, "ROMEO:\nBut soft, what light", 3, 2, "mtp")
     assert len(curve.target_ms) == 3 and curve.draft_step_ms > 0

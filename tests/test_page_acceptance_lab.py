@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 from specdec_core.core import models
 from specdec_core.core.errors import RuleInputError
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import ModelDrafter
+from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.lab import PRESETS
 from specdec_core.rules.lab.exact import RULES

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from specdec_core.drafters import drafters_for, make_named_drafter
+from specdec_core.drafters.registry import drafters_for, make_named_drafter
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")

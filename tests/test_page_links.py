@@ -13,7 +13,6 @@ from conftest import open_app
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.settings import SessionConfig
-from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import state_of, timeless_json
 from specdec_core.lessons.scenarios import find_scenarios
@@ -233,7 +232,7 @@ def test_a_link_the_sidebar_and_the_session_agree_after_one_conversion(
     link = LessonState(temperature=1.0, seed=12, prompt=PROMPT, round=1, phase="verify", tree=tree)
     at = open_app(encode(link))
     lesson = at.session_state["tree_lesson" if tree else "lesson"]
-    assert isinstance(lesson.session, TreeSession) == bool(tree)
+    assert (lesson.session.unit == "tree") == bool(tree)
     shown = at.number_input(key="cfg_seed").value
     assert shown == 13  # the one conversion (drifted once)
     assert lesson.session.config == at.session_state["config"]  # the sidebar's, unconverted

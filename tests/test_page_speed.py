@@ -63,7 +63,8 @@ def test_cost_model_section_shows_the_textbook_cases(embedded_pair, monkeypatch)
 def not_busy(monkeypatch) -> None:
     """A verdict that does not depend on this machine's load (a seeded run has one
     outcome): the timings are judged fine; the busy case has its own test."""
-    from specdec_core.bench import Verdict, summary
+    from specdec_core.bench import summary
+    from specdec_core.bench.timing import Verdict
 
     monkeypatch.setattr(summary, "judge", lambda *a, **k: Verdict(False, ()))
 
@@ -168,7 +169,8 @@ def test_sweeps_stop_and_chinese(embedded_pair):
 def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkeypatch):
     """A crafted non-monotone curve (t(2)/t(1) = 0.38, seen on a busy machine): the page says
     the machine is too busy, in both languages, and draws no curve and no best γ."""
-    from specdec_core.bench import ForwardCurve, HowMeasured, Spread
+    from specdec_core.bench.curve import ForwardCurve
+    from specdec_core.bench.timing import HowMeasured, Spread
     from specdec_core.server import jobs
     from specdec_core.server import tasks as job_tasks
 
@@ -245,7 +247,10 @@ def test_on_cuda_the_page_tells_the_gpu_story_with_the_reference_figures(lang):
 def _predictions_app(lang: str) -> None:
     import streamlit as st
 
-    from specdec_core.bench import ForwardCurve, HFComparison, ignoring_eos, summarize
+    from specdec_core.bench.curve import ForwardCurve
+    from specdec_core.bench.results import HFComparison
+    from specdec_core.bench.runs import ignoring_eos
+    from specdec_core.bench.summary import summarize
     from specdec_core.core.models import load_pair
     from specdec_core.core.settings import SessionConfig
     from specdec_core.engine.chain.generate import generate

@@ -8,10 +8,10 @@ import pytest
 from conftest import run_json
 
 from specdec_core.__main__ import BENCH_PROMPT
-from specdec_core.bench import ignoring_eos
+from specdec_core.bench.runs import ignoring_eos
 from specdec_core.core.records import strip_order
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import (
     RoundRecord,

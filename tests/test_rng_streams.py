@@ -112,7 +112,7 @@ def test_tree_rounds_use_the_same_streams(embedded_pair):
     session = TreeSession(embedded_pair, PROMPT, config, None, (2, 2, 1))
     session.run_round()
     session.propose()
-    view = session.verify()
+    view = session.verify().tree
     assert view.nodes[0].u == _first_u(4, 1)  # the walk's first draw: the root's 1st child
     session.commit()
     session.run()

@@ -16,7 +16,7 @@ from specdec_core.__main__ import main
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace_json import to_jsonable
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import summarize
 from specdec_core.engine.chain.session import SpeculativeSession

@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.bench import (
-    BUSY_SPREAD,
-    ForwardCurve,
-    HowMeasured,
-    RunSpread,
-    Spread,
-    Verdict,
-    ignoring_eos,
-    judge,
-    summarize,
-)
+from specdec_core.bench.curve import ForwardCurve
+from specdec_core.bench.results import RunSpread
+from specdec_core.bench.runs import ignoring_eos
+from specdec_core.bench.summary import summarize
 from specdec_core.bench.timing import (
+    BUSY_SPREAD,
     LOAD_CHANGED,
     NOT_MONOTONE,
     REPEATS_DISAGREE,
     SUPERLINEAR,
+    HowMeasured,
+    Spread,
+    Verdict,
     curve_reasons,
+    judge,
 )
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate

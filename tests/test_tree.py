@@ -15,7 +15,9 @@ from specdec_core.core.errors import ConfigError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import ModelDrafter, NgramDrafter, make_named_drafter
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import (
     check_tree_settings,

@@ -107,7 +107,7 @@ def test_replaying_a_tree_state_gives_the_same_tree_round(tiny_pair, temperature
     back, problems = decode(encode(state), OFFERED)
     assert back == state and problems == []
     again = replay(tiny_pair, back)
-    assert isinstance(again.session, TreeSession) and again.problems == []
+    assert again.session.unit == "tree" and again.problems == []
     assert again.state == state
     assert _moment(again.session) == _moment(session)
     assert again.session.tree_view().nodes  # the round in flight is there, verified
@@ -133,11 +133,11 @@ def test_replay_drops_a_tree_the_settings_cannot_draft_and_tree_edits(tiny_pair)
     base = LessonState(pair="custom", prompt=PROMPT, max_new_tokens=30, tree=(2, 1))
     out = replay(tiny_pair, replace(base, temperature=1.0, draft_method="greedy", round=1))
     assert [(p.code, p.params) for p in out.problems] == [("bad_value", {"name": "tree"})]
-    assert not isinstance(out.session, TreeSession) and out.state.tree == ()
+    assert out.session.unit == "drafts" and out.state.tree == ()
     assert len(out.session.history) == 1  # the rest replays, as a chain
     out = replay(tiny_pair, replace(base, phase="verify", edits=((0, 1, 5),)))
     assert [p.code for p in out.problems] == ["edit_dropped"] and out.state.edits == ()
-    assert isinstance(out.session, TreeSession) and out.session.phase == "verify"
+    assert out.session.unit == "tree" and out.session.phase == "verify"
     out = replay(tiny_pair, replace(base, max_new_tokens=4, round=30))
     assert [p.code for p in out.problems] == ["round_beyond_end"]
     assert out.session.phase == "finished"

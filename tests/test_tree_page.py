@@ -229,7 +229,7 @@ def test_tree_layout_and_figure_escape_token_text(embedded_pair):
     assert tree_layout([-1, -1, 0, 0, 1]) == [0.5, 2.0, 0.0, 1.0, 2.0]
     session = TreeSession(embedded_pair, "ROMEO:", SessionConfig(), "model", (2, 1), 12)
     session.propose()
-    view = session.verify()
+    view = session.verify().tree
     bad = replace(view.nodes[0], token=replace(view.nodes[0].token, text="<b>x</b>"))
     view = replace(view, nodes=(bad,) + view.nodes[1:])
     labels = {
@@ -290,7 +290,7 @@ def test_a_tree_panel_run_reads_the_sidebars_settings_once(embedded_pair, monkey
     monkeypatch.setattr(actions, "current_config", counted("actions"))
     at = start_app("en")
     to_tree(at)
-    assert isinstance(tree_session(at), TreeSession)
+    assert tree_session(at).unit == "tree"
     reads.update(panel=0, actions=0)
     at.run()  # one full run of the page: one panel run
     assert not at.exception

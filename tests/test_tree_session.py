@@ -15,8 +15,9 @@ from specdec_core.__main__ import main
 from specdec_core.core.errors import ConfigError, PhaseError
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import ModelDrafter, NgramDrafter
 from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.ngram import NgramDrafter
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.records import summarize_tree
 from specdec_core.engine.tree.session import TreeSession
@@ -105,8 +106,17 @@ def test_kv_invariant_after_a_rejection_at_every_depth(embedded_pair, depth):
 
 def test_node_states_on_known_cases(embedded_pair):
     session = _poisoned(embedded_pair, 2)
-    session.propose()
-    view = session.verify()
+    proposed = session.propose()
+    assert {n.state for n in proposed.tree.nodes} == {"tentative"} and len(
+        proposed.tree.nodes
+    ) == 12
+    assert proposed.shape == (2, 2, 1, 1) and proposed.round_index == 0
+    assert proposed.kv_after == session.kv_state()
+    verified = session.verify()
+    view = verified.tree
+    assert verified.record == session.current_record and verified.record.path == (0,)
+    assert verified.target_forward_tokens == len(session.ids) + 12  # round 1: prompt + nodes
+    assert verified.stop_reason is None and verified.kv_after == session.kv_state()
     assert [n.state for n in view.nodes] == ["accepted"] + ["rejected"] * 3 + ["unchecked"] * 8
     assert view.path == (0,) and view.kind == "correction"
     assert [n.parent for n in view.nodes] == [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7]
@@ -117,7 +127,7 @@ def test_node_states_on_known_cases(embedded_pair):
 
     clean = _poisoned(embedded_pair, 99)  # no poison: the whole top-1 path is accepted
     clean.propose()
-    view = clean.verify()
+    view = clean.verify().tree
     acc, rej, unc = "accepted", "rejected", "unchecked"
     expected = [acc, rej, acc, rej, unc, unc, acc, unc, unc, unc, acc, unc]
     assert [n.state for n in view.nodes] == expected
@@ -143,11 +153,18 @@ def test_node_states_on_known_cases(embedded_pair):
         ("moved", committed + 3),
     ]
     assert all(nodes[i].action == "dropped" for i in (1, 3, 4, 5, 7, 8, 9, 11))
-    done = clean.commit()
+    committed_trace = clean.commit()
+    done = committed_trace.compaction
+    assert committed_trace.kind == "bonus" and committed_trace.stop_reason is None
+    assert [t.id for t in committed_trace.appended] == clean.ids[committed:]
+    assert len(committed_trace.appended) == 5 and committed_trace.kv_after == clean.kv_state()
     assert done.applied and done.rows_after == clean.target.kv_len == committed + 4
     kept = sorted((s for s in done.slots if s.new_slot is not None), key=lambda s: s.new_slot)
     assert [s.token.id for s in kept] == clean.target.ids
     _assert_invariant(clean)
+    clean.propose()
+    again = clean.verify()  # round 2 feeds the one committed token without KV + the nodes
+    assert again.round_index == 1 and again.target_forward_tokens == 1 + len(again.tree.nodes)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -247,7 +264,7 @@ def test_eagle_tree_counts_its_prefill_forward(embedded_pair):
     record counts it, so tokens per target forward agree between the fast path, the step
     machine and the records (a fresh user saw 4.4 reported against 3.67 measured)."""
     pytest.importorskip("specdec_core.drafters.eagle")
-    from specdec_core.drafters import has_eagle_head
+    from specdec_core.drafters.eagle_head import has_eagle_head
 
     if not has_eagle_head(embedded_pair):
         pytest.skip("no EAGLE head beside the embedded pair")

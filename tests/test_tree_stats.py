@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from conftest import click_button, start_app
 
-from specdec_core.bench import HowMeasured, Spread
 from specdec_core.bench import tree_vs_chain as tree_bench
+from specdec_core.bench.timing import HowMeasured, Spread
 from specdec_core.bench.tree_vs_chain import TreeBenchRow
 from specdec_core.core.settings import SessionConfig
 

@@ -117,7 +117,7 @@ def test_a_stopped_round_draws_its_cut_path_and_star_as_cut(embedded_pair):
 def test_an_appended_star_keeps_its_verdicts_kind(embedded_pair):
     session = TreeSession(embedded_pair, "ROMEO:", SessionConfig(), "model", (2, 2, 1, 1), 12)
     session.propose()
-    view = session.verify()
+    view = session.verify().tree
     assert view.kind == view.next_kind == "bonus" and view.next_appended
     fig = tree_figure(view, session.token(session.ids[-1]), LABELS)
     [star] = [a for a in fig.layout.annotations if a.text.startswith("<b>★")]

@@ -24,8 +24,7 @@ from specdec_core.core.grammar import GRAMMAR_PRESETS, GrammarSpec
 from specdec_core.core.models import ModelPair
 from specdec_core.core.quant import quantized_pair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter
-from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for
+from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.lessons.link import LessonState, decode, encode

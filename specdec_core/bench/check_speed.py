@@ -23,8 +23,7 @@ from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import make_named_drafter
-from specdec_core.drafters.registry import drafters_for
+from specdec_core.drafters.registry import drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.rules.lab.montecarlo import ChiSquare, chi_square
 

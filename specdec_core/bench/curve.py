@@ -25,7 +25,7 @@ from specdec_core.core.device import sync
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
-from specdec_core.drafters import make_named_drafter
+from specdec_core.drafters.registry import make_named_drafter
 
 MAX_K = 17  # 2γ + 1 at γ = 8, the largest γ the page offers
 CURVE_REPEATS = 15  # repeats per k for the benchmark's curve (a forward takes ~2-3 ms here)

@@ -33,7 +33,7 @@ from specdec_core.bench.timing import HowMeasured, Spread, judge
 from specdec_core.core.inputs import prompt_ids
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import default_knob, drafters_for, make_named_drafter
+from specdec_core.drafters.registry import default_knob, drafters_for, make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
 
 Progress = Callable[[int, int, str], None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-#: Where a step machine stands (:attr:`specdec_core.engine.machine.StepMachine.phase`):
+#: Where a step machine stands (:attr:`specdec_core.engine.session.Session.phase`):
 #: the next step it accepts, or ``finished`` once a stop ended generation.
 Phase = Literal["propose", "verify", "commit", "finished"]
 

@@ -14,8 +14,9 @@ its row here, :func:`spec_of` (by name or object), never ``name == "…"``:
 ``on_preset``  the same for a preset name, reading files only (lesson links, the sidebar)
 ``preset_gamma`` the most drafts one proposal can make on a preset (``None``: no limit of
                its own; the heads' ``K``, the block size), read from the shipped config
-``no_tree``    ``None`` when it drafts trees, else the refusal code (``tree_no_ngram``,
-               ``tree_block``)
+``tree_code``  the refusal code when its class cannot draft a tree
+               (``Drafter.can_draft_tree``, the one source of that fact; ``tree_no_ngram``,
+               ``tree_block``, ``tree_recurrent``)
 ``confidence`` whether the confidence stop applies (its rows can fall under a threshold;
                prompt lookup's one-hot rows never do: ``confidence_ngram``)
 ``empty_draft`` the reason shown for a round that drafted nothing (``ngram``: no match in
@@ -88,10 +89,15 @@ class DrafterSpec:
     on_pair: Callable[[ModelPair], bool] = _any_pair
     on_preset: Callable[[str], bool] = _any_preset
     preset_gamma: Callable[[str], int | None] = _no_limit
-    no_tree: str | None = None
+    tree_code: str = "tree_no_ngram"
     confidence: bool = True
     empty_draft: str = "drafter"
     hf_assisted: bool = False
+
+    @property
+    def can_draft_tree(self) -> bool:
+        """Whether it drafts trees (:attr:`Drafter.can_draft_tree` of its class)."""
+        return self.cls.can_draft_tree
 
     @property
     def draft_cost(self) -> str:
@@ -100,7 +106,7 @@ class DrafterSpec:
 
 
 #: Why a drafter cannot draft a tree, in English (the CLI, logs), by its row's
-#: :attr:`DrafterSpec.no_tree` code (the UI says ``err_<code>``).
+#: :attr:`DrafterSpec.tree_code` (the UI says ``err_<code>``).
 NO_TREE_WHY: dict[str, str] = {
     "tree_block": "proposes one path per forward (a q row for each position of one block, "
     "none for a sibling), so it cannot draft a tree; verify a chain or use the draft model",
@@ -122,7 +128,6 @@ DRAFTERS: dict[str, DrafterSpec] = {
             NgramDrafter,
             lambda pair, n: NgramDrafter(pair.vocab_size, n),
             knob=lambda pair: 3,
-            no_tree="tree_no_ngram",
             confidence=False,
             empty_draft="ngram",
         ),
@@ -154,7 +159,7 @@ DRAFTERS: dict[str, DrafterSpec] = {
             on_pair=has_block_drafter,
             on_preset=preset_has_block_drafter,
             preset_gamma=preset_block_max_gamma,
-            no_tree="tree_block",
+            tree_code="tree_block",
         ),
         DrafterSpec(
             "recurrent",
@@ -162,7 +167,7 @@ DRAFTERS: dict[str, DrafterSpec] = {
             lambda pair, _: make_recurrent_drafter(pair),
             on_pair=has_recurrent,
             on_preset=preset_has_recurrent,
-            no_tree="tree_recurrent",
+            tree_code="tree_recurrent",
         ),
     )
 }
@@ -170,7 +175,7 @@ DRAFTER_NAMES = tuple(DRAFTERS)
 #: The drafter classes by name (:data:`DRAFTERS` order).
 DRAFTER_CLASSES: dict[str, type[Drafter]] = {n: s.cls for n, s in DRAFTERS.items()}
 #: The drafters that can draft a tree, by name, in :data:`DRAFTER_NAMES` order.
-TREE_DRAFTERS = tuple(n for n, s in DRAFTERS.items() if s.no_tree is None)
+TREE_DRAFTERS = tuple(n for n, s in DRAFTERS.items() if s.can_draft_tree)
 
 
 def spec_of(drafter: Drafter | str | None) -> DrafterSpec | None:
@@ -224,6 +229,7 @@ def preset_max_gamma(preset: str, drafter: str) -> int | None:
 
 def no_tree_code(drafter: Drafter | str | None) -> str:
     """The refusal code for a drafter that cannot draft a tree: its row's
-    :attr:`DrafterSpec.no_tree`, else ``tree_no_ngram`` (no distribution to branch on)."""
+    :attr:`DrafterSpec.tree_code`, else ``tree_no_ngram`` (no distribution to branch
+    on)."""
     spec = spec_of(drafter)
-    return spec.no_tree if spec is not None and spec.no_tree else "tree_no_ngram"
+    return spec.tree_code if spec is not None else "tree_no_ngram"

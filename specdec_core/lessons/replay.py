@@ -22,10 +22,11 @@ from specdec_core.core.settings import MAX_GAMMA, SessionConfig
 from specdec_core.core.trace_json import to_jsonable
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.session import Session
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.link import LessonState, Problem
 from specdec_core.lessons.link_fields import PHASES
-from specdec_core.lessons.replay_steps import Replay, Session, grammar_problem, run_steps
+from specdec_core.lessons.replay_steps import Replay, grammar_problem, run_steps
 
 log = logging.getLogger("specdec.replay")
 #: Most forwards one replay may run (a round costs one draft forward per drafted level,
@@ -74,7 +75,7 @@ def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
     into ``cont``. A tree session sets ``tree`` to its shape (and has no edits)."""
     made: list[tuple[int, int, int]] = []
     tree: tuple[int, ...] = ()
-    if isinstance(session, TreeSession):
+    if session.unit == "tree":
         tree = tuple(session.shape)
     else:
         made = [
@@ -155,7 +156,7 @@ def _replay(pair: ModelPair, state: LessonState, config: SessionConfig | None) -
     except SpecDecError as exc:
         problems.append(Problem("prompt_dropped", {"reason": exc.code}))
         return Replay(None, replace(state, prompt="", cont=(), round=0, edits=()), problems)
-    if isinstance(session, TreeSession):  # a tree round has no edits: each is dropped
+    if session.unit == "tree":  # a tree round has no edits: each is dropped
         for r, pos, tok in state.edits:
             problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))
         state = replace(state, edits=())
@@ -229,9 +230,9 @@ def _reachable(
         return False  # behind: a step back replays afresh
     if replay_forwards(target) > MAX_REPLAY_FORWARDS:
         return False  # the fresh replay applies its cap
-    if bool(target.tree) != isinstance(session, TreeSession) or (target.tree and target.edits):
+    if bool(target.tree) != (session.unit == "tree") or (target.tree and target.edits):
         return False  # a tree's edits are dropped by the fresh replay, with problems
-    if isinstance(session, TreeSession) and (
+    if session.unit == "tree" and (
         tuple(session.shape) != target.tree or session.budget != TREE_BUDGET
     ):
         return False

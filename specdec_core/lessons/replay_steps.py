@@ -13,12 +13,9 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
-from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.rounds import check_grammar_drafter
-from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.session import Session
 from specdec_core.lessons.link import LessonState, Problem
-
-Session = SpeculativeSession | TreeSession
 
 
 @dataclass

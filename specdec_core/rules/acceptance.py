@@ -1,11 +1,22 @@
-"""The verification rules (Leviathan et al. 2023; Chen et al. 2023). ``p`` is the target's
-row (``target_probs``), ``q`` the draft's (``draft_probs``), both after
-temperature/top-k/top-p. A draft ``y`` is accepted with ``a = min(1, p(y) / q(y))``; at
-the first rejection the correction is drawn from ``r = norm([p − q]+)``, after γ
-acceptances the bonus from ``p_{γ+1}``: the emitted tokens follow ``p`` exactly
-(Leviathan Thm 3.5). A one-hot ``q`` (greedy draft, prompt lookup, an edit) gives
-``a = p(y)``, still exact. For teaching, ``resample_from="target"`` is the *wrong* rule
-(resample from ``p``), biased: the lab page shows it.
+"""The verification rules of speculative decoding.
+
+Notation (Leviathan et al. 2023 "Fast Inference from Transformers via Speculative
+Decoding"; Chen et al. 2023 "Accelerating LLM Decoding with Speculative Sampling"):
+
+* ``p`` — the target's row (``target_probs``), ``q`` — the draft's (``draft_probs``), both
+  ``[V]`` after temperature / top-k / top-p (``core/sampling.py``); ``p_i``, ``q_i`` at
+  drafted position ``i`` (1-based), ``y_i`` the drafted token, γ the draft length.
+* acceptance probability: ``a_i = min(1, p_i(y_i) / q_i(y_i))``.
+* residual distribution after a rejection: ``r_i = norm([p_i − q_i]+)``; ``None`` when
+  ``[p − q]+`` has no mass, i.e. ``p == q``, where no rejection can happen.
+* A round emits the accepted prefix plus one token: the *correction* drawn from ``r_k`` at
+  the first rejection ``k``, or the *bonus* drawn from ``p_{γ+1}`` after γ acceptances.
+  Either way the emitted tokens follow ``p`` exactly (Leviathan Thm 3.5).
+
+A one-hot ``q`` (greedy draft, prompt lookup, an edit) is a valid proposal: ``a = p(y)``
+and ``r = p`` with ``y`` removed, still exact. Beyond the papers, for teaching:
+``resample_from="target"`` is the *wrong* rule (resample from ``p``), biased: the lab page
+shows it.
 """
 
 from __future__ import annotations
@@ -54,7 +65,8 @@ def acceptance_probability(p_y: float, q_y: float) -> float:
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor | None:
     """``r = norm([p − q]+)`` for ``[V]`` rows (same dtype out), or ``None`` when
-    ``[p − q]+`` has no mass (``p == q``: no rejection can happen)."""
+    ``[p − q]+`` has no mass (then ``p ≤ q`` everywhere, i.e. ``p == q``: a rejection is
+    impossible and the 0/0 is never evaluated)."""
     positive = (p - q).clamp_min(0.0)
     mass = positive.sum()
     if mass.item() <= 0.0:

@@ -9,22 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specdec_core.bench import (
-    BENCH_PROMPTS,
-    BenchSummary,
-    ForwardCurve,
-    HFComparison,
-    batch_sweep_point,
-    compare_hf,
-    gamma_sweep_point,
-    hf_generate,
-    ignoring_eos,
-    lesson_speed,
-    measure_forward_curve,
-    measure_pair_runs,
-    summarize,
-)
+from specdec_core.bench import lesson_speed
+from specdec_core.bench.curve import ForwardCurve, measure_forward_curve
+from specdec_core.bench.report import compare_hf
+from specdec_core.bench.results import BenchSummary, HFComparison
+from specdec_core.bench.runs import hf_generate, ignoring_eos, measure_pair_runs
 from specdec_core.bench.source_results import SOURCE_TEMPERATURES, source_prompts
+from specdec_core.bench.summary import summarize
+from specdec_core.bench.sweeps import BENCH_PROMPTS, batch_sweep_point, gamma_sweep_point
 from specdec_core.core.errors import InputError
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair

@@ -13,8 +13,7 @@ import streamlit as st
 from specdec_core.core.errors import ModelLoadError
 from specdec_core.core.models import ModelPair, default_pair_name
 from specdec_core.core.settings import GAMMA_SCHEDULES, MAX_GAMMA, VERIFICATIONS, SessionConfig
-from specdec_core.drafters import drafters_for
-from specdec_core.drafters.registry import DRAFTER_NAMES, preset_max_gamma
+from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, preset_max_gamma
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import LANGUAGES, follows_language, t

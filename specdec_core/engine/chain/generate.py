@@ -21,7 +21,8 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline, build_timeline
-from specdec_core.drafters import Drafter, ModelDrafter
+from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.records import RoundRecord, summarize
 from specdec_core.engine.chain.round import (
     ChainContext,

@@ -1,26 +1,30 @@
-"""The state a :class:`~specdec_core.engine.chain.session.SpeculativeSession` keeps between
-steps (:class:`PendingRound`) and its read-only views (pending drafts, edits, records), kept
-apart from the steps so ``engine/chain/session.py`` reads as the round does. What both
-shapes share (prompt, caches, phase, atomic steps, drivers) is in ``engine/machine.py``.
+"""The chain's round in flight (:class:`PendingRound`) and the read-only pieces its steps
+(``engine/chain/session.py``) use: the round functions' context for a session, γ for the
+next round, the draft slices, and the previews of the target before verification. What
+every shape shares (prompt, caches, phase, atomic steps, drivers) is the session's
+(``engine/session.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from specdec_core.core.slices import dist_slice
 from specdec_core.core.trace import DistSlice, TokenInfo
-from specdec_core.core.words import CheckStatus, StopReason
-from specdec_core.drafters import Drafter, ModelDrafter
-from specdec_core.engine.chain.edits import accept_preview, target_top_ids
+from specdec_core.core.words import StopReason
+from specdec_core.engine.chain.edits import accept_preview as accept_probs
+from specdec_core.engine.chain.edits import check_position, first_mismatch, target_top_ids
 from specdec_core.engine.chain.records import RoundRecord
 from specdec_core.engine.chain.round import ChainContext
-from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, RoundTrace, VerifyTrace
-from specdec_core.engine.machine import StepMachine
+from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, VerifyTrace
 from specdec_core.engine.schedule import confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule
+
+if TYPE_CHECKING:
+    from specdec_core.engine.session import Session
 
 
 @dataclass
@@ -38,148 +42,104 @@ class PendingRound:
     stop_reason: StopReason | None = None
     verify: VerifyTrace | None = None
 
+    @property
+    def draft_dists(self) -> tuple[DistSlice, ...]:
+        """``q`` slices of the drafts now pending (after the latest propose or edit)."""
+        if self.edits:
+            return self.edits[-1].draft_dists
+        assert self.propose is not None
+        return self.propose.draft_dists
 
-class SessionState(StepMachine[PendingRound, RoundTrace]):
-    """The chain's state between steps on top of the shared
-    :class:`~specdec_core.engine.machine.StepMachine` (prompt, caches, phase, atomic steps,
-    drivers): the pending round (:class:`PendingRound`) and its read-only views; the steps
-    live in :class:`~specdec_core.engine.chain.session.SpeculativeSession`. Random draws:
-    each round has a drafting and a verification stream of its own
-    (:func:`specdec_core.engine.rounds.round_stream` of ``config.seed``, the round index and
-    the stream's name); the pending round keeps its drafting stream (re-drafting after an
-    edit continues it), ``verify`` makes the verification stream afresh.
+
+def context(s: Session) -> ChainContext:
+    """The round functions' context (``engine/chain/round.py``) for session ``s``."""
+    c = s.config
+    return ChainContext(
+        s.target,
+        s.drafter,
+        c.sampling,
+        s.processors,
+        c.draft_method,
+        confidence_for(c),
+        lossy_rule(c),
+        s.stop,
+        s.prompt_len,
+        c.verification,
+    )
+
+
+def gamma_now(s: Session) -> int:
+    """γ for the next round: the γ schedule (``engine/schedule.py``) of the finished
+    rounds' accepted counts, cut near ``max_new_tokens`` or the context end."""
+    return round_gamma(
+        s.config,
+        s.drafter,
+        (r.record.accepted for r in s.history),
+        now=(len(s.generated_ids), len(s.ids), s.pair.context_length),
+    )
+
+
+def one_slice(s: Session, p: torch.Tensor | None, q: torch.Tensor | None, extra: list[int]):
+    """:func:`~specdec_core.core.slices.dist_slice` with the session's top-n and tokens."""
+    return dist_slice(p, q, extra, s.config.top_n, s.token)
+
+
+def draft_slices(s: Session, ids: list[int], q_rows: torch.Tensor) -> tuple[DistSlice, ...]:
+    """The ``q`` slice of each drafted id."""
+    return tuple(one_slice(s, None, q_rows[i], [t]) for i, t in enumerate(ids))
+
+
+def drafts_in(s: Session, record: RoundRecord, *statuses: str) -> tuple[TokenInfo, ...]:
+    """The drafted tokens of ``record`` whose status is one of ``statuses``."""
+    pairs = zip(record.drafted, record.statuses, strict=True)
+    return tuple(s.token(t) for t, st in pairs if st in statuses)
+
+
+def target_preview(s: Session, top_n: int = 5) -> list[list[TokenInfo]]:
+    """The target's top ``top_n`` tokens at each drafted position, before verification,
+    after the processors (:func:`~specdec_core.engine.chain.edits.target_top_ids`; caches
+    untouched, the processors back on the committed ids).
 
     Raises:
-        PromptError, ConfigError, InputError: see :class:`StepMachine`.
+        PhaseError: not after ``propose``.
     """
+    pending = s._require("verify", "preview the target")
+    rows = target_top_ids(s.pair, s.ids, pending.ids, top_n, s.processors)
+    return [[s.token(t) for t in row] for row in rows]
 
-    unit = "drafts"
 
-    def _make_drafter(self, drafter: Drafter | None) -> Drafter:
-        return drafter or ModelDrafter(self.pair.draft)
+def accept_preview(s: Session) -> list[float]:
+    """Exact ``a_i`` at each drafted position before verification
+    (:func:`~specdec_core.engine.chain.edits.accept_preview`).
 
-    def _kv_drafts(self) -> list[int]:
-        return list(self._pending.ids) if self._pending else []
+    Raises:
+        PhaseError: not after ``propose``.
+    """
+    pending = s._require("verify", "preview the acceptance probabilities")
+    return accept_probs(s.pair, s.ids, pending.ids, pending.q_rows, s.config.sampling, s.processors)
 
-    # ------------------------------------------------------------------ views
-    @property
-    def current_edits(self) -> tuple[EditTrace, ...]:
-        """The edits made to the pending round's drafts, in order (empty between rounds)."""
-        return tuple(self._pending.edits) if self._pending else ()
 
-    @property
-    def current_draft_dists(self) -> tuple[DistSlice, ...]:
-        """``q`` slices of the drafts now pending (after the latest propose or edit)."""
-        if self._pending is None:
-            return ()
-        if self._pending.edits:
-            return self._pending.edits[-1].draft_dists
-        assert self._pending.propose is not None
-        return self._pending.propose.draft_dists
+def make_position_wrong(s: Session, position: int) -> EditTrace:
+    """Quick edit: ``y_position`` becomes the target's second choice there, a plausible
+    token that greedy verification rejects.
 
-    @property
-    def current_propose(self) -> ProposeTrace | None:
-        """The pending round's proposal trace (phases ``verify``/``commit``)."""
-        return self._pending.propose if self._pending else None
+    Raises:
+        InputError: position out of range (checked before the preview's forward).
+        PhaseError: not after ``propose``.
+    """
+    check_position(position, len(s.drafts))
+    return s.edit_draft(position, target_preview(s, top_n=2)[position - 1][1].id)
 
-    @property
-    def current_gamma(self) -> int | None:
-        """γ the drafter was asked for in the pending round (after shortening near
-        ``max_new_tokens`` or the context end; 0: no room for a draft), else ``None``."""
-        return self._pending.gamma if self._pending else None
 
-    @property
-    def edited_positions(self) -> set[int]:
-        return set(self._pending.edited) if self._pending else set()
-
-    @property
-    def current_record(self) -> RoundRecord | None:
-        """The pending round's record once verified (phase ``commit``), else ``None``."""
-        return self._pending.record if self._pending else None
-
-    @property
-    def current_verify(self) -> VerifyTrace | None:
-        """The verification of the pending round (phase ``commit``), else ``None``."""
-        return self._pending.verify if self._pending else None
-
-    def current_statuses(self) -> list[CheckStatus] | None:
-        """Per-draft status for the KV table after verify (accepted / rejected /
-        discarded / cut), else ``None``."""
-        if self._pending is None or self._pending.record is None:
-            return None
-        return list(self._pending.record.statuses)
-
-    @property
-    def drafts(self) -> list[int]:
-        """This round's drafted ids (empty outside the verify/commit phases)."""
-        return list(self._pending.ids) if self._pending else []
-
-    def _context(self) -> ChainContext:
-        """The round functions' context (``engine/chain/round.py``) for this session."""
-        c = self.config
-        return ChainContext(
-            self.target,
-            self.drafter,
-            c.sampling,
-            self.processors,
-            c.draft_method,
-            confidence_for(c),
-            lossy_rule(c),
-            self._stop,
-            self.prompt_len,
-            c.verification,
-        )
-
-    def _gamma_now(self) -> int:
-        """γ for the next round: the γ schedule (``engine/schedule.py``) of the finished
-        rounds' accepted counts, cut near ``max_new_tokens`` or the context end."""
-        return round_gamma(
-            self.config,
-            self.drafter,
-            (r.record.accepted for r in self.history),
-            now=(len(self.generated_ids), len(self.ids), self.pair.context_length),
-        )
-
-    def rng_state(self) -> list[int]:
-        """The state of the random stream the session keeps between steps (the pending
-        round's drafting stream, as ``torch.Generator.get_state()`` bytes; empty between
-        rounds). The verification stream is made afresh inside ``verify``."""
-        return self._pending.draft_rng.get_state().tolist() if self._pending else []
-
-    def _draft_slices(self, ids: list[int], q_rows: torch.Tensor) -> tuple[DistSlice, ...]:
-        return tuple(self._slice(None, q_rows[i], [t]) for i, t in enumerate(ids))
-
-    def _slice(self, p: torch.Tensor | None, q: torch.Tensor | None, extra: list[int]) -> DistSlice:
-        return dist_slice(p, q, extra, self.config.top_n, self.token)
-
-    def _drafts_in(self, record: RoundRecord, *statuses: str) -> tuple[TokenInfo, ...]:
-        """The drafted tokens of ``record`` whose status is one of ``statuses``."""
-        pairs = zip(record.drafted, record.statuses, strict=True)
-        return tuple(self.token(t) for t, st in pairs if st in statuses)
-
-    # ------------------------------------------------------------------ previews
-    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
-        """The target's top ``top_n`` tokens at each drafted position, before verification,
-        after the processors (:func:`~specdec_core.engine.chain.edits.target_top_ids`;
-        caches untouched, the processors back on the committed ids).
-
-        Raises:
-            PhaseError: not after ``propose``.
-        """
-        pending = self._require("verify", "preview the target")
-        assert pending is not None
-        rows = target_top_ids(self.pair, self.ids, pending.ids, top_n, self.processors)
-        return [[self.token(t) for t in row] for row in rows]
-
-    def accept_preview(self) -> list[float]:
-        """Exact ``a_i`` at each drafted position before verification
-        (:func:`~specdec_core.engine.chain.edits.accept_preview`).
-
-        Raises:
-            PhaseError: not after ``propose``.
-        """
-        pending = self._require("verify", "preview the acceptance probabilities")
-        assert pending is not None
-        return accept_preview(
-            self.pair, self.ids, pending.ids, pending.q_rows, self.config.sampling, self.processors
-        )
+def make_draft_agree(s: Session) -> list[EditTrace]:
+    """Quick edit: replace each draft that differs from the target's argmax (first mismatch
+    first, re-checking after each edit, since an edit may re-draft the rest) so that greedy
+    verification accepts all of them. At most γ' edits, each after one cache-free target
+    forward."""
+    edits = []
+    for _ in range(len(s.drafts)):
+        fix = first_mismatch([[t.id for t in row] for row in target_preview(s, 1)], s.drafts)
+        if fix is None:
+            break
+        edits.append(s.edit_draft(*fix))
+    return edits

@@ -30,6 +30,7 @@ from specdec_core.engine.rounds import (
 from specdec_core.engine.schedule import check_gamma_settings
 from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, summarize_tree
 from specdec_core.engine.tree.round import (
+    TreeContext,
     apply_round,
     decide_round,
     draft_tree,
@@ -231,7 +232,7 @@ def generate_tree(
     drafter.attach(target)
     records: list[TreeRoundRecord] = []
     reason = None
-    stop = stop_rule(pair, config)
+    ctx = TreeContext(stop_rule(pair, config), prompt_len)
     started = time.perf_counter()
     while reason is None:
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
@@ -242,9 +243,8 @@ def generate_tree(
         logits = tree_forward(target, ids, tree)
         draws = round_stream(config.seed, r, "verify")
         verdict = walk(tree, logits, sampling, draws, processors, ids)
-        record, reason = decide_round(
-            tree, verdict, ids, prompt_len, stop, now, (forwards, target.forwards - before)
-        )
+        ran = target.forwards - before
+        record, reason = decide_round(ctx, tree, verdict, ids, now, forwards, ran)
         ids = apply_round(target, drafter, ids, record, processors)
         records.append(record)
     sync(target.device)

@@ -13,10 +13,9 @@ is committed.
   i.i.d. siblings, ``rules/tree_node.py``).
 * **Verify in one forward.** Inputs: the committed tokens without target KV, then every
   node. Each node attends to the cached prefix, those pending tokens, its ancestors and
-  itself (a 4D float mask ``[1, 1, n, P + n]``: 0 where allowed, ``finfo.min``
-  elsewhere) and sits at position ``depth`` after the last committed token (explicit
-  ``position_ids``). Row ``i`` of the logits is then exactly what a chain forward over
-  the root-to-``i`` path would give (tested to 1e-5).
+  itself (a 4D mask ``[1, 1, n, P + n]``) at position ``depth`` after the last committed
+  token: row ``i`` of the logits is what a chain forward over the root-to-``i`` path
+  gives (tested to 1e-5).
 * **Walk the tree.** From the root, at each node: greedy — move to the child equal to the
   target's argmax, else that argmax is the correction; sampling — the siblings' verdict of
   :func:`specdec_core.rules.tree_node.verify_node`. A leaf reached gives a bonus token from
@@ -30,16 +29,14 @@ is committed.
   Drafting leaves the processors on the last expanded node's path; the walk leaves them on
   ``committed + the accepted path`` (the correction/bonus token not yet included); the
   commit's :func:`specdec_core.engine.rounds.rollback` brings them to the committed ids.
-* **Compact the KV.** The accepted path's keys/values are moved into place right after
-  the committed prefix and the rest is cropped, so the target's cache ends equal to a
-  plain decode of the committed text (tested); the draft's cache is rolled back as usual.
+* **Compact the KV.** The accepted path's keys/values move right after the committed
+  prefix, the rest is cropped: the target's cache equals a plain decode (tested).
 
 Beyond the paper: no dynamic tree shape (a readable lesson); the draft proposes a depth at
 a time (``Drafter.tree_level_logits``); the round counts the draft forwards that ran.
 
-As functions (the chain's verbs, ``engine/chain/round.py``): :func:`draft_tree`,
-:func:`tree_forward` + :func:`walk`, :func:`decide_round`, :func:`apply_round`; run by
-``generate_tree`` (``engine/tree/generate.py``) and ``engine/tree/session.py``.
+As functions (the chain's verbs): :func:`draft_tree`, :func:`tree_forward` + :func:`walk`,
+:func:`decide_round`, :func:`apply_round`; run by ``generate_tree`` and the session.
 """
 
 from __future__ import annotations
@@ -70,9 +67,8 @@ PROBABILISTIC_TREE = "tree drafting at temperature > 0 needs the probabilistic m
 
 
 def tree_refused(code: str, drafter: str = "") -> ConfigError:
-    """The error for a tree refused for reason ``code`` (string key ``err_<code>``):
-    a drafter's (``tree_block``, ``tree_recurrent``, ``tree_no_ngram``) or
-    ``tree_needs_probabilistic`` (siblings must be drawn i.i.d. from ``q``)."""
+    """The error for a tree refused for ``code`` (key ``err_<code>``): a drafter's (its
+    row's ``tree_code``) or ``tree_needs_probabilistic`` (i.i.d. siblings from ``q``)."""
     why = NO_TREE_WHY.get(code)  # a drafter's reason (its table row's code)
     message = f"the {drafter!r} drafter {why}" if why else PROBABILISTIC_TREE
     return ConfigError(message, code, drafter=drafter)
@@ -81,9 +77,8 @@ def tree_refused(code: str, drafter: str = "") -> ConfigError:
 @dataclass
 class DraftTree:
     """Nodes in breadth-first order: ``tokens[i]``, ``parents[i]`` (−1: a child of the
-    root, i.e. a candidate for the first new position), ``depths[i]`` (1-based).
-    ``child_q[j]``: the draft's ``[V]`` float32 row the children of node ``j`` were drawn
-    from (``j = −1`` for the root)."""
+    root), ``depths[i]`` (1-based). ``child_q[j]``: the draft's ``[V]`` float32 row the
+    children of node ``j`` were drawn from (``j = −1``: the root)."""
 
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
@@ -116,10 +111,7 @@ def draft_tree(
     ``generator``: the round's drafting stream (sibling draws at T > 0). Active
     ``processors`` process each node's row for its own path, so a child is never a token
     it forbids (a node may get fewer than ``k``); they end on the last expanded path.
-
-    Raises:
-        ConfigError: the drafter has no distribution (prompt lookup): it cannot give
-        more than one candidate per position.
+    Raises ConfigError for a drafter that cannot draft a tree (:func:`tree_refused`).
     """
     tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
     process = processors is not None and processors.active
@@ -290,22 +282,30 @@ def walk(
         path.append(node)
 
 
+@dataclass(frozen=True)
+class TreeContext:
+    """What stays fixed over a run's rounds: the stop rule, and ``prompt_len`` (ids before
+    the generated ones, which the stop counts)."""
+
+    stop: StopRule
+    prompt_len: int
+
+
 def decide_round(
+    ctx: TreeContext,
     tree: DraftTree,
     verdict: TreeVerdict,
     committed: list[int],
-    prompt_len: int,
-    stop: StopRule,
     shape: Sequence[int],
-    forwards: tuple[int, int],
+    draft_forwards: int,
+    target_forwards: int,
 ) -> tuple[TreeRoundRecord, str | None]:
-    """What the round commits (path tokens + correction/bonus, cut short by ``stop``) and
-    its record; ``committed`` is not changed. ``forwards``: the round's ``(draft, target)``
-    forwards (the target's: verify, plus an EAGLE drafter's first prefill)."""
-    draft_forwards, target_forwards = forwards
+    """What the round commits (path tokens + correction/bonus, cut short by the stop) and
+    its record; ``committed`` is not changed. The forwards the round ran: the draft's, and
+    the target's (verify, plus an EAGLE drafter's first prefill)."""
     path_tokens = [tree.tokens[i] for i in verdict.path]
     proposal = path_tokens + [verdict.next_token]
-    appended, reason = commit_tokens(committed, proposal, prompt_len, stop)
+    appended, reason = commit_tokens(committed, proposal, ctx.prompt_len, ctx.stop)
     on_path = min(len(verdict.path), len(appended))
     record = TreeRoundRecord(
         shape=tuple(int(k) for k in shape),

@@ -1,5 +1,5 @@
-"""``TreeSession``: the step machine of a *tree* round, for the step-through page — the
-tree counterpart of :class:`~specdec_core.engine.chain.session.SpeculativeSession`.
+"""The tree shape of a :class:`~specdec_core.engine.session.Session`: :class:`TreeSteps`
+(the round in flight and its steps) and :func:`TreeSession`, the factory a page calls.
 
 1. ``propose()`` — the drafter expands a token tree (``shape`` = children per node at
    each depth, at most ``budget`` nodes; one ``tree_logits`` call per expanded node,
@@ -13,7 +13,7 @@ tree counterpart of :class:`~specdec_core.engine.chain.session.SpeculativeSessio
    caches back to the committed history.
 
 State beyond the KV cache (penalties, a grammar matcher: ``self.processors``,
-``core/processors.py``) follows the round like the caches, and every :meth:`kv_state`
+``core/processors.py``) follows the round like the caches, and every ``kv_state``
 shows it: between rounds and before verify it stands on the committed ids (``propose``
 processes each node's draft row on that node's path, then syncs it back); after verify it
 stands on the committed ids + the path the walk accepted (each target row it read was
@@ -23,9 +23,9 @@ the three states (``kv_before``, ``kv_verified``, ``kv_after``).
 
 Any step that raises leaves the session as it was; a step out of phase raises
 :class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
-:meth:`attention_mask`, :meth:`compaction`, :meth:`kv_state`, ``history``, ``records``.
+:meth:`attention_mask`, :meth:`compaction`, and the session's ``kv_state``, ``history``.
 
-Files a reader opens besides this one: ``engine/machine.py`` (what chain and tree share:
+Files a reader opens besides this one: ``engine/session.py`` (what every shape shares:
 prompt, caches, phase, atomic steps, ``run_round``/``run``/``run_until``),
 ``engine/tree/round.py`` (the round's functions: drafting the tree, the masked forward,
 the walk, its record and commit, shared with the fast path
@@ -40,13 +40,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import KVState
 from specdec_core.core.words import StopReason
-from specdec_core.drafters import Drafter
-from specdec_core.engine.machine import StepMachine
+from specdec_core.drafters.base import Drafter
 from specdec_core.engine.rounds import round_stream
+from specdec_core.engine.session import Session
 from specdec_core.engine.tree.generate import (
     check_budget,
     check_tree_settings,
@@ -57,6 +59,7 @@ from specdec_core.engine.tree.generate import (
 from specdec_core.engine.tree.records import TreeRoundRecord, TreeStats, summarize_tree
 from specdec_core.engine.tree.round import (
     DraftTree,
+    TreeContext,
     TreeVerdict,
     apply_round,
     decide_round,
@@ -64,6 +67,7 @@ from specdec_core.engine.tree.round import (
     tree_forward,
     walk,
 )
+from specdec_core.engine.tree.trace import TreeCommitTrace, TreeProposeTrace, TreeVerifyTrace
 from specdec_core.engine.tree.views import (
     CompactionView,
     MaskView,
@@ -90,8 +94,16 @@ class _Pending:
     kv_verified: KVState | None = None
 
 
-class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
-    """Step-by-step tree-speculative decoding over a shared, read-only :class:`ModelPair`.
+def TreeSession(  # noqa: N802 - the constructor name callers have always used
+    pair: ModelPair,
+    prompt: str | list[int],
+    config: SessionConfig | None = None,
+    drafter: Drafter | str | None = None,
+    shape: Sequence[int] = (2, 2, 1, 1),
+    budget: int = 12,
+    prompt_len: int | None = None,
+) -> Session:
+    """A :class:`~specdec_core.engine.session.Session` of tree rounds.
 
     Args:
         drafter: a :class:`Drafter`, a name for
@@ -99,151 +111,140 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
             ``"eagle"``, ...) or ``None`` (the pair's draft model).
         shape: children per node at each depth
             (:func:`~specdec_core.engine.tree.generate.parse_shape` rules).
-        budget: most nodes per tree. prompt_len: as for ``SpeculativeSession`` (the
-            first ``prompt_len`` ids are the prompt, the rest already generated).
+        budget: most nodes per tree. prompt_len: the first ``prompt_len`` ids are the
+            prompt, the rest already generated.
 
     Raises:
         PromptError, ConfigError, InputError: bad prompt, settings, shape or
         ``prompt_len``. A drafter without a distribution (prompt lookup) makes
-        :meth:`propose` raise :class:`ConfigError`.
+        ``propose`` raise :class:`ConfigError`.
     """
+    return Session(pair, prompt, config, drafter, prompt_len, TreeSteps(shape, budget))
+
+
+class TreeSteps:
+    """The tree shape: the round in flight and the three steps of a tree round over
+    :class:`~specdec_core.engine.session.Session` ``s``; ``shape`` and ``budget`` are
+    checked with the session's settings (:meth:`check_settings`)."""
 
     unit = "tree"
 
-    def __init__(
-        self,
-        pair: ModelPair,
-        prompt: str | list[int],
-        config: SessionConfig | None = None,
-        drafter: Drafter | str | None = None,
-        shape: Sequence[int] = (2, 2, 1, 1),
-        budget: int = 12,
-        prompt_len: int | None = None,
-    ) -> None:
-        self._settings = (shape, budget)
-        super().__init__(pair, prompt, config, drafter, prompt_len)
+    def __init__(self, shape: Sequence[int], budget: int) -> None:
+        self._asked = (shape, budget)
+        self.shape: tuple[int, ...] = ()
+        self.budget = 0
+        self.pending: _Pending | None = None
 
-    def _check_settings(self) -> None:
-        shape, budget = self._settings
-        check_tree_settings(self.config)
+    def check_settings(self, config: SessionConfig) -> None:
+        """Refuse settings a tree cannot run; parse the shape and the budget."""
+        shape, budget = self._asked
+        check_tree_settings(config)
         self.shape = parse_shape(",".join(str(k) for k in shape))
         self.budget = check_budget(budget)
 
-    def _make_drafter(self, drafter: Drafter | str | None) -> Drafter:
-        return resolve_drafter(self.pair, drafter)
+    def make_drafter(self, pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
+        return resolve_drafter(pair, drafter)
+
+    def kv_drafts(self) -> list[int]:
+        """A tree's nodes are not listed in the KV-state table before the commit."""
+        return []
+
+    def draft_stream(self) -> torch.Generator | None:
+        """Each step makes its stream afresh: none is kept between steps."""
+        return None
 
     # ------------------------------------------------------------------ steps
-    def propose(self) -> TreeView:
+    def propose(self, s: Session) -> TreeProposeTrace:
         """Phase 1: draft the round's tree. Raises PhaseError out of phase, ConfigError
         for a drafter without a distribution (the session is unchanged)."""
-        self._require("propose", "propose")
-        kv_before = self.kv_state()
+        s._require("propose", "propose")
+        kv_before = s.kv_state()
         shape = round_shape(
-            self.shape,
-            len(self.generated_ids),
-            self.config,
-            len(self.ids),
-            self.pair.context_length,
+            self.shape, len(s.generated_ids), s.config, len(s.ids), s.pair.context_length
         )
-        with self._atomic():
+        with s._atomic():
             started = time.perf_counter()
-            before = self.target.forwards
-            rng = round_stream(self.config.seed, self.round_index, "draft")
+            before = s.target.forwards
+            rng = round_stream(s.config.seed, s.round_index, "draft")
             tree, forwards = draft_tree(
-                self.drafter,
-                self.ids,
-                shape,
-                self.config.sampling,
-                rng,
-                self.budget,
-                self.processors,
+                s.drafter, s.ids, shape, s.config.sampling, rng, self.budget, s.processors
             )
-            self.processors.sync_to(self.ids)  # before verify: on the committed ids
+            s.processors.sync_to(s.ids)  # before verify: on the committed ids
             ms = (time.perf_counter() - started) * 1e3
-        self._pending = _Pending(
-            shape, tree, forwards, ms, kv_before, self.target.forwards - before
-        )
-        view = self.tree_view()
+        self.pending = _Pending(shape, tree, forwards, ms, kv_before, s.target.forwards - before)
+        view = self.tree_view(s)
         assert view is not None
-        return view
+        return TreeProposeTrace(s.round_index, shape, view, forwards, ms, kv_before, s.kv_state())
 
-    def verify(self) -> TreeView:
+    def verify(self, s: Session) -> TreeVerifyTrace:
         """Phase 2: one target forward over the pending tokens and the whole tree, then
         the walk; decides what the commit appends. Raises PhaseError out of phase."""
-        pending = self._require("verify", "verify")
-        assert pending is not None
-        with self._atomic():
+        pending = s._require("verify", "verify")
+        kv_before = s.kv_state()
+        # the ids the forward feeds: those without KV (at least the last one), every node
+        fed = len(s.ids) - min(s.target.kv_len, len(s.ids) - 1) + len(pending.tree.tokens)
+        with s._atomic():
             started = time.perf_counter()
-            logits = tree_forward(self.target, self.ids, pending.tree)
-            rng = round_stream(self.config.seed, self.round_index, "verify")
-            verdict = walk(
-                pending.tree, logits, self.config.sampling, rng, self.processors, self.ids
-            )
+            logits = tree_forward(s.target, s.ids, pending.tree)
+            rng = round_stream(s.config.seed, s.round_index, "verify")
+            verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3
+            ctx, ran = TreeContext(s.stop, s.prompt_len), pending.target_forwards + 1
             record, reason = decide_round(
-                pending.tree,
-                verdict,
-                self.ids,
-                self.prompt_len,
-                self._stop,
-                pending.shape,
-                (pending.draft_forwards, pending.target_forwards + 1),
+                ctx, pending.tree, verdict, s.ids, pending.shape, pending.draft_forwards, ran
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         pending.verify_ms = ms
-        pending.kv_verified = self.kv_state()
-        view = self.tree_view()
+        pending.kv_verified = s.kv_state()
+        view = self.tree_view(s)
         assert view is not None
-        return view
+        return TreeVerifyTrace(
+            s.round_index, view, record, reason, ms, fed, kv_before, pending.kv_verified
+        )
 
-    def commit(self) -> CompactionView:
+    def commit(self, s: Session) -> TreeCommitTrace:
         """Phase 3: append the committed path + the target's token, compact the target's
-        cache and roll both caches back. Returns the compaction as applied."""
-        pending = self._require("commit", "commit")
-        assert pending is not None and pending.record is not None
-        tree, mask, plan = self.tree_view(), self.attention_mask(), self.compaction()
+        cache and roll both caches back; the compaction as applied rides in the trace."""
+        pending = s._require("commit", "commit")
+        record = pending.record
+        assert record is not None
+        tree, mask, plan = self.tree_view(s), self.attention_mask(s), self.compaction(s)
         assert tree is not None and mask is not None and plan is not None
-        self.ids = apply_round(self.target, self.drafter, self.ids, pending.record, self.processors)
-        done = CompactionView(plan.slots, plan.rows_before, self.target.kv_len, True)
-        self._pending = None
-        self.stop_reason = pending.stop_reason
-        self.history.append(
+        kv_before = s.kv_state()
+        s.ids = apply_round(s.target, s.drafter, s.ids, record, s.processors)
+        done = CompactionView(plan.slots, plan.rows_before, s.target.kv_len, True)
+        self.pending = None
+        s.stop_reason, kv_after = pending.stop_reason, s.kv_state()
+        s.history.append(
             TreeRoundTrace(
-                self.round_index,
+                s.round_index,
                 tree,
                 mask,
                 done,
-                pending.record,
+                record,
                 pending.draft_ms,
                 pending.verify_ms,
                 pending.stop_reason,
                 pending.kv_before,
-                self.kv_state(),
+                kv_after,
                 pending.kv_verified,
             )
         )
-        self.round_index += 1
-        return done
+        appended = tuple(s.token(t) for t in record.appended)
+        trace = TreeCommitTrace(
+            s.round_index, appended, record.kind, done, pending.stop_reason, kv_before, kv_after
+        )
+        s.round_index += 1
+        return trace
 
     # ------------------------------------------------------------------ views
-    @property
-    def current_record(self) -> TreeRoundRecord | None:
-        """The pending round's record once verified (phase ``commit``)."""
-        return self._pending.record if self._pending else None
-
-    @property
-    def current_stop_reason(self) -> StopReason | None:
-        """The stop that cuts the pending round's commit short (phase ``commit``), else
-        ``None``."""
-        return self._pending.stop_reason if self._pending else None
-
-    def summary(self) -> TreeStats:
+    def summary(self, s: Session) -> TreeStats:
         """:func:`~specdec_core.engine.tree.records.summarize_tree` of the finished rounds."""
-        return summarize_tree(self.records)
+        return summarize_tree(s.records)
 
-    def tree_view(self) -> TreeView | None:
+    def tree_view(self, s: Session) -> TreeView | None:
         """The pending round's tree (phases ``verify``/``commit``), else ``None``."""
-        pending = self._pending
+        pending = self.pending
         if pending is None:
             return None
         return build_tree_view(
@@ -251,21 +252,21 @@ class TreeSession(StepMachine[_Pending, TreeRoundTrace]):
             pending.shape,
             pending.verdict,
             pending.record,
-            self.round_index,
-            self.ids,
-            self.token,
+            s.round_index,
+            s.ids,
+            s.token,
         )
 
-    def attention_mask(self) -> MaskView | None:
+    def attention_mask(self, s: Session) -> MaskView | None:
         """The pending round's tree mask (phases ``verify``/``commit``), else ``None``."""
-        if self._pending is None:
+        if self.pending is None:
             return None
-        return build_mask_view(self._pending.tree, self.ids, self.token)
+        return build_mask_view(self.pending.tree, s.ids, s.token)
 
-    def compaction(self) -> CompactionView | None:
+    def compaction(self, s: Session) -> CompactionView | None:
         """Phase ``commit``: the planned compaction of the target's cache (which rows the
         commit keeps, moves, drops); otherwise the last finished round's, or ``None``."""
-        pending = self._pending
+        pending = self.pending
         if pending is None or pending.record is None:
-            return self.history[-1].compaction if self.history else None
-        return plan_compaction(self.ids, self.prompt_len, pending.record, self.token)
+            return s.history[-1].compaction if s.history else None
+        return plan_compaction(s.ids, s.prompt_len, pending.record, s.token)

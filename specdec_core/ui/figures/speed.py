@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 
 if TYPE_CHECKING:
-    from specdec_core.bench import BatchPoint, Breakdown, GammaPoint
+    from specdec_core.bench.results import BatchPoint, Breakdown, GammaPoint
 
 __all__ = [
     "SPEED_COLORS",

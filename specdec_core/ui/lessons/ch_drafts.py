@@ -20,7 +20,7 @@ from specdec_core.bench.source_compare import compare_sources
 from specdec_core.bench.source_results import SourceComparison, source_prompts
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import drafters_for
+from specdec_core.drafters.registry import drafters_for
 from specdec_core.ui import drafts_budget
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice

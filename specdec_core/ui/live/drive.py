@@ -43,11 +43,16 @@ def _call(fn_name: str, *args: object) -> None:
         st.session_state[CO_KEY] = (s.code, got)
 
 
-def pause_box(view: RoomView) -> None:
-    """The pause / resume button, and the line that says the class is paused."""
+def paused_line(view: RoomView) -> None:
+    """The line that says the class is paused (nothing while it runs)."""
     if view.paused:
         with st.container(key="live_paused_line"):
             st.warning(t("live_paused_teacher"), icon=":material/pause_circle:")
+
+
+def pause_button(view: RoomView) -> None:
+    """ "Pause the class", or "Resume the class" while paused."""
+    if view.paused:
         st.button(
             t("live_resume"),
             key="live_resume",

@@ -104,7 +104,7 @@ def refresh() -> RoomView | None:
         room.fail(exc)
         if exc.code in room.FAULTS:
             return S.get(VIEW)
-        if exc.code == "room_unknown" and s.role == "student":  # closed by the teacher, expired
+        if exc.code == "room_unknown" and (s.role == "student" or s.co):  # closed, expired
             S.pop(room.ERROR, None)
             S[ENDED] = True
         return None
@@ -340,7 +340,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
                 t("live_follow_again"), key="live_follow", on_click=_follow_again, type="primary"
             )
         if view.paused:  # the store serves the paused moment: this screen holds it
-            st.markdown(f"**{t('live_paused')}**")
+            st.markdown(f":material/pause_circle: **{t('live_paused')}**")
         question_box(view)
     if pushed and following():
         q = view.question

@@ -60,7 +60,7 @@ def label(text: str) -> str:
 def ask_refusal(session: object) -> str | None:
     """Why a round question cannot be asked now (a string key), else ``None``: only a
     chain round, after Propose and before Verify, with at least one draft."""
-    if not isinstance(session, SpeculativeSession):
+    if getattr(session, "unit", None) != "drafts":  # a chain session
         return "live_ask_chain_only"
     if session.phase != "verify":
         return "live_ask_after_propose"

@@ -186,14 +186,17 @@ def _dashboard(page: str) -> None:
     view = follow.refresh()
     room.fault_line()
     if view is None:
+        if S.get(follow.ENDED):  # a co-teacher's class ended: the full run says so
+            st.rerun(scope="app")
         if room.ERROR in S:
             st.error(error_message(S.pop(room.ERROR)))
         return
     with st.container(key="live_dash"):
         st.markdown(t("live_students_line", n=view.students, code=plain(view.code)))
+        drive.paused_line(view)
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         with row:
-            drive.pause_box(view)
+            drive.pause_button(view)
             s = room.seat()
             results.download(s.code, s.key, view.version)
         seats_box()

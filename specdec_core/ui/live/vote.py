@@ -54,7 +54,8 @@ def clock_line(question: Question) -> None:
     if left is None or question.revealed:
         return
     with st.container(key="live_clock"):
-        st.markdown(t("live_time_left", s=left) if left else t("live_time_up"))
+        icon = ":material/timer:" if left else ":material/timer_off:"
+        st.markdown(f"{icon} " + (t("live_time_left", s=left) if left else t("live_time_up")))
 
 
 def timer_select() -> int | None:

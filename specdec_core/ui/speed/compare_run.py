@@ -12,7 +12,7 @@ import streamlit as st
 from specdec_core.bench.source_results import SOURCE_TEMPERATURES, source_prompts
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import drafters_for
+from specdec_core.drafters.registry import drafters_for
 from specdec_core.server import tasks as T
 from specdec_core.server.long_tasks import SOURCES_BUDGET_S
 from specdec_core.ui import background

@@ -11,10 +11,10 @@ import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from specdec_core.bench import HowMeasured
+from specdec_core.bench.timing import HowMeasured
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import drafters_for
+from specdec_core.drafters.registry import drafters_for
 from specdec_core.server import jobs as J
 from specdec_core.server import tasks as T
 from specdec_core.ui.errors import error_message

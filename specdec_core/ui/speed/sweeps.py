@@ -10,13 +10,9 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from specdec_core.bench import (
-    BatchPoint,
-    GammaPoint,
-    HowMeasured,
-    batch_crossover,
-    best_point,
-)
+from specdec_core.bench.results import BatchPoint, GammaPoint
+from specdec_core.bench.sweeps import batch_crossover, best_point
+from specdec_core.bench.timing import HowMeasured
 from specdec_core.ui.figures.speed import (
     speed_batch_figure,
     speed_gamma_sweep_figure,

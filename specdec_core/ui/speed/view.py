@@ -10,19 +10,21 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
-from specdec_core.bench import (
-    BUSY_SPREAD,
-    SAME_STEP_SPREAD,
+from specdec_core.bench.results import (
     AutoregressiveFigures,
     BenchSummary,
     HFComparison,
     HFFigures,
-    HowMeasured,
     SpeculativeFigures,
-    Spread,
     TimingFigures,
 )
-from specdec_core.bench.timing import LOAD_CHANGED
+from specdec_core.bench.timing import (
+    BUSY_SPREAD,
+    LOAD_CHANGED,
+    SAME_STEP_SPREAD,
+    HowMeasured,
+    Spread,
+)
 from specdec_core.server.tasks import Measurement
 from specdec_core.ui.figures.speed import (
     speed_breakdown_figure,

@@ -39,7 +39,7 @@ import streamlit as st
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters import DRAFTER_NAMES, make_named_drafter
+from specdec_core.drafters.registry import DRAFTER_NAMES, make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.tree.generate import check_tree_settings
 from specdec_core.engine.tree.session import TreeSession
@@ -169,7 +169,7 @@ def store_replayed(
 ) -> None:
     """Make a replayed session of either shape (a lesson link, a scenario, step back) the
     lesson of its shape."""
-    shape = tuple(session.shape) if isinstance(session, TreeSession) else ()
+    shape = tuple(session.shape) if session.unit == "tree" else ()
     store(Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter, shape))
 
 

@@ -101,7 +101,7 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
     now = session.kv_state()
     if now.processors is None:
         return None
-    pending = getattr(session, "_pending", None)  # the round in flight (no public view yet)
+    pending = session.steps.pending  # the round in flight (no public view yet)
     if phase == "verify":  # drafted: the processors stand on the committed text
         return [(TREE_MOMENTS[0], now), (TREE_MOMENTS[1], None), (TREE_MOMENTS[2], None)], [
             None

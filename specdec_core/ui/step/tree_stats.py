@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from specdec_core.bench import judge
+from specdec_core.bench.timing import judge
 from specdec_core.bench.tree_vs_chain import TreeBenchRow, chain_vs_tree
 from specdec_core.core.models import ModelPair
 from specdec_core.engine.tree.session import TreeSession
