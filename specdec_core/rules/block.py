@@ -30,7 +30,8 @@ verification, 12/9 for a verifier that knew the joint probabilities
 Deviations: none in the rule. Edits and deterministic drafters are one-hot ``q`` rows
 (still exact). At temperature 0 (one-hot ``p`` and ``q``) ``p'_i`` is 1 up to the first
 mismatch and 0 after, ``h_i`` is 1 exactly at the last matching position before a
-mismatch (at γ when all match) and 0 elsewhere: the same decision as the greedy token-wise rule, so greedy rounds use that rule.
+mismatch (at γ when all match) and 0 elsewhere: the same decision as the greedy token-wise
+rule, so greedy rounds use that rule.
 Random draws, in order: ``η_1..η_γ`` (all of them, whatever they decide), then the one
 draw from ``r_τ``; the arithmetic is in float64 (each row renormalised there).
 """
