@@ -4,6 +4,11 @@ behind nginx with one room store, all on loopback.
     python benchmarks/live_class.py                        # 2 rooms × 30, SQLite
     python benchmarks/live_class.py --redis                # the same on a loopback Redis
     python benchmarks/live_class.py --rooms 10,5 --rounds 2 --json out.json
+    python benchmarks/live_class.py --push --followers 30,60 --storm 60   # the push route
+
+``--push`` measures followers on the push route instead (``benchmarks/live_push.py``: a
+real teacher in Chromium, followers as push sockets, a join storm); the rest of this
+docstring is the Streamlit-protocol class (its followers are full Streamlit sessions).
 
 Starts ``deploy/replicas.py``'s cluster (R replicas, nginx with cookie affinity, each
 replica warmed) with the store every replica shares: a fresh SQLite file
@@ -319,6 +324,12 @@ def table(r: dict) -> str:
 
 
 def main() -> None:
+    if "--push" in sys.argv:  # the followers on the push route: benchmarks/live_push.py
+        sys.argv.remove("--push")
+        from live_push import main as push_main
+
+        push_main()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rooms", default="30,30", help="students per room, comma-separated")
     parser.add_argument("--rounds", type=int, default=4)

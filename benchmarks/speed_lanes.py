@@ -62,7 +62,8 @@ def lanes(pair, gamma: int, tokens: int) -> dict[str, tuple[float, object]]:
 
     def hf(assisted):
         def run(prompt):
-            return list(hf_generate(pair, prompt, gamma, tokens, 1, assisted, False).output_ids)
+            made = hf_generate(pair, prompt, gamma, tokens, 1, assisted, False, warmup=False)
+            return list(made.output_ids)
 
         return run
 

@@ -79,7 +79,8 @@ def _fresh_compile_budget() -> None:
     under load found it spent by earlier ones (a grammar refused with "try again")."""
     from specdec_core.core import grammar_compile
 
-    grammar_compile.forget_budgets()
+    with grammar_compile._LOCK:  # the per-client spending only, not the cache
+        grammar_compile._CLIENTS.clear()
 
 
 @pytest.fixture(scope="session")

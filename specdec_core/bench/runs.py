@@ -115,10 +115,12 @@ def hf_generate(
     repeats: int = 3,
     assisted: bool = True,
     stop_at_eos: bool = True,
+    warmup: bool = True,
 ) -> HFRun:
     """Time Hugging Face ``target.generate`` (greedy), with ``assistant_model=draft`` at a
     constant γ (``num_assistant_tokens_schedule="constant"``, no confidence early-stop) or
-    without (``assisted=False``: HF's own target-only baseline).
+    without (``assisted=False``: HF's own target-only baseline); one untimed warm-up run
+    first unless ``warmup=False`` (a caller that warmed up already).
 
     The shared models are not changed: generation runs on shallow copies that carry their
     own ``generation_config`` (HF reads γ from the *assistant's* config and would otherwise
@@ -163,7 +165,8 @@ def hf_generate(
             assistant.generation_config.eos_token_id = None
         kwargs["assistant_model"] = assistant
     with torch.inference_mode(), quiet_transformers():
-        target.generate(ids, **kwargs)  # warm-up
+        if warmup:
+            target.generate(ids, **kwargs)
         runs = []
         for _ in range(max(1, repeats)):
             calls[0] = 0

@@ -333,13 +333,6 @@ def prestart() -> None:
             STATS["children"] += 1
 
 
-def forget_budgets() -> None:
-    """Forget every client's compile spending (tests: one process runs many clients' pages
-    as the same AppTest client)."""
-    with _LOCK:
-        _CLIENTS.clear()
-
-
 def reset(stop_children: bool = False) -> None:
     """Forget the cache, the refusals and the budgets; stop the idle children too if asked
     (tests)."""

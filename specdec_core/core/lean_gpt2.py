@@ -144,20 +144,20 @@ def blocks(
     start, end = kv.length, kv.length + T
     kv.reserve(end)
     for i, b in enumerate(w.blocks):
-        h = F.layer_norm(x, (d,), *b.ln_1, w.eps)
+        h = torch.layer_norm(x, (d,), *b.ln_1, w.eps)
         qkv = torch.addmm(b.attn[1], h, b.attn[0]).view(T, 3, H, d // H)  # [T, 3, H, Dh]
-        q, k, v = qkv.permute(1, 2, 0, 3)  # each [H, T, Dh]
+        q, k, v = qkv.permute(1, 2, 0, 3).unbind(0)  # each [H, T, Dh]
         kv.k[i, :, start:end] = k
         kv.v[i, :, start:end] = v
         a = F.scaled_dot_product_attention(
             q, kv.k[i, :, :end], kv.v[i, :, :end], attn_mask=mask, scale=b.scale
         )  # [H, T, Dh]
         x = x + torch.addmm(b.attn_proj[1], a.transpose(0, 1).reshape(T, d), b.attn_proj[0])
-        h = torch.addmm(b.fc[1], F.layer_norm(x, (d,), *b.ln_2, w.eps), b.fc[0])  # [T, 4d]
+        h = torch.addmm(b.fc[1], torch.layer_norm(x, (d,), *b.ln_2, w.eps), b.fc[0])  # [T, 4d]
         h = F.gelu(h, approximate="tanh") if w.act is None else w.act(h)
         x = x + torch.addmm(b.mlp_proj[1], h, b.mlp_proj[0])
     kv.length = end
-    return F.layer_norm(x, (d,), *w.ln_f, w.eps)
+    return torch.layer_norm(x, (d,), *w.ln_f, w.eps)
 
 
 def forward(

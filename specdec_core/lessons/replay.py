@@ -42,8 +42,9 @@ TREE_BUDGET = 12  # nodes per tree of a tree lesson (the step page's, so a link 
 
 def replay_forwards(state: LessonState) -> int:
     """The forwards replaying ``state`` costs at most: (draft forwards + 1) per round
-    started; a chain drafts γ levels, a tree one forward per expanded node
-    (:func:`tree_draft_forwards`); under the heuristic γ schedule γ may grow to
+    started; a chain drafts γ levels, a tree at most one forward per expanded node
+    (:func:`tree_draft_forwards`; a drafter that runs a whole depth in one forward runs
+    fewer, of more rows); under the heuristic γ schedule γ may grow to
     ``MAX_GAMMA`` (``engine/schedule.py``)."""
     gamma = MAX_GAMMA if state.gamma_schedule == "heuristic" else state.gamma
     drafts = tree_draft_forwards(state.tree) if state.tree else gamma
@@ -52,9 +53,10 @@ def replay_forwards(state: LessonState) -> int:
 
 
 def tree_draft_forwards(shape: tuple[int, ...], budget: int = TREE_BUDGET) -> int:
-    """Draft forwards of one full tree of ``shape`` under ``budget`` nodes: the nodes
-    :func:`~specdec_core.engine.tree.round.draft_tree` expands (breadth first, one forward
-    each, until the budget is spent). E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
+    """Draft forwards of one full tree of ``shape`` under ``budget`` nodes, counted one
+    per node :func:`~specdec_core.engine.tree.round.draft_tree` expands (breadth first,
+    until the budget is spent): the bound for a drafter that expands node by node.
+    E.g. ``(2, 2, 1, 1)``: 1 + 2 + 4 + 2 = 9."""
     frontier, nodes, forwards = 1, 0, 0
     for k in shape:
         grown = 0

@@ -73,6 +73,7 @@ def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
         return json.dumps({"ended": True})
     question = view.question
     q = "" if question is None else f"{question.qid}:{int(question.revealed)}"
+    q += ":paused" if view.paused else ""
     html = None
     if frame is not None and isinstance(frame.get("html"), dict):
         html = frame["html"].get(lang)

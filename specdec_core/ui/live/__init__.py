@@ -11,7 +11,10 @@ round with a live chart, and the reveal of the real outcome.
   keys in its docstring); :mod:`~specdec_core.ui.live.frames` — the teacher's frame of each
   step state (strip, checks, chart, KV table), :mod:`~specdec_core.ui.live.frame_cache`
   (read once per process and state) and :mod:`~specdec_core.ui.live.frame_view` (a
-  follower draws it, no replay); :mod:`~specdec_core.ui.live.answer` — the answer box, answers
+  follower draws it, no replay); :mod:`~specdec_core.ui.live.push_view` (the frame pushed
+  over ``/_specdec/live`` and drawn in the browser) and
+  :mod:`~specdec_core.ui.live.push_server` (the route and the start-up warm-up that
+  ``app.py``'s ``st.App`` serves); :mod:`~specdec_core.ui.live.answer` — the answer box, answers
   kept until the store confirms them.
 * :mod:`~specdec_core.ui.live.teacher` — the teacher: start, the projector card, ask,
   the chart, reveal (widget keys in its docstring); :mod:`~specdec_core.ui.live.seats` —

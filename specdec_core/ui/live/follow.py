@@ -343,8 +343,8 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
             st.markdown(f":material/pause_circle: **{t('live_paused')}**")
         question_box(view)
     if pushed and following():
-        q = view.question
-        shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}")
+        q, paused = view.question, ":paused" if view.paused else ""
+        shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}") + paused
         push_view.pushed(view.code, lang(), shown, _moved)
     elif following() and S.get(FRAME) is not None:
         frame_view.draw(S[FRAME], bool(S.get("presenter")))
