@@ -20,7 +20,7 @@ from specdec_core.ui.context import app_context
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import room as live_room
-from specdec_core.ui.sidebar import presenter_on, render_sidebar
+from specdec_core.ui.sidebar import adopt_browser_language, presenter_on, render_sidebar
 from specdec_core.ui.step.links import FIRST_VISIT, PAGE, load_from_url, write_url
 
 HERE = Path(__file__).resolve().parent
@@ -83,6 +83,7 @@ if __name__ == "__main__":  # a script run: one browser session's page
     warmup.start()  # once per process: the opening pair and its scenarios, in the background
 
     load_from_url()  # a lesson link: seeds the settings once per browser session
+    adopt_browser_language()  # a Chinese browser gets the Chinese screen (and pair)
     live_room.on_load()  # ?room=CODE joins a live class (once)
     live_follow.before_sidebar()  # a following student gets the teacher's latest state
     presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle

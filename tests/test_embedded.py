@@ -82,17 +82,21 @@ def test_greedy_speculative_equals_target_greedy(embedded_pair, gamma):
     assert 0 in accepted and gamma in accepted  # rounds with none and with all accepted
 
 
-def test_chi_square_on_real_rows_with_temperature_top_k_top_p(embedded_pair):
-    """Real model rows at T = 0.7, top-k 20, top-p 0.9: the emitted token follows p (χ²),
-    and no token outside the target's kept set ever appears."""
+@pytest.mark.parametrize(
+    ("pair_fixture", "prompt"),
+    [("embedded_pair", "ROMEO:\nBut soft, what light"), ("zh_pair", "床前明月光，疑是")],
+)
+def test_chi_square_on_real_rows_with_temperature_top_k_top_p(request, pair_fixture, prompt):
+    """Real model rows at T = 0.7, top-k 20, top-p 0.9, on each shipped pair: the emitted
+    token follows p (χ²), and no token outside the target's kept set ever appears."""
     from scipy.stats import chisquare
 
     from specdec_core.core.sampling import SamplingConfig, logits_to_probs
     from specdec_core.rules.acceptance import verify_sampling
 
-    pair = embedded_pair
+    pair = request.getfixturevalue(pair_fixture)
     sampling = SamplingConfig(temperature=0.7, top_k=20, top_p=0.9)
-    ids = torch.tensor([pair.tokenizer.encode("ROMEO:\nBut soft, what light")])
+    ids = torch.tensor([pair.tokenizer.encode(prompt)])
     with torch.inference_mode():
         p = logits_to_probs(pair.target(input_ids=ids).logits[0, -1], sampling)
         q = logits_to_probs(pair.draft(input_ids=ids).logits[0, -1], sampling)

@@ -304,3 +304,32 @@ def test_training_script_on_a_tiny_corpus(tmp_path, tiny_dirs, tiny_pair):
     assert generate(tiny_pair, "To be", config, drafter=RecurrentDrafter(model)).output_ids == (
         expected
     )
+
+
+def test_trace_file_round_trip_keeps_the_checkpoints(embedded_pair):
+    """A trace file of a recurrent session (export → parse) brings every step's
+    checkpoints back as they were (``KVState.draft_state``)."""
+    from specdec_core.lessons.link import LessonState
+    from specdec_core.lessons.tracefile import export_json, parse
+
+    config = SessionConfig(gamma=4, max_new_tokens=12)
+    drafter = make_recurrent_drafter(embedded_pair)
+    session = SpeculativeSession(embedded_pair, PROMPT, config, drafter)
+    session.run()
+    back = parse(export_json(session, LessonState(drafter="recurrent")).encode())
+
+    def views_of(rounds) -> list:
+        return [
+            (
+                r.propose.kv_after.draft_state,
+                r.commit.kv_before.draft_state,
+                r.commit.kv_after.draft_state,
+            )
+            for r in rounds
+        ]
+
+    assert len(back.rounds) == len(session.history) >= 3
+    assert views_of(back.rounds) == views_of(session.history)
+    views = [r.commit.kv_after.draft_state for r in back.rounds]
+    assert all(isinstance(v, StateView) for v in views)
+    assert any(v.restored is not None and v.discarded for v in views)

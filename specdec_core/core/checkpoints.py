@@ -5,10 +5,10 @@ recurrent state ``h_t`` (a GRU's, a state-space layer's) is one fixed-size summa
 every token read: nothing in ``h_t`` can be cut away to get ``h_m`` back, ``m < t``. So the
 state is **saved** at the lengths a rollback may need (after each drafted token) and a
 rollback **restores** the saved copy at the committed length, discarding the later ones
-(Mamba-style serving engines keep one state slot per drafted position for the same
-reason). Without the restore the next round reads its first token on top of the state
-after the rejected drafts: a corrupted state (:attr:`StateLedger.restore` off, the
-lesson's wrong way).
+(a state-space or hybrid *target* that speculates needs the same: its state at every
+drafted position, saved or recomputed). Without the restore the next round reads its
+first token on top of the state after the rejected drafts: a corrupted state
+(:attr:`StateLedger.restore` off, the lesson's wrong way).
 
 Invariant (the tests hold it): with restore on, :attr:`StateLedger.state` is the state
 after reading :attr:`StateLedger.ids` from the zero state, equal (allclose) to a fresh

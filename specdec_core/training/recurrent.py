@@ -44,29 +44,27 @@ from specdec_core.drafters.recurrent_lm import (
     load_recurrent,
     save_recurrent,
 )
+from specdec_core.training.corpus import REPO_ROOT
 from specdec_core.training.embedded import distill_loss, evaluate, lm_loss
 from specdec_core.training.loop import (
-    REPO_ROOT,
     corpus_split,
     load_frozen,
+    pair_defaults,
     parser,
     report_args,
     seed_everything,
     train,
 )
 
-DEFAULT_TARGET = REPO_ROOT / "assets/models/embedded/target"
-DEFAULT_DRAFT = REPO_ROOT / "assets/models/embedded/draft"
-DEFAULT_OUT = REPO_ROOT / "assets/models/embedded/recurrent"
 REPORT = "training_report.json"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped recurrent drafter."""
     ap = parser("python -m specdec_core.training.recurrent", __doc__)
-    ap.add_argument("--target", type=Path, default=DEFAULT_TARGET, help="frozen target folder")
-    ap.add_argument("--draft", type=Path, default=DEFAULT_DRAFT, help="the pair's draft")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--target", type=Path, default=None, help="frozen target folder")
+    ap.add_argument("--draft", type=Path, default=None, help="the pair's draft")
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--minutes", type=float, default=18.0)
     ap.add_argument("--loss", choices=["ce", "distill"], default="ce")
     ap.add_argument("--embed", type=int, default=128, help="E, token embedding width")
@@ -77,7 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--accept-prompts", type=int, default=30, help="held-out prompts, γ 4")
     ap.add_argument("--accept-tokens", type=int, default=32, help="new tokens per prompt")
     ap.add_argument("--eval-only", action="store_true", help="measure the saved model")
-    return ap.parse_args(argv)
+    return pair_defaults(ap.parse_args(argv), target="target", draft="draft", out="recurrent")
 
 
 def acceptance(args: argparse.Namespace) -> dict:

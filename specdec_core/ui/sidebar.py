@@ -70,20 +70,26 @@ def _fit_to_pair(pair: ModelPair) -> None:
         note_dropped("confidence")
 
 
+BROWSER_ZH = "lang_from_browser"  # the session's language came from a Chinese browser
+
+
+def adopt_browser_language() -> None:
+    """A session's first run: when nothing set the language (no link, no choice), take the
+    browser's (``zh*`` → ``zh``). ``app.py`` calls it before the page titles are made."""
+    S = st.session_state
+    if "lang" not in S and (st.context.locale or "").lower().startswith("zh"):
+        S["lang"], S[BROWSER_ZH] = "zh", True
+
+
 def first_screen_language() -> str:
     """The language a first visit's screen asked for, before any choice in the app: the
-    URL's ``?lang=`` (a bare link), else the browser's language (``zh*`` → ``zh``: the
-    session's language is set to it when nothing set one), else ``en``. Only a Chinese
-    *screen* opens the Chinese pair: a language chosen in the app keeps the pair."""
-    S = st.session_state
+    URL's ``?lang=`` (a bare link), else the browser's (:func:`adopt_browser_language`),
+    else ``en``. Only a Chinese *screen* opens the Chinese pair: a language chosen in the
+    app keeps the pair."""
     asked = st.query_params.get("lang", "")
     if asked in LANGUAGES:
         return asked
-    locale = (st.context.locale or "").lower()
-    if "lang" not in S and locale.startswith("zh"):
-        S["lang"] = "zh"
-        return "zh"
-    return "en"
+    return "zh" if st.session_state.get(BROWSER_ZH) else "en"
 
 
 def _chosen_by_user() -> None:

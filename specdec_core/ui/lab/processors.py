@@ -17,11 +17,11 @@ from specdec_core.core.grammar import GRAMMAR_PRESETS
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.penalties import PenaltyConfig
+from specdec_core.lessons.prompts import prompts_for
 from specdec_core.lessons.wrong_grammar import NoRollback, grammar_no_rollback
 from specdec_core.lessons.wrong_penalty import (
     MC_GAMMA,
     MC_PENALTY,
-    MC_PROMPT,
     MC_RULES,
     MC_TOKENS,
     PenaltyMonteCarlo,
@@ -134,11 +134,12 @@ def _hand_case() -> None:
 
 
 def _pair_penalty(pair: ModelPair, seed: int) -> None:
+    prompt = prompts_for(pair.name).scenarios[0]  # the pair's own language
     st.subheader(t("rl_st_pair_title"))
     st.markdown(
         t(
             "rl_st_pair_help",
-            prompt=plain(MC_PROMPT),
+            prompt=plain(prompt),
             presence=MC_PENALTY.presence_penalty,
             gamma=MC_GAMMA,
             n=MC_TOKENS,
@@ -153,6 +154,7 @@ def _pair_penalty(pair: ModelPair, seed: int) -> None:
             with _run_lock:
                 S["rl_st_mc"] = penalty_monte_carlo(
                     pair,
+                    prompt,
                     samples=int(size),
                     seed=seed,
                     progress=lambda f: bar.progress(f, text=t("rl_st_mc_running")),
