@@ -15,6 +15,7 @@ from specdec_core.server import tasks as T
 from specdec_core.ui.context import page_context
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed import calculators, compare_run
+from specdec_core.ui.speed.block_rule import show_block_rule
 from specdec_core.ui.speed.device import show_device_regime
 from specdec_core.ui.speed.measure import show_controls
 from specdec_core.ui.speed.queue import queue
@@ -35,6 +36,7 @@ st.title(t("sp_title"))
 st.markdown(t("sp_intro"))
 calculators.cost_section()  # ① per-token cost
 calculators.curve_section()  # ② Leviathan curves
+show_block_rule()  # token-wise vs block verification, measured (an expander)
 
 # ------------------------------------------------------------------ the device's regime
 show_device_regime(pair.device)

@@ -196,6 +196,7 @@ def test_the_drafter_table_rows(tiny_pair, embedded_pair):
     """
     from specdec_core.drafters.registry import (
         DRAFTERS,
+        DrafterSpec,
         no_tree_code,
         preset_max_gamma,
         spec_of,
@@ -213,14 +214,21 @@ def test_the_drafter_table_rows(tiny_pair, embedded_pair):
     assert tuple(DRAFTERS) == DRAFTER_NAMES == tuple(rows)
     for name, (no_tree, confidence, empty, hf, cost) in rows.items():
         spec = DRAFTERS[name]
-        refusal = None if spec.can_draft_tree else spec.tree_code  # the class decides
-        got = (refusal, spec.confidence, spec.empty_draft, spec.hf_assisted, spec.draft_cost)
-        assert got == (no_tree, confidence, empty, hf, cost), name
-        assert spec.can_draft_tree == make_named_drafter(embedded_pair, name).can_draft_tree
+        got = (spec.tree_code, spec.confidence, spec.empty_draft, spec.hf_assisted)
+        assert got + (spec.draft_cost,) == (no_tree, confidence, empty, hf, cost), name
+        # a row carries a refusal exactly when the drafter it makes cannot draft a tree
+        made = make_named_drafter(embedded_pair, name)
+        assert made.can_draft_tree == (no_tree is None) == spec.can_draft_tree, name
+        assert no_tree_code(name) == (no_tree or "tree_no_ngram"), name
         assert spec.on_preset("embedded") and spec.on_pair(embedded_pair), name
     assert spec_of(None) is DRAFTERS["model"] and spec_of("nope") is None
     assert spec_of(make_named_drafter(tiny_pair, "ngram")) is DRAFTERS["ngram"]
     assert no_tree_code("block") == "tree_block" and no_tree_code("nope") == "tree_no_ngram"
+    # a row whose code disagrees with its class is refused when the table is built
+    with pytest.raises(ValueError, match="can_draft_tree"):
+        DrafterSpec("x", NgramDrafter, lambda pair, _: NgramDrafter(pair.vocab_size, 3))
+    with pytest.raises(ValueError, match="can_draft_tree"):
+        DrafterSpec("x", ModelDrafter, lambda p, _: ModelDrafter(p.draft), tree_code="tree_block")
     # γ limits on a preset read from the shipped configs, equal to the loaded drafters'
     for name in DRAFTER_NAMES:
         cap = make_named_drafter(embedded_pair, name).max_gamma

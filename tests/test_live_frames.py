@@ -90,3 +90,32 @@ def test_a_frame_of_another_state_or_no_frame_is_not_drawn(embedded_pair, store)
     assert frame_cache.frame_for(store, code, "step", state) == good  # not cached as missing
     for junk in ("not json", "[1]", '{"v": 2, "shape": "chain", "strip": []}', '{"v": 1}'):
         assert frame_cache.decode(junk) is None
+
+
+def test_a_pushed_follower_mounts_the_push_screen_and_polls_when_it_cannot(
+    embedded_pair, store, monkeypatch
+):
+    """With the push route served (``live_push.ENABLED``) a following tab mounts the push
+    screen (room, its language, what it shows) and draws nothing itself; the frame carries
+    the teacher's drawing in both languages. A browser that cannot hold the socket
+    (``nopush``) follows by the fragment's polls and draws the frame itself."""
+    from specdec_core.server import live_push
+    from specdec_core.ui.live import push_view
+
+    monkeypatch.setattr(live_push, "ENABLED", True)
+    mounted = []
+    monkeypatch.setattr(push_view, "pushed", lambda *a: mounted.append(a[:3]) or True)
+    teacher, seat = sampled_teacher()
+    student = open_app({"room": seat.code, "lang": "zh"})
+    click(teacher, "btn_propose")
+    student.run()
+    assert mounted[-1] == (seat.code, "zh", "step|")
+    assert following_frame(student) and shown(student) == []  # the browser draws it
+    html = frame(student)["html"]
+    assert "第 1 轮" in html["zh"] and "round 1" in html["en"]
+    assert shown(teacher)[0] in html["en"]  # the teacher's own strip, as drawn
+    monkeypatch.setattr(push_view, "pushed", lambda *a: False)  # "nopush"
+    student.run()
+    assert student.session_state["live_no_push"] is True
+    mine, theirs = shown(student), shown(teacher)  # drawn by the polling fragment, in zh
+    assert len(mine) == len(theirs) and mine[0].split("</div>")[0] == theirs[0].split("</div>")[0]

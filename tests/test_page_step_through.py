@@ -291,6 +291,22 @@ def test_the_replace_with_box_shows_the_token_an_edit_put_there(embedded_pair):
     assert at.selectbox(key="edit_choice").value == session.drafts[1]
 
 
+def test_agree_that_redrafts_fewer_tokens_than_the_position_is_no_error(embedded_pair):
+    """Prompt lookup drafts 4 tokens from this prompt; "agree" at position 2 replaces the
+    first with the target's token, after which lookup finds no match and the draft is 1
+    token long: the edit succeeds and the box shows the one token left."""
+    lab = LABELS["en"]
+    at = open_app(lang="en", prompt="the king the king the king", state={"cfg_drafter": "ngram"})
+    click(at, lab["propose"])
+    assert len(at.session_state["step_session"].drafts) == 4
+    at.selectbox(key="edit_pos").set_value(2).run()
+    click(at, lab["agree"])
+    session = at.session_state["step_session"]
+    assert not at.error, [e.value for e in at.error]
+    assert len(session.drafts) == 1 and session.phase == "verify"
+    assert at.selectbox(key="edit_choice").value == session.drafts[0]
+
+
 def test_a_refused_grammar_stays_typed_after_a_step_back(embedded_pair):
     """A custom regex that does not compile is shown with its error while the session
     keeps the last grammar that did; step back replays that session and must not put the

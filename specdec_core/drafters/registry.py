@@ -14,9 +14,9 @@ its row here, :func:`spec_of` (by name or object), never ``name == "…"``:
 ``on_preset``  the same for a preset name, reading files only (lesson links, the sidebar)
 ``preset_gamma`` the most drafts one proposal can make on a preset (``None``: no limit of
                its own; the heads' ``K``, the block size), read from the shipped config
-``tree_code``  the refusal code when its class cannot draft a tree
+``tree_code``  the refusal code, set exactly when its class cannot draft a tree
                (``Drafter.can_draft_tree``, the one source of that fact; ``tree_no_ngram``,
-               ``tree_block``, ``tree_recurrent``)
+               ``tree_block``, ``tree_recurrent``); ``None`` on a row that drafts trees
 ``confidence`` whether the confidence stop applies (its rows can fall under a threshold;
                prompt lookup's one-hot rows never do: ``confidence_ngram``)
 ``empty_draft`` the reason shown for a round that drafted nothing (``ngram``: no match in
@@ -89,10 +89,19 @@ class DrafterSpec:
     on_pair: Callable[[ModelPair], bool] = _any_pair
     on_preset: Callable[[str], bool] = _any_preset
     preset_gamma: Callable[[str], int | None] = _no_limit
-    tree_code: str = "tree_no_ngram"
+    tree_code: str | None = None
     confidence: bool = True
     empty_draft: str = "drafter"
     hf_assisted: bool = False
+
+    def __post_init__(self) -> None:
+        """ValueError: a refusal code on a row whose class drafts trees, or none on one
+        whose class cannot."""
+        if (self.tree_code is None) != self.cls.can_draft_tree:
+            raise ValueError(
+                f"drafter {self.name!r}: tree_code {self.tree_code!r} disagrees "
+                f"with {self.cls.__name__}.can_draft_tree"
+            )
 
     @property
     def can_draft_tree(self) -> bool:
@@ -128,6 +137,7 @@ DRAFTERS: dict[str, DrafterSpec] = {
             NgramDrafter,
             lambda pair, n: NgramDrafter(pair.vocab_size, n),
             knob=lambda pair: 3,
+            tree_code="tree_no_ngram",
             confidence=False,
             empty_draft="ngram",
         ),
@@ -229,7 +239,8 @@ def preset_max_gamma(preset: str, drafter: str) -> int | None:
 
 def no_tree_code(drafter: Drafter | str | None) -> str:
     """The refusal code for a drafter that cannot draft a tree: its row's
-    :attr:`DrafterSpec.tree_code`, else ``tree_no_ngram`` (no distribution to branch
-    on)."""
+    :attr:`DrafterSpec.tree_code`; ``tree_no_ngram`` (no distribution to branch on) for a
+    drafter without a row or one whose row has none (it returned no rows to branch on)."""
     spec = spec_of(drafter)
-    return spec.tree_code if spec is not None else "tree_no_ngram"
+    code = spec.tree_code if spec is not None else None
+    return code or "tree_no_ngram"

@@ -18,8 +18,9 @@ is the target's row at position ``i``, as everywhere in this project)::
     r_τ = norm([p'_τ · p_{τ+1} − q_{τ+1}]+)   (τ = γ: r_γ = p_{γ+1}, the bonus row)
 
 So ``P(τ = i) = h_i · Π_{j > i} (1 − h_j)``. With ``p'_0 = 1`` the residual after keeping
-nothing is token-wise's ``norm([p_1 − q_1]+)``. The paper proves (Thm 2) that the emitted
-tokens follow the target exactly and that the expected number kept is the largest any
+nothing is token-wise's ``norm([p_1 − q_1]+)``. The paper proves that the emitted tokens
+follow the target exactly (checked here by exact enumeration over small vocabularies,
+``tests/test_block_verification.py``) and that the expected number kept is the largest any
 valid verifier reaches from these rows (so never fewer than token-wise, in expectation;
 not round by round with the same draws). The paper's {a, b} example (context-free
 ``p = (1/3, 2/3)``, ``q = (2/3, 1/3)``, γ = 2): 10/9 kept token-wise, 11/9 with block
@@ -29,7 +30,8 @@ verification, 12/9 for a verifier that knew the joint probabilities
 Deviations: none in the rule. Edits and deterministic drafters are one-hot ``q`` rows
 (still exact). At temperature 0 (one-hot ``p`` and ``q``) ``p'_i`` is 1 up to the first
 mismatch and 0 after, ``h_i`` is 1 exactly at the last matching position before a
-mismatch: the same decision as the greedy token-wise rule, so greedy rounds use that rule.
+mismatch (at γ when all match) and 0 elsewhere: the same decision as the greedy token-wise
+rule, so greedy rounds use that rule.
 Random draws, in order: ``η_1..η_γ`` (all of them, whatever they decide), then the one
 draw from ``r_τ``; the arithmetic is in float64 (each row renormalised there).
 """

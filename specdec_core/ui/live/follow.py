@@ -234,7 +234,7 @@ def bar(page: str, pages: dict) -> None:
         st.switch_page(pages[want])
     if not _fast():
         _follower_slow()
-    elif live_push.ENABLED and following():
+    elif live_push.ENABLED and following() and not S.get(push_view.NO_PUSH):
         _follower_pushed()  # the screen is drawn by the push route's messages
     else:
         _follower()
@@ -264,10 +264,6 @@ def _follower_pushed() -> None:
     if not _fast():
         st.rerun(scope="app")
     _follow_box(fast=True, pushed=True)
-
-
-def _moved() -> None:
-    st.session_state.pop(POLLED, None)  # a pushed change: this rerun reads the store
 
 
 @st.fragment(run_every=SLOW_POLL_S)
@@ -345,6 +341,8 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
     if pushed and following():
         q, paused = view.question, ":paused" if view.paused else ""
         shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}") + paused
-        push_view.pushed(view.code, lang(), shown, _moved)
+        if not push_view.pushed(view.code, lang(), shown, lambda: S.pop(POLLED, None)):
+            S[push_view.NO_PUSH] = True  # the browser cannot hold the socket: poll instead
+            st.rerun(scope="app")
     elif following() and S.get(FRAME) is not None:
         frame_view.draw(S[FRAME], bool(S.get("presenter")))

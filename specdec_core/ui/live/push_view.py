@@ -9,7 +9,9 @@ state without a frame, the room gone): the trigger ``moved``.
 The HTML is sanitised in the browser before it is shown: only plain text elements (div,
 span, table parts, headings, b, code, p, details, style) with ``class``, ``style`` (no
 ``url(``) and ``title`` attributes; everything else is dropped. The socket reconnects with
-back-off (0.5 … 16 s); one socket per mounted component.
+back-off (0.5 … 16 s); one socket per mounted component. A browser that cannot reach the
+route at all (three closes before any message: a proxy without WebSockets) says
+``nopush``: the tab then follows by its fragment's polls (:data:`NO_PUSH`).
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ export default function (component) {
     ws.onmessage = (ev) => {
       let m;
       try { m = JSON.parse(ev.data); } catch (e) { return; }
+      live.ok = true;
       if (m.fault) return;
       if (m.ended) { live.trigger('moved', 'ended'); return; }
       live.delay = 500;
@@ -79,6 +82,8 @@ export default function (component) {
     };
     ws.onclose = () => {
       if (live.ws !== ws || live.closing) return;
+      live.failed = live.ok ? 0 : (live.failed || 0) + 1;
+      if (live.failed >= 3) { live.trigger('moved', 'nopush'); return; }  // never reached
       setTimeout(open, live.delay);
       live.delay = Math.min(live.delay * 2, 16000);
     };
@@ -93,6 +98,7 @@ CSS = """
 .live-push .live-where { margin: 0.2rem 0 0.6rem 0; }
 """
 
+NO_PUSH = "live_no_push"  # session key: this tab could not hold the push socket
 _COMPONENT: Callable | None = None
 
 
@@ -105,12 +111,14 @@ def _component() -> Callable:
     return _COMPONENT
 
 
-def pushed(code: str, lang: str, key: str, on_moved: Callable[[], None]) -> None:
+def pushed(code: str, lang: str, key: str, on_moved: Callable[[], None]) -> bool:
     """Mount the push screen of room ``code`` in ``lang``. ``key``: what this run already
     shows (``page|question`` as the messages spell it): the component triggers ``moved``
-    (``on_moved``, then a rerun of the fragment it sits in) only when a message differs."""
-    _component()(
+    (``on_moved``, then a rerun of the fragment it sits in) only when a message differs.
+    Returns ``False`` once the browser said it cannot hold the socket (``nopush``)."""
+    result = _component()(
         data={"room": code, "lang": lang, "path": PATH, "key": key},
         key="live_push",
         on_moved_change=on_moved,
     )
+    return getattr(result, "moved", None) != "nopush"

@@ -110,7 +110,9 @@ def edit(kind: str) -> None:
         else:
             edits = session.make_draft_agree()
             S["edit_notice"] = t("edit_agree_done", n=len(edits))
-            S["edit_choice"] = session.drafts[pos - 1]  # the box shows the token there now
+            drafts = session.drafts  # re-drafting after an edit may make fewer than pos
+            if drafts:  # the box shows the token at pos now (the last one if pos is gone)
+                S["edit_choice"] = drafts[min(pos, len(drafts)) - 1]
             step_edit.previews(session)
             return
         S["edit_choice"] = trace.new_token.id  # the "Replace with" box shows the new token
