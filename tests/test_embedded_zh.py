@@ -22,6 +22,7 @@ from specdec_core.drafters.registry import DRAFTER_NAMES, drafters_for, make_nam
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import summarize
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # batch-1 forwards of small models
 POEMS = REPO / "data" / "poetry_zh.txt"
 HAN = re.compile(r"[\u4e00-\u9fff]")
 PUNCT = "，。？！；：、"
@@ -153,3 +154,32 @@ def test_the_pair_is_in_the_lesson_link():
     at = open_app(params)  # an English screen opening a link to the Chinese pair
     assert at.session_state["pair_name"] == "embedded-zh" and at.session_state["lang"] == "en"
     assert at.text_area[0].value == "春眠不觉晓，"
+
+
+@pytest.mark.slow
+def test_scenarios_are_found_on_the_chinese_pair_with_its_own_prompts(zh_pair):
+    from specdec_core.lessons.scenarios import find_scenarios
+
+    found = {f.key: f.state for f in find_scenarios(zh_pair)}
+    assert {"first_error_3", "first_error_1", "lookup_run"} <= {k for k, s in found.items() if s}
+    assert all(HAN.match(s.prompt) and s.pair == "embedded-zh" for s in found.values() if s)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "page",
+    [
+        "pages/lessons.py",
+        "pages/acceptance_lab.py",
+        "pages/speed.py",
+        "pages/drafters.py",
+        "pages/lossless.py",
+    ],
+)
+def test_every_page_opens_on_the_chinese_pair(page):
+    at = open_app({"lang": "zh"})
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    assert at.session_state["pair_name"] == "embedded-zh"
+    shown = " ".join(str(a.value) for a in at.text_area)
+    assert "ROMEO" not in shown  # the prompt boxes hold the pair's own text
