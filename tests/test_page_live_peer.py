@@ -104,13 +104,16 @@ def test_the_teacher_closes_voting_early(embedded_pair, store):
     _ask(teacher)
     q = store.view(seat.code).question
     student.run()
+    assert student.radio(key=f"live_answer_{q.qid}").label == tr("live_your_answer", "zh")
     student.radio(key=f"live_answer_{q.qid}").set_value(1).run()
     P.click(teacher, "live_close_vote")
     assert store.view(seat.code).question.closes_at is not None
     assert tr("live_time_up", "en") in _texts(teacher)
     student.run()
     assert tr("live_time_up", "zh") in _texts(student)
-    assert student.radio(key=f"live_answer_{q.qid}").disabled
+    radio = student.radio(key=f"live_answer_{q.qid}")
+    assert radio.disabled and radio.value == 1  # the answer given stays shown
+    assert radio.label == tr("live_your_answer_closed", "zh")  # not "change it until …"
     assert store.view(seat.code).counts == (0, 1)  # the answer given in time counts
 
 
@@ -184,3 +187,64 @@ def test_a_co_teacher_drives_the_class_but_does_not_end_it(embedded_pair, store)
     assert "live_seat" not in co.session_state
     wrong = open_app({"room": seat.code, "teacher": co_key + "x"})
     assert "live_seat" not in wrong.session_state and len(wrong.error) == 1
+
+
+def _spent_rate(monkeypatch, student) -> list[float]:
+    """The answer rate of ``student``'s seat on a clock the test moves (``now[0]``, s),
+    its burst spent: its next answer waits 2 s."""
+    from specdec_core.server import room_limits
+    from specdec_core.ui.live import answer
+
+    now = [0.0]
+    buckets = room_limits.Buckets(clock=lambda: now[0])
+    monkeypatch.setattr(answer, "BUCKETS", buckets)
+    sid = student.session_state["live_seat"].student
+    while not buckets.take("answer", sid):
+        pass
+    return now
+
+
+def test_an_answer_held_by_the_rate_goes_before_the_countdown_ends(
+    embedded_pair, store, monkeypatch
+):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code)
+    _ask(teacher, 30)
+    q = store.view(seat.code).question
+    student.run()
+    _spent_rate(monkeypatch, student)
+    key, asked, real = f"live_answer_{q.qid}", q.closes_at - 30, store.clock
+    try:
+        store.clock = lambda: asked + 10  # 20 s left: the answer waits for its token
+        student.radio(key=key).set_value(0).run()
+        assert store.view(seat.code).counts == (0, 0)
+        assert student.session_state["live_pending"] == (q.qid, 0, 1)
+        store.clock = lambda: asked + 29  # 1 s left: the token would come after the end
+        student.run()
+        assert store.view(seat.code).counts == (1, 0)  # sent in time, not refused as late
+        assert "live_pending" not in student.session_state
+        student.radio(key=key).set_value(1).run()  # the seat's last-call token is spent
+        assert store.view(seat.code).counts == (1, 0)
+        assert student.session_state["live_pending"] == (q.qid, 1, 1)
+    finally:
+        store.clock = real
+
+
+def test_a_first_vote_answer_still_waiting_is_not_counted_in_the_revote(
+    embedded_pair, store, monkeypatch
+):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code)
+    _ask(teacher)
+    q = store.view(seat.code).question
+    student.run()
+    now = _spent_rate(monkeypatch, student)
+    student.radio(key=f"live_answer_{q.qid}").set_value(1).run()
+    assert student.session_state["live_pending"] == (q.qid, 1, 1)  # held by the rate
+    P.click(teacher, "live_revote")
+    now[0] = 60.0  # the seat's tokens are back
+    student.run()
+    view = store.view(seat.code)
+    assert (view.question.vote, view.counts, view.first) == (2, (0, 0), (0, 0))
+    assert "live_pending" not in student.session_state
+    assert student.radio(key=f"live_answer_{q.qid}_2").value is None

@@ -10,7 +10,9 @@ client (``addr:<ip>``, :func:`specdec_core.server.jobs.client_key`) or a seat id
 * ``guess`` — room codes that named no room, per address: a burst of 10, then one every 5 s
   (a typo costs nothing; 35 guesses a second become 0.2);
 * ``answer`` — answers stored per seat: a burst of 6, then one every 2 s (an answer that
-  waits is sent when its token arrives: the last choice wins, nothing is refused).
+  waits is sent when its token arrives: the last choice wins, nothing is refused);
+* ``last_answer`` — per seat, one answer a minute past the ``answer`` bucket, sent at once
+  when its token would arrive after the countdown's end (it would be refused as late).
 
 :class:`Tabs` makes one tab per browser seat *the* follower that polls every second (the
 newest to join, the one where "Follow in this tab" was clicked, or any tab when that one
@@ -48,6 +50,7 @@ RATES = {
     "join": Rate(120, 2.0),
     "guess": Rate(10, 0.2),
     "answer": Rate(6, 0.5),
+    "last_answer": Rate(1, 1 / 60),
 }
 
 

@@ -5,14 +5,14 @@ from the store (:meth:`~specdec_core.server.rooms.RoomStore.answer_of`), so a re
 the answer the teacher's chart counts. Peer instruction: the time left of a countdown (the
 radio closes at its end; an answer the store refuses as late gives one message), and the
 revote, a radio of its own (``live_answer_<qid>_2``) under a line that says so; an answer
-of the first vote still waiting when the revote opens is dropped."""
+of the first vote still waiting when the revote opens is dropped, never sent."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from specdec_core.server.room_limits import BUCKETS
-from specdec_core.server.room_types import RoomError, RoomView
+from specdec_core.server.room_types import Question, RoomError, RoomView
 from specdec_core.ui.errors import plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN
@@ -24,14 +24,20 @@ PENDING = "live_pending"  # (qid, choice, vote): an answer the store has not con
 MINE = "live_mine"  # (qid, vote, revealed, choice): this student's answer as the store has it
 
 
-def send_pending() -> None:
+def send_pending(question: Question | None) -> None:
     """Send the answer that waits (:data:`PENDING`) when the seat's answer rate allows and
-    the store is not backing off; kept until the store confirms it."""
+    the store is not backing off; kept until the store confirms it. ``question``: the
+    room's question as last read: a waiting answer of its first vote is dropped once its
+    revote is open; one the rate holds back past its countdown's end goes now."""
     S = st.session_state
     s, pending = room.seat(), S.get(PENDING)
     if s is None or pending is None or not s.joined or room.waiting():
         return
-    if BUCKETS.take("answer", s.student):
+    if question is not None and question.qid == pending[0] and question.vote != pending[2]:
+        S.pop(PENDING, None)  # the first vote's answer: the revote is open
+        return
+    wait = BUCKETS.take("answer", s.student)
+    if wait and not _last_call(question, wait, s.student):
         return  # the seat's next token: a later poll sends it (the last choice wins)
     qid, choice = pending[:2]
     try:
@@ -48,12 +54,22 @@ def send_pending() -> None:
         S.pop(PENDING, None)
 
 
-def _answer(qid: str, key: str, vote: int) -> None:
+def _last_call(question: Question | None, wait: float, student: str) -> bool:
+    """Whether an answer the rate holds back for ``wait`` s goes now: its countdown ends
+    before the next poll after ``wait`` (it would be refused as late), and the seat's
+    ``last_answer`` token allows it."""
+    if question is None or question.closes_at is None:
+        return False
+    left = question.closes_at - room.store().clock()
+    return 0 < left <= wait + room.poll_seconds() and not BUCKETS.take("last_answer", student)
+
+
+def _answer(question: Question, key: str) -> None:
     choice = st.session_state.get(key)
     if room.seat() is None or choice is None:
         return
-    st.session_state[PENDING] = (qid, int(choice), vote)
-    send_pending()
+    st.session_state[PENDING] = (question.qid, int(choice), question.vote)
+    send_pending(question)
 
 
 def question_box(view: RoomView) -> None:
@@ -71,9 +87,6 @@ def question_box(view: RoomView) -> None:
             text = check.question
             labels = [check.label(o) for o in check.options]
     key = f"live_answer_{q.qid}" + ("_2" if q.vote == 2 else "")
-    pending = S.get(PENDING)
-    if pending is not None and pending[0] == q.qid and pending[2:] != (q.vote,):
-        S.pop(PENDING, None)  # a first-vote answer still waiting: the revote is open
     if key not in S or q.revealed:  # a reload: the answer the store counts, not an empty radio
         stored = _stored_answer(q.qid, q.vote, q.revealed)
         if stored is not None and stored < len(labels) and S.get(key) != stored:
@@ -83,7 +96,7 @@ def question_box(view: RoomView) -> None:
         st.caption(t("live_revote_line"))
     clock_line(q)
     st.radio(
-        t("live_your_answer"),
+        t("live_your_answer" if is_open(q) else "live_your_answer_closed"),
         list(range(len(q.choices))),
         format_func=lambda i: plain(labels[i]),
         index=None,
@@ -91,7 +104,7 @@ def question_box(view: RoomView) -> None:
         horizontal=len(labels) <= 4,
         disabled=not is_open(q),
         on_change=_answer,
-        args=(q.qid, key, q.vote),
+        args=(q, key),
     )
     mine = S.get(key)
     if not q.revealed and not is_open(q):

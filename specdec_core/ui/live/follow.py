@@ -113,8 +113,7 @@ def refresh() -> RoomView | None:
 
 
 def keep_seat() -> None:
-    """A student's poll: the seat's heartbeat every :data:`HEARTBEAT_S` (at once while
-    its join waits), then the answer that waits, if any."""
+    """A student's seat heartbeat every :data:`HEARTBEAT_S` (at once while it waits)."""
     S = st.session_state
     s = room.seat()
     if s is None or s.role != "student":
@@ -122,7 +121,6 @@ def keep_seat() -> None:
     if not s.joined or time.monotonic() - S.get(BEAT, 0.0) > HEARTBEAT_S:
         S[BEAT] = time.monotonic()
         room.heartbeat()
-    send_pending()
 
 
 def target(view: RoomView) -> tuple[str, dict[str, str]]:
@@ -300,6 +298,8 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
     if due:
         keep_seat()
     view = refresh() if due else S.get(VIEW)
+    if due and view is not None:  # not a first vote's answer into its revote
+        send_pending(view.question)
     room.fault_line()
     if view is None:
         if S.get(ENDED):
