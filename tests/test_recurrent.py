@@ -256,10 +256,24 @@ def test_pairs_without_weights_and_bad_files(tmp_path, tiny_pair, embedded_pair)
 
 
 # ------------------------------------------------------------------------ wrong ways
-def test_draft_not_restored_stays_exact_and_accepts_less(embedded_pair, model, heldout_prompts):
+def test_draft_not_restored_stays_exact(embedded_pair, model, heldout_prompts):
     rows = measure_restore(embedded_pair, model, heldout_prompts[:4], 4, 16)
     assert rows["restored"].exact and rows["not_restored"].exact and rows["draft_model"].exact
-    assert rows["restored"].acceptance_rate > rows["not_restored"].acceptance_rate
+
+
+@pytest.mark.slow
+def test_draft_not_restored_accepts_less_as_the_card_says(embedded_pair, model, heldout_prompts):
+    """The model card's measurement again (30 held-out prompts, 32 tokens, γ = 4): both
+    exact, α lower without the restore. On a few prompts the gap is within noise (the GRU
+    is weak, a corrupted state costs it little on many prompts), so only the card's
+    sample is asserted; low bits of another thread count may move a near-tie, hence the
+    tolerance."""
+    card = json.loads((RECURRENT_DIR / "training_report.json").read_text())["greedy_acceptance"]
+    rows = measure_restore(embedded_pair, model, heldout_prompts, 4, 32)
+    assert all(row.exact for row in rows.values())
+    for name in ("restored", "not_restored"):
+        assert rows[name].acceptance_rate == pytest.approx(card[name]["acceptance_rate"], abs=0.01)
+    assert rows["restored"].acceptance_rate - rows["not_restored"].acceptance_rate > 0.04
 
 
 def test_target_not_restored_is_not_exact():
