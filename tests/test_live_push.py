@@ -159,3 +159,21 @@ def test_app_py_is_the_asgi_app_streamlit_run_serves_with_the_push_route():
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "['/_specdec/live'] True"
+
+
+def test_redis_announces_every_write_to_each_replicas_hub(redis_url):
+    """Redis: a write through one store object (a replica) reaches the ``change_waiter`` of
+    another (pub/sub), so that replica's hub reads the version then, not at its next poll."""
+    from specdec_core.server.rooms_redis import RedisStore
+
+    teacher_side, follower_side = RedisStore(redis_url), RedisStore(redis_url)
+    wait = follower_side.change_waiter()
+    assert wait(0.05) == set()  # nothing written yet
+    code, key = teacher_side.create()
+    publish(teacher_side, code, key, "a", "<p>one</p>")
+    got = set()
+    for _ in range(20):  # the subscription delivers within a pass or two
+        got |= wait(0.5)
+        if code in got:
+            break
+    assert code in got

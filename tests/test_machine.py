@@ -33,10 +33,13 @@ def test_both_shapes_are_step_machines(embedded_pair):
     assert type(chain) is Session and type(tree) is Session  # one class, two shapes
     assert (chain.unit, tree.unit) == ("drafts", "tree")
     assert type(chain.steps).__name__ == "ChainSteps" and type(tree.steps).__name__ == "TreeSteps"
-    with pytest.raises(TypeError, match="tree session has no drafted sequence"):
+    with pytest.raises(AttributeError, match="tree session has no drafted sequence"):
         tree.edit_draft(1, 5)
-    with pytest.raises(TypeError, match="chain session has no tree"):
+    with pytest.raises(AttributeError, match="chain session has no tree"):
         chain.tree_view()
+    # the other shape's members are absent: hasattr says so instead of raising
+    assert hasattr(chain, "current_propose") and not hasattr(tree, "current_propose")
+    assert hasattr(tree, "shape") and not hasattr(chain, "shape")
     assert STEPS == ("propose", "verify", "commit")
     for bad in (0, 99, 1.5, True):
         with pytest.raises(InputError):

@@ -170,6 +170,23 @@ def test_a_capped_target_gives_none(embedded_pair):
     assert advance(embedded_pair, session, at, target) is None
 
 
+def test_the_replay_cap_counts_the_given_config_gamma(embedded_pair):
+    """A state made under γ = 1 with settings of γ = 4 given beside it: the cap counts the
+    settings that run (5 forwards a round: 256 // 5 = 51 rounds), not the state's."""
+    state = LessonState(prompt=PROMPT, gamma=1, max_new_tokens=4, round=100, phase="commit")
+    assert replay_forwards(state) == 101 * 2 <= MAX_REPLAY_FORWARDS
+    config = replace(state.config(), gamma=4)
+    out = replay(embedded_pair, state, config)
+    assert out.session is not None and out.session.config.gamma == 4
+    [capped] = [p for p in out.problems if p.code == "replay_capped"]
+    assert capped.params == {"round": MAX_REPLAY_FORWARDS // 5, "forwards": MAX_REPLAY_FORWARDS}
+    assert out.state.gamma == 4
+    # advance takes the same settings: a target within the cap under γ = 1 is over it
+    session, at = stand_at(embedded_pair, replace(state, gamma=4, round=0, phase="propose"))
+    assert advance(embedded_pair, session, at, state, config) is None
+    assert advance(embedded_pair, session, at, replace(state, round=1), config) is not None
+
+
 # ------------------------------------------------------------------ the follower's page
 @pytest.fixture
 def store(tmp_path, monkeypatch):

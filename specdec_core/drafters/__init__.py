@@ -9,7 +9,9 @@ Modules: ``base`` (the interface with its one proposal loop, :class:`Draft`,
 ``eagle`` (EAGLE drafting on the target's hidden states), ``eagle_head`` (the head's model,
 files, and which pair ships one), ``mtp`` / ``mtp_heads`` (Medusa-style multi-token heads
 on the target's hidden states: the drafter, and the heads' model and files), ``block``
-(PARD-style parallel drafting, γ tokens in one forward), ``head_files`` (a trained head's
+(PARD-style parallel drafting, γ tokens in one forward), ``recurrent`` /
+``recurrent_lm`` (a GRU drafter that checkpoints its state per token, and its model),
+``head_files`` (a trained head's
 files on disk), ``registry`` (the drafter table: one
 :class:`~specdec_core.drafters.registry.DrafterSpec` per name, the only place a drafter is
 known by name).

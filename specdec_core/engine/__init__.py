@@ -1,3 +1,4 @@
-"""The one step machine: the round shared by both verification shapes (``rounds``, ``machine``) and
-the two shapes, ``chain`` and ``tree``, which never import each other.
+"""The one step machine: :class:`~specdec_core.engine.session.Session` (``session``: what
+both verification shapes share) and the round pieces they share (``rounds``, ``schedule``),
+and the two shapes, ``chain`` and ``tree``, which never import each other.
 """

@@ -255,17 +255,18 @@ class Session:
         return replace(state, processors=views, draft_state=self.drafter.state_view())
 
     # ------------------------------------------------------------------ the shape's own
-    # Explicit forwarding to the shape (``TypeError`` on the other shape): the chain's
-    # edits, previews and pending-round views (``engine/chain/session.py``, ``state.py``),
-    # the tree's shape, budget and views (``engine/tree/session.py``).
+    # Explicit forwarding to the shape (``AttributeError`` on the other shape, so
+    # ``hasattr`` says False rather than raising): the chain's edits, previews and
+    # pending-round views (``engine/chain/session.py``, ``state.py``), the tree's shape,
+    # budget and views (``engine/tree/session.py``).
     def _chain(self) -> ChainSteps:
         if self.unit != "drafts":
-            raise TypeError("a tree session has no drafted sequence to edit or preview")
+            raise AttributeError("a tree session has no drafted sequence to edit or preview")
         return cast("ChainSteps", self.steps)
 
     def _tree(self) -> TreeSteps:
         if self.unit != "tree":
-            raise TypeError("a chain session has no tree")
+            raise AttributeError("a chain session has no tree")
         return cast("TreeSteps", self.steps)
 
     def edit_draft(self, position: int, token_id: int) -> EditTrace:

@@ -100,8 +100,8 @@ def replay(pair: ModelPair, state: LessonState, config: SessionConfig | None = N
     """Run ``state``'s steps on ``pair`` from a fresh session with ``config``'s settings
     (``None``: ``state.config()``). A page passes the settings its sidebar reports after a
     link seeded them, so the session is built from exactly those, with no second
-    conversion; ``state``'s own settings must then be ``config``'s
-    (``state.with_config(config)``): they bound the replay's cost.
+    conversion; ``state``'s own settings are replaced by them
+    (``state.with_config(config)``), so one source bounds the replay's cost and runs it.
 
     Whatever cannot be done is dropped, with a :class:`Problem`: a prompt that does not
     fit (no session: the caller starts from its default prompt), an edit whose token id
@@ -124,6 +124,8 @@ def replay(pair: ModelPair, state: LessonState, config: SessionConfig | None = N
 
 def _replay(pair: ModelPair, state: LessonState, config: SessionConfig | None) -> Replay:
     problems: list[Problem] = []
+    if config is not None:
+        state = state.with_config(config)
     if replay_forwards(state) > MAX_REPLAY_FORWARDS:
         levels = replay_forwards(replace(state, round=0, phase="verify")) - 1
         fits = MAX_REPLAY_FORWARDS // (levels + 1)  # rounds started, each whole
@@ -178,8 +180,8 @@ def advance(
     """Bring ``session``, standing at ``reached`` (:func:`state_of` of it, with the
     drafter it was made with), forward to ``target`` by running only the missing steps,
     or ``None`` when ``target`` is not reachable that way (the caller then replays
-    ``target`` from a fresh session with :func:`replay`). ``config``: ``target``'s
-    settings as :func:`replay` takes them (``None``: ``target.config()``).
+    ``target`` from a fresh session with :func:`replay`). ``config``: the settings as
+    :func:`replay` takes them (``None``: ``target.config()``), replacing ``target``'s.
 
     Reachable: the same pair, prompt (the session's prompt ids are those of
     ``target.prompt``), carried-over tokens, settings (the validated
@@ -199,6 +201,8 @@ def advance(
     ``session`` is changed in place; on an exception (never expected) it is left
     part-way, so the caller must then replay afresh. Raises nothing itself on an
     unreachable target."""
+    if config is not None:
+        target = target.with_config(config)
     if not _reachable(pair, session, reached, target, config):
         return None
     proposed = reached.phase != "propose"  # the round in flight already has its drafts

@@ -17,9 +17,8 @@ from dataclasses import dataclass, fields
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.core.untrusted_json import load_json
-from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import RoundTrace
-from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.session import Session
 from specdec_core.lessons.link import LessonState, state_json
 from specdec_core.lessons.link_fields import BAD, check_field
 
@@ -61,7 +60,7 @@ class TraceFile:
     rounds: tuple[RoundTrace, ...]
 
 
-def export_json(session: SpeculativeSession, state: LessonState) -> str:
+def export_json(session: Session, state: LessonState) -> str:
     """The trace JSON of ``session`` (``state`` is the lesson state that replays it)."""
     start = len(session.ids) - sum(len(r.record.appended) for r in session.history)
     return json.dumps(
@@ -78,7 +77,7 @@ def export_json(session: SpeculativeSession, state: LessonState) -> str:
     )
 
 
-def export_tree_json(session: TreeSession, state: LessonState) -> str:
+def export_tree_json(session: Session, state: LessonState) -> str:
     """The trace JSON of a tree session (``state``, with ``tree`` set, replays it): the
     same envelope as :func:`export_json` plus ``"verify": "tree"`` and the shape;
     ``rounds`` are the finished :class:`~specdec_core.engine.tree.views.TreeRoundTrace` s,
@@ -109,7 +108,7 @@ def export_tree_json(session: TreeSession, state: LessonState) -> str:
     )
 
 
-def export_csv(session: SpeculativeSession) -> str:
+def export_csv(session: Session) -> str:
     """The checks table of every verified round, one row per drafted position: the
     finished rounds (``round_committed`` = ``True``) and, in phase ``commit``, the round
     on screen that is verified but not committed yet (``round_committed`` = ``False``: its

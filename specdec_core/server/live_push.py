@@ -11,9 +11,10 @@ Streamlit for a rerun only when ``page``, ``s`` or ``q`` change and there is som
 page must do itself (a question, another page, a state without a frame: it is replayed).
 
 One :class:`Hub` per process: ONE thread polls the version of the rooms that have
-listeners (every :data:`POLL_S`; a version read is one indexed row in SQLite, one HMGET in
-Redis) and, on a change, reads the view and the frame once (the frame once per state) and
-hands the same message text to every listener of that room and language; a message equal
+listeners (every :data:`POLL_S`: one indexed row in SQLite; with Redis it waits for the
+store's pub/sub announcement of a write instead, and polls at least once a second) and,
+on a change, reads the view and the frame once (the frame once per state) and hands the
+same message text to every listener of that room and language; a message equal
 to the last one (a join, an answer) is not sent. A listener holds only the newest message
 (a slow socket skips the ones in between, never queues them).
 
@@ -188,6 +189,14 @@ class Hub:
                         x.offer(text)
 
     def _run(self) -> None:
+        """Poll every :data:`POLL_S`; with a store that announces writes (Redis pub/sub:
+        ``change_waiter``) wait for one instead, and poll at least every ``10 × poll_s``."""
+        waiter = None
+        try:
+            make = getattr(self.store(), "change_waiter", None)
+            waiter = make() if make is not None else None
+        except Exception:  # noqa: BLE001 - no subscription: poll
+            waiter = None
         while True:
             with self.lock:
                 if not self.rooms:
@@ -198,6 +207,12 @@ class Hub:
                 self.poll()
             except Exception:  # noqa: BLE001 - the thread must outlive one bad pass
                 pass
+            if waiter is not None:
+                try:
+                    waiter(10 * self.poll_s)
+                    continue
+                except Exception:  # noqa: BLE001 - the subscription broke: poll from now on
+                    waiter = None
             time.sleep(max(0.0, self.poll_s - (time.monotonic() - started)))
 
 

@@ -83,6 +83,7 @@ class RedisStore(RedisPeer, RoomStore):
         if not re.fullmatch(r"[A-Za-z0-9_\-]{1,32}", prefix):
             raise ValueError(f"a Redis key prefix of 1..32 letters, digits, _ or -: {prefix!r}")
         self.prefix = prefix
+        self._changes = f"{prefix}:changes"  # pub/sub: the code of every room written
         self.client = redis.Redis.from_url(
             url,
             decode_responses=True,
@@ -118,7 +119,29 @@ class RedisStore(RedisPeer, RoomStore):
         return max(1, math.ceil(self.ttl_s * 1000))
 
     def _run(self, name: str, code: str, *args: object) -> object:
-        return self._scripts[name](keys=self._keys(code), args=[str(a) for a in args])
+        got = self._scripts[name](keys=self._keys(code), args=[str(a) for a in args])
+        try:  # every replica's push hub wakes (``change_waiter``); its own poll covers a miss
+            self.client.publish(self._changes, code)
+        except redis.RedisError:
+            pass
+        return got
+
+    def change_waiter(self) -> Callable[[float], set[str]]:
+        """``wait(timeout_s)``: the codes of rooms written since the last call (Redis
+        pub/sub on ``<prefix>:changes``), blocking up to ``timeout_s`` for the first one;
+        one subscription per call of this method (the push hub's thread holds one)."""
+        pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(self._changes)
+
+        def wait(timeout_s: float) -> set[str]:
+            codes: set[str] = set()
+            msg = pubsub.get_message(timeout=timeout_s)
+            while msg is not None:
+                codes.add(str(msg["data"]))
+                msg = pubsub.get_message(timeout=0)
+            return codes
+
+        return wait
 
     def _check(self, status: str) -> None:
         """Raise the :class:`RoomError` a script's status names (``ok`` / ``same``: none)."""

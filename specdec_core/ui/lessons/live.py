@@ -14,7 +14,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
-from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.session import Session
 from specdec_core.lessons.link import LessonState, decode, encode
 from specdec_core.lessons.replay import replay
 from specdec_core.ui.i18n import t
@@ -30,12 +30,12 @@ def scenario(pair: ModelPair, key: str) -> LessonState | None:
     return next((f.state for f in scenarios(pair) if f.key == key and f.state), None)
 
 
-_replayed: OrderedDict[tuple, SpeculativeSession] = OrderedDict()
+_replayed: OrderedDict[tuple, Session] = OrderedDict()
 _replay_lock = threading.Lock()
 MAX_REPLAYED = 24
 
 
-def session_at(pair: ModelPair, state: LessonState, phase: str) -> SpeculativeSession:
+def session_at(pair: ModelPair, state: LessonState, phase: str) -> Session:
     """A session replayed to ``state``'s round at ``phase`` (``verify``: drafts proposed,
     not yet checked; ``commit``: verified; ``committed``: the round committed). Kept per
     process (a few, least recently used dropped): the lessons only read it, never step it."""
@@ -54,7 +54,7 @@ def session_at(pair: ModelPair, state: LessonState, phase: str) -> SpeculativeSe
         return out.session
 
 
-def context_html(session: SpeculativeSession, tail: int = 12) -> str:
+def context_html(session: Session, tail: int = 12) -> str:
     """The last ``tail`` committed tokens (prompt grey, generated blue) as a strip."""
     ids = session.ids
     start = max(0, len(ids) - tail)
@@ -65,12 +65,12 @@ def context_html(session: SpeculativeSession, tail: int = 12) -> str:
     return ("…" if start else "") + token_strip_html(items, [])
 
 
-def drafts_html(session: SpeculativeSession) -> str:
+def drafts_html(session: Session) -> str:
     """The round's drafted tokens, tentative (before Verify)."""
     return token_strip_html([StripItem(session.token(y), "tentative") for y in session.drafts], [])
 
 
-def verified_html(session: SpeculativeSession) -> str:
+def verified_html(session: Session) -> str:
     """The verified round in the house order with the legend."""
     v, record = session.current_verify, session.current_record
     assert v is not None and record is not None

@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import RoundTrace
+from specdec_core.engine.session import Session
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import Check
@@ -69,7 +69,7 @@ def ask_refusal(session: object) -> str | None:
     return None
 
 
-def round_question(session: SpeculativeSession, kind: str, k: int = 1) -> Draft:
+def round_question(session: Session, kind: str, k: int = 1) -> Draft:
     """A question about ``session``'s proposed round (see the module docstring).
 
     Raises:
@@ -114,7 +114,7 @@ def chapter_outcome(check: Check) -> int | None:
     return options.index(check.answer) if check.answer in options else None
 
 
-def the_round(session: SpeculativeSession, r: int) -> RoundTrace | tuple | None:
+def the_round(session: Session, r: int) -> RoundTrace | tuple | None:
     """Round ``r`` of ``session`` once verified: its :class:`RoundTrace` (committed) or
     ``(verify, record)`` (verified, not committed yet); ``None`` before its Verify (or a
     round the session does not have, e.g. after a reset)."""
@@ -125,9 +125,7 @@ def the_round(session: SpeculativeSession, r: int) -> RoundTrace | tuple | None:
     return None
 
 
-def outcome(
-    session: SpeculativeSession, params: Sequence[tuple[str, str]], kind: str
-) -> int | None:
+def outcome(session: Session, params: Sequence[tuple[str, str]], kind: str) -> int | None:
     """The index of the real outcome of a round question among its choices, read from
     the verified round (``None`` when the round has no such outcome: a stop cut it, or
     the round is not verified in this session)."""

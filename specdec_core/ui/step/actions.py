@@ -16,7 +16,7 @@ import streamlit as st
 
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.settings import SessionConfig
-from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.session import Session
 from specdec_core.ui.errors import code_span, error_message
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
@@ -44,7 +44,7 @@ def synced(mode: Mode, config: SessionConfig | None = None) -> L.Sync:
     return L.sync(pair, config, st.session_state[L.PROMPT_KEY], LESSON[mode])
 
 
-def _session(mode: Mode) -> SpeculativeSession | None:
+def _session(mode: Mode) -> Session | None:
     """The synced session, or ``None`` (its error kept) when the inputs cannot start one."""
     now = synced(mode)
     say(now)

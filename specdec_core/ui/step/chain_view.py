@@ -9,8 +9,8 @@ import streamlit as st
 
 from specdec_core.core.models import ModelPair
 from specdec_core.core.words import STRIP_WORDS
-from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import RoundTrace
+from specdec_core.engine.session import Session
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.render import (
@@ -30,13 +30,13 @@ from specdec_core.ui.words import STOP_REASON, say
 
 def draw(pair: ModelPair, lesson: Lesson, phase: str, presenter: bool, heading: Heading) -> None:
     """Everything of the chain below the step panel's Lesson panel."""
-    session: SpeculativeSession = lesson.session
+    session: Session = lesson.session
     last = _strip(session, phase, heading)
     step_edit.edit_box(session, phase, presenter, actions.edit)
     _lower_views(session, last, phase, presenter, heading)
 
 
-def _strip(session: SpeculativeSession, phase: str, heading: Heading) -> RoundTrace | None:
+def _strip(session: Session, phase: str, heading: Heading) -> RoundTrace | None:
     """The token strip; returns the last finished round when the strip shows it."""
     verify = session.current_verify
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
@@ -85,7 +85,7 @@ def _strip(session: SpeculativeSession, phase: str, heading: Heading) -> RoundTr
 
 
 def _lower_views(
-    session: SpeculativeSession,
+    session: Session,
     last: RoundTrace | None,
     phase: str,
     presenter: bool,
@@ -113,7 +113,7 @@ def _lower_views(
 
 
 def kv_section(
-    session: SpeculativeSession,
+    session: Session,
     last: RoundTrace | None,
     presenter: bool,
     heading: Heading,
@@ -159,7 +159,7 @@ def kv_section(
 HISTORY_SHOWN = 20  # rounds of the history drawn unless older ones are asked for
 
 
-def history(session: SpeculativeSession) -> None:
+def history(session: Session) -> None:
     """Finished rounds, newest first, with the statistics of all of them."""
     st.subheader(t("st_history"))
     if not session.history:

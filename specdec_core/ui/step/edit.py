@@ -15,7 +15,7 @@ from specdec_core.core.inputs import single_token_id
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_sig
 from specdec_core.core.trace import byte_groups, token_lookup
-from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.session import Session
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import SHORT_CHARS
 from specdec_core.ui.i18n import t
@@ -56,7 +56,7 @@ def typed_token_id(pair: ModelPair, text: str) -> int:
         ) from exc
 
 
-def previews(session: SpeculativeSession) -> tuple[list | None, list | None]:
+def previews(session: Session) -> tuple[list | None, list | None]:
     """The edit box's target preview (top 5 of p at each drafted position) and, at T > 0
     after an edit, the exact acceptance probabilities; each computed once per drafts and
     kept in session state. The click callbacks call this, so the forward runs before the
@@ -76,9 +76,7 @@ def previews(session: SpeculativeSession) -> tuple[list | None, list | None]:
     return S["step_preview"][1], accept
 
 
-def edit_box(
-    session: SpeculativeSession, phase: str, presenter: bool, on_edit: Callable[[str], None]
-) -> None:
+def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[str], None]) -> None:
     """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on;
     after Verify, where the box was, how to edit again (step back, or the next round).
     ``on_edit(kind)`` is the page's button callback (``choice``, ``text``, ``wrong``,

@@ -16,8 +16,7 @@ import streamlit as st
 from streamlit.runtime.uploaded_file_manager import UploadedFile
 
 from specdec_core.core.errors import SpecDecError
-from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.session import Session
 from specdec_core.lessons.link import LessonState
 from specdec_core.lessons.replay import replay, timeless_json
 from specdec_core.lessons.tracefile import (
@@ -105,7 +104,7 @@ def _download(box, label: str, data: Callable[[], str], file_name: str, **kw: An
     box.download_button(label, data=data, file_name=file_name, mime=mime, on_click="ignore", **kw)
 
 
-def chain_files(session: SpeculativeSession) -> None:
+def chain_files(session: Session) -> None:
     """The chain's files tab: download JSON and CSV, open a trace file."""
     state = links.current_state("step_through")
     c1, c2 = st.columns(2)
@@ -124,7 +123,7 @@ def chain_files(session: SpeculativeSession) -> None:
         show_trace(view)
 
 
-def tree_files(session: TreeSession) -> None:
+def tree_files(session: Session) -> None:
     """The tree's export tab: the tree trace JSON."""
     state = links.current_state("step_through")
     tree_file = partial(export_tree_json, session, state)

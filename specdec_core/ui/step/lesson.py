@@ -41,6 +41,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import DRAFTER_NAMES, make_named_drafter
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.engine.session import Session
 from specdec_core.engine.tree.generate import check_tree_settings
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.lessons.replay import TREE_BUDGET
@@ -119,7 +120,7 @@ def own_action() -> None:
 class Lesson:
     """A lesson of the step page: the chain's (``shape == ()``) or the tree's."""
 
-    session: SpeculativeSession | TreeSession
+    session: Session
     prompt: str  # the text the session's prompt came from
     pair_name: str
     config: SessionConfig
@@ -148,7 +149,7 @@ def current(mode: Mode = "chain") -> Lesson | None:
     return st.session_state.get(KEYS[mode])
 
 
-def current_session() -> SpeculativeSession | None:
+def current_session() -> Session | None:
     """The chain lesson's session (also kept as ``step_session`` for other pages and tests)."""
     return st.session_state.get("step_session")
 
@@ -164,9 +165,7 @@ def store(lesson: Lesson) -> Lesson:
     return lesson
 
 
-def store_replayed(
-    session: SpeculativeSession | TreeSession, prompt: str, pair_name: str, drafter: str
-) -> None:
+def store_replayed(session: Session, prompt: str, pair_name: str, drafter: str) -> None:
     """Make a replayed session of either shape (a lesson link, a scenario, step back) the
     lesson of its shape."""
     shape = tuple(session.shape) if session.unit == "tree" else ()
@@ -203,7 +202,7 @@ def start(
         prompt_len = len(ids)
     draft = make_named_drafter(pair, drafter)
     if shape:
-        session: SpeculativeSession | TreeSession = TreeSession(
+        session: Session = TreeSession(
             pair, list(ids), config, draft, shape, TREE_BUDGET, prompt_len=prompt_len
         )
     else:
@@ -211,7 +210,7 @@ def start(
     return store(Lesson(session, prompt, pair.name, config, prompt_len, drafter, tuple(shape)))
 
 
-def in_flight(session: SpeculativeSession | TreeSession) -> int | None:
+def in_flight(session: Session) -> int | None:
     """The 1-based number of the round in flight (proposed, not committed), else ``None``."""
     return session.round_index + 1 if session.phase in ("verify", "commit") else None
 

@@ -12,8 +12,8 @@ import streamlit as st
 
 from specdec_core.core.checkpoints import CheckpointStatus, StateView
 from specdec_core.core.trace import KVState
-from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import RoundTrace
+from specdec_core.engine.session import Session
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import KV_ROW_COLORS, html_table
@@ -26,7 +26,7 @@ STATUS_COLORS: dict[CheckpointStatus, str] = {
 }
 
 
-def _read_ids(session: SpeculativeSession, last: RoundTrace | None) -> list[int]:
+def _read_ids(session: Session, last: RoundTrace | None) -> list[int]:
     """The ids the drafter may have read: the committed ids, then the drafts of the round
     in flight (or of the last round, whose discarded checkpoints read its rejected
     drafts)."""
@@ -49,7 +49,7 @@ def state_columns(view: StateView, ids: list[int], token: Callable[[int], str]) 
 
 
 def section(
-    session: SpeculativeSession,
+    session: Session,
     state: KVState,
     last: RoundTrace | None,
     heading: Callable[[str], None],

@@ -12,8 +12,7 @@ import segno
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
-from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.session import Session
 from specdec_core.lessons.link import LessonState
 from specdec_core.lessons.replay import MAX_REPLAY_FORWARDS, replay_forwards, step_back
 from specdec_core.lessons.scenarios import SCENARIOS
@@ -49,7 +48,7 @@ def _step_back() -> None:
         st.session_state["step_notice"] = t("lt_stepped_back")
 
 
-def step_back_button(container, session: SpeculativeSession | TreeSession) -> None:
+def step_back_button(container, session: Session) -> None:
     """ "↶ Step back": the lesson one phase or edit earlier (replayed; a tree lesson one
     phase earlier)."""
     at_start = session.phase == "propose" and not session.history
@@ -123,7 +122,7 @@ def _qr(url: str) -> tuple[str, int]:
 
 def lesson_tools(
     pair: ModelPair,
-    session: SpeculativeSession | TreeSession,
+    session: Session,
     mode: Mode,
     live_tab: LiveTab | None = None,
 ) -> None:

@@ -19,7 +19,7 @@ import streamlit as st
 from specdec_core.bench.timing import judge
 from specdec_core.bench.tree_vs_chain import TreeBenchRow, chain_vs_tree
 from specdec_core.core.models import ModelPair
-from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.session import Session
 from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.figures.tree import chain_tree_figure
 from specdec_core.ui.i18n import t
@@ -87,7 +87,7 @@ def _run_compare() -> None:
     st.session_state["tree_compare_wanted"] = True
 
 
-def section(pair: ModelPair, session: TreeSession, lesson: Lesson, heading: Heading) -> None:
+def section(pair: ModelPair, session: Session, lesson: Lesson, heading: Heading) -> None:
     """The tree mode's statistics (summary and per-round history) and "chain vs tree on
     this prompt": a button, then the measured pair as a chart and a caption."""
     heading(t("tree_stats_heading"))

@@ -10,7 +10,7 @@ import html
 import pandas as pd
 import streamlit as st
 
-from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.session import Session
 from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
 from specdec_core.ui.errors import code_span, plain
 from specdec_core.ui.figures.common import visible_token
@@ -122,7 +122,7 @@ def _styled(df: pd.DataFrame, states: list[str]):
     return df.style.apply(lambda r: [rows[r.name]] * len(r), axis=1).hide(axis="index")
 
 
-def kv_panel(session: TreeSession, phase: str, heading: Heading) -> None:
+def kv_panel(session: Session, phase: str, heading: Heading) -> None:
     heading(t("tree_kv_heading"))
     state = session.kv_state()
     plan = session.compaction() if phase != "verify" else None
@@ -169,7 +169,7 @@ def kv_panel(session: TreeSession, phase: str, heading: Heading) -> None:
     _processors(session, phase, heading)
 
 
-def _processors(session: TreeSession, phase: str, heading: Heading) -> None:
+def _processors(session: Session, phase: str, heading: Heading) -> None:
     """The state beyond the KV cache (ui/step/processors_view.py)."""
     found = processors_view.tree_moments(session, phase)
     if found is None:

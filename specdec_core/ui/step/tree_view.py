@@ -12,8 +12,8 @@ import streamlit as st
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.words import StripState
+from specdec_core.engine.session import Session
 from specdec_core.engine.tree.records import tree_strip_states
-from specdec_core.engine.tree.session import TreeSession
 from specdec_core.engine.tree.views import TreeView
 from specdec_core.ui.errors import code_span
 from specdec_core.ui.figures.common import visible_token
@@ -41,7 +41,7 @@ def ready(config: SessionConfig) -> bool:
     return False
 
 
-def phase_line(session: TreeSession, phase: str) -> str:
+def phase_line(session: Session, phase: str) -> str:
     """The phase line above the tree (Propose names the shape and the node budget)."""
     shape = ",".join(map(str, session.shape))
     return say(PHASE, ("tree", phase), shape=shape, budget=session.budget)
@@ -49,7 +49,7 @@ def phase_line(session: TreeSession, phase: str) -> str:
 
 def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading: Heading) -> None:
     """Everything of the tree below the step panel's Lesson panel."""
-    session: TreeSession = lesson.session
+    session: Session = lesson.session
     if not presenter:
         st.caption(t("tree_intro"))
         with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
@@ -93,7 +93,7 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
     tree_stats.section(pair, session, lesson, heading)
 
 
-def _strip(session: TreeSession, phase: str, heading: Heading) -> None:
+def _strip(session: Session, phase: str, heading: Heading) -> None:
     """The committed text; after a commit the round's accepted path and ★ token."""
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
     items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
@@ -139,7 +139,7 @@ def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
     )
 
 
-def _outcome(session: TreeSession, tree: TreeView, last) -> None:
+def _outcome(session: Session, tree: TreeView, last) -> None:
     record = last.record if last is not None else session.current_record
     if record is None:
         return

@@ -12,8 +12,8 @@ import streamlit as st
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
 from specdec_core.core.trace import DistSlice, byte_groups
 from specdec_core.drafters.registry import spec_of
-from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.engine.chain.trace import PositionCheck, RoundTrace, VerifyTrace
+from specdec_core.engine.session import Session
 from specdec_core.rules.block import BlockDecision
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
@@ -52,9 +52,7 @@ def _labels() -> dict[str, str]:
     }
 
 
-def _pick_position(
-    session: SpeculativeSession, phase: str, n: int, bonus: bool, default: int
-) -> int:
+def _pick_position(session: Session, phase: str, n: int, bonus: bool, default: int) -> int:
     """One chart at a time: one position's bars are what a student reads at once."""
     options = list(range(1, n + 1)) + ([n + 1] if bonus else [])
     chosen = st.segmented_control(
@@ -131,9 +129,7 @@ def checks_table(
         st.caption(t("near_tie_note", pos=", ".join(ties)))
 
 
-def no_drafts_reason(
-    session: SpeculativeSession, last: RoundTrace | None = None
-) -> NoDraftsReason | None:
+def no_drafts_reason(session: Session, last: RoundTrace | None = None) -> NoDraftsReason | None:
     """Why a round has no drafts: ``"budget"`` (γ was cut to 0 by the token budget or the
     context), ``"ngram"`` (prompt lookup found no n-gram match), ``"hidden"`` (the MTP
     heads' first round: no target hidden state yet), ``"drafter"`` (another drafter
@@ -156,7 +152,7 @@ def no_drafts_reason(
     return cast(NoDraftsReason, spec.empty_draft) if spec is not None else "drafter"
 
 
-def phase_text(session: SpeculativeSession, phase: str) -> str:
+def phase_text(session: Session, phase: str) -> str:
     """The phase line above the strip (a round with no drafts says why, and that the
     target's forward still yields one token)."""
     reason = no_drafts_reason(session)
@@ -205,7 +201,7 @@ def _before_after(
 
 
 def _verified(
-    session: SpeculativeSession,
+    session: Session,
     shown: VerifyTrace,
     last: RoundTrace | None,
     phase: str,
@@ -307,7 +303,7 @@ def _verified(
 
 
 def distributions(
-    session: SpeculativeSession,
+    session: Session,
     last: RoundTrace | None,
     phase: str,
     heading: Heading,
@@ -337,7 +333,7 @@ def distributions(
         st.caption(t("st_dists_help"))
 
 
-def draft_forwards_text(session: SpeculativeSession, forwards: int, drafted: int) -> str:
+def draft_forwards_text(session: Session, forwards: int, drafted: int) -> str:
     """How many forwards this round's drafting ran, in the drafter's own terms: a drafter
     with a cache of its own runs forwards (the block drafter: 1 for its whole block); the
     MTP heads (a drafter with ``head_evaluations``) run no model forward (``forwards`` is
