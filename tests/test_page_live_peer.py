@@ -248,3 +248,25 @@ def test_a_first_vote_answer_still_waiting_is_not_counted_in_the_revote(
     assert (view.question.vote, view.counts, view.first) == (2, (0, 0), (0, 0))
     assert "live_pending" not in student.session_state
     assert student.radio(key=f"live_answer_{q.qid}_2").value is None
+
+
+def test_two_drivers_converge_and_a_stale_click_does_not_pull_the_class_back(embedded_pair, store):
+    teacher, seat = P.teacher_app()
+    P.click(teacher, "live_co_make")
+    co = open_app({"room": seat.code, "teacher": teacher.session_state["live_co_key"][1]})
+    student = P.student_app(seat.code)
+    P.click(co, "btn_propose")
+    P.click(co, "btn_verify")  # the co-teacher moves the class on
+    moved = dict(store.view(seat.code).state)
+    P.click(teacher, "btn_propose")  # a click on the teacher's screen from the older moment
+    assert dict(store.view(seat.code).state) == moved  # the class was not pulled back
+    P.same_moment(co, teacher)  # the teacher's screen went to the class's moment
+    assert [i for i in teacher.info if i.value == tr("live_moved_on", "en")]
+    teacher.run()
+    assert not [i for i in teacher.info if i.value == tr("live_moved_on", "en")]  # said once
+    P.click(teacher, "btn_commit")  # now the teacher's click moves the class
+    assert dict(store.view(seat.code).state) != moved
+    co.run()  # and the co-teacher's screen follows it
+    P.same_moment(teacher, co)
+    student.run()
+    P.same_moment(teacher, student)

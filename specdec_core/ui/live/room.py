@@ -39,7 +39,7 @@ from specdec_core.server.room_limits import BUCKETS, TABS, wait_s
 from specdec_core.server.room_store import make_store
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.server.rooms import RoomStore
-from specdec_core.ui.live import frames
+from specdec_core.ui.live import converge, frames
 from specdec_core.ui.live.identity import browser_secret, client, seat_id, tab_id
 from specdec_core.ui.step.links import ALWAYS_PARAMS, AfterWrite
 
@@ -324,8 +324,11 @@ def publish(page: str, params: dict[str, str]) -> None:
     if st.session_state.get(PUBLISHED) == now:
         return
     try:
+        if converge.moved_on(store(), s.code, st.session_state.get(PUBLISHED)) is not None:
+            st.session_state[converge.HELD] = True  # never pulls the class back: the
+            return  # dashboard's poll brings this screen to the class's moment
         frames.publish_frame(store(), (s.code, s.key), page, now)  # followers draw it as is
-        store().publish(s.code, s.key, *now)
+        converge.agreed(store().publish(s.code, s.key, *now))
     except RoomError as exc:  # a gone room or a wrong key: say so at once (a new run)
         fail(exc)
         if exc.code in FAULTS:  # not published: the dashboard's next poll tries again

@@ -46,7 +46,7 @@ from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import drive, follow, results, room, vote
+from specdec_core.ui.live import converge, drive, follow, results, room, vote
 from specdec_core.ui.live.questions import (
     KINDS,
     Draft,
@@ -184,7 +184,15 @@ def _dashboard(page: str) -> None:
     if unpublished is not None and not room.waiting():  # a fault held the last state back
         room.publish(*unpublished)
     view = follow.refresh()
+    if view is not None and unpublished is None and view.version != S.get(converge.SYNCED):
+        if converge.differs(view, S.get(room.PUBLISHED)) is not None:  # another driver's
+            S[room.PUBLISHED], S[room.CLAIMED] = (view.page, dict(view.state)), True
+            S[converge.HELD] = True  # said once, after the replay
+            converge.agreed(view.version)
+            st.rerun(scope="app")  # the full run replays the class's moment (follow.apply)
     room.fault_line()
+    if S.pop(converge.HELD, False):
+        st.info(t("live_moved_on"), icon=":material/sync:")
     if view is None:
         if S.get(follow.ENDED):  # a co-teacher's class ended: the full run says so
             st.rerun(scope="app")
