@@ -50,7 +50,14 @@ def test_hub_preset_offline_gives_clear_error(monkeypatch, tmp_path):
 
 
 def test_presets_and_default():
-    assert set(PRESETS) == {"embedded", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}
+    assert set(PRESETS) == {
+        "embedded",
+        "embedded-zh",
+        "gpt2",
+        "gpt2-medium",
+        "gpt2-large",
+        "gpt2-xl",
+    }
     assert PRESETS["gpt2"].target == "gpt2" and PRESETS["gpt2"].draft == "distilgpt2"
     name, reason = default_pair_name()
     assert (name, reason) in {("embedded", "gpt2_not_cached"), ("gpt2", "gpt2_cached")}

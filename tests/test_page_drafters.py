@@ -273,7 +273,7 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
         intro = STRINGS_STEP["st_intro"][lang].format(how=how)
         assert intro in [m.value for m in at.markdown], name
         serial = {"en": "one at a time", "zh": "逐个"}[lang]
-        assert (serial in intro) == (name in ("model", "early-exit", "eagle")), name
+        assert (serial in intro) == (name in ("model", "early-exit", "eagle", "recurrent")), name
         proposed = session.current_propose
         forwards = proposed.draft_forwards
         captions = "\n".join(c.value for c in at.caption)

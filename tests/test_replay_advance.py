@@ -207,10 +207,15 @@ def click(at, key: str) -> None:
     assert not at.exception, at.exception
 
 
-def test_a_follower_advances_its_own_session_like_a_fresh_replay(embedded_pair, store):
-    """Four teacher clicks: each time the follower's session is the one it had (advanced
-    in place, not replayed afresh) and equals a fresh replay of the teacher's state."""
+def test_a_follower_advances_its_own_session_like_a_fresh_replay(embedded_pair, store, monkeypatch):
+    """A follower without the teacher's frame (an older frame gone, a store fault) replays:
+    four teacher clicks, each time the follower's session is the one it had (advanced in
+    place, not replayed afresh) and equals a fresh replay of the teacher's state."""
     from conftest import like_the_app, open_app
+
+    from specdec_core.ui.live import follow
+
+    monkeypatch.setattr(follow, "room_frame", lambda *args: None)  # no frame: replay
 
     teacher = open_app(prompt=PROMPT, state={"lt_open": True})
     click(teacher, "live_start_step")

@@ -161,6 +161,8 @@ def build_checks(
     checks = []
     for i, y in enumerate(drafts):
         extra = [y] + ([verdict.next_token] if i == verdict.accepted else [])
+        if checked.block is not None and i == verdict.accepted:  # the block residual's top
+            extra += list(checked.block.residual_ids)
         checked_here = record.statuses[i] in ("accepted", "rejected")
         u = verdict.u[i] if i < len(verdict.u) else None
         if not checked_here:

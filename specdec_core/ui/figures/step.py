@@ -55,6 +55,7 @@ def _bars(
     context: DistSlice | None,
     top: int,
     before_after: bool = False,
+    keep_ids: tuple[int, ...] = (),
 ) -> _Bars:
     """The tokens, series and notes of the chart (arguments as in
     :func:`distribution_figure`). Series whose row is ``None`` are left out; the greedy
@@ -64,7 +65,7 @@ def _bars(
         dist = with_context_tokens(dist, context, top)
     else:
         context = None
-    keep = shown_indices(dist, (marked_id, correction_id), top)
+    keep = shown_indices(dist, (marked_id, correction_id, *keep_ids), top)
     names = token_labels([dist.tokens[i] for i in keep])
     ids = [int(dist.token_ids[i]) for i in keep]
     series: list[tuple[str, list[float]]] = []
@@ -89,7 +90,7 @@ def _bars(
         y = values.astype(float)[keep]
         peak = max(peak, float(y.max(initial=0.0)))
         low = min(low, float(y[y > 0].min(initial=1.0)))
-        name = labels.get(key + "_short", SHORT.get(key, key)) if before_after else SHORT[key]
+        name = labels.get(key + "_short", SHORT.get(key, key))  # e.g. "r": block residual
         others.append(f"{name} = {fmt_prob(other)}")
         series.append((key, y.tolist()))
     # the drafted (▼) and correction (★) tokens are marked in their axis labels: markers
@@ -130,6 +131,7 @@ def distribution_option(
     top: int = TOP_TOKENS,
     presenter: bool = False,
     before_after: bool = False,
+    keep_ids: tuple[int, ...] = (),
 ) -> dict:
     """An Apache ECharts option for ``st.echarts_chart``: grouped bars of ``p``, ``q``,
     ``min(p, q)`` and ``[p − q]+`` (the greedy T = 1 context faintly first) over the top
@@ -153,13 +155,14 @@ def distribution_option(
         before_after: ``dist`` is a :func:`before_after_slice`: two series, ``p`` before
             the processors (grey, label ``labels["before"]``) and after (``labels["p"]``);
             the "other" line names them ``labels["before_short"]`` / ``labels["p_short"]``.
+        keep_ids: more token ids always shown when in the slice (the block residual's top).
 
     Returns:
         The option ``dict``, JSON-serialisable (plain ``str``/``float``/``None``; no NumPy
         values). Every value shown is in its bar's tooltip, written with :func:`fmt_prob`
         (never ``0.0000`` for a non-zero value).
     """
-    bars = _bars(dist, labels, marked_id, correction_id, context, top, before_after)
+    bars = _bars(dist, labels, marked_id, correction_id, context, top, before_after, keep_ids)
     k = PRESENTER_SCALE if presenter else 1.0
 
     def px(size: float) -> int:

@@ -1,7 +1,8 @@
 """The step chart's slices: which tokens one drafted position's chart shows (the top ones
 by ``max(p, q)`` plus the drafted and correction tokens), the greedy chart's context
 tokens, and ``p`` before and after the history-dependent processors (the slice drawn and
-the mass the processors set to 0). Pure numpy over :class:`DistSlice`; no figure library."""
+the mass the processors set to 0), and block verification's residual on the shown tokens.
+Pure numpy over :class:`DistSlice`; no figure library."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from specdec_core.core.trace import DistSlice
 
-__all__ = ["before_after_slice", "masked_mass", "shown_indices"]
+__all__ = ["before_after_slice", "block_residual_slice", "masked_mass", "shown_indices"]
 
 TOP_TOKENS = 8
 
@@ -97,3 +98,22 @@ def masked_mass(after: DistSlice, before: DistSlice) -> tuple[float, bool]:
         kept = sum(before_p.get(tid, 0.0) for tid, v in after_p.items() if v > 0)
         return max(0.0, 1.0 - kept), True
     return sum(before_p[tid] for tid, v in after_p.items() if v == 0 and tid in before_p), False
+
+
+def block_residual_slice(dist: DistSlice, weight: float, mass: float) -> DistSlice:
+    """``dist`` with its ``excess`` row replaced by block verification's residual
+    ``r_τ = norm([p′_τ · p − q]+)`` (``rules/block.py``), the row the next token was drawn
+    from at the position after the ``τ`` drafts kept: on the shown tokens
+    ``[weight · p − q]+ / mass``, with ``excess_other`` the rest of ``r_τ`` (``1 − Σ``).
+
+    Args:
+        dist: the slice at position ``τ + 1`` (``p`` and ``q`` both present).
+        weight: ``p′_τ`` (1 when ``τ = 0``). mass: ``S_τ``, the full row's sum of
+            ``[p′_τ · p − q]+`` (the round's ``BlockDecision.residual_mass``); ≤ 0: ``r`` is
+            drawn as 0.
+    """
+    assert dist.p is not None and dist.q is not None
+    excess = np.clip(weight * dist.p.astype(np.float64) - dist.q.astype(np.float64), 0.0, None)
+    r = excess / mass if mass > 0.0 else np.zeros_like(excess)
+    other = max(0.0, 1.0 - float(r.sum())) if mass > 0.0 else 0.0
+    return replace(dist, excess=r.astype(np.float32), excess_other=other)

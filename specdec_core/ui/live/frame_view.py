@@ -25,6 +25,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.live.frame_cache import dist_from_json, kv_from_json, untok
 from specdec_core.ui.render import StripItem, html_table, kv_table_html, token_strip_html
 from specdec_core.ui.step import view
+from specdec_core.ui.step.block_checks import residual_labels, residual_top
 from specdec_core.ui.words import NODE_STATE, say
 
 AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
@@ -85,17 +86,22 @@ def _chart(frame: dict) -> None:
     tok = untok(chart["tok"])
     labels = view._labels()
     titles = {"check": "fig_title_pos", "draft": "fig_title_draft", "bonus": "fig_title_bonus"}
+    dist, keep = dist_from_json(chart["dist"]), ()
+    weight = chart.get("residual_weight")  # block verification's resampled position
+    if isinstance(weight, (int, float)) and not isinstance(weight, bool) and 0 <= weight <= 1:
+        labels, keep = residual_labels(labels, float(weight)), residual_top(dist)
     if chart["kind"] == "bonus":
         labels["correction"] = t("legend_bonus")
         title = t(titles["bonus"], i=int(chart["pos"]))
     else:
         title = t(titles[chart["kind"]], i=int(chart["pos"]), tok=visible_token(tok))
     option = distribution_option(
-        dist_from_json(chart["dist"]),
+        dist,
         labels,
         title,
         marked_id=chart["marked"],
         correction_id=chart["correction"],
+        keep_ids=keep,
     )
     st.echarts_chart(option, height=CHART_HEIGHT, key="live_dist_chart")
 

@@ -9,11 +9,12 @@ labels): the token strip with each token's state (the chain's strip as
 verified round (``p``, ``q``, ``a``, ``u``, the verdict, near ties; greedy: the target's
 argmax), the chart rows of the position the teacher's chart shows (its
 :class:`~specdec_core.core.trace.DistSlice`: token ids, ``p``, ``q``, ``min(p, q)``,
-``[p − q]+`` and the "other" sums, float32 values written exactly), the KV-state table of
-both models (the rows the teacher's table shows), and for a tree the drafted nodes with
-their states; ``html``: all that drawn once per language by the teacher's screen, for the
-followers whose screens take it over the push channel (``server/live_push``). The open
-question travels in the room's own view, not here.
+``[p − q]+`` and the "other" sums, float32 values written exactly; at block verification's
+resampled position the block residual in place of ``[p − q]+``, with its weight ``p′``),
+the KV-state table of both models (the rows the teacher's table shows), and for a tree the
+drafted nodes with their states; ``html``: all that drawn once per language by the
+teacher's screen, for the followers whose screens take it over the push channel
+(``server/live_push``). The open question travels in the room's own view, not here.
 
 Flow: :func:`publish_frame` (the teacher's ``room.publish``, before the state itself, so a
 follower that reads the new state finds its frame) builds the frame under the engine lock,
@@ -40,6 +41,7 @@ from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.lessons.link import encode
 from specdec_core.server.room_frames import MAX_FRAME_BYTES, state_digest
 from specdec_core.server.rooms import RoomStore
+from specdec_core.ui.figures.step_slices import block_residual_slice
 from specdec_core.ui.i18n import LANGUAGES, in_language
 from specdec_core.ui.live.frame_cache import FRAME_VERSION, remember
 from specdec_core.ui.live.frame_view import frame_html
@@ -47,6 +49,7 @@ from specdec_core.ui.render import StripItem, round_strip
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
 from specdec_core.ui.step import tree_lesson as TL
+from specdec_core.ui.step.block_checks import residual_weight
 
 
 # ------------------------------------------------------------------ values ↔ JSON
@@ -173,13 +176,19 @@ def _verified_chart(session, shown, last, selected: int | None) -> dict:
     if gamma and pos <= gamma:
         c = shown.checks[pos - 1]
         correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
+        # block verification's resampled position: the residual the token came from
+        weight = residual_weight(shown.block, pos, correction)
+        dist = c.dist
+        if weight is not None:
+            dist = block_residual_slice(c.dist, weight, shown.block.residual_mass)
         return {
             "kind": "check",
             "pos": pos,
             "tok": _tok(c.token),
             "marked": c.token.id,
             "correction": correction,
-            "dist": dist_json(c.dist),
+            "dist": dist_json(dist),
+            "residual_weight": weight,
         }
     return {
         "kind": "bonus",

@@ -1,21 +1,24 @@
 """The checks of a round that block verification decided (``rules/block.py``): per
 drafted position the weight ``p'_i`` and the backward test's ``h_i``, what token-wise
 verification decides with the same uniforms (so a student sees where block verification
-kept a token token-wise would have rejected), and one line on the prefix kept and the
-distribution the next token came from. Drawing only; the numbers are the round's
+kept a token token-wise would have rejected), one line on the prefix kept and the
+distribution the next token came from, and that distribution in the chart of its position
+(the block residual, not token-wise's ``[p − q]+``). Drawing only; the numbers are the round's
 :class:`~specdec_core.rules.block.BlockDecision`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_sig
-from specdec_core.core.trace import TokenInfo
+from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.trace import PositionCheck
-from specdec_core.rules.block import BlockDecision
+from specdec_core.rules.block import RESIDUAL_TOP, BlockDecision
 from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.figures.step_slices import block_residual_slice
 from specdec_core.ui.i18n import t
 
 #: What token-wise verification does at position ``i`` with the same ``u`` (translation keys).
@@ -27,6 +30,48 @@ def token_wise_word(i: int, block: BlockDecision) -> str:
     before its first rejection, rejected there, never reached after."""
     n = block.token_wise
     return t(TOKEN_WISE[0 if i < n else 1 if i == n else 2])
+
+
+def residual_weight(block: BlockDecision | None, pos: int, correction: int | None) -> float | None:
+    """``p′_τ`` when the chart of 1-based position ``pos`` is where block verification drew
+    the next token from its residual ``r_τ`` (``pos = τ + 1 ≤ γ`` and a correction was
+    emitted there); ``None`` anywhere else (token-wise, the bonus row, another position)."""
+    if block is None or correction is None or pos != block.resample_position:
+        return None
+    if pos > len(block.weights):  # τ = γ: the bonus row p_{γ+1}, drawn as p already
+        return None
+    return block.weights[pos - 2] if pos > 1 else 1.0
+
+
+def residual_labels(labels: dict[str, str], weight: float) -> dict[str, str]:
+    """The chart's words with the excess row named as the block residual and its weight."""
+    return {**labels, "excess": t("st_bv_residual", w=fmt_sig(weight)), "excess_short": "r"}
+
+
+def residual_top(dist: DistSlice) -> tuple[int, ...]:
+    """The ids of the residual's largest entries in a residual slice (the chart shows them
+    beside its top tokens by ``max(p, q)``), up to :data:`RESIDUAL_TOP`, zeros left out."""
+    assert dist.excess is not None
+    order = np.argsort(-dist.excess, kind="stable")[:RESIDUAL_TOP]
+    return tuple(int(dist.token_ids[i]) for i in order if dist.excess[i] > 0)
+
+
+def residual_chart(
+    dist: DistSlice,
+    labels: dict[str, str],
+    block: BlockDecision | None,
+    pos: int,
+    correction: int | None,
+) -> tuple[DistSlice, dict[str, str], tuple[int, ...]]:
+    """The rows, words and always-shown ids of position ``pos``'s chart: at block
+    verification's resampled position the excess row is the residual the token was drawn
+    from (:func:`~specdec_core.ui.figures.step_slices.block_residual_slice`), its top
+    tokens shown; else unchanged (no extra ids)."""
+    weight = residual_weight(block, pos, correction)
+    if weight is None or block is None:
+        return dist, labels, ()
+    residual = block_residual_slice(dist, weight, block.residual_mass)
+    return residual, residual_labels(labels, weight), residual_top(residual)
 
 
 def block_columns(checks: tuple[PositionCheck, ...], block: BlockDecision) -> dict[str, list]:

@@ -24,7 +24,7 @@ from specdec_core.ui.render import (
     grouped_cells,
     html_table,
 )
-from specdec_core.ui.step.block_checks import block_columns, block_note
+from specdec_core.ui.step.block_checks import block_columns, block_note, residual_chart
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
     CHECK_STATUS,
@@ -229,10 +229,12 @@ def _verified(
         if before_after:
             _before_after(shown, pos, log_y, c.token.id, correction)
         else:
+            dist, chart_labels, keep = residual_chart(c.dist, labels, shown.block, pos, correction)
             _chart(
-                c.dist,
-                labels,
+                dist,
+                chart_labels,
                 title,
+                keep_ids=keep,
                 marked_id=c.token.id,
                 correction_id=correction,
                 log_y=log_y,
