@@ -270,3 +270,36 @@ def test_two_drivers_converge_and_a_stale_click_does_not_pull_the_class_back(emb
     P.same_moment(teacher, co)
     student.run()
     P.same_moment(teacher, student)
+
+
+def test_pause_holds_the_question_its_countdown_and_reveal_for_followers(embedded_pair, store):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code, "zh")
+    _ask(teacher, 30)
+    q = store.view(seat.code).question
+    key, asked, real = f"live_answer_{q.qid}", q.closes_at - 30, store.clock
+    said = tr("live_outcome", "zh").split("**")[0]  # "真实结果："
+
+    def outcome_shown() -> bool:
+        return any(said in m.value for m in [*student.success, *student.error])
+
+    try:
+        store.clock = lambda: asked + 10
+        student.run()
+        student.radio(key=key).set_value(0).run()
+        P.click(teacher, "live_pause")
+        student.run()
+        P.click(teacher, "live_reveal")  # the teacher reveals while the class is paused
+        store.clock = lambda: asked + 25
+        student.run()
+        radio = student.radio(key=key)
+        assert radio.disabled and radio.label == tr("live_your_answer_paused", "zh")
+        assert tr("live_time_left", "zh").format(s=20) in _texts(student)  # held at 20 s
+        assert tr("live_time_left", "zh").format(s=5) not in _texts(student)
+        assert tr("live_paused", "zh") in _texts(student) and not outcome_shown()
+        P.click(teacher, "live_resume")
+        student.run()
+        assert outcome_shown() and tr("live_paused", "zh") not in _texts(student)
+        assert student.radio(key=key).label == tr("live_your_answer_closed", "zh")
+    finally:
+        store.clock = real

@@ -5,7 +5,10 @@ from the store (:meth:`~specdec_core.server.rooms.RoomStore.answer_of`), so a re
 the answer the teacher's chart counts. Peer instruction: the time left of a countdown (the
 radio closes at its end; an answer the store refuses as late gives one message), and the
 revote, a radio of its own (``live_answer_<qid>_2``) under a line that says so; an answer
-of the first vote still waiting when the revote opens is dropped, never sent."""
+of the first vote still waiting when the revote opens is dropped, never sent. While the
+class is paused the screen holds the question as it was when this screen saw the pause
+(:data:`HELD_Q`: no new question, no reveal, the countdown's time left frozen, the radio
+off); the resume shows the room's question as it is then."""
 
 from __future__ import annotations
 
@@ -18,10 +21,11 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN
 from specdec_core.ui.live import room
 from specdec_core.ui.live.questions import question_text, shown_choices
-from specdec_core.ui.live.vote import clock_line, is_open
+from specdec_core.ui.live.vote import clock_line, is_open, seconds_left
 
 PENDING = "live_pending"  # (qid, choice, vote): an answer the store has not confirmed yet
 MINE = "live_mine"  # (qid, vote, revealed, choice): this student's answer as the store has it
+HELD_Q = "live_held_question"  # (code, question, seconds left) shown while the class is paused
 
 
 def send_pending(question: Question | None) -> None:
@@ -74,8 +78,9 @@ def _answer(question: Question, key: str) -> None:
 
 def question_box(view: RoomView) -> None:
     """The open question under the follower's status line: the radio (an answer is
-    sent on change), its state, and after the reveal the outcome for this seat."""
-    q = view.question
+    sent on change), its state, and after the reveal the outcome for this seat; while
+    paused, the question held (:func:`_shown`)."""
+    q, held_left = _shown(view)
     if q is None:
         return
     S = st.session_state
@@ -94,21 +99,28 @@ def question_box(view: RoomView) -> None:
     st.markdown(f"**{t('live_question')}** {text}")
     if q.vote == 2 and not q.revealed:
         st.caption(t("live_revote_line"))
-    clock_line(q)
+    taken = is_open(q) and not view.paused
+    if view.paused and held_left is not None and not q.revealed:
+        with st.container(key="live_clock"):  # the time left when the class was paused
+            left = t("live_time_left", s=held_left) if held_left else t("live_time_up")
+            st.markdown(f":material/timer_off: {left}")
+    elif not view.paused:
+        clock_line(q)
+    label = "live_your_answer" if taken else "live_your_answer_closed"
     st.radio(
-        t("live_your_answer" if is_open(q) else "live_your_answer_closed"),
+        t("live_your_answer_paused" if view.paused and is_open(q) else label),
         list(range(len(q.choices))),
         format_func=lambda i: plain(labels[i]),
         index=None,
         key=key,
         horizontal=len(labels) <= 4,
-        disabled=not is_open(q),
+        disabled=not taken,
         on_change=_answer,
         args=(q, key),
     )
     mine = S.get(key)
-    if not q.revealed and not is_open(q):
-        return  # the countdown's line says the vote is closed
+    if not q.revealed and not taken:
+        return  # the countdown's line says the vote is closed, or the pause line it holds
     if not q.revealed:
         waits = S.get(PENDING, (None,))[0] == q.qid
         line = "live_answer_open" if mine is None else "live_answer_sent"
@@ -125,6 +137,20 @@ def question_box(view: RoomView) -> None:
         st.error(
             t("live_outcome_wrong", answer=plain(labels[q.correct]), yours=plain(labels[mine]))
         )
+
+
+def _shown(view: RoomView) -> tuple[Question | None, int | None]:
+    """The question this screen shows and, while paused, its countdown's seconds left as
+    they were when this screen first saw the pause (``None``: no countdown)."""
+    S = st.session_state
+    if not view.paused:
+        S.pop(HELD_Q, None)
+        return view.question, None
+    held = S.get(HELD_Q)
+    if held is None or held[0] != view.code:
+        q = view.question
+        held = S[HELD_Q] = (view.code, q, None if q is None else seconds_left(q))
+    return held[1], held[2]
 
 
 def _stored_answer(qid: str, vote: int, revealed: bool) -> int | None:
