@@ -6,11 +6,15 @@ position carries the same residual and weight."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from conftest import open_app
 
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
+from specdec_core.lessons.link import LessonState, encode
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import distribution_option
 from specdec_core.ui.i18n import in_language
@@ -121,3 +125,30 @@ def test_the_live_frame_carries_the_residual(block_session):
     drawn = dict(zip(dist.token_ids.tolist(), dist.excess.tolist(), strict=True))
     assert drawn[block.residual_ids[0]] == pytest.approx(block.residual_probs[0], abs=1e-5)
     assert chain_frame(block_session, selected=1)["chart"]["residual_weight"] is None
+
+
+@pytest.mark.parametrize(
+    ("lang", "legend", "says"),
+    [
+        ("en", "block residual, p′ = 0.8769", "drawn from the block residual norm([p′·p − q]+)"),
+        ("zh", "块残差，p′ = 0.8769", "从块残差 norm([p′·p − q]+) 中抽取"),
+    ],
+)
+def test_the_step_page_says_where_the_correction_came_from(embedded_pair, lang, legend, says):
+    """The page of that round (a lesson link): the chart's legend names the block residual
+    and its weight, and the verdict line says the token came from it (en and zh)."""
+    state = LessonState(
+        lang=lang,
+        temperature=1.0,
+        seed=6,
+        max_new_tokens=16,
+        prompt=PROMPT,
+        round=1,
+        phase="commit",
+        verification="block",
+    )
+    at = open_app(encode(state), lang=lang)
+    charts = at.get("echarts_chart")
+    names = [s["name"] for c in charts for s in json.loads(c.proto.spec)["series"]]
+    assert any(name.endswith(legend) for name in names), names
+    assert any(says in w.value for w in at.warning), [w.value for w in at.warning]

@@ -325,11 +325,12 @@ def test_one_session_class_over_two_shapes():
 
 
 def test_no_package_re_exports_names():
-    """A name is imported from the module that defines it: the ``drafters`` and ``bench``
-    packages' ``__init__`` import nothing from their modules (a docstring only). Still
-    re-exporting, left to their owners: ``ui/figures``, ``rules/lab``."""
+    """A name is imported from the module that defines it: the ``drafters``, ``bench``,
+    ``rules/lab`` and ``ui/figures`` packages' ``__init__`` import nothing from their
+    modules (a docstring only)."""
     found = []
-    for init in (PKG / "drafters" / "__init__.py", PKG / "bench" / "__init__.py"):
+    for folder in ("drafters", "bench", "rules/lab", "ui/figures"):
+        init = PKG / folder / "__init__.py"
         package = ".".join(init.parent.relative_to(REPO).parts)
         for node in ast.parse(init.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(package):

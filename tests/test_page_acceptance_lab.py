@@ -14,9 +14,8 @@ from specdec_core.core.errors import RuleInputError
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.session import SpeculativeSession
-from specdec_core.rules.lab import PRESETS
 from specdec_core.rules.lab.exact import RULES
-from specdec_core.rules.lab.rows import rows_from_slice
+from specdec_core.rules.lab.rows import PRESETS, rows_from_slice
 from specdec_core.ui.loader import cached_pair
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

@@ -19,19 +19,5 @@ Modules: ``rows`` (presets, normalising, rows from a model position), ``exact`` 
 decomposition and each rule's exact final distribution), ``montecarlo`` (simulation and
 χ²), ``temperature`` (``A(T)``), ``tree_node`` (several sibling candidates at one tree node:
 the residual rule against the naive one), ``block`` (block verification against token-wise
-on context-free rows). Their public names are re-exported here.
+on context-free rows). Import a name from the module that defines it.
 """
-
-from specdec_core.core.errors import RuleInputError
-from specdec_core.rules.batch import accept_mask, sample_position
-from specdec_core.rules.lab import block, exact, montecarlo, rows, temperature, tree_node
-from specdec_core.rules.lab.block import *  # noqa: F403
-from specdec_core.rules.lab.exact import *  # noqa: F403
-from specdec_core.rules.lab.montecarlo import *  # noqa: F403
-from specdec_core.rules.lab.rows import *  # noqa: F403
-from specdec_core.rules.lab.temperature import *  # noqa: F403
-from specdec_core.rules.lab.tree_node import *  # noqa: F403
-
-__all__ = ["RuleInputError", "accept_mask", "sample_position"]
-__all__ += rows.__all__ + exact.__all__ + montecarlo.__all__ + temperature.__all__
-__all__ += tree_node.__all__ + block.__all__

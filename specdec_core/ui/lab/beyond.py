@@ -10,7 +10,13 @@ from typing import Any
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob
-from specdec_core.rules import lab as R
+from specdec_core.rules.lab.temperature import (
+    TEMPERATURE_GRID,
+    acceptance_at,
+    acceptance_curve,
+    temper,
+)
+from specdec_core.rules.lab.tree_node import MAX_SIBLINGS
 from specdec_core.ui.errors import show_error
 from specdec_core.ui.figures.lab import (
     acceptance_temperature_figure,
@@ -37,9 +43,9 @@ def show_temperature(
     if source[0] == "step":
         st.caption(t("rl_temp_other"))
     temp = float(st.slider(t("rl_temp"), 0.0, 3.0, 1.0, 0.05, key="rl_temp"))
-    p_t, q_t = R.temper(p, temp), R.temper(q, temp)
-    a_t = R.acceptance_at(p, q, temp)
-    curve = R.acceptance_curve(p, q)
+    p_t, q_t = temper(p, temp), temper(q, temp)
+    a_t = acceptance_at(p, q, temp)
+    curve = acceptance_curve(p, q)
     k1, k2 = st.columns(2)
     k1.plotly_chart(
         LV.figure(rule_rows_figure, names, p_t, q_t, fig_labels, t("rl_temp_rows", t=temp)),
@@ -53,7 +59,7 @@ def show_temperature(
     k2.plotly_chart(
         LV.figure(
             acceptance_temperature_figure,
-            R.TEMPERATURE_GRID,
+            TEMPERATURE_GRID,
             curve,
             (temp, a_t),
             curve_labels,
@@ -77,11 +83,11 @@ def show_tree_node(
     st.header(t("rl_sec_tree"))
     st.markdown(t("rl_tree_help"))
     k_state = S.get("rl_tree_k")  # None on first load, or a crafted value: not one of the choices
-    if type(k_state) is not int or not 1 <= k_state <= R.MAX_SIBLINGS:
+    if type(k_state) is not int or not 1 <= k_state <= MAX_SIBLINGS:
         S["rl_tree_k"] = 2  # two siblings: the smallest tree where the naive rule goes wrong
     k_tree = st.columns([1, 2])[0].selectbox(
         t("rl_tree_k"),
-        list(range(1, R.MAX_SIBLINGS + 1)),
+        list(range(1, MAX_SIBLINGS + 1)),
         key="rl_tree_k",
         help=t("rl_tree_k_help"),
     )

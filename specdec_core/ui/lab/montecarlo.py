@@ -10,7 +10,8 @@ from typing import Any
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob
-from specdec_core.rules import lab as R
+from specdec_core.rules.lab.exact import RULES
+from specdec_core.rules.lab.montecarlo import DEFAULT_N, MAX_N
 from specdec_core.ui.figures.common import COLORS
 from specdec_core.ui.figures.lab import RULE_COLORS, empirical_figure
 from specdec_core.ui.i18n import t
@@ -34,7 +35,7 @@ def show_monte_carlo(
     st.markdown(t("rl_mc_help", seed=seed))
     n_draws = int(
         st.columns([1, 2])[0].number_input(
-            t("rl_mc_n"), 1000, R.MAX_N, R.DEFAULT_N, 1000, key="rl_mc_n"
+            t("rl_mc_n"), 1000, MAX_N, DEFAULT_N, 1000, key="rl_mc_n"
         )
     )
     n_asked = n_draws
@@ -43,7 +44,7 @@ def show_monte_carlo(
         bar = st.progress(0.0)
 
         def _tick(done: float) -> None:  # done: the fraction of all rules' draws
-            rule = R.RULES[min(int(done * len(R.RULES)), len(R.RULES) - 1)]
+            rule = RULES[min(int(done * len(RULES)), len(RULES) - 1)]
             bar.progress(min(done, 1.0), text=t("rl_mc_running", rule=t(f"rl_rule_{rule}")))
 
         # bounded per tab (ui/lab/view.py mc_allowed): past the budget N is lowered, with a message
@@ -69,8 +70,7 @@ def show_monte_carlo(
         st.caption(t("rl_mc_same"))
     exact = [(t("rl_lab_p"), p, COLORS["p"])]
     empirical = [
-        (t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule])
-        for rule in R.RULES
+        (t(f"rl_rule_{rule}"), mc[rule].freq, mc[rule].stderr, RULE_COLORS[rule]) for rule in RULES
     ]
     st.plotly_chart(
         LV.figure(

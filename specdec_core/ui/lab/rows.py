@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from specdec_core.rules import lab as R
+from specdec_core.rules.lab.rows import MAX_TOKENS, MIN_TOKENS, PRESETS, normalise
 from specdec_core.ui.errors import plain, show_error
 from specdec_core.ui.guards import SHORT_CHARS, table_state_ok
 from specdec_core.ui.i18n import t
@@ -21,8 +21,8 @@ def _sources() -> None:
     S = st.session_state
     st.header(t("rl_sec_rows"))
     st.caption(t("rl_presets"))
-    pcols = st.columns(len(R.PRESETS))
-    for col, name in zip(pcols, R.PRESETS, strict=True):
+    pcols = st.columns(len(PRESETS))
+    for col, name in zip(pcols, PRESETS, strict=True):
         col.button(
             t(f"rl_preset_{name}"),
             key=f"rl_preset_{name}",
@@ -84,8 +84,8 @@ def section() -> tuple[list[str], np.ndarray, np.ndarray, tuple]:
     with left:
         st.number_input(
             t("rl_n_tokens"),
-            R.MIN_TOKENS,
-            R.MAX_TOKENS,
+            MIN_TOKENS,
+            MAX_TOKENS,
             key="rl_ntok",
             on_change=LV.resize,
             help=t("rl_n_tokens_help"),
@@ -105,8 +105,8 @@ def section() -> tuple[list[str], np.ndarray, np.ndarray, tuple]:
         )
         S["rl_current"] = edited
     try:
-        p = R.normalise(LV.weights(edited["p"].tolist(), "p"), "p")
-        q = R.normalise(LV.weights(edited["q"].tolist(), "q"), "q")
+        p = normalise(LV.weights(edited["p"].tolist(), "p"), "p")
+        q = normalise(LV.weights(edited["q"].tolist(), "q"), "q")
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         show_error(exc)
         st.stop()

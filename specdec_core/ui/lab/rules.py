@@ -9,7 +9,7 @@ import streamlit as st
 
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.numfmt import fmt_prob
-from specdec_core.rules import lab as R
+from specdec_core.rules.lab.exact import RULES, Decomposition, compare_rules, decompose
 from specdec_core.ui.errors import plain
 from specdec_core.ui.figures.lab import (
     acceptance_stack_figure,
@@ -30,15 +30,15 @@ def fig_labels() -> dict[str, str]:
         "excess": t("rl_lab_excess"),
         "probability": t("probability"),
         "token": t("token"),
-        **{rule: t(f"rl_rule_{rule}") for rule in R.RULES},
+        **{rule: t(f"rl_rule_{rule}") for rule in RULES},
     }
 
 
-def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[R.Decomposition, dict]:
+def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[Decomposition, dict]:
     """Section 2 · the proof. Returns the decomposition and the figures' labels."""
     st.header(t("rl_sec_proof"))
     st.markdown(t("rl_proof_help"))
-    d = R.decompose(p, q)
+    d = decompose(p, q)
     labels = fig_labels()
     c1, c2 = st.columns(2)
     c1.plotly_chart(
@@ -64,7 +64,7 @@ def proof(names: list[str], p: np.ndarray, q: np.ndarray) -> tuple[R.Decompositi
 
 def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, labels: dict) -> tuple:
     """Section 3 · three rules. Returns the one-hot rule's token ``y`` and each rule's
-    result (``R.compare_rules``)."""
+    result (``compare_rules``)."""
     S, n_tok = st.session_state, len(names)
     st.header(t("rl_sec_rules"))
     st.markdown(t("rl_rules_help"))
@@ -76,7 +76,7 @@ def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, labels: dict) ->
         t("rl_onehot_token"), list(range(n_tok)), format_func=names.__getitem__, key="rl_y"
     )
     y_name = plain(names[y])
-    results = R.compare_rules(p, q, y)
+    results = compare_rules(p, q, y)
     h1, h2, h3 = st.columns(3)
     h1.markdown(t("rl_rule_correct_help"))
     h2.markdown(t("rl_rule_resample_p_help"))
@@ -93,12 +93,12 @@ def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, labels: dict) ->
         LV.table(
             "rl_rule_summary",
             {
-                "rule": ([t(f"rl_rule_{r}") for r in R.RULES], t("rl_col_rule")),
+                "rule": ([t(f"rl_rule_{r}") for r in RULES], t("rl_col_rule")),
                 "acceptance": (
-                    [results[r].acceptance for r in R.RULES],
+                    [results[r].acceptance for r in RULES],
                     LV.number(t("rl_col_acceptance")),
                 ),
-                "tv": ([results[r].tv_to_p for r in R.RULES], LV.number(t("rl_col_tv"))),
+                "tv": ([results[r].tv_to_p for r in RULES], LV.number(t("rl_col_tv"))),
             },
         )
     st.markdown(f"**{t('rl_final_table_title')}**")

@@ -12,8 +12,12 @@ from collections import OrderedDict
 import pandas as pd
 import streamlit as st
 
+from specdec_core.core.errors import RuleInputError
 from specdec_core.core.inputs import whole_number
-from specdec_core.rules import lab as R
+from specdec_core.rules.lab import rows as LR
+from specdec_core.rules.lab.exact import RULES, Decomposition
+from specdec_core.rules.lab.montecarlo import MAX_N, ChiSquare, monte_carlo
+from specdec_core.rules.lab.tree_node import TREE_RULES, node_rules
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.common import token_labels, visible_token
 from specdec_core.ui.i18n import t
@@ -33,7 +37,7 @@ def load(names, p, q, one_hot_token: int, source: tuple) -> None:
 
 
 def preset(name: str) -> None:
-    pr = R.PRESETS[name]
+    pr = LR.PRESETS[name]
     load(pr.names, pr.p, pr.q, pr.one_hot_token, ("preset", name))
 
 
@@ -62,8 +66,8 @@ def _load_step() -> None:
     k = whole_number(S.get("rl_step_pos", 1), 1, len(verify.checks), "position")
     check = verify.checks[k - 1]
     try:
-        rows = R.rows_from_slice(check.dist, keep=[check.token.id])
-    except R.RuleInputError as exc:
+        rows = LR.rows_from_slice(check.dist, keep=[check.token.id])
+    except RuleInputError as exc:
         if exc.code == "one_token":  # name the token as the page writes tokens (‹E6›, ␣)
             exc.params["token"] = visible_token(check.token)
         raise
@@ -85,8 +89,8 @@ def _load_step() -> None:
 def resize() -> None:
     current = S.get("rl_current", S["rl_base"])
     try:
-        n = whole_number(S.get("rl_ntok"), R.MIN_TOKENS, R.MAX_TOKENS, "tokens")
-        names, p, q = R.resize(
+        n = whole_number(S.get("rl_ntok"), LR.MIN_TOKENS, LR.MAX_TOKENS, "tokens")
+        names, p, q = LR.resize(
             current["name"].tolist(), current["p"].tolist(), current["q"].tolist(), n
         )
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
@@ -102,14 +106,14 @@ def weights(values: list, row: str) -> list:
     (their sum would overflow)."""
     for v in values:
         if v is not None and not (isinstance(v, (int, float)) and abs(float(v)) <= 1e12):
-            raise R.RuleInputError(f"{row}: weights must be finite numbers", "not_finite", row=row)
+            raise RuleInputError(f"{row}: weights must be finite numbers", "not_finite", row=row)
     return values
 
 
 def unique_names(raw: list) -> list[str]:
     names: list[str] = []
     for i, x in enumerate(raw):
-        name = str(x).strip() if x is not None and str(x).strip() else R.default_name(i)
+        name = str(x).strip() if x is not None and str(x).strip() else LR.default_name(i)
         names.append(f"{name} ({i + 1})" if name in names else name)
     return names
 
@@ -132,7 +136,7 @@ def table(key: str, columns: dict[str, tuple[object, object]]) -> None:
     )
 
 
-def show_proof_table(names: list[str], d: R.Decomposition) -> None:
+def show_proof_table(names: list[str], d: Decomposition) -> None:
     """The decomposition row by row: p = min(p, q) + excess, and the residual."""
     proof: dict[str, tuple[object, object]] = {
         "token": (names, t("rl_col_name")),
@@ -149,7 +153,7 @@ def show_proof_table(names: list[str], d: R.Decomposition) -> None:
         st.caption(t("rl_no_residual"))
 
 
-def verdict(fit: R.ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
+def verdict(fit: ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
     if fit.impossible:
         return t("rl_verdict_impossible", k=fit.impossible)
     return t(ok_key) if fit.consistent else t("rl_verdict_bad")
@@ -157,7 +161,7 @@ def verdict(fit: R.ChiSquare, ok_key: str = "rl_verdict_ok") -> str:
 
 def show_mc_table(mc: dict, results: dict) -> None:
     """The Monte Carlo rates, exact acceptance and χ² fit of each rule."""
-    rules = R.RULES
+    rules = RULES
     table(
         "rl_mc_table",
         {
@@ -182,14 +186,14 @@ def tree_node(p, q, k: int) -> dict:
     rerun)."""
     key = (tuple(p), tuple(q), k)
     if S.get("rl_tree_key") != key:
-        S["rl_tree"], S["rl_tree_key"] = R.node_rules(p, q, k), key
+        S["rl_tree"], S["rl_tree_key"] = node_rules(p, q, k), key
     return S["rl_tree"]
 
 
 def show_tree_tables(names: list[str], p, results: dict) -> None:
     """The tree node's exact output per token, and each rule's TV to p and P(accept)."""
-    rule_label = {rule: t(f"rl_tree_rule_{rule}") for rule in R.TREE_RULES}
-    rules = R.TREE_RULES
+    rule_label = {rule: t(f"rl_tree_rule_{rule}") for rule in TREE_RULES}
+    rules = TREE_RULES
     table(
         "rl_tree_summary",
         {
@@ -210,7 +214,7 @@ def show_tree_tables(names: list[str], p, results: dict) -> None:
 #: Draws one tab may simulate per minute (all rules together): one run at the largest N
 #: (3 rules × 200,000). Five tabs toggling N = 200,000 pushed a classmate's clicks to
 #: p50 913 ms; past this budget N is lowered to MC_FLOOR_N for the rest of the minute.
-MC_BUDGET_DRAWS = 3 * R.MAX_N
+MC_BUDGET_DRAWS = 3 * MAX_N
 MC_WINDOW_S = 60.0
 MC_FLOOR_N = 1_000
 MC_YIELD_S = 0.005  # a pause after each chunk of 20,000 draws (≈ 150 ms per 600,000)
@@ -249,7 +253,7 @@ def monte_carlo_bounded(p, q, y: int, n: int, seed: int, progress=None) -> tuple
     hit = _cached(_mc_key(p, q, y, n, seed))
     if hit is not None:
         return hit, 0
-    allowed, used = mc_allowed(n, len(R.RULES))
+    allowed, used = mc_allowed(n, len(RULES))
     return monte_carlo_all(p, q, y, allowed, seed, progress), used
 
 
@@ -272,15 +276,15 @@ def monte_carlo_all(p, q, y: int, n: int, seed: int, progress=None) -> dict:
         hit = _cached(key)  # another tab may have run the same while this one waited
         if hit is not None:
             return hit
-        S.setdefault(_MC_SPENT, []).append((time.monotonic(), len(R.RULES) * n))
-        for i, rule in enumerate(R.RULES):
+        S.setdefault(_MC_SPENT, []).append((time.monotonic(), len(RULES) * n))
+        for i, rule in enumerate(RULES):
 
             def tick(done: float, i: int = i) -> None:
                 if progress is not None:
-                    progress((i + done) / len(R.RULES))
+                    progress((i + done) / len(RULES))
                 time.sleep(MC_YIELD_S)  # between chunks: other tabs' clicks get the GIL
 
-            mc[rule] = R.monte_carlo(p, q, rule, n, seed, y, progress=tick)
+            mc[rule] = monte_carlo(p, q, rule, n, seed, y, progress=tick)
     with _mc_lock:
         _mc_results[key] = mc
         while len(_mc_results) > _MC_CACHE_SIZE:

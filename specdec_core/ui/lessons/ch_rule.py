@@ -8,7 +8,9 @@ import streamlit as st
 
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
-from specdec_core.rules import lab as R
+from specdec_core.rules.lab.block import AB_GAMMA, AB_P, AB_Q, block_lab
+from specdec_core.rules.lab.exact import RULES, compare_rules, decompose
+from specdec_core.rules.lab.rows import PRESETS, normalise
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.lab import acceptance_stack_figure, rule_finals_figure
 from specdec_core.ui.i18n import t
@@ -19,14 +21,14 @@ from specdec_core.ui.lessons.checkpoint import Check, ask, choice
 from specdec_core.ui.words import STRIP_STATE, say
 
 CHECKS = ("c2_accept", "c2_source", "c2_rule")
-PRESET = R.PRESETS["textbook"]
+PRESET = PRESETS["textbook"]
 SOURCES = ("p", "q", "residual", "again")
 RULE_CHOICES = ("correct", "correct_one_hot", "all", "correct_resample_p")
 
 
 def rows() -> tuple[np.ndarray, np.ndarray]:
     """The textbook rows p = [.6, .3, .1], q = [.2, .5, .3] (normalised)."""
-    return R.normalise(PRESET.p, "p"), R.normalise(PRESET.q, "q")
+    return normalise(PRESET.p, "p"), normalise(PRESET.q, "q")
 
 
 def _vec(x: np.ndarray) -> str:
@@ -85,7 +87,7 @@ def _accept(pair: ModelPair) -> None:
 def _source() -> None:
     st.subheader(t("ls_c2_source_title"))
     p, q = rows()
-    d = R.decompose(p, q)
+    d = decompose(p, q)
     st.markdown(t("ls_c2_rows", p=_vec(p), q=_vec(q)))
     question, why = t("ls_c2_source_q"), t("ls_c2_source_why")
     check = choice("c2_source", question, "residual", why, SOURCES, "ls_c2_src_")
@@ -121,21 +123,21 @@ def _rule() -> None:
     question, why = t("ls_c2_rule_q", tok=PRESET.names[one_hot]), t("ls_c2_rule_why")
     check = choice("c2_rule", question, "correct_one_hot", why, RULE_CHOICES, "ls_c2_rules_")
     if ask(check):
-        results = R.compare_rules(p, q, one_hot)
+        results = compare_rules(p, q, one_hot)
         st.dataframe(
             pd.DataFrame(
                 {
-                    t("rl_col_rule"): [t(f"rl_rule_{r}") for r in R.RULES],
-                    t("ls_col_final"): [_vec(results[r].final) for r in R.RULES],
-                    "TV(·, p)": [f"{results[r].tv_to_p:.2f}" for r in R.RULES],
+                    t("rl_col_rule"): [t(f"rl_rule_{r}") for r in RULES],
+                    t("ls_col_final"): [_vec(results[r].final) for r in RULES],
+                    "TV(·, p)": [f"{results[r].tv_to_p:.2f}" for r in RULES],
                     t("ls_col_lossless"): [
-                        t("yes") if results[r].tv_to_p < 1e-9 else t("no") for r in R.RULES
+                        t("yes") if results[r].tv_to_p < 1e-9 else t("no") for r in RULES
                     ],
                 }
             ),
             hide_index=True,
         )
-        finals = {r: results[r].final for r in R.RULES}
+        finals = {r: results[r].final for r in RULES}
         st.plotly_chart(
             rule_finals_figure(PRESET.names, p, finals, fig_labels(), t("ls_c2_finals_title")),
             key="ls_fig_finals",
@@ -147,7 +149,7 @@ def _block() -> None:
     """Block verification (Sun et al. 2025) in one paragraph: what each exact rule
     guarantees, with the paper's {a, b} numbers computed exactly (``rules/lab/block.py``)."""
     st.subheader(t("ls_c2_block_title"))
-    lab = R.block_lab(R.AB_P, R.AB_Q, R.AB_GAMMA)
+    lab = block_lab(AB_P, AB_Q, AB_GAMMA)
     three = [lab.expected[k] for k in ("token", "block", "ideal")]
     token, block, ideal = fractions_over_one_denominator(three)
     st.markdown(t("ls_c2_block", token=token, block=block, ideal=ideal))

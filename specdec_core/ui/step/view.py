@@ -289,6 +289,7 @@ def _verified(
         st.success(t("next_bonus", g=gamma, tok=next_tok, i=gamma + 1))
     else:
         how = "next_correction_greedy" if greedy else "next_correction"
+        how = "st_bv_next_correction" if shown.block is not None else how  # r_τ, not [p − q]+
         st.warning(t(how, k=shown.accepted + 1, tok=next_tok))
     proposed = last.propose if last is not None else session.current_propose
     st.caption(
