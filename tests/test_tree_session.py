@@ -124,6 +124,9 @@ def test_node_states_on_known_cases(embedded_pair):
     assert view.nodes[4].accept_prob is None and view.nodes[4].p is None  # never checked
     want = embedded_pair.target(input_ids=torch.tensor([session.ids + [view.nodes[0].token.id]]))
     assert view.next_token.id == int(want.logits[0, -1].argmax())  # the target's correction
+    # each step's "before" table is the one the step before left (kept, not rebuilt)
+    assert verified.kv_before == proposed.kv_after
+    assert session.commit().kv_before == verified.kv_after
 
     clean = _poisoned(embedded_pair, 99)  # no poison: the whole top-1 path is accepted
     clean.propose()

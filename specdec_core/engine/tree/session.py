@@ -91,7 +91,8 @@ class _Pending:
     record: TreeRoundRecord | None = None
     stop_reason: StopReason | None = None
     verify_ms: float = 0.0
-    kv_verified: KVState | None = None
+    kv_proposed: KVState | None = None  # the KV table after propose: verify's before
+    kv_verified: KVState | None = None  # … after verify: commit's before
 
 
 def TreeSession(  # noqa: N802 - the constructor name callers have always used
@@ -174,13 +175,17 @@ class TreeSteps:
         self.pending = _Pending(shape, tree, forwards, ms, kv_before, s.target.forwards - before)
         view = self.tree_view(s)
         assert view is not None
-        return TreeProposeTrace(s.round_index, shape, view, forwards, ms, kv_before, s.kv_state())
+        self.pending.kv_proposed = s.kv_state()
+        return TreeProposeTrace(
+            s.round_index, shape, view, forwards, ms, kv_before, self.pending.kv_proposed
+        )
 
     def verify(self, s: Session) -> TreeVerifyTrace:
         """Phase 2: one target forward over the pending tokens and the whole tree, then
         the walk; decides what the commit appends. Raises PhaseError out of phase."""
         pending = s._require("verify", "verify")
-        kv_before = s.kv_state()
+        kv_before = pending.kv_proposed  # nothing changes the state between the two steps
+        assert kv_before is not None
         # the ids the forward feeds: those without KV (at least the last one), every node
         fed = len(s.ids) - min(s.target.kv_len, len(s.ids) - 1) + len(pending.tree.tokens)
         with s._atomic():
@@ -210,7 +215,8 @@ class TreeSteps:
         assert record is not None
         tree, mask, plan = self.tree_view(s), self.attention_mask(s), self.compaction(s)
         assert tree is not None and mask is not None and plan is not None
-        kv_before = s.kv_state()
+        kv_before = pending.kv_verified  # the state verify left
+        assert kv_before is not None
         s.ids = apply_round(s.target, s.drafter, s.ids, record, s.processors)
         done = CompactionView(plan.slots, plan.rows_before, s.target.kv_len, True)
         self.pending = None
