@@ -152,6 +152,10 @@ def test_the_step_page_says_where_the_correction_came_from(embedded_pair, lang, 
     names = [s["name"] for c in charts for s in json.loads(c.proto.spec)["series"]]
     assert any(name.endswith(legend) for name in names), names
     assert any(says in w.value for w in at.warning), [w.value for w in at.warning]
+    # the line under the chart is the block test (p′, h, u), token-wise's a beside it
+    rule = {"en": "(block rule: the longest prefix whose u < h is kept", "zh": "（块验证：保留满足"}
+    lines = [m.value for m in at.markdown if m.value.startswith("p(y) = ")]
+    assert lines and all(rule[lang] in line and "h = " in line for line in lines), lines
 
 
 def _follower_chart(frame_text: str) -> None:
