@@ -63,12 +63,21 @@ def test_state_table_through_one_round(embedded_pair, lang):
     session = at.session_state["step_session"]
     read = [visible_token(session.token(i)) for i in session.history[0].record.drafted[:3]]
     assert list(df[df.columns[1]])[1:] == read  # each discarded checkpoint's rejected draft
+    # the counters and the rollback lines speak of a restored state, not a cut cache
+    state_len = {"en": "draft state: tokens read", "zh": "草稿状态已读入的 token 数"}[lang]
+    assert [m.label for m in at.metric][2] == state_len
+    restored = {"en": "restored from its checkpoint", "zh": "从已提交文本处的检查点恢复"}[lang]
+    assert any(restored in c.value for c in at.caption), [c.value for c in at.caption]
+    cut = {"en": "draft cache", "zh": "草稿模型缓存"}[lang]
+    shown = [m.value for m in [*at.caption, *at.warning]]
+    assert not any(cut in v for v in shown), shown
 
 
 def test_no_state_table_with_a_kv_cache_drafter(embedded_pair):
     at = open_app(lang="en")
     click(at, LABELS["en"]["propose"])
     assert html_tables(at, "state-table") == [] and html_tables(at, "kv-table")
+    assert [m.label for m in at.metric][2] == "draft KV length"
 
 
 def test_a_lesson_link_opens_the_step_page_with_the_recurrent_drafter(embedded_pair):

@@ -71,9 +71,10 @@ def _strip(session: Session, phase: str, heading: Heading) -> RoundTrace | None:
     elif last is not None and last.commit.discarded:
         gone = " ".join(f"`{visible_token(tok)}`" for tok in last.commit.discarded)
         commit = last.commit
+        recurrent = session.drafter.state_view() is not None  # restored, not cut
         st.warning(
             t(
-                "st_reject_step",
+                "st_reject_step_state" if recurrent else "st_reject_step",
                 tokens=gone,
                 n=len(commit.discarded),
                 t=commit.rolled_back_target,
@@ -122,10 +123,14 @@ def kv_section(
     heading(t("st_kv"))
     state = session.kv_state(session.current_statuses())
     own_state = session.drafter.cached_ids() is not None  # MTP heads, prompt lookup: none
+    recurrent = session.drafter.state_view() is not None  # a state, not a KV cache
     counts = [
         (t("kv_committed_len"), state.committed_len),
         (t("kv_target_len"), state.target_kv_len),
-        (t("kv_draft_len"), state.draft_kv_len if own_state else "—"),
+        (
+            t("kv_draft_state_len" if recurrent else "kv_draft_len"),
+            state.draft_kv_len if own_state else "—",
+        ),
     ]
     if presenter:  # one line instead of three tall metric boxes
         st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
@@ -134,7 +139,11 @@ def kv_section(
             col.metric(name, n)
     if last is not None:
         st.caption(
-            t("kv_rolled_back", t=last.commit.rolled_back_target, d=last.commit.rolled_back_draft)
+            t(
+                "kv_rolled_back_state" if recurrent else "kv_rolled_back",
+                t=last.commit.rolled_back_target,
+                d=last.commit.rolled_back_draft,
+            )
         )
     show_all = st.toggle(t("kv_show_prompt"), key="kv_all")
     # the current round's rows and the last few committed ones (after a commit: the whole
