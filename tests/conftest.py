@@ -74,13 +74,14 @@ def save_tiny(
 
 @pytest.fixture(autouse=True)
 def _fresh_compile_budget() -> None:
-    """Every test starts with an unspent grammar compile budget: the budget is per client
-    and every AppTest page of this process is the same client, so tests that run late
-    under load found it spent by earlier ones (a grammar refused with "try again")."""
+    """Every test starts with an unspent grammar compile budget and no remembered overrun:
+    every AppTest page of this process is one client, and one compile that overran its
+    5 s under load was refused again in every later test for 10 minutes."""
     from specdec_core.core import grammar_compile
 
-    with grammar_compile._LOCK:  # the per-client spending only, not the cache
+    with grammar_compile._LOCK:  # spending and remembered overruns, not compiled grammars
         grammar_compile._CLIENTS.clear()
+        grammar_compile._REFUSED.clear()
 
 
 @pytest.fixture(scope="session")

@@ -152,3 +152,31 @@ def test_the_step_page_says_where_the_correction_came_from(embedded_pair, lang, 
     names = [s["name"] for c in charts for s in json.loads(c.proto.spec)["series"]]
     assert any(name.endswith(legend) for name in names), names
     assert any(says in w.value for w in at.warning), [w.value for w in at.warning]
+    # the line under the chart is the block test (p′, h, u), token-wise's a beside it
+    rule = {"en": "(block rule: the longest prefix whose u < h is kept", "zh": "（块验证：保留满足"}
+    lines = [m.value for m in at.markdown if m.value.startswith("p(y) = ")]
+    assert lines and all(rule[lang] in line and "h = " in line for line in lines), lines
+
+
+def _follower_chart(frame_text: str) -> None:
+    import json
+
+    from specdec_core.ui.live import frame_view
+
+    frame_view._chart(json.loads(frame_text))
+
+
+def test_the_follower_names_the_block_residual(block_session):
+    """A follower draws the frame's residual row under the block residual's name."""
+    from streamlit.testing.v1 import AppTest
+
+    frame = chain_frame(block_session, selected=2)
+    at = AppTest.from_function(_follower_chart, args=(json.dumps(frame),), default_timeout=30)
+    at.run()
+    assert not at.exception, at.exception
+    [chart] = at.get("echarts_chart")
+    spec = json.loads(chart.proto.spec)
+    assert spec["series"][-1]["name"] == "r = norm([p′·p − q]+) — block residual, p′ = 0.8769"
+    block = block_session.current_verify.block
+    drawn = {row[1] for row in spec["dataset"]["source"]}
+    assert {visible_token(block_session.token(i)) for i in block.residual_ids} <= drawn

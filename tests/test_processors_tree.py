@@ -225,7 +225,7 @@ def test_every_node_row_is_processed_on_its_own_path(embedded_pair, temperature)
         len(tree.path(p)) if p >= 0 else 0 for p in tree.child_q
     )
     target = ModelCache(pair.target)
-    logits = tree_forward(target, ids, tree)
+    logits, _ = tree_forward(target, ids, tree)
     verdict = walk(tree, logits, sampling, torch.Generator().manual_seed(4), processors, ids)
     path_so_far: list[int] = []
     checked_parents = {tree.parents[c.node] for c in verdict.checks}

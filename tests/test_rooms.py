@@ -756,6 +756,16 @@ def test_a_new_sqlite_file_is_private_to_its_user(tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_room_file_in_a_missing_folder_is_made_with_its_folder(tmp_path):
+    """``SPECDEC_ROOM_DB`` naming a folder not made yet: the first room makes it (private)
+    instead of a FileNotFoundError at 'Start a live class'."""
+    path = tmp_path / "rooms" / "class" / "rooms.sqlite3"
+    store = SQLiteStore(path)
+    code, _ = store.create()
+    assert store.view(code).students == 0 and path.stat().st_mode & 0o777 == 0o600
+    assert path.parent.stat().st_mode & 0o777 == 0o700
+
+
 def test_a_room_error_survives_pickle_and_copy():
     import copy
     import pickle

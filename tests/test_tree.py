@@ -45,8 +45,8 @@ def test_tree_forward_equals_chain_forwards(tiny_pair, shape, temperature):
     gen = torch.Generator().manual_seed(1)
     tree, forwards = draft_tree(draft, ids, shape, SamplingConfig(temperature), gen)
     assert 1 <= len(tree.tokens) <= 12 and forwards >= 1
-    logits = tree_forward(target, ids, tree)
-    assert logits.shape[0] == 1 + len(tree.tokens)
+    logits, fed = tree_forward(target, ids, tree)
+    assert logits.shape[0] == 1 + len(tree.tokens) and fed == 3 + len(tree.tokens)
     assert torch.allclose(logits[0], _chain_logits(tiny_pair.target, ids), atol=1e-5)
     for i in range(len(tree.tokens)):
         path = [tree.tokens[j] for j in tree.path(i)]
@@ -59,7 +59,7 @@ def test_compaction_leaves_the_cache_of_a_plain_decode(tiny_pair):
     target, draft = ModelCache(tiny_pair.target), ModelDrafter(tiny_pair.draft)
     gen = torch.Generator().manual_seed(0)
     tree, _ = draft_tree(draft, ids, (2, 2, 2), SamplingConfig(0.0), gen)
-    logits = tree_forward(target, ids, tree)
+    logits, _ = tree_forward(target, ids, tree)
     deepest = max(range(len(tree.tokens)), key=lambda i: tree.depths[i])
     path = tree.path(deepest)  # keep a path that is not the first branch everywhere
     tokens = [tree.tokens[i] for i in path]

@@ -114,9 +114,10 @@ class SQLiteFile:
         self._make_file()
 
     def _make_file(self) -> None:
-        """Open (or make, readable by this user only) the file and its tables; remember
-        its inode."""
+        """Open (or make, readable by this user only, with its missing folders) the file
+        and its tables; remember its inode."""
         if self.path != ":memory:":
+            Path(self.path).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 st = os.fstat(fd)

@@ -240,7 +240,7 @@ def generate_tree(
         r = len(records)  # this round's two streams, as in engine/tree/session.py
         draws = round_stream(config.seed, r, "draft")
         tree, forwards = draft_tree(drafter, ids, now, sampling, draws, budget, processors)
-        logits = tree_forward(target, ids, tree)
+        logits, _ = tree_forward(target, ids, tree)
         draws = round_stream(config.seed, r, "verify")
         verdict = walk(tree, logits, sampling, draws, processors, ids)
         ran = target.forwards - before

@@ -176,20 +176,20 @@ def tree_attention(prefix: int, pending: int, tree: DraftTree) -> torch.Tensor:
     return allowed
 
 
-def tree_forward(target: ModelCache, committed: list[int], tree: DraftTree) -> torch.Tensor:
-    """Verify, part 1: ONE target forward over the pending committed tokens and every
+def tree_forward(target: ModelCache, ids: list[int], tree: DraftTree) -> tuple[torch.Tensor, int]:
+    """Verify, part 1: ONE target forward over the pending committed ``ids`` and every
     node (node ``i`` at position ``depth`` after the last committed token, attending as
-    :func:`tree_attention` says). Returns ``[1 + len(tree), V]`` float32 logits: row 0
-    for the root's children, row ``1 + i`` after node ``i``. The cache (and
+    :func:`tree_attention` says). Returns ``[1 + len(tree), V]`` float32 logits (row 0 for
+    the root's children, row ``1 + i`` after node ``i``) and the tokens it fed. The cache (and
     ``target.hidden``) then holds every node; ``target.ids`` only the committed ones until
     :func:`compact`."""
-    pending = target.sync_to(committed)
+    pending = target.sync_to(ids)
     prefix = target.kv_len
     base = prefix + len(pending) - 1
     positions = list(range(prefix, prefix + len(pending))) + [base + d for d in tree.depths]
     allowed = tree_attention(prefix, len(pending), tree)
     logits = target.extend_masked(pending + tree.tokens, positions, allowed, len(pending))
-    return logits[len(pending) - 1 :]  # [1 + n_nodes, V]
+    return logits[len(pending) - 1 :], len(pending) + len(tree.tokens)  # [1 + n_nodes, V]
 
 
 def compact(target: ModelCache, n_nodes: int, path: list[int], path_tokens: list[int]) -> None:

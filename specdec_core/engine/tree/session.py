@@ -186,11 +186,9 @@ class TreeSteps:
         pending = s._require("verify", "verify")
         kv_before = pending.kv_proposed  # nothing changes the state between the two steps
         assert kv_before is not None
-        # the ids the forward feeds: those without KV (at least the last one), every node
-        fed = len(s.ids) - min(s.target.kv_len, len(s.ids) - 1) + len(pending.tree.tokens)
         with s._atomic():
             started = time.perf_counter()
-            logits = tree_forward(s.target, s.ids, pending.tree)
+            logits, fed = tree_forward(s.target, s.ids, pending.tree)
             rng = round_stream(s.config.seed, s.round_index, "verify")
             verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3

@@ -32,6 +32,21 @@ def token_wise_word(i: int, block: BlockDecision) -> str:
     return t(TOKEN_WISE[0 if i < n else 1 if i == n else 2])
 
 
+def check_line(c: PositionCheck, block: BlockDecision | None, pos: int, verdict: str) -> str | None:
+    """The line under drafted position ``pos``'s chart in a block round: ``p'``, ``h``
+    and the ``u`` the backward test compared, with token-wise's ``a`` beside them
+    (``None``: not a block round, the token-wise line stands)."""
+    if block is None or not 1 <= pos <= len(block.weights):
+        return None
+    i = pos - 1
+    return t(
+        "check_block",
+        **{"p": fmt_sig(c.p), "q": fmt_sig(c.q), "a": fmt_sig(c.accept_prob)},
+        **{"w": fmt_sig(block.weights[i]), "h": fmt_sig(block.stop_probs[i])},
+        **{"u": fmt_sig(block.u[i]), "verdict": verdict, "tw": token_wise_word(i, block)},
+    )
+
+
 def residual_weight(block: BlockDecision | None, pos: int, correction: int | None) -> float | None:
     """``p′_τ`` when the chart of 1-based position ``pos`` is where block verification drew
     the next token from its residual ``r_τ`` (``pos = τ + 1 ≤ γ`` and a correction was

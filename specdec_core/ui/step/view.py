@@ -24,7 +24,7 @@ from specdec_core.ui.render import (
     grouped_cells,
     html_table,
 )
-from specdec_core.ui.step.block_checks import block_columns, block_note, residual_chart
+from specdec_core.ui.step.block_checks import block_columns, block_note, check_line, residual_chart
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
     CHECK_STATUS,
@@ -250,6 +250,8 @@ def _verified(
                     verdict=verdict,
                 )
             )
+        elif line := check_line(c, shown.block, pos, verdict):
+            st.markdown(line)
         else:
             st.markdown(
                 t(
