@@ -4,6 +4,7 @@ Each driver's screen publishes its own lesson state; without this, a click on a 
 did not see the other driver's moves would publish its older moment and pull the class
 back. So a driver's screen remembers the room version it last agreed with
 (:data:`SYNCED`): its dashboard poll adopts the room's moment when another driver moved it
+(only from a view newer than that version: a view kept through a store fault is older)
 (:func:`moved_on`, then ``follow.apply`` as for a teacher link), and a click made before
 that poll is not published — the click never pulls the class back, and the dashboard says
 once that the screen moved (:data:`HELD`).

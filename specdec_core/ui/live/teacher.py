@@ -184,7 +184,7 @@ def _dashboard(page: str) -> None:
     if unpublished is not None and not room.waiting():  # a fault held the last state back
         room.publish(*unpublished)
     view = follow.refresh()
-    if view is not None and unpublished is None and view.version != S.get(converge.SYNCED):
+    if view is not None and unpublished is None and view.version > S.get(converge.SYNCED, -1):
         if converge.differs(view, S.get(room.PUBLISHED)) is not None:  # another driver's
             S[room.PUBLISHED], S[room.CLAIMED] = (view.page, dict(view.state)), True
             S[converge.HELD] = True  # said once, after the replay
