@@ -66,3 +66,31 @@ def test_gamma_slider_follows_the_drafters_limit(embedded_pair):
     at.sidebar.selectbox(key="cfg_drafter").set_value("model").run()
     [slider] = [s for s in at.sidebar.slider if s.key == "cfg_gamma"]
     assert slider.max == 8 and note not in [c.value for c in at.sidebar.caption]
+
+
+def test_a_link_seeding_every_setting_leaves_no_widget_default_warning(embedded_pair, monkeypatch):
+    """A link that sets every sidebar number away from its first value: the widgets take
+    their values from session state only, so Streamlit does not log "created with a
+    default value but also had its value set via the Session State API" (it did for the
+    temperature slider)."""
+    from conftest import open_app
+
+    from specdec_core.lessons.link import LessonState, encode
+
+    state = LessonState(
+        temperature=0.7, top_k=50, top_p=0.9, seed=5, max_new_tokens=40,
+        gamma_schedule="confidence", confidence=0.5,
+    )  # fmt: skip
+    from streamlit.elements.lib import policies
+
+    # the check runs only under a real server and warns once a process: make it run here
+    warned: list[str] = []
+    monkeypatch.setattr(policies.runtime, "exists", lambda: True)
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    monkeypatch.setattr(policies._LOGGER, "warning", lambda msg, *a, **k: warned.append(msg % a))
+    at = open_app(encode(state), lang="en")
+    assert not at.exception, at.exception
+    config = at.session_state["config"]
+    assert (config.temperature, config.top_k, config.top_p) == (0.7, 50, 0.9)
+    assert (config.seed, config.max_new_tokens) == (5, 40)
+    assert warned == []

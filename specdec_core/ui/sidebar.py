@@ -238,19 +238,26 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         help=t("sb_gamma_schedule_help"),
     )
     if schedule == "confidence":
+        st.session_state.setdefault("cfg_confidence", 0.4)
         sb.slider(
             t("sb_confidence"),
             *CONFIDENCE_RANGE,
-            0.4,
-            0.01,
+            step=0.01,
             key="cfg_confidence",
             help=t("sb_confidence_help"),
         )
+    # values in session state only, like γ: a link seeds them before the widgets exist
+    for key, first in (("cfg_temperature", 0.0), ("cfg_top_k", 0), ("cfg_top_p", 1.0)):
+        st.session_state.setdefault(key, first)
+    for key, first in (("cfg_seed", 0), ("cfg_max_new", min(80, pair.context_length - 1))):
+        st.session_state.setdefault(key, first)
+    for key, high in (("cfg_top_k", pair.vocab_size), ("cfg_max_new", pair.context_length - 1)):
+        st.session_state[key] = min(st.session_state[key], high)  # another pair's limit
     sb.slider(
-        t("temperature"), 0.0, 2.0, 0.0, 0.05, key="cfg_temperature", help=t("temperature_help")
+        t("temperature"), 0.0, 2.0, step=0.05, key="cfg_temperature", help=t("temperature_help")
     )
-    sb.number_input(t("top_k"), 0, pair.vocab_size, 0, 1, key="cfg_top_k")
-    sb.slider(t("top_p"), 0.05, 1.0, 1.0, 0.05, key="cfg_top_p")
+    sb.number_input(t("top_k"), 0, pair.vocab_size, step=1, key="cfg_top_k")
+    sb.slider(t("top_p"), 0.05, 1.0, step=0.05, key="cfg_top_p")
     sb.radio(
         t("draft_method"),
         list(METHODS),
@@ -273,13 +280,12 @@ def render_sidebar() -> tuple[ModelPair, SessionConfig]:
         format_func=labels("drafter"),
         help=t("sb_drafter_help"),
     )
-    sb.number_input(t("seed"), 0, 2**31 - 1, 0, 1, key="cfg_seed")
+    sb.number_input(t("seed"), 0, 2**31 - 1, step=1, key="cfg_seed")
     sb.number_input(
         t("max_new_tokens"),
         1,
         pair.context_length - 1,
-        min(80, pair.context_length - 1),
-        1,
+        step=1,
         key="cfg_max_new",
         help=t("max_new_tokens_help"),
     )

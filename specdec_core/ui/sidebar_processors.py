@@ -120,13 +120,16 @@ def processors_expander() -> None:
     box.caption(t("sb_processors_help"))
     for key, label, (low, high), step in PENALTY_WIDGETS:
         number = isinstance(low, int)  # the n-gram size: a whole number
+        # the value in session state only (a link seeds it before the widget exists)
+        st.session_state.setdefault(
+            key, 0 if number else (1.0 if key == "cfg_rep_penalty" else 0.0)
+        )
         box.number_input(
             t(label),
             low,
             high,
-            0 if number else (1.0 if key == "cfg_rep_penalty" else 0.0),
-            step,
-            None if number else "%.2f",
+            step=step,
+            format=None if number else "%.2f",
             key=key,
             help=t(label + "_help"),
         )
