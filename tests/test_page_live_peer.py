@@ -303,3 +303,23 @@ def test_pause_holds_the_question_its_countdown_and_reveal_for_followers(embedde
         assert student.radio(key=key).label == tr("live_your_answer_closed", "zh")
     finally:
         store.clock = real
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_first_vote_without_a_revote_is_told_it_missed_the_revote(embedded_pair, store, lang):
+    """Voted in the first vote, not in the revote: the reveal says the revote (which the
+    chart counts) was missed, not that the student never answered."""
+    teacher, seat = P.teacher_app()
+    a, b = P.student_app(seat.code, lang), P.student_app(seat.code, lang)
+    _ask(teacher)
+    q = store.view(seat.code).question
+    a.run()
+    a.radio(key=f"live_answer_{q.qid}").set_value(0).run()
+    P.click(teacher, "live_revote")
+    b.run()
+    b.radio(key=f"live_answer_{q.qid}_2").set_value(1).run()
+    P.click(teacher, "live_reveal")
+    a.run()
+    missed = {"en": "you did not answer the revote", "zh": "你没有参加重新投票"}[lang]
+    never = {"en": "(you did not answer)", "zh": "（你没有作答）"}[lang]
+    assert missed in _texts(a) and never not in _texts(a)

@@ -129,8 +129,9 @@ def question_box(view: RoomView) -> None:
     mine = _stored_answer(q.qid, q.vote, True)  # the reveal says what the chart counted
     if q.correct is None:
         st.info(t("live_no_outcome"))
-    elif mine is None:
-        st.info(t("live_outcome_no_answer", answer=plain(labels[q.correct])))
+    elif mine is None:  # after a revote the chart counts the revote: say which was missed
+        missed = "live_outcome_no_revote" if q.vote > 1 else "live_outcome_no_answer"
+        st.info(t(missed, answer=plain(labels[q.correct])))
     elif mine == q.correct:
         st.success(t("live_outcome_right", answer=plain(labels[q.correct])))
     else:
