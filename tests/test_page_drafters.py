@@ -291,7 +291,9 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
             assert forwards == 1 and own
         if name == "mtp":
             assert not own and session.drafter.head_evaluations == 4  # round 1 drafted none
-        draft_kv = [m.value for m in at.metric if m.label == STRINGS_STEP["kv_draft_len"][lang]]
+        recurrent = session.drafter.state_view() is not None  # a state, not a KV cache
+        label = STRINGS_STEP["kv_draft_state_len" if recurrent else "kv_draft_len"][lang]
+        draft_kv = [m.value for m in at.metric if m.label == label]
         if own:
             assert draft_kv == [str(session.kv_state().draft_kv_len)], name
             assert src("kv_no_state", lang) not in captions
