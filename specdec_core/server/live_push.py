@@ -45,6 +45,7 @@ PATH = "/_specdec/live"
 ENABLED = False  # set by :func:`routes`: this process serves the route (a follower uses it)
 POLL_S = 0.1  # the hub's version poll (one thread per process)
 MAX_LISTENERS = 2_000  # per process
+ENDED = json.dumps({"ended": True})  # the last message a room's listeners get
 ROOM_EXTRA = 20  # listeners a room holds beyond its seats (teacher screens, reloads)
 LANGS = ("en", "zh")
 CLOSE_REFUSED = 4403  # a WebSocket close code: bad code, gone room, a bound reached
@@ -71,7 +72,7 @@ class Listener:
 def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
     """The message for a listener in ``lang`` (``view`` None: the room is gone)."""
     if view is None:
-        return json.dumps({"ended": True})
+        return ENDED
     question = view.question
     q = "" if question is None else f"{question.qid}:{int(question.revealed)}"
     q += ":paused" if view.paused else ""
@@ -260,7 +261,7 @@ async def endpoint(websocket, hub: Hub) -> None:
             text, listener.latest = listener.latest, None
             if text is not None:
                 await websocket.send_text(text)
-                if '"ended"' in text:
+                if text == ENDED:  # not a frame that merely holds the word
                     break
     except Exception:  # noqa: BLE001 - a client gone mid-send
         pass
