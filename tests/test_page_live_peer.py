@@ -65,7 +65,9 @@ def test_vote_discuss_revote_and_the_shift_on_the_projector(embedded_pair, store
     assert not any(bt.key == "live_revote" for bt in teacher.button)  # one revote
     P.click(teacher, "live_reveal")
     correct = store.view(seat.code).question.correct
-    assert correct in (0, 1)
+    session = teacher.session_state["step_session"]  # the round the reveal verified
+    record = session.current_record or session.history[0].record
+    assert correct == (0 if record.statuses[0] == "accepted" else 1)
     share = {0: ("50 %", "100 %"), 1: ("50 %", "0 %")}[correct]
     line = tr("live_shift", "en").format(a=share[0], b=share[1])
     assert line in _texts(teacher)
