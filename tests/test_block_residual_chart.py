@@ -156,6 +156,12 @@ def test_the_step_page_says_where_the_correction_came_from(embedded_pair, lang, 
     rule = {"en": "(block rule: the longest prefix whose u < h is kept", "zh": "（块验证：保留满足"}
     lines = [m.value for m in at.markdown if m.value.startswith("p(y) = ")]
     assert lines and all(rule[lang] in line and "h = " in line for line in lines), lines
+    # τ = 1 of γ = 4: positions 3 and 4 are discarded, their u tested by the backward test
+    from conftest import html_tables
+
+    verdicts = list(html_tables(at, "checks-table")[0].iloc[:, -1])
+    tested = {"en": "discarded (after the kept prefix: its u was tested", "zh": "它的 u 已检验"}
+    assert [tested[lang] in v for v in verdicts] == [False, False, True, True], verdicts
 
 
 def _follower_chart(frame_text: str) -> None:

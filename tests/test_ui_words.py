@@ -17,6 +17,7 @@ TABLES = {  # table name → the values it must cover
     "STOP_REASON": get_args(W.StopReason),
     "ROUND_KIND": tuple(itertools.product(get_args(UW.Mode), get_args(W.RoundKind))),
     "CHECK_STATUS": get_args(W.CheckStatus),
+    "BLOCK_STATUS": get_args(W.CheckStatus),
     "STRIP_STATE": get_args(W.StripState),
     "KV_ROW_STATE": get_args(UW.KvRowState),
     "DRAFTERS_STRIP": ("accepted", "rejected", "discarded", "correction", "bonus", "committed"),

@@ -88,6 +88,8 @@ CHECK_STATUS: dict[CheckStatus, str] = {
     "discarded": "verdict_discarded",
     "cut": "verdict_cut",
 }
+#: the same under block verification: every ``u`` is tested (backwards), none "unchecked"
+BLOCK_STATUS: dict[CheckStatus, str] = {**CHECK_STATUS, "discarded": "verdict_block_discarded"}
 #: a token of a token strip (its legend chip)
 STRIP_STATE: dict[StripState, str] = {
     "prompt": "legend_prompt",

@@ -27,6 +27,7 @@ from specdec_core.ui.render import (
 from specdec_core.ui.step.block_checks import block_columns, block_note, check_line, residual_chart
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
+    BLOCK_STATUS,
     CHECK_STATUS,
     NEXT_NO_DRAFTS,
     NO_DRAFTS_PHASE,
@@ -111,8 +112,8 @@ def check_columns(
     if block is not None:  # block verification tests every u, backwards
         rows["u"] = [fmt_sig(u) for u in block.u]
         rows.update(block_columns(checks, block))
-    tie = " ≈"  # a near-tie: another device could decide this check the other way
-    rows[t("col_verdict")] = [say(CHECK_STATUS, c.status) + tie * c.near_tie for c in checks]
+    words = BLOCK_STATUS if block is not None else CHECK_STATUS  # ≈ below: a near-tie
+    rows[t("col_verdict")] = [say(words, c.status) + " ≈" * c.near_tie for c in checks]
     return rows
 
 
@@ -240,7 +241,7 @@ def _verified(
                 log_y=log_y,
                 context=contexts[pos - 1] if contexts else None,
             )
-        verdict = say(CHECK_STATUS, c.status)
+        verdict = say(BLOCK_STATUS if shown.block else CHECK_STATUS, c.status)
         if greedy:
             st.markdown(
                 t(
