@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
 
 import pytest
 import test_rooms
@@ -234,6 +235,55 @@ def test_a_co_teacher_drives_the_class_but_cannot_end_it(store):
     assert store.role(code, again) == "co"
     store.close(code, key)
     assert _err(store.view, code) == "room_unknown"
+
+
+# ---------------------------------------------------------------- two drivers: compare-and-set
+def test_a_publish_from_an_older_moment_is_refused_and_the_winners_stays(store):
+    code, key = _room(store, ())
+    co = store.co_teacher_key(code, key)
+    base = store.view(code).version  # both drivers' screens agree with the room here
+    won = store.publish(code, key, "step", {"r": "1"}, base=base)  # the teacher clicks first
+    store.join(code, "a")  # a join bumps the version, not the moment
+    assert _err(store.publish, code, co, "step", {"r": "9"}, base=base) == "room_moved"
+    view = store.view(code)
+    assert (view.state, view.moment, view.version) == ({"r": "1"}, won, won + 1)
+    # the state the room already shows passes from any base (nothing to refuse)
+    assert store.publish(code, co, "step", {"r": "1"}, base=base) == view.version
+    # from the winner's moment (a later version: the join) the co-teacher's click goes
+    moved = store.publish(code, co, "lessons", {"chapter": "2"}, base=view.version)
+    view = store.view(code)
+    assert (view.page, view.state, view.moment) == ("lessons", {"chapter": "2"}, moved)
+    assert store.publish(code, key, "step", {"r": "2"}) > moved  # no base: no check
+    assert _err(store.publish, code, key, "step", {"r": "3"}, base=moved) == "room_moved"
+
+
+def test_near_simultaneous_clicks_of_two_replicas_have_one_winner(make):
+    """Two store objects (replicas) and 8 threads publish from one base at once: exactly
+    one publish is stored, every other is refused, and the room shows the winner's state."""
+    one, two = make(), make()
+    code, key = one.create()
+    co = one.co_teacher_key(code, key)
+    base = one.view(code).version
+    start, got = threading.Barrier(8), {}
+
+    def click(i: int) -> None:
+        store, k = (one, key) if i % 2 else (two, co)
+        start.wait()
+        try:
+            got[i] = store.publish(code, k, "step", {"r": str(i)}, base=base)
+        except RoomError as exc:
+            got[i] = exc.code
+
+    threads = [threading.Thread(target=click, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=30)
+    winners = [i for i, v in got.items() if isinstance(v, int)]
+    assert len(got) == 8 and len(winners) == 1
+    assert sorted(v for v in got.values() if not isinstance(v, int)) == ["room_moved"] * 7
+    view = two.view(code)
+    assert (view.state, view.moment) == ({"r": str(winners[0])}, got[winners[0]])
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 200, "clé", "wrong-key", None, 42])

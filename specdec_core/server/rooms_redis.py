@@ -230,6 +230,7 @@ class RedisStore(RedisPeer, RoomStore):
             expires_at=float(room["expires_at"]),
             first=counts_of([int(c) for c in firsts], len(question.choices)) if at_revote else (),
             paused=paused,
+            moment=int(room.get("moment") or 0),
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
@@ -250,8 +251,12 @@ class RedisStore(RedisPeer, RoomStore):
     def _remove(self, code: str, key_hash: str, student: str, now: float) -> int:
         return self._teacher("remove", code, key_hash, now, student)
 
-    def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
-        return self._teacher("publish", code, key_hash, now, page, state)
+    def _publish(
+        self, code: str, key_hash: str, page: str, state: str, now: float, base: int | None
+    ) -> int:
+        return self._teacher(
+            "publish", code, key_hash, now, page, state, "" if base is None else base
+        )
 
     def _frame_keys(self, code: str) -> tuple[str, str]:
         """``…:room:C:frames`` (a hash digest → frame) and ``…:room:C:frame_order`` (the
