@@ -339,6 +339,10 @@ def test_pause_holds_the_question_its_countdown_and_reveal_for_followers(embedde
         assert tr("live_time_left", "zh").format(s=20) in _texts(student)  # held at 20 s
         assert tr("live_time_left", "zh").format(s=5) not in _texts(student)
         assert tr("live_paused", "zh") in _texts(student) and not outcome_shown()
+        late = P.student_app(seat.code, "zh")  # a reload: a new session, while paused
+        assert tr("live_time_left", "zh").format(s=20) in _texts(late)  # the store's hold
+        assert late.radio(key=key).disabled and tr("live_paused", "zh") in _texts(late)
+        assert not [m for m in [*late.success, *late.error] if said in m.value]
         P.click(teacher, "live_resume")
         student.run()
         assert outcome_shown() and tr("live_paused", "zh") not in _texts(student)

@@ -156,6 +156,41 @@ def test_followers_hold_the_paused_moment_until_the_resume(store):
     assert (view.page, view.state) == ("lessons", {"chapter": "3"})
 
 
+def test_the_pause_holds_its_question_in_the_store_for_every_replica(make, clock):
+    """Paused through one store object, read through another (a replica, a reload): the
+    question as it was at the pause and the pause's time, whatever the teacher does
+    meanwhile; the resume drops both."""
+    one, two = make(clock=clock), make(clock=clock)
+    code, key = _room(one)
+    one.ask(code, key, _q(), duration_s=60)
+    asked = one.view(code).question
+    clock.advance(20)
+    one.pause(code, key, True)
+    clock.advance(15)
+    two.reveal(code, key, "q1", 0)  # the teacher reveals while paused (another replica)
+    view = two.view(code)
+    assert view.paused and view.question.revealed and view.question.correct == 0
+    assert view.held == asked and not view.held.revealed  # what the followers hold
+    assert view.paused_at == T0 + 20 and view.held.closes_at - view.paused_at == 40
+    two.pause(code, key, False)
+    view = one.view(code)
+    assert (view.paused, view.held, view.paused_at) == (False, None, None)
+    assert view.question.revealed
+    two.ask(code, key, _q("q2"))
+    one.pause(code, key, True)
+    two.reveal(code, key, "q2", None)
+    two.ask(code, key, _q("q3"))  # a new question while paused: the followers hold q2
+    view = two.view(code)
+    assert (view.question.qid, view.held.qid, view.held.revealed) == ("q3", "q2", False)
+
+
+def test_a_pause_without_a_question_holds_none(store):
+    code, key = _room(store)
+    store.pause(code, key, True)
+    view = store.view(code)
+    assert view.paused and view.held is None and view.paused_at == T0
+
+
 # ---------------------------------------------------------------- results
 def test_results_list_every_question_and_outlive_the_class(make, clock):
     store = make(clock=clock, ttl_s=3600)

@@ -221,7 +221,9 @@ class RoomView:
     the question is at its revote (``counts`` then counts the revote), else ``()``;
     ``paused``: the teacher paused the class (``page`` / ``state`` are the moment it was
     paused at, whatever the teacher publishes meanwhile); ``moment``: the version at which a
-    publish last changed the page or state (a driver's compare-and-set compares with it)."""
+    publish last changed the page or state (a driver's compare-and-set compares with it);
+    while paused, ``held``: the question as it was at the pause (what followers show, its
+    countdown frozen at ``paused_at``, Unix s), else ``None`` (both)."""
 
     code: str
     version: int
@@ -235,6 +237,8 @@ class RoomView:
     first: tuple[int, ...] = ()
     paused: bool = False
     moment: int = 0
+    held: Question | None = None
+    paused_at: float | None = None
 
 
 @dataclass(frozen=True)

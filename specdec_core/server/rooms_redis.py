@@ -34,6 +34,7 @@ room in one slot (``{C}`` hash tags) — not done; one Redis server is what a cl
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -217,6 +218,7 @@ class RedisStore(RedisPeer, RoomStore):
         counts = counts_of(choices, len(question.choices)) if question else ()
         at_revote = question is not None and question.vote == 2
         paused = room.get("paused") == "1"
+        held = paused and bool(room.get("held_question"))
         cutoff = now - self.seat_ttl_s
         return RoomView(
             code=code,
@@ -231,6 +233,8 @@ class RedisStore(RedisPeer, RoomStore):
             first=counts_of([int(c) for c in firsts], len(question.choices)) if at_revote else (),
             paused=paused,
             moment=int(room.get("moment") or 0),
+            held=question_of(json.loads(room["held_question"])) if held else None,
+            paused_at=float(room["paused_at"]) if held else None,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:

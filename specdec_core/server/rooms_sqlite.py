@@ -163,7 +163,7 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
         with self.file.read() as db:
             row = db.execute(
                 "SELECT version, page, state, question, expires_at, paused, held_page, held_state,"
-                " moment FROM rooms WHERE code = ?",
+                " moment, held_question, paused_at FROM rooms WHERE code = ?",
                 (code,),
             ).fetchone()
             if row is None or row[4] <= now:
@@ -190,6 +190,8 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
             first=counts_of(first, len(question.choices)) if at_revote else (),
             paused=paused,
             moment=row[8],
+            held=question_from_json(row[9]) if paused and row[9] else None,
+            paused_at=row[10] if paused else None,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
