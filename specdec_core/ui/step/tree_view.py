@@ -107,19 +107,14 @@ def _strip(session: Session, phase: str, heading: Heading) -> None:
     st.html(token_strip_html(items, legend))
 
 
+#: The tree figure's other words, each the string ``tree_<word>``.
+FIGURE_WORDS = "root root_tick depth node position accept not_checked next_correction next_bonus"
+
+
 def _labels() -> dict[str, str]:
-    return {
-        **{state: say(FIGURE_STATE, state) for state in STATE_STYLE},
-        "root": t("tree_root"),
-        "root_tick": t("tree_root_tick"),
-        "depth": t("tree_depth"),
-        "node": t("tree_node"),
-        "position": t("tree_position"),
-        "accept": t("tree_accept"),
-        "not_checked": t("tree_not_checked"),
-        "next_correction": t("tree_next_correction"),
-        "next_bonus": t("tree_next_bonus"),
-    }
+    """The tree figure's words in the page's language: its node states, then the rest."""
+    states = {state: say(FIGURE_STATE, state) for state in STATE_STYLE}
+    return states | {word: t(f"tree_{word}") for word in FIGURE_WORDS.split()}
 
 
 def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
