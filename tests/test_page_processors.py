@@ -133,7 +133,7 @@ def test_p_before_after_chart_shows_the_masked_mass(embedded_pair):
     )
     click(at, "① Propose")
     click(at, "② Verify")
-    verify = at.session_state["step_session"].current_verify
+    verify = at.session_state["step_session"].steps.current_verify
     assert len(verify.unprocessed_dists) == len(verify.checks) + 1
     at.toggle(key="st_before_after").set_value(True).run()
     assert not at.exception

@@ -100,7 +100,7 @@ def test_kv_invariant_after_a_rejection_at_every_depth(embedded_pair, depth):
         deeper = [i for i, d in enumerate(record.depths) if d > depth]
         assert all(record.states[i] == "unchecked" for i in deeper)
         _assert_invariant(session)
-    stats = session.summary()
+    stats = session.steps.summary()
     assert stats.tokens_per_target_forward == depth  # depth − 1 path nodes + the correction
 
 
@@ -139,14 +139,14 @@ def test_node_states_on_known_cases(embedded_pair):
         len(clean.ids) - 1 + d for d in (1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4)
     ]
 
-    mask = clean.attention_mask()
+    mask = clean.steps.attention_mask()
     assert mask.grid.shape == (12, 13) and mask.grid[:, 0].all()
     assert mask.prefix_len == len(clean.ids)
     assert [j - 1 for j in mask.grid[10].nonzero()[0] if j] == [0, 2, 6, 10]  # ancestors + self
     assert mask.grid[:, 1:].sum() == sum(d for d in (1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4))
 
     committed = len(clean.ids)
-    plan = clean.compaction()
+    plan = clean.steps.compaction()
     assert not plan.applied and plan.rows_before == committed + 12
     nodes = {s.node: s for s in plan.slots if s.node is not None}
     assert nodes[0].action == "kept" and nodes[0].new_slot == committed
@@ -212,7 +212,7 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
     lookup = TreeSession(embedded_pair, PROMPT, config, NgramDrafter(embedded_pair.vocab_size, 3))
     with pytest.raises(ConfigError, match="cannot draft a tree"):
         lookup.propose()
-    assert lookup.phase == "propose" and lookup.tree_view() is None
+    assert lookup.phase == "propose" and lookup.steps.tree_view() is None
     with pytest.raises(ConfigError):
         TreeSession(embedded_pair, PROMPT, config, None, SHAPE, budget=17)
 

@@ -22,8 +22,9 @@ commit brings it to the new committed ids with the caches. :class:`TreeRoundTrac
 the three states (``kv_before``, ``kv_verified``, ``kv_after``).
 
 Any step that raises leaves the session as it was; a step out of phase raises
-:class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
-:meth:`attention_mask`, :meth:`compaction`, and the session's ``kv_state``, ``history``.
+:class:`PhaseError`. Views for the page (frozen, plain values + numpy), on
+``session.steps``: :meth:`tree_view`, :meth:`attention_mask`, :meth:`compaction`,
+:meth:`summary`; and the session's ``kv_state``, ``history``.
 
 Files a reader opens besides this one: ``engine/session.py`` (what every shape shares:
 prompt, caches, phase, atomic steps, ``run_round``/``run``/``run_until``),
@@ -39,6 +40,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -103,7 +105,7 @@ def TreeSession(  # noqa: N802 - the constructor name callers have always used
     shape: Sequence[int] = (2, 2, 1, 1),
     budget: int = 12,
     prompt_len: int | None = None,
-) -> Session:
+) -> Session[TreeSteps]:
     """A :class:`~specdec_core.engine.session.Session` of tree rounds.
 
     Args:
@@ -120,17 +122,19 @@ def TreeSession(  # noqa: N802 - the constructor name callers have always used
         ``prompt_len``. A drafter without a distribution (prompt lookup) makes
         ``propose`` raise :class:`ConfigError`.
     """
-    return Session(pair, prompt, config, drafter, prompt_len, TreeSteps(shape, budget))
+    steps = partial(TreeSteps, shape=shape, budget=budget)
+    return Session(pair, prompt, config, drafter, prompt_len, steps)
 
 
 class TreeSteps:
-    """The tree shape: the round in flight and the three steps of a tree round over
-    :class:`~specdec_core.engine.session.Session` ``s``; ``shape`` and ``budget`` are
-    checked with the session's settings (:meth:`check_settings`)."""
+    """The tree shape over its ``session``: the round in flight, the three steps of a
+    tree round and the views only a tree has; ``shape`` and ``budget`` are checked with
+    the session's settings (:meth:`check_settings`)."""
 
     unit = "tree"
 
-    def __init__(self, shape: Sequence[int], budget: int) -> None:
+    def __init__(self, session: Session[TreeSteps], shape: Sequence[int], budget: int) -> None:
+        self.session = session
         self._asked = (shape, budget)
         self.shape: tuple[int, ...] = ()
         self.budget = 0
@@ -146,8 +150,9 @@ class TreeSteps:
     def make_drafter(self, pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
         return resolve_drafter(pair, drafter)
 
-    def kv_drafts(self) -> list[int]:
-        """A tree's nodes are not listed in the KV-state table before the commit."""
+    @property
+    def drafts(self) -> list[int]:
+        """None: a tree's nodes are not listed in the KV-state table before the commit."""
         return []
 
     def draft_stream(self) -> torch.Generator | None:
@@ -155,9 +160,10 @@ class TreeSteps:
         return None
 
     # ------------------------------------------------------------------ steps
-    def propose(self, s: Session) -> TreeProposeTrace:
+    def propose(self) -> TreeProposeTrace:
         """Phase 1: draft the round's tree. Raises PhaseError out of phase, ConfigError
         for a drafter without a distribution (the session is unchanged)."""
+        s = self.session
         s._require("propose", "propose")
         kv_before = s.kv_state()
         shape = round_shape(
@@ -173,16 +179,17 @@ class TreeSteps:
             s.processors.sync_to(s.ids)  # before verify: on the committed ids
             ms = (time.perf_counter() - started) * 1e3
         self.pending = _Pending(shape, tree, forwards, ms, kv_before, s.target.forwards - before)
-        view = self.tree_view(s)
+        view = self.tree_view()
         assert view is not None
         self.pending.kv_proposed = s.kv_state()
         return TreeProposeTrace(
             s.round_index, shape, view, forwards, ms, kv_before, self.pending.kv_proposed
         )
 
-    def verify(self, s: Session) -> TreeVerifyTrace:
+    def verify(self) -> TreeVerifyTrace:
         """Phase 2: one target forward over the pending tokens and the whole tree, then
         the walk; decides what the commit appends. Raises PhaseError out of phase."""
+        s = self.session
         pending = s._require("verify", "verify")
         kv_before = pending.kv_proposed  # nothing changes the state between the two steps
         assert kv_before is not None
@@ -199,19 +206,20 @@ class TreeSteps:
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         pending.verify_ms = ms
         pending.kv_verified = s.kv_state()
-        view = self.tree_view(s)
+        view = self.tree_view()
         assert view is not None
         return TreeVerifyTrace(
             s.round_index, view, record, reason, ms, fed, kv_before, pending.kv_verified
         )
 
-    def commit(self, s: Session) -> TreeCommitTrace:
+    def commit(self) -> TreeCommitTrace:
         """Phase 3: append the committed path + the target's token, compact the target's
         cache and roll both caches back; the compaction as applied rides in the trace."""
+        s = self.session
         pending = s._require("commit", "commit")
         record = pending.record
         assert record is not None
-        tree, mask, plan = self.tree_view(s), self.attention_mask(s), self.compaction(s)
+        tree, mask, plan = self.tree_view(), self.attention_mask(), self.compaction()
         assert tree is not None and mask is not None and plan is not None
         kv_before = pending.kv_verified  # the state verify left
         assert kv_before is not None
@@ -242,13 +250,13 @@ class TreeSteps:
         return trace
 
     # ------------------------------------------------------------------ views
-    def summary(self, s: Session) -> TreeStats:
+    def summary(self) -> TreeStats:
         """:func:`~specdec_core.engine.tree.records.summarize_tree` of the finished rounds."""
-        return summarize_tree(s.records)
+        return summarize_tree(self.session.records)
 
-    def tree_view(self, s: Session) -> TreeView | None:
+    def tree_view(self) -> TreeView | None:
         """The pending round's tree (phases ``verify``/``commit``), else ``None``."""
-        pending = self.pending
+        s, pending = self.session, self.pending
         if pending is None:
             return None
         return build_tree_view(
@@ -261,16 +269,16 @@ class TreeSteps:
             s.token,
         )
 
-    def attention_mask(self, s: Session) -> MaskView | None:
+    def attention_mask(self) -> MaskView | None:
         """The pending round's tree mask (phases ``verify``/``commit``), else ``None``."""
         if self.pending is None:
             return None
-        return build_mask_view(self.pending.tree, s.ids, s.token)
+        return build_mask_view(self.pending.tree, self.session.ids, self.session.token)
 
-    def compaction(self, s: Session) -> CompactionView | None:
+    def compaction(self) -> CompactionView | None:
         """Phase ``commit``: the planned compaction of the target's cache (which rows the
         commit keeps, moves, drops); otherwise the last finished round's, or ``None``."""
-        pending = self.pending
+        s, pending = self.session, self.pending
         if pending is None or pending.record is None:
             return s.history[-1].compaction if s.history else None
         return plan_compaction(s.ids, s.prompt_len, pending.record, s.token)

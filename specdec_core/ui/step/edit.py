@@ -63,15 +63,15 @@ def previews(session: Session) -> tuple[list | None, list | None]:
     panel starts sending its elements: run while the server is sending them, the two
     threads take turns on the GIL at every torch op and the same forward took 10× longer
     (≈ 70 ms instead of ≈ 6 ms on 2 cores)."""
-    if session.phase != "verify" or not session.drafts:
+    if session.phase != "verify" or not session.steps.drafts:
         return None, None
-    key = tuple(session.ids[-1:] + session.drafts)
+    key = tuple(session.ids[-1:] + session.steps.drafts)
     if S.get("step_preview", (None,))[0] != key:
-        S["step_preview"] = (key, session.target_preview(top_n=5))
+        S["step_preview"] = (key, session.steps.target_preview(top_n=5))
     accept = None
-    if not session.config.sampling.greedy and session.edited_positions:
+    if not session.config.sampling.greedy and session.steps.edited_positions:
         if S.get("step_accept", (None,))[0] != key:
-            S["step_accept"] = (key, session.accept_preview())
+            S["step_accept"] = (key, session.steps.accept_preview())
         accept = S["step_accept"][1]
     return S["step_preview"][1], accept
 
@@ -83,7 +83,7 @@ def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[s
     ``agree``); an edit's message (``edit_error`` / ``edit_notice`` in session state) is
     shown just above the box."""
     sampling = not session.config.sampling.greedy
-    if phase == "commit" and session.drafts:  # verified: where the box was, say how back
+    if phase == "commit" and session.steps.drafts:  # verified: where the box was, say how back
         st.info(
             t(
                 "st_edit_after_verify",
@@ -95,7 +95,7 @@ def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[s
             icon=":material/edit_off:",
         )
         return
-    if phase != "verify" or not session.drafts:
+    if phase != "verify" or not session.steps.drafts:
         return
     # an edit's outcome is said here, just above the edit box (the page's message row is
     # above the strip, out of view while a student edits; inside a closed box it would
@@ -106,11 +106,11 @@ def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[s
         st.info(S.pop("edit_notice"))
     with st.expander(t("st_edit"), expanded=not presenter):
         st.caption(t("st_edit_help"))
-        gamma = len(session.drafts)
+        gamma = len(session.steps.drafts)
         preview, probs = previews(session)  # computed by the click's callback already
         e1, e2, e3 = st.columns([1, 3, 2])
         pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
-        dists = session.current_draft_dists
+        dists = session.steps.current_draft_dists
         options: dict[int, str] = {}
         for tok in dists[pos - 1].tokens[:6]:
             options.setdefault(tok.id, f"{visible_token(tok)}  (q)")
@@ -129,7 +129,7 @@ def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[s
             st.caption(t("edit_quick_sampling", temp=session.config.temperature))
         else:
             st.caption(t("edit_quick_greedy"))
-    edited = sorted(session.edited_positions)
+    edited = sorted(session.steps.edited_positions)
     if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
         st.warning(
             t(

@@ -79,7 +79,7 @@ def chain_moments(session, last, phase: str) -> list[Moment] | None:
         return None
     if phase == "verify":  # proposed: the processors stand on the committed text
         return [(MOMENTS[0], now), (MOMENTS[1], None), (MOMENTS[2], None)]
-    verify = session.current_verify
+    verify = session.steps.current_verify
     if phase == "commit" and verify is not None:
         return [(MOMENTS[0], verify.kv_before), (MOMENTS[1], verify.kv_after), (MOMENTS[2], None)]
     if last is not None:
@@ -107,7 +107,7 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
             None
         ] * 3
     if phase == "commit":  # verified: they stand on the committed text + the accepted path
-        view = session.tree_view()
+        view = session.steps.tree_view()
         path = [view.nodes[i].token.id for i in view.path] if view is not None else []
         walked = (list(session.ids) + path)[: now.processors.length]
         before = getattr(pending, "kv_before", None)

@@ -43,8 +43,8 @@ def ready(config: SessionConfig) -> bool:
 
 def phase_line(session: Session, phase: str) -> str:
     """The phase line above the tree (Propose names the shape and the node budget)."""
-    shape = ",".join(map(str, session.shape))
-    return say(PHASE, ("tree", phase), shape=shape, budget=session.budget)
+    shape = ",".join(map(str, session.steps.shape))
+    return say(PHASE, ("tree", phase), shape=shape, budget=session.steps.budget)
 
 
 def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading: Heading) -> None:
@@ -55,8 +55,8 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
         with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
             st.markdown(t("tree_rule_body"))
     _strip(session, phase, heading)
-    tree = session.tree_view()
-    mask = session.attention_mask()
+    tree = session.steps.tree_view()
+    mask = session.steps.attention_mask()
     last = session.history[-1] if session.history and tree is None else None
     if last is not None:  # after a commit: the round just committed, as verified
         tree, mask = last.tree, last.mask
