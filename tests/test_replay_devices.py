@@ -174,7 +174,7 @@ for name, kw in json.loads(sys.argv[2]).items():
     s = replay(pair, LessonState(**kw)).session
     if kw["tree"]:
         rounds = [[(n.token.id, n.state, n.p, n.q, n.accept_prob, n.u, n.near_tie)
-                   for n in r.tree.nodes] for r in s.history]
+                   for n in r.verify.tree.nodes] for r in s.history]
     else:
         rounds = [[(c.token.id, c.status, c.p, c.q, c.accept_prob, c.u, c.near_tie)
                    for c in r.verify.checks] for r in s.history]

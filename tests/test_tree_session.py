@@ -114,9 +114,11 @@ def test_node_states_on_known_cases(embedded_pair):
     assert proposed.kv_after == session.kv_state()
     verified = session.verify()
     view = verified.tree
-    assert verified.record == session.current_record and verified.record.path == (0,)
+    assert session.current_record.path == (0,) and view.path == (0,)
     assert verified.target_forward_tokens == len(session.ids) + 12  # round 1: prompt + nodes
-    assert verified.stop_reason is None and verified.kv_after == session.kv_state()
+    assert session.current_stop_reason is None and verified.kv_after == session.kv_state()
+    assert session.steps.current_verify is verified and session.steps.current_propose is proposed
+    assert session.steps.attention_mask() is proposed.mask  # drawn at propose, kept
     assert [n.state for n in view.nodes] == ["accepted"] + ["rejected"] * 3 + ["unchecked"] * 8
     assert view.path == (0,) and view.kind == "correction"
     assert [n.parent for n in view.nodes] == [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7]
@@ -126,7 +128,13 @@ def test_node_states_on_known_cases(embedded_pair):
     assert view.next_token.id == int(want.logits[0, -1].argmax())  # the target's correction
     # each step's "before" table is the one the step before left (kept, not rebuilt)
     assert verified.kv_before == proposed.kv_after
-    assert session.commit().kv_before == verified.kv_after
+    commit_trace = session.commit()
+    assert commit_trace.kv_before == verified.kv_after
+    # the finished round holds its three step records and its record, nothing copied out
+    done = session.history[-1]
+    assert done.propose is proposed and done.verify is verified and done.commit is commit_trace
+    assert done.record.path == (0,) and done.record.kind == commit_trace.kind == "correction"
+    assert session.steps.compaction() is commit_trace.compaction and commit_trace.compaction.applied
 
     clean = _poisoned(embedded_pair, 99)  # no poison: the whole top-1 path is accepted
     clean.propose()

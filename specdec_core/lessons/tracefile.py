@@ -80,7 +80,7 @@ def export_json(session: Session, state: LessonState) -> str:
 def export_tree_json(session: Session, state: LessonState) -> str:
     """The trace JSON of a tree session (``state``, with ``tree`` set, replays it): the
     same envelope as :func:`export_json` plus ``"verify": "tree"`` and the shape;
-    ``rounds`` are the finished :class:`~specdec_core.engine.tree.views.TreeRoundTrace` s,
+    ``rounds`` are the finished :class:`~specdec_core.engine.tree.trace.TreeRoundTrace` s,
     ``in_flight`` the round proposed or verified but not committed (its tree view and,
     once verified, its record), else ``null``. Tree traces are for reading; :func:`parse`
     refuses them (``trace_tree``: open the lesson link instead)."""

@@ -252,13 +252,13 @@ def tree_run_command(
     rounds = []
     while session.phase == "propose":
         trace = session.run_round()
-        after = trace.kv_after
+        after = trace.commit.kv_after
         lengths = {
             "committed_len": after.committed_len,
             "target_kv_len": after.target_kv_len,
             "draft_kv_len": after.draft_kv_len,
         }
-        states = processor_json(trace.kv_before, trace.kv_verified, trace.kv_after)
+        states = processor_json(trace.propose.kv_before, trace.verify.kv_after, after)
         rounds.append({**trace.record.to_json(), **lengths, **states})
     stats = session.steps.summary()
     return {

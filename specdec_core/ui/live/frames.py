@@ -214,7 +214,7 @@ def tree_frame(session) -> dict:
         items += [StripItem(session.token(tok), s) for tok, s in tree_strip_states(last.record)]
     tree = session.steps.tree_view()
     if last is not None and tree is None:
-        tree = last.tree
+        tree = last.verify.tree
     nodes = [
         [
             *_tok(n.token),

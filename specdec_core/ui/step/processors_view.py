@@ -97,11 +97,10 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
     prefix each moment stands on where the KV rows do not list it in order (after the
     walk: the committed ids + the accepted path), for :func:`exact_counts`. ``None``
     without an active processor. The round in flight's state before verify is the one
-    the tree session keeps for its trace (its pending round's ``kv_before``)."""
+    the tree session keeps for its trace (``current_propose.kv_before``)."""
     now = session.kv_state()
     if now.processors is None:
         return None
-    pending = session.steps.pending  # the round in flight (no public view yet)
     if phase == "verify":  # drafted: the processors stand on the committed text
         return [(TREE_MOMENTS[0], now), (TREE_MOMENTS[1], None), (TREE_MOMENTS[2], None)], [
             None
@@ -110,7 +109,8 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
         view = session.steps.tree_view()
         path = [view.nodes[i].token.id for i in view.path] if view is not None else []
         walked = (list(session.ids) + path)[: now.processors.length]
-        before = getattr(pending, "kv_before", None)
+        proposed = session.steps.current_propose
+        before = proposed.kv_before if proposed is not None else None
         return [(TREE_MOMENTS[0], before), (TREE_MOMENTS[1], now), (TREE_MOMENTS[2], None)], [
             None,
             walked,
@@ -118,15 +118,15 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
         ]
     if session.history:
         last = session.history[-1]
-        verified = getattr(last, "kv_verified", None)
+        verified, after = last.verify.kv_after, last.commit.kv_after
         walked = None
-        if verified is not None and verified.processors is not None:
-            after = [r.token_id for r in last.kv_after.rows]
-            walked = after[: verified.processors.length]  # committed + path (+ next) first
+        if verified.processors is not None:
+            ids = [r.token_id for r in after.rows]
+            walked = ids[: verified.processors.length]  # committed + path (+ next) first
         moments = [
-            (TREE_MOMENTS[0], last.kv_before),
+            (TREE_MOMENTS[0], last.propose.kv_before),
             (TREE_MOMENTS[1], verified),
-            (TREE_MOMENTS[2], last.kv_after),
+            (TREE_MOMENTS[2], after),
         ]
         return moments, [None, walked, None]
     return [(NOW, now)], [None]
