@@ -387,7 +387,7 @@ def test_a_failing_verify_leaves_the_processors_as_they_were(pair, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(session_module, "build_checks", boom)
+    monkeypatch.setattr(session_module, "verify_trace", boom)  # after the forward and rule
     with pytest.raises(RuntimeError, match="injected"):
         session.verify()
     assert session.processors.ids == ids_before == session.ids
