@@ -43,13 +43,13 @@ from specdec_core.core.models import ModelPair, load_pair  # noqa: E402
 from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.model import ModelDrafter  # noqa: E402
-from specdec_core.engine.chain.round import ChainContext, decide_round, verify  # noqa: E402
-from specdec_core.engine.rounds import (  # noqa: E402
-    gamma_for_round,
-    rollback,
-    round_stream,
-    stop_rule,
+from specdec_core.engine.chain.round import (  # noqa: E402
+    ChainContext,
+    apply_round,
+    decide_round,
+    verify,
 )
+from specdec_core.engine.rounds import gamma_for_round, round_stream, stop_rule  # noqa: E402
 
 PROMPTS = ["KING:\nWe", "ROMEO:\nBut soft", "JULIET:\nO Romeo", "First Citizen:\nBefore we"]
 FIELDS = ("proc_draft", "proc_verify", "target_fwd", "draft_fwd", "round", "rows")
@@ -107,8 +107,7 @@ def run_once(pair: ModelPair, prompt: str, config: SessionConfig) -> dict[str, f
         checked = verify(ctx, ids, draft_ids, draft.probs, round_stream(config.seed, r, "verify"))
         sums["proc_verify"] += spent() - mark
         record, reason = decide_round(ctx, ids, gamma, draft_ids, checked)
-        ids += record.appended
-        rollback(target, drafter, ids, procs)
+        ids, _ = apply_round(ctx, ids, record)
         sums["round"] += (time.perf_counter() - started) * 1e3
         sums["target_fwd"] += target.forward_ms - t_fwd
         sums["draft_fwd"] += drafter.forward_ms - d_fwd

@@ -9,7 +9,7 @@ from conftest import click_button, html_tables, open_app
 
 from specdec_core.core.trace import TokenInfo
 from specdec_core.engine.chain.trace import PositionCheck
-from specdec_core.rules.block import BlockDecision
+from specdec_core.rules.acceptance import BlockDecision
 from specdec_core.ui.step.view import check_columns
 
 

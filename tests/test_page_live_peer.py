@@ -17,6 +17,7 @@ import test_page_live as P
 from conftest import open_app
 
 from specdec_core.ui.i18n import tr
+from specdec_core.ui.live import frames
 
 store = P.store  # the fixture: a fresh SQLite room store for the test
 
@@ -274,6 +275,45 @@ def test_two_drivers_converge_and_a_stale_click_does_not_pull_the_class_back(emb
     P.same_moment(teacher, student)
 
 
+def test_a_click_racing_the_other_drivers_is_refused_by_the_store(
+    embedded_pair, store, monkeypatch
+):
+    """The two drivers click within one store round trip: the co-teacher's publish lands
+    between the teacher screen's own check (no move seen) and its publish. The store's
+    compare-and-set refuses the later one; that screen says so once and goes to the
+    winner's moment."""
+    teacher, seat = P.teacher_app()
+    P.click(teacher, "live_co_make")
+    co = open_app({"room": seat.code, "teacher": teacher.session_state["live_co_key"][1]})
+    co_key = teacher.session_state["live_co_key"][1]
+    P.click(co, "btn_propose")
+    shown = store.view(seat.code)
+    P.click(co, "btn_verify")
+    P.click(co, "btn_commit")
+    won = dict(store.view(seat.code).state)  # the co-teacher's clicks, replayed in the race
+    store.publish(seat.code, co_key, shown.page, shown.state)  # back to the proposed moment
+    teacher.run()  # the teacher's screen agrees with the proposed moment
+    real, raced = frames.publish_frame, []
+
+    def racing(*args) -> None:  # the other driver's publish lands in the window
+        real(*args)
+        if not raced:
+            raced.append(store.publish(seat.code, co_key, "step", won))
+
+    monkeypatch.setattr(frames, "publish_frame", racing)
+    said = tr("live_moved_on", "en")
+    P.click(teacher, "btn_verify")  # the teacher's click, a moment after the co-teacher's
+    assert raced
+    assert dict(store.view(seat.code).state) == won  # refused: the class was not pulled back
+    told = [i.value for i in teacher.info].count(said)
+    teacher.run()
+    told += [i.value for i in teacher.info].count(said)
+    P.same_moment(co, teacher)  # the teacher's screen shows the winner's moment
+    assert told == 1 and not teacher.error  # said once
+    teacher.run()
+    assert said not in [i.value for i in teacher.info]
+
+
 def test_pause_holds_the_question_its_countdown_and_reveal_for_followers(embedded_pair, store):
     teacher, seat = P.teacher_app()
     student = P.student_app(seat.code, "zh")
@@ -299,6 +339,10 @@ def test_pause_holds_the_question_its_countdown_and_reveal_for_followers(embedde
         assert tr("live_time_left", "zh").format(s=20) in _texts(student)  # held at 20 s
         assert tr("live_time_left", "zh").format(s=5) not in _texts(student)
         assert tr("live_paused", "zh") in _texts(student) and not outcome_shown()
+        late = P.student_app(seat.code, "zh")  # a reload: a new session, while paused
+        assert tr("live_time_left", "zh").format(s=20) in _texts(late)  # the store's hold
+        assert late.radio(key=key).disabled and tr("live_paused", "zh") in _texts(late)
+        assert not [m for m in [*late.success, *late.error] if said in m.value]
         P.click(teacher, "live_resume")
         student.run()
         assert outcome_shown() and tr("live_paused", "zh") not in _texts(student)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import threading
 
 import pytest
 import test_rooms
@@ -155,6 +156,41 @@ def test_followers_hold_the_paused_moment_until_the_resume(store):
     assert (view.page, view.state) == ("lessons", {"chapter": "3"})
 
 
+def test_the_pause_holds_its_question_in_the_store_for_every_replica(make, clock):
+    """Paused through one store object, read through another (a replica, a reload): the
+    question as it was at the pause and the pause's time, whatever the teacher does
+    meanwhile; the resume drops both."""
+    one, two = make(clock=clock), make(clock=clock)
+    code, key = _room(one)
+    one.ask(code, key, _q(), duration_s=60)
+    asked = one.view(code).question
+    clock.advance(20)
+    one.pause(code, key, True)
+    clock.advance(15)
+    two.reveal(code, key, "q1", 0)  # the teacher reveals while paused (another replica)
+    view = two.view(code)
+    assert view.paused and view.question.revealed and view.question.correct == 0
+    assert view.held == asked and not view.held.revealed  # what the followers hold
+    assert view.paused_at == T0 + 20 and view.held.closes_at - view.paused_at == 40
+    two.pause(code, key, False)
+    view = one.view(code)
+    assert (view.paused, view.held, view.paused_at) == (False, None, None)
+    assert view.question.revealed
+    two.ask(code, key, _q("q2"))
+    one.pause(code, key, True)
+    two.reveal(code, key, "q2", None)
+    two.ask(code, key, _q("q3"))  # a new question while paused: the followers hold q2
+    view = two.view(code)
+    assert (view.question.qid, view.held.qid, view.held.revealed) == ("q3", "q2", False)
+
+
+def test_a_pause_without_a_question_holds_none(store):
+    code, key = _room(store)
+    store.pause(code, key, True)
+    view = store.view(code)
+    assert view.paused and view.held is None and view.paused_at == T0
+
+
 # ---------------------------------------------------------------- results
 def test_results_list_every_question_and_outlive_the_class(make, clock):
     store = make(clock=clock, ttl_s=3600)
@@ -234,6 +270,55 @@ def test_a_co_teacher_drives_the_class_but_cannot_end_it(store):
     assert store.role(code, again) == "co"
     store.close(code, key)
     assert _err(store.view, code) == "room_unknown"
+
+
+# ---------------------------------------------------------------- two drivers: compare-and-set
+def test_a_publish_from_an_older_moment_is_refused_and_the_winners_stays(store):
+    code, key = _room(store, ())
+    co = store.co_teacher_key(code, key)
+    base = store.view(code).version  # both drivers' screens agree with the room here
+    won = store.publish(code, key, "step", {"r": "1"}, base=base)  # the teacher clicks first
+    store.join(code, "a")  # a join bumps the version, not the moment
+    assert _err(store.publish, code, co, "step", {"r": "9"}, base=base) == "room_moved"
+    view = store.view(code)
+    assert (view.state, view.moment, view.version) == ({"r": "1"}, won, won + 1)
+    # the state the room already shows passes from any base (nothing to refuse)
+    assert store.publish(code, co, "step", {"r": "1"}, base=base) == view.version
+    # from the winner's moment (a later version: the join) the co-teacher's click goes
+    moved = store.publish(code, co, "lessons", {"chapter": "2"}, base=view.version)
+    view = store.view(code)
+    assert (view.page, view.state, view.moment) == ("lessons", {"chapter": "2"}, moved)
+    assert store.publish(code, key, "step", {"r": "2"}) > moved  # no base: no check
+    assert _err(store.publish, code, key, "step", {"r": "3"}, base=moved) == "room_moved"
+
+
+def test_near_simultaneous_clicks_of_two_replicas_have_one_winner(make):
+    """Two store objects (replicas) and 8 threads publish from one base at once: exactly
+    one publish is stored, every other is refused, and the room shows the winner's state."""
+    one, two = make(), make()
+    code, key = one.create()
+    co = one.co_teacher_key(code, key)
+    base = one.view(code).version
+    start, got = threading.Barrier(8), {}
+
+    def click(i: int) -> None:
+        store, k = (one, key) if i % 2 else (two, co)
+        start.wait()
+        try:
+            got[i] = store.publish(code, k, "step", {"r": str(i)}, base=base)
+        except RoomError as exc:
+            got[i] = exc.code
+
+    threads = [threading.Thread(target=click, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=30)
+    winners = [i for i, v in got.items() if isinstance(v, int)]
+    assert len(got) == 8 and len(winners) == 1
+    assert sorted(v for v in got.values() if not isinstance(v, int)) == ["room_moved"] * 7
+    view = two.view(code)
+    assert (view.state, view.moment) == ({"r": str(winners[0])}, got[winners[0]])
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 200, "clé", "wrong-key", None, 42])

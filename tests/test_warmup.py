@@ -52,26 +52,28 @@ def test_no_warm_up_outside_a_server_or_when_switched_off(monkeypatch):
     assert warmup.start() is False and warmup._thread is None
 
 
-def test_warm_up_loads_the_pair_then_searches_after_the_first_run_and_logs(monkeypatch, capsys):
-    """``_warm`` loads the pair the sidebar opens on at once, searches its scenarios only
-    once the first run of app.py has finished (it must not slow the first page), and logs
-    one line with the figures (what the browser test and the benchmark read)."""
+def test_warm_up_loads_both_pairs_then_searches_after_the_first_run_and_logs(monkeypatch, capsys):
+    """``_warm`` loads the pairs the sidebar opens on (English screen first, then Chinese)
+    at once, searches their scenarios only once the first run of app.py has finished (it
+    must not slow the first page), and logs one line per pair with the figures (what the
+    browser test and the benchmark read)."""
     calls = []
-    fake_pair = SimpleNamespace(name="embedded")
     loaded = threading.Event()
 
     def get_pair(name):
         calls.append(("load", name))
-        loaded.set()
-        return fake_pair
+        if name == "embedded-zh":
+            loaded.set()
+        return SimpleNamespace(name=name)
 
     def search(pair):
         calls.append(("search", pair.name))
-        return [SimpleNamespace(state=object()), SimpleNamespace(state=None)]
+        found = 1 if pair.name == "embedded" else 2
+        return [SimpleNamespace(state=object())] * found + [SimpleNamespace(state=None)]
 
     monkeypatch.setattr(warmup, "get_pair", get_pair)
     monkeypatch.setattr(warmup, "search_scenarios", search)
-    monkeypatch.setattr(warmup, "opening_pair", lambda: "embedded")
+    monkeypatch.setattr(warmup, "opening_pairs", lambda: ["embedded", "embedded-zh"])
     monkeypatch.setattr(warmup, "done", {})
     monkeypatch.setattr(warmup, "_first_run", threading.Event())
     monkeypatch.setattr(warmup, "SETTLE_S", 0.0)
@@ -79,17 +81,21 @@ def test_warm_up_loads_the_pair_then_searches_after_the_first_run_and_logs(monke
     thread.start()
     assert loaded.wait(10)
     time.sleep(0.3)
-    assert calls == [("load", "embedded")]  # the first page is still running
+    assert calls == [("load", "embedded"), ("load", "embedded-zh")]  # first page running
     warmup.first_run_done()
     thread.join(10)
-    assert calls == [("load", "embedded"), ("search", "embedded")]
-    line = capsys.readouterr().err.strip()
-    match = re.fullmatch(
-        r"specdec-warm pair=embedded threads=(\d+) load_s=[\d.]+ scenarios=1 search_s=[\d.]+",
-        line,
-    )
-    assert match, line
-    assert warmup.done["scenarios"] == 1.0
+    assert calls[2:] == [("search", "embedded"), ("search", "embedded-zh")]
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2, lines
+    for line, (name, n) in zip(lines, [("embedded", 1), ("embedded-zh", 2)], strict=True):
+        pattern = (
+            rf"specdec-warm pair={name} threads=\d+ load_s=[\d.]+ scenarios={n} search_s=[\d.]+"
+        )
+        assert re.fullmatch(pattern, line), line
+    assert {k: v["scenarios"] for k, v in warmup.done.items()} == {
+        "embedded": 1.0,
+        "embedded-zh": 2.0,
+    }
 
 
 def test_a_failed_warm_up_is_logged_and_leaves_nothing(monkeypatch, capsys, caplog):
@@ -104,12 +110,25 @@ def test_a_failed_warm_up_is_logged_and_leaves_nothing(monkeypatch, capsys, capl
     assert "warm-up failed" in caplog.text
 
 
-def test_the_opening_pair_is_the_sidebars(monkeypatch):
-    monkeypatch.setattr(warmup, "default_pair_name", lambda: ("gpt2", "gpt2_cached"))
-    monkeypatch.setattr(warmup, "offered_pairs", lambda: ["embedded", "gpt2"])
-    assert warmup.opening_pair() == "gpt2"
-    monkeypatch.setattr(warmup, "offered_pairs", lambda: ["embedded"])  # capacity 1
-    assert warmup.opening_pair() == "embedded"
+@pytest.mark.parametrize(
+    ("cached", "offered", "capacity", "pairs_"),
+    [
+        ({"embedded-zh", "gpt2"}, ["embedded", "embedded-zh", "gpt2"], 3, ["gpt2", "embedded-zh"]),
+        ({"embedded-zh"}, ["embedded", "embedded-zh"], 2, ["embedded", "embedded-zh"]),
+        ({"gpt2"}, ["embedded", "gpt2"], 2, ["gpt2"]),  # no Chinese pair: the same
+        ({"embedded-zh", "gpt2"}, ["embedded"], 1, ["embedded"]),  # capacity 1
+        (set(), ["embedded"], 2, ["embedded"]),
+    ],
+)
+def test_the_opening_pairs_are_the_sidebars(monkeypatch, cached, offered, capacity, pairs_):
+    """An English screen's pair, then a Chinese screen's, as the sidebar picks them
+    (``default_pair_name``, an unoffered one replaced by ``embedded``), each once."""
+    from specdec_core.core import models
+
+    monkeypatch.setattr(models, "is_preset_cached", cached.__contains__)
+    monkeypatch.setattr(warmup, "offered_pairs", lambda: offered)
+    monkeypatch.setattr(warmup, "capacity", lambda: capacity)
+    assert warmup.opening_pairs() == pairs_
 
 
 def test_run_the_app_says_the_small_machine_settings():

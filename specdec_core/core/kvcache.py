@@ -187,6 +187,11 @@ class ModelCache:
                 self.hidden = self.hidden[: self.kv_len]
         return max(0, removed)
 
+    def rollback_to(self, committed: list[int]) -> int:
+        """Crop to the part of ``committed`` this cache holds, the last committed token
+        left without KV (the next round's first input); returns positions removed."""
+        return self.crop(min(common_prefix_len(self.ids, committed), len(committed) - 1))
+
     def sync_to(self, context: list[int]) -> list[int]:
         """Crop to the longest prefix shared with ``context``; return the ids still to feed.
 

@@ -17,7 +17,7 @@ import torch
 
 from specdec_core.core.checkpoints import StateView
 from specdec_core.core.device import sync
-from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
 from specdec_core.core.settings import DraftMethod
@@ -187,6 +187,13 @@ class Drafter:
     def rollback(self, length: int) -> int:
         """Crop the drafter's cache to ``length`` positions; returns positions removed."""
         return 0
+
+    def rollback_to(self, committed: list[int]) -> int:
+        """:meth:`rollback` to the part of ``committed`` the drafter holds, the last
+        committed token left to read (the next round's first input); returns positions
+        removed."""
+        held = common_prefix_len(self.cached_ids() or [], committed)
+        return self.rollback(min(held, len(committed) - 1))
 
     def state_view(self) -> StateView | None:
         """The checkpoints of a recurrent state (``core/checkpoints.py``), ``None`` for a

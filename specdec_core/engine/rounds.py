@@ -1,20 +1,21 @@
-"""What a round of either shape (chain: ``engine/chain/round.py``; tree:
-``engine/tree/round.py``) needs besides its own steps: the round's two random streams, the
-grammar refusal, γ for the round, the stop rule, the commit cut short by a stop, and the
-rollback of both caches. Reads top to bottom as a round uses them.
+"""What the session and the fast paths give a round of either shape (chain:
+``engine/chain/round.py``; tree: ``engine/tree/round.py``) besides its own steps: the
+round's two random streams, the grammar refusal, γ for the round, and the stop rule (which
+also cuts a round's commit short, :meth:`StopRule.cut`). Reads top to bottom as a run uses
+them. The rollback of the caches is theirs (``ModelCache.rollback_to``,
+``Drafter.rollback_to``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from specdec_core.core.errors import ConfigError
 from specdec_core.core.grammar import GrammarSpec
-from specdec_core.core.kvcache import ModelCache, common_prefix_len
-from specdec_core.core.processors import Processors
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import DRAFTER_CLASSES
 
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
 
 
 Stream = Literal["draft", "verify"]
-#: ``stop(generated, total_len) -> reason | None`` (:func:`stop_rule`).
-StopRule = Callable[[list[int], int], "str | None"]
 #: Each stream's number in the seed mix (part of the replay contract: never renumber).
 STREAM_KEYS: dict[str, int] = {"draft": 0, "verify": 1}
 _MASK64 = (1 << 64) - 1
@@ -148,56 +147,47 @@ def stop_reason_after(
     return None
 
 
-def stop_rule(pair: ModelPair, config: SessionConfig) -> Callable[[list[int], int], str | None]:
-    """:func:`stop_reason_after` bound to a pair (EOS id, context, tokenizer) and settings
-    (``max_new_tokens``, stop strings): ``stop(generated, total_len)``."""
+@dataclass(frozen=True)
+class StopRule:
+    """:func:`stop_reason_after` bound to a pair (EOS id, context, ``decode``) and settings
+    (``max_new_tokens``, stop strings): ``stop(generated, total_len) -> reason | None``."""
 
-    def stop(generated: list[int], total_len: int) -> str | None:
+    eos_token_id: int | None
+    max_new_tokens: int
+    context_length: int
+    stop_strings: tuple[str, ...] = ()
+    decode: Callable[[list[int]], str] | None = None
+
+    def __call__(self, generated: list[int], total_len: int) -> str | None:
         return stop_reason_after(
             generated,
             total_len,
-            pair.eos_token_id,
-            config.max_new_tokens,
-            pair.context_length,
-            config.stop_strings,
-            pair.tokenizer.decode,
+            self.eos_token_id,
+            self.max_new_tokens,
+            self.context_length,
+            self.stop_strings,
+            self.decode,
         )
 
-    return stop
+    def cut(
+        self, committed: list[int], proposal: list[int], prompt_len: int
+    ) -> tuple[list[int], str | None]:
+        """A round's commit cut short: append ``proposal`` (accepted drafts +
+        correction/bonus) to ``committed`` token by token until the rule names a reason
+        (``prompt_len``: ids before the generated ones). Returns ``(appended, reason)``."""
+        appended: list[int] = []
+        for token in proposal:
+            appended.append(token)
+            ids = committed + appended
+            reason = self(ids[prompt_len:], len(ids))
+            if reason:
+                return appended, reason
+        return appended, None
 
 
-def commit_tokens(
-    committed: list[int],
-    proposal: list[int],
-    prompt_len: int,
-    stop: Callable[[list[int], int], str | None],
-) -> tuple[list[int], str | None]:
-    """Append ``proposal`` (accepted drafts + correction/bonus) token by token until
-    ``stop(generated, total_len)`` names a reason. Returns ``(appended, stop_reason)``."""
-    appended: list[int] = []
-    for token in proposal:
-        appended.append(token)
-        ids = committed + appended
-        reason = stop(ids[prompt_len:], len(ids))
-        if reason:
-            return appended, reason
-    return appended, None
-
-
-def rollback(
-    target: ModelCache,
-    drafter: Drafter,
-    committed: list[int],
-    processors: Processors | None = None,
-) -> tuple[int, int]:
-    """Crop both caches to the committed history, leaving the last committed token
-    without KV (it is the first input of the next round), and bring the processors (the
-    grammar matcher) to the committed ids, correction/bonus token included. Returns
-    positions removed ``(target, draft)``."""
-    if processors is not None:
-        processors.sync_to(committed)
-    last = len(committed) - 1
-    removed_target = target.crop(min(common_prefix_len(target.ids, committed), last))
-    draft_cached = drafter.cached_ids() or []
-    removed_draft = drafter.rollback(min(common_prefix_len(draft_cached, committed), last))
-    return removed_target, removed_draft
+def stop_rule(pair: ModelPair, config: SessionConfig) -> StopRule:
+    """The :class:`StopRule` of ``pair`` under ``config``."""
+    decode = pair.tokenizer.decode
+    return StopRule(
+        pair.eos_token_id, config.max_new_tokens, pair.context_length, config.stop_strings, decode
+    )

@@ -28,7 +28,7 @@ from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.round import ChainContext, verify
-from specdec_core.engine.rounds import rollback, round_stream
+from specdec_core.engine.rounds import round_stream
 
 #: The grammar lesson's prompt: the generated text must be a speaker line.
 GRAMMAR_PROMPT = "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?\n\n"
@@ -122,7 +122,9 @@ def grammar_no_rollback(
         if found is None and verdict.accepted < len(drafts):
             found = (r, drafts, verdict.accepted, verdict.next_token, len(committed) - L)
         committed += new
-        rollback(target, drafter, committed, processors)
+        processors.sync_to(committed)  # the matcher and both caches back to the committed ids
+        target.rollback_to(committed)
+        drafter.rollback_to(committed)
         if pair.eos_token_id in new:
             break
         if found is not None and len(committed) - L - found[4] >= horizon:

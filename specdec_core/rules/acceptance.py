@@ -1,28 +1,24 @@
-"""The verification rules of speculative decoding.
+"""The verification rules of speculative decoding (Leviathan et al. 2023, "Fast Inference
+from Transformers via Speculative Decoding"; Chen et al. 2023, "Accelerating LLM Decoding
+with Speculative Sampling").
 
-Notation (Leviathan et al. 2023 "Fast Inference from Transformers via Speculative
-Decoding"; Chen et al. 2023 "Accelerating LLM Decoding with Speculative Sampling"):
+``p`` is the target's row (``target_probs``), ``q`` the draft's (``draft_probs``), both
+``[V]`` after temperature/top-k/top-p; ``p_i``, ``q_i``, ``y_i`` at drafted position ``i``
+(1-based), γ drafts. Acceptance probability ``a_i = min(1, p_i(y_i) / q_i(y_i))``; residual
+``r_i = norm([p_i − q_i]+)`` (``None`` when it has no mass: ``p == q``, no rejection can
+happen). A round emits the accepted prefix plus one token: the *correction* from ``r_k``
+at the first rejection ``k``, or the *bonus* from ``p_{γ+1}``; either way the emitted
+tokens follow ``p`` exactly (Leviathan Thm 3.5). A one-hot ``q`` (greedy draft, prompt
+lookup, an edit) is valid: ``a = p(y)``, ``r = p`` without ``y``, still exact.
 
-* ``p`` — the target's row (``target_probs``), ``q`` — the draft's (``draft_probs``), both
-  ``[V]`` after temperature / top-k / top-p (``core/sampling.py``); ``p_i``, ``q_i`` at
-  drafted position ``i`` (1-based), ``y_i`` the drafted token, γ the draft length.
-* acceptance probability: ``a_i = min(1, p_i(y_i) / q_i(y_i))``.
-* residual distribution after a rejection: ``r_i = norm([p_i − q_i]+)``; ``None`` when
-  ``[p − q]+`` has no mass, i.e. ``p == q``, where no rejection can happen.
-* A round emits the accepted prefix plus one token: the *correction* drawn from ``r_k`` at
-  the first rejection ``k``, or the *bonus* drawn from ``p_{γ+1}`` after γ acceptances.
-  Either way the emitted tokens follow ``p`` exactly (Leviathan Thm 3.5).
-
-A one-hot ``q`` (greedy draft, prompt lookup, an edit) is a valid proposal: ``a = p(y)``
-and ``r = p`` with ``y`` removed, still exact. Beyond the papers, for teaching:
-``resample_from="target"`` is the *wrong* rule (resample from ``p``), biased: the lab page
-shows it.
+Beyond the papers, for teaching: ``resample_from="target"`` is the *wrong* rule (resample
+from ``p``), biased; the lab page shows it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import torch
@@ -42,6 +38,31 @@ class Verdict:
     kind: Literal["correction", "bonus"]
     accept_probs: tuple[float, ...]
     u: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class BlockDecision:
+    """What block verification (``rules/block.py``, an alternative rule) computed and
+    decided, for the round's record and the CLI JSON: ``weights`` ``p'_1..p'_γ``,
+    ``stop_probs`` ``h_1..h_γ``, ``u`` ``η_1..η_γ``, ``kept`` τ, ``token_wise`` (what
+    token-wise verification keeps with the same draws), ``resample_position`` τ + 1 (γ + 1:
+    the bonus row), ``residual_mass`` ``S_τ``, ``residual_ids`` / ``residual_probs`` (the
+    largest of ``r_τ``, zeros left out)."""
+
+    weights: tuple[float, ...]
+    stop_probs: tuple[float, ...]
+    u: tuple[float, ...]
+    kept: int
+    token_wise: int
+    resample_position: int
+    residual_mass: float
+    residual_ids: tuple[int, ...]
+    residual_probs: tuple[float, ...]
+
+    def to_json(self) -> dict:
+        """The CLI's per-round ``block``."""
+        out = asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
 
 def acceptance_total(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:

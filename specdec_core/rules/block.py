@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import torch
 
-from specdec_core.rules.acceptance import Verdict, acceptance_probability
+from specdec_core.rules.acceptance import BlockDecision, Verdict, acceptance_probability
 
 #: Residual entries kept in :attr:`BlockDecision.residual_ids`.
 RESIDUAL_TOP = 5
@@ -76,46 +76,6 @@ class BlockWeights:
     def residuals(self) -> torch.Tensor:
         """Every ``r_i``, ``[γ + 1, V]`` float64."""
         return torch.stack([self.residual(i) for i in range(len(self.masses))])
-
-
-@dataclass(frozen=True)
-class BlockDecision:
-    """What one block verification computed and decided (plain values; into the round's
-    record and the CLI JSON).
-
-    Attributes:
-        weights: ``p'_1..p'_γ``. stop_probs: ``h_1..h_γ``. u: ``η_1..η_γ``.
-        kept: ``τ``, the prefix kept. token_wise: what token-wise verification would have
-            kept with the same draws (accept while ``η_i < a_i``).
-        resample_position: ``τ + 1``, the 1-based position whose row the token came from
-            (``γ + 1``: the bonus row). residual_mass: ``S_τ``.
-        residual_ids, residual_probs: up to :data:`RESIDUAL_TOP` tokens of ``r_τ`` with
-            their probabilities, largest first (zeros left out).
-    """
-
-    weights: tuple[float, ...]
-    stop_probs: tuple[float, ...]
-    u: tuple[float, ...]
-    kept: int
-    token_wise: int
-    resample_position: int
-    residual_mass: float
-    residual_ids: tuple[int, ...]
-    residual_probs: tuple[float, ...]
-
-    def to_json(self) -> dict:
-        """The decision as JSON values (the CLI's per-round ``block``)."""
-        return {
-            "weights": list(self.weights),
-            "stop_probs": list(self.stop_probs),
-            "u": list(self.u),
-            "kept": self.kept,
-            "token_wise": self.token_wise,
-            "resample_position": self.resample_position,
-            "residual_mass": self.residual_mass,
-            "residual_ids": list(self.residual_ids),
-            "residual_probs": list(self.residual_probs),
-        }
 
 
 def block_weights(

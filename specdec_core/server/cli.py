@@ -304,7 +304,7 @@ def round_json(r: RoundTrace, gamma: bool = False) -> dict:
     """One round of the ``run`` JSON contract (docs/ARCHITECTURE.md "CLI contract");
     ``gamma`` (a γ schedule is on, ``server/gamma_args.py``): also the round's ``gamma``
     and ``drafted_count``; a round block verification decided (``--verification block``,
-    sampled rounds): ``block`` (:meth:`~specdec_core.rules.block.BlockDecision.to_json`:
+    sampled rounds): ``block`` (:meth:`~specdec_core.rules.acceptance.BlockDecision.to_json`:
     ``weights`` p'_i, ``stop_probs`` h_i, ``u`` η_i, ``kept`` τ, ``token_wise`` (what
     token-wise verification keeps with the same draws), ``resample_position`` τ + 1,
     ``residual_mass``, ``residual_ids`` / ``residual_probs``)."""

@@ -73,7 +73,7 @@ def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
     """The message for a listener in ``lang`` (``view`` None: the room is gone)."""
     if view is None:
         return ENDED
-    question = view.question
+    question = view.held if view.paused else view.question  # the one followers show
     q = "" if question is None else f"{question.qid}:{int(question.revealed)}"
     q += ":paused" if view.paused else ""
     html = None

@@ -68,6 +68,7 @@ MESSAGES = {
     "vote; a countdown is {low}–{high} s",
     "room_co_teacher": "only the teacher who started the class can do this (a co-teacher "
     "drives the class but does not end it)",
+    "room_moved": "the other driver moved the class first: this click was not shown to the class",
 }
 
 
@@ -219,7 +220,10 @@ class RoomView:
     teacher changes something first; ``first``: the first vote's answers per choice while
     the question is at its revote (``counts`` then counts the revote), else ``()``;
     ``paused``: the teacher paused the class (``page`` / ``state`` are the moment it was
-    paused at, whatever the teacher publishes meanwhile)."""
+    paused at, whatever the teacher publishes meanwhile); ``moment``: the version at which a
+    publish last changed the page or state (a driver's compare-and-set compares with it);
+    while paused, ``held``: the question as it was at the pause (what followers show, its
+    countdown frozen at ``paused_at``, Unix s), else ``None`` (both)."""
 
     code: str
     version: int
@@ -232,6 +236,9 @@ class RoomView:
     expires_at: float
     first: tuple[int, ...] = ()
     paused: bool = False
+    moment: int = 0
+    held: Question | None = None
+    paused_at: float | None = None
 
 
 @dataclass(frozen=True)

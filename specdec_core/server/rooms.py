@@ -200,14 +200,18 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
         key_hash = hash_key(key)
         return self._do(self._remove, code, key_hash, check_student(student), self.clock())
 
-    def publish(self, code: str, key: str, page: str, state: Mapping[str, str]) -> int:
+    def publish(
+        self, code: str, key: str, page: str, state: Mapping[str, str], base: int | None = None
+    ) -> int:
         """Show ``state`` (the lesson link's query parameters) on ``page`` to every
         follower; returns the new version (the same one when nothing changed). Refreshes
-        the room's expiry. Raises ``room_key``, ``room_state``."""
-        code = normalize_code(code)
-        key_hash = hash_key(key)
-        text = state_json(page, state)
-        return self._do(self._publish, code, key_hash, str(page), text, self.clock())
+        the room's expiry. ``base`` (compare-and-set of two drivers): the room version the
+        driver's screen last agreed with; a page or state published after it
+        (``RoomView.moment`` > ``base``) refuses this one, ``room_moved`` (publishing the
+        state the room shows passes; ``None``: no check). Raises ``room_key``, ``room_state``."""
+        code, key_hash, text = normalize_code(code), hash_key(key), state_json(page, state)
+        base = None if base is None else max(0, int(base))
+        return self._do(self._publish, code, key_hash, str(page), text, self.clock(), base)
 
     def join(self, code: str, student: str) -> None:
         """Add ``student`` to the room, or refresh its seat (idempotent: the follower's
@@ -315,7 +319,9 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
     def _view(self, code: str, now: float) -> RoomView: ...
 
     @abstractmethod
-    def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int: ...
+    def _publish(
+        self, code: str, key_hash: str, page: str, state: str, now: float, base: int | None
+    ) -> int: ...
 
     @abstractmethod
     def _join(self, code: str, student: str, now: float) -> None: ...

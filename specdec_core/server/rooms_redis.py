@@ -34,6 +34,7 @@ room in one slot (``{C}`` hash tags) — not done; one Redis server is what a cl
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -217,6 +218,7 @@ class RedisStore(RedisPeer, RoomStore):
         counts = counts_of(choices, len(question.choices)) if question else ()
         at_revote = question is not None and question.vote == 2
         paused = room.get("paused") == "1"
+        held = paused and bool(room.get("held_question"))
         cutoff = now - self.seat_ttl_s
         return RoomView(
             code=code,
@@ -230,6 +232,9 @@ class RedisStore(RedisPeer, RoomStore):
             expires_at=float(room["expires_at"]),
             first=counts_of([int(c) for c in firsts], len(question.choices)) if at_revote else (),
             paused=paused,
+            moment=int(room.get("moment") or 0),
+            held=question_of(json.loads(room["held_question"])) if held else None,
+            paused_at=float(room["paused_at"]) if held else None,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
@@ -250,8 +255,12 @@ class RedisStore(RedisPeer, RoomStore):
     def _remove(self, code: str, key_hash: str, student: str, now: float) -> int:
         return self._teacher("remove", code, key_hash, now, student)
 
-    def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
-        return self._teacher("publish", code, key_hash, now, page, state)
+    def _publish(
+        self, code: str, key_hash: str, page: str, state: str, now: float, base: int | None
+    ) -> int:
+        return self._teacher(
+            "publish", code, key_hash, now, page, state, "" if base is None else base
+        )
 
     def _frame_keys(self, code: str) -> tuple[str, str]:
         """``…:room:C:frames`` (a hash digest → frame) and ``…:room:C:frame_order`` (the

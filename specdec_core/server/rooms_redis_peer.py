@@ -3,7 +3,8 @@ what; :class:`~specdec_core.server.rooms_redis.RedisStore` inherits this).
 
 Fields of the room's meta hash: ``co_hash`` (the co-teacher key's SHA-256, empty for none),
 ``vote`` (1 / 2), ``closes_at`` (Unix s, empty for no countdown), ``paused`` (0 / 1) with
-``held_page`` / ``held_state`` (the moment followers hold). Keys (all from
+``held_page`` / ``held_state`` / ``held_question`` (its fields as JSON) / ``paused_at``
+(the moment and the question followers hold). Keys (all from
 ``RedisStore._keys``): ``first`` (a hash seat → its first vote, at a revote), ``results``
 (a list of result entries, :mod:`~specdec_core.server.room_results`), ``ended`` (an ended
 room's key hashes and expiry). Each change is one Lua script on top of the teacher
@@ -52,9 +53,14 @@ _PAUSE = (
 local m = redis.call('HMGET', KEYS[1], 'paused', 'page', 'state', 'version')
 if (m[1] or '0') == ARGV[6] then return {'ok', tonumber(m[4])} end
 if ARGV[6] == '1' then
-  redis.call('HSET', KEYS[1], 'paused', 1, 'held_page', m[2], 'held_state', m[3])
+  local q = redis.call('HMGET', KEYS[1], 'question', 'revealed', 'correct', 'vote', 'closes_at')
+  local held = cjson.encode({question = q[1] or '', revealed = q[2] or '0', correct = q[3] or '',
+    vote = q[4] or '1', closes_at = q[5] or ''})
+  redis.call('HSET', KEYS[1], 'paused', 1, 'held_page', m[2], 'held_state', m[3],
+    'held_question', held, 'paused_at', ARGV[1])
 else
-  redis.call('HSET', KEYS[1], 'paused', 0, 'held_page', '', 'held_state', '')
+  redis.call('HSET', KEYS[1], 'paused', 0, 'held_page', '', 'held_state', '',
+    'held_question', '', 'paused_at', '')
 end
 return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
 """

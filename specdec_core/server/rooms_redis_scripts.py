@@ -57,7 +57,7 @@ redis.call('DEL', KEYS[2], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8])
 redis.call('HSET', KEYS[1], 'key_hash', ARGV[2], 'version', 1, 'page', 'step',
   'state', '{}', 'question', '', 'qid', '', 'nchoices', 0, 'revealed', 0, 'correct', '',
   'expires_at', ARGV[4], 'co_hash', '', 'vote', 1, 'closes_at', '', 'paused', 0,
-  'held_page', '', 'held_state', '')
+  'held_page', '', 'held_state', '', 'moment', 0)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('ZADD', KEYS[4], ARGV[4], ARGV[1])
 redis.call('ZADD', KEYS[9], now, ARGV[1])
@@ -126,14 +126,18 @@ redis.call('ZADD', KEYS[4], ARGV[3], ARGV[5])
 """
 )
 
-# ARGV 6, 7: page, state
+# ARGV 6, 7, 8: page, state, base ('' for none: the compare-and-set's version)
 _PUBLISH = (
     _TEACHER
     + """
-local now = redis.call('HMGET', KEYS[1], 'page', 'state', 'version')
+local now = redis.call('HMGET', KEYS[1], 'page', 'state', 'version', 'moment')
 if now[1] == ARGV[6] and now[2] == ARGV[7] then return {'ok', tonumber(now[3])} end
-redis.call('HSET', KEYS[1], 'page', ARGV[6], 'state', ARGV[7])
-return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
+if ARGV[8] ~= '' and tonumber(now[4] or '0') > tonumber(ARGV[8]) then
+  return {'room_moved', 0}
+end
+local version = redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[1], 'page', ARGV[6], 'state', ARGV[7], 'moment', version)
+return {'ok', version}
 """
 )
 

@@ -162,8 +162,8 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
     def _view(self, code: str, now: float) -> RoomView:
         with self.file.read() as db:
             row = db.execute(
-                "SELECT version, page, state, question, expires_at, paused, held_page, held_state"
-                " FROM rooms WHERE code = ?",
+                "SELECT version, page, state, question, expires_at, paused, held_page, held_state,"
+                " moment, held_question, paused_at FROM rooms WHERE code = ?",
                 (code,),
             ).fetchone()
             if row is None or row[4] <= now:
@@ -189,6 +189,9 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
             expires_at=row[4],
             first=counts_of(first, len(question.choices)) if at_revote else (),
             paused=paused,
+            moment=row[8],
+            held=question_from_json(row[9]) if paused and row[9] else None,
+            paused_at=row[10] if paused else None,
         )
 
     def _seats(self, code: str, key_hash: str, now: float) -> list[SeatInfo]:
@@ -216,17 +219,21 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
             db.execute("INSERT OR IGNORE INTO removed VALUES (?, ?)", (code, student))
             return self._bump(db, code)
 
-    def _publish(self, code: str, key_hash: str, page: str, state: str, now: float) -> int:
+    def _publish(
+        self, code: str, key_hash: str, page: str, state: str, now: float, base: int | None
+    ) -> int:
         with self.file.write() as db:
             version, _ = self._teacher(db, code, key_hash, now)
-            same = db.execute(
-                "SELECT 1 FROM rooms WHERE code = ? AND page = ? AND state = ?",
-                (code, page, state),
-            ).fetchone()
-            if same is not None:
+            row = db.execute("SELECT page, state, moment FROM rooms WHERE code = ?", (code,))
+            stored_page, stored_state, moment = row.fetchone()
+            if (stored_page, stored_state) == (page, state):
                 return version
+            if base is not None and moment > base:  # another driver published after base
+                raise RoomError("room_moved")
             db.execute("UPDATE rooms SET page = ?, state = ? WHERE code = ?", (page, state, code))
-            return self._bump(db, code)
+            version = self._bump(db, code)
+            db.execute("UPDATE rooms SET moment = version WHERE code = ?", (code,))
+            return version
 
     def _join(self, code: str, student: str, now: float) -> None:
         with self.file.write() as db:

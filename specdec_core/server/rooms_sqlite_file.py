@@ -39,6 +39,9 @@ MIGRATIONS = (
     ("rooms", "paused", "ALTER TABLE rooms ADD COLUMN paused INTEGER NOT NULL DEFAULT 0"),
     ("rooms", "held_page", "ALTER TABLE rooms ADD COLUMN held_page TEXT NOT NULL DEFAULT ''"),
     ("rooms", "held_state", "ALTER TABLE rooms ADD COLUMN held_state TEXT NOT NULL DEFAULT ''"),
+    ("rooms", "moment", "ALTER TABLE rooms ADD COLUMN moment INTEGER NOT NULL DEFAULT 0"),
+    ("rooms", "held_question", "ALTER TABLE rooms ADD COLUMN held_question TEXT"),
+    ("rooms", "paused_at", "ALTER TABLE rooms ADD COLUMN paused_at REAL"),
 )
 SCHEMA = (
     """CREATE TABLE IF NOT EXISTS rooms (

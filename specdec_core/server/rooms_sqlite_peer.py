@@ -2,11 +2,11 @@
 what; :class:`~specdec_core.server.rooms_sqlite.SQLiteStore` inherits this).
 
 Columns and tables (:mod:`~specdec_core.server.rooms_sqlite_file`): ``rooms.co_hash`` (the
-co-teacher key's SHA-256, ``''`` for none), ``rooms.paused`` with ``held_page`` /
-``held_state`` (the moment followers hold), ``first_answers`` (each seat's first vote at a
-revote), ``results`` (one entry per question asked, in order), ``ended`` (an ended room's
-key hashes and expiry, so its results stay readable). Every statement takes its values as
-parameters.
+co-teacher key's SHA-256, ``''`` for none), ``rooms.paused`` with ``held_page``,
+``held_state``, ``held_question`` and ``paused_at`` (the moment and the question followers
+hold), ``first_answers`` (each seat's first vote at a revote), ``results`` (one entry per
+question asked, in order), ``ended`` (an ended room's key hashes and expiry, so its
+results stay readable). Every statement takes its values as parameters.
 """
 
 from __future__ import annotations
@@ -69,10 +69,11 @@ class SQLitePeer:
             row = db.execute("SELECT paused FROM rooms WHERE code = ?", (code,)).fetchone()
             if bool(row[0]) == paused:
                 return version
-            db.execute(
-                "UPDATE rooms SET paused = ?, held_page = CASE WHEN ? THEN page ELSE '' END,"
-                " held_state = CASE WHEN ? THEN state ELSE '' END WHERE code = ?",
-                (int(paused), int(paused), int(paused), code),
+            db.execute(  # the moment and its question, held in the room's row
+                "UPDATE rooms SET paused = ?1, held_page = CASE WHEN ?1 THEN page ELSE '' END,"
+                " held_state = CASE WHEN ?1 THEN state ELSE '' END, held_question = CASE WHEN"
+                " ?1 THEN question END, paused_at = CASE WHEN ?1 THEN ?2 END WHERE code = ?3",
+                (int(paused), now, code),
             )
             return self._bump(db, code)
 

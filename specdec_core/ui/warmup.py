@@ -1,15 +1,19 @@
-"""Warm a fresh server in the background: the pair the app opens on is loaded (with its
-first forwards, ``server/pairs._warmed``) and its lesson scenarios searched, once per
-process, so a teacher who opens the Lesson panel finds them ready instead of a search.
+"""Warm a fresh server in the background: the pairs the app opens on (an English screen's
+and a Chinese screen's, :func:`opening_pairs`) are loaded (with their first forwards,
+``server/pairs._warmed``) and their lesson scenarios searched, once per process, so the
+first visitor in either language finds the pair loaded and a teacher who opens the Lesson
+panel finds the scenarios ready instead of a search.
 
-Streamlit has no start-up hook: ``app.py`` calls :func:`start` on every run, and the first
-run of the process (the first visitor, or ``deploy/warm_up.py``'s session) starts the
-thread; later calls do nothing. The first page loads the same pair under the registry's
-lock, so the two never load it twice; the search waits until that first run has finished
+``app.py``'s ``st.App`` lifespan (``ui/live/push_server.warm_up``) calls :func:`start` a
+second after the server starts, so the health check answers at once and the loads run
+before anyone visits; ``app.py`` also calls it on every run (a server without the
+lifespan), and later calls do nothing. A page that needs a pair the thread is loading waits
+on the registry's lock, so a pair is never loaded twice. Every pair is loaded before any
+search; the searches wait until the first run of ``app.py`` has finished
 (:func:`first_run_done`, at most :data:`FIRST_RUN_WAIT_S`) and its page has reached the
-browser (:data:`SETTLE_S`), so it does not slow the first visitor's page. Only inside a
-running server (an ``AppTest`` has a mock runtime) and unless ``SPECDEC_WARM_UP=0``. When
-done it logs one line on stderr:
+browser (:data:`SETTLE_S`), so they do not slow the first visitor's page. Only inside a
+running server (an ``AppTest`` has a mock runtime) and unless ``SPECDEC_WARM_UP=0``. It
+logs one line on stderr per pair, the English screen's first:
 
     specdec-warm pair=embedded threads=1 load_s=0.9 scenarios=7 search_s=0.7
 """
@@ -23,7 +27,7 @@ import threading
 import time
 
 from specdec_core.core.models import default_pair_name
-from specdec_core.server.pairs import offered_pairs
+from specdec_core.server.pairs import capacity, offered_pairs
 from specdec_core.ui.loader import get_pair
 from specdec_core.ui.step.links import search_scenarios
 
@@ -34,7 +38,7 @@ log = logging.getLogger("specdec.warmup")
 _lock = threading.Lock()
 _thread: threading.Thread | None = None
 _first_run = threading.Event()
-done: dict[str, float] = {}  # the finished warm-up's figures (tests, benchmarks)
+done: dict[str, dict[str, float]] = {}  # pair → its warm-up's figures (tests, benchmarks)
 
 
 def in_server() -> bool:
@@ -48,11 +52,18 @@ def in_server() -> bool:
         return False
 
 
-def opening_pair() -> str:
-    """The preset the sidebar opens on (``gpt2`` when cached and offered, else the shipped
-    ``embedded`` pair), as ``ui/sidebar.render_sidebar`` chooses it."""
-    name, _ = default_pair_name()
-    return name if name in offered_pairs() else "embedded"
+def opening_pairs() -> list[str]:
+    """The presets the sidebar opens on for an English screen, then a Chinese one
+    (``embedded-zh`` when shipped; else ``gpt2`` when cached and offered, else the shipped
+    ``embedded`` pair), as ``ui/sidebar.render_sidebar`` chooses them; each once, at most
+    as many as the registry holds."""
+    offered, names = offered_pairs(), []
+    for lang in ("en", "zh"):
+        name, _ = default_pair_name(lang)
+        name = name if name in offered else "embedded"
+        if name not in names:
+            names.append(name)
+    return names[: capacity()]
 
 
 def start() -> bool:
@@ -75,34 +86,34 @@ def first_run_done() -> None:
 
 
 def _warm() -> None:
-    """Load the opening pair, then (after the first run of ``app.py``) search its
-    scenarios; log the figures. A failure is logged and leaves the server as it was (the
-    first visitor who asks then does the work)."""
+    """Load the opening pairs, then (after the first run of ``app.py``) search their
+    scenarios; log each pair's figures. A failure is logged and stops the warm-up, leaving
+    the server as it was (the first visitor who asks then does the work)."""
     import torch
 
     try:
-        started = time.perf_counter()
-        name = opening_pair()
-        pair = get_pair(name)
-        loaded = time.perf_counter()
+        names, loads = opening_pairs(), {}
+        for name in names:
+            started = time.perf_counter()
+            loads[name] = (get_pair(name), time.perf_counter() - started)
         if _first_run.wait(FIRST_RUN_WAIT_S):
             time.sleep(SETTLE_S)
-        searching = time.perf_counter()
-        found = search_scenarios(pair)
-        searched = time.perf_counter()
+        for name, (pair, load_s) in loads.items():
+            searching = time.perf_counter()
+            found = search_scenarios(pair)
+            figures = {
+                "load_s": load_s,
+                "search_s": time.perf_counter() - searching,
+                "scenarios": float(sum(f.state is not None for f in found)),
+                "threads": float(torch.get_num_threads()),
+            }
+            done[name] = figures
+            print(
+                f"specdec-warm pair={name} threads={torch.get_num_threads()} "
+                f"load_s={figures['load_s']:.1f} scenarios={int(figures['scenarios'])} "
+                f"search_s={figures['search_s']:.1f}",
+                file=sys.stderr,
+                flush=True,
+            )
     except Exception:  # noqa: BLE001 - a warm-up never breaks the server
         log.exception("warm-up failed")
-        return
-    done.update(
-        load_s=loaded - started,
-        search_s=searched - searching,
-        scenarios=float(sum(f.state is not None for f in found)),
-        threads=float(torch.get_num_threads()),
-    )
-    print(
-        f"specdec-warm pair={name} threads={torch.get_num_threads()} "
-        f"load_s={done['load_s']:.1f} scenarios={int(done['scenarios'])} "
-        f"search_s={done['search_s']:.1f}",
-        file=sys.stderr,
-        flush=True,
-    )

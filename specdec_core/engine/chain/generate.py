@@ -36,6 +36,7 @@ from specdec_core.engine.chain.round import (
 from specdec_core.engine.rounds import check_grammar_drafter, round_stream, stop_rule
 from specdec_core.engine.schedule import check_gamma_settings, confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule
+from specdec_core.rules.verification import sampled_rule
 
 Mode = Literal["speculative", "autoregressive"]
 
@@ -185,6 +186,7 @@ def generate(
         if draft_kv is not None:
             draft_kv.spans = []
     active = processors if processors.active else None
+    lossy = lossy_rule(config) if mode != "autoregressive" else None  # the baseline: exact draws
     ctx = ChainContext(
         target,
         drafter,
@@ -192,10 +194,9 @@ def generate(
         active,
         config.draft_method,
         confidence_for(config),
-        lossy_rule(config) if mode != "autoregressive" else None,  # the baseline: exact draws
+        sampled_rule(config.verification, lossy),
         stop_rule(pair, config),
         prompt_len,
-        config.verification,
     )
     with torch.inference_mode():
         run.started = started = time.perf_counter()

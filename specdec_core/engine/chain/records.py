@@ -35,7 +35,7 @@ from specdec_core.core.records import (
     strip_order,
 )
 from specdec_core.core.words import CheckStatus, RoundKind, StripState, VerdictKind
-from specdec_core.rules.block import BlockDecision
+from specdec_core.rules.acceptance import BlockDecision
 
 
 @dataclass(frozen=True)

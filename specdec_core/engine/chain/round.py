@@ -18,26 +18,27 @@ round's two random streams are :func:`~specdec_core.engine.rounds.round_stream`'
 
 Beyond the paper: history-dependent processors (penalties, a grammar matcher) process each
 ``q`` and ``p`` row on its own prefix and are rolled back with the caches; a stop (EOS, a
-stop string, the budget) cuts the commit short; a lossy rule (``rules/lossy.py``, only from
-an explicit setting) may replace the exact one on sampled rounds; block verification
-(``rules/block.py``, Sun et al. 2025, from ``SessionConfig.verification``) may replace the
-token-wise rule on sampled rounds (greedy rounds: the same decisions, the greedy rule).
+stop string, the budget) cuts the commit short (``ctx.stop.cut``); on sampled rounds an
+alternative rule from the settings may replace the token-wise one (``ctx.rule``, the table
+in ``rules/verification.py``: block verification, Sun et al. 2025, or a lossy rule); greedy
+rounds always decide by the greedy rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
-from specdec_core.core.settings import DraftMethod, VerificationName
+from specdec_core.core.settings import DraftMethod
 from specdec_core.drafters.base import Draft, Drafter
 from specdec_core.engine.chain.records import RoundRecord, make_record
-from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
 from specdec_core.rules.acceptance import (
+    BlockDecision,
     Verdict,
     acceptance_total,
     greedy_accepted_length,
@@ -45,8 +46,10 @@ from specdec_core.rules.acceptance import (
     verify_greedy,
     verify_sampling,
 )
-from specdec_core.rules.block import BlockDecision, verify_block
-from specdec_core.rules.lossy import LossyRule, verify_lossy
+
+if TYPE_CHECKING:
+    from specdec_core.engine.rounds import StopRule
+    from specdec_core.rules.verification import SampledRule
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,11 @@ class ChainContext:
             autoregressive baseline). sampling: temperature/top-k/top-p of ``p`` and ``q``.
         processors: the history processors (``None`` or inactive: none apply).
         draft_method, confidence: passed to ``Drafter.propose`` (the confidence stop's
-            threshold, ``None`` outside that γ schedule). lossy: a lossy rule or ``None``.
+            threshold, ``None`` outside that γ schedule).
+        rule: the sampled rounds' rule when not the token-wise one (block verification or
+            a lossy rule: ``rules/verification.sampled_rule``), else ``None``.
         stop: the stop rule; prompt_len: ids before the generated ones (the stop counts
-            generated tokens). verification: ``token`` or ``block`` (sampled rounds).
+            generated tokens).
     """
 
     target: ModelCache
@@ -70,10 +75,9 @@ class ChainContext:
     processors: Processors | None = None
     draft_method: DraftMethod = "probabilistic"
     confidence: float | None = None
-    lossy: LossyRule | None = None
+    rule: SampledRule | None = None
     stop: StopRule | None = None
     prompt_len: int = 0
-    verification: VerificationName = "token"
 
     @property
     def active(self) -> Processors | None:
@@ -126,8 +130,7 @@ def verify(
     views: bool = False,
 ) -> Checked:
     """Step 3: ONE target forward over ``[committed tokens without KV] + y_1..y_γ'``, then
-    the rule: greedy (accept while ``y_i == argmax p_i``), else a lossy rule if set, else
-    :func:`~specdec_core.rules.block.verify_block` (block verification) or
+    the rule: greedy (accept while ``y_i == argmax p_i``), else ``ctx.rule`` if set, else
     :func:`~specdec_core.rules.acceptance.verify_sampling`, with draws from ``rng`` (the
     round's verification stream; unused at temperature 0).
 
@@ -155,10 +158,8 @@ def verify(
     block = None
     if ctx.sampling.greedy:
         verdict = verify_greedy(ids, p_rows)
-    elif ctx.lossy is not None:
-        verdict = verify_lossy(ids, p_rows, rng, ctx.lossy)
-    elif ctx.verification != "token":  # block verification
-        verdict, block = verify_block(ids, q_rows, p_rows, rng)
+    elif ctx.rule is not None:  # block verification or a lossy rule
+        verdict, block = ctx.rule(ids, q_rows, p_rows, rng)
     else:
         verdict = verify_sampling(ids, q_rows, p_rows, rng)
     overlaps = acceptance_total(p_rows[:gamma], q_rows).tolist() if gamma else []
@@ -188,7 +189,7 @@ def decide_round(
     assert ctx.stop is not None
     verdict = checked.verdict
     proposal = draft_ids[: verdict.accepted] + [verdict.next_token]
-    appended, reason = commit_tokens(committed, proposal, ctx.prompt_len, ctx.stop)
+    appended, reason = ctx.stop.cut(committed, proposal, ctx.prompt_len)
     n, kind = verdict.accepted, verdict.kind
     record = make_record(gamma, draft_ids, n, checked.overlaps, appended, kind, checked.block)
     return record, reason
@@ -202,4 +203,6 @@ def apply_round(
     input), the processors back on them. Returns ``(ids, (target, draft) rows removed)``."""
     ids = committed + list(record.appended)
     assert ctx.drafter is not None
-    return ids, rollback(ctx.target, ctx.drafter, ids, ctx.processors)
+    if ctx.processors is not None:
+        ctx.processors.sync_to(ids)
+    return ids, (ctx.target.rollback_to(ids), ctx.drafter.rollback_to(ids))

@@ -22,6 +22,7 @@ from specdec_core.engine.chain.round import ChainContext, Checked
 from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, VerifyTrace
 from specdec_core.engine.schedule import confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule
+from specdec_core.rules.verification import sampled_rule
 
 if TYPE_CHECKING:
     from specdec_core.engine.session import Session
@@ -61,10 +62,9 @@ def context(s: Session) -> ChainContext:
         s.processors,
         c.draft_method,
         confidence_for(c),
-        lossy_rule(c),
+        sampled_rule(c.verification, lossy_rule(c)),
         s.stop,
         s.prompt_len,
-        c.verification,
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from specdec_core.core.trace import DistSlice, KVState, TokenInfo
 from specdec_core.core.words import CheckStatus, RoundKind, StopReason, VerdictKind
 from specdec_core.engine.chain.records import RoundRecord
-from specdec_core.rules.block import BlockDecision
+from specdec_core.rules.acceptance import BlockDecision
 
 
 @dataclass(frozen=True)

@@ -1,48 +1,44 @@
-"""Tree verification (SpecInfer, Miao et al. 2024; EAGLE-2's dynamic trees build on it):
-the draft proposes a *tree* of candidates, the target scores the whole tree in ONE
-forward with a tree attention mask, and the accepted root-to-leaf path (at each node the
-child the walk accepts: the target's argmax, or at T > 0 the first sibling the residual
-rule accepts, so not necessarily the longest path that could pass) plus one target token
-is committed.
+"""One tree round (SpecInfer, Miao et al. 2024; EAGLE-2's dynamic trees build on it): the
+draft proposes a *tree* of candidates, the target scores it in ONE forward with a tree
+attention mask, and the accepted root-to-leaf path plus one target token is committed.
 
-* **Draft a tree.** ``shape = (k_1, k_2, …)``: every node at depth ``d − 1`` gets ``k_d``
-  children, breadth first, until the node budget is spent (any drafter with a
-  distribution; prompt lookup is refused). Greedy (temperature 0): the ``k`` most likely
-  distinct tokens of the draft at that node. Sampling: ``k`` children
-  drawn i.i.d. from the draft's ``q`` at that node (the multi-candidate rule needs
-  i.i.d. siblings, ``rules/tree_node.py``).
-* **Verify in one forward.** Inputs: the committed tokens without target KV, then every
-  node. Each node attends to the cached prefix, those pending tokens, its ancestors and
-  itself (a 4D mask ``[1, 1, n, P + n]``) at position ``depth`` after the last committed
-  token: row ``i`` of the logits is what a chain forward over the root-to-``i`` path
-  gives (tested to 1e-5).
-* **Walk the tree.** From the root, at each node: greedy — move to the child equal to the
-  target's argmax, else that argmax is the correction; sampling — the siblings' verdict of
-  :func:`specdec_core.rules.tree_node.verify_node`. A leaf reached gives a bonus token from
-  its ``p``.
-* **History-dependent processors** (penalties, a grammar: ``core/processors.py``). Each
-  node's rows are processed for *its own path*: the draft's row at a node (from which its
-  children are drawn) and the target's row there both see ``committed + the tokens on the
-  path from the root to that node`` (never a sibling's), with
-  :meth:`~specdec_core.core.processors.Processors.row`, before temperature/top-k/top-p. The
-  grammar matcher is synced path by path (rolled back to the common prefix, then advanced).
-  Drafting leaves the processors on the last expanded node's path; the walk leaves them on
-  ``committed + the accepted path`` (the correction/bonus token not yet included); the
-  commit's :func:`specdec_core.engine.rounds.rollback` brings them to the committed ids.
-* **Compact the KV.** The accepted path's keys/values move right after the committed
-  prefix, the rest is cropped: the target's cache equals a plain decode (tested).
+    tree, forwards = draft_tree(drafter, committed, shape, sampling, draft_rng, budget)
+    logits, fed = tree_forward(target, committed, tree)   # ONE masked target forward
+    verdict = walk(tree, logits, sampling, verify_rng)     # root to leaf: the node rule
+    record, stop = decide_round(ctx, tree, verdict, committed, shape, forwards, 1)
+    committed = apply_round(target, drafter, committed, record)  # KV compaction, rollback
+
+* **Draft.** ``shape = (k_1, k_2, …)``: each node at depth ``d − 1`` gets ``k_d`` children,
+  breadth first, until the node budget is spent, one ``Drafter.tree_level_logits`` call
+  per depth (prompt lookup, with no ``q``, is refused). Greedy: the ``k`` most likely
+  distinct tokens; sampling: ``k`` children drawn i.i.d. from ``q`` at that node (the
+  node rule needs i.i.d. siblings).
+* **Verify.** Inputs: the committed tokens without target KV, then every node; a node
+  attends to the cached prefix, those pending tokens, its ancestors and itself (mask
+  ``[1, 1, n, P + n]``) at position ``depth`` after the last committed token, so row ``i``
+  is what a chain forward over the root-to-``i`` path gives (tested to 1e-5).
+* **Walk.** At each node from the root: greedy, move to the child equal to the target's
+  argmax, else that argmax is the correction; sampling, the siblings' verdict of
+  :func:`~specdec_core.rules.tree_node.verify_node` (the first sibling accepted, so not
+  necessarily the longest path that could pass). A leaf reached gives a bonus from its ``p``.
+* **Processors** (penalties, a grammar): each node's draft and target rows are processed
+  for ``committed`` + its own root-to-node path (never a sibling's), before
+  temperature/top-k/top-p; the grammar matcher is synced path by path. Drafting leaves
+  them on the last expanded path, the walk on the accepted one; :func:`apply_round` brings
+  them to the committed ids.
+* **Compact.** The accepted path's keys/values move right after the committed prefix, the
+  rest is cropped: the target's cache equals a plain decode (tested).
 
 Beyond the paper: no dynamic tree shape (a readable lesson); the draft proposes a depth at
-a time (``Drafter.tree_level_logits``); the round counts the draft forwards that ran.
-
-As functions (the chain's verbs): :func:`draft_tree`, :func:`tree_forward` + :func:`walk`,
-:func:`decide_round`, :func:`apply_round`; run by ``generate_tree`` and the session.
+a time; the round counts the draft forwards that ran. ``generate_tree`` and the session's
+``TreeSteps`` run these functions.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -59,9 +55,11 @@ from specdec_core.core.sampling import (
 from specdec_core.core.words import VerdictKind
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import NO_TREE_WHY, no_tree_code
-from specdec_core.engine.rounds import StopRule, commit_tokens, rollback
 from specdec_core.engine.tree.records import TreeRoundRecord, node_states
 from specdec_core.rules.tree_node import verify_node
+
+if TYPE_CHECKING:
+    from specdec_core.engine.rounds import StopRule
 
 PROBABILISTIC_TREE = "tree drafting at temperature > 0 needs the probabilistic method"
 
@@ -106,13 +104,10 @@ def draft_tree(
     budget: int = 12,
     processors: Processors | None = None,
 ) -> tuple[DraftTree, int]:
-    """Propose: a token tree after ``context``, a ``drafter.tree_level_logits`` call per
-    depth, at most ``budget`` nodes. Returns ``(tree, draft forwards that ran)``.
-    ``generator``: the round's drafting stream (sibling draws at T > 0). Active
-    ``processors`` process each node's row for its own path, so a child is never a token
-    it forbids (a node may get fewer than ``k``); they end on the last expanded path.
-    Raises ConfigError for a drafter that cannot draft a tree (:func:`tree_refused`).
-    """
+    """Propose: a tree of at most ``budget`` nodes after ``context`` (sibling draws from
+    ``generator``, the round's drafting stream). Active ``processors`` never let a child be
+    a token they forbid (a node may get fewer than ``k``). Returns ``(tree, draft forwards
+    that ran)``. Raises ConfigError for a drafter that cannot draft a tree."""
     tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
     process = processors is not None and processors.active
     for k in shape:
@@ -178,11 +173,10 @@ def tree_attention(prefix: int, pending: int, tree: DraftTree) -> torch.Tensor:
 
 def tree_forward(target: ModelCache, ids: list[int], tree: DraftTree) -> tuple[torch.Tensor, int]:
     """Verify, part 1: ONE target forward over the pending committed ``ids`` and every
-    node (node ``i`` at position ``depth`` after the last committed token, attending as
-    :func:`tree_attention` says). Returns ``[1 + len(tree), V]`` float32 logits (row 0 for
-    the root's children, row ``1 + i`` after node ``i``) and the tokens it fed. The cache (and
-    ``target.hidden``) then holds every node; ``target.ids`` only the committed ones until
-    :func:`compact`."""
+    node (masked by :func:`tree_attention`). Returns ``[1 + len(tree), V]`` float32 logits
+    (row 0 for the root's children, row ``1 + i`` after node ``i``) and the tokens it fed.
+    The cache (and ``target.hidden``) then holds every node; ``target.ids`` only the
+    committed ones until :func:`compact`."""
     pending = target.sync_to(ids)
     prefix = target.kv_len
     base = prefix + len(pending) - 1
@@ -305,7 +299,7 @@ def decide_round(
     the target's (verify, plus an EAGLE drafter's first prefill)."""
     path_tokens = [tree.tokens[i] for i in verdict.path]
     proposal = path_tokens + [verdict.next_token]
-    appended, reason = commit_tokens(committed, proposal, ctx.prompt_len, ctx.stop)
+    appended, reason = ctx.stop.cut(committed, proposal, ctx.prompt_len)
     on_path = min(len(verdict.path), len(appended))
     record = TreeRoundRecord(
         shape=tuple(int(k) for k in shape),
@@ -336,5 +330,8 @@ def apply_round(
     path = [i for i in record.path if record.states[i] == "accepted"]
     compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
     ids = committed + list(record.appended)
-    rollback(target, drafter, ids, processors)
+    if processors is not None:
+        processors.sync_to(ids)
+    target.rollback_to(ids)
+    drafter.rollback_to(ids)
     return ids

@@ -6,11 +6,13 @@ the answer the teacher's chart counts. Peer instruction: the time left of a coun
 radio closes at its end; an answer the store refuses as late gives one message), and the
 revote, a radio of its own (``live_answer_<qid>_2``) under a line that says so; an answer
 of the first vote still waiting when the revote opens is dropped, never sent. While the
-class is paused the screen holds the question as it was when this screen saw the pause
-(:data:`HELD_Q`: no new question, no reveal, the countdown's time left frozen, the radio
-off); the resume shows the room's question as it is then."""
+class is paused the screen holds the question as it was at the pause (the store keeps it:
+no new question, no reveal, the countdown's time left frozen, the radio off); the resume
+shows the room's question as it is then."""
 
 from __future__ import annotations
+
+import math
 
 import streamlit as st
 
@@ -21,11 +23,10 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN
 from specdec_core.ui.live import room
 from specdec_core.ui.live.questions import question_text, shown_choices
-from specdec_core.ui.live.vote import clock_line, is_open, seconds_left
+from specdec_core.ui.live.vote import clock_line, is_open
 
 PENDING = "live_pending"  # (qid, choice, vote): an answer the store has not confirmed yet
 MINE = "live_mine"  # (qid, vote, revealed, choice): this student's answer as the store has it
-HELD_Q = "live_held_question"  # (code, question, seconds left) shown while the class is paused
 
 
 def send_pending(question: Question | None) -> None:
@@ -141,17 +142,15 @@ def question_box(view: RoomView) -> None:
 
 
 def _shown(view: RoomView) -> tuple[Question | None, int | None]:
-    """The question this screen shows and, while paused, its countdown's seconds left as
-    they were when this screen first saw the pause (``None``: no countdown)."""
-    S = st.session_state
+    """The question this screen shows and, while paused, its countdown's seconds left at
+    the pause (``None``: no countdown): the store holds both (``RoomView.held``,
+    ``paused_at``), so a reload or another replica shows the same."""
     if not view.paused:
-        S.pop(HELD_Q, None)
         return view.question, None
-    held = S.get(HELD_Q)
-    if held is None or held[0] != view.code:
-        q = view.question
-        held = S[HELD_Q] = (view.code, q, None if q is None else seconds_left(q))
-    return held[1], held[2]
+    q = view.held
+    if q is None or q.closes_at is None or view.paused_at is None:
+        return q, None
+    return q, max(0, math.ceil(q.closes_at - view.paused_at))
 
 
 def _stored_answer(qid: str, vote: int, revealed: bool) -> int | None:

@@ -11,8 +11,10 @@ once that the screen moved (:data:`HELD`).
 
 Moments are compared without the screen's language and presenter mode (each driver keeps
 its own). While the class is paused the store serves the held moment, not the drivers',
-so nothing is compared then. Two clicks within one store round trip can still race: the
-later publish wins.
+so nothing is compared then. Two clicks within one store round trip are settled by the
+store: a publish carries the version this screen agreed with as its compare-and-set base
+(``RoomStore.publish``), so the second one is refused (``room_moved``) and its screen goes
+to the first one's moment as above.
 """
 
 from __future__ import annotations

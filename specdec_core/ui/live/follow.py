@@ -339,7 +339,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
             st.markdown(f":material/pause_circle: **{t('live_paused')}**")
         question_box(view)
     if pushed and following():
-        q, paused = view.question, ":paused" if view.paused else ""
+        q, paused = (view.held, ":paused") if view.paused else (view.question, "")
         shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}") + paused
         if not push_view.pushed(view.code, lang(), shown, lambda: S.pop(POLLED, None)):
             S[push_view.NO_PUSH] = True  # the browser cannot hold the socket: poll instead

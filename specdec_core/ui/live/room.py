@@ -291,6 +291,8 @@ def _claim(code: str, key: str) -> Seat:
     st.session_state[SEAT] = seat
     st.session_state[PUBLISHED] = (view.page, dict(view.state))
     st.session_state[CLAIMED] = True
+    if not view.paused:  # the screen goes to the class's moment: the compare-and-set base
+        converge.agreed(view.version)
     st.session_state[URL_PARAMS] = {}
     if "room" in st.query_params:
         del st.query_params["room"]
@@ -328,8 +330,12 @@ def publish(page: str, params: dict[str, str]) -> None:
             st.session_state[converge.HELD] = True  # never pulls the class back: the
             return  # dashboard's poll brings this screen to the class's moment
         frames.publish_frame(store(), (s.code, s.key), page, now)  # followers draw it as is
-        converge.agreed(store().publish(s.code, s.key, *now))
+        base = st.session_state.get(converge.SYNCED)  # compare-and-set: two drivers' clicks
+        converge.agreed(store().publish(s.code, s.key, *now, base=base))
     except RoomError as exc:  # a gone room or a wrong key: say so at once (a new run)
+        if exc.code == "room_moved":  # the other driver's click won: as moved_on above
+            st.session_state[converge.HELD] = True
+            return
         fail(exc)
         if exc.code in FAULTS:  # not published: the dashboard's next poll tries again
             st.session_state[UNPUBLISHED] = (page, params)

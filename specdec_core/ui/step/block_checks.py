@@ -4,7 +4,7 @@ verification decides with the same uniforms (so a student sees where block verif
 kept a token token-wise would have rejected), one line on the prefix kept and the
 distribution the next token came from, and that distribution in the chart of its position
 (the block residual, not token-wise's ``[p − q]+``). Drawing only; the numbers are the round's
-:class:`~specdec_core.rules.block.BlockDecision`."""
+:class:`~specdec_core.rules.acceptance.BlockDecision`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ import streamlit as st
 from specdec_core.core.numfmt import fmt_sig
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.engine.chain.trace import PositionCheck
-from specdec_core.rules.block import RESIDUAL_TOP, BlockDecision
+from specdec_core.rules.acceptance import BlockDecision
+from specdec_core.rules.block import RESIDUAL_TOP
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step_slices import block_residual_slice
 from specdec_core.ui.i18n import t

@@ -14,7 +14,7 @@ from specdec_core.core.trace import DistSlice, byte_groups
 from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.trace import PositionCheck, RoundTrace, VerifyTrace
 from specdec_core.engine.session import Session
-from specdec_core.rules.block import BlockDecision
+from specdec_core.rules.acceptance import BlockDecision
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
