@@ -44,7 +44,7 @@ STEPS: tuple[Step, ...] = ("propose", "verify", "commit")
 
 
 class Shape(Protocol):
-    """What the session asks of a shape, built over its session (``shape(session)``).
+    """What the session asks of a shape, built over its session (``steps(session)``).
     ``unit``: ``drafts`` | ``tree``; ``pending``: the round in flight (``None`` between
     rounds; ``record`` set once verified); ``drafts``: the pending drafted ids listed after
     the committed ids in the KV-state table (a tree lists none)."""
@@ -68,8 +68,8 @@ S = TypeVar("S", bound=Shape)
 class Session(Generic[S]):
     """A step-by-step speculative session over a shared, read-only :class:`ModelPair`.
     ``prompt_len``: the first ``prompt_len`` ids of ``prompt`` are the prompt, the rest
-    count as already generated (default: all are the prompt). ``shape`` builds the shape
-    object over this session (``steps``).
+    count as already generated (default: all are the prompt). ``steps`` builds the shape
+    object over this session (``ChainSteps``, or a ``TreeSteps`` with its tree shape).
 
     Raises:
         ConfigError: bad settings, penalty or grammar (``make_processors``' codes), a
@@ -86,11 +86,11 @@ class Session(Generic[S]):
         config: SessionConfig | None,
         drafter: Any,
         prompt_len: int | None,
-        shape: Callable[[Session[S]], S],
+        steps: Callable[[Session[S]], S],
     ) -> None:
         self.pair = pair
         self.config = (config or SessionConfig()).validate(pair.vocab_size)
-        self.steps: S = shape(self)
+        self.steps: S = steps(self)
         self.steps.check_settings(self.config)
         ids = prompt_ids(pair, prompt)
         if prompt_len is None:
