@@ -5,8 +5,8 @@ Before verify the processors stand on the committed text; the verify forward adv
 them through the drafts (each ``p_i`` is processed with its own prefix); the commit rolls
 them back to the new committed text together with the caches. Every number comes from the
 engine's :class:`~specdec_core.core.processors.ProcessorView` in the round's traces
-(``VerifyTrace.kv_before`` / ``kv_after``, ``CommitTrace.kv_after``, the same for a
-tree round's step records). Drawing only.
+(``VerifyTrace.kv_before`` / ``kv_after``, ``CommitTrace.kv_after``; a tree round's
+``propose.kv_before`` / ``verify.kv_after`` / ``commit.kv_after``). Drawing only.
 """
 
 from __future__ import annotations
