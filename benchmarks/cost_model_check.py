@@ -5,7 +5,8 @@ verify-cost curve; the whole set is run ``--passes`` times, drafter after drafte
 burst of load hits every drafter alike. Then a table per drafter: predicted vs measured
 speed-up (the median over passes and the range), and where an error comes from -- rounds
 (predicted from α vs run), the drafting and the verification per round (priced vs
-measured inside the run) -- with the load the passes ran under.
+measured inside the run) -- with the load the passes ran under; last, the median over
+drafters of each drafter's median |error| (and the largest).
 
     python benchmarks/cost_model_check.py [--drafters model,block] [--gammas 4]
         [--passes 3] [--max-new-tokens 128] [--repeats 3] [--threads 1]
@@ -151,6 +152,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{med['verify_ms_priced']:>5.2f}/{med['verify_ms_measured']:<5.2f}{flag}",
             flush=True,
         )
+    worst = [abs(row["median"]["err_speedup"]) for row in table]
+    within = sum(w <= 10 for w in worst)
+    print(
+        "|error| of the predicted speed-up, per drafter's median: "
+        f"median {statistics.median(worst):.1f} %, largest {max(worst):.1f} %; "
+        f"{within} of {len(worst)} within 10 %"
+    )
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
     return 0

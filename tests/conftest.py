@@ -452,6 +452,23 @@ SLOW = {
 }
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With ``SPECDEC_TEST_CPU=FILE`` set, append one line per test to FILE: CPU seconds of
+    this process (setup + call + teardown, all its threads; a shared fixture's cost falls on
+    the first test that asks for it), wall seconds, the node id. CPU time, unlike wall time,
+    hardly moves with the machine's load: the quick loop's heavy tests are found with it."""
+    path = os.environ.get("SPECDEC_TEST_CPU")
+    if not path:
+        yield
+        return
+    cpu, wall = time.process_time(), time.perf_counter()
+    yield
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(f"{cpu:.3f}\t{wall:.3f}\t{item.nodeid}\n")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         name = item.path.name

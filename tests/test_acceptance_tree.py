@@ -12,7 +12,7 @@ import torch
 from scipy.stats import chisquare
 
 from specdec_core.core.sampling import one_hot
-from specdec_core.rules.tree_node import node_output_distribution, node_steps, verify_node
+from specdec_core.rules.acceptance import node_output_distribution, node_steps, verify_node
 
 T = torch.float64
 

@@ -63,6 +63,7 @@ def _ntok(at):
 
 
 def _not_one_token(at):
+    at.session_state["edit_keep_open"] = True  # the edit box open
     _propose(at)
     at.text_input(key="edit_text").set_value("$x^2$ ![i](http://127.0.0.1/x.png) **b**").run()
     at.button[-3].click().run()

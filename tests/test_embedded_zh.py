@@ -144,6 +144,18 @@ def test_first_visit_lands_on_the_pair_of_the_screen(params, state, pair, prompt
     assert at.text_area[0].value.startswith(prompt)
 
 
+def test_the_pair_caption_stays_true_after_switching_to_english():
+    """The caption's reason for the Chinese pair is about how the app was opened, so it
+    is still true once the teacher switches the screen to English."""
+    at = open_app({"lang": "zh"})
+    zh = " ".join(c.value for c in at.sidebar.caption)
+    assert "应用以中文界面打开" in zh, zh
+    at.sidebar.radio(key="lang").set_value("en").run()
+    en = " ".join(c.value for c in at.sidebar.caption)
+    assert at.session_state["pair_name"] == "embedded-zh"
+    assert "was opened on a Chinese screen" in en and "is in Chinese" not in en, en
+
+
 def test_the_pair_is_in_the_lesson_link():
     from specdec_core.lessons.link import LessonState, decode, encode
 

@@ -267,8 +267,7 @@ def test_follow_one_round_names_what_the_round_imports():
         count, lines = _said(section, f"A {shape} round", "reads in")
         assert count == len(files), (shape, files)
         assert abs(lines - sum(files.values())) <= 0.1 * sum(files.values()), (shape, files)
-        if shape == "chain":
-            assert len(files) <= ROUND_GOAL[0] and sum(files.values()) <= ROUND_GOAL[1], files
+        assert len(files) <= ROUND_GOAL[0] and sum(files.values()) <= ROUND_GOAL[1], files
     chain = follow_one_round(ROUND_FILES["chain"])
     extra = {f: n for f, n in follow_one_round(ALTERNATIVE_RULES).items() if f not in chain}
     print("alternative rules", extra, sum(extra.values()))

@@ -45,7 +45,7 @@ def _table(at) -> list[tuple[int | None, str]]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_state_table_through_one_round(embedded_pair, lang):
     lab = LABELS[lang]
-    at = open_app(lang=lang, state={"cfg_drafter": "recurrent"})
+    at = open_app(lang=lang, state={"cfg_drafter": "recurrent", "edit_keep_open": True})
     assert not at.exception
     p = len(embedded_pair.tokenizer.encode(at.text_area[0].value))
     assert _table(at) == [(0, lab["kept"])]  # the zero state, nothing read yet

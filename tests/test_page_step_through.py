@@ -43,7 +43,7 @@ LABELS = {
 
 
 def start(lang: str) -> AppTest:
-    return open_app(lang=lang)
+    return open_app(lang=lang, state={"edit_keep_open": True})  # the edit box open
 
 
 def metrics(at: AppTest, lab: dict) -> tuple[int, int, int]:
@@ -298,7 +298,11 @@ def test_agree_that_redrafts_fewer_tokens_than_the_position_is_no_error(embedded
     first with the target's token, after which lookup finds no match and the draft is 1
     token long: the edit succeeds and the box shows the one token left."""
     lab = LABELS["en"]
-    at = open_app(lang="en", prompt="the king the king the king", state={"cfg_drafter": "ngram"})
+    at = open_app(
+        lang="en",
+        prompt="the king the king the king",
+        state={"cfg_drafter": "ngram", "edit_keep_open": True},
+    )
     click(at, lab["propose"])
     assert len(at.session_state["step_session"].steps.drafts) == 4
     at.selectbox(key="edit_pos").set_value(2).run()

@@ -1,7 +1,8 @@
 """Direct tests of the round pieces both engines share (``engine/rounds.py``): γ for a
-round and the stop rule as case tables (like ``round_statuses`` in test_records.py), the
-two random streams of a round, and the chain's verification forward
-(``engine/chain/round.verify``) on the embedded pair."""
+round, the stop rule and its cut of a commit as case tables (like ``round_statuses`` in
+test_records.py), the caches' rollback (``rollback_to``), the two random streams of a
+round, and the chain's verification forward (``engine/chain/round.verify``) on the
+embedded pair."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import torch
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.sampling import SamplingConfig, one_hot
 from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.round import ChainContext, verify
 from specdec_core.engine.rounds import (
+    StopRule,
     gamma_for_round,
     round_stream,
     stop_reason_after,
@@ -113,6 +116,47 @@ def test_the_bound_stop_rule_reads_the_pair_and_the_settings(embedded_pair):
     assert plain(ids[:2], 12) is None
     assert plain(ids[:3], 13) == "max_new_tokens"
     assert plain(ids[:2], 256) == "context_limit"
+
+
+# ---------------------------------------------------------------- a commit cut short
+# columns: committed, proposal (accepted drafts + correction/bonus), prompt_len, max_new
+@pytest.mark.parametrize(
+    ("committed", "proposal", "max_new", "appended", "reason"),
+    [
+        pytest.param([1, 2], [3, 4, 5], 10, [3, 4, 5], None, id="no-stop:all-appended"),
+        pytest.param([1, 2], [3, EOS, 5], 10, [3, EOS], "eos", id="eos-on-a-draft:rest-cut"),
+        pytest.param([1, 2], [3, 4, EOS], 10, [3, 4, EOS], "eos", id="eos-as-the-correction"),
+        pytest.param([1, 2], [3, 4, 5], 2, [3, 4], "max_new_tokens", id="budget-after-two"),
+        pytest.param([1, 2, 6], [3, 4], 2, [3], "max_new_tokens", id="budget-counts-generated"),
+        pytest.param([1, 2], [1, 2, 4], 10, [1, 2], "stop_string", id="stop-string-bc"),
+    ],
+)
+def test_the_stop_rule_cuts_a_commit_short(committed, proposal, max_new, appended, reason):
+    """``StopRule.cut`` appends token by token and stops at the first reason; the prompt
+    (``[1, 2]``: 2 ids) is not counted against ``max_new_tokens``."""
+    stop = StopRule(EOS, max_new, 64, ("bc",), _letters)
+    assert stop.cut(committed, proposal, 2) == (appended, reason)
+    assert stop([3], 3) is None and stop([3, EOS], 4) == "eos"  # the rule itself, called
+
+
+def test_rollback_to_leaves_the_last_committed_token_without_kv(embedded_pair):
+    """``ModelCache.rollback_to`` and ``Drafter.rollback_to``: after a verify forward over
+    committed + drafts, both keep the committed prefix they share, minus its last token."""
+    pair = embedded_pair
+    committed = pair.tokenizer.encode(PROMPT)
+    target, drafter = ModelCache(pair.target), ModelDrafter(pair.draft)
+    drafter.attach(target)
+    stream = round_stream(0, 0, "draft")
+    drafts = drafter.propose(committed, 3, SamplingConfig(), "probabilistic", stream).ids.tolist()
+    target.extend(target.sync_to(committed + drafts))
+    assert target.kv_len == len(committed) + 3 and drafter.cached_ids() is not None
+    new = committed + drafts[:1] + [7]  # one draft kept, then a correction
+    held = len(drafter.cached_ids())
+    assert target.rollback_to(new) == 2  # drafts 2 and 3 leave the target's cache
+    assert target.ids == new[:-1]  # the correction has no KV: the next round's first input
+    assert drafter.rollback_to(new) == held - len(committed) - 1
+    assert drafter.cached_ids() == new[: len(committed) + 1]
+    assert target.rollback_to(new) == 0 and drafter.rollback_to(new) == 0  # idempotent
 
 
 # ---------------------------------------------------------------- the round's two streams

@@ -31,7 +31,7 @@ def edit_boxes(at, lang: str) -> int:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_after_verify_the_edit_box_says_step_back_first(embedded_pair, lang):
     propose, verify, commit = STEP[lang]
-    at = open_app(lang=lang)
+    at = open_app(lang=lang, state={"edit_keep_open": True})
     click(at, propose)
     assert edit_boxes(at, lang) == 1 and hint(lang) not in [i.value for i in at.info]
     click(at, verify)
@@ -45,7 +45,7 @@ def test_after_verify_the_edit_box_says_step_back_first(embedded_pair, lang):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_an_edit_to_a_full_stop_is_not_read_as_an_ellipsis(embedded_pair, lang):
     propose = STEP[lang][0]
-    at = open_app(lang=lang)
+    at = open_app(lang=lang, state={"edit_keep_open": True})
     click(at, propose)
     session = at.session_state["step_session"]
     old = session.token(session.steps.drafts[0])
@@ -57,3 +57,27 @@ def test_an_edit_to_a_full_stop_is_not_read_as_an_ellipsis(embedded_pair, lang):
     assert "→ `.`" in notice and "→ .." not in notice
     assert notice.startswith(tr("edit_done", lang).split("{old}")[0].format(k=1))
     assert old.text.strip() in notice
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_edit_box_is_drawn_only_when_opened_and_stays_open_across_rounds(embedded_pair, lang):
+    """Closed (the default), Propose draws the box's title and none of its widgets; once a
+    student opened it, it is open again in the next round's verify phase (the expander's
+    own state is dropped while Commit and Propose do not draw it)."""
+    propose, verify, commit = STEP[lang]
+    at = open_app(lang=lang)
+    click(at, propose)
+    assert edit_boxes(at, lang) == 1
+    assert [s.key for s in at.selectbox if s.key in ("edit_pos", "edit_choice")] == []
+    assert not [b for b in at.button if b.label == tr("edit_apply_text", lang)]
+    at.session_state["edit_keep_open"] = True  # what opening the box does (its on_change)
+    at.run()
+    assert [s.key for s in at.selectbox if s.key in ("edit_pos", "edit_choice")] == [
+        "edit_pos",
+        "edit_choice",
+    ]
+    click(at, verify)
+    click(at, commit)
+    click(at, propose)
+    assert at.text_input(key="edit_text").value == ""
+    assert len([b for b in at.button if b.label == tr("edit_apply_text", lang)]) == 1

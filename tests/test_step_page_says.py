@@ -21,7 +21,9 @@ STEP = {
 
 
 def start(lang: str = "en", prompt: str | None = None, **state) -> AppTest:
-    return open_app(lang=lang, prompt=prompt, state=state)
+    return open_app(
+        lang=lang, prompt=prompt, state={"edit_keep_open": True, **state}
+    )  # edit box open
 
 
 def infos(at: AppTest) -> list[str]:

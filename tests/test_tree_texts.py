@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.tree.session import TreeSession
-from specdec_core.rules.tree_node import node_output_distribution
+from specdec_core.rules.acceptance import node_output_distribution
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,12 +2,13 @@
 Every edit runs in inference mode (a buffer grown inside a forward holds inference
 tensors, which only inference mode may change).
 
-A cache is ``k, v: [n_layer, H, capacity, Dh]`` plus a length. A forward writes its new
-rows in place after the cached ones (:meth:`KVBuffer.reserve` first, which grows the
+A cache is ``kv: [n_layer, 2, H, capacity, Dh]`` (keys at ``[:, 0]``, values at ``[:, 1]``,
+so a forward writes a layer's new keys and values in one copy) plus a length. A forward
+writes its new rows in place after the cached ones (:meth:`KVBuffer.reserve` first, which grows the
 capacity by doubling, so a generation of ``n`` tokens copies ``O(log n)`` times); a
 rollback moves the length (:meth:`KVBuffer.truncate`, no copy); the tree's compaction
 gathers the kept rows into place (:meth:`KVBuffer.keep_rows`). Attention reads the views
-``k[i, :, :end]``, whose shape does not depend on the capacity (a test holds the results
+``kv[i, 0, :, :end]``, whose shape does not depend on the capacity (a test holds the results
 bit-identical across capacities, so a replay equals the session it replays).
 
 ``layers`` and ``get_seq_length()`` mirror transformers' ``DynamicCache`` for readers
@@ -42,15 +43,24 @@ class KVBuffer:
     def __init__(
         self, layers: int, heads: int, head_dim: int, device: torch.device, dtype: torch.dtype
     ) -> None:
-        shape = (layers, heads, FIRST_CAPACITY, head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)  # [n_layer, H, cap, Dh]
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        shape = (layers, 2, heads, FIRST_CAPACITY, head_dim)
+        self.kv = torch.zeros(shape, device=device, dtype=dtype)  # [n_layer, 2, H, cap, Dh]
         self.length = 0
+
+    @property
+    def k(self) -> torch.Tensor:
+        """Keys, ``[n_layer, H, capacity, Dh]`` (a view of :attr:`kv`)."""
+        return self.kv[:, 0]
+
+    @property
+    def v(self) -> torch.Tensor:
+        """Values, ``[n_layer, H, capacity, Dh]`` (a view of :attr:`kv`)."""
+        return self.kv[:, 1]
 
     @property
     def capacity(self) -> int:
         """Rows each layer can hold before the next growth."""
-        return self.k.shape[2]
+        return self.kv.shape[3]
 
     @torch.inference_mode()
     def reserve(self, rows: int) -> None:
@@ -61,11 +71,10 @@ class KVBuffer:
         capacity = self.capacity
         while capacity < rows:
             capacity *= 2
-        for name in ("k", "v"):
-            old = getattr(self, name)
-            new = old.new_zeros((old.shape[0], old.shape[1], capacity, old.shape[3]))
-            new[:, :, : self.length] = old[:, :, : self.length]
-            setattr(self, name, new)
+        old = self.kv
+        new = old.new_zeros((*old.shape[:3], capacity, old.shape[4]))
+        new[:, :, :, : self.length] = old[:, :, :, : self.length]
+        self.kv = new
 
     def truncate(self, length: int) -> None:
         """Keep the first ``length`` rows (a rollback: only the length moves)."""
@@ -77,9 +86,8 @@ class KVBuffer:
         order, below the capacity) moved into ``keep, keep + 1, …``; the length becomes
         ``keep + len(rows)`` (the tree's compaction of the kept path)."""
         if rows:
-            index = torch.tensor(rows, device=self.k.device)
-            for t in (self.k, self.v):
-                t[:, :, keep : keep + len(rows)] = t.index_select(2, index)
+            index = torch.tensor(rows, device=self.kv.device)
+            self.kv[:, :, :, keep : keep + len(rows)] = self.kv.index_select(3, index)
         self.length = keep + len(rows)
 
     # ------------------------------------------------------------------ readers
@@ -93,5 +101,5 @@ class KVBuffer:
         end = self.length
         return [
             LayerView(self.k[i, None, :, :end], self.v[i, None, :, :end])
-            for i in range(len(self.k))
+            for i in range(len(self.kv))
         ]

@@ -3,9 +3,11 @@
 transformers stays the loader and the reference: :func:`gpt2_weights` takes references to
 the parameters of a ``GPT2LMHeadModel`` (or a bare ``GPT2Model``, the EAGLE head's block),
 and :func:`forward` runs the same math (Radford et al. 2019; nanoGPT's ``Block``) with the
-same kernels (``addmm`` as ``Conv1D``, ``scaled_dot_product_attention``, ``layer_norm``),
-without what a decoding round does not need: no output classes, cache objects, mask
-builders or per-call config checks. The keys/values go to a preallocated
+same kernels (``addmm`` as ``Conv1D``, ``layer_norm``; attention as the batched
+``matmul → softmax → matmul`` of ``scaled_dot_product_attention``'s math path), without
+what a decoding round does not need: no output classes, cache objects, mask builders or
+per-call config checks (on a CPU at batch 1, each op's Python and dispatch cost as much as
+its arithmetic: a layer's keys and values go to the cache in one copy). The keys/values go to a preallocated
 :class:`~specdec_core.core.kvbuffer.KVBuffer`. Tests hold logits and hidden states equal
 to transformers' forward within 1e-5 (one token, a k-token verify, a tree mask, after a
 truncation) on the embedded pair and tiny random GPT-2s.
@@ -14,7 +16,8 @@ Shapes: ``T`` new positions, ``L`` cached rows, ``S = L + T``, ``d`` width, ``H`
 ``Dh = d / H``. Batch 1 throughout (a decoding session), so tensors carry no batch axis.
 
 Deviations from transformers' GPT-2: dropout is never applied (eval only); ``gelu_new``
-runs as ``F.gelu(approximate="tanh")`` (the same function; low bits differ, < 1e-6);
+runs as ``F.gelu(approximate="tanh")`` (the same function; low bits differ, < 1e-6); the
+attention scales the scores, not ``q`` and ``k`` (low bits differ);
 ``reorder_and_upcast_attn`` is not reproduced (it only changes half-precision rounding).
 """
 
@@ -132,6 +135,22 @@ def causal_mask(length: int, new: int, device: torch.device) -> torch.Tensor | N
     return torch.ones(new, length + new, dtype=torch.bool, device=device).tril(length)
 
 
+def _attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, scale: float
+) -> torch.Tensor:
+    """``softmax(q kᵀ · scale + bias) v`` for ``q: [H, T, Dh]``, ``k, v: [H, S, Dh]``,
+    ``bias: [T, S]`` (0 or −inf; ``None``: no mask) → ``[H, T, Dh]``. The math of
+    ``scaled_dot_product_attention`` in three batched kernels, without its per-call checks;
+    each row's result does not depend on the other rows (a tree level's row equals the
+    same node's one-token forward bit for bit)."""
+    scores = torch.matmul(q, k.transpose(1, 2))  # [H, T, S]
+    if bias is None:
+        scores = scores.mul_(scale)
+    else:
+        scores = torch.add(bias, scores, alpha=scale)
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
 def blocks(
     w: Gpt2Weights, kv: KVBuffer, x: torch.Tensor, mask: torch.Tensor | None
 ) -> torch.Tensor:
@@ -143,15 +162,16 @@ def blocks(
     H = w.heads
     start, end = kv.length, kv.length + T
     kv.reserve(end)
-    for i, b in enumerate(w.blocks):
+    bias = None if mask is None else torch.zeros(mask.shape, dtype=x.dtype, device=x.device)
+    if bias is not None:  # [T, S]: 0 where a row may attend, −inf elsewhere
+        bias.masked_fill_(~mask, float("-inf"))
+    for b, layer in zip(w.blocks, kv.kv, strict=True):  # layer: [2, H, cap, Dh]
         h = torch.layer_norm(x, (d,), *b.ln_1, w.eps)
         qkv = torch.addmm(b.attn[1], h, b.attn[0]).view(T, 3, H, d // H)  # [T, 3, H, Dh]
-        q, k, v = qkv.permute(1, 2, 0, 3).unbind(0)  # each [H, T, Dh]
-        kv.k[i, :, start:end] = k
-        kv.v[i, :, start:end] = v
-        a = F.scaled_dot_product_attention(
-            q, kv.k[i, :, :end], kv.v[i, :, :end], attn_mask=mask, scale=b.scale
-        )  # [H, T, Dh]
+        layer[:, :, start:end] = qkv[:, 1:].permute(1, 2, 0, 3)  # keys and values, one copy
+        a = _attention(
+            qkv[:, 0].transpose(0, 1), layer[0, :, :end], layer[1, :, :end], bias, b.scale
+        )
         x = x + torch.addmm(b.attn_proj[1], a.transpose(0, 1).reshape(T, d), b.attn_proj[0])
         h = torch.addmm(b.fc[1], torch.layer_norm(x, (d,), *b.ln_2, w.eps), b.fc[0])  # [T, 4d]
         h = F.gelu(h, approximate="tanh") if w.act is None else w.act(h)

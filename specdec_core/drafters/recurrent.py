@@ -13,7 +13,7 @@ model's ``γ`` forwards)::
      proposal reads it with the correction/bonus token)
 
 On rejection after ``n`` accepted drafts the engine rolls the drafter back to ``L + n``
-(``engine/rounds.rollback``): the checkpoint saved after ``y_n`` becomes the live state,
+(``Drafter.rollback_to``): the checkpoint saved after ``y_n`` becomes the live state,
 the later ones are discarded. The next proposal reads the correction from there. A
 KV-cache drafter crops instead; a recurrent state cannot be cropped
 (``core/checkpoints.py``). ``restore=False`` is the lesson's wrong way (the rollback

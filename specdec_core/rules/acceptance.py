@@ -11,8 +11,19 @@ at the first rejection ``k``, or the *bonus* from ``p_{γ+1}``; either way the e
 tokens follow ``p`` exactly (Leviathan Thm 3.5). A one-hot ``q`` (greedy draft, prompt
 lookup, an edit) is valid: ``a = p(y)``, ``r = p`` without ``y``, still exact.
 
+At one tree node (Miao et al. 2024, "SpecInfer", multi-step speculative sampling: Chen et
+al.'s recursion over siblings instead of depths) the draft proposes ``k`` children
+``x_1..x_k`` drawn i.i.d. from one ``q``; in order, ``x_i`` is accepted with
+``min(1, p_i(x_i) / q(x_i))`` where ``p_1 = p`` and ``p_{i+1} = norm([p_i − q]+)`` after a
+rejection; when all are rejected the correction comes from ``p_{k+1}``. Each step is the
+chain's with ``p`` replaced by the current residual, so the emitted token follows ``p``:
+``min(p_i, q) + β_i · p_{i+1} = p_i``, ``β_i = 1 − Σ min(p_i, q)``, by induction.
+
 Beyond the papers, for teaching: ``resample_from="target"`` is the *wrong* rule (resample
-from ``p``), biased; the lab page shows it.
+from ``p``), biased; the tree node's ``rule="naive"`` tests every sibling against the
+*original* ``p`` and draws the correction from ``norm([p − q]+)``, biased towards the draft
+when ``k ≥ 2`` and ``β > 0`` (output ``min(p, q)·(1 + β + … + β^{k−1}) + β^k · r``,
+:func:`node_output_distribution`). The lab page shows both.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ from typing import Literal
 import torch
 
 ResampleFrom = Literal["residual", "target"]
+TreeRule = Literal["residual", "naive"]
 
 
 @dataclass(frozen=True)
@@ -66,28 +78,22 @@ class BlockDecision:
 
 
 def acceptance_total(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-    """``A = Σ min(p, q) = 1 − TV(p, q)``: the chance a draft from ``q`` is accepted.
-
-    ``p, q``: ``[..., V]`` → ``[...]`` (Leviathan et al. 2023, Def. 3.1 / Lemma 3.3).
-    """
+    """``A = Σ min(p, q) = 1 − TV(p, q)``, the chance a draft from ``q`` is accepted
+    (Leviathan et al. 2023, Def. 3.1 / Lemma 3.3). ``[..., V]`` → ``[...]``."""
     return torch.minimum(p, q).sum(dim=-1)
 
 
 def acceptance_probability(p_y: float, q_y: float) -> float:
-    """``a = min(1, p(y) / q(y))`` for a drafted token ``y``.
-
-    Raises:
-        ValueError: if ``q(y) <= 0`` — the draft could never have proposed ``y``.
-    """
+    """``a = min(1, p(y) / q(y))`` for a drafted token ``y``. Raises ValueError when
+    ``q(y) <= 0`` (the draft could never have proposed ``y``)."""
     if q_y <= 0.0:
         raise ValueError(f"q(y) must be > 0 for a proposed token, got {q_y}")
     return min(1.0, p_y / q_y)
 
 
 def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor | None:
-    """``r = norm([p − q]+)`` for ``[V]`` rows (same dtype out), or ``None`` when
-    ``[p − q]+`` has no mass (then ``p ≤ q`` everywhere, i.e. ``p == q``: a rejection is
-    impossible and the 0/0 is never evaluated)."""
+    """``r = norm([p − q]+)`` for ``[V]`` rows (same dtype), ``None`` when it has no mass
+    (``p == q``: a rejection is impossible, the 0/0 is never evaluated)."""
     positive = (p - q).clamp_min(0.0)
     mass = positive.sum()
     if mass.item() <= 0.0:
@@ -98,12 +104,9 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor | No
 def final_distribution(
     p: torch.Tensor, q: torch.Tensor, resample_from: ResampleFrom = "residual"
 ) -> torch.Tensor:
-    """Exact distribution of the token one verification step emits, enumerated.
-
-    ``P(x) = q(x)·a(x) + β·s(x)`` with ``q(x)·a(x) = min(p(x), q(x))``,
-    ``β = 1 − Σ min(p, q)`` and ``s = r`` (correct rule, gives ``p``) or ``s = p``
-    (the wrong "resample from the target" rule). ``[V] → [V]``, same dtype.
-    """
+    """The exact law of the token one verification step emits, ``[V] → [V]``:
+    ``P(x) = min(p(x), q(x)) + β·s(x)``, ``β = 1 − Σ min(p, q)``, ``s = r`` (the rule: gives
+    ``p``) or ``s = p`` (the wrong "resample from the target" rule)."""
     accept_path = torch.minimum(p, q)
     beta = 1.0 - accept_path.sum()
     if resample_from == "target":
@@ -162,23 +165,16 @@ def verify_sampling(
 ) -> Verdict:
     """Speculative sampling (Leviathan et al. 2023, Alg. 1; Chen et al. 2023, Alg. 2).
 
-    For ``i = 1..γ``: draw ``u_i ~ U[0, 1)`` and accept ``y_i`` while
-    ``u_i < a_i = min(1, p_i(y_i) / q_i(y_i))``. At the first rejection ``k`` draw the
-    correction from ``r_k = norm([p_k − q_k]+)`` and discard ``y_{k+1}..y_γ`` unchecked; if
-    all are accepted draw the bonus token from ``p_{γ+1}``.
+    For ``i = 1..γ``: draw ``u_i ~ U[0, 1)`` and accept ``y_i`` while ``u_i < a_i``. At the
+    first rejection ``k`` draw the correction from ``r_k`` and discard ``y_{k+1}..y_γ``
+    unchecked; if all are accepted draw the bonus from ``p_{γ+1}``.
 
     Args:
-        draft_ids: ``[γ]`` int64, on CPU.
-        draft_probs: ``[γ, V]`` float32 rows ``q_1..q_γ`` the drafts were proposed from
-            (one-hot rows for deterministic proposals).
-        target_probs: ``[γ + 1, V]`` float32 rows ``p_1..p_{γ+1}``.
+        draft_ids: ``[γ]`` int64 CPU. draft_probs: ``[γ, V]`` float32 ``q_1..q_γ`` (one-hot
+            rows for deterministic proposals). target_probs: ``[γ + 1, V]`` float32.
         generator: CPU ``torch.Generator``; every draw comes from it, in order
             ``u_1, u_2, …`` then the correction/bonus draw, so a round replays exactly.
-        resample_from: ``"residual"`` (correct) or ``"target"`` (the biased rule, for
-            teaching only).
-
-    Returns:
-        :class:`Verdict`. The emitted token is always a valid id in ``[0, V)``.
+        resample_from: ``"residual"`` (the rule) or ``"target"`` (biased, teaching only).
     """
     gamma = draft_ids.shape[0]
     rows = torch.arange(gamma)
@@ -199,3 +195,83 @@ def verify_sampling(
             return Verdict(i, token, "correction", accept_probs, tuple(draws))
     token = int(torch.multinomial(target_probs[gamma], 1, generator=generator).item())
     return Verdict(gamma, token, "bonus", accept_probs, tuple(draws))
+
+
+@dataclass(frozen=True)
+class NodeSteps:
+    """The deterministic part of one node's verdict: ``accept_probs[i]`` for sibling ``i``
+    (siblings ``< i`` rejected) and ``targets[i]``, the row it is tested against
+    (``targets[k]``: where the correction is drawn)."""
+
+    accept_probs: tuple[float, ...]
+    targets: tuple[torch.Tensor, ...]
+
+
+def node_steps(
+    p: torch.Tensor, q: torch.Tensor, candidates: Sequence[int], rule: TreeRule = "residual"
+) -> NodeSteps:
+    """Accept probabilities and the residual chain at one tree node (module doc); ``p, q``
+    ``[V]``, ``k`` candidate ids. Raises ValueError for a candidate with ``q(x) = 0``."""
+    current = p
+    probs: list[float] = []
+    targets = [p]
+    for x in candidates:
+        q_x = float(q[x])
+        if q_x <= 0.0:
+            raise ValueError(f"q(x) must be > 0 for a proposed child, got {q_x}")
+        probs.append(min(1.0, float(current[x]) / q_x))
+        residual = residual_distribution(current, q)
+        if rule == "residual":  # None only if current == q: the next sibling is accepted surely
+            current = current if residual is None else residual
+        else:
+            base = residual_distribution(p, q)
+            current = p if len(probs) < len(candidates) else (p if base is None else base)
+        targets.append(current)
+    return NodeSteps(tuple(probs), tuple(targets))
+
+
+def node_output_distribution(
+    p: torch.Tensor, q: torch.Tensor, candidates: Sequence[int], rule: TreeRule = "residual"
+) -> torch.Tensor:
+    """The exact law of the token a node emits for fixed ``candidates``:
+    ``Σ_i (Π_{j<i}(1 − a_j)) a_i δ(x_i) + Π_j (1 − a_j) · targets[k]``; averaged over
+    candidates drawn i.i.d. from ``q`` it is the node's output law. ``[V]``."""
+    steps = node_steps(p, q, candidates, rule)
+    out = torch.zeros_like(p)
+    reach = 1.0
+    for x, a in zip(candidates, steps.accept_probs, strict=True):
+        out[x] += reach * a
+        reach *= 1.0 - a
+    return out + reach * steps.targets[-1]
+
+
+@dataclass(frozen=True)
+class NodeVerdict:
+    """``accepted``: the accepted sibling's index, or ``None`` (``token`` is then the
+    correction from the last residual); ``u``: the uniform draws used, in order."""
+
+    accepted: int | None
+    token: int
+    accept_probs: tuple[float, ...]
+    u: tuple[float, ...]
+
+
+def verify_node(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    candidates: Sequence[int],
+    generator: torch.Generator,
+    rule: TreeRule = "residual",
+) -> NodeVerdict:
+    """One tree node's verdict by sampling: ``u_i ~ U[0, 1)`` per sibling in order (from
+    ``generator``, so a round replays), then the correction draw if all are rejected. With
+    no candidates the token is drawn from ``p`` (a bonus at a leaf)."""
+    steps = node_steps(p, q, candidates, rule)
+    draws: list[float] = []
+    for i, (x, a) in enumerate(zip(candidates, steps.accept_probs, strict=True)):
+        u = torch.rand((), generator=generator).item()
+        draws.append(u)
+        if u < a:
+            return NodeVerdict(i, int(x), steps.accept_probs, tuple(draws))
+    token = int(torch.multinomial(steps.targets[-1], 1, generator=generator).item())
+    return NodeVerdict(None, token, steps.accept_probs, tuple(draws))

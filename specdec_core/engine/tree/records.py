@@ -1,18 +1,15 @@
-"""One tree round as the statistics see it (``engine/tree/round.py``), and every tree
-statistic derived from a list of them — the tree's counterpart of ``engine/chain/records.py``
-(whose :func:`~specdec_core.core.records.accepted_histogram`, ``share_by_index`` and ``mean``
-both summaries use), and the tree's token-strip rule (:func:`tree_strip_states`).
+"""One tree round as the statistics see it (``engine/tree/round.py``), every tree statistic
+derived from a list of them, and the tree's token-strip rule — the counterpart of
+``engine/chain/records.py`` (both use ``core/records.py``'s histogram and shares).
 
 State of each node of a round's tree after verification:
 
 * ``accepted`` — on the accepted root-to-leaf path and committed;
-* ``rejected`` — checked by the rule and rejected: a sibling tested at a node where the
-  walk stopped (all children rejected: the correction follows) or moved on to another
-  sibling (greedy: every child that is not the target's argmax; sampling: the siblings
-  tried before the accepted one);
-* ``unchecked`` — never looked at by the rule: under a rejected or unchecked node, or a
-  sibling after the accepted one (sampling tries siblings in order and stops at the
-  first accepted);
+* ``rejected`` — tested and rejected: at a node where the walk stopped (the correction
+  follows) or moved on to another sibling (greedy: every child that is not the target's
+  argmax; sampling: the siblings tried before the accepted one);
+* ``unchecked`` — never tested: under a rejected or unchecked node, or a sibling after
+  the accepted one (sampling tries siblings in order, stops at the first accepted);
 * ``cut`` — on the accepted path after a stop (end-of-text, a stop string) fell on an
   earlier path node: the rule accepted it, it was never committed.
 
@@ -106,11 +103,10 @@ def node_states(
 
 
 def tree_strip_states(record: TreeRoundRecord) -> list[tuple[int, StripState]]:
-    """``(token id, state)`` of each token a tree round appended, in order (the tree's
-    counterpart of :func:`specdec_core.engine.chain.records.strip_states`): the committed path
-    nodes are ``accepted``, the target's own token is the round's ``correction``/``bonus``;
-    a token after the path in a ``stopped`` round (never, today: a stop on the path cuts
-    the rest) is shown as plain ``committed``."""
+    """``(token id, state)`` of each token a tree round appended, in order (the chain's
+    ``strip_states``): committed path nodes ``accepted``, the target's token the round's
+    ``correction``/``bonus``, a token after the path in a ``stopped`` round (never, today:
+    a stop on the path cuts the rest) plain ``committed``."""
     on_path = sum(1 for i in record.path if record.states[i] == "accepted")
     out: list[tuple[int, StripState]] = []
     for j, tok in enumerate(record.appended):

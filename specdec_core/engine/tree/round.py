@@ -19,7 +19,7 @@ attention mask, and the accepted root-to-leaf path plus one target token is comm
   is what a chain forward over the root-to-``i`` path gives (tested to 1e-5).
 * **Walk.** At each node from the root: greedy, move to the child equal to the target's
   argmax, else that argmax is the correction; sampling, the siblings' verdict of
-  :func:`~specdec_core.rules.tree_node.verify_node` (the first sibling accepted, so not
+  :func:`~specdec_core.rules.acceptance.verify_node` (the first sibling accepted, so not
   necessarily the longest path that could pass). A leaf reached gives a bonus from its ``p``.
 * **Processors** (penalties, a grammar): each node's draft and target rows are processed
   for ``committed`` + its own root-to-node path (never a sibling's), before
@@ -56,7 +56,7 @@ from specdec_core.core.words import VerdictKind
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import NO_TREE_WHY, no_tree_code
 from specdec_core.engine.tree.records import TreeRoundRecord, node_states
-from specdec_core.rules.tree_node import verify_node
+from specdec_core.rules.acceptance import verify_node
 
 if TYPE_CHECKING:
     from specdec_core.engine.rounds import StopRule
@@ -187,10 +187,9 @@ def tree_forward(target: ModelCache, ids: list[int], tree: DraftTree) -> tuple[t
 
 
 def compact(target: ModelCache, n_nodes: int, path: list[int], path_tokens: list[int]) -> None:
-    """Keep the accepted path's keys/values (node indices ``path``, of the ``n_nodes``
-    after the committed prefix) right after the prefix, drop every other node's
-    (:meth:`ModelCache.keep_rows`); ``target.ids`` becomes prefix + path. ``target.hidden``
-    (when kept) is compacted the same way."""
+    """Keep the accepted path's keys/values (node indices ``path`` of the ``n_nodes`` after
+    the committed prefix; ``target.hidden`` too) right after the prefix, drop every other
+    node's (:meth:`ModelCache.keep_rows`); ``target.ids`` becomes prefix + path."""
     if any(not 0 <= i < n_nodes for i in path):
         raise ValueError(f"path {path} names a node outside 0..{n_nodes - 1}")
     target.keep_rows([target.kv_len + i for i in path], path_tokens)
@@ -236,11 +235,9 @@ def walk(
     processors: Processors | None = None,
     committed: Sequence[int] = (),
 ) -> TreeVerdict:
-    """Verify, part 2: follow the tree from the root with the rows of :func:`tree_forward`:
-    greedy match, or the multi-candidate rule per node with draws from ``generator``, the
-    round's verification stream. Active ``processors`` process the row at each node the
-    walk reaches for ``committed`` + its path, and end on ``committed`` + the accepted
-    path."""
+    """Verify, part 2: the walk from the root over :func:`tree_forward`'s rows (module
+    doc), node rule draws from ``generator``, the round's verification stream. Active
+    ``processors`` end on ``committed`` + the accepted path."""
     node, path, checks = -1, [], []
     process = processors is not None and processors.active
     base = list(committed)

@@ -4,8 +4,8 @@ the SpecInfer residual rule (lossless) and the naive "any sibling accepted by
 
 The ``k`` siblings are drawn i.i.d. from ``q``; for every ordered tuple of candidates (only
 tokens with ``q > 0``: the draft cannot propose the others) the engine's
-:func:`specdec_core.rules.tree_node.node_output_distribution` gives the exact output for those fixed
-candidates, and the tuple's weight is ``Π q(x_i)``. With ``V ≤ 8`` and ``k ≤ 4`` that is
+:func:`specdec_core.rules.acceptance.node_output_distribution` gives the exact output for
+those fixed candidates, and the tuple's weight is ``Π q(x_i)``. With ``V ≤ 8`` and ``k ≤ 4`` that is
 at most ``8⁴ = 4096`` tuples. The naive rule's output has the closed form
 ``min(p, q)·(1 + β + … + β^{k−1}) + β^k·r`` (``β = 1 − Σ min(p, q)``, ``r = norm([p − q]+)``):
 every sibling is re-tested against the original ``p``, so the draft gets ``k`` chances.
@@ -23,8 +23,8 @@ import torch
 
 from specdec_core.core.errors import RuleInputError
 from specdec_core.core.sampling import tv_distance
+from specdec_core.rules.acceptance import TreeRule, node_output_distribution, node_steps
 from specdec_core.rules.lab.rows import as_tensor, check_weights
-from specdec_core.rules.tree_node import TreeRule, node_output_distribution, node_steps
 
 __all__ = ["MAX_SIBLINGS", "TREE_RULES", "TreeNodeResult", "node_rules"]
 

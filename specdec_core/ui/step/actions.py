@@ -1,6 +1,7 @@
 """The step panel's button callbacks, one set for both verification shapes: a phase, a
 whole round or reset (:func:`act`), an edit of a drafted token (:func:`edit`, the chain's)
-and "Stop" for "Run N rounds" (:func:`stop_run`).
+and "Stop" for "Run N rounds" (:func:`stop_run`). The panel hands each callback the
+shape's row of ``ui/step/shapes.SHAPES``; none names a shape.
 
 Every callback first syncs the shape's lesson with the inputs on screen
 (:func:`specdec_core.ui.step.lesson.sync`): a click that also carries an edit of the
@@ -11,6 +12,8 @@ once, never on the old ones. Errors leave the state as it was and are kept as on
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -23,11 +26,9 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
-from specdec_core.ui.step import tree_lesson as TL
-from specdec_core.ui.words import Mode
 
-#: Each shape's lesson (its part in :func:`~specdec_core.ui.step.lesson.sync`).
-LESSON: dict[Mode, L.Shape] = {"chain": L.CHAIN, "tree": TL.TREE}
+if TYPE_CHECKING:
+    from specdec_core.ui.step.shapes import StepShape
 
 
 def say(synced: L.Sync) -> None:
@@ -36,17 +37,17 @@ def say(synced: L.Sync) -> None:
         st.session_state["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
 
 
-def synced(mode: Mode, config: SessionConfig | None = None) -> L.Sync:
-    """The lesson of ``mode`` for the pair, settings (``config``, else read from the
-    sidebar's widgets now) and prompt on screen *now*."""
+def synced(shape: StepShape | None, config: SessionConfig | None = None) -> L.Sync:
+    """The lesson of ``shape`` (the chain's for ``None``) for the pair, settings
+    (``config``, else read from the sidebar's widgets now) and prompt on screen *now*."""
     pair = st.session_state["pair"]
     config = current_config(pair) if config is None else config
-    return L.sync(pair, config, st.session_state[L.PROMPT_KEY], LESSON[mode])
+    return L.sync(pair, config, st.session_state[L.PROMPT_KEY], shape)
 
 
-def _session(mode: Mode) -> Session | None:
+def _session(shape: StepShape | None) -> Session | None:
     """The synced session, or ``None`` (its error kept) when the inputs cannot start one."""
-    now = synced(mode)
+    now = synced(shape)
     say(now)
     if now.lesson is None or now.blocked:
         if now.error is not None:
@@ -56,9 +57,9 @@ def _session(mode: Mode) -> Session | None:
 
 
 @L.one_at_a_time
-def act(mode: Mode, action: str) -> None:
+def act(shape: StepShape, action: str) -> None:
     """Button callback: one phase (``propose`` | ``verify`` | ``commit``), a whole round
-    (``round``: up to Commit) or ``reset`` of the ``mode`` lesson. Runs under the session's
+    (``round``: up to Commit) or ``reset`` of the lesson of ``shape``. Runs under the session's
     engine lock (a click that cannot get it is dropped). A stale click (its button was
     already disabled on screen) does nothing; after a restart by an edit of the inputs
     the session runs up to the clicked phase, so the click acts on them at once."""
@@ -69,10 +70,10 @@ def act(mode: Mode, action: str) -> None:
     try:
         if action == "reset":
             pair = S["pair"]
-            LESSON[mode].start(pair, current_config(pair), S[L.PROMPT_KEY], None, None)
+            L.start(pair, current_config(pair), S[L.PROMPT_KEY], shape=shape.tree())
             return
-        before = L.current(mode)
-        session = _session(mode)
+        before = L.current(shape.mode)
+        session = _session(shape)
         if session is None:
             return
         if action == "round":
@@ -80,7 +81,7 @@ def act(mode: Mode, action: str) -> None:
         elif before is not None and session is before.session and session.phase != action:
             return  # a stale click
         session.run_through(action)
-        if mode == "chain":
+        if shape.edits:
             step_edit.previews(session)  # the edit box's preview of the new drafts
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["step_error"] = error_message(exc)
@@ -93,7 +94,7 @@ def edit(kind: str) -> None:
     target") at the position in ``edit_pos``; only before Verify."""
     L.own_action()
     S = st.session_state
-    session = _session("chain")
+    session = _session(None)
     if session is None or session.phase != "verify":
         return
     try:

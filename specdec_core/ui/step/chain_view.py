@@ -32,7 +32,7 @@ def draw(pair: ModelPair, lesson: Lesson, phase: str, presenter: bool, heading: 
     """Everything of the chain below the step panel's Lesson panel."""
     session: Session = lesson.session
     last = _strip(session, phase, heading)
-    step_edit.edit_box(session, phase, presenter, actions.edit)
+    step_edit.edit_box(session, phase, actions.edit)
     _lower_views(session, last, phase, presenter, heading)
 
 

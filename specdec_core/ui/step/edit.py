@@ -21,6 +21,14 @@ from specdec_core.ui.guards import SHORT_CHARS
 from specdec_core.ui.i18n import t
 
 S = st.session_state
+OPEN_KEY = "edit_open"  # the edit box's expander (a lazy one: its state is open or not)
+#: the box stays open (or closed) across rounds: a widget's state is dropped while it is
+#: not drawn (Propose, Commit), so the student's choice is kept here
+KEEP_OPEN = "edit_keep_open"
+
+
+def _keep_open() -> None:
+    S[KEEP_OPEN] = bool(S.get(OPEN_KEY))
 
 
 def typed_token_id(pair: ModelPair, text: str) -> int:
@@ -76,12 +84,14 @@ def previews(session: Session) -> tuple[list | None, list | None]:
     return S["step_preview"][1], accept
 
 
-def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[str], None]) -> None:
+def edit_box(session: Session, phase: str, on_edit: Callable[[str], None]) -> None:
     """Edit a draft (before Verify) and, at T > 0, what the edit's acceptance depends on;
     after Verify, where the box was, how to edit again (step back, or the next round).
     ``on_edit(kind)`` is the page's button callback (``choice``, ``text``, ``wrong``,
     ``agree``); an edit's message (``edit_error`` / ``edit_notice`` in session state) is
-    shown just above the box."""
+    shown just above the box. The box is a lazy expander, closed until a student opens it
+    (kept for the session in :data:`KEEP_OPEN`): closed, a step click sends only its
+    title, not its ten widgets, and the browser redraws less."""
     sampling = not session.config.sampling.greedy
     if phase == "commit" and session.steps.drafts:  # verified: where the box was, say how back
         st.info(
@@ -104,32 +114,14 @@ def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[s
         st.error(S.pop("edit_error"))
     if "edit_notice" in S:
         st.info(S.pop("edit_notice"))
-    with st.expander(t("st_edit"), expanded=not presenter):
-        st.caption(t("st_edit_help"))
-        gamma = len(session.steps.drafts)
-        preview, probs = previews(session)  # computed by the click's callback already
-        e1, e2, e3 = st.columns([1, 3, 2])
-        pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
-        dists = session.steps.current_draft_dists
-        options: dict[int, str] = {}
-        for tok in dists[pos - 1].tokens[:6]:
-            options.setdefault(tok.id, f"{visible_token(tok)}  (q)")
-        for tok in preview[pos - 1]:
-            options.setdefault(tok.id, f"{visible_token(tok)}  (p)")
-        e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
-        e2.button(t("edit_apply"), on_click=on_edit, args=("choice",))
-        e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)
-        e3.button(t("edit_apply_text"), on_click=on_edit, args=("text",))
-        # sized to their labels in one wrapping row: a label is never cut with "…"
-        quick = st.container(horizontal=True, gap="small", key="edit_quick")
-        quick.button(t("edit_wrong", k=pos), on_click=on_edit, args=("wrong",))
-        quick.button(t("edit_agree"), on_click=on_edit, args=("agree",))
-        # what the two quick edits do now: the names hold at any T, the outcome does not
-        if sampling:
-            st.caption(t("edit_quick_sampling", temp=session.config.temperature))
-        else:
-            st.caption(t("edit_quick_greedy"))
+    box = st.expander(
+        t("st_edit"), expanded=bool(S.get(KEEP_OPEN)), key=OPEN_KEY, on_change=_keep_open
+    )
+    if box.open:
+        with box:
+            _box(session, on_edit)
     edited = sorted(session.steps.edited_positions)
+    probs = previews(session)[1]  # computed by the click's callback already
     if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
         st.warning(
             t(
@@ -138,3 +130,33 @@ def edit_box(session: Session, phase: str, presenter: bool, on_edit: Callable[[s
                 probs=", ".join(f"a{k} = {fmt_sig(probs[k - 1])}" for k in edited),
             )
         )
+
+
+def _box(session: Session, on_edit: Callable[[str], None]) -> None:
+    """The open edit box: the position, a token of ``q``'s or ``p``'s top ones, a typed
+    token, and the two quick edits."""
+    sampling = not session.config.sampling.greedy
+    st.caption(t("st_edit_help"))
+    gamma = len(session.steps.drafts)
+    preview = previews(session)[0]  # computed by the click's callback already
+    e1, e2, e3 = st.columns([1, 3, 2])
+    pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
+    dists = session.steps.current_draft_dists
+    options: dict[int, str] = {}
+    for tok in dists[pos - 1].tokens[:6]:
+        options.setdefault(tok.id, f"{visible_token(tok)}  (q)")
+    for tok in preview[pos - 1]:
+        options.setdefault(tok.id, f"{visible_token(tok)}  (p)")
+    e2.selectbox(t("edit_choose"), list(options), format_func=options.get, key="edit_choice")
+    e2.button(t("edit_apply"), on_click=on_edit, args=("choice",))
+    e3.text_input(t("edit_text"), key="edit_text", max_chars=SHORT_CHARS)
+    e3.button(t("edit_apply_text"), on_click=on_edit, args=("text",))
+    # sized to their labels in one wrapping row: a label is never cut with "…"
+    quick = st.container(horizontal=True, gap="small", key="edit_quick")
+    quick.button(t("edit_wrong", k=pos), on_click=on_edit, args=("wrong",))
+    quick.button(t("edit_agree"), on_click=on_edit, args=("agree",))
+    # what the two quick edits do now: the names hold at any T, the outcome does not
+    if sampling:
+        st.caption(t("edit_quick_sampling", temp=session.config.temperature))
+    else:
+        st.caption(t("edit_quick_greedy"))

@@ -4,17 +4,20 @@ one store for both verification shapes (a chain's :class:`SpeculativeSession`, a
 
 Streamlit drops a page's widget state when another page is shown, so the prompt box alone
 cannot hold the lesson: a :class:`Lesson` per shape (``st.session_state["lesson"]`` and
-``["tree_lesson"]``, :data:`KEYS`, not widget keys) keeps the prompt, the session and its
+``["tree_lesson"]``, :func:`key`, not widget keys) keeps the prompt, the session and its
 original prompt boundary, and :func:`seed_prompt` re-seeds the prompt box from it when the
 page is shown again. :func:`start` makes either shape's lesson, :func:`store_replayed`
 keeps a replayed session of either shape.
 
-:func:`sync` decides what the inputs on screen mean for the session:
+:func:`sync` decides what the inputs on screen mean for the session of a shape (its row of
+``ui/step/shapes.SHAPES``: its mode and the tree shape a new lesson gets):
 
 * same pair, same prompt, same settings: nothing to do;
-* only the settings changed: the session continues from its committed text with the new
-  settings (the round in flight is dropped), keeping the *original* prompt boundary, so
-  any number of settings changes keep the committed text;
+* no lesson of that shape yet: a chain starts from the prompt, a tree continues from the
+  chain lesson's committed text (:func:`enter`);
+* only the settings changed (for a tree, γ plays no part): the session continues from its
+  committed text with the new settings (the round in flight is dropped), keeping the
+  *original* prompt boundary, so any number of settings changes keep the committed text;
 * the prompt or the pair changed (or the session had finished): a new session from the
   prompt;
 * the prompt on screen is not usable: the old session is kept but ``blocked``.
@@ -31,8 +34,8 @@ import functools
 import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
@@ -49,8 +52,9 @@ from specdec_core.ui.guards import prompt_ids
 from specdec_core.ui.i18n import t
 from specdec_core.ui.words import Mode
 
-#: Each shape's lesson in session state (the chain's also as ``step_session``).
-KEYS: dict[Mode, str] = {"chain": "lesson", "tree": "tree_lesson"}
+if TYPE_CHECKING:
+    from specdec_core.ui.step.shapes import StepShape
+
 PROMPT_KEY = "st_prompt"
 LOCK_KEY = "_engine_lock"
 #: Set by the step page's own callbacks (a step, an edit, step back): the next run follows
@@ -144,9 +148,21 @@ def drafter_name() -> str:
     return name if name in DRAFTER_NAMES else "model"
 
 
+def prefix(mode: Mode) -> str:
+    """The prefix of a shape's keys: none for the chain (the first shape), the shape's
+    name and ``_`` for another (``tree_lesson``, ``btn_tree_propose``)."""
+    return "" if mode == "chain" else f"{mode}_"
+
+
+def key(mode: Mode) -> str:
+    """The session-state key of the lesson of ``mode`` (the chain's also kept as
+    ``step_session``)."""
+    return f"{prefix(mode)}lesson"
+
+
 def current(mode: Mode = "chain") -> Lesson | None:
     """The lesson of the shape ``mode`` (``None`` before its first start)."""
-    return st.session_state.get(KEYS[mode])
+    return st.session_state.get(key(mode))
 
 
 def current_session() -> Session | None:
@@ -158,7 +174,7 @@ def store(lesson: Lesson) -> Lesson:
     """Make ``lesson`` its shape's lesson (a chain's also ``step_session``, its edit
     preview dropped)."""
     S = st.session_state
-    S[KEYS["tree" if lesson.shape else "chain"]] = lesson
+    S[key("tree" if lesson.shape else "chain")] = lesson
     if not lesson.shape:
         S["step_session"] = lesson.session
         S.pop("step_preview", None)
@@ -215,69 +231,68 @@ def in_flight(session: Session) -> int | None:
     return session.round_index + 1 if session.phase in ("verify", "commit") else None
 
 
-@dataclass(frozen=True)
-class Shape:
-    """A verification shape's part in :func:`sync` (the chain's :data:`CHAIN`, the tree's
-    ``tree_lesson.TREE``).
-
-    ``unchanged(lesson, config)``: whether the lesson was made with the settings on
-    screen (the tree ignores γ and reads its shape box). ``tree()``: the shape a new
-    lesson gets (:func:`start`'s ``shape``: the chain's ``()``, the tree's shape box).
-    ``first(pair, config, prompt)``: the sync when there is no lesson yet."""
-
-    name: Mode
-    unchanged: Callable[[Lesson, SessionConfig], bool]
-    tree: Callable[[], tuple[int, ...]]
-    first: Callable[[ModelPair, SessionConfig, str], Sync]
-
-    def start(
-        self,
-        pair: ModelPair,
-        config: SessionConfig,
-        prompt: str,
-        ids: list[int] | None = None,
-        prompt_len: int | None = None,
-    ) -> Lesson:
-        """:func:`start` with this shape (from the prompt, or from committed ``ids``)."""
-        return start(pair, config, prompt, ids, prompt_len, self.tree())
+def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int, ...]) -> Sync:
+    """A tree lesson of ``shape`` from the chain: continue from the chain lesson's committed
+    text when it is the prompt on screen (and not finished), else start from the prompt.
+    Raises ``SpecDecError``."""
+    chain = current()
+    if (
+        chain is not None
+        and chain.pair_name == pair.name
+        and chain.prompt == prompt
+        and chain.session.stop_reason is None
+    ):
+        ids = list(chain.session.ids)
+        flight = in_flight(chain.session)
+        new = start(pair, config, prompt, ids, chain.prompt_len, shape)
+        n = len(ids) - chain.prompt_len
+        if flight:
+            return Sync(new, notice="tree_from_chain_dropped", notice_args={"n": n, "r": flight})
+        return Sync(new, notice="tree_from_chain" if n else None, notice_args={"n": n})
+    return Sync(start(pair, config, prompt, shape=shape))
 
 
-def sync(pair: ModelPair, config: SessionConfig, prompt: str, shape: Shape | None = None) -> Sync:
-    """Bring the lesson of ``shape`` (the chain's by default) in line with the pair,
-    settings and prompt on screen; the notices are the same for both shapes."""
-    shape = CHAIN if shape is None else shape
-    lesson = current(shape.name)
+def unchanged(lesson: Lesson, config: SessionConfig, shape: tuple[int, ...]) -> bool:
+    """Whether ``lesson`` was made with the settings, drafter and tree ``shape`` on screen.
+    γ plays no part in a tree round (the shape sets the depth): for a tree a γ change
+    alone keeps the round in flight."""
+    if shape:
+        config = replace(config, gamma=lesson.config.gamma)
+    return (lesson.config, lesson.drafter, lesson.shape) == (config, drafter_name(), shape)
+
+
+def sync(
+    pair: ModelPair, config: SessionConfig, prompt: str, shape: StepShape | None = None
+) -> Sync:
+    """Bring the lesson of the shape ``shape`` (a row of ``ui/step/shapes.SHAPES``; the
+    chain when ``None``) in line with the pair, settings and prompt on screen; the notices
+    are the same for both shapes."""
+    mode: Mode = "chain" if shape is None else shape.mode
+    lesson = current(mode)
     try:
+        tree = () if shape is None else shape.tree()
         if lesson is None:
-            return shape.first(pair, config, prompt)
+            return enter(pair, config, prompt, tree) if tree else Sync(start(pair, config, prompt))
         old = lesson.session
         flight = in_flight(old)
         busy = bool(old.history) or flight is not None
         if lesson.pair_name == pair.name and lesson.prompt == prompt:
-            if shape.unchanged(lesson, config):
+            if unchanged(lesson, config, tree):
                 return Sync(lesson)
             if old.stop_reason is None and len(old.ids) > lesson.prompt_len:
                 # the committed text stays "generated": the original prompt boundary is kept
-                new = shape.start(pair, config, prompt, list(old.ids), lesson.prompt_len)
-                key = "st_settings_dropped" if flight else "st_settings_continue"
-                return Sync(new, notice=key, notice_args={"r": flight})
-            new = shape.start(pair, config, prompt, None, None)
+                new = start(pair, config, prompt, list(old.ids), lesson.prompt_len, tree)
+                said = "st_settings_dropped" if flight else "st_settings_continue"
+                return Sync(new, notice=said, notice_args={"r": flight})
+            new = start(pair, config, prompt, shape=tree)
             if not busy:
                 return Sync(new)
-            key = "st_settings_dropped_restart" if flight else "st_settings_changed"
-            return Sync(new, notice=key, notice_args={"r": flight})
-        new = shape.start(pair, config, prompt, None, None)
+            said = "st_settings_dropped_restart" if flight else "st_settings_changed"
+            return Sync(new, notice=said, notice_args={"r": flight})
+        new = start(pair, config, prompt, shape=tree)
         if not busy:
             return Sync(new)
-        key = "st_settings_changed" if lesson.pair_name != pair.name else "st_prompt_changed"
-        return Sync(new, notice=key, notice_args={"r": flight, "n": len(old.history)})
+        said = "st_settings_changed" if lesson.pair_name != pair.name else "st_prompt_changed"
+        return Sync(new, notice=said, notice_args={"r": flight, "n": len(old.history)})
     except SpecDecError as exc:
         return Sync(lesson, blocked=lesson is not None, error=exc)
-
-
-CHAIN = Shape(
-    name="chain",
-    unchanged=lambda lesson, config: lesson.config == config and lesson.drafter == drafter_name(),
-    tree=tuple,
-    first=lambda pair, config, prompt: Sync(start(pair, config, prompt)),
-)

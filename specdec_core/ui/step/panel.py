@@ -1,8 +1,9 @@
 """The step panel, one for both verification shapes: the mode row (a chain | a tree), the
 step buttons, the messages, the Lesson panel, then the shape's own drawing -- the chain's
 strip, edit box, distributions and KV table (:mod:`~specdec_core.ui.step.chain_view`) or
-the tree's picture, mask and compaction (:mod:`~specdec_core.ui.step.tree_view`). A
-:class:`PanelShape` row holds all that differs; the rest is written once.
+the tree's picture, mask and compaction (:mod:`~specdec_core.ui.step.tree_view`). The
+shape's row of :data:`~specdec_core.ui.step.shapes.SHAPES` holds all that differs; the
+rest is written once.
 
 Everything a step click changes is inside the page's ``st.fragment``: a click reruns only
 this panel, not ``app.py``, the sidebar or the prompt above. A fragment rerun reuses the
@@ -18,53 +19,18 @@ from dataclasses import dataclass
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
-from specdec_core.core.settings import SessionConfig
 from specdec_core.ui import problems
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
-from specdec_core.ui.step import actions, chain_view, links, tools, tree_view, view
+from specdec_core.ui.step import actions, links, tools
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step.header import INTRO_MODE, heading_for
 from specdec_core.ui.step.links import AfterWrite, fragment_run
+from specdec_core.ui.step.shapes import SHAPES, StepShape
 from specdec_core.ui.step.tools import LiveTab, step_back_button
 from specdec_core.ui.words import MODE, PHASE, STEP_BUTTON, STOP_REASON, Mode, say
-
-
-@dataclass(frozen=True)
-class PanelShape:
-    """What differs between the chain's panel and the tree's.
-
-    ``ready(config)``: whether the settings can run this shape (else it has said why).
-    ``phase_line(session, phase)``: the phase line. ``keys``: the prefix of the buttons'
-    widget keys (``btn_{keys}propose``). ``reset_help``: the Reset button's help.
-    ``run_n``: whether "Run N rounds" is offered. ``draw(pair, lesson, phase, presenter,
-    heading)``: everything below the Lesson panel."""
-
-    mode: Mode
-    ready: Callable[[SessionConfig], bool]
-    phase_line: Callable[..., str]
-    keys: str
-    reset_help: str
-    run_n: bool
-    draw: Callable[..., None]
-
-
-SHAPES: dict[Mode, PanelShape] = {
-    "chain": PanelShape(
-        "chain", lambda config: True, view.phase_text, "", "st_reset_help", True, chain_view.draw
-    ),
-    "tree": PanelShape(
-        "tree",
-        tree_view.ready,
-        tree_view.phase_line,
-        "tree_",
-        "tree_reset_help",
-        False,
-        tree_view.draw,
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -95,7 +61,7 @@ def draw(pair: ModelPair, presenter: bool, live: LiveHooks) -> None:
         config = current_config(pair)  # once per run: the shape's check and the sync
         if not shape.ready(config):
             return
-        synced = actions.synced(shape.mode, config)
+        synced = actions.synced(shape, config)
         if synced.lesson is None:  # the very first prompt was bad
             st.error(error_message(synced.error))
             return
@@ -109,10 +75,10 @@ def draw(pair: ModelPair, presenter: bool, live: LiveHooks) -> None:
         phase = "finished" if synced.blocked else session.phase
         running = _controls(shape, session, phase)
         _messages(shape, session, phase, synced.blocked)
-        tools.lesson_tools(pair, session, shape.mode, live.live_tab)
+        tools.lesson_tools(pair, session, shape, live.live_tab)
         shape.draw(pair, synced.lesson, phase, presenter, heading_for(presenter))
         if running:  # "Run N rounds", one round a rerun (Stop ends it between rounds)
-            actions.act(shape.mode, "round")
+            actions.act(shape, "round")
             S["run_left"] = 0 if S.get("step_error") else S["run_left"] - 1
             st.rerun(scope="fragment" if fragment_only else "app")  # the URL: fragment_run
 
@@ -149,7 +115,7 @@ def mode_row() -> Mode:
     return mode
 
 
-def _controls(shape: PanelShape, session, phase: str) -> bool:
+def _controls(shape: StepShape, session, phase: str) -> bool:
     """One wrapping row of buttons sized to their labels (no label is cut at 1024 px); in
     presenter mode app.py's CSS keeps this row in view (sticky) while the page scrolls.
     Returns whether "Run N rounds" is running."""
@@ -165,7 +131,7 @@ def _controls(shape: PanelShape, session, phase: str) -> bool:
             st.button(
                 t(label),
                 on_click=actions.act,
-                args=(mode, step),
+                args=(shape, step),
                 disabled=phase != step,
                 type="primary" if phase == step else "secondary",
                 key=f"btn_{keys}{step}",
@@ -173,7 +139,7 @@ def _controls(shape: PanelShape, session, phase: str) -> bool:
         st.button(
             t("st_run_round"),
             on_click=actions.act,
-            args=(mode, "round"),
+            args=(shape, "round"),
             disabled=phase == "finished",
             key=f"btn_{keys}round",
         )
@@ -189,7 +155,7 @@ def _controls(shape: PanelShape, session, phase: str) -> bool:
         st.button(
             t("st_reset"),
             on_click=actions.act,
-            args=(mode, "reset"),
+            args=(shape, "reset"),
             help=t(shape.reset_help),
             key=f"btn_{keys}reset",
         )
@@ -203,7 +169,7 @@ def _controls(shape: PanelShape, session, phase: str) -> bool:
     return running
 
 
-def _messages(shape: PanelShape, session, phase: str, blocked: bool) -> None:
+def _messages(shape: StepShape, session, phase: str, blocked: bool) -> None:
     """The click's error or notice, what a lesson link or a replay dropped, and the phase
     line (none while the prompt on screen is blocked: its error says what to fix)."""
     S = st.session_state

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import segno
 import streamlit as st
@@ -20,17 +21,12 @@ from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.step import files, links
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step.files import TAB_KEY, VIEW_KEY, with_view
-from specdec_core.ui.words import Mode
+
+if TYPE_CHECKING:
+    from specdec_core.ui.step.shapes import StepShape
 
 OPEN_KEY = "lt_open"  # the Lesson panel is open (lazy expander state)
 LiveTab = Callable[[str], None]  # draws the "Live class" tab for the page ``where``
-#: The Lesson panel's title and tabs for each shape: scenarios, the checks CSV and opening
-#: a trace file are the chain's (the tree's panel says so).
-TITLE: dict[Mode, str] = {"chain": "lt_title", "tree": "lt_title_tree"}
-TABS: dict[Mode, tuple[str, ...]] = {
-    "chain": ("scenarios", "link", "files"),
-    "tree": ("link", "export"),
-}
 TAB_LABEL = {
     "scenarios": "lt_tab_scenarios",
     "link": "lt_tab_link",
@@ -123,23 +119,23 @@ def _qr(url: str) -> tuple[str, int]:
 def lesson_tools(
     pair: ModelPair,
     session: Session,
-    mode: Mode,
+    shape: StepShape,
     live_tab: LiveTab | None = None,
 ) -> None:
-    """The "Lesson" expander of the shape ``mode`` (:data:`TABS`). Drawn only while it is
-    open (a lazy expander: opening it reruns the step panel): closed, a step click builds
-    no link, QR code or download; open, the link follows every step. ``live_tab(where)``
-    draws the "Live class" tab (the step page passes ``ui/live/teacher.start_button``); no
-    tab without it."""
+    """The "Lesson" expander of ``shape`` (its row's title, tabs and caption). Drawn only
+    while it is open (a lazy expander: opening it reruns the step panel): closed, a step
+    click builds no link, QR code or download; open, the link follows every step.
+    ``live_tab(where)`` draws the "Live class" tab (the step page passes
+    ``ui/live/teacher.start_button``); no tab without it."""
     box = st.expander(
-        t(TITLE[mode]), expanded=False, icon=":material/school:", key=OPEN_KEY, on_change="rerun"
+        t(shape.title), expanded=False, icon=":material/school:", key=OPEN_KEY, on_change="rerun"
     )
     if not box.open:
         return
     with box:
-        if mode == "tree":
-            st.caption(t("lt_tree_chain_only"))
-        names = {name: t(TAB_LABEL[name]) for name in TABS[mode] + ("live",) * bool(live_tab)}
+        if shape.note:
+            st.caption(t(shape.note))
+        names = {name: t(TAB_LABEL[name]) for name in shape.tabs + ("live",) * bool(live_tab)}
         # the tab a click of this panel belongs to stays selected when the click replays
         # the lesson (a full rerun remounts the tabs: an upload jumped back to Scenarios)
         chosen = names.get(st.session_state.get(TAB_KEY, "scenarios"))

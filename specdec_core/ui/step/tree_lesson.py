@@ -1,25 +1,21 @@
 """The step-through page's tree mode: the mode and shape widgets, the tree's refusal, the
-hand-over between the chain and the tree, and the mode control's callbacks. The tree's
+hand-over from the tree back to the chain, and the mode control's callbacks. The tree's
 lesson is kept in the one lesson store of both shapes (:mod:`specdec_core.ui.step.lesson`:
-``L.current("tree")``, ``L.start(..., shape=...)``).
+``L.current("tree")``, ``L.start(..., shape=...)``, ``L.sync`` with the tree's row of
+``ui/step/shapes.SHAPES``, whose shape is :func:`shape`).
 
 * The mode (``chain`` | ``tree``) and the tree shape are widgets on the step page; their
   values are also kept under other keys (Streamlit drops a widget's state when another
   page is shown) and put back by :func:`seed_widgets`.
 * Entering tree mode starts a :class:`TreeSession` from the chain lesson's committed text
-  with the chain's original prompt boundary (a round in flight is dropped, with a notice);
-  leaving it continues the chain from the tree's committed text the same way.
-* :func:`sync` is :func:`specdec_core.ui.step.lesson.sync` with the tree's :data:`TREE`
-  shape: same pair and prompt with other settings, drafter or shape continue from the
-  committed text; another prompt or pair starts again from the prompt; a prompt that
-  cannot start keeps the session, blocked.
+  with the chain's original prompt boundary (a round in flight is dropped, with a notice:
+  ``L.enter``); leaving it continues the chain from the tree's committed text the same
+  way (:func:`leave`).
 
 The step buttons of both shapes are :mod:`specdec_core.ui.step.actions`.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import streamlit as st
 
@@ -87,26 +83,6 @@ def tree_ready(drafter: str, config: SessionConfig) -> str | None:
     return tree_refusal(drafter, config.draft_method, config.temperature)
 
 
-def enter(pair: ModelPair, config: SessionConfig, prompt: str, shape: tuple[int, ...]) -> L.Sync:
-    """Tree mode from the chain: continue from the chain lesson's committed text when it
-    is the prompt on screen (and not finished), else start from the prompt."""
-    chain = L.current()
-    if (
-        chain is not None
-        and chain.pair_name == pair.name
-        and chain.prompt == prompt
-        and chain.session.stop_reason is None
-    ):
-        ids = list(chain.session.ids)
-        flight = L.in_flight(chain.session)
-        new = L.start(pair, config, prompt, ids, chain.prompt_len, shape)
-        n = len(ids) - chain.prompt_len
-        if flight:
-            return L.Sync(new, notice="tree_from_chain_dropped", notice_args={"n": n, "r": flight})
-        return L.Sync(new, notice="tree_from_chain" if n else None, notice_args={"n": n})
-    return L.Sync(L.start(pair, config, prompt, shape=shape))
-
-
 def leave(pair: ModelPair, config: SessionConfig, prompt: str) -> str | None:
     """Back to the chain: the chain lesson continues from the tree's committed text (a
     tree round in flight is dropped). Returns a notice key (or ``None``). Raises
@@ -122,21 +98,6 @@ def leave(pair: ModelPair, config: SessionConfig, prompt: str) -> str | None:
     if L.in_flight(session):
         return "chain_from_tree_dropped"
     return "chain_from_tree" if len(session.ids) > tree.prompt_len else None
-
-
-def _unchanged(lesson: L.Lesson, config: SessionConfig) -> bool:
-    # γ plays no part in a tree round (the shape sets the depth): a γ change alone keeps
-    # the round in flight
-    now = (replace(config, gamma=lesson.config.gamma), L.drafter_name(), shape())
-    return (lesson.config, lesson.drafter, lesson.shape) == now
-
-
-TREE = L.Shape(
-    name="tree",
-    unchanged=_unchanged,
-    tree=shape,
-    first=lambda pair, config, prompt: enter(pair, config, prompt, shape()),
-)
 
 
 # ------------------------------------------------------------------ callbacks
@@ -161,9 +122,9 @@ def switch_mode() -> None:
     prompt = S.get(L.PROMPT_KEY, "")
     try:
         if new == "tree":
-            S.pop(L.KEYS["tree"], None)  # always from the chain's committed text
+            S.pop(L.key("tree"), None)  # always from the chain's committed text
             if tree_ready(L.drafter_name(), config) is None:
-                synced = enter(pair, config, prompt, shape())
+                synced = L.enter(pair, config, prompt, shape())
                 if synced.notice:
                     S["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
         else:
@@ -184,4 +145,4 @@ def use_chain() -> None:
     """The "use the chain" button (tree mode refused for this drafter)."""
     st.session_state[mode_key()] = "chain"
     st.session_state[MODE_KEPT] = "chain"
-    st.session_state.pop(L.KEYS["tree"], None)
+    st.session_state.pop(L.key("tree"), None)

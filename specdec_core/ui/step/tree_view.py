@@ -63,10 +63,14 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
     # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
     # otherwise the tree, its outcome and the mask stacked across the page (a 13-column
     # grid fits beside nothing next to an open sidebar at 1024 px: it ran under the outcome)
+    # Keyed blocks: the browser keeps a keyed block (and the Plotly chart inside it) across
+    # reruns even when the elements above it change in number (an outcome, a caption); at a
+    # new index an unkeyed one is rebuilt, and the chart is drawn anew (as the chain's).
     if presenter:
-        tree_box, mask_box = st.columns([3, 2], gap="medium")
+        with st.container(key="tree_lower"):
+            tree_box, mask_box = st.columns([3, 2], gap="medium")
     else:
-        tree_box, mask_box = st.container(), st.container()
+        tree_box, mask_box = st.container(key="tree_box"), st.container(key="tree_mask_box")
     outcome_box = tree_box
     with tree_box:
         heading(t("tree_fig_heading"))
@@ -107,19 +111,14 @@ def _strip(session: Session, phase: str, heading: Heading) -> None:
     st.html(token_strip_html(items, legend))
 
 
+#: The tree figure's other words, each the string ``tree_<word>``.
+FIGURE_WORDS = "root root_tick depth node position accept not_checked next_correction next_bonus"
+
+
 def _labels() -> dict[str, str]:
-    return {
-        **{state: say(FIGURE_STATE, state) for state in STATE_STYLE},
-        "root": t("tree_root"),
-        "root_tick": t("tree_root_tick"),
-        "depth": t("tree_depth"),
-        "node": t("tree_node"),
-        "position": t("tree_position"),
-        "accept": t("tree_accept"),
-        "not_checked": t("tree_not_checked"),
-        "next_correction": t("tree_next_correction"),
-        "next_bonus": t("tree_next_bonus"),
-    }
+    """The tree figure's words in the page's language: its node states, then the rest."""
+    states = {state: say(FIGURE_STATE, state) for state in STATE_STYLE}
+    return states | {word: t(f"tree_{word}") for word in FIGURE_WORDS.split()}
 
 
 def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
@@ -131,12 +130,13 @@ def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
     if cached is None or cached[0] != key or cached[1] is not tree:
         cached = (key, tree, tree_figure(tree, root, labels, presenter))
         st.session_state["tree_fig"] = cached
-    st.plotly_chart(
-        cached[2],
-        width="stretch",
-        key="tree_chart",
-        config={"displaylogo": False, "displayModeBar": False},
-    )
+    with st.container(key="tree_chart_box"):  # kept by the browser: see draw
+        st.plotly_chart(
+            cached[2],
+            width="stretch",
+            key="tree_chart",
+            config={"displaylogo": False, "displayModeBar": False},
+        )
 
 
 def _outcome(session: Session, tree: TreeView, last) -> None:
