@@ -1,6 +1,7 @@
 """Every lane of the README's speed table in one run: the target alone, each drafter as a
-chain, EAGLE under the heuristic γ schedule, trees 2,2,1,1, Hugging Face ``generate`` and
-assisted generation as peers; greedy, plus the target alone and EAGLE at T = 1.
+chain, EAGLE and the draft model at γ chosen by their acceptance and under the heuristic γ
+schedule, trees 2,2,1,1, Hugging Face ``generate`` and assisted generation as peers;
+greedy, plus the target alone, EAGLE and the draft model at T = 1.
 
     nice -n 10 python benchmarks/speed_lanes.py [--passes 3] [--prompts 4]
         [--max-new-tokens 128] [--gamma 4] [--threads 1] [--json OUT.json]
@@ -13,6 +14,11 @@ the work, nearly untouched by other processes' load), median over passes, the ra
 the target alone of the same pass, and whether its greedy output equals the target
 alone's on every prompt. The 1-minute load average is printed before and after; figures
 are printed, never asserted.
+
+"γ by acceptance" (``bench/sweeps.gamma_by_acceptance``): before the passes, one run on a
+prompt outside the timed ones (``--gamma``, same temperature) measures the drafter's α,
+the verify-cost curve (each timing's fastest of 9 repeats) its ``c`` and ``t(k)/t(1)``;
+the lane runs at the γ maximising the cost model's tokens per unit of time (printed).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import os
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,7 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from measure_acceptance import heldout_prompts  # noqa: E402
 
+from specdec_core.bench.curve import ForwardCurve, measure_forward_curve
 from specdec_core.bench.runs import hf_generate, ignoring_eos
+from specdec_core.bench.sweeps import gamma_by_acceptance
 from specdec_core.core.models import load_pair  # noqa: E402
 from specdec_core.core.settings import SessionConfig  # noqa: E402
 from specdec_core.drafters.registry import make_named_drafter
@@ -42,8 +51,37 @@ from specdec_core.engine.tree.generate import generate_tree  # noqa: E402
 TREE = (2, 2, 1, 1)
 
 
-def lanes(pair, gamma: int, tokens: int) -> dict[str, tuple[float, object]]:
-    """Lane name → (temperature, ``run(prompt) -> output ids``)."""
+def fastest(curve: ForwardCurve) -> ForwardCurve:
+    """The curve of each timing's fastest repeat (a busy shared machine only adds time)."""
+    step = curve.draft_step_ms
+    if curve.draft_spread is not None and curve.draft_spread.median > 0:
+        step *= curve.draft_spread.low / curve.draft_spread.median
+    return replace(curve, target_ms=tuple(s.low for s in curve.target_spread), draft_step_ms=step)
+
+
+def chosen_gammas(pair, gamma: int, tokens: int, prompt: str) -> dict[tuple[str, float], int]:
+    """(drafter, temperature) → γ chosen by its acceptance on ``prompt`` (printed)."""
+    out = {}
+    for drafter in ("eagle", "model"):
+        curve = fastest(measure_forward_curve(pair, prompt, 2 * 8 + 1, 9, drafter, gamma))
+        for temperature in (0.0, 1.0):
+            config = SessionConfig(gamma=gamma, max_new_tokens=tokens, temperature=temperature)
+            chosen, alpha = gamma_by_acceptance(pair, prompt, config, drafter, curve)
+            c = curve.draft_step_ms / curve.target_ms[0]
+            ratio = ", ".join(f"{r:.2f}" for r in curve.ratio()[:6])
+            print(
+                f"γ by acceptance: {drafter}, T = {temperature:g}: α {alpha:.3f}, c {c:.3f},"
+                f" t(k)/t(1) {ratio} … → γ {chosen}"
+            )
+            out[drafter, temperature] = chosen
+    return out
+
+
+def lanes(
+    pair, gamma: int, tokens: int, chosen: dict[tuple[str, float], int]
+) -> dict[str, tuple[float, object]]:
+    """Lane name → (temperature, ``run(prompt) -> output ids``); ``chosen``: the γ of the
+    "γ by acceptance" lanes (:func:`chosen_gammas`)."""
     greedy = SessionConfig(gamma=gamma, max_new_tokens=tokens)
     sampled = SessionConfig(gamma=gamma, max_new_tokens=tokens, temperature=1.0, seed=0)
     heuristic = SessionConfig(gamma=gamma, max_new_tokens=tokens, gamma_schedule="heuristic")
@@ -70,6 +108,9 @@ def lanes(pair, gamma: int, tokens: int) -> dict[str, tuple[float, object]]:
     out: dict[str, tuple[float, object]] = {"target alone": (0.0, chain(greedy))}
     for name in ("model", "eagle", "mtp", "block", "ngram", "early-exit"):
         out[f"chain {name}"] = (0.0, chain(greedy, name))
+    for name in ("eagle", "model"):
+        g = chosen[name, 0.0]
+        out[f"chain {name}, γ {g} by acceptance"] = (0.0, chain(replace(greedy, gamma=g), name))
     out["chain eagle, heuristic γ"] = (0.0, chain(heuristic, "eagle"))
     out["chain model, heuristic γ"] = (0.0, chain(heuristic, "model"))
     for name in ("model", "eagle", "mtp"):
@@ -79,6 +120,9 @@ def lanes(pair, gamma: int, tokens: int) -> dict[str, tuple[float, object]]:
     out["target alone, T = 1"] = (1.0, chain(sampled))
     out["chain eagle, T = 1"] = (1.0, chain(sampled, "eagle"))
     out["chain model, T = 1"] = (1.0, chain(sampled, "model"))
+    for name in ("eagle", "model"):
+        g = chosen[name, 1.0]
+        out[f"{name}, γ {g} by acceptance, T = 1"] = (1.0, chain(replace(sampled, gamma=g), name))
     return out
 
 
@@ -94,7 +138,9 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     pair = ignoring_eos(load_pair("embedded", device="cpu"))
     prompts = heldout_prompts(args.prompts)
-    table = lanes(pair, args.gamma, args.max_new_tokens)
+    probe = next(p for p in heldout_prompts(2 * args.prompts + 1) if p not in prompts)
+    chosen = chosen_gammas(pair, args.gamma, args.max_new_tokens, probe)
+    table = lanes(pair, args.gamma, args.max_new_tokens, chosen)
     load_before = os.getloadavg()[0]
     for _, run in table.values():  # warm-up: every code path once
         run(prompts[0])
@@ -115,7 +161,7 @@ def main() -> None:
     print(f"load (1 min) before {load_before:.1f}, after {load_after:.1f}; {os.cpu_count()} CPUs")
     print("wall: tokens per second of wall time; cpu: per second of this process's CPU time")
     print(
-        f"{'lane':28} {'wall tok/s':>10} {'× alone (range)':>20} {'cpu tok/s':>10}"
+        f"{'lane':34} {'wall tok/s':>10} {'× alone (range)':>20} {'cpu tok/s':>10}"
         f" {'× alone':>8}  = alone"
     )
     for name, (temperature, _) in table.items():
@@ -138,7 +184,7 @@ def main() -> None:
         rows.append(row)
         shown = "—" if same is None else ("yes" if same else "NO")
         print(
-            f"{name:28} {row['tokens_per_s']:10.0f} {row['ratio_median']:7.2f}× "
+            f"{name:34} {row['tokens_per_s']:10.0f} {row['ratio_median']:7.2f}× "
             f"({row['ratio_min']:.2f}–{row['ratio_max']:.2f}) {row['cpu_tokens_per_s']:10.0f} "
             f"{row['cpu_ratio_median']:7.2f}×  {shown}"
         )

@@ -583,3 +583,21 @@ def test_the_head_step_and_the_round_are_read_off_the_drafters_own_forwards(tiny
     assert _round_timer(head, target, ids[:-1], ids, 4, out)() == 2.0
     assert out[0][0] == 4 and out[0][1] > 0
     assert target.ids == ids[:-1]  # the verification was rolled back
+
+
+def test_gamma_by_acceptance_trades_the_runs_alpha_against_the_curve(embedded_pair):
+    from specdec_core.bench.curve import ForwardCurve
+    from specdec_core.bench.sweeps import gamma_by_acceptance
+    from specdec_core.drafters.registry import make_named_drafter
+
+    config = SessionConfig(gamma=4, max_new_tokens=24)
+    eagle = make_named_drafter(embedded_pair, "eagle")
+    run = generate(embedded_pair, PROMPT, config, "speculative", eagle)
+    free = ForwardCurve((1.0,) * 9, 0.0, 1)  # drafts cost nothing, verification is flat
+    chosen, alpha = gamma_by_acceptance(embedded_pair, PROMPT, config, "eagle", free)
+    assert alpha == run.stats.acceptance_rate  # the same seeded greedy run
+    assert 0.0 < alpha < 1.0
+    assert chosen == 8  # every draft adds tokens for free: the longest the curve prices
+    # a draft costs one target step, each verified token half a step: one draft is best
+    dear = ForwardCurve(tuple(1.0 + 0.5 * k for k in range(9)), 1.0, 1)
+    assert gamma_by_acceptance(embedded_pair, PROMPT, config, "eagle", dear)[0] == 1

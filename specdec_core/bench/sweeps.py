@@ -9,12 +9,15 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from specdec_core.bench.batching import generate_batch
+from specdec_core.bench.curve import ForwardCurve
 from specdec_core.bench.results import BatchPoint, GammaPoint
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.summary import summarize
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
+from specdec_core.rules.costmodel import best_gamma_on_curve
 
 # Prompts for the batch-size sweep (Tiny Shakespeare openings; content, not UI text).
 BENCH_PROMPTS: tuple[str, ...] = (
@@ -49,6 +52,21 @@ def gamma_sweep_point(ar: GenerationResult, sp: GenerationResult, gamma: int) ->
         forward_time_speedup_measured_advance=cm.forward_time_speedup_measured_advance,
         greedy_equal=summary.greedy_equal,
     )
+
+
+def gamma_by_acceptance(
+    pair: ModelPair, prompt: str, config: SessionConfig, drafter: str, curve: ForwardCurve
+) -> tuple[int, float]:
+    """A drafter's γ chosen by its acceptance: one speculative run of ``prompt`` at
+    ``config`` (its γ, temperature, seed) measures α (mean ``Σ min(p, q)`` over checked
+    positions), then the γ maximising the cost model's tokens per unit of time,
+    ``E[tokens](α, γ) / (γ c + t(γ + 1) / t(1))`` on the measured ``curve``
+    (:func:`~specdec_core.rules.costmodel.best_gamma_on_curve`; ``c`` = the curve's draft
+    step over ``t(1)``). Returns ``(γ, α)``."""
+    run = generate(pair, prompt, config, "speculative", make_named_drafter(pair, drafter))
+    alpha = min(max(run.stats.acceptance_rate, 0.0), 1.0)
+    c = curve.draft_step_ms / curve.target_ms[0] if curve.target_ms[0] > 0 else 0.0
+    return best_gamma_on_curve(alpha, c, curve.by_tokens()), alpha
 
 
 def best_point(points: Sequence[P], score: Callable[[P], float]) -> P | None:

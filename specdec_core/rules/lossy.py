@@ -1,41 +1,31 @@
-"""The lossy verification rules, for the engine: typical acceptance (Medusa) and
-threshold ("relaxed") acceptance, one position at a time on the target's real rows. They
-trade the output distribution for speed, so they are **never** a default: a session uses
-one only when its :class:`~specdec_core.core.settings.SessionConfig` says
-``acceptance="typical"`` or ``"threshold"`` (the CLI's ``--acceptance``).
+"""The lossy verification rules: typical acceptance (Medusa) and threshold ("relaxed")
+acceptance, one position at a time on the target's rows. They trade the output
+distribution for speed, so they are **never** a default: only from
+``SessionConfig.acceptance`` ``"typical"`` or ``"threshold"`` (the CLI's ``--acceptance``),
+reached through ``rules/verification.py``.
 
-One drafted position ``i``: target row ``p_i`` (after temperature / top-k / top-p), draft
-``y_i``. Each rule accepts ``y_i`` by a deterministic test on ``p_i`` alone (no ``u_i``
-is drawn, ``q`` is not consulted):
+Each accepts draft ``y_i`` by a deterministic test on ``p_i`` alone (no ``u_i``, no ``q``):
 
-* **typical** (Cai et al. 2024, "Medusa", §2.3.1): accept if
-  ``p(y) > min(ε, δ·exp(−H(p)))``, ``H(p) = −Σ p log p`` in nats (``0·log 0 = 0``);
-  Medusa's defaults are ε = 0.09 (``posterior_threshold``), δ = 0.3 (``posterior_alpha``).
-* **threshold**: accept if ``p(y) ≥ δ``, or ``y`` is one of the target's ``top_k`` most
-  likely tokens (stable order: on a tie the lower id ranks first, like the argmax); never
-  a token with ``p(y) = 0``.
+* **typical** (Cai et al. 2024, "Medusa", §2.3.1): ``p(y) > min(ε, δ·exp(−H(p)))``,
+  ``H(p) = −Σ p log p`` in nats (``0·log 0 = 0``); Medusa's defaults ε = 0.09
+  (``posterior_threshold``), δ = 0.3 (``posterior_alpha``).
+* **threshold**: ``p(y) ≥ δ``, or ``y`` among the target's ``top_k`` most likely tokens
+  (on a tie the lower id first, like the argmax); never a token with ``p(y) = 0``.
 
-**What a rejection samples** (the choice of this lab, the same as
-:mod:`specdec_core.rules.lab.lossy`): at the first rejected position ``k`` the round's
-next token is a fresh draw from ``p_k`` itself (it may redraw ``y_k``); the residual
-``[p − q]+`` belongs to the exact rule's ``min(1, p/q)`` test and means nothing for a test
-that ignores ``q``. When every draft passes, the bonus token is drawn from ``p_{γ+1}`` as
-usual. (Medusa's own implementation draws the next token from the truncated ``p`` of its
-typical sampler; drawing from ``p`` keeps the comparison with the exact rule about the
-acceptance test alone.) One position then emits ``x`` with probability
+At the first rejected position ``k`` the next token is a fresh draw from ``p_k`` (it may
+redraw ``y_k``; the residual ``[p − q]+`` belongs to the exact rule's test and means
+nothing for one that ignores ``q``); when all pass, the bonus comes from ``p_{γ+1}``.
+Deviation: Medusa draws from the truncated ``p`` of its typical sampler; ``p`` keeps the
+comparison with the exact rule about the test alone (as ``rules/lab/lossy.py``). One
+position then emits ``x`` with probability
 
     P(x) = q(x)·[x ∈ S]  +  (1 − Σ_{x∈S} q(x)) · p(x),     S = the accept set,
 
-which is not ``p`` in general (:func:`lossy_final_distribution`; ``TV(P, p)`` is the
-price). At temperature 0 ``p`` is one-hot and both rules accept exactly the argmax, for
-every δ ∈ [0, 1] and ε ∈ (0, 1) (typical with ε = δ = 1 accepts nothing and still emits the
-argmax): the greedy output is the target's; so the engine's greedy paths never consult
-these rules.
-
-Per-position functions here (:func:`accept_mask`, :func:`accepts`, :func:`verify_lossy`,
-:func:`lossy_final_distribution`) are torch, float32 or float64 rows ``[V]``;
-``rules/lab/lossy.py`` enumerates the same rules on the lab's hand-made rows (numpy) and
-``tests/test_lossy.py`` checks that the two agree.
+not ``p`` in general (:func:`lossy_final_distribution`; ``TV(P, p)`` is the price). At
+temperature 0 both rules accept exactly the argmax for every δ ∈ [0, 1], ε ∈ (0, 1)
+(typical with ε = δ = 1 accepts nothing and still emits the argmax), so greedy paths never
+consult them. Rows are torch ``[V]``, float32 or float64; ``rules/lab/lossy.py`` enumerates
+the same rules in numpy and ``tests/test_lossy.py`` checks that the two agree.
 """
 
 from __future__ import annotations
@@ -106,17 +96,9 @@ def typical_bar(p: torch.Tensor, delta: float, epsilon: float) -> float:
 
 
 def accept_mask(p: torch.Tensor, rule: LossyRule) -> torch.Tensor:
-    """Which tokens ``rule`` accepts when drafted against target row ``p``.
-
-    Args:
-        p: ``[V]`` float32/float64 probabilities (after temperature / top-k / top-p).
-
-    Returns:
-        ``[V]`` bool (the accept set ``S``).
-
-    Raises:
-        ValueError: an unknown rule name.
-    """
+    """The accept set ``S``: which tokens ``rule`` accepts when drafted against the target
+    row ``p`` (``[V]`` float32/float64) → ``[V]`` bool. Raises ValueError for an unknown
+    rule name."""
     p64 = p.double().cpu()
     if rule.name == "typical":
         return p64 > typical_bar(p64, rule.delta, rule.epsilon)
@@ -146,19 +128,11 @@ def verify_lossy(
     generator: torch.Generator,
     rule: LossyRule,
 ) -> Verdict:
-    """One round's verification under a lossy rule (module doc): accept ``y_i`` while
-    ``rule`` passes it; at the first rejection ``k`` draw the next token from ``p_k``; if
-    all pass, draw the bonus from ``p_{γ+1}``.
-
-    Args:
-        draft_ids: ``[γ]`` int64 on CPU. target_probs: ``[γ + 1, V]`` float32 rows
-            ``p_1..p_{γ+1}``. generator: the round's verification stream; only the one
-            correction/bonus draw comes from it.
-
-    Returns:
-        :class:`Verdict` with ``accept_probs`` 1.0 / 0.0 per drafted position (the test's
-        outcome: it accepts with certainty or not at all) and ``u = ()`` (no uniform draws).
-    """
+    """One round under a lossy rule (module doc): accept ``y_i`` while ``rule`` passes it;
+    at the first rejection ``k`` draw the next token from ``p_k``, else the bonus from
+    ``p_{γ+1}`` (the one draw from ``generator``, the round's verification stream).
+    ``draft_ids`` ``[γ]`` int64 CPU, ``target_probs`` ``[γ + 1, V]`` float32. The
+    :class:`Verdict` has ``accept_probs`` 1.0 / 0.0 (the test is certain) and ``u = ()``."""
     gamma = draft_ids.shape[0]
     passed = tuple(
         1.0 if accepts(target_probs[i], int(draft_ids[i]), rule) else 0.0 for i in range(gamma)
@@ -169,15 +143,9 @@ def verify_lossy(
 
 
 def lossy_final_distribution(p: torch.Tensor, q: torch.Tensor, rule: LossyRule) -> torch.Tensor:
-    """The exact law of the token one position emits under ``rule``:
-    ``P(x) = q(x)·[x ∈ S] + (1 − Σ_S q)·p(x)`` (module doc).
-
-    Args:
-        p, q: ``[V]`` target and draft rows (float32/float64, each summing to 1).
-
-    Returns:
-        ``[V]`` float64 on CPU.
-    """
+    """The exact law of the token one position emits under ``rule``,
+    ``P(x) = q(x)·[x ∈ S] + (1 − Σ_S q)·p(x)`` (module doc): ``[V]`` rows ``p, q``
+    (float32/float64, each summing to 1) → ``[V]`` float64 CPU."""
     p64, q64 = p.double().cpu(), q.double().cpu()
     kept = torch.where(accept_mask(p64, rule), q64, torch.zeros_like(q64))
     return kept + (1.0 - kept.sum()) * p64
