@@ -104,16 +104,16 @@ def test_step_machine_with_an_edit(embedded_pair, heldout_prompts, heldout_greed
         rounds = 0
         while session.phase == "propose":
             proposed = session.propose()
-            if rounds == 1 and len(session.drafts) >= 2:  # a student edits draft 2
-                wrong = session.target_preview(top_n=2)[1][1].id
-                edit = session.edit_draft(2, wrong)
+            if rounds == 1 and len(session.steps.drafts) >= 2:  # a student edits draft 2
+                wrong = session.steps.target_preview(top_n=2)[1][1].id
+                edit = session.steps.edit_draft(2, wrong)
                 assert edit.reproposed and edit.drafted[1].id == wrong
                 # re-proposed after the edit from predicted features: same as a fresh drafter
                 again = make_named_drafter(embedded_pair, "eagle")
                 again.attach(session.target)
-                ids, _ = again.propose_argmax(session.ids + session.drafts[:2], 2)
+                ids, _ = again.propose_argmax(session.ids + session.steps.drafts[:2], 2)
                 if temperature == 0.0:
-                    assert ids == session.drafts[2:]
+                    assert ids == session.steps.drafts[2:]
             assert proposed.draft_forwards == len(proposed.drafted)
             session.verify()
             session.commit()

@@ -231,18 +231,18 @@ def test_step_machine_with_an_edit(embedded_pair, heldout_prompts):
         rounds = edits = 0
         while session.phase == "propose":
             session.propose()
-            if rounds >= 1 and len(session.drafts) >= 2 and not edits:  # a student edits
-                wrong = session.target_preview(top_n=2)[1][1].id
-                edit = session.edit_draft(2, wrong)
+            if rounds >= 1 and len(session.steps.drafts) >= 2 and not edits:  # a student edits
+                wrong = session.steps.target_preview(top_n=2)[1][1].id
+                edit = session.steps.edit_draft(2, wrong)
                 assert edit.reproposed and edit.drafted[1].id == wrong
                 # re-proposed: depth 2 → heads 3 and 4 only, from the same hidden row
                 again = _mtp(embedded_pair)
                 again.attach(session.target)
                 assert (
-                    again.propose_argmax(session.ids + session.drafts[:2], 4)[0]
-                    == (session.drafts[2:])
+                    again.propose_argmax(session.ids + session.steps.drafts[:2], 4)[0]
+                    == (session.steps.drafts[2:])
                 )
-                assert len(session.drafts) == 4
+                assert len(session.steps.drafts) == 4
                 edits += 1
             session.verify()
             session.commit()
