@@ -11,8 +11,10 @@ click (both replicas, the teacher's own step included) and, from two class sizes
 extra follower; idle followers' CPU (% of a core over ``IDLE_S``); the join storm (``--storm
 N``: N students over ``STORM_S`` seconds, each opens a Streamlit session ``?room=CODE``
 (the page's first run, its seat joined) and then the push socket; the time to the
-teacher's moment on screen). A push socket stands for a follower's screen: a real tab also
-runs its fragment every ``follow.PUSH_BEAT_S`` (heartbeat, answers), not simulated here.
+teacher's moment on screen); answer → teacher's chart (``--answers N``: N seats answer one
+by one, first / p50 / p95 of answer stored → the teacher's page counts it). A push socket
+stands for a follower's screen: a real tab also runs its fragment every
+``follow.PUSH_BEAT_S`` (heartbeat, answers), not simulated here.
 
     python benchmarks/live_push.py --followers 30,60 --rounds 3 --storm 60
     python benchmarks/live_push.py --redis
@@ -170,6 +172,50 @@ async def class_of(n: int, url: str, code: str, page, pids: list[int], rounds: i
     }
 
 
+def room_store(env: dict):
+    """A store object on the class's store (SQLite file or Redis), as a replica has it."""
+    if env.get("SPECDEC_REDIS_URL"):
+        from specdec_core.server.rooms_redis import RedisStore
+
+        return RedisStore(env["SPECDEC_REDIS_URL"])
+    from specdec_core.server.rooms_sqlite import SQLiteStore
+
+    return SQLiteStore(env["SPECDEC_ROOM_DB"])
+
+
+async def answers(page, code: str, n: int, env: dict) -> list[float]:
+    """The teacher proposes and asks "will position 1 be accepted?"; N seats answer one by
+    one (stored through a store object of their own, as a student's page run stores it;
+    that run, ≈ 50 ms, is not counted), each at a random moment 0.3–1.3 s after the last
+    one was counted, so the dashboard's poll phase is sampled; seconds from each answer
+    stored until the teacher's page says "k of N … answered"."""
+    store = room_store(env)
+    seats = [f"bench-{i:03d}" for i in range(n)]
+    for s in seats:
+        store.join(code, s)
+    await idle_step(page)
+    await page.get_by_role("button", name=tr("st_propose", "en")).click()
+    await idle_step(page)
+    await page.locator(".st-key-live_ask button").click()
+    await page.locator(".st-key-live_chart").wait_for(timeout=60_000)
+    qid = store.view(code).question.qid
+    took = []
+    for k, s in enumerate(seats, start=1):
+        await asyncio.sleep(random.uniform(0.3, 1.3))
+        store.answer(code, s, qid, k % 2)
+        stored = time.perf_counter()
+        await page.wait_for_function(
+            "([k, m]) => new RegExp('(^|\\\\D)' + k + ' of ' + m + ' ').test("
+            "document.body.innerText)",
+            arg=[k, n],
+            timeout=30_000,
+            polling=10,
+        )
+        took.append(time.perf_counter() - stored)
+    await page.locator(".st-key-live_reveal button").first.click()
+    return took
+
+
 async def storm(url: str, code: str, n: int) -> list[float]:
     """N students open ``?room=CODE`` over STORM_S s: Streamlit session (first run, seat),
     then the push socket; seconds until the teacher's moment arrived."""
@@ -216,6 +262,14 @@ async def main_async(args, url: str, pids: list[int]) -> None:
             a, b = rows[0], rows[-1]
             per = (b["cpu_click"] - a["cpu_click"]) / (b["n"] - a["n"]) * 1e3
             print(f"per extra follower: {per:.1f} ms CPU per click ({a['n']} → {b['n']})")
+        if args.answers:
+            took = await answers(page, code, args.answers, args.env)
+            print(
+                f"answer → teacher's chart, {args.answers} answers (load {load()}): first "
+                f"{took[0]:.2f} s, p50 {pct(took, 0.5):.2f} s, p95 {pct(took, 0.95):.2f} s, "
+                f"max {max(took):.2f} s",
+                flush=True,
+            )
         if args.storm:
             took = await storm(url, code, args.storm)
             print(
@@ -231,6 +285,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--storm", type=int, default=0)
     ap.add_argument("--redis", action="store_true")
+    ap.add_argument("--answers", type=int, default=30, help="answers timed (0: none)")
     args = ap.parse_args()
     args.followers = [int(x) for x in args.followers.split(",")]
     args.store = "Redis" if args.redis else "SQLite"
@@ -255,6 +310,7 @@ def main() -> None:
         )
         env["SPECDEC_REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
         time.sleep(0.5)
+    args.env = env
     print(f"load at start {load()}", flush=True)
     print(
         "| followers | store | load | click → drawn p50 / p95 | first / median / last "

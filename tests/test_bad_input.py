@@ -30,10 +30,10 @@ def snapshot(session: SpeculativeSession) -> tuple:
     return (
         list(session.ids),
         session.phase,
-        session.drafts,
+        session.steps.drafts,
         session.target.kv_len,
         session.drafter.kv.kv_len,
-        session.rng_state(),
+        session.steps.rng_state(),
         len(session.history),
     )
 
@@ -42,20 +42,25 @@ def snapshot(session: SpeculativeSession) -> tuple:
 SESSION_CASES = [
     (
         "edit text of zero tokens",
-        lambda s: s.edit_draft(1, single_token_id(s.pair, "")),
+        lambda s: s.steps.edit_draft(1, single_token_id(s.pair, "")),
         TokenTextError,
         "0 tokens",
     ),
     (
         "edit text of several tokens",
-        lambda s: s.edit_draft(1, single_token_id(s.pair, " wherefore art thou")),
+        lambda s: s.steps.edit_draft(1, single_token_id(s.pair, " wherefore art thou")),
         TokenTextError,
         "not exactly one",
     ),
-    ("token id above the vocabulary", lambda s: s.edit_draft(1, 10**6), ValueError, "token id"),
-    ("negative token id", lambda s: s.edit_draft(1, -1), ValueError, "token id"),
-    ("edit position 0", lambda s: s.edit_draft(0, 5), ValueError, "position"),
-    ("edit position beyond γ", lambda s: s.edit_draft(99, 5), ValueError, "position"),
+    (
+        "token id above the vocabulary",
+        lambda s: s.steps.edit_draft(1, 10**6),
+        ValueError,
+        "token id",
+    ),
+    ("negative token id", lambda s: s.steps.edit_draft(1, -1), ValueError, "token id"),
+    ("edit position 0", lambda s: s.steps.edit_draft(0, 5), ValueError, "position"),
+    ("edit position beyond γ", lambda s: s.steps.edit_draft(99, 5), ValueError, "position"),
     ("propose twice", lambda s: s.propose(), PhaseError, "phase 'verify'"),
     ("commit before verify", lambda s: s.commit(), PhaseError, "verify the drafts first"),
 ]

@@ -53,7 +53,7 @@ def block_session(embedded_pair):
 
 
 def test_the_chart_draws_the_block_residual_at_the_resampled_position(block_session):
-    shown = block_session.current_verify
+    shown = block_session.steps.current_verify
     block = shown.block
     assert block is not None and block.kept == 1 and block.resample_position == 2
     weight = block.weights[0]
@@ -90,7 +90,7 @@ def test_the_chart_draws_the_block_residual_at_the_resampled_position(block_sess
 
 
 def test_other_positions_are_unchanged(block_session):
-    shown = block_session.current_verify
+    shown = block_session.steps.current_verify
     c = shown.checks[0]  # the kept draft: no resample there
     labels = _labels()
     assert residual_chart(c.dist, labels, shown.block, 1, None) == (c.dist, labels, ())
@@ -100,7 +100,7 @@ def test_other_positions_are_unchanged(block_session):
 
 def test_a_token_wise_round_still_draws_p_minus_q(embedded_pair):
     session = _second_round(embedded_pair, "token")
-    shown = session.current_verify
+    shown = session.steps.current_verify
     assert shown.block is None and shown.kind == "correction"
     pos = shown.accepted + 1
     c = shown.checks[pos - 1]
@@ -116,7 +116,7 @@ def test_a_token_wise_round_still_draws_p_minus_q(embedded_pair):
 
 
 def test_the_live_frame_carries_the_residual(block_session):
-    shown = block_session.current_verify
+    shown = block_session.steps.current_verify
     block = shown.block
     frame = chain_frame(block_session, selected=2)
     chart = frame["chart"]
@@ -183,6 +183,6 @@ def test_the_follower_names_the_block_residual(block_session):
     [chart] = at.get("echarts_chart")
     spec = json.loads(chart.proto.spec)
     assert spec["series"][-1]["name"] == "r = norm([p′·p − q]+) — block residual, p′ = 0.8769"
-    block = block_session.current_verify.block
+    block = block_session.steps.current_verify.block
     drawn = {row[1] for row in spec["dataset"]["source"]}
     assert {visible_token(block_session.token(i)) for i in block.residual_ids} <= drawn

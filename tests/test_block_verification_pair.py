@@ -111,7 +111,7 @@ def test_an_edit_is_a_one_hot_draft(embedded_pair):
     session = SpeculativeSession(embedded_pair, "ROMEO:", config)
     session.propose()
     token = embedded_pair.tokenizer.encode(" the")[0]
-    session.edit_draft(1, token)
+    session.steps.edit_draft(1, token)
     trace = session.verify()
     first = trace.checks[0]
     assert first.edited and first.q == pytest.approx(1.0)

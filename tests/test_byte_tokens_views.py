@@ -52,7 +52,7 @@ def test_the_tree_figure_shows_the_root_bytes(verified):
     }
     labels["root_tick"] = "root {pos}"
     labels["depth"] = "d{d} {pos}"
-    fig = tree_figure(verified.tree_view(), root, _AllKeys(labels))
+    fig = tree_figure(verified.steps.tree_view(), root, _AllKeys(labels))
     texts = " ".join(str(t) for trace in fig.data for t in (trace.text or ()) if t)
     texts += " ".join(str(t) for trace in fig.data for t in (trace.hovertext or ()) if t)
     texts += " ".join(a.text or "" for a in fig.layout.annotations)
@@ -64,9 +64,9 @@ def test_the_mask_grid_shows_bytes_not_replacement_characters(verified):
     from specdec_core.ui.step.tree_tables import mask_html
 
     byte = verified.token(verified.ids[-1])  # ‹93›: the last byte of 晓
-    tree = verified.tree_view()
+    tree = verified.steps.tree_view()
     tree = replace(tree, nodes=tuple(replace(n, token=byte) for n in tree.nodes))
-    grid = mask_html(verified.attention_mask(), tree)
+    grid = mask_html(verified.steps.attention_mask(), tree)
     assert grid.count("‹93›") == 2 * len(tree.nodes)  # each node's row label and column title
     assert "�" not in grid
 

@@ -38,7 +38,7 @@ def drive(pair, i: int) -> list:
             break
         proposed = session.propose()
         if proposed.gamma and (r + i) % 2 == 0:
-            session.edit_draft(1 + (r % proposed.gamma), (7 * i + r) % pair.vocab_size)
+            session.steps.edit_draft(1 + (r % proposed.gamma), (7 * i + r) % pair.vocab_size)
         session.verify()
         session.commit()
     return _strip_timings(to_jsonable(session.history))

@@ -120,26 +120,26 @@ def test_quick_edits_steer_greedy_verification(embedded_pair):
     config = SessionConfig(gamma=4, max_new_tokens=24, temperature=0.0)
     session = SpeculativeSession(embedded_pair, PROMPT, config)
     with pytest.raises(PhaseError):
-        session.target_preview()
+        session.steps.target_preview()
     session.propose()
     kv = (session.target.kv_len, len(session.drafter.cached_ids() or []))
-    preview = session.target_preview(top_n=2)
+    preview = session.steps.target_preview(top_n=2)
     assert (session.target.kv_len, len(session.drafter.cached_ids() or [])) == kv
-    assert [len(row) for row in preview] == [2] * len(session.drafts)
-    session.make_draft_agree()
-    greedy = [row[0].id for row in session.target_preview(top_n=1)]
-    assert session.drafts == greedy
+    assert [len(row) for row in preview] == [2] * len(session.steps.drafts)
+    session.steps.make_draft_agree()
+    greedy = [row[0].id for row in session.steps.target_preview(top_n=1)]
+    assert session.steps.drafts == greedy
     verified = session.verify()
-    assert verified.accepted == len(session.drafts) == 4 and verified.kind == "bonus"
+    assert verified.accepted == len(session.steps.drafts) == 4 and verified.kind == "bonus"
     session.commit()
 
     session.propose()
-    session.make_draft_agree()  # position 1 now agrees with the target's argmax
-    second = session.target_preview(top_n=2)[1][1].id
-    trace = session.make_position_wrong(2)
+    session.steps.make_draft_agree()  # position 1 now agrees with the target's argmax
+    second = session.steps.target_preview(top_n=2)[1][1].id
+    trace = session.steps.make_position_wrong(2)
     assert trace.position == 2 and trace.new_token.id == second
-    assert session.drafts[1] == second and 2 in session.edited_positions
+    assert session.steps.drafts[1] == second and 2 in session.steps.edited_positions
     statuses = [c.status for c in session.verify().checks]
     assert statuses == ["accepted", "rejected"] + ["discarded"] * (len(statuses) - 2)
     with pytest.raises(InputError):
-        session.make_position_wrong(9)
+        session.steps.make_position_wrong(9)

@@ -46,7 +46,9 @@ def test_mtp_first_round_says_why_it_drafts_nothing(embedded_pair, lang):
     assert not at.exception, at.exception
     click_button(at, LABELS[lang]["propose"])
     session = at.session_state["step_session"]
-    assert session.round_index == 0 and session.drafts == [] and session.current_gamma > 0
+    assert (
+        session.round_index == 0 and session.steps.drafts == [] and session.steps.current_gamma > 0
+    )
     assert s("phase_verify_no_drafts_hidden", lang) in texts(at)
     assert s("phase_verify_no_drafts_drafter", lang) not in texts(at)
     click_button(at, LABELS[lang]["verify"])
@@ -55,7 +57,7 @@ def test_mtp_first_round_says_why_it_drafts_nothing(embedded_pair, lang):
     click_button(at, LABELS[lang]["commit"])
     click_button(at, LABELS[lang]["propose"])  # the second round: the heads draft
     session = at.session_state["step_session"]
-    assert session.round_index == 1 and len(session.drafts) > 0
+    assert session.round_index == 1 and len(session.steps.drafts) > 0
     assert s("phase_verify_no_drafts_hidden", lang) not in texts(at)
 
 
@@ -85,13 +87,13 @@ def test_eagle_tree_round_names_its_prefill(embedded_pair, lang):
     at.selectbox(key="cfg_drafter").set_value("eagle").run()
     to_tree(at, lang)
     click_button(at, TREE_ROUND[lang])
-    summary = at.session_state["tree_lesson"].session.summary()
+    summary = at.session_state["tree_lesson"].session.steps.summary()
     assert summary.rounds == 1 and summary.target_forwards == 2  # verification + prefill
     note = s("tree_stats_prefill", lang).format(forwards=2, n=1)
     assert note in [c.value for c in at.caption]
     # the model drafter needs no prefill: no such note
     at.selectbox(key="cfg_drafter").set_value("model").run()
     click_button(at, TREE_ROUND[lang])
-    summary = at.session_state["tree_lesson"].session.summary()
+    summary = at.session_state["tree_lesson"].session.steps.summary()
     assert summary.target_forwards == summary.rounds
     assert not any(s("tree_stats_prefill", lang)[:8] in c.value for c in at.caption)

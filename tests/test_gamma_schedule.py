@@ -74,7 +74,7 @@ def test_round_gamma_is_cut_by_the_budget():
 def _rows(pair, drafter_name: str, config: SessionConfig, prompt: str):
     session = SpeculativeSession(pair, prompt, config, make_named_drafter(pair, drafter_name))
     session.propose()
-    return session.drafts, session.steps.pending.q_rows
+    return session.steps.drafts, session.steps.pending.q_rows
 
 
 @pytest.mark.parametrize("drafter_name", ["model", "eagle"])

@@ -75,7 +75,7 @@ def test_kv_invariant_after_random_rounds_edits_and_stops(tiny_pair, seed):
         proposed = session.propose()
         if proposed.gamma and rng.random() < 0.5:
             pos = rng.randint(1, proposed.gamma)
-            session.edit_draft(pos, rng.randrange(tiny_pair.vocab_size))
+            session.steps.edit_draft(pos, rng.randrange(tiny_pair.vocab_size))
         session.verify()
         commit = session.commit()
         state = commit.kv_after

@@ -348,6 +348,43 @@ def test_one_session_class_over_two_shapes():
     assert [names for _, c, names in bases if c in shapes] == [[], []]
 
 
+def _public_members(path: Path, cls: str) -> tuple[set[str], list[str]]:
+    """The public methods/properties ``cls`` defines in ``path``, and the class-level
+    assignments of a callable (``name = staticmethod(f)``, ``name = f``): alias hops."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    defs = {
+        n.name
+        for n in node.body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and not n.name.startswith("_")
+    }
+    aliases = [
+        ast.unparse(n)
+        for n in node.body
+        if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Call, ast.Name))
+    ]
+    return defs, aliases
+
+
+def test_session_holds_only_what_every_shape_shares():
+    """``Session``'s public members are exactly the shared set (the steps, the drivers, the
+    phase, the committed text, records and the KV table); a shape's own members (the
+    chain's edits and previews, the tree's views) are reached on ``session.steps`` and
+    never forwarded; no shape re-exports a function under a method name."""
+    shared, aliases = _public_members(PKG / "engine" / "session.py", "Session")
+    assert aliases == []
+    assert shared == {
+        "unit", "propose", "verify", "commit", "phase", "run_round", "run", "run_until",
+        "run_through", "generated_ids", "text", "token", "records", "current_record",
+        "current_stop_reason", "kv_state",
+    }  # fmt: skip
+    protocol = {"propose", "verify", "commit", "drafts", "check_settings", "make_drafter"}
+    for where, cls in (("chain", "ChainSteps"), ("tree", "TreeSteps")):
+        own, aliases = _public_members(PKG / "engine" / where / "session.py", cls)
+        assert aliases == [], cls
+        assert protocol <= own and own & shared == {"propose", "verify", "commit"}, cls
+
+
 def test_no_package_re_exports_names():
     """A name is imported from the module that defines it: the ``drafters``, ``bench``,
     ``rules/lab`` and ``ui/figures`` packages' ``__init__`` import nothing from their

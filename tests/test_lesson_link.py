@@ -94,8 +94,8 @@ def _drive(session: SpeculativeSession, steps: list[tuple]) -> None:
         if session.phase == "finished":
             return
         if step[0] == "edit":
-            if session.phase == "verify" and session.drafts:
-                session.edit_draft(min(step[1], len(session.drafts)), step[2])
+            if session.phase == "verify" and session.steps.drafts:
+                session.steps.edit_draft(min(step[1], len(session.steps.drafts)), step[2])
         elif step[0] == session.phase:
             getattr(session, step[0])()
 
@@ -125,7 +125,9 @@ def test_replaying_the_link_state_gives_the_same_session(tiny_pair, seed, temper
     again = replay(tiny_pair, state_back)
     assert again.problems == [] and again.state == state
     assert timeless_json(again.session.history) == timeless_json(session.history)
-    assert again.session.phase == session.phase and again.session.drafts == session.drafts
+    assert (
+        again.session.phase == session.phase and again.session.steps.drafts == session.steps.drafts
+    )
     assert again.session.kv_state() == session.kv_state()
 
 
@@ -141,7 +143,7 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
                 state_of(session, base, PROMPT),
                 timeless_json(session.history),
                 session.phase,
-                session.drafts,
+                session.steps.drafts,
                 session.kv_state(),
             )
         )
@@ -149,7 +151,7 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
     snap()
     session.propose()
     snap()
-    session.edit_draft(2, 7)
+    session.steps.edit_draft(2, 7)
     snap()
     session.verify()
     snap()
@@ -165,7 +167,7 @@ def test_step_back_undoes_one_edit_or_phase_at_a_time(tiny_pair):
         assert (
             timeless_json(back.session.history),
             back.session.phase,
-            back.session.drafts,
+            back.session.steps.drafts,
             back.session.kv_state(),
         ) == expected[1:]
     assert step_back(state) is None
@@ -200,13 +202,13 @@ def test_every_scenario_is_found_and_replays_its_outcome(embedded_pair, embedded
         assert state is not None, key
         out = replay(embedded_pair, state)
         assert out.problems == [] and out.session.phase == "commit"
-        checks = out.session.current_verify.checks
+        checks = out.session.steps.current_verify.checks
         statuses = [c.status for c in checks]
         assert len("&".join(f"{k}={v}" for k, v in encode(state).items())) < 2000
         if key in expect:
             assert statuses == expect[key]
         if key == "all_accepted":
-            assert out.session.current_verify.kind == "bonus"
+            assert out.session.steps.current_verify.kind == "bonus"
         if key == "sampled_rejection":
             assert state.temperature == 1.0 and checks[1].u >= checks[1].accept_prob
         if key == "one_hot_edit":
@@ -332,7 +334,7 @@ def test_a_link_with_processors_replays_the_same_session(embedded_pair):
     again = replay(embedded_pair, back)
     assert again.problems == [] and again.session.config == config
     assert timeless_json(again.session.history) == timeless_json(session.history)
-    assert again.session.drafts == session.drafts
+    assert again.session.steps.drafts == session.steps.drafts
     assert again.session.kv_state() == session.kv_state()
     assert parse(export_json(session, state).encode()).state == state  # the trace file too
 

@@ -59,7 +59,7 @@ def test_a_round_with_no_drafts_is_a_normal_state(embedded_pair):
     at = start()
     at.sidebar.number_input(key="cfg_max_new").set_value(1).run()
     click(at, "① Propose")
-    assert at.session_state["step_session"].drafts == []
+    assert at.session_state["step_session"].steps.drafts == []
     click(at, "② Verify")
     shown = " ".join(x.value for x in [*at.success, *at.info, *at.markdown])
     assert "All 0" not in shown and "drafted **no** tokens" in shown

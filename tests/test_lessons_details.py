@@ -41,7 +41,7 @@ def test_chapter_1_no_text_shown_before_a_checkpoint_holds_its_answer(embedded_p
     start, answer = {}, {}
     for cid in cids:
         session = replay(embedded_pair, states[CID_KEY[cid]]).session
-        assert session.current_verify is not None
+        assert session.steps.current_verify is not None
         start[cid] = len(session.ids)
         session.commit()
         answer[cid] = session.ids[start[cid] :]

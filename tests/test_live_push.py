@@ -22,6 +22,7 @@ from specdec_core.server import live_push
 from specdec_core.server.live_push import CLOSE_REFUSED, Hub, Listener, endpoint
 from specdec_core.server.room_frames import state_digest
 from specdec_core.server.room_limits import BUCKETS
+from specdec_core.server.room_types import Question
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -141,6 +142,43 @@ def test_a_step_on_one_replica_reaches_the_listeners_of_another(make):
         teacher_side.close(code, key)
         hub.poll()
         assert json.loads(en.latest) == {"ended": True}
+    finally:
+        loop.close()
+
+
+def test_the_teachers_votes_listener_hears_every_answer_and_only_its_version(make):
+    """``lang=votes`` (the teacher's dashboard): a message on every change of its room, an
+    answer through another replica included, holding the version only (no counts); the
+    followers' listeners of the same room hear nothing of the answers."""
+    teacher_side, hub_side = make(ttl_s=3600), make(ttl_s=3600)  # two replicas
+    code, key = teacher_side.create()
+    other, _ = teacher_side.create()
+    publish(teacher_side, code, key, "a", "<p>one</p>")
+    teacher_side.join(code, "s1")
+    teacher_side.ask(code, key, Question("q1", "accept", (), ("yes", "no")))
+    hub = Hub(lambda: hub_side, frame_of)
+    loop = asyncio.new_event_loop()
+    try:
+        votes = Listener(code, live_push.VOTES, "addr:1", loop)
+        follower = Listener(code, "en", "addr:2", loop)
+        elsewhere = Listener(other, live_push.VOTES, "addr:3", loop)
+        hub.thread = SimpleNamespace(is_alive=lambda: True)  # no thread: the test polls
+        for x in (votes, follower, elsewhere):
+            assert hub.add(x, 10, 10)
+        assert json.loads(votes.latest) == {"v": teacher_side.version(code)}
+        for x in (votes, follower, elsewhere):
+            x.latest = None
+        teacher_side.answer(code, "s1", "q1", 1)
+        hub.poll()
+        assert json.loads(votes.latest) == {"v": teacher_side.version(code)}
+        assert (follower.latest, elsewhere.latest) == (None, None)
+        votes.latest = None
+        teacher_side.answer(code, "s1", "q1", 0)  # a changed answer: counts move, not the total
+        hub.poll()
+        assert json.loads(votes.latest) == {"v": teacher_side.version(code)}
+        teacher_side.close(code, key)
+        hub.poll()
+        assert json.loads(votes.latest) == {"ended": True}
     finally:
         loop.close()
 

@@ -33,13 +33,13 @@ def test_both_shapes_are_step_machines(embedded_pair):
     assert type(chain) is Session and type(tree) is Session  # one class, two shapes
     assert (chain.unit, tree.unit) == ("drafts", "tree")
     assert type(chain.steps).__name__ == "ChainSteps" and type(tree.steps).__name__ == "TreeSteps"
-    with pytest.raises(AttributeError, match="tree session has no drafted sequence"):
-        tree.edit_draft(1, 5)
-    with pytest.raises(AttributeError, match="chain session has no tree"):
-        chain.tree_view()
-    # the other shape's members are absent: hasattr says so instead of raising
-    assert hasattr(chain, "current_propose") and not hasattr(tree, "current_propose")
-    assert hasattr(tree, "shape") and not hasattr(chain, "shape")
+    assert chain.steps.session is chain and tree.steps.session is tree
+    # a shape's own members live on its shape object, never on the session
+    assert hasattr(chain.steps, "edit_draft") and not hasattr(tree.steps, "edit_draft")
+    assert hasattr(tree.steps, "tree_view") and not hasattr(chain.steps, "tree_view")
+    for own in ("edit_draft", "current_propose", "tree_view", "shape", "summary"):
+        assert not hasattr(chain, own) and not hasattr(tree, own)
+    assert chain.steps.drafts == tree.steps.drafts == []  # between rounds; a tree lists none
     assert STEPS == ("propose", "verify", "commit")
     for bad in (0, 99, 1.5, True):
         with pytest.raises(InputError):
@@ -125,7 +125,7 @@ def test_a_failed_verify_restores_both_caches_and_reruns_the_same(embedded_pair,
     s = SpeculativeSession(embedded_pair, PROMPT, SAMPLED)
     s.run_round()
     s.propose()
-    before, rng = caches(s), s.rng_state()
+    before, rng = caches(s), s.steps.rng_state()
 
     def boom(*args, **kwargs):
         raise RuntimeError("rule failed")
@@ -134,7 +134,7 @@ def test_a_failed_verify_restores_both_caches_and_reruns_the_same(embedded_pair,
     with pytest.raises(RuntimeError, match="rule failed"):
         s.verify()  # the target's forward ran, then the commit decision raised
     monkeypatch.undo()
-    assert caches(s) == before and s.rng_state() == rng and s.phase == "verify"
+    assert caches(s) == before and s.steps.rng_state() == rng and s.phase == "verify"
     got = s.verify()
     assert (got.accepted, got.next_token, got.kind) == (want.accepted, want.next_token, want.kind)
     assert [c.u for c in got.checks] == [c.u for c in want.checks]
@@ -143,7 +143,7 @@ def test_a_failed_verify_restores_both_caches_and_reruns_the_same(embedded_pair,
 def test_a_failed_edit_restores_the_draft_cache_and_stream(embedded_pair, monkeypatch):
     s = SpeculativeSession(embedded_pair, PROMPT, SAMPLED)
     s.propose()
-    drafts, before, rng = s.drafts, caches(s), s.rng_state()
+    drafts, before, rng = s.steps.drafts, caches(s), s.steps.rng_state()
 
     def boom(*args, **kwargs):
         raise RuntimeError("slices failed")
@@ -151,13 +151,13 @@ def test_a_failed_edit_restores_the_draft_cache_and_stream(embedded_pair, monkey
     # after the re-draft drew and ran
     monkeypatch.setattr("specdec_core.engine.chain.session.draft_slices", boom)
     with pytest.raises(RuntimeError, match="slices failed"):
-        s.edit_draft(1, 5)
+        s.steps.edit_draft(1, 5)
     monkeypatch.undo()
-    assert (s.drafts, caches(s), s.rng_state()) == (drafts, before, rng)
-    first = s.edit_draft(1, 5)
+    assert (s.steps.drafts, caches(s), s.steps.rng_state()) == (drafts, before, rng)
+    first = s.steps.edit_draft(1, 5)
     again = SpeculativeSession(embedded_pair, PROMPT, SAMPLED)
     again.propose()
-    assert [t.id for t in again.edit_draft(1, 5).drafted] == [t.id for t in first.drafted]
+    assert [t.id for t in again.steps.edit_draft(1, 5).drafted] == [t.id for t in first.drafted]
 
 
 def test_a_failed_tree_verify_cuts_the_tree_rows(embedded_pair, monkeypatch):

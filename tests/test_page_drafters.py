@@ -279,7 +279,7 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
         assert intro in [m.value for m in at.markdown], name
         serial = {"en": "one at a time", "zh": "逐个"}[lang]
         assert (serial in intro) == (name in ("model", "early-exit", "eagle", "recurrent")), name
-        proposed = session.current_propose
+        proposed = session.steps.current_propose
         forwards = proposed.draft_forwards
         captions = "\n".join(c.value for c in at.caption)
         own = session.drafter.cached_ids() is not None

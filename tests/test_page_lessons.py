@@ -106,7 +106,7 @@ def test_chapter_1_greedy_cases_and_cost(embedded_pair, lang):
         ("first_error_1", "c1_fe1"),
         ("all_accepted", "c1_all"),
     ):
-        checks = replay(embedded_pair, states[key]).session.current_verify.checks
+        checks = replay(embedded_pair, states[key]).session.steps.current_verify.checks
         first = next((c.position for c in checks if c.status == "rejected"), 0)
         assert first == {"c1_fe3": 3, "c1_fe1": 1, "c1_all": 0}[cid]
         wrong_then_right(at, cid, 2 if first != 2 else 1, first, lang)
@@ -127,7 +127,9 @@ def test_chapter_1_greedy_cases_and_cost(embedded_pair, lang):
 @pytest.mark.parametrize("lang", LANGS)
 def test_chapter_2_the_exact_rule(embedded_pair, lang):
     at = open_lessons(lang, "2")
-    v = replay(embedded_pair, found(embedded_pair)["sampled_rejection"]).session.current_verify
+    v = replay(
+        embedded_pair, found(embedded_pair)["sampled_rejection"]
+    ).session.steps.current_verify
     c = next(c for c in v.checks if c.status == "rejected")
     assert c.accept_prob == pytest.approx(min(1.0, c.p / c.q))
     wrong_then_right(at, "c2_accept", min(1.0, c.accept_prob + 0.3), c.accept_prob + 0.015, lang)

@@ -51,7 +51,7 @@ def test_a_link_replays_its_state_and_a_reload_keeps_it(embedded_pair):
     at = open_app(encode(state))
     s = session(at)
     assert at.session_state["lang"] == "zh" and at.text_area[0].value == PROMPT
-    assert len(s.history) == 2 and s.phase == "verify" and s.drafts[0] == 42
+    assert len(s.history) == 2 and s.phase == "verify" and s.steps.drafts[0] == 42
     assert s.config.temperature == 1.0 and s.config.seed == 12 and s.config.gamma == 3
     assert not [w for w in at.warning if "舍弃" in w.value]  # nothing dropped
     params = {
@@ -61,7 +61,7 @@ def test_a_link_replays_its_state_and_a_reload_keeps_it(embedded_pair):
     again = open_app(params)  # a reload is a new session with the same URL
     t = session(again)
     assert again.session_state["lang"] == "zh"
-    assert (len(t.history), t.phase, t.drafts) == (2, "verify", s.drafts)
+    assert (len(t.history), t.phase, t.steps.drafts) == (2, "verify", s.steps.drafts)
     assert timeless_json(t.history) == timeless_json(s.history)
 
 
@@ -69,15 +69,15 @@ def test_step_back_restores_the_previous_phase_exactly(embedded_pair):
     at = open_app(encode(LessonState(temperature=1.0, seed=3, prompt=PROMPT)))
     button(at, "btn_propose").click().run()
     before = session(at)
-    snapshot = (before.phase, before.drafts, before.kv_state(before.current_statuses()))
+    snapshot = (before.phase, before.steps.drafts, before.kv_state(before.steps.current_statuses()))
     button(at, "btn_verify").click().run()
     assert session(at).phase == "commit"
     button(at, "btn_step_back").click().run()
     assert not at.exception
     s = session(at)
-    assert (s.phase, s.drafts, s.kv_state(s.current_statuses())) == snapshot
+    assert (s.phase, s.steps.drafts, s.kv_state(s.steps.current_statuses())) == snapshot
     button(at, "btn_step_back").click().run()
-    assert session(at).phase == "propose" and session(at).drafts == []
+    assert session(at).phase == "propose" and session(at).steps.drafts == []
 
 
 @pytest.mark.parametrize(
@@ -114,13 +114,13 @@ def test_run_n_rounds_goes_round_by_round(embedded_pair):
 def test_scenario_links_show_their_outcome(embedded_pair):
     found = {f.key: f.state for f in find_scenarios(embedded_pair)}
     at = open_app(encode(found["first_error_3"]))
-    v = session(at).current_verify
+    v = session(at).steps.current_verify
     assert [c.status for c in v.checks] == ["accepted", "accepted", "rejected", "discarded"]
     at = open_app(encode(found["lookup_run"]))
     assert at.session_state["lesson"].drafter == "ngram"
-    assert [c.status for c in session(at).current_verify.checks].count("accepted") >= 4
+    assert [c.status for c in session(at).steps.current_verify.checks].count("accepted") >= 4
     at = open_app(encode(replace(found["all_accepted"], lang="zh")))
-    assert session(at).current_verify.kind == "bonus" and at.session_state["lang"] == "zh"
+    assert session(at).steps.current_verify.kind == "bonus" and at.session_state["lang"] == "zh"
 
 
 def test_a_scenario_opens_from_the_picker(embedded_pair):
@@ -132,7 +132,7 @@ def test_a_scenario_opens_from_the_picker(embedded_pair):
         "Sampling: rejection at position 2, residual drawn"
     ).run()
     next(b for b in at.button if b.label == "Open this scenario").click().run()
-    v = session(at).current_verify
+    v = session(at).steps.current_verify
     assert [c.status for c in v.checks] == ["accepted", "rejected", "discarded", "discarded"]
     assert session(at).config.temperature == 1.0
 

@@ -119,9 +119,9 @@ def same_moment(a, b) -> None:
         assert shown(b) and shown(b) == shown(a)
         return
     sa, sb = session(a), session(b)
-    assert (sa.ids, sa.phase, sa.drafts) == (sb.ids, sb.phase, sb.drafts)
+    assert (sa.ids, sa.phase, sa.steps.drafts) == (sb.ids, sb.phase, sb.steps.drafts)
     assert timeless_json(sa.history) == timeless_json(sb.history)
-    assert timeless_json(sa.current_verify) == timeless_json(sb.current_verify)
+    assert timeless_json(sa.steps.current_verify) == timeless_json(sb.steps.current_verify)
 
 
 def frame(at) -> dict:
@@ -155,7 +155,7 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
     assert following_frame(student) and frame(student)["phase"] == "commit"
     assert "lesson" not in student.session_state  # never replayed: no engine in this session
     assert [c["status"] for c in frame(student)["checks"]] == [
-        c.status for c in session(teacher).current_verify.checks
+        c.status for c in session(teacher).steps.current_verify.checks
     ]
 
     click(student, "live_explore")  # the teacher's moment replayed here, the student's own
@@ -227,7 +227,7 @@ def test_correction_and_commit_count_questions_come_from_the_round(embedded_pair
     teacher, seat = teacher_app()
     click(teacher, "btn_propose")
     s = session(teacher)
-    gamma = len(s.drafts)
+    gamma = len(s.steps.drafts)
     teacher.selectbox(key="live_kind").set_value("commit_count").run()
     click(teacher, "live_ask")
     q = store.view(seat.code).question
@@ -239,7 +239,7 @@ def test_correction_and_commit_count_questions_come_from_the_round(embedded_pair
     click(teacher, "btn_commit")
     click(teacher, "btn_propose")
     s = session(teacher)
-    top = [row[0].id for row in s.target_preview(top_n=3)]
+    top = [row[0].id for row in s.steps.target_preview(top_n=3)]
     teacher.selectbox(key="live_kind").set_value("correction").run()
     click(teacher, "live_ask")
     q = store.view(seat.code).question
@@ -355,15 +355,19 @@ def test_a_student_follows_the_tree_mode(embedded_pair, store):
     got = frame(student)
     assert following_frame(student) and "tree_lesson" not in student.session_state
     assert (got["shape"], got["phase"]) == ("tree", "verify") == ("tree", theirs.phase)
-    assert [n[0] for n in got["nodes"]] == [n.token.id for n in theirs.tree_view().nodes]
-    assert [n[5] for n in got["nodes"]] == [n.state for n in theirs.tree_view().nodes]
+    assert [n[0] for n in got["nodes"]] == [n.token.id for n in theirs.steps.tree_view().nodes]
+    assert [n[5] for n in got["nodes"]] == [n.state for n in theirs.steps.tree_view().nodes]
     assert shown(student)[0] == shown(teacher)[0]  # the committed text, as the teacher's
     click(student, "live_explore")
     mine = student.session_state["tree_lesson"].session
     assert student.session_state["step_mode_kept"] == "tree"
-    assert (mine.phase, mine.shape) == (theirs.phase, theirs.shape) == ("verify", theirs.shape)
-    assert [n.token.id for n in mine.tree_view().nodes] == [
-        n.token.id for n in theirs.tree_view().nodes
+    assert (
+        (mine.phase, mine.steps.shape)
+        == (theirs.phase, theirs.steps.shape)
+        == ("verify", theirs.steps.shape)
+    )
+    assert [n.token.id for n in mine.steps.tree_view().nodes] == [
+        n.token.id for n in theirs.steps.tree_view().nodes
     ]
 
 
@@ -387,7 +391,7 @@ def test_a_reload_keeps_the_students_answer_on_screen_and_at_the_reveal(
     browser = b"the-students-own-browser"
     student = in_browser(monkeypatch, browser, student_app, seat.code)
     key = f"live_answer_{q.qid}"
-    wrong = 1 - (0 if session(teacher).drafts else 1)  # any choice: the outcome decides
+    wrong = 1 - (0 if session(teacher).steps.drafts else 1)  # any choice: the outcome decides
     student.radio(key=key).set_value(wrong).run()
     sid = student.session_state["live_seat"].student
     assert store.answer_of(seat.code, sid, q.qid) == wrong

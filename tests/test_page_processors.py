@@ -133,7 +133,7 @@ def test_p_before_after_chart_shows_the_masked_mass(embedded_pair):
     )
     click(at, "① Propose")
     click(at, "② Verify")
-    verify = at.session_state["step_session"].current_verify
+    verify = at.session_state["step_session"].steps.current_verify
     assert len(verify.unprocessed_dists) == len(verify.checks) + 1
     at.toggle(key="st_before_after").set_value(True).run()
     assert not at.exception
@@ -273,15 +273,16 @@ def test_tree_mode_shows_the_processors_state(embedded_pair, lang):
     plen = session.prompt_len
     want = [
         _expected_grammar_row(s, plen, lang)
-        for s in (last.kv_before, last.kv_verified, last.kv_after)
+        for s in (last.propose.kv_before, last.verify.kv_after, last.commit.kv_after)
     ]
     assert [r[1:] for r in _grammar_rows(at, lang)] == want
-    assert last.kv_after.processors.grammar.accepted_tokens == len(session.ids) - plen
+    assert last.commit.kv_after.processors.grammar.accepted_tokens == len(session.ids) - plen
     # penalty counts, every token counted: after the walk the processors stand on the
     # committed ids + the accepted path (from the round's tree view)
-    before_ids = [r.token_id for r in last.kv_before.rows[: last.kv_before.processors.length]]
-    path = [last.tree.nodes[i].token.id for i in last.tree.path]
-    walked = before_ids + path[: last.kv_verified.processors.length - len(before_ids)]
+    before = last.propose.kv_before
+    before_ids = [r.token_id for r in before.rows[: before.processors.length]]
+    path = [last.verify.tree.nodes[i].token.id for i in last.verify.tree.path]
+    walked = before_ids + path[: last.verify.kv_after.processors.length - len(before_ids)]
     after_ids = session.ids
     [pen] = html_tables(at, "penalty-table")
     for i, ids in enumerate((before_ids, walked, after_ids)):

@@ -99,7 +99,9 @@ def test_agree_then_all_accepted(embedded_pair):
     click(at, lab["agree"])
     click(at, lab["verify"])
     session = at.session_state["step_session"]
-    assert session.current_verify.accepted == 4 and session.current_verify.kind == "bonus"
+    assert (
+        session.steps.current_verify.accepted == 4 and session.steps.current_verify.kind == "bonus"
+    )
     click(at, lab["commit"])
     assert metrics(at, lab)[:2] == (prompt_len + 5, prompt_len + 4)
 
@@ -109,16 +111,16 @@ def test_bad_edit_text_and_empty_prompt_leave_session_unchanged(embedded_pair):
     at = start("en")
     click(at, lab["propose"])
     session = at.session_state["step_session"]
-    drafts = session.drafts
+    drafts = session.steps.drafts
     at.text_input(key="edit_text").set_value(" wherefore art thou").run()
     click(at, lab["apply_text"])
     assert at.error and "not exactly one" in at.error[0].value
-    assert at.session_state["step_session"].drafts == drafts
+    assert at.session_state["step_session"].steps.drafts == drafts
     assert at.session_state["step_session"].phase == "verify"
 
     at.text_area(key="st_prompt").set_value("").run()
     assert at.error and "empty" in at.error[0].value
-    assert at.session_state["step_session"] is session and session.drafts == drafts
+    assert at.session_state["step_session"] is session and session.steps.drafts == drafts
 
 
 def test_settings_change_resets_with_notice(embedded_pair):
@@ -192,7 +194,7 @@ def test_first_click_after_a_prompt_edit_proposes_on_the_new_prompt(embedded_pai
     click(at, LABELS["en"]["propose"])
     session = at.session_state["step_session"]
     assert session.ids[: session.prompt_len] == embedded_pair.tokenizer.encode("KING:\nWe")
-    assert session.phase == "verify" and len(session.drafts) == 4 and not session.history
+    assert session.phase == "verify" and len(session.steps.drafts) == 4 and not session.history
     assert any("Prompt changed" in i.value and "1 earlier round" in i.value for i in at.info)
 
 
@@ -251,8 +253,8 @@ def test_presenter_mode_from_the_url_and_compact_kv_table(embedded_pair):
     session = at.session_state["step_session"]
     [kv] = html_tables(at, "kv-table")
     rows = list(kv[kv.columns[-1]])
-    assert rows.count("tentative") == len(session.drafts)  # the round in flight: all shown
-    assert len(rows) <= len(session.drafts) + 3  # and only a few settled rows before it
+    assert rows.count("tentative") == len(session.steps.drafts)  # the round in flight: all shown
+    assert len(rows) <= len(session.steps.drafts) + 3  # and only a few settled rows before it
     at2 = AppTest.from_file(APP, default_timeout=120)
     at2.query_params["presenter"] = "maybe"
     at2.run()
@@ -264,12 +266,12 @@ def test_a_prompt_of_only_spaces_gets_the_empty_prompt_message(embedded_pair, la
     at = start(lang)
     click(at, LABELS[lang]["propose"])
     session = at.session_state["step_session"]
-    drafts = session.drafts
+    drafts = session.steps.drafts
     at.text_area(key="st_prompt").set_value("   \n  ").run()
     assert not at.exception
     [error] = [e.value for e in at.error]
     assert empty in error
-    assert at.session_state["step_session"] is session and session.drafts == drafts
+    assert at.session_state["step_session"] is session and session.steps.drafts == drafts
     buttons = {b.label: b for b in at.button}
     assert buttons[LABELS[lang]["verify"]].disabled  # nothing runs on the old prompt
 
@@ -279,16 +281,16 @@ def test_the_replace_with_box_shows_the_token_an_edit_put_there(embedded_pair):
     at = start("en")
     click(at, lab["propose"])
     before = at.selectbox(key="edit_choice").value
-    assert before == at.session_state["step_session"].drafts[0]  # greedy: q's top token
+    assert before == at.session_state["step_session"].steps.drafts[0]  # greedy: q's top token
     click(at, lab["wrong"])
-    now = at.session_state["step_session"].drafts[0]
+    now = at.session_state["step_session"].steps.drafts[0]
     assert now != before  # the target's 2nd choice replaced it
     assert at.selectbox(key="edit_choice").value == now
     # a later position, then "agree": the box follows the position's token each time
     at.selectbox(key="edit_pos").set_value(2).run()
     click(at, lab["agree"])
     session = at.session_state["step_session"]
-    assert at.selectbox(key="edit_choice").value == session.drafts[1]
+    assert at.selectbox(key="edit_choice").value == session.steps.drafts[1]
 
 
 def test_agree_that_redrafts_fewer_tokens_than_the_position_is_no_error(embedded_pair):
@@ -302,13 +304,13 @@ def test_agree_that_redrafts_fewer_tokens_than_the_position_is_no_error(embedded
         state={"cfg_drafter": "ngram", "edit_keep_open": True},
     )
     click(at, lab["propose"])
-    assert len(at.session_state["step_session"].drafts) == 4
+    assert len(at.session_state["step_session"].steps.drafts) == 4
     at.selectbox(key="edit_pos").set_value(2).run()
     click(at, lab["agree"])
     session = at.session_state["step_session"]
     assert not at.error, [e.value for e in at.error]
-    assert len(session.drafts) == 1 and session.phase == "verify"
-    assert at.selectbox(key="edit_choice").value == session.drafts[0]
+    assert len(session.steps.drafts) == 1 and session.phase == "verify"
+    assert at.selectbox(key="edit_choice").value == session.steps.drafts[0]
 
 
 def test_a_refused_grammar_stays_typed_after_a_step_back(embedded_pair):

@@ -217,10 +217,10 @@ def test_a_rejected_drafted_end_of_text_leaves_the_matcher_open(pair):
     spec = GrammarSpec("regex", r"[A-Za-z ,.\n]{1,40}")
     session = SpeculativeSession(pair, "KING:\nWe", SessionConfig(gamma=4, grammar=spec))
     session.propose()
-    session.make_draft_agree()
-    target_next = session.target_preview(1)[1][0].id
+    session.steps.make_draft_agree()
+    target_next = session.steps.target_preview(1)[1][0].id
     assert target_next != pair.eos_token_id  # so the target rejects an EOS there
-    session.edit_draft(2, pair.eos_token_id)
+    session.steps.edit_draft(2, pair.eos_token_id)
     verify = session.verify()
     assert [c.status for c in verify.checks[:2]] == ["accepted", "rejected"]
     assert verify.checks[1].p == 0.0 and verify.next_token.id == target_next
@@ -240,7 +240,7 @@ def test_an_edit_outside_the_grammar_is_rejected_not_a_crash(pair):
     session.propose()
     allowed = session.processors.grammar.allowed()
     outside = int((~allowed).nonzero()[5])
-    edit = session.edit_draft(1, outside)
+    edit = session.steps.edit_draft(1, outside)
     assert edit.drafted[0].id == outside and edit.reproposed
     verify = session.verify()
     assert verify.checks[0].status == "rejected" and verify.checks[0].p == 0.0
@@ -387,7 +387,7 @@ def test_a_failing_verify_leaves_the_processors_as_they_were(pair, monkeypatch):
     def boom(*args, **kwargs):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(session_module, "build_checks", boom)
+    monkeypatch.setattr(session_module, "verify_trace", boom)  # after the forward and rule
     with pytest.raises(RuntimeError, match="injected"):
         session.verify()
     assert session.processors.ids == ids_before == session.ids
@@ -437,7 +437,7 @@ def test_unprocessed_dists_show_p_before_the_processors(pair):
     config = SessionConfig(gamma=3, temperature=1.0, top_k=50, grammar=SPEAKER)
     session = SpeculativeSession(pair, prompt, config)
     session.propose()
-    drafts = session.drafts
+    drafts = session.steps.drafts
     verify = session.verify()
     assert len(verify.unprocessed_dists) == len(drafts) + 1
     with torch.inference_mode():

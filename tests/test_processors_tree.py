@@ -275,10 +275,10 @@ def test_session_matcher_equals_a_fresh_one_after_every_round(embedded_pair, tem
         assert torch.equal(mine.allowed(), fresh.allowed())
         assert mine.matcher.is_terminated() == fresh.matcher.is_terminated()
         trace = session.history[-1]
-        assert trace.kv_before.processors == before
-        assert trace.kv_verified.processors.length == len(committed) + len(path)
-        assert trace.kv_after.processors.length == len(session.ids)
-        assert trace.kv_after.processors.grammar == fresh.view()
+        assert trace.propose.kv_before.processors == before
+        assert trace.verify.kv_after.processors.length == len(committed) + len(path)
+        assert trace.commit.kv_after.processors.length == len(session.ids)
+        assert trace.commit.kv_after.processors.grammar == fresh.view()
     assert rejected >= 1  # some rounds rolled the matcher back past rejected nodes
     _assert_valid(pair, spec, session.generated_ids, session.stop_reason)
     plain = generate_tree(pair, PROMPTS[7], config, (2, 2, 1))
@@ -295,9 +295,9 @@ def test_no_processor_leaves_the_states_without_processors(embedded_pair):
     session = TreeSession(embedded_pair, PROMPTS[0], SessionConfig(max_new_tokens=4))
     session.run()
     assert all(
-        t.kv_before.processors is None
-        and t.kv_verified.processors is None
-        and t.kv_after.processors is None
+        t.propose.kv_before.processors is None
+        and t.verify.kv_after.processors is None
+        and t.commit.kv_after.processors is None
         for t in session.history
     )
 

@@ -164,9 +164,9 @@ def test_editing_a_prompt_lookup_draft_never_crashes(capsys, pair_arg, embedded_
         drafter=make_named_drafter(embedded_pair, "ngram"),
     )
     assert len(session.propose().drafted) == 2
-    edit = session.edit_draft(1, 42)
+    edit = session.steps.edit_draft(1, 42)
     assert isinstance(edit, EditTrace) and edit.drafted[0].id == 42
-    assert len(edit.drafted) == len(edit.draft_dists) == len(session.drafts) <= 2
+    assert len(edit.drafted) == len(edit.draft_dists) == len(session.steps.drafts) <= 2
     session.verify()
     session.commit()
     assert session.history[-1].record.drafted[0] == 42

@@ -105,7 +105,7 @@ def clicked(pair, base: LessonState) -> tuple[list[LessonState], list[list[tuple
     states, logs = [state_of(session, base, PROMPT)], [log_of(session)]
     for step, args in steps:
         if step == "edit":
-            session.edit_draft(*args)
+            session.steps.edit_draft(*args)
         else:
             getattr(session, step)()
         states.append(state_of(session, base, PROMPT))
@@ -174,7 +174,7 @@ for name, kw in json.loads(sys.argv[2]).items():
     s = replay(pair, LessonState(**kw)).session
     if kw["tree"]:
         rounds = [[(n.token.id, n.state, n.p, n.q, n.accept_prob, n.u, n.near_tie)
-                   for n in r.tree.nodes] for r in s.history]
+                   for n in r.verify.tree.nodes] for r in s.history]
     else:
         rounds = [[(c.token.id, c.status, c.p, c.q, c.accept_prob, c.u, c.near_tie)
                    for c in r.verify.checks] for r in s.history]
@@ -301,7 +301,9 @@ def test_every_path_gives_the_same_bits_on_the_default_device(device_pair, name)
     replay and an advance from one click behind agree bit for bit in every record."""
 
     def snapshot(session) -> tuple:
-        pending = session.tree_view() if session.unit == "tree" else session.current_verify
+        pending = (
+            session.steps.tree_view() if session.unit == "tree" else session.steps.current_verify
+        )
         return list(session.ids), timeless_json(session.history), timeless_json(pending)
 
     base = BASES[name]
@@ -310,7 +312,7 @@ def test_every_path_gives_the_same_bits_on_the_default_device(device_pair, name)
     for k, (step, args) in enumerate(steps):
         behind = state_of(session, base, PROMPT)
         if step == "edit":
-            session.edit_draft(*args)
+            session.steps.edit_draft(*args)
         else:
             getattr(session, step)()
         state = state_of(session, base, PROMPT)

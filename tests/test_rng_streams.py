@@ -32,7 +32,7 @@ def _edited_round(pair, config: SessionConfig, k: int | None) -> list[tuple[floa
     session = SpeculativeSession(pair, PROMPT, config)
     session.propose()
     if k is not None:
-        session.edit_draft(k, (session.drafts[k - 1] + 1) % pair.vocab_size)
+        session.steps.edit_draft(k, (session.steps.drafts[k - 1] + 1) % pair.vocab_size)
     return _checks(session)
 
 
@@ -129,7 +129,7 @@ def test_greedy_makes_no_draw(embedded_pair):
         session = SpeculativeSession(embedded_pair, PROMPT, config)
         session.run_round()
         session.propose()
-        session.edit_draft(2, 12)
+        session.steps.edit_draft(2, 12)
         session.verify()
         session.commit()
         session.run()
@@ -170,10 +170,10 @@ def test_a_failed_re_draft_leaves_the_drafting_stream_as_it_was(embedded_pair, m
     config = SessionConfig(gamma=4, temperature=1.0, seed=6, max_new_tokens=20)
     reference = SpeculativeSession(embedded_pair, PROMPT, config)
     reference.propose()
-    expected = reference.edit_draft(2, 12).drafted
+    expected = reference.steps.edit_draft(2, 12).drafted
     session = SpeculativeSession(embedded_pair, PROMPT, config)
     session.propose()
-    before = session.rng_state()
+    before = session.steps.rng_state()
     assert before  # the pending round keeps its drafting stream
 
     def draw_then_fail(context, gamma, sampling, method, generator, processors=None, conf=None):
@@ -182,7 +182,7 @@ def test_a_failed_re_draft_leaves_the_drafting_stream_as_it_was(embedded_pair, m
 
     monkeypatch.setattr(session.drafter, "propose", draw_then_fail)
     with pytest.raises(RuntimeError):
-        session.edit_draft(2, 12)
+        session.steps.edit_draft(2, 12)
     monkeypatch.undo()
-    assert session.rng_state() == before
-    assert session.edit_draft(2, 12).drafted == expected  # the same re-draft as untouched
+    assert session.steps.rng_state() == before
+    assert session.steps.edit_draft(2, 12).drafted == expected  # the same re-draft as untouched

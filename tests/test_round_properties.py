@@ -36,9 +36,9 @@ def _snapshot(session: SpeculativeSession) -> str:
                 session.history,
                 session.ids,
                 session.phase,
-                session.drafts,
-                session.kv_state(session.current_statuses()),
-                session.rng_state(),
+                session.steps.drafts,
+                session.kv_state(session.steps.current_statuses()),
+                session.steps.rng_state(),
             ]
         )
     )
@@ -102,13 +102,13 @@ def test_any_sequence_of_steps_keeps_the_trace_consistent(tiny_pair, data):
             elif step == "edit":
                 position = data.draw(st.one_of(st.integers(-1, 8), st.just("2"), st.just(True)))
                 token = data.draw(st.one_of(st.integers(-3, 305), st.just(2.0)))
-                session.edit_draft(position, token)
+                session.steps.edit_draft(position, token)
                 edited = True
             elif step == "wrong":
-                session.make_position_wrong(data.draw(st.integers(0, 7)))
+                session.steps.make_position_wrong(data.draw(st.integers(0, 7)))
                 edited = True
             elif step == "agree":
-                edited |= bool(session.make_draft_agree())
+                edited |= bool(session.steps.make_draft_agree())
             else:
                 getattr(session, step)()
         except SpecDecError:  # documented: the session is exactly as it was

@@ -82,7 +82,7 @@ def test_a_found_scenario_replays_to_its_outcome(embedded_pair, found, key):
     out = replay(embedded_pair, state)
     assert out.problems == [] and out.session.phase == "commit"
     assert out.session.round_index == round_index
-    assert tuple(c.status for c in out.session.current_verify.checks) == statuses
+    assert tuple(c.status for c in out.session.steps.current_verify.checks) == statuses
     record = out.session.current_record
     assert record.statuses == statuses and record.kind == kind
     assert len(record.appended) == appended

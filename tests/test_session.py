@@ -58,7 +58,7 @@ def test_greedy_all_accepted_when_draft_is_target(self_pair):
 def test_phase_errors_change_nothing(tiny_pair):
     session = SpeculativeSession(tiny_pair, PROMPTS[0], SessionConfig(gamma=3))
     before = (list(session.ids), session.target.kv_len, session.phase)
-    for call in (session.verify, session.commit, lambda: session.edit_draft(1, 5)):
+    for call in (session.verify, session.commit, lambda: session.steps.edit_draft(1, 5)):
         with pytest.raises(PhaseError, match="phase 'propose'"):
             call()
     assert (list(session.ids), session.target.kv_len, session.phase) == before
@@ -68,13 +68,13 @@ def test_phase_errors_change_nothing(tiny_pair):
     with pytest.raises(PhaseError):
         session.commit()
     with pytest.raises(ValueError, match="position"):
-        session.edit_draft(4, 5)
+        session.steps.edit_draft(4, 5)
     with pytest.raises(ValueError, match="token id"):
-        session.edit_draft(1, tiny_pair.vocab_size)
+        session.steps.edit_draft(1, tiny_pair.vocab_size)
     assert session.phase == "verify"
     session.verify()
     with pytest.raises(PhaseError):
-        session.edit_draft(1, 5)
+        session.steps.edit_draft(1, 5)
     session.commit()
     assert session.phase == "propose"
 
@@ -85,7 +85,7 @@ def test_make_position_one_wrong_discards_gamma_minus_one(self_pair):
     proposed = session.propose()
     y1 = proposed.drafted[0].id
     wrong = (y1 + 1) % self_pair.vocab_size
-    edit = session.edit_draft(1, wrong)
+    edit = session.steps.edit_draft(1, wrong)
     assert edit.drafted[0].id == wrong and edit.edited_positions == (1,)
     assert edit.reproposed and edit.draft_forwards == gamma - 1
     verify = session.verify()
@@ -102,7 +102,7 @@ def test_edited_token_is_one_hot_and_accepted_with_p(tiny_pair):
     config = SessionConfig(gamma=3, temperature=1.0, seed=3)
     session = SpeculativeSession(tiny_pair, PROMPTS[0], config)
     session.propose()
-    session.edit_draft(1, 42)
+    session.steps.edit_draft(1, 42)
     verify = session.verify()
     check = verify.checks[0]
     assert check.q == 1.0 and check.accept_prob == pytest.approx(check.p, abs=1e-7)
@@ -112,7 +112,7 @@ def test_edit_without_repropose_keeps_later_drafts(tiny_pair):
     config = SessionConfig(gamma=4, temperature=1.0, seed=5, repropose_after_edit=False)
     session = SpeculativeSession(tiny_pair, PROMPTS[0], config)
     proposed = [t.id for t in session.propose().drafted]
-    edit = session.edit_draft(2, 7)
+    edit = session.steps.edit_draft(2, 7)
     assert [t.id for t in edit.drafted] == [proposed[0], 7, *proposed[2:]]
     assert edit.draft_forwards == 0
     assert edit.kv_after.draft_kv_len == len(session.ids) + 1  # cropped to the kept prefix
@@ -139,7 +139,7 @@ def test_same_seed_same_trace(tiny_pair):
 def test_trace_json_round_trip(tiny_pair):
     session = SpeculativeSession(tiny_pair, PROMPTS[0], SessionConfig(gamma=3, temperature=1.0))
     session.propose()
-    session.edit_draft(2, 9)
+    session.steps.edit_draft(2, 9)
     session.verify()
     session.commit()
     trace = session.history[0]

@@ -58,11 +58,11 @@ def test_gamma_slider_follows_the_drafters_limit(embedded_pair):
     assert not at.error  # no "Nothing was changed" page
     for _ in range(2):  # round 1 has no hidden state yet; round 2 drafts K = 4
         next(b for b in at.button if b.label == "① Propose").click().run()
-        if at.session_state["step_session"].drafts:
+        if at.session_state["step_session"].steps.drafts:
             break
         next(b for b in at.button if b.label == "② Verify").click().run()
         next(b for b in at.button if b.label == "③ Commit / reject").click().run()
-    assert len(at.session_state["step_session"].drafts) == 4 and not at.error
+    assert len(at.session_state["step_session"].steps.drafts) == 4 and not at.error
     at.sidebar.selectbox(key="cfg_drafter").set_value("model").run()
     [slider] = [s for s in at.sidebar.slider if s.key == "cfg_gamma"]
     assert slider.max == 8 and note not in [c.value for c in at.sidebar.caption]

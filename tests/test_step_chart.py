@@ -47,7 +47,7 @@ def greedy_reject(embedded_pair):
     """Greedy, the first draft made wrong: rejected at position 1 with a correction."""
     s = _session(embedded_pair)
     s.propose()
-    s.make_position_wrong(1)
+    s.steps.make_position_wrong(1)
     v = s.verify()
     assert v.accepted == 0 and v.kind == "correction"
     return v
@@ -58,7 +58,7 @@ def sampled(embedded_pair):
     """T = 1: the drafts' ``q`` before Verify (``p`` None), then the verified round."""
     s = _session(embedded_pair, temperature=1.0, seed=3)
     s.propose()
-    draft = (s.current_draft_dists[0], s.drafts[0])
+    draft = (s.steps.current_draft_dists[0], s.steps.drafts[0])
     return draft, s.verify()
 
 
@@ -67,7 +67,7 @@ def greedy_bonus(embedded_pair):
     """Greedy, every draft made to agree: all accepted, the bonus position has no ``q``."""
     s = _session(embedded_pair)
     s.propose()
-    s.make_draft_agree()
+    s.steps.make_draft_agree()
     v = s.verify()
     assert v.kind == "bonus" and v.next_dist.q is None
     return v

@@ -77,8 +77,8 @@ def test_old_trace_json_without_context_still_loads(embedded_pair):
 def test_accept_preview_is_the_verified_acceptance_probability(embedded_pair):
     s = _session(embedded_pair, temperature=1.0, seed=3)
     s.propose()
-    s.make_position_wrong(1)
-    preview = s.accept_preview()
+    s.steps.make_position_wrong(1)
+    preview = s.steps.accept_preview()
     v = s.verify()
     assert preview[0] == pytest.approx(v.checks[0].accept_prob, rel=1e-4, abs=1e-6)
     assert preview[0] == pytest.approx(v.checks[0].p, rel=1e-4, abs=1e-6)  # q one-hot

@@ -48,7 +48,7 @@ def test_an_edit_to_a_full_stop_is_not_read_as_an_ellipsis(embedded_pair, lang):
     at = open_app(lang=lang, state={"edit_keep_open": True})
     click(at, propose)
     session = at.session_state["step_session"]
-    old = session.token(session.drafts[0])
+    old = session.token(session.steps.drafts[0])
     at.text_input(key="edit_text").set_value(".")
     [button] = [b for b in at.button if b.label == tr("edit_apply_text", lang)]
     button.click().run()

@@ -42,7 +42,7 @@ def test_prompt_lookup_without_a_match_says_so_in_every_phase(embedded_pair, lan
     at = start(lang, prompt="ROMEO:", cfg_drafter="ngram")
     click(at, propose)
     session = at.session_state["step_session"]
-    assert session.drafts == [] and session.drafter.name == "ngram"
+    assert session.steps.drafts == [] and session.drafter.name == "ngram"
     phase = [m for m in infos(at) if no_match in m]
     assert len(phase) == 1 and not any(w in m for m in infos(at) for w in wrong)
     press_propose = {"en": "Press ① Propose", "zh": "按“① 提议”"}[lang]
@@ -126,9 +126,9 @@ def test_quick_edits_are_named_for_what_they_do_and_say_what_they_do_now(
     assert not any(greedy_says in c for c in captions)
     click(at, agree)  # the top token everywhere: a one-hot proposal accepted with p(y) < 1
     session = at.session_state["step_session"]
-    probs = session.accept_preview()
-    assert session.edited_positions
-    assert all(0 < probs[k - 1] < 1 for k in session.edited_positions)
+    probs = session.steps.accept_preview()
+    assert session.steps.edited_positions
+    assert all(0 < probs[k - 1] < 1 for k in session.steps.edited_positions)
 
 
 POEM = "春眠不觉晓，处处闻啼鸟"

@@ -46,7 +46,7 @@ def _pack(data: object) -> str:
 def _moment(session) -> tuple:
     """What a tree moment shows: committed ids, phase, the round's tree (tokens, states,
     p, q, a, u), its verdict and the KV table (no wall-clock timings)."""
-    view = session.tree_view()
+    view = session.steps.tree_view()
     nodes = (
         None
         if view is None
@@ -110,7 +110,7 @@ def test_replaying_a_tree_state_gives_the_same_tree_round(tiny_pair, temperature
     assert again.session.unit == "tree" and again.problems == []
     assert again.state == state
     assert _moment(again.session) == _moment(session)
-    assert again.session.tree_view().nodes  # the round in flight is there, verified
+    assert again.session.steps.tree_view().nodes  # the round in flight is there, verified
 
 
 def test_step_back_in_tree_mode_goes_one_phase_back(tiny_pair):
@@ -212,7 +212,7 @@ def test_a_tree_link_opens_tree_mode_and_step_back_goes_one_phase_back(embedded_
     session = tree_session(at)
     assert at.session_state["step_mode_kept"] == "tree"
     assert at.selectbox(key="tree_shape").value == "3,2,1"
-    assert (len(session.history), session.phase, session.shape) == (1, "commit", (3, 2, 1))
+    assert (len(session.history), session.phase, session.steps.shape) == (1, "commit", (3, 2, 1))
     direct = like_the_app(replay, session.pair, state).session  # the app's pair, device, threads
     assert _moment(session) == _moment(direct)
     assert url_state(at) == state  # the URL keeps the tree moment
@@ -221,7 +221,7 @@ def test_a_tree_link_opens_tree_mode_and_step_back_goes_one_phase_back(embedded_
     assert not at.exception, at.exception
     back = tree_session(at)
     assert back.phase == "verify" and len(back.history) == 1
-    assert [n.token.id for n in back.tree_view().nodes] == [n[0] for n in verified[2]]
+    assert [n.token.id for n in back.steps.tree_view().nodes] == [n[0] for n in verified[2]]
     assert url_state(at) == replace(state, phase="verify")
     assert any("Stepped back" in i.value for i in at.info)
     button(at, "btn_step_back").click().run()

@@ -90,17 +90,17 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     click_button(at, lab["propose"])
     session = tree_session(at)
     assert session.phase == "verify"
-    assert [n.token.id for n in session.tree_view().nodes] == [
-        n.token.id for n in direct.tree_view().nodes
+    assert [n.token.id for n in session.steps.tree_view().nodes] == [
+        n.token.id for n in direct.steps.tree_view().nodes
     ]
-    assert len(session.tree_view().nodes) == 12  # 2,2,1,1 under the 12-node budget
+    assert len(session.steps.tree_view().nodes) == 12  # 2,2,1,1 under the 12-node budget
     assert len(at.get("plotly_chart")) == 1  # the tree
     grid = mask_html(at)
-    assert grid.count("✓") == int(direct.attention_mask().grid.sum())
+    assert grid.count("✓") == int(direct.steps.attention_mask().grid.sum())
 
     direct.verify()
     click_button(at, lab["verify"])
-    view, want = tree_session(at).tree_view(), direct.tree_view()
+    view, want = tree_session(at).steps.tree_view(), direct.steps.tree_view()
     assert [n.state for n in view.nodes] == [n.state for n in want.nodes]
     assert view.path == want.path and view.next_token == want.next_token
     # the KV table before the compaction shows every node's state and what the commit does
@@ -120,12 +120,12 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     session = tree_session(at)
     assert session.ids == direct.ids and session.text == direct.text
     assert session.phase == "propose" and len(session.history) == 1
-    assert session.summary() == direct.summary()
+    assert session.steps.summary() == direct.steps.summary()
     strip = next(h.value for h in at.get("html") if 'class="strip"' in h.value)
     assert strip.count("tok-accepted") == record.accepted
     assert strip.count("tok-correction") + strip.count("tok-bonus") == 1
     text = " ".join(m.value for m in at.markdown)
-    assert f"{direct.summary().tokens_per_target_forward:.2f}" in text
+    assert f"{direct.steps.summary().tokens_per_target_forward:.2f}" in text
 
 
 def test_chain_and_tree_hand_over_the_committed_text(embedded_pair):
@@ -160,9 +160,9 @@ def test_settings_change_in_tree_mode_continues_from_the_committed_text(embedded
     at.selectbox(key="tree_shape").set_value("4,1,1,1").run()
     assert not at.exception, at.exception
     session = tree_session(at)
-    assert session.ids == ids and session.shape == (4, 1, 1, 1) and not session.history
+    assert session.ids == ids and session.steps.shape == (4, 1, 1, 1) and not session.history
     click_button(at, lab["propose"])
-    assert sorted(tree_session(at).tree_view().nodes[i].depth for i in range(4)) == [1] * 4
+    assert sorted(tree_session(at).steps.tree_view().nodes[i].depth for i in range(4)) == [1] * 4
 
 
 def test_prompt_lookup_gets_one_message_and_the_chain(embedded_pair):
@@ -262,11 +262,11 @@ def test_gamma_change_keeps_the_tree_round_in_flight(embedded_pair):
     to_tree(at)
     click_button(at, lab["propose"])
     session = tree_session(at)
-    tokens = [n.token.id for n in session.tree_view().nodes]
+    tokens = [n.token.id for n in session.steps.tree_view().nodes]
     at.slider(key="cfg_gamma").set_value(2).run()
     assert not at.exception, at.exception
     assert tree_session(at) is session and session.phase == "verify"
-    assert [n.token.id for n in session.tree_view().nodes] == tokens
+    assert [n.token.id for n in session.steps.tree_view().nodes] == tokens
     click_button(at, lab["verify"])
     assert tree_session(at).phase == "commit"
 

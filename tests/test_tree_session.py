@@ -100,7 +100,7 @@ def test_kv_invariant_after_a_rejection_at_every_depth(embedded_pair, depth):
         deeper = [i for i, d in enumerate(record.depths) if d > depth]
         assert all(record.states[i] == "unchecked" for i in deeper)
         _assert_invariant(session)
-    stats = session.summary()
+    stats = session.steps.summary()
     assert stats.tokens_per_target_forward == depth  # depth − 1 path nodes + the correction
 
 
@@ -114,9 +114,11 @@ def test_node_states_on_known_cases(embedded_pair):
     assert proposed.kv_after == session.kv_state()
     verified = session.verify()
     view = verified.tree
-    assert verified.record == session.current_record and verified.record.path == (0,)
+    assert session.current_record.path == (0,) and view.path == (0,)
     assert verified.target_forward_tokens == len(session.ids) + 12  # round 1: prompt + nodes
-    assert verified.stop_reason is None and verified.kv_after == session.kv_state()
+    assert session.current_stop_reason is None and verified.kv_after == session.kv_state()
+    assert session.steps.current_verify is verified and session.steps.current_propose is proposed
+    assert session.steps.attention_mask() is proposed.mask  # drawn at propose, kept
     assert [n.state for n in view.nodes] == ["accepted"] + ["rejected"] * 3 + ["unchecked"] * 8
     assert view.path == (0,) and view.kind == "correction"
     assert [n.parent for n in view.nodes] == [-1, -1, 0, 0, 1, 1, 2, 3, 4, 5, 6, 7]
@@ -126,7 +128,13 @@ def test_node_states_on_known_cases(embedded_pair):
     assert view.next_token.id == int(want.logits[0, -1].argmax())  # the target's correction
     # each step's "before" table is the one the step before left (kept, not rebuilt)
     assert verified.kv_before == proposed.kv_after
-    assert session.commit().kv_before == verified.kv_after
+    commit_trace = session.commit()
+    assert commit_trace.kv_before == verified.kv_after
+    # the finished round holds its three step records and its record, nothing copied out
+    done = session.history[-1]
+    assert done.propose is proposed and done.verify is verified and done.commit is commit_trace
+    assert done.record.path == (0,) and done.record.kind == commit_trace.kind == "correction"
+    assert session.steps.compaction() is commit_trace.compaction and commit_trace.compaction.applied
 
     clean = _poisoned(embedded_pair, 99)  # no poison: the whole top-1 path is accepted
     clean.propose()
@@ -139,14 +147,14 @@ def test_node_states_on_known_cases(embedded_pair):
         len(clean.ids) - 1 + d for d in (1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4)
     ]
 
-    mask = clean.attention_mask()
+    mask = clean.steps.attention_mask()
     assert mask.grid.shape == (12, 13) and mask.grid[:, 0].all()
     assert mask.prefix_len == len(clean.ids)
     assert [j - 1 for j in mask.grid[10].nonzero()[0] if j] == [0, 2, 6, 10]  # ancestors + self
     assert mask.grid[:, 1:].sum() == sum(d for d in (1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4))
 
     committed = len(clean.ids)
-    plan = clean.compaction()
+    plan = clean.steps.compaction()
     assert not plan.applied and plan.rows_before == committed + 12
     nodes = {s.node: s for s in plan.slots if s.node is not None}
     assert nodes[0].action == "kept" and nodes[0].new_slot == committed
@@ -212,7 +220,7 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
     lookup = TreeSession(embedded_pair, PROMPT, config, NgramDrafter(embedded_pair.vocab_size, 3))
     with pytest.raises(ConfigError, match="cannot draft a tree"):
         lookup.propose()
-    assert lookup.phase == "propose" and lookup.tree_view() is None
+    assert lookup.phase == "propose" and lookup.steps.tree_view() is None
     with pytest.raises(ConfigError):
         TreeSession(embedded_pair, PROMPT, config, None, SHAPE, budget=17)
 

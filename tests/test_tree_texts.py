@@ -91,7 +91,7 @@ def _stopped_round(pair) -> TreeSession:
 
 def test_a_stopped_round_draws_its_cut_path_and_star_as_cut(embedded_pair):
     session = _stopped_round(embedded_pair)
-    view, record = session.tree_view(), session.current_record
+    view, record = session.steps.tree_view(), session.current_record
     assert record.kind == "stopped" and view.next_kind == "bonus" and not view.next_appended
     cut = [i for i in view.path if view.nodes[i].state == "cut"]
     kept = [i for i in view.path if view.nodes[i].state == "accepted"]

@@ -159,7 +159,7 @@ def snapshot(out) -> dict:
     """Everything a replayed session shows, without wall-clock timings: the state
     reached, problems, ids, phase, the history, the pending round and the KV table."""
     s = out.session
-    pending = s.tree_view() if out.state.tree else (s.current_verify, s.drafts)
+    pending = s.steps.tree_view() if out.state.tree else (s.steps.current_verify, s.steps.drafts)
     return {
         "state": out.state,
         "problems": out.problems,

@@ -1,9 +1,12 @@
 """The one step-by-step session of both verification shapes. :class:`Session` owns what
-every shape shares and holds a *shape* object (``steps``) that owns the round in flight and
-its ``propose`` / ``verify`` / ``commit`` over the round's functions: the chain's
+every shape shares and holds a *shape* object (``steps``) that owns the round in flight,
+its ``propose`` / ``verify`` / ``commit`` over the round's functions, and everything only
+that shape has (the chain's edits and previews, the tree's views): the chain's
 :class:`~specdec_core.engine.chain.session.ChainSteps`, the tree's
 :class:`~specdec_core.engine.tree.session.TreeSteps`. Composition, no class hierarchy;
-pages build one with the factories ``SpeculativeSession`` and ``TreeSession``.
+pages build one with the factories ``SpeculativeSession`` and ``TreeSession`` and call a
+shape's own members on ``session.steps`` (``session.steps.edit_draft(2, 7)``,
+``session.steps.tree_view()``).
 
 Shared here: prompt bookkeeping, the target's :class:`ModelCache` and the attached
 drafter, the processors, the round counter, stop reason and ``history``, the ``phase`` and
@@ -16,10 +19,10 @@ it was.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import torch
 
@@ -35,40 +38,38 @@ from specdec_core.drafters.base import Drafter
 from specdec_core.engine.rounds import check_grammar_drafter, stop_rule
 from specdec_core.engine.schedule import check_gamma_settings
 
-if TYPE_CHECKING:
-    from specdec_core.core.trace import DistSlice
-    from specdec_core.core.words import CheckStatus
-    from specdec_core.engine.chain.session import ChainSteps
-    from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, VerifyTrace
-    from specdec_core.engine.tree.records import TreeStats
-    from specdec_core.engine.tree.session import TreeSteps
-    from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
-
 Step = Literal["propose", "verify", "commit"]
 #: The steps of one round, in order.
 STEPS: tuple[Step, ...] = ("propose", "verify", "commit")
 
 
 class Shape(Protocol):
-    """What the session asks of a shape. ``unit``: ``drafts`` | ``tree``; ``pending``: the
-    round in flight (``None`` between rounds; ``record`` set once verified)."""
+    """What the session asks of a shape, built over its session (``steps(session)``).
+    ``unit``: ``drafts`` | ``tree``; ``pending``: the round in flight (``None`` between
+    rounds; ``record`` set once verified); ``drafts``: the pending drafted ids listed after
+    the committed ids in the KV-state table (a tree lists none)."""
 
     unit: str
     pending: Any
 
+    @property
+    def drafts(self) -> list[int]: ...
     def check_settings(self, config: SessionConfig) -> None: ...
     def make_drafter(self, pair: ModelPair, drafter: Any) -> Drafter: ...
-    def kv_drafts(self) -> list[int]: ...
     def draft_stream(self) -> torch.Generator | None: ...
-    def propose(self, s: Session) -> Any: ...
-    def verify(self, s: Session) -> Any: ...
-    def commit(self, s: Session) -> Any: ...
+    def propose(self) -> Any: ...
+    def verify(self) -> Any: ...
+    def commit(self) -> Any: ...
 
 
-class Session:
+S = TypeVar("S", bound=Shape)
+
+
+class Session(Generic[S]):
     """A step-by-step speculative session over a shared, read-only :class:`ModelPair`.
     ``prompt_len``: the first ``prompt_len`` ids of ``prompt`` are the prompt, the rest
-    count as already generated (default: all are the prompt).
+    count as already generated (default: all are the prompt). ``steps`` builds the shape
+    object over this session (``ChainSteps``, or a ``TreeSteps`` with its tree shape).
 
     Raises:
         ConfigError: bad settings, penalty or grammar (``make_processors``' codes), a
@@ -85,12 +86,12 @@ class Session:
         config: SessionConfig | None,
         drafter: Any,
         prompt_len: int | None,
-        steps: Shape,
+        steps: Callable[[Session[S]], S],
     ) -> None:
         self.pair = pair
-        self.steps = steps
         self.config = (config or SessionConfig()).validate(pair.vocab_size)
-        steps.check_settings(self.config)
+        self.steps: S = steps(self)
+        self.steps.check_settings(self.config)
         ids = prompt_ids(pair, prompt)
         if prompt_len is None:
             prompt_len = len(ids)
@@ -112,7 +113,7 @@ class Session:
             pair.tokenizer, pair.vocab_size, c.penalties, c.grammar, prompt_len, ids
         )
         self.target = ModelCache(pair.target)
-        self.drafter: Drafter = steps.make_drafter(pair, drafter)
+        self.drafter: Drafter = self.steps.make_drafter(pair, drafter)
         self.drafter.attach(self.target)
         self.round_index = 0
         self.stop_reason: StopReason | None = None
@@ -127,13 +128,13 @@ class Session:
 
     # Each returns the shape's step record (``engine/chain/trace.py``, ``engine/tree/trace.py``)
     def propose(self) -> Any:
-        return self.steps.propose(self)
+        return self.steps.propose()
 
     def verify(self) -> Any:
-        return self.steps.verify(self)
+        return self.steps.verify()
 
     def commit(self) -> Any:
-        return self.steps.commit(self)
+        return self.steps.commit()
 
     # ------------------------------------------------------------------ phase
     @property
@@ -246,95 +247,10 @@ class Session:
 
     def kv_state(self, tentative_states: list[str] | None = None) -> KVState:
         """The KV-state table: the committed tokens (both caches), then the shape's
-        ``kv_drafts`` marked with ``tentative_states`` (default all ``tentative``); the
+        ``drafts`` marked with ``tentative_states`` (default all ``tentative``); the
         processors' state and a recurrent drafter's checkpoints when there are any."""
-        tokens = [self.token(t) for t in self.ids + self.steps.kv_drafts()]
+        tokens = [self.token(t) for t in self.ids + self.steps.drafts]
         cached, n = self.drafter.cached_ids(), len(self.ids)
         state = kv_state(tokens, self.prompt_len, n, self.target, cached, tentative_states)
         views = self.processors.view() if self.processors.active else None
         return replace(state, processors=views, draft_state=self.drafter.state_view())
-
-    # ------------------------------------------------------------------ the shape's own
-    # Explicit forwarding to the shape (``AttributeError`` on the other shape, so
-    # ``hasattr`` says False rather than raising): the chain's edits, previews and
-    # pending-round views (``engine/chain/session.py``, ``state.py``), the tree's shape,
-    # budget and views (``engine/tree/session.py``).
-    def _chain(self) -> ChainSteps:
-        if self.unit != "drafts":
-            raise AttributeError("a tree session has no drafted sequence to edit or preview")
-        return cast("ChainSteps", self.steps)
-
-    def _tree(self) -> TreeSteps:
-        if self.unit != "tree":
-            raise AttributeError("a chain session has no tree")
-        return cast("TreeSteps", self.steps)
-
-    def edit_draft(self, position: int, token_id: int) -> EditTrace:
-        return self._chain().edit_draft(self, position, token_id)
-
-    def make_position_wrong(self, position: int) -> EditTrace:
-        return self._chain().make_position_wrong(self, position)
-
-    def make_draft_agree(self) -> list[EditTrace]:
-        return self._chain().make_draft_agree(self)
-
-    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
-        return self._chain().target_preview(self, top_n)
-
-    def accept_preview(self) -> list[float]:
-        return self._chain().accept_preview(self)
-
-    @property
-    def drafts(self) -> list[int]:
-        """The pending drafted ids (a tree lists none)."""
-        return self.steps.kv_drafts()
-
-    @property
-    def current_propose(self) -> ProposeTrace | None:
-        return self._chain().current_propose
-
-    @property
-    def current_verify(self) -> VerifyTrace | None:
-        return self._chain().current_verify
-
-    @property
-    def current_edits(self) -> tuple[EditTrace, ...]:
-        return self._chain().current_edits
-
-    @property
-    def current_draft_dists(self) -> tuple[DistSlice, ...]:
-        return self._chain().current_draft_dists
-
-    @property
-    def current_gamma(self) -> int | None:
-        return self._chain().current_gamma
-
-    @property
-    def edited_positions(self) -> set[int]:
-        return self._chain().edited_positions
-
-    def current_statuses(self) -> list[CheckStatus] | None:
-        return self._chain().current_statuses()
-
-    def rng_state(self) -> list[int]:
-        return self._chain().rng_state()
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._tree().shape
-
-    @property
-    def budget(self) -> int:
-        return self._tree().budget
-
-    def summary(self) -> TreeStats:
-        return self._tree().summary(self)
-
-    def tree_view(self) -> TreeView | None:
-        return self._tree().tree_view(self)
-
-    def attention_mask(self) -> MaskView | None:
-        return self._tree().attention_mask(self)
-
-    def compaction(self) -> CompactionView | None:
-        return self._tree().compaction(self)

@@ -78,12 +78,14 @@ def state_of(session: Session, base: LessonState, prompt: str) -> LessonState:
     made: list[tuple[int, int, int]] = []
     tree: tuple[int, ...] = ()
     if session.unit == "tree":
-        tree = tuple(session.shape)
+        tree = tuple(session.steps.shape)
     else:
         made = [
             (r.round_index, e.position, e.new_token.id) for r in session.history for e in r.edits
         ]
-        made += [(session.round_index, e.position, e.new_token.id) for e in session.current_edits]
+        made += [
+            (session.round_index, e.position, e.new_token.id) for e in session.steps.current_edits
+        ]
     cont = tuple(session.ids[session.prompt_len : session.start_len])
     return replace(
         base.with_config(session.config),
@@ -239,7 +241,7 @@ def _reachable(
     if bool(target.tree) != (session.unit == "tree") or (target.tree and target.edits):
         return False  # a tree's edits are dropped by the fresh replay, with problems
     if session.unit == "tree" and (
-        tuple(session.shape) != target.tree or session.budget != TREE_BUDGET
+        tuple(session.steps.shape) != target.tree or session.steps.budget != TREE_BUDGET
     ):
         return False
     done = reached.round + (0 if reached.phase == "propose" else 1)

@@ -56,7 +56,7 @@ def run_steps(
             session.propose()
         for pos, tok in edits.pop(r, []):
             try:
-                session.edit_draft(pos, tok)
+                session.steps.edit_draft(pos, tok)
                 kept.append((r, pos, tok))
             except SpecDecError:
                 problems.append(Problem("edit_dropped", {"round": r + 1, "pos": pos, "token": tok}))

@@ -126,11 +126,11 @@ def _one_hot_edit(
             except Exception:  # noqa: BLE001
                 break
             session.propose()
-            if not session.drafts:
+            if not session.steps.drafts:
                 break
-            top = session.target_preview(top_n=2)[0]
-            token = top[0].id if top[0].id != session.drafts[0] else top[1].id
-            session.edit_draft(1, token)
+            top = session.steps.target_preview(top_n=2)[0]
+            token = top[0].id if top[0].id != session.steps.drafts[0] else top[1].id
+            session.steps.edit_draft(1, token)
             check = session.verify().checks[0]
             if check.status == A and check.accept_prob < 1.0:
                 return replace(state, round=0, phase="commit", edits=((0, 1, token),))

@@ -80,12 +80,12 @@ def export_json(session: Session, state: LessonState) -> str:
 def export_tree_json(session: Session, state: LessonState) -> str:
     """The trace JSON of a tree session (``state``, with ``tree`` set, replays it): the
     same envelope as :func:`export_json` plus ``"verify": "tree"`` and the shape;
-    ``rounds`` are the finished :class:`~specdec_core.engine.tree.views.TreeRoundTrace` s,
+    ``rounds`` are the finished :class:`~specdec_core.engine.tree.trace.TreeRoundTrace` s,
     ``in_flight`` the round proposed or verified but not committed (its tree view and,
     once verified, its record), else ``null``. Tree traces are for reading; :func:`parse`
     refuses them (``trace_tree``: open the lesson link instead)."""
     start = len(session.ids) - sum(len(r.record.appended) for r in session.history)
-    view = session.tree_view()
+    view = session.steps.tree_view()
     flight = (
         None
         if view is None
@@ -98,7 +98,7 @@ def export_tree_json(session: Session, state: LessonState) -> str:
             "verify": "tree",
             "pair": session.pair.name,
             "lesson": state_json(state),
-            "shape": list(session.shape),
+            "shape": list(session.steps.shape),
             "prompt_ids": session.ids[:start],
             "prompt_len": session.prompt_len,
             "rounds": to_jsonable(session.history),
@@ -119,8 +119,8 @@ def export_csv(session: Session) -> str:
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     rounds = [(r.round_index, r.verify, True) for r in session.history]
-    if session.current_verify is not None:
-        rounds.append((session.round_index, session.current_verify, False))
+    if session.steps.current_verify is not None:
+        rounds.append((session.round_index, session.steps.current_verify, False))
     for index, verify, committed in rounds:
         for c in verify.checks:
             writer.writerow(

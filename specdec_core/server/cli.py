@@ -208,11 +208,11 @@ def run_command(args: argparse.Namespace) -> dict:
         proposed = session.propose()
         draft_forwards += proposed.draft_forwards
         for pos, tok in edits.get(session.round_index + 1, []):
-            gamma = max(config.gamma, session.current_gamma or 0)  # a schedule may grow γ
+            gamma = max(config.gamma, session.steps.current_gamma or 0)  # a schedule may grow γ
             if pos > gamma:
                 raise InputError(f"--edit position {pos} is beyond γ = {gamma}")
-            if pos <= len(session.drafts):  # a round near the end may draft fewer
-                draft_forwards += session.edit_draft(pos, tok).draft_forwards
+            if pos <= len(session.steps.drafts):  # a round near the end may draft fewer
+                draft_forwards += session.steps.edit_draft(pos, tok).draft_forwards
                 applied.add((session.round_index + 1, pos))
         session.verify()
         session.commit()
@@ -252,21 +252,21 @@ def tree_run_command(
     rounds = []
     while session.phase == "propose":
         trace = session.run_round()
-        after = trace.kv_after
+        after = trace.commit.kv_after
         lengths = {
             "committed_len": after.committed_len,
             "target_kv_len": after.target_kv_len,
             "draft_kv_len": after.draft_kv_len,
         }
-        states = processor_json(trace.kv_before, trace.kv_verified, trace.kv_after)
+        states = processor_json(trace.propose.kv_before, trace.verify.kv_after, after)
         rounds.append({**trace.record.to_json(), **lengths, **states})
-    stats = session.summary()
+    stats = session.steps.summary()
     return {
         "output_ids": session.generated_ids,
         "text": session.text,
         "stop_reason": session.stop_reason,
         "tree": list(shape),
-        "tree_budget": session.budget,
+        "tree_budget": session.steps.budget,
         "drafter": args.drafter,
         "stats": {
             "rounds": stats.rounds,

@@ -18,6 +18,11 @@ same message text to every listener of that room and language; a message equal
 to the last one (a join, an answer) is not sent. A listener holds only the newest message
 (a slow socket skips the ones in between, never queues them).
 
+A teacher's dashboard opens the same route with ``lang=votes`` and gets ``{"v": version}``
+on every change of the room, answers and joins included (the version number only: no
+counts, nothing a student could not see), so the answers chart redraws within a moment
+of an answer instead of at its next once-a-second poll (``ui/live/push_votes``).
+
 Untrusted input: the code is normalized and must name a live room (an unknown code costs
 the address a ``guess`` token, as a join does); connections are bounded per address
 (``SPECDEC_FOLLOWERS_PER_ADDR``, a class behind one NAT), per room (its seats plus the
@@ -48,6 +53,7 @@ MAX_LISTENERS = 2_000  # per process
 ENDED = json.dumps({"ended": True})  # the last message a room's listeners get
 ROOM_EXTRA = 20  # listeners a room holds beyond its seats (teacher screens, reloads)
 LANGS = ("en", "zh")
+VOTES = "votes"  # the teacher dashboard's listener: the room's version on every change
 CLOSE_REFUSED = 4403  # a WebSocket close code: bad code, gone room, a bound reached
 
 
@@ -73,6 +79,8 @@ def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
     """The message for a listener in ``lang`` (``view`` None: the room is gone)."""
     if view is None:
         return ENDED
+    if lang == VOTES:
+        return json.dumps({"v": view.version})
     question = view.held if view.paused else view.question  # the one followers show
     q = "" if question is None else f"{question.qid}:{int(question.revealed)}"
     q += ":paused" if view.paused else ""
@@ -143,7 +151,7 @@ class Hub:
                 if not room:
                     del self.rooms[listener.code]
                     self.seen.pop(listener.code, None)
-                    for lang in LANGS:
+                    for lang in (*LANGS, VOTES):
                         self.sent.pop((listener.code, lang), None)
 
     # ---------------------------------------------------------------- the thread
@@ -231,7 +239,7 @@ async def endpoint(websocket, hub: Hub) -> None:
     who = client_key(peer, dict(websocket.headers), "ws")
     raw = websocket.query_params.get("room", "")
     lang = websocket.query_params.get("lang", "en")
-    lang = lang if lang in LANGS else "en"
+    lang = lang if lang in (*LANGS, VOTES) else "en"
     try:
         if BUCKETS.wait("guess", who):
             raise RoomError("room_slow")

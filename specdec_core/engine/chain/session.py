@@ -1,6 +1,6 @@
 """The chain shape of a :class:`~specdec_core.engine.session.Session`: :class:`ChainSteps`
-(the round in flight and its steps) and :func:`SpeculativeSession`, the factory a page
-calls.
+(the round in flight, its steps, the edits, previews and views only a chain has; a page
+reaches them as ``session.steps``) and :func:`SpeculativeSession`, the factory it calls.
 
 One round (docs/ARCHITECTURE.md "One round, step by step"):
 
@@ -12,26 +12,20 @@ One round (docs/ARCHITECTURE.md "One round, step by step"):
 4. ``commit()``   — append the accepted prefix + correction/bonus token, discard the rest,
    crop both caches to the committed history (the appended token has no KV yet).
 
-State beyond the KV cache: the history-dependent processors (``self.processors``,
-``core/processors.py``: penalties, a grammar matcher) process every ``q`` and ``p`` row on
-its own prefix and are kept like the caches. Between steps they stand on the committed
-ids (``propose`` and an edit's re-proposal advance them through the drafts, then sync
-them back); ``verify`` advances them through the drafts (``VerifyTrace.kv_after``);
-``commit`` rolls them back with the caches to the committed ids, correction/bonus token
-included (``CommitTrace.kv_after``). An edit to a token outside the grammar is allowed:
-its ``p`` is 0, so it is rejected.
+The history-dependent processors (``session.processors``: penalties, a grammar matcher)
+process every ``q`` and ``p`` row on its own prefix and are kept like the caches: on the
+committed ids between steps, through the drafts after ``verify``. An edit to a token
+outside the grammar is allowed: its ``p`` is 0, so it is rejected.
 
-Each step calls the round's functions (``engine/chain/round.py``; the fast path
-``engine/chain/generate.py`` runs the same ones) and returns a frozen trace
-(``engine/chain/trace.py``). Besides: ``engine/session.py`` (what every shape shares),
-``engine/chain/state.py`` (the pending round, the round's context, previews) and
-``engine/chain/edits.py`` (checks).
+Each step calls the round's functions (``engine/chain/round.py``, which the fast path
+``engine/chain/generate.py`` runs too) and returns a frozen trace (``engine/chain/trace.py``).
+Besides: ``engine/session.py`` (what every shape shares), ``engine/chain/state.py`` (the
+pending round, its context) and ``engine/chain/edits.py`` (checks, the target's preview).
 """
 
 from __future__ import annotations
 
 import time
-from functools import partial
 
 import torch
 
@@ -39,29 +33,25 @@ from specdec_core.core.kvcache import common_prefix_len
 from specdec_core.core.models import ModelPair
 from specdec_core.core.sampling import one_hot
 from specdec_core.core.settings import SessionConfig
-from specdec_core.core.trace import DistSlice
+from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.core.words import CheckStatus
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.engine.chain.edits import (
-    build_checks,
+    accept_preview,
     check_position,
     check_token_id,
-    unprocessed_slices,
-    verify_slices,
+    first_mismatch,
+    target_top_ids,
 )
 from specdec_core.engine.chain.round import apply_round, decide_round, propose, verify
 from specdec_core.engine.chain.state import (
     PendingRound,
-    accept_preview,
     context,
     draft_slices,
     drafts_in,
     gamma_now,
-    make_draft_agree,
-    make_position_wrong,
-    one_slice,
-    target_preview,
+    verify_trace,
 )
 from specdec_core.engine.chain.trace import (
     CommitTrace,
@@ -80,15 +70,15 @@ def SpeculativeSession(  # noqa: N802 - the constructor name callers have always
     config: SessionConfig | None = None,
     drafter: Drafter | None = None,
     prompt_len: int | None = None,
-) -> Session:
+) -> Session[ChainSteps]:
     """A :class:`~specdec_core.engine.session.Session` of chain rounds (``drafter``:
     default the pair's draft model). Raises what :class:`Session` raises."""
-    return Session(pair, prompt, config, drafter, prompt_len, ChainSteps())
+    return Session(pair, prompt, config, drafter, prompt_len, ChainSteps)
 
 
 class ChainSteps:
-    """The chain shape: the round in flight (:class:`PendingRound`) and the four steps of
-    a round over :class:`~specdec_core.engine.session.Session` ``s``. Random draws: each
+    """The chain shape over its ``session``: the round in flight (:class:`PendingRound`),
+    the four steps of a round, the quick edits and previews, and the views. Random draws: each
     round has a drafting and a verification stream of its own
     (:func:`~specdec_core.engine.rounds.round_stream` of ``config.seed``, the round index
     and the stream's name); the pending round keeps its drafting stream (re-drafting after
@@ -97,7 +87,8 @@ class ChainSteps:
 
     unit = "drafts"
 
-    def __init__(self) -> None:
+    def __init__(self, session: Session[ChainSteps]) -> None:
+        self.session = session
         self.pending: PendingRound | None = None
 
     def check_settings(self, config: SessionConfig) -> None:
@@ -106,21 +97,20 @@ class ChainSteps:
     def make_drafter(self, pair: ModelPair, drafter: Drafter | None) -> Drafter:
         return drafter or ModelDrafter(pair.draft)
 
-    def kv_drafts(self) -> list[int]:
-        """The pending drafts (listed after the committed ids in the KV-state table)."""
+    @property
+    def drafts(self) -> list[int]:
+        """The pending drafted ids (after the latest propose or edit; empty between rounds)."""
         return list(self.pending.ids) if self.pending else []
 
     def draft_stream(self) -> torch.Generator | None:
         return self.pending.draft_rng if self.pending else None
 
     # ------------------------------------------------------------------ propose
-    def propose(self, s: Session) -> ProposeTrace:
+    def propose(self) -> ProposeTrace:
         """Phase 1: draft up to γ tokens serially (a drafter may propose fewer, even none;
-        γ and the confidence stop follow the γ schedule, ``engine/schedule.py``).
-
-        Raises:
-            PhaseError: not in phase ``propose``.
-        """
+        γ and the confidence stop follow the γ schedule, ``engine/schedule.py``). Raises
+        PhaseError: not in phase ``propose``."""
+        s = self.session
         s._require("propose", "propose")
         kv_before = s.kv_state()
         gamma = gamma_now(s)
@@ -147,7 +137,7 @@ class ChainSteps:
         return trace
 
     # ------------------------------------------------------------------ edit
-    def edit_draft(self, s: Session, position: int, token_id: int) -> EditTrace:
+    def edit_draft(self, position: int, token_id: int) -> EditTrace:
         """Phase 2 (optional): replace drafted token ``y_position`` (1-based) by ``token_id``.
 
         The edited token is a deterministic proposal: ``q_position`` becomes one-hot, so the
@@ -161,6 +151,7 @@ class ChainSteps:
             PhaseError: not after ``propose``. InputError: position or id out of range (the
             session is unchanged).
         """
+        s = self.session
         pending = s._require("verify", "edit a draft")
         gamma = len(pending.ids)
         check_position(position, gamma)
@@ -205,24 +196,55 @@ class ChainSteps:
         pending.edits.append(trace)
         return trace
 
-    # Quick edits and previews (``engine/chain/state.py``), over the session.
-    make_position_wrong = staticmethod(make_position_wrong)
-    make_draft_agree = staticmethod(make_draft_agree)
-    target_preview = staticmethod(target_preview)
-    accept_preview = staticmethod(accept_preview)
+    def make_position_wrong(self, position: int) -> EditTrace:
+        """Quick edit: ``y_position`` becomes the target's second choice there, a plausible
+        token that greedy verification rejects. Raises InputError (position out of range,
+        checked before the preview's forward), PhaseError (not after ``propose``)."""
+        check_position(position, len(self.drafts))
+        return self.edit_draft(position, self.target_preview(top_n=2)[position - 1][1].id)
+
+    def make_draft_agree(self) -> list[EditTrace]:
+        """Quick edit: replace each draft that differs from the target's argmax (first
+        mismatch first, re-checking after each edit, which may re-draft the rest) so that
+        greedy verification accepts all. At most γ' edits, each after one cache-free
+        target forward."""
+        edits = []
+        for _ in range(len(self.drafts)):
+            top = [[t.id for t in row] for row in self.target_preview(1)]
+            if (fix := first_mismatch(top, self.drafts)) is None:
+                break
+            edits.append(self.edit_draft(*fix))
+        return edits
+
+    # ------------------------------------------------------------------ previews
+    def target_preview(self, top_n: int = 5) -> list[list[TokenInfo]]:
+        """The target's top ``top_n`` tokens at each drafted position before verification,
+        after the processors (:func:`~specdec_core.engine.chain.edits.target_top_ids`;
+        caches untouched). Raises PhaseError: not after ``propose``."""
+        s = self.session
+        pending = s._require("verify", "preview the target")
+        rows = target_top_ids(s.pair, s.ids, pending.ids, top_n, s.processors)
+        return [[s.token(t) for t in row] for row in rows]
+
+    def accept_preview(self) -> list[float]:
+        """Exact ``a_i`` at each drafted position before verification
+        (:func:`~specdec_core.engine.chain.edits.accept_preview`). Raises PhaseError: not
+        after ``propose``."""
+        s = self.session
+        pending = s._require("verify", "preview the acceptance probabilities")
+        c = s.config
+        return accept_preview(s.pair, s.ids, pending.ids, pending.q_rows, c.sampling, s.processors)
 
     # ------------------------------------------------------------------ verify
-    def verify(self, s: Session) -> VerifyTrace:
+    def verify(self) -> VerifyTrace:
         """Phase 3: one parallel target forward over the pending tokens and all drafts,
         then the rule (``rules/acceptance.py``) with draws from the round's own
         verification stream (:func:`~specdec_core.engine.rounds.round_stream`). The checks'
         statuses are final: the commit that follows is already decided (a stop on a
         committed draft makes later drafts ``cut``,
-        :func:`~specdec_core.engine.chain.records.round_statuses`).
-
-        Raises:
-            PhaseError: not after ``propose``.
-        """
+        :func:`~specdec_core.engine.chain.records.round_statuses`). Raises PhaseError: not
+        after ``propose``."""
+        s = self.session
         pending = s._require("verify", "verify")
         kv_before = s.kv_state()
         ctx = context(s)
@@ -232,45 +254,17 @@ class ChainSteps:
             checked = verify(ctx, s.ids, pending.ids, pending.q_rows, rng, views=True)
             verify_ms = (time.perf_counter() - started) * 1e3
             record, stop_reason = decide_round(ctx, s.ids, pending.gamma, pending.ids, checked)
-            verdict = checked.verdict
-
-            slicer = partial(one_slice, s)
-            checks = build_checks(
-                pending.ids, pending.q_rows, checked, record, pending.edited, s.token, slicer
-            )
-            next_dist, contexts = verify_slices(pending.ids, checked, checks, slicer)
-            unprocessed = unprocessed_slices(
-                checked.unprocessed, checks, contexts, next_dist, slicer
-            )
-            trace = VerifyTrace(
-                round_index=s.round_index,
-                greedy=s.config.sampling.greedy,
-                checks=checks,
-                accepted=verdict.accepted,
-                next_token=s.token(verdict.next_token),
-                kind=verdict.kind,
-                next_dist=next_dist,
-                verify_ms=verify_ms,
-                target_forward_tokens=checked.fed,
-                kv_before=kv_before,
-                kv_after=s.kv_state(list(record.statuses)),
-                context_dists=contexts,
-                unprocessed_dists=unprocessed,
-                block=checked.block,
-            )
+            trace = verify_trace(s, pending, checked, record, verify_ms, kv_before)
         pending.record, pending.stop_reason, pending.verify = record, stop_reason, trace
         return trace
 
     # ------------------------------------------------------------------ commit
-    def commit(self, s: Session) -> CommitTrace:
+    def commit(self) -> CommitTrace:
         """Phase 4 (+ reject): append the round's committed tokens (accepted drafts +
         correction/bonus, cut short by EOS, a stop string, ``max_new_tokens`` or the
         context), and roll both caches back to the committed history. The appended token
-        is committed with no KV yet.
-
-        Raises:
-            PhaseError: not after ``verify``.
-        """
+        is committed with no KV yet. Raises PhaseError: not after ``verify``."""
+        s = self.session
         pending = s._require("commit", "commit")
         assert pending.record is not None
         assert pending.propose is not None and pending.verify is not None

@@ -1,6 +1,6 @@
 """The chain's round in flight (:class:`PendingRound`) and the read-only pieces its steps
 (``engine/chain/session.py``) use: the round functions' context for a session, γ for the
-next round, the draft slices, and the previews of the target before verification. What
+next round, the draft slices and the verify step's trace. What
 every shape shares (prompt, caches, phase, atomic steps, drivers) is the session's
 (``engine/session.py``).
 """
@@ -8,17 +8,17 @@ every shape shares (prompt, caches, phase, atomic steps, drivers) is the session
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
 
 from specdec_core.core.slices import dist_slice
-from specdec_core.core.trace import DistSlice, TokenInfo
+from specdec_core.core.trace import DistSlice, KVState, TokenInfo
 from specdec_core.core.words import StopReason
-from specdec_core.engine.chain.edits import accept_preview as accept_probs
-from specdec_core.engine.chain.edits import check_position, first_mismatch, target_top_ids
+from specdec_core.engine.chain.edits import build_checks, unprocessed_slices, verify_slices
 from specdec_core.engine.chain.records import RoundRecord
-from specdec_core.engine.chain.round import ChainContext
+from specdec_core.engine.chain.round import ChainContext, Checked
 from specdec_core.engine.chain.trace import EditTrace, ProposeTrace, VerifyTrace
 from specdec_core.engine.schedule import confidence_for, round_gamma
 from specdec_core.rules.lossy import lossy_rule
@@ -95,51 +95,35 @@ def drafts_in(s: Session, record: RoundRecord, *statuses: str) -> tuple[TokenInf
     return tuple(s.token(t) for t, st in pairs if st in statuses)
 
 
-def target_preview(s: Session, top_n: int = 5) -> list[list[TokenInfo]]:
-    """The target's top ``top_n`` tokens at each drafted position, before verification,
-    after the processors (:func:`~specdec_core.engine.chain.edits.target_top_ids`; caches
-    untouched, the processors back on the committed ids).
-
-    Raises:
-        PhaseError: not after ``propose``.
-    """
-    pending = s._require("verify", "preview the target")
-    rows = target_top_ids(s.pair, s.ids, pending.ids, top_n, s.processors)
-    return [[s.token(t) for t in row] for row in rows]
-
-
-def accept_preview(s: Session) -> list[float]:
-    """Exact ``a_i`` at each drafted position before verification
-    (:func:`~specdec_core.engine.chain.edits.accept_preview`).
-
-    Raises:
-        PhaseError: not after ``propose``.
-    """
-    pending = s._require("verify", "preview the acceptance probabilities")
-    return accept_probs(s.pair, s.ids, pending.ids, pending.q_rows, s.config.sampling, s.processors)
-
-
-def make_position_wrong(s: Session, position: int) -> EditTrace:
-    """Quick edit: ``y_position`` becomes the target's second choice there, a plausible
-    token that greedy verification rejects.
-
-    Raises:
-        InputError: position out of range (checked before the preview's forward).
-        PhaseError: not after ``propose``.
-    """
-    check_position(position, len(s.drafts))
-    return s.edit_draft(position, target_preview(s, top_n=2)[position - 1][1].id)
-
-
-def make_draft_agree(s: Session) -> list[EditTrace]:
-    """Quick edit: replace each draft that differs from the target's argmax (first mismatch
-    first, re-checking after each edit, since an edit may re-draft the rest) so that greedy
-    verification accepts all of them. At most γ' edits, each after one cache-free target
-    forward."""
-    edits = []
-    for _ in range(len(s.drafts)):
-        fix = first_mismatch([[t.id for t in row] for row in target_preview(s, 1)], s.drafts)
-        if fix is None:
-            break
-        edits.append(s.edit_draft(*fix))
-    return edits
+def verify_trace(
+    s: Session,
+    pending: PendingRound,
+    checked: Checked,
+    record: RoundRecord,
+    verify_ms: float,
+    kv_before: KVState,
+) -> VerifyTrace:
+    """The :class:`VerifyTrace` of a verified round: each position's check and slices
+    (:func:`~specdec_core.engine.chain.edits.build_checks`), the next-token slice, and the
+    KV table with the checks' statuses."""
+    slicer = partial(one_slice, s)
+    ids, verdict = pending.ids, checked.verdict
+    checks = build_checks(ids, pending.q_rows, checked, record, pending.edited, s.token, slicer)
+    next_dist, contexts = verify_slices(ids, checked, checks, slicer)
+    unprocessed = unprocessed_slices(checked.unprocessed, checks, contexts, next_dist, slicer)
+    return VerifyTrace(
+        round_index=s.round_index,
+        greedy=s.config.sampling.greedy,
+        checks=checks,
+        accepted=verdict.accepted,
+        next_token=s.token(verdict.next_token),
+        kind=verdict.kind,
+        next_dist=next_dist,
+        verify_ms=verify_ms,
+        target_forward_tokens=checked.fed,
+        kv_before=kv_before,
+        kv_after=s.kv_state(list(record.statuses)),
+        context_dists=contexts,
+        unprocessed_dists=unprocessed,
+        block=checked.block,
+    )

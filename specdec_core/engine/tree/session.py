@@ -18,12 +18,14 @@ shows it: between rounds and before verify it stands on the committed ids (``pro
 processes each node's draft row on that node's path, then syncs it back); after verify it
 stands on the committed ids + the path the walk accepted (each target row it read was
 processed on its node's path; the correction/bonus token is not included yet); the
-commit brings it to the new committed ids with the caches. :class:`TreeRoundTrace` keeps
-the three states (``kv_before``, ``kv_verified``, ``kv_after``).
+commit brings it to the new committed ids with the caches. A finished round
+(:class:`~specdec_core.engine.tree.trace.TreeRoundTrace`) holds its three step records, so
+the three states are ``propose.kv_before``, ``verify.kv_after`` and ``commit.kv_after``.
 
 Any step that raises leaves the session as it was; a step out of phase raises
-:class:`PhaseError`. Views for the page (frozen, plain values + numpy): :meth:`tree_view`,
-:meth:`attention_mask`, :meth:`compaction`, and the session's ``kv_state``, ``history``.
+:class:`PhaseError`. Views for the page (frozen, plain values + numpy), on
+``session.steps``: :meth:`tree_view`, :meth:`attention_mask`, :meth:`compaction`,
+:meth:`summary`; and the session's ``kv_state``, ``history``.
 
 Files a reader opens besides this one: ``engine/session.py`` (what every shape shares:
 prompt, caches, phase, atomic steps, ``run_round``/``run``/``run_until``),
@@ -39,12 +41,12 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.core.trace import KVState
 from specdec_core.core.words import StopReason
 from specdec_core.drafters.base import Drafter
 from specdec_core.engine.rounds import round_stream
@@ -67,11 +69,15 @@ from specdec_core.engine.tree.round import (
     tree_forward,
     walk,
 )
-from specdec_core.engine.tree.trace import TreeCommitTrace, TreeProposeTrace, TreeVerifyTrace
+from specdec_core.engine.tree.trace import (
+    TreeCommitTrace,
+    TreeProposeTrace,
+    TreeRoundTrace,
+    TreeVerifyTrace,
+)
 from specdec_core.engine.tree.views import (
     CompactionView,
     MaskView,
-    TreeRoundTrace,
     TreeView,
     build_mask_view,
     build_tree_view,
@@ -81,18 +87,16 @@ from specdec_core.engine.tree.views import (
 
 @dataclass
 class _Pending:
+    """The round in flight: its tree and, step by step, the step records and the verdict."""
+
     shape: tuple[int, ...]
     tree: DraftTree
-    draft_forwards: int
-    draft_ms: float
-    kv_before: KVState
-    target_forwards: int = 0  # run while proposing (an EAGLE drafter's first-round prefill)
+    target_forwards: int  # run while proposing (an EAGLE drafter's first-round prefill)
+    propose: TreeProposeTrace | None = None
     verdict: TreeVerdict | None = None
     record: TreeRoundRecord | None = None
     stop_reason: StopReason | None = None
-    verify_ms: float = 0.0
-    kv_proposed: KVState | None = None  # the KV table after propose: verify's before
-    kv_verified: KVState | None = None  # … after verify: commit's before
+    verify: TreeVerifyTrace | None = None
 
 
 def TreeSession(  # noqa: N802 - the constructor name callers have always used
@@ -103,7 +107,7 @@ def TreeSession(  # noqa: N802 - the constructor name callers have always used
     shape: Sequence[int] = (2, 2, 1, 1),
     budget: int = 12,
     prompt_len: int | None = None,
-) -> Session:
+) -> Session[TreeSteps]:
     """A :class:`~specdec_core.engine.session.Session` of tree rounds.
 
     Args:
@@ -120,17 +124,19 @@ def TreeSession(  # noqa: N802 - the constructor name callers have always used
         ``prompt_len``. A drafter without a distribution (prompt lookup) makes
         ``propose`` raise :class:`ConfigError`.
     """
-    return Session(pair, prompt, config, drafter, prompt_len, TreeSteps(shape, budget))
+    steps = partial(TreeSteps, shape=shape, budget=budget)
+    return Session(pair, prompt, config, drafter, prompt_len, steps)
 
 
 class TreeSteps:
-    """The tree shape: the round in flight and the three steps of a tree round over
-    :class:`~specdec_core.engine.session.Session` ``s``; ``shape`` and ``budget`` are
-    checked with the session's settings (:meth:`check_settings`)."""
+    """The tree shape over its ``session``: the round in flight, the three steps of a
+    tree round and the views only a tree has; ``shape`` and ``budget`` are checked with
+    the session's settings (:meth:`check_settings`)."""
 
     unit = "tree"
 
-    def __init__(self, shape: Sequence[int], budget: int) -> None:
+    def __init__(self, session: Session[TreeSteps], shape: Sequence[int], budget: int) -> None:
+        self.session = session
         self._asked = (shape, budget)
         self.shape: tuple[int, ...] = ()
         self.budget = 0
@@ -146,8 +152,9 @@ class TreeSteps:
     def make_drafter(self, pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
         return resolve_drafter(pair, drafter)
 
-    def kv_drafts(self) -> list[int]:
-        """A tree's nodes are not listed in the KV-state table before the commit."""
+    @property
+    def drafts(self) -> list[int]:
+        """None: a tree's nodes are not listed in the KV-state table before the commit."""
         return []
 
     def draft_stream(self) -> torch.Generator | None:
@@ -155,9 +162,10 @@ class TreeSteps:
         return None
 
     # ------------------------------------------------------------------ steps
-    def propose(self, s: Session) -> TreeProposeTrace:
+    def propose(self) -> TreeProposeTrace:
         """Phase 1: draft the round's tree. Raises PhaseError out of phase, ConfigError
         for a drafter without a distribution (the session is unchanged)."""
+        s = self.session
         s._require("propose", "propose")
         kv_before = s.kv_state()
         shape = round_shape(
@@ -172,20 +180,22 @@ class TreeSteps:
             )
             s.processors.sync_to(s.ids)  # before verify: on the committed ids
             ms = (time.perf_counter() - started) * 1e3
-        self.pending = _Pending(shape, tree, forwards, ms, kv_before, s.target.forwards - before)
-        view = self.tree_view(s)
+        pending = self.pending = _Pending(shape, tree, s.target.forwards - before)
+        view, mask = self.tree_view(), build_mask_view(tree, s.ids, s.token)
         assert view is not None
-        self.pending.kv_proposed = s.kv_state()
-        return TreeProposeTrace(
-            s.round_index, shape, view, forwards, ms, kv_before, self.pending.kv_proposed
+        trace = TreeProposeTrace(
+            s.round_index, shape, view, mask, forwards, ms, kv_before, s.kv_state()
         )
+        pending.propose = trace
+        return trace
 
-    def verify(self, s: Session) -> TreeVerifyTrace:
+    def verify(self) -> TreeVerifyTrace:
         """Phase 2: one target forward over the pending tokens and the whole tree, then
         the walk; decides what the commit appends. Raises PhaseError out of phase."""
+        s = self.session
         pending = s._require("verify", "verify")
-        kv_before = pending.kv_proposed  # nothing changes the state between the two steps
-        assert kv_before is not None
+        proposed = pending.propose
+        assert proposed is not None
         with s._atomic():
             started = time.perf_counter()
             logits, fed = tree_forward(s.target, s.ids, pending.tree)
@@ -193,62 +203,63 @@ class TreeSteps:
             verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3
             ctx, ran = TreeContext(s.stop, s.prompt_len), pending.target_forwards + 1
+            drafted = proposed.draft_forwards
             record, reason = decide_round(
-                ctx, pending.tree, verdict, s.ids, pending.shape, pending.draft_forwards, ran
+                ctx, pending.tree, verdict, s.ids, pending.shape, drafted, ran
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
-        pending.verify_ms = ms
-        pending.kv_verified = s.kv_state()
-        view = self.tree_view(s)
+        view = self.tree_view()
         assert view is not None
-        return TreeVerifyTrace(
-            s.round_index, view, record, reason, ms, fed, kv_before, pending.kv_verified
-        )
+        # nothing changes the state between propose and verify: its after is verify's before
+        trace = TreeVerifyTrace(s.round_index, view, ms, fed, proposed.kv_after, s.kv_state())
+        pending.verify = trace
+        return trace
 
-    def commit(self, s: Session) -> TreeCommitTrace:
+    def commit(self) -> TreeCommitTrace:
         """Phase 3: append the committed path + the target's token, compact the target's
         cache and roll both caches back; the compaction as applied rides in the trace."""
+        s = self.session
         pending = s._require("commit", "commit")
-        record = pending.record
-        assert record is not None
-        tree, mask, plan = self.tree_view(s), self.attention_mask(s), self.compaction(s)
-        assert tree is not None and mask is not None and plan is not None
-        kv_before = pending.kv_verified  # the state verify left
-        assert kv_before is not None
+        record, proposed, verified = pending.record, pending.propose, pending.verify
+        assert record is not None and proposed is not None and verified is not None
+        plan = self.compaction()
+        assert plan is not None
         s.ids = apply_round(s.target, s.drafter, s.ids, record, s.processors)
         done = CompactionView(plan.slots, plan.rows_before, s.target.kv_len, True)
         self.pending = None
-        s.stop_reason, kv_after = pending.stop_reason, s.kv_state()
-        s.history.append(
-            TreeRoundTrace(
-                s.round_index,
-                tree,
-                mask,
-                done,
-                record,
-                pending.draft_ms,
-                pending.verify_ms,
-                pending.stop_reason,
-                pending.kv_before,
-                kv_after,
-                pending.kv_verified,
-            )
-        )
+        s.stop_reason = pending.stop_reason
         appended = tuple(s.token(t) for t in record.appended)
         trace = TreeCommitTrace(
-            s.round_index, appended, record.kind, done, pending.stop_reason, kv_before, kv_after
+            s.round_index,
+            appended,
+            record.kind,
+            done,
+            pending.stop_reason,
+            verified.kv_after,  # the state verify left
+            s.kv_state(),
         )
+        s.history.append(TreeRoundTrace(s.round_index, proposed, verified, trace, record))
         s.round_index += 1
         return trace
 
     # ------------------------------------------------------------------ views
-    def summary(self, s: Session) -> TreeStats:
-        """:func:`~specdec_core.engine.tree.records.summarize_tree` of the finished rounds."""
-        return summarize_tree(s.records)
+    @property
+    def current_propose(self) -> TreeProposeTrace | None:
+        """The pending round's propose record (its ``kv_before``: the state before it)."""
+        return self.pending.propose if self.pending else None
 
-    def tree_view(self, s: Session) -> TreeView | None:
+    @property
+    def current_verify(self) -> TreeVerifyTrace | None:
+        """The pending round's verify record once verified (phase ``commit``)."""
+        return self.pending.verify if self.pending else None
+
+    def summary(self) -> TreeStats:
+        """:func:`~specdec_core.engine.tree.records.summarize_tree` of the finished rounds."""
+        return summarize_tree(self.session.records)
+
+    def tree_view(self) -> TreeView | None:
         """The pending round's tree (phases ``verify``/``commit``), else ``None``."""
-        pending = self.pending
+        s, pending = self.session, self.pending
         if pending is None:
             return None
         return build_tree_view(
@@ -261,16 +272,15 @@ class TreeSteps:
             s.token,
         )
 
-    def attention_mask(self, s: Session) -> MaskView | None:
+    def attention_mask(self) -> MaskView | None:
         """The pending round's tree mask (phases ``verify``/``commit``), else ``None``."""
-        if self.pending is None:
-            return None
-        return build_mask_view(self.pending.tree, s.ids, s.token)
+        proposed = self.pending.propose if self.pending else None
+        return proposed.mask if proposed else None
 
-    def compaction(self, s: Session) -> CompactionView | None:
+    def compaction(self) -> CompactionView | None:
         """Phase ``commit``: the planned compaction of the target's cache (which rows the
         commit keeps, moves, drops); otherwise the last finished round's, or ``None``."""
-        pending = self.pending
+        s, pending = self.session, self.pending
         if pending is None or pending.record is None:
-            return s.history[-1].compaction if s.history else None
+            return s.history[-1].commit.compaction if s.history else None
         return plan_compaction(s.ids, s.prompt_len, pending.record, s.token)

@@ -1,8 +1,9 @@
 """The frozen views of a tree round that the step-through page draws (plain values +
 numpy): the drafted tree (:class:`TreeView` of :class:`TreeNodeView`), the tree mask grid
-(:class:`MaskView`), the KV compaction plan (:class:`CompactionView` of :class:`KVSlot`)
-and a finished round (:class:`TreeRoundTrace`), plus the pure functions that build the
-first three from a round's tree, verdict and record. ``engine/tree/session.py`` fills them.
+(:class:`MaskView`) and the KV compaction plan (:class:`CompactionView` of
+:class:`KVSlot`), plus the pure functions that build them from a round's tree, verdict and
+record. ``engine/tree/session.py`` fills them; the step records that carry them are in
+``engine/tree/trace.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from specdec_core.core.trace import KVState, TokenInfo
-from specdec_core.core.words import NodeViewState, RoundKind, StopReason, VerdictKind
+from specdec_core.core.trace import TokenInfo
+from specdec_core.core.words import NodeViewState, RoundKind, VerdictKind
 from specdec_core.engine.tree.records import TreeRoundRecord
 from specdec_core.engine.tree.round import DraftTree, TreeVerdict, tree_allowed
 
@@ -128,28 +129,6 @@ class CompactionView:
     rows_before: int
     rows_after: int
     applied: bool
-
-
-@dataclass(frozen=True)
-class TreeRoundTrace:
-    """A finished round: its views and record, timings (ms) and the KV tables (each with
-    the processors' state when the session has one): ``kv_before`` (before the round:
-    the committed ids, as before verify), ``kv_after`` (after the commit, rolled back to
-    the new committed ids) and ``kv_verified`` (right after the verify forward and the
-    walk: the target's cache holds every node, the processors stand on the committed ids +
-    the accepted path; ``None`` only for a trace built without it)."""
-
-    round_index: int
-    tree: TreeView
-    mask: MaskView
-    compaction: CompactionView
-    record: TreeRoundRecord
-    draft_ms: float
-    verify_ms: float
-    stop_reason: StopReason | None
-    kv_before: KVState
-    kv_after: KVState
-    kv_verified: KVState | None = None
 
 
 def build_tree_view(

@@ -47,8 +47,8 @@ def step_verify():
     session = L.current_session()
     if session is None:
         return None
-    if session.current_verify is not None:
-        return session.current_verify
+    if session.steps.current_verify is not None:
+        return session.steps.current_verify
     return session.history[-1].verify if session.history else None
 
 

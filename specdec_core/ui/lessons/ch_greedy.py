@@ -38,7 +38,7 @@ def _case(pair: ModelPair, name: str, cid: str, state: LessonState | None) -> No
     st.markdown(t("ls_c1_drafts"))
     st.html(live.drafts_html(before))
     after = live.session_at(pair, state, "commit")
-    v = after.current_verify
+    v = after.steps.current_verify
     assert v is not None
     rejected = next((c.position for c in v.checks if c.status == "rejected"), 0)
     names = {c.position: visible_token(c.token) for c in v.checks}

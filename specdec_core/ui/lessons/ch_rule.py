@@ -42,7 +42,7 @@ def _accept(pair: ModelPair) -> None:
         st.info(t("ls_not_found"))
         return
     session = live.session_at(pair, state, "commit")
-    v = session.current_verify
+    v = session.steps.current_verify
     assert v is not None
     c = next(c for c in v.checks if c.status == "rejected")
     tok = visible_token(c.token)

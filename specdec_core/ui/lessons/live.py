@@ -67,12 +67,14 @@ def context_html(session: Session, tail: int = 12) -> str:
 
 def drafts_html(session: Session) -> str:
     """The round's drafted tokens, tentative (before Verify)."""
-    return token_strip_html([StripItem(session.token(y), "tentative") for y in session.drafts], [])
+    return token_strip_html(
+        [StripItem(session.token(y), "tentative") for y in session.steps.drafts], []
+    )
 
 
 def verified_html(session: Session) -> str:
     """The verified round in the house order with the legend."""
-    v, record = session.current_verify, session.current_record
+    v, record = session.steps.current_verify, session.current_record
     assert v is not None and record is not None
     return token_strip_html(round_strip(v, record), LEGEND)
 

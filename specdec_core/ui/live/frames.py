@@ -98,7 +98,7 @@ def chain_frame(session, selected: int | None = None) -> dict:
     page's default, the first position not accepted)."""
 
     phase = session.phase
-    verify = session.current_verify
+    verify = session.steps.current_verify
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
     items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
     generated = session.ids[session.prompt_len :]
@@ -111,10 +111,10 @@ def chain_frame(session, selected: int | None = None) -> dict:
     else:
         items += [StripItem(session.token(i), "committed") for i in generated]
         if verify is None:
-            edited = session.edited_positions
+            edited = session.steps.edited_positions
             items += [
                 StripItem(session.token(y), "tentative", i + 1 in edited)
-                for i, y in enumerate(session.drafts)
+                for i, y in enumerate(session.steps.drafts)
             ]
         else:
             items += round_strip(verify, session.current_record)
@@ -145,10 +145,12 @@ def chain_frame(session, selected: int | None = None) -> dict:
             for c in shown.checks
         ]
         frame["chart"] = _verified_chart(session, shown, last, selected)
-    elif session.drafts:
-        dists = session.current_draft_dists
+        if shown.block is not None:  # block verification: the table's p′, h, token-wise
+            frame["block"] = shown.block.to_json()
+    elif session.steps.drafts:
+        dists = session.steps.current_draft_dists
         pos = max(1, min(selected or 1, len(dists)))
-        tok = session.token(session.drafts[pos - 1])
+        tok = session.token(session.steps.drafts[pos - 1])
         frame["chart"] = {
             "kind": "draft",
             "pos": pos,
@@ -157,10 +159,11 @@ def chain_frame(session, selected: int | None = None) -> dict:
             "correction": None,
             "dist": dist_json(dists[pos - 1]),
         }
-    statuses = session.current_statuses()
+    statuses = session.steps.current_statuses()
     keep = 2 + (len(last.commit.appended) if last is not None else 0)
     own = session.drafter.cached_ids() is not None
     frame["kv"] = _kv_json(session.kv_state(statuses), keep, own)
+    frame["kv"]["recurrent"] = session.drafter.state_view() is not None  # a state, not KV
     return frame
 
 
@@ -212,9 +215,9 @@ def tree_frame(session) -> dict:
     items += [StripItem(session.token(i), "committed") for i in generated[: len(generated) - n_new]]
     if last is not None:
         items += [StripItem(session.token(tok), s) for tok, s in tree_strip_states(last.record)]
-    tree = session.tree_view()
+    tree = session.steps.tree_view()
     if last is not None and tree is None:
-        tree = last.tree
+        tree = last.verify.tree
     nodes = [
         [
             *_tok(n.token),
@@ -259,7 +262,11 @@ def teacher_frame(page: str, params: dict[str, str]) -> dict | None:
         if lesson is None:
             return None
         session = lesson.session
-        n = len(session.current_verify.checks) if session.current_verify else len(session.drafts)
+        n = (
+            len(session.steps.current_verify.checks)
+            if session.steps.current_verify
+            else len(session.steps.drafts)
+        )
         chosen = S.get(f"st_pos_{session.round_index}_{session.phase}_{n}")
         return chain_frame(session, chosen if isinstance(chosen, int) else None)
 

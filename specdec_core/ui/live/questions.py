@@ -8,7 +8,7 @@ Three kinds about the CURRENT chain round, asked after ① Propose and before �
   ``discarded`` → no; ``cut``, a stop before it was committed → no outcome).
 * ``correction`` — "Which token will the target add at the end of round r?": choices the
   target's top candidates at the drafted positions
-  (:meth:`~specdec_core.engine.chain.session.SpeculativeSession.target_preview`: each
+  (:meth:`~specdec_core.engine.chain.session.ChainSteps.target_preview`: each
   position's argmax first, the correction a rejection there gives under greedy
   verification), then "another token"; params ``r`` and ``ids`` (the candidates' token
   ids, comma separated). Outcome: the round's correction or bonus token (a round a stop
@@ -64,7 +64,7 @@ def ask_refusal(session: object) -> str | None:
         return "live_ask_chain_only"
     if session.phase != "verify":
         return "live_ask_after_propose"
-    if not session.drafts:
+    if not session.steps.drafts:
         return "live_ask_no_drafts"
     return None
 
@@ -78,13 +78,13 @@ def round_question(session: Session, kind: str, k: int = 1) -> Draft:
     """
     if ask_refusal(session) is not None:
         raise ValueError("a round question needs a proposed chain round")
-    r, gamma = session.round_index, len(session.drafts)
+    r, gamma = session.round_index, len(session.steps.drafts)
     if kind == "accept":
         if not 1 <= k <= gamma:
             raise ValueError(f"position {k} outside 1..{gamma}")
         return Draft(kind, (("r", str(r)), ("k", str(k))), (t("live_yes"), t("live_no")))
     if kind == "correction":
-        rows = session.target_preview(top_n=3)
+        rows = session.steps.target_preview(top_n=3)
         ids: list[int] = []
         for rank in range(3):
             for row in rows:
@@ -120,8 +120,8 @@ def the_round(session: Session, r: int) -> RoundTrace | tuple | None:
     round the session does not have, e.g. after a reset)."""
     if r < len(session.history):
         return session.history[r]
-    if session.round_index == r and session.current_verify is not None:
-        return (session.current_verify, session.current_record)
+    if session.round_index == r and session.steps.current_verify is not None:
+        return (session.steps.current_verify, session.current_record)
     return None
 
 

@@ -255,7 +255,7 @@ def _ask_box(page: str) -> None:
             format_func=lambda k: t(f"live_kind_{k}"),
             width=320,
         )
-        gamma = len(session.drafts)
+        gamma = len(session.steps.drafts)
         if kind == "accept":
             if not 1 <= int(S.get("live_k", 1)) <= gamma:
                 S["live_k"] = 1

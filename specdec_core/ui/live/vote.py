@@ -13,6 +13,7 @@ Widget keys (the browser tests find them by key):
 * ``live_revote`` — button "Discuss, then revote" / "讨论后重新投票".
 * ``live_reveal`` — button "Reveal" / "揭晓" (a help tooltip: click the first of two).
 * ``live_shift`` — the container of the share-right line after the reveal.
+* ``live_votes_push`` — the votes socket (``ui/live/push_votes``) while a vote is open.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from specdec_core.server import live_push
 from specdec_core.server.room_results import share_right
 from specdec_core.server.room_types import Question, RoomError, RoomView
 from specdec_core.ui.errors import plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import room
+from specdec_core.ui.live import push_votes, room
 from specdec_core.ui.live.chart import answers_figure
 from specdec_core.ui.live.questions import question_text, shown_choices
 
@@ -95,6 +97,8 @@ def question_box(view: RoomView, on_reveal: Callable[[], None]) -> None:
         config={"displayModeBar": False, "staticPlot": True},
         width="stretch",
     )
+    if not q.revealed and live_push.ENABLED:  # an answer reruns this fragment at once
+        push_votes.watch(view.code, view.version)
     if first is None:
         st.markdown(t("live_answered", n=view.answered, m=view.students))
     else:

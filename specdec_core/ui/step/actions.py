@@ -99,19 +99,19 @@ def edit(kind: str) -> None:
         return
     try:
         pair = S["pair"]
-        pos = whole_number(S.get("edit_pos", 1), 1, max(len(session.drafts), 1), "position")
+        pos = whole_number(S.get("edit_pos", 1), 1, max(len(session.steps.drafts), 1), "position")
         if kind == "choice":
             choice = whole_number(S.get("edit_choice"), 0, pair.vocab_size - 1, "token")
-            trace = session.edit_draft(pos, choice)
+            trace = session.steps.edit_draft(pos, choice)
         elif kind == "text":
             typed = step_edit.typed_token_id(pair, str(S.get("edit_text", "")))
-            trace = session.edit_draft(pos, typed)
+            trace = session.steps.edit_draft(pos, typed)
         elif kind == "wrong":
-            trace = session.make_position_wrong(pos)
+            trace = session.steps.make_position_wrong(pos)
         else:
-            edits = session.make_draft_agree()
+            edits = session.steps.make_draft_agree()
             S["edit_notice"] = t("edit_agree_done", n=len(edits))
-            drafts = session.drafts  # re-drafting after an edit may make fewer than pos
+            drafts = session.steps.drafts  # re-drafting after an edit may make fewer than pos
             if drafts:  # the box shows the token at pos now (the last one if pos is gone)
                 S["edit_choice"] = drafts[min(pos, len(drafts)) - 1]
             step_edit.previews(session)

@@ -38,7 +38,7 @@ def draw(pair: ModelPair, lesson: Lesson, phase: str, presenter: bool, heading: 
 
 def _strip(session: Session, phase: str, heading: Heading) -> RoundTrace | None:
     """The token strip; returns the last finished round when the strip shows it."""
-    verify = session.current_verify
+    verify = session.steps.current_verify
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
     items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
     generated = session.ids[session.prompt_len :]
@@ -49,11 +49,11 @@ def _strip(session: Session, phase: str, heading: Heading) -> RoundTrace | None:
         items += round_strip(last.verify, last.record)
     else:
         items += [StripItem(session.token(i), "committed") for i in generated]
-        edited = session.edited_positions
+        edited = session.steps.edited_positions
         if verify is None:
             items += [
                 StripItem(session.token(y), "tentative", i + 1 in edited)
-                for i, y in enumerate(session.drafts)
+                for i, y in enumerate(session.steps.drafts)
             ]
         else:
             items += round_strip(verify, session.current_record)
@@ -121,7 +121,7 @@ def kv_section(
 ) -> None:
     """Counters and the KV-state table of both models."""
     heading(t("st_kv"))
-    state = session.kv_state(session.current_statuses())
+    state = session.kv_state(session.steps.current_statuses())
     own_state = session.drafter.cached_ids() is not None  # MTP heads, prompt lookup: none
     recurrent = session.drafter.state_view() is not None  # a state, not a KV cache
     counts = [

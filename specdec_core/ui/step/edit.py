@@ -71,15 +71,15 @@ def previews(session: Session) -> tuple[list | None, list | None]:
     panel starts sending its elements: run while the server is sending them, the two
     threads take turns on the GIL at every torch op and the same forward took 10× longer
     (≈ 70 ms instead of ≈ 6 ms on 2 cores)."""
-    if session.phase != "verify" or not session.drafts:
+    if session.phase != "verify" or not session.steps.drafts:
         return None, None
-    key = tuple(session.ids[-1:] + session.drafts)
+    key = tuple(session.ids[-1:] + session.steps.drafts)
     if S.get("step_preview", (None,))[0] != key:
-        S["step_preview"] = (key, session.target_preview(top_n=5))
+        S["step_preview"] = (key, session.steps.target_preview(top_n=5))
     accept = None
-    if not session.config.sampling.greedy and session.edited_positions:
+    if not session.config.sampling.greedy and session.steps.edited_positions:
         if S.get("step_accept", (None,))[0] != key:
-            S["step_accept"] = (key, session.accept_preview())
+            S["step_accept"] = (key, session.steps.accept_preview())
         accept = S["step_accept"][1]
     return S["step_preview"][1], accept
 
@@ -93,7 +93,7 @@ def edit_box(session: Session, phase: str, on_edit: Callable[[str], None]) -> No
     (kept for the session in :data:`KEEP_OPEN`): closed, a step click sends only its
     title, not its ten widgets, and the browser redraws less."""
     sampling = not session.config.sampling.greedy
-    if phase == "commit" and session.drafts:  # verified: where the box was, say how back
+    if phase == "commit" and session.steps.drafts:  # verified: where the box was, say how back
         st.info(
             t(
                 "st_edit_after_verify",
@@ -105,7 +105,7 @@ def edit_box(session: Session, phase: str, on_edit: Callable[[str], None]) -> No
             icon=":material/edit_off:",
         )
         return
-    if phase != "verify" or not session.drafts:
+    if phase != "verify" or not session.steps.drafts:
         return
     # an edit's outcome is said here, just above the edit box (the page's message row is
     # above the strip, out of view while a student edits; inside a closed box it would
@@ -120,7 +120,7 @@ def edit_box(session: Session, phase: str, on_edit: Callable[[str], None]) -> No
     if box.open:
         with box:
             _box(session, on_edit)
-    edited = sorted(session.edited_positions)
+    edited = sorted(session.steps.edited_positions)
     probs = previews(session)[1]  # computed by the click's callback already
     if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
         st.warning(
@@ -137,11 +137,11 @@ def _box(session: Session, on_edit: Callable[[str], None]) -> None:
     token, and the two quick edits."""
     sampling = not session.config.sampling.greedy
     st.caption(t("st_edit_help"))
-    gamma = len(session.drafts)
+    gamma = len(session.steps.drafts)
     preview = previews(session)[0]  # computed by the click's callback already
     e1, e2, e3 = st.columns([1, 3, 2])
     pos = e1.selectbox(t("edit_position"), list(range(1, gamma + 1)), key="edit_pos")
-    dists = session.current_draft_dists
+    dists = session.steps.current_draft_dists
     options: dict[int, str] = {}
     for tok in dists[pos - 1].tokens[:6]:
         options.setdefault(tok.id, f"{visible_token(tok)}  (q)")

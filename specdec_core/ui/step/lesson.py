@@ -184,7 +184,7 @@ def store(lesson: Lesson) -> Lesson:
 def store_replayed(session: Session, prompt: str, pair_name: str, drafter: str) -> None:
     """Make a replayed session of either shape (a lesson link, a scenario, step back) the
     lesson of its shape."""
-    shape = tuple(session.shape) if session.unit == "tree" else ()
+    shape = tuple(session.steps.shape) if session.unit == "tree" else ()
     store(Lesson(session, prompt, pair_name, session.config, session.prompt_len, drafter, shape))
 
 

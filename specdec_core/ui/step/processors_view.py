@@ -6,7 +6,7 @@ them through the drafts (each ``p_i`` is processed with its own prefix); the com
 them back to the new committed text together with the caches. Every number comes from the
 engine's :class:`~specdec_core.core.processors.ProcessorView` in the round's traces
 (``VerifyTrace.kv_before`` / ``kv_after``, ``CommitTrace.kv_after``; a tree round's
-``kv_before`` / ``kv_verified`` / ``kv_after``). Drawing only.
+``propose.kv_before`` / ``verify.kv_after`` / ``commit.kv_after``). Drawing only.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def chain_moments(session, last, phase: str) -> list[Moment] | None:
         return None
     if phase == "verify":  # proposed: the processors stand on the committed text
         return [(MOMENTS[0], now), (MOMENTS[1], None), (MOMENTS[2], None)]
-    verify = session.current_verify
+    verify = session.steps.current_verify
     if phase == "commit" and verify is not None:
         return [(MOMENTS[0], verify.kv_before), (MOMENTS[1], verify.kv_after), (MOMENTS[2], None)]
     if last is not None:
@@ -97,20 +97,20 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
     prefix each moment stands on where the KV rows do not list it in order (after the
     walk: the committed ids + the accepted path), for :func:`exact_counts`. ``None``
     without an active processor. The round in flight's state before verify is the one
-    the tree session keeps for its trace (its pending round's ``kv_before``)."""
+    the tree session keeps for its trace (``current_propose.kv_before``)."""
     now = session.kv_state()
     if now.processors is None:
         return None
-    pending = session.steps.pending  # the round in flight (no public view yet)
     if phase == "verify":  # drafted: the processors stand on the committed text
         return [(TREE_MOMENTS[0], now), (TREE_MOMENTS[1], None), (TREE_MOMENTS[2], None)], [
             None
         ] * 3
     if phase == "commit":  # verified: they stand on the committed text + the accepted path
-        view = session.tree_view()
+        view = session.steps.tree_view()
         path = [view.nodes[i].token.id for i in view.path] if view is not None else []
         walked = (list(session.ids) + path)[: now.processors.length]
-        before = getattr(pending, "kv_before", None)
+        proposed = session.steps.current_propose
+        before = proposed.kv_before if proposed is not None else None
         return [(TREE_MOMENTS[0], before), (TREE_MOMENTS[1], now), (TREE_MOMENTS[2], None)], [
             None,
             walked,
@@ -118,15 +118,15 @@ def tree_moments(session, phase: str) -> tuple[list[Moment], list[list[int] | No
         ]
     if session.history:
         last = session.history[-1]
-        verified = getattr(last, "kv_verified", None)
+        verified, after = last.verify.kv_after, last.commit.kv_after
         walked = None
-        if verified is not None and verified.processors is not None:
-            after = [r.token_id for r in last.kv_after.rows]
-            walked = after[: verified.processors.length]  # committed + path (+ next) first
+        if verified.processors is not None:
+            ids = [r.token_id for r in after.rows]
+            walked = ids[: verified.processors.length]  # committed + path (+ next) first
         moments = [
-            (TREE_MOMENTS[0], last.kv_before),
+            (TREE_MOMENTS[0], last.propose.kv_before),
             (TREE_MOMENTS[1], verified),
-            (TREE_MOMENTS[2], last.kv_after),
+            (TREE_MOMENTS[2], after),
         ]
         return moments, [None, walked, None]
     return [(NOW, now)], [None]

@@ -31,7 +31,7 @@ def _read_ids(session: Session, last: RoundTrace | None) -> list[int]:
     in flight (or of the last round, whose discarded checkpoints read its rejected
     drafts)."""
     if session.phase in ("verify", "commit") or last is None:
-        return session.ids + list(session.drafts)
+        return session.ids + list(session.steps.drafts)
     before = last.commit.kv_before.committed_len
     return session.ids[:before] + list(last.record.drafted)
 

@@ -92,7 +92,7 @@ def section(pair: ModelPair, session: Session, lesson: Lesson, heading: Heading)
     this prompt": a button, then the measured pair as a chart and a caption."""
     heading(t("tree_stats_heading"))
     if session.history:
-        s = session.summary()
+        s = session.steps.summary()
         st.markdown(
             t(
                 "tree_stats",

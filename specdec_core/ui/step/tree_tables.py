@@ -125,7 +125,7 @@ def _styled(df: pd.DataFrame, states: list[str]):
 def kv_panel(session: Session, phase: str, heading: Heading) -> None:
     heading(t("tree_kv_heading"))
     state = session.kv_state()
-    plan = session.compaction() if phase != "verify" else None
+    plan = session.steps.compaction() if phase != "verify" else None
     target_len = plan.rows_before if plan is not None and not plan.applied else state.target_kv_len
     st.markdown(t("tree_kv_counts", c=state.committed_len, t=target_len, d=state.draft_kv_len))
     if plan is None:

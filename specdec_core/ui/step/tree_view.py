@@ -43,8 +43,8 @@ def ready(config: SessionConfig) -> bool:
 
 def phase_line(session: Session, phase: str) -> str:
     """The phase line above the tree (Propose names the shape and the node budget)."""
-    shape = ",".join(map(str, session.shape))
-    return say(PHASE, ("tree", phase), shape=shape, budget=session.budget)
+    shape = ",".join(map(str, session.steps.shape))
+    return say(PHASE, ("tree", phase), shape=shape, budget=session.steps.budget)
 
 
 def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading: Heading) -> None:
@@ -55,11 +55,11 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
         with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
             st.markdown(t("tree_rule_body"))
     _strip(session, phase, heading)
-    tree = session.tree_view()
-    mask = session.attention_mask()
+    tree = session.steps.tree_view()
+    mask = session.steps.attention_mask()
     last = session.history[-1] if session.history and tree is None else None
     if last is not None:  # after a commit: the round just committed, as verified
-        tree, mask = last.tree, last.mask
+        tree, mask = last.verify.tree, last.propose.mask
     # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
     # otherwise the tree, its outcome and the mask stacked across the page (a 13-column
     # grid fits beside nothing next to an open sidebar at 1024 px: it ran under the outcome)
@@ -146,7 +146,7 @@ def _outcome(session: Session, tree: TreeView, last) -> None:
     depth = max((n.depth for n in tree.nodes), default=0)
     tok = code_span(visible_token(tree.next_token))
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
-        reason = last.stop_reason if last is not None else session.current_stop_reason
+        reason = last.commit.stop_reason if last is not None else session.current_stop_reason
         reason = reason or "eos"
         st.info(
             t(
@@ -177,9 +177,9 @@ def _outcome(session: Session, tree: TreeView, last) -> None:
         st.caption(
             t(
                 "tree_timing",
-                d=last.draft_ms,
+                d=last.propose.draft_ms,
                 f=record.draft_forwards,
-                v=last.verify_ms,
+                v=last.verify.verify_ms,
                 n=record.nodes,
             )
         )

@@ -140,10 +140,10 @@ def no_drafts_reason(session: Session, last: RoundTrace | None = None) -> NoDraf
     from the engine (the round's record, or the pending round's :attr:`current_gamma`)."""
     if last is not None:
         planned = last.record.gamma
-    elif session.phase not in ("verify", "commit") or session.drafts:
+    elif session.phase not in ("verify", "commit") or session.steps.drafts:
         return None
     else:
-        planned = session.current_gamma
+        planned = session.steps.current_gamma
     if planned == 0:
         return "budget"
     first = (last.round_index if last is not None else session.round_index) == 0
@@ -294,7 +294,7 @@ def _verified(
         how = "next_correction_greedy" if greedy else "next_correction"
         how = "st_bv_next_correction" if shown.block is not None else how  # r_τ, not [p − q]+
         st.warning(t(how, k=shown.accepted + 1, tok=next_tok))
-    proposed = last.propose if last is not None else session.current_propose
+    proposed = last.propose if last is not None else session.steps.current_propose
     st.caption(
         t("timing", d=proposed.draft_ms, v=shown.verify_ms, n=shown.target_forward_tokens)
         + " · "
@@ -315,11 +315,11 @@ def distributions(
 ) -> None:
     """The per-position distributions: the verified round (or the last one), else the
     drafts' ``q`` before Verify."""
-    verify = session.current_verify
+    verify = session.steps.current_verify
     shown = verify if verify is not None else (last.verify if last is not None else None)
     heading(t("st_dists"))
     log_y = st.toggle(t("fig_log"), key="st_log_y", help=t("fig_log_help"))
-    if shown is None and not session.drafts:  # before Propose, or a round with no drafts
+    if shown is None and not session.steps.drafts:  # before Propose, or a round with no drafts
         st.caption(t("st_dists_no_drafts" if no_drafts_reason(session) else "st_dists_empty"))
     elif shown is not None:
         before_after = bool(shown.unprocessed_dists) and st.toggle(
@@ -327,9 +327,9 @@ def distributions(
         )
         _verified(session, shown, last, phase, log_y, checks_box, before_after)
     else:
-        dists = session.current_draft_dists
+        dists = session.steps.current_draft_dists
         pos = _pick_position(session, phase, len(dists), False, 1)
-        d, tok = dists[pos - 1], session.token(session.drafts[pos - 1])
+        d, tok = dists[pos - 1], session.token(session.steps.drafts[pos - 1])
         title = t("fig_title_draft", i=pos, tok=visible_token(tok))
         _chart(d, _labels(), title, marked_id=tok.id, log_y=log_y)
         q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
