@@ -12,9 +12,19 @@ import json
 
 import pytest
 from conftest import open_app
-from test_page_live import PROMPT, click, following_frame, frame, shown, store  # noqa: F401
+from test_page_live import (  # noqa: F401
+    PROMPT,
+    click,
+    following_frame,
+    frame,
+    shown,
+    store,
+    student_app,
+)
 
+from specdec_core.core.numfmt import fmt_sig
 from specdec_core.server.room_frames import state_digest
+from specdec_core.ui.i18n import tr
 from specdec_core.ui.live import frame_cache
 
 
@@ -119,3 +129,32 @@ def test_a_pushed_follower_mounts_the_push_screen_and_polls_when_it_cannot(
     assert student.session_state["live_no_push"] is True
     mine, theirs = shown(student), shown(teacher)  # drawn by the polling fragment, in zh
     assert len(mine) == len(theirs) and mine[0].split("</div>")[0] == theirs[0].split("</div>")[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_block_verification_recurrent_teachers_followers_see_its_columns_and_state(
+    embedded_pair, store, lang
+):
+    """Under block verification with the recurrent drafter the follower's checks table is
+    the teacher's (p′, h, token-wise's decision, the block verdicts) and its draft counter
+    names the recurrent state, as the step page does; in both languages."""
+    state = {"lt_open": True, "cfg_temperature": 1.0, "cfg_verification": "block"}
+    teacher = open_app(prompt=PROMPT, state=state | {"cfg_drafter": "recurrent"})
+    click(teacher, "live_start_step")
+    seat = teacher.session_state["live_seat"]
+    student = student_app(seat.code, lang)
+    click(teacher, "btn_propose")
+    click(teacher, "btn_verify")
+    student.run()
+    got = frame(student)
+    assert following_frame(student) and got["block"]["kept"] >= 0 and got["kv"]["recurrent"]
+    table = [h for h in shown(student) if "checks-table" in h][0]
+    for key in ("st_bv_col_weight", "st_bv_col_h", "st_bv_col_token_wise"):
+        assert tr(key, lang) in table, key
+    weights = [fmt_sig(w) for w in got["block"]["weights"]]
+    assert all(w in table for w in weights)
+    counters = " ".join(m.value for m in student.markdown)
+    assert tr("kv_draft_state_len", lang) in counters
+    assert tr("kv_draft_len", lang) not in counters
+    if lang == "en":  # the teacher's screen is in English: the same table, cell for cell
+        assert table in shown(teacher)

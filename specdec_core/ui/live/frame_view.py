@@ -3,6 +3,8 @@ drawn with the step page's own renderers -- the token strip, the chart of the po
 teacher's chart shows, the checks table and the KV-state table for a chain; the strip and
 the drafted nodes for a tree -- in the follower's own language. No engine, no replay: every
 number is the teacher's, read from the frame; every text is escaped by the renderers.
+Under block verification the checks table has the step page's block columns (``p′``,
+``h``, token-wise's decision, ``★``); a recurrent drafter's counter names its state.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import streamlit as st
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
 from specdec_core.core.words import STRIP_WORDS, StripState
 from specdec_core.lessons.link import decode
+from specdec_core.rules.acceptance import BlockDecision
 from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_types import RoomView
 from specdec_core.ui.figures.common import visible_token
@@ -55,6 +58,27 @@ def checks(frame: dict) -> tuple:
     )
 
 
+def block_of(frame: dict) -> BlockDecision | None:
+    """The frame's block-verification decision (``None``: a token-wise round), so the
+    checks table adds the step page's ``p′``, ``h`` and token-wise columns."""
+    raw = frame.get("block")
+    if not isinstance(raw, dict):
+        return None
+    return BlockDecision(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+
+
+def kv_counts(raw: dict) -> list[tuple[str, object]]:
+    """The KV counters' (name, value): the draft's is its recurrent state's length for a
+    recurrent drafter (as the step page says), "—" for a drafter with no cache."""
+    state = kv_from_json(raw)
+    draft = t("kv_draft_state_len" if raw.get("recurrent") else "kv_draft_len")
+    return [
+        (t("kv_committed_len"), state.committed_len),
+        (t("kv_target_len"), state.target_kv_len),
+        (draft, state.draft_kv_len if raw.get("own", True) else "—"),
+    ]
+
+
 def draw(frame: dict, presenter: bool = False) -> None:
     """The teacher's step as the frame has it (inside the follower's fragment). A frame
     that does not read back (a newer layout, a fault) draws nothing."""
@@ -71,8 +95,8 @@ def draw(frame: dict, presenter: bool = False) -> None:
         _chart(frame)
         rows = checks(frame)
         if rows:
-            greedy = bool(frame.get("greedy"))
-            st.html(html_table(view.check_columns(rows, greedy), name="checks-table"))
+            table = view.check_columns(rows, bool(frame.get("greedy")), block_of(frame))
+            st.html(html_table(table, name="checks-table"))
         _kv(frame)
     except (KeyError, TypeError, ValueError, IndexError):
         return
@@ -112,13 +136,7 @@ def _kv(frame: dict) -> None:
         return
     st.subheader(t("st_kv"))
     state = kv_from_json(raw)
-    draft = state.draft_kv_len if raw.get("own", True) else "—"
-    counts = [
-        (t("kv_committed_len"), state.committed_len),
-        (t("kv_target_len"), state.target_kv_len),
-        (t("kv_draft_len"), draft),
-    ]
-    st.markdown(" · ".join(f"{name} **{n}**" for name, n in counts))
+    st.markdown(" · ".join(f"{name} **{n}**" for name, n in kv_counts(raw)))
     keep = raw.get("keep")
     st.html(kv_table_html(state, int(keep) if isinstance(keep, int) else None))
 
@@ -173,18 +191,12 @@ def frame_html(frame: dict) -> str:
         part.append(html_table(columns, name="chart-rows"))
     rows = checks(frame)
     if rows:
-        greedy = bool(frame.get("greedy"))
-        part.append(html_table(view.check_columns(rows, greedy), name="checks-table"))
+        table = view.check_columns(rows, bool(frame.get("greedy")), block_of(frame))
+        part.append(html_table(table, name="checks-table"))
     raw = frame.get("kv")
     if raw:
         state = kv_from_json(raw)
-        draft = state.draft_kv_len if raw.get("own", True) else "—"
-        counts = [
-            (t("kv_committed_len"), state.committed_len),
-            (t("kv_target_len"), state.target_kv_len),
-            (t("kv_draft_len"), draft),
-        ]
-        line = " · ".join(f"{html_lib.escape(name)} <b>{n}</b>" for name, n in counts)
+        line = " · ".join(f"{html_lib.escape(name)} <b>{n}</b>" for name, n in kv_counts(raw))
         keep = raw.get("keep")
         part.append(f"<h4>{html_lib.escape(t('st_kv'))}</h4><p>{line}</p>")
         part.append(kv_table_html(state, int(keep) if isinstance(keep, int) else None))

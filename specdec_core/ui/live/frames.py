@@ -145,6 +145,8 @@ def chain_frame(session, selected: int | None = None) -> dict:
             for c in shown.checks
         ]
         frame["chart"] = _verified_chart(session, shown, last, selected)
+        if shown.block is not None:  # block verification: the table's p′, h, token-wise
+            frame["block"] = shown.block.to_json()
     elif session.steps.drafts:
         dists = session.steps.current_draft_dists
         pos = max(1, min(selected or 1, len(dists)))
@@ -161,6 +163,7 @@ def chain_frame(session, selected: int | None = None) -> dict:
     keep = 2 + (len(last.commit.appended) if last is not None else 0)
     own = session.drafter.cached_ids() is not None
     frame["kv"] = _kv_json(session.kv_state(statuses), keep, own)
+    frame["kv"]["recurrent"] = session.drafter.state_view() is not None  # a state, not KV
     return frame
 
 
