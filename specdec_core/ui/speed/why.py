@@ -4,6 +4,7 @@ attribute of a bench result or a timeline (``specdec_core.bench``, ``timeline``)
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 
 import pandas as pd
@@ -127,6 +128,7 @@ def show_predictions(by_drafter: Mapping[str, Measurement]) -> None:
         )
     }
     rows[t("sp_pv_err") + " "] = []
+    errors = []  # |error| of each predicted speed-up shown (%)
     for name, m in by_drafter.items():
         s = m.summary
         cm, sp = s.cost_model, s.speculative
@@ -145,4 +147,9 @@ def show_predictions(by_drafter: Mapping[str, Measurement]) -> None:
         ]
         for column, value in zip(rows, values, strict=True):
             rows[column].append(value)
+        if not busy and s.speedup:
+            errors.append(abs(100.0 * (cm.predicted_speedup - s.speedup) / s.speedup))
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if errors:
+        median, worst = statistics.median(errors), max(errors)
+        st.caption(t("sp_pv_median", n=len(errors), median=f"{median:.1f}", worst=f"{worst:.1f}"))
