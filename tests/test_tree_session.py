@@ -6,6 +6,7 @@ step machine equal to ``generate_tree`` round by round, atomic steps, and the CL
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 import torch
@@ -18,9 +19,11 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.records import summarize_tree
 from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.tree.trace import TreeRoundTrace
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SHAPE = (2, 2, 1, 1)
@@ -287,3 +290,12 @@ def test_eagle_tree_counts_its_prefill_forward(embedded_pair):
     session = TreeSession(embedded_pair, "ROMEO:\nBut soft", config, "eagle", (2, 2, 1, 1))
     session.run()
     assert [r.target_forwards for r in session.records] == [r.target_forwards for r in run.records]
+
+
+def test_a_finished_tree_round_has_the_chains_fields():
+    """A finished round of either shape: its step records and its record (the chain's
+    student edits besides), nothing copied out of them."""
+    chain = [f.name for f in fields(RoundTrace)]
+    tree = [f.name for f in fields(TreeRoundTrace)]
+    assert tree == [n for n in chain if n != "edits"]
+    assert tree == ["round_index", "propose", "verify", "commit", "record"]
