@@ -26,6 +26,7 @@ pending round, its context) and ``engine/chain/edits.py`` (checks, the target's 
 from __future__ import annotations
 
 import time
+from functools import cached_property
 
 import torch
 
@@ -44,13 +45,7 @@ from specdec_core.engine.chain.edits import (
     first_mismatch,
     target_top_ids,
 )
-from specdec_core.engine.chain.round import (
-    ChainContext,
-    apply_round,
-    decide_round,
-    propose,
-    verify,
-)
+from specdec_core.engine.chain.round import ChainContext, apply_round, decide_round, propose, verify
 from specdec_core.engine.chain.state import (
     PendingRound,
     context,
@@ -96,13 +91,11 @@ class ChainSteps:
     def __init__(self, session: Session[ChainSteps]) -> None:
         self.session = session
         self.pending: PendingRound | None = None
-        self._ctx: ChainContext | None = None  # built on first use: the settings never change
 
-    @property
+    @cached_property
     def ctx(self) -> ChainContext:
         """The round functions' context, built once (a session's settings never change)."""
-        self._ctx = self._ctx or context(self.session)
-        return self._ctx
+        return context(self.session)
 
     def check_settings(self, config: SessionConfig) -> None:
         """Every valid setting runs as a chain."""
