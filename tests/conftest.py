@@ -28,7 +28,11 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 from specdec_core.core.models import EMBEDDED_DIR, EMBEDDED_ZH_DIR, ModelPair, load_pair
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+#: One torch thread for the suite, as the app's pair registry sets on a machine of ≤ 2 cores
+#: (``server/pairs.py``): the models here are tiny, so a second thread only waits at each
+#: op's barrier (one embedded-pair forward on the 2-core machine at load 17: 1.4 ms of CPU at
+#: one thread, 52 ms at two). Tests of two threads set it themselves.
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 TEXTBOOK_PATH = REPO / "tests" / "data" / "textbook.json"
@@ -96,6 +100,33 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
         "short": save_tiny(root / "short", tok, 2, seed=1, n_positions=24),
         "odd_vocab": save_tiny(root / "odd", tok, 1, seed=3, vocab=len(tok) + 7),
     }
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> Path:
+    """A file of the corpus's first 20,000 bytes: what the training-script tests train on."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_bytes(CORPUS.read_bytes()[:20_000])
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_lossless(tiny_pair) -> Callable:
+    """``check(drafter)``: a greedy speculative run of ``drafter`` on the tiny pair (γ 3, 12
+    new tokens after "To be"), asserted equal to the target alone's output (computed once
+    per session); returns the run. The training-script tests check what they trained."""
+    from specdec_core.core.settings import SessionConfig
+    from specdec_core.engine.chain.generate import generate
+
+    config = SessionConfig(gamma=3, max_new_tokens=12)
+    expected = generate(tiny_pair, "To be", config, mode="autoregressive").output_ids
+
+    def check(drafter):
+        run = generate(tiny_pair, "To be", config, drafter=drafter)
+        assert run.output_ids == expected
+        return run
+
+    return check
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """The quick loop (``pytest -m "not slow"``): every entry of ``conftest.SLOW`` names a
 module or test that exists, and each rule keeps a fast case outside it, so a broken rule
-still fails in the quick loop (CI runs everything)."""
+still fails in the quick loop (CI runs everything); the suite runs at one torch thread."""
 
 from __future__ import annotations
 
@@ -44,3 +44,12 @@ def test_each_rule_keeps_a_fast_case_in_the_quick_loop():
         name = test.split("[")[0]
         assert name in _tests(module), key
         assert not {module, f"{module}::{name}", key} & SLOW.keys(), key
+
+
+def test_the_suite_runs_at_one_torch_thread():
+    """conftest sets one torch thread, as the app does on a 2-core machine, and every test
+    before this one left it so (two threads made a tiny model's forward ≈ 36 times dearer in
+    CPU on the loaded 2-core machine)."""
+    import torch
+
+    assert torch.get_num_threads() == 1

@@ -14,7 +14,6 @@ from collections import Counter
 
 import pytest
 import torch
-from conftest import CORPUS
 from scipy.stats import chi2
 
 from specdec_core.__main__ import main as cli
@@ -292,15 +291,13 @@ def test_target_not_restored_is_not_exact():
         toy_target(True, gamma=0)
 
 
-def test_training_script_on_a_tiny_corpus(tmp_path, tiny_dirs, tiny_pair):
+def test_training_script_on_a_tiny_corpus(tmp_path, tiny_dirs, tiny_corpus, tiny_lossless):
     from specdec_core.training.recurrent import main
 
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_bytes(CORPUS.read_bytes()[:20_000])
     out = tmp_path / "recurrent"
     report = main(
         [
-            "--corpus", str(corpus),
+            "--corpus", str(tiny_corpus),
             "--target", str(tiny_dirs["target"]),
             "--draft", str(tiny_dirs["draft"]),
             "--out", str(out),
@@ -312,12 +309,7 @@ def test_training_script_on_a_tiny_corpus(tmp_path, tiny_dirs, tiny_pair):
     assert report["steps"] == 3 and report["config"]["hidden"] == 16
     assert json.loads((out / "training_report.json").read_text()) == report
     assert report["greedy_acceptance"]["restored"]["exact"]
-    model = load_recurrent(out)
-    config = SessionConfig(gamma=3, max_new_tokens=12)
-    expected = generate(tiny_pair, "To be", config, mode="autoregressive").output_ids
-    assert generate(tiny_pair, "To be", config, drafter=RecurrentDrafter(model)).output_ids == (
-        expected
-    )
+    tiny_lossless(RecurrentDrafter(load_recurrent(out)))
 
 
 def test_trace_file_round_trip_keeps_the_checkpoints(embedded_pair):

@@ -151,6 +151,10 @@ def test_a_tree_trace_is_refused(embedded_pair):
     text = export_tree_json(session, state)
     doc = json.loads(text)
     assert (doc["format"], doc["version"], doc["verify"]) == (FORMAT, VERSION, "tree")
+    # a round as the chain's: its step records and its record, each value once
+    [done] = doc["rounds"]
+    assert sorted(done) == ["commit", "propose", "record", "round_index", "verify"]
+    assert done["verify"]["tree"]["path"] == list(session.history[0].record.path)
     with pytest.raises(TraceFileError) as err:
         parse(text.encode("utf-8"))
     assert err.value.code == "trace_tree" and err.value.params == {}
