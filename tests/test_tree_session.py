@@ -228,6 +228,22 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
         TreeSession(embedded_pair, PROMPT, config, None, SHAPE, budget=17)
 
 
+def test_tree_view_is_the_step_records_frozen_view(embedded_pair):
+    """Every rerun of the page asks for the view: it is the same object (the figure cache
+    keys on it), the propose record's until verify, then the verify record's."""
+    session = TreeSession(embedded_pair, PROMPT, SessionConfig(max_new_tokens=12), None, SHAPE)
+    assert session.steps.tree_view() is None
+    proposed = session.propose()
+    first = session.steps.tree_view()
+    assert first is proposed.tree and session.steps.tree_view() is first
+    assert {node.state for node in first.nodes} == {"tentative"}
+    verified = session.verify()
+    assert session.steps.tree_view() is verified.tree is session.steps.tree_view()
+    assert "tentative" not in {node.state for node in verified.tree.nodes}  # the verdicts
+    session.commit()
+    assert session.steps.tree_view() is None
+
+
 def test_cli_tree_json(capsys, pair_arg):
     args = ["run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--max-new-tokens", "12"]
     tree = run_json(capsys, *args, "--tree", "2,2,1,1", "--json")
