@@ -156,7 +156,7 @@ def click_rounds(page, shape: str, rounds: int, lang: str) -> dict[str, dict[str
         for step in STEPS:
             key = f"{keys}{step}"
             if not page.locator(f".st-key-{key} button").is_enabled():  # text finished
-                reset = page.locator(f".st-key-{keys}reset button")
+                reset = page.locator(f".st-key-{keys}reset button").first  # (+ its help)
                 reset.evaluate("b => b.click()")  # start over (not timed)
                 page.wait_for_function(
                     SETTLED, arg=[f"{keys}propose", True, QUIET_MS], timeout=60_000

@@ -104,12 +104,6 @@ def test_greedy_continuation_is_a_chinese_line(zh_pair):
     assert all(HAN.match(ch) for ch in line[:-1]), run.text
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the shipped embedded-zh is under-trained (170 target steps at nice 10 on a "
-    "shared 2-core machine): greedy α of the draft 0.15, see its model card; retrain with "
-    "the recipe's defaults on an idle machine and drop this mark",
-)
 @pytest.mark.slow
 def test_draft_greedy_acceptance_on_held_out_lines(zh_pair):
     """α of the draft model (greedy, γ = 4) over 12 held-out first lines: ≥ 0.5."""

@@ -6,6 +6,7 @@ message, and the "chain vs tree" measurement against the fast paths."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.session import TreeSession
+from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure, tree_layout
 from specdec_core.ui.render import STYLES
 
@@ -68,6 +70,12 @@ def mask_html(at) -> str:
     return grid
 
 
+def strip_chips(at) -> list[tuple[str, str]]:
+    """(state, shown text) of each token chip in the token strip."""
+    strip = next(h.value for h in at.get("html") if 'class="strip"' in h.value)
+    return re.findall(r'<span class="tok tok-([\w-]+)"[^>]*>([^<]*)</span>', strip)
+
+
 def table_column(df, name: str) -> list[str]:
     return [str(v) for v in df[name]]
 
@@ -114,6 +122,14 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     assert actions.count(lab["dropped"]) == record.nodes - record.accepted
     after = at.table[1].value
     assert table_column(after, after.columns[2]).count(lab["accepted"]) == record.accepted
+    # the strip shows what the commit will append, as the chain's: the path, then the ★ token
+    chips = strip_chips(at)
+    path = [html.escape(visible_token(direct.token(tok))) for tok in record.appended]
+    assert record.kind in ("correction", "bonus")
+    assert chips[direct.prompt_len :] == [
+        *[("accepted", text) for text in path[:-1]],
+        (record.kind, path[-1]),
+    ]
 
     direct.commit()
     click_button(at, lab["commit"])

@@ -181,8 +181,7 @@ class TreeSteps:
             s.processors.sync_to(s.ids)  # before verify: on the committed ids
             ms = (time.perf_counter() - started) * 1e3
         pending = self.pending = _Pending(shape, tree, s.target.forwards - before)
-        view, mask = self.tree_view(), build_mask_view(tree, s.ids, s.token)
-        assert view is not None
+        view, mask = self._build_view(pending), build_mask_view(tree, s.ids, s.token)
         trace = TreeProposeTrace(
             s.round_index, shape, view, mask, forwards, ms, kv_before, s.kv_state()
         )
@@ -208,8 +207,7 @@ class TreeSteps:
                 ctx, pending.tree, verdict, s.ids, pending.shape, drafted, ran
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
-        view = self.tree_view()
-        assert view is not None
+        view = self._build_view(pending)
         # nothing changes the state between propose and verify: its after is verify's before
         trace = TreeVerifyTrace(s.round_index, view, ms, fed, proposed.kv_after, s.kv_state())
         pending.verify = trace
@@ -258,10 +256,16 @@ class TreeSteps:
         return summarize_tree(self.session.records)
 
     def tree_view(self) -> TreeView | None:
-        """The pending round's tree (phases ``verify``/``commit``), else ``None``."""
-        s, pending = self.session, self.pending
+        """The pending round's tree (phases ``verify``/``commit``), else ``None``: the
+        frozen view its propose or verify record holds, the same object on every call."""
+        pending = self.pending
         if pending is None:
             return None
+        frozen = pending.verify or pending.propose
+        return frozen.tree if frozen else None
+
+    def _build_view(self, pending: _Pending) -> TreeView:
+        s = self.session
         return build_tree_view(
             pending.tree,
             pending.shape,

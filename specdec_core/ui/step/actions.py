@@ -81,7 +81,7 @@ def act(shape: StepShape, action: str) -> None:
         elif before is not None and session is before.session and session.phase != action:
             return  # a stale click
         session.run_through(action)
-        if shape.edits:
+        if shape.edits and S.get(step_edit.KEEP_OPEN):  # only an open box draws them
             step_edit.previews(session)  # the edit box's preview of the new drafts
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["step_error"] = error_message(exc)
