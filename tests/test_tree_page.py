@@ -11,7 +11,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from conftest import click_button, start_app
+from conftest import click_button, open_app, start_app
 
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
@@ -19,6 +19,7 @@ from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.session import TreeSession
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure, tree_layout
+from specdec_core.ui.i18n import tr
 from specdec_core.ui.render import STYLES
 
 LABELS = {
@@ -314,3 +315,14 @@ def test_a_tree_panel_run_reads_the_sidebars_settings_once(embedded_pair, monkey
     click_button(at, "① Propose tree")  # a click: the callback reads them, then the panel
     assert tree_session(at).phase == "verify"
     assert reads == {"panel": 2, "actions": 1}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_shape_box_that_holds_no_shape_says_so_and_starts_no_tree(embedded_pair, lang):
+    """A kept shape that is not one (a hand-made link): one translated error naming the
+    value, no traceback, no tree lesson."""
+    state = {"step_mode_kept": "tree", "tree_shape_kept": "9,x", "tree_shape": "9,x"}
+    at = open_app(lang=lang, state=state)
+    [error] = [e.value for e in at.error]
+    assert "9,x" in error and error.startswith(tr("error_prefix", lang))
+    assert "tree_lesson" not in at.session_state
