@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 
 import torch
 
@@ -142,6 +142,12 @@ class TreeSteps:
         self.budget = 0
         self.pending: _Pending | None = None
 
+    @cached_property
+    def ctx(self) -> TreeContext:
+        """The round functions' context, built once (a session's settings never change)."""
+        s = self.session
+        return TreeContext(s.target, s.drafter, s.processors, s.stop, s.prompt_len)
+
     def check_settings(self, config: SessionConfig) -> None:
         """Refuse settings a tree cannot run; parse the shape and the budget."""
         shape, budget = self._asked
@@ -201,10 +207,9 @@ class TreeSteps:
             rng = round_stream(s.config.seed, s.round_index, "verify")
             verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3
-            ctx, ran = TreeContext(s.stop, s.prompt_len), pending.target_forwards + 1
-            drafted = proposed.draft_forwards
+            ran, drafted = pending.target_forwards + 1, proposed.draft_forwards
             record, reason = decide_round(
-                ctx, pending.tree, verdict, s.ids, pending.shape, drafted, ran
+                self.ctx, pending.tree, verdict, s.ids, pending.shape, drafted, ran
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
         view = self._build_view(pending)
@@ -222,7 +227,7 @@ class TreeSteps:
         assert record is not None and proposed is not None and verified is not None
         plan = self.compaction()
         assert plan is not None
-        s.ids = apply_round(s.target, s.drafter, s.ids, record, s.processors)
+        s.ids, _ = apply_round(self.ctx, s.ids, record)
         done = CompactionView(plan.slots, plan.rows_before, s.target.kv_len, True)
         self.pending = None
         s.stop_reason = pending.stop_reason
