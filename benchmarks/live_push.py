@@ -198,6 +198,7 @@ async def answers(page, code: str, n: int, env: dict) -> list[float]:
     await idle_step(page)
     await page.locator(".st-key-live_ask button").click()
     await page.locator(".st-key-live_chart").wait_for(timeout=60_000)
+    await idle_step(page)  # the Ask click's page run has ended
     qid = store.view(code).question.qid
     took = []
     for k, s in enumerate(seats, start=1):

@@ -255,7 +255,9 @@ def _live_class(live_cluster, browser) -> None:
         _click_until_rounds(en, tr("st_run_round", "en"), 2)
         assert _rounds(en) == 2  # their own rounds
         teacher.get_by_role("button", name=tr("st_commit", "en")).click()
-        _idle(teacher)
+        # not _idle alone: it can return before the click's run has begun, and the page
+        # redraws its history (the stats line read below) after the followers moved on
+        _wait_rounds(teacher, 1)
         _wait_text(zh, _status("zh", 2, "st_propose"))  # the follower moves on
         _wait_text(en, _status("en", 2, "st_propose", following=False))
         assert _rounds(en) == 2 and _rounds(teacher) == 1  # the explorer kept their own

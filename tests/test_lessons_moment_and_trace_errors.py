@@ -4,6 +4,7 @@ never a Python exception's text and never cut."""
 
 from __future__ import annotations
 
+import random
 import re
 from urllib.parse import parse_qs, urlsplit
 
@@ -88,11 +89,16 @@ def parsed_error(data: bytes) -> TraceFileError:
 
 
 GARBAGE = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+# 300 KB of random bytes: ~1,200 "[" and "{" among them, which read as deep nesting before
+RANDOM = random.Random(0).randbytes(300_000)
 DEEP = b"[" * 5_000 + b"]" * 5_000
+NOT_UTF8 = ("it is not UTF-8 text, so it is not JSON", "它不是 UTF-8 文本，因此不是 JSON")
 CASES = [  # (file, English reason, Chinese reason)
-    (GARBAGE, "the file is not UTF-8 text", "文件不是 UTF-8 文本"),
+    (GARBAGE, *NOT_UTF8),
+    (RANDOM, *NOT_UTF8),
     (DEEP, "the JSON is nested too deeply", "JSON 嵌套层数过多"),
     (b"{not json", "the file is not JSON", "文件不是 JSON"),
+    (b"notes: " + b"[" * 40, "the file is not JSON", "文件不是 JSON"),  # deep, but no JSON
     (
         b'{"format": "specdec-lab-trace", "version": 1, "rounds": []}',
         "the field prompt\\_ids is missing",
@@ -107,7 +113,9 @@ CASES = [  # (file, English reason, Chinese reason)
 
 
 @pytest.mark.parametrize(
-    ("data", "en", "zh"), CASES, ids=["garbage", "deep", "not_json", "missing", "bad_field"]
+    ("data", "en", "zh"),
+    CASES,
+    ids=["garbage", "random", "deep", "not_json", "deep_text", "missing", "bad_field"],
 )
 def test_a_bad_trace_file_gives_a_translated_reason(data, en, zh):
     exc = parsed_error(data)

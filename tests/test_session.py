@@ -178,6 +178,23 @@ def test_verify_trace_values(tiny_pair):
     assert commit.rolled_back_target == 4 - verify.accepted
 
 
+def test_commit_starts_from_the_verified_kv_table_and_one_context(tiny_pair):
+    # commit's kv_before is verify's kv_after: the table at phase commit, computed afresh
+    config = SessionConfig(gamma=3, temperature=1.0, seed=5, repetition_penalty=1.3)
+    session = SpeculativeSession(tiny_pair, PROMPTS[0], config)
+    ctx = session.steps.ctx
+    for _ in range(3):
+        session.propose()
+        verify = session.verify()
+        fresh = session.kv_state(list(session.current_record.statuses))
+        assert fresh == verify.kv_after
+        statuses = list(session.current_record.statuses)
+        assert [r.state for r in fresh.rows][-len(statuses) :] == statuses
+        assert session.commit().kv_before == fresh
+    assert session.steps.ctx is ctx  # built once, read by every step of every round
+    assert ctx.target is session.target and ctx.processors is session.processors
+
+
 @pytest.mark.parametrize(("prompt", "message"), [("", "empty"), ("To be " * 40, "at most 23")])
 def test_bad_prompts(tiny_dirs, prompt, message):
     from specdec_core.core.models import load_pair

@@ -81,3 +81,34 @@ def test_the_edit_box_is_drawn_only_when_opened_and_stays_open_across_rounds(emb
     click(at, propose)
     assert at.text_input(key="edit_text").value == ""
     assert len([b for b in at.button if b.label == tr("edit_apply_text", lang)]) == 1
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_step_click_with_the_box_closed_runs_no_target_preview(embedded_pair, lang, monkeypatch):
+    """The preview (a cache-free target forward) is drawn only inside the open box: a
+    Propose click with the box closed runs none; opening the box runs it once, the box
+    lists the target's top tokens ("(p)"), and a rerun in the same phase keeps them."""
+    from specdec_core.engine.chain.session import ChainSteps
+    from specdec_core.ui.figures.common import visible_token
+
+    calls: list[int] = []
+    real = ChainSteps.target_preview
+
+    def counted(self, top_n: int = 5):
+        calls.append(top_n)
+        return real(self, top_n)
+
+    monkeypatch.setattr(ChainSteps, "target_preview", counted)
+    at = open_app(lang=lang)
+    click(at, STEP[lang][0])
+    assert edit_boxes(at, lang) == 1 and calls == []
+    at.session_state["edit_keep_open"] = True  # what opening the box does (its on_change)
+    at.run()
+    at.run()  # another rerun in the same phase: the kept preview, no forward
+    assert not at.exception and calls == [5]
+    session = at.session_state["step_session"]
+    q_ids = {tok.id for tok in session.steps.current_draft_dists[0].tokens[:6]}
+    top_p = real(session.steps, 5)[0]  # position 1, the box's default
+    [choice] = [s for s in at.selectbox if s.key == "edit_choice"]
+    p_labels = {label for label in choice.options if label.endswith("(p)")}
+    assert p_labels == {f"{visible_token(tok)}  (p)" for tok in top_p if tok.id not in q_ids}

@@ -151,6 +151,35 @@ def test_a_tree_trace_is_refused(embedded_pair):
     text = export_tree_json(session, state)
     doc = json.loads(text)
     assert (doc["format"], doc["version"], doc["verify"]) == (FORMAT, VERSION, "tree")
-    with pytest.raises(TraceFileError) as err:
-        parse(text.encode("utf-8"))
-    assert err.value.code == "trace_tree" and err.value.params == {}
+    # a round is flat, each value once: one tree (final states), three KV tables
+    [done] = doc["rounds"]
+    assert sorted(done) == [
+        "compaction",
+        "draft_ms",
+        "kv_after",
+        "kv_before",
+        "kv_verified",
+        "mask",
+        "record",
+        "round_index",
+        "stop_reason",
+        "tree",
+        "verify_ms",
+    ]
+    r = session.history[0]
+    record, tree = done["record"], done["tree"]
+    assert done["round_index"] == 0 and tree["path"] == record["path"] == list(r.record.path)
+    assert [n["state"] for n in tree["nodes"]] == list(r.record.states)  # after verify
+    assert record["tokens"] == [n["token"]["id"] for n in tree["nodes"]]
+    n, before = len(record["tokens"]), done["kv_before"]["committed_len"]
+    # the prompt is fed with the tree: no KV before the round, all of it after verify
+    assert (done["kv_before"]["target_kv_len"], done["kv_verified"]["target_kv_len"]) == (0, before)
+    assert done["kv_after"]["committed_len"] == before + len(record["appended"])
+    slots = done["compaction"]["slots"]
+    assert done["compaction"]["applied"] is True and len(slots) == before + n
+    assert len(done["mask"]["positions"]) == n and done["stop_reason"] is None
+    assert (done["draft_ms"], done["verify_ms"]) == (r.propose.draft_ms, r.verify.verify_ms)
+    for data in (text.encode("utf-8"), _doc(text, version=0), _doc(text, version=2)):
+        with pytest.raises(TraceFileError) as err:  # any version: open its link instead
+            parse(data)
+        assert err.value.code == "trace_tree" and err.value.params == {}

@@ -6,17 +6,20 @@ message, and the "chain vs tree" measurement against the fast paths."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 
 import pytest
-from conftest import click_button, start_app
+from conftest import click_button, open_app, start_app
 
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.session import TreeSession
+from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE, tree_figure, tree_layout
+from specdec_core.ui.i18n import tr
 from specdec_core.ui.render import STYLES
 
 LABELS = {
@@ -68,6 +71,12 @@ def mask_html(at) -> str:
     return grid
 
 
+def strip_chips(at) -> list[tuple[str, str]]:
+    """(state, shown text) of each token chip in the token strip."""
+    strip = next(h.value for h in at.get("html") if 'class="strip"' in h.value)
+    return re.findall(r'<span class="tok tok-([\w-]+)"[^>]*>([^<]*)</span>', strip)
+
+
 def table_column(df, name: str) -> list[str]:
     return [str(v) for v in df[name]]
 
@@ -114,6 +123,14 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     assert actions.count(lab["dropped"]) == record.nodes - record.accepted
     after = at.table[1].value
     assert table_column(after, after.columns[2]).count(lab["accepted"]) == record.accepted
+    # the strip shows what the commit will append, as the chain's: the path, then the ★ token
+    chips = strip_chips(at)
+    path = [html.escape(visible_token(direct.token(tok))) for tok in record.appended]
+    assert record.kind in ("correction", "bonus")
+    assert chips[direct.prompt_len :] == [
+        *[("accepted", text) for text in path[:-1]],
+        (record.kind, path[-1]),
+    ]
 
     direct.commit()
     click_button(at, lab["commit"])
@@ -298,3 +315,14 @@ def test_a_tree_panel_run_reads_the_sidebars_settings_once(embedded_pair, monkey
     click_button(at, "① Propose tree")  # a click: the callback reads them, then the panel
     assert tree_session(at).phase == "verify"
     assert reads == {"panel": 2, "actions": 1}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_shape_box_that_holds_no_shape_says_so_and_starts_no_tree(embedded_pair, lang):
+    """A kept shape that is not one (a hand-made link): one translated error naming the
+    value, no traceback, no tree lesson."""
+    state = {"step_mode_kept": "tree", "tree_shape_kept": "9,x", "tree_shape": "9,x"}
+    at = open_app(lang=lang, state=state)
+    [error] = [e.value for e in at.error]
+    assert "9,x" in error and error.startswith(tr("error_prefix", lang))
+    assert "tree_lesson" not in at.session_state

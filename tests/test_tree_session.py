@@ -6,6 +6,7 @@ step machine equal to ``generate_tree`` round by round, atomic steps, and the CL
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 import torch
@@ -18,9 +19,11 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.model import ModelDrafter
 from specdec_core.drafters.ngram import NgramDrafter
+from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.engine.tree.generate import generate_tree
 from specdec_core.engine.tree.records import summarize_tree
 from specdec_core.engine.tree.session import TreeSession
+from specdec_core.engine.tree.trace import TreeRoundTrace
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 SHAPE = (2, 2, 1, 1)
@@ -225,6 +228,22 @@ def test_steps_are_atomic_and_phased(embedded_pair, monkeypatch):
         TreeSession(embedded_pair, PROMPT, config, None, SHAPE, budget=17)
 
 
+def test_tree_view_is_the_step_records_frozen_view(embedded_pair):
+    """Every rerun of the page asks for the view: it is the same object (the figure cache
+    keys on it), the propose record's until verify, then the verify record's."""
+    session = TreeSession(embedded_pair, PROMPT, SessionConfig(max_new_tokens=12), None, SHAPE)
+    assert session.steps.tree_view() is None
+    proposed = session.propose()
+    first = session.steps.tree_view()
+    assert first is proposed.tree and session.steps.tree_view() is first
+    assert {node.state for node in first.nodes} == {"tentative"}
+    verified = session.verify()
+    assert session.steps.tree_view() is verified.tree is session.steps.tree_view()
+    assert "tentative" not in {node.state for node in verified.tree.nodes}  # the verdicts
+    session.commit()
+    assert session.steps.tree_view() is None
+
+
 def test_cli_tree_json(capsys, pair_arg):
     args = ["run", "--pair", pair_arg, "--prompt", "KING:\nWe", "--max-new-tokens", "12"]
     tree = run_json(capsys, *args, "--tree", "2,2,1,1", "--json")
@@ -287,3 +306,12 @@ def test_eagle_tree_counts_its_prefill_forward(embedded_pair):
     session = TreeSession(embedded_pair, "ROMEO:\nBut soft", config, "eagle", (2, 2, 1, 1))
     session.run()
     assert [r.target_forwards for r in session.records] == [r.target_forwards for r in run.records]
+
+
+def test_a_finished_tree_round_has_the_chains_fields():
+    """A finished round of either shape: its step records and its record (the chain's
+    student edits besides), nothing copied out of them."""
+    chain = [f.name for f in fields(RoundTrace)]
+    tree = [f.name for f in fields(TreeRoundTrace)]
+    assert tree == [n for n in chain if n != "edits"]
+    assert tree == ["round_index", "propose", "verify", "commit", "record"]

@@ -13,12 +13,14 @@ Each model's cache is a preallocated :class:`~specdec_core.core.kvbuffer.KVBuffe
 by a session (never attached to the shared model), filled by the lean forward
 (:mod:`specdec_core.core.lean_gpt2`) over the shared model's weights. ``ModelCache``
 remembers which token ids its cache covers, so a rollback is "crop to the longest prefix
-that is still the committed history" (a length moves, nothing is copied).
+that is still the committed history" (a length moves, nothing is copied);
+:func:`rollback` is the reject step of every round, both shapes.
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from transformers import PreTrainedModel
@@ -27,6 +29,9 @@ from specdec_core.core import lean_gpt2
 from specdec_core.core.device import sync
 from specdec_core.core.hf_forward import hf_forward
 from specdec_core.core.trace import KVRow, KVState, TokenInfo
+
+if TYPE_CHECKING:
+    from specdec_core.core.processors import Processors
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -201,6 +206,23 @@ class ModelCache:
         keep = min(common_prefix_len(self.ids, context), len(context) - 1)
         self.crop(keep)
         return context[keep:]
+
+
+class RollsBack(Protocol):
+    """What :func:`rollback` asks of a drafter (``drafters/base.Drafter``)."""
+
+    def rollback_to(self, committed: list[int]) -> int: ...
+
+
+def rollback(
+    target: ModelCache, drafter: RollsBack, processors: Processors | None, ids: list[int]
+) -> tuple[int, int]:
+    """Reject: the processors and both caches back to the committed ``ids`` (the last
+    one, just appended, keeps no KV: the next round's first input). Returns the rows
+    removed from the target's and the drafter's cache."""
+    if processors is not None:
+        processors.sync_to(ids)
+    return target.rollback_to(ids), drafter.rollback_to(ids)
 
 
 def kv_state(

@@ -7,7 +7,7 @@ same kernels (``addmm`` as ``Conv1D``, ``layer_norm``; attention as the batched
 ``matmul → softmax → matmul`` of ``scaled_dot_product_attention``'s math path), without
 what a decoding round does not need: no output classes, cache objects, mask builders or
 per-call config checks (on a CPU at batch 1, each op's Python and dispatch cost as much as
-its arithmetic: a layer's keys and values go to the cache in one copy). The keys/values go to a preallocated
+its arithmetic). A layer's keys and values go in one copy to a preallocated
 :class:`~specdec_core.core.kvbuffer.KVBuffer`. Tests hold logits and hidden states equal
 to transformers' forward within 1e-5 (one token, a k-token verify, a tree mask, after a
 truncation) on the embedded pair and tiny random GPT-2s.

@@ -74,10 +74,12 @@ def load_json(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH, strict: bool = 
     """
     if isinstance(raw, str):
         raw = raw.encode("utf-8")  # raises UnicodeEncodeError (a ValueError) on surrogates
+    text = raw.decode("utf-8")  # first: random bytes hold many "[" and would read as nested
     depth, odd_numbers = _scan(raw)
     if depth > max_depth:
+        if text.lstrip()[:1] not in ("[", "{"):  # deep brackets in text that is no JSON
+            raise ValueError("not JSON: the text does not start with [ or {")
         raise ValueError(f"JSON nested deeper than {max_depth} levels")
-    text = raw.decode("utf-8")
     hooks = {"parse_constant": _refuse_constant} if strict else {}
     if odd_numbers and strict:  # slow path (a call per float) only for text that may hold one
         hooks["parse_float"] = _finite_float

@@ -13,12 +13,14 @@ import csv
 import io
 import json
 from dataclasses import dataclass, fields
+from typing import Any
 
 from specdec_core.core.errors import SpecDecError
 from specdec_core.core.trace_json import from_jsonable, to_jsonable
 from specdec_core.core.untrusted_json import load_json
 from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.engine.session import Session
+from specdec_core.engine.tree.trace import TreeRoundTrace
 from specdec_core.lessons.link import LessonState, state_json
 from specdec_core.lessons.link_fields import BAD, check_field
 
@@ -80,10 +82,11 @@ def export_json(session: Session, state: LessonState) -> str:
 def export_tree_json(session: Session, state: LessonState) -> str:
     """The trace JSON of a tree session (``state``, with ``tree`` set, replays it): the
     same envelope as :func:`export_json` plus ``"verify": "tree"`` and the shape;
-    ``rounds`` are the finished :class:`~specdec_core.engine.tree.trace.TreeRoundTrace` s,
-    ``in_flight`` the round proposed or verified but not committed (its tree view and,
-    once verified, its record), else ``null``. Tree traces are for reading; :func:`parse`
-    refuses them (``trace_tree``: open the lesson link instead)."""
+    ``rounds`` are the finished rounds, each flat with every value once
+    (:func:`tree_round_json`), ``in_flight`` the round proposed or verified but not
+    committed (its tree view and, once verified, its record), else ``null``. Tree traces
+    are for reading; :func:`parse` refuses them (``trace_tree``: open the lesson link
+    instead)."""
     start = len(session.ids) - sum(len(r.record.appended) for r in session.history)
     view = session.steps.tree_view()
     flight = (
@@ -101,11 +104,32 @@ def export_tree_json(session: Session, state: LessonState) -> str:
             "shape": list(session.steps.shape),
             "prompt_ids": session.ids[:start],
             "prompt_len": session.prompt_len,
-            "rounds": to_jsonable(session.history),
+            "rounds": [tree_round_json(r) for r in session.history],
             "in_flight": flight,
         },
         ensure_ascii=False,
     )
+
+
+def tree_round_json(r: TreeRoundTrace) -> dict[str, Any]:
+    """One finished tree round as the trace file writes it, flat, each value once: the
+    tree after verify (final node states), the verify forward's mask, the compaction as
+    applied, the record, the timings (ms), the stop, and three KV tables: ``kv_before``
+    (the committed ids before the round), ``kv_verified`` (right after the verify forward
+    and the walk) and ``kv_after`` (rolled back to the new committed ids)."""
+    return {
+        "round_index": r.round_index,
+        "tree": to_jsonable(r.verify.tree),
+        "mask": to_jsonable(r.propose.mask),
+        "compaction": to_jsonable(r.commit.compaction),
+        "record": to_jsonable(r.record),
+        "draft_ms": r.propose.draft_ms,
+        "verify_ms": r.verify.verify_ms,
+        "stop_reason": r.commit.stop_reason,
+        "kv_before": to_jsonable(r.propose.kv_before),
+        "kv_verified": to_jsonable(r.verify.kv_after),
+        "kv_after": to_jsonable(r.commit.kv_after),
+    }
 
 
 def export_csv(session: Session) -> str:

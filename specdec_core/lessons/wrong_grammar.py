@@ -27,8 +27,14 @@ from specdec_core.core.penalties import PenaltyConfig
 from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.drafters.model import ModelDrafter
-from specdec_core.engine.chain.round import ChainContext, verify
-from specdec_core.engine.rounds import round_stream
+from specdec_core.engine.chain.round import (
+    ChainContext,
+    apply_round,
+    decide_round,
+    propose,
+    verify,
+)
+from specdec_core.engine.rounds import StopRule, round_stream
 
 #: The grammar lesson's prompt: the generated text must be a speaker line.
 GRAMMAR_PROMPT = "JULIET:\nO Romeo, Romeo! wherefore art thou Romeo?\n\n"
@@ -88,7 +94,7 @@ def grammar_no_rollback(
     max_rounds: int = 12,
     horizon: int = 8,
 ) -> NoRollback | None:
-    """Greedy rounds (the engine's ``propose`` / ``verify`` / ``rollback`` with the
+    """Greedy rounds (the chain round's ``propose`` / ``verify`` / ``apply_round``, with the
     grammar) until one rejects a draft, then ``horizon`` more committed tokens; the masks of
     the stale matcher (advanced through the round's drafts, never rolled back, then fed the
     correction and the later tokens) against the rolled-back one. ``None`` if no round in
@@ -104,28 +110,24 @@ def grammar_no_rollback(
     compiled = compile_grammar(pair.tokenizer, V, spec)
     target, drafter = ModelCache(pair.target), ModelDrafter(pair.draft)
     drafter.attach(target)
-    sampling = SamplingConfig(temperature=0.0)
+    n = pair.context_length  # no budget: end of text (or the context) stops the run
+    stop = StopRule(pair.eos_token_id, n, n)
+    greedy = SamplingConfig(temperature=0.0)
+    ctx = ChainContext(target, drafter, greedy, processors, stop=stop, prompt_len=L)
     committed = list(ids)
     found: tuple[int, list[int], int, int, int] | None = None
     for r in range(max_rounds):
         if processors.grammar is not None and processors.grammar.matcher.is_terminated():
             break
-        stream = round_stream(0, r, "draft")
-        draft = drafter.propose(committed, gamma, sampling, "probabilistic", stream, processors)
+        draft = propose(ctx, committed, gamma, round_stream(0, r, "draft"))
         drafts = draft.ids.tolist()
-        stream = round_stream(0, r, "verify")
-        ctx = ChainContext(target, drafter, sampling, processors)
-        verdict = verify(ctx, committed, drafts, draft.probs, stream).verdict
-        new = drafts[: verdict.accepted] + [verdict.next_token]
-        if pair.eos_token_id in new:  # the stop rule: nothing is committed after end of text
-            new = new[: new.index(pair.eos_token_id) + 1]
+        checked = verify(ctx, committed, drafts, draft.probs, round_stream(0, r, "verify"))
+        record, reason = decide_round(ctx, committed, gamma, drafts, checked)
+        verdict = checked.verdict
         if found is None and verdict.accepted < len(drafts):
             found = (r, drafts, verdict.accepted, verdict.next_token, len(committed) - L)
-        committed += new
-        processors.sync_to(committed)  # the matcher and both caches back to the committed ids
-        target.rollback_to(committed)
-        drafter.rollback_to(committed)
-        if pair.eos_token_id in new:
+        committed, _ = apply_round(ctx, committed, record)  # the matcher, both caches back
+        if reason is not None:
             break
         if found is not None and len(committed) - L - found[4] >= horizon:
             break

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.kvcache import ModelCache, rollback
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.settings import DraftMethod
@@ -203,6 +203,4 @@ def apply_round(
     input), the processors back on them. Returns ``(ids, (target, draft) rows removed)``."""
     ids = committed + list(record.appended)
     assert ctx.drafter is not None
-    if ctx.processors is not None:
-        ctx.processors.sync_to(ids)
-    return ids, (ctx.target.rollback_to(ids), ctx.drafter.rollback_to(ids))
+    return ids, rollback(ctx.target, ctx.drafter, ctx.processors, ids)

@@ -26,6 +26,7 @@ pending round, its context) and ``engine/chain/edits.py`` (checks, the target's 
 from __future__ import annotations
 
 import time
+from functools import cached_property
 
 import torch
 
@@ -44,7 +45,7 @@ from specdec_core.engine.chain.edits import (
     first_mismatch,
     target_top_ids,
 )
-from specdec_core.engine.chain.round import apply_round, decide_round, propose, verify
+from specdec_core.engine.chain.round import ChainContext, apply_round, decide_round, propose, verify
 from specdec_core.engine.chain.state import (
     PendingRound,
     context,
@@ -91,6 +92,11 @@ class ChainSteps:
         self.session = session
         self.pending: PendingRound | None = None
 
+    @cached_property
+    def ctx(self) -> ChainContext:
+        """The round functions' context, built once (a session's settings never change)."""
+        return context(self.session)
+
     def check_settings(self, config: SessionConfig) -> None:
         """Every valid setting runs as a chain."""
 
@@ -116,7 +122,7 @@ class ChainSteps:
         gamma = gamma_now(s)
         rng = round_stream(s.config.seed, s.round_index, "draft")
         with s._atomic():
-            draft = propose(context(s), s.ids, gamma, rng)
+            draft = propose(self.ctx, s.ids, gamma, rng)
             s.processors.sync_to(s.ids)  # drafting advanced them: back to the commit
             ids = draft.ids.tolist()
             pending = PendingRound(ids, draft.probs, gamma, rng)
@@ -166,7 +172,7 @@ class ChainSteps:
         reproposed = s.config.repropose_after_edit and rest > 0
         with s._atomic():
             if reproposed:
-                draft = propose(context(s), s.ids + ids, rest, pending.draft_rng)
+                draft = propose(self.ctx, s.ids + ids, rest, pending.draft_rng)
                 s.processors.sync_to(s.ids)
                 ids += draft.ids.tolist()
                 rows.append(draft.probs)
@@ -247,7 +253,7 @@ class ChainSteps:
         s = self.session
         pending = s._require("verify", "verify")
         kv_before = s.kv_state()
-        ctx = context(s)
+        ctx = self.ctx
         with s._atomic():
             started = time.perf_counter()
             rng = round_stream(s.config.seed, s.round_index, "verify")
@@ -269,8 +275,8 @@ class ChainSteps:
         assert pending.record is not None
         assert pending.propose is not None and pending.verify is not None
         record = pending.record
-        kv_before = s.kv_state(list(record.statuses))
-        s.ids, (rolled_target, rolled_draft) = apply_round(context(s), s.ids, record)
+        kv_before = pending.verify.kv_after  # nothing changed since verify
+        s.ids, (rolled_target, rolled_draft) = apply_round(self.ctx, s.ids, record)
         self.pending = None
         s.stop_reason = pending.stop_reason
         trace = CommitTrace(

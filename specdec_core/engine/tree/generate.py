@@ -232,7 +232,7 @@ def generate_tree(
     drafter.attach(target)
     records: list[TreeRoundRecord] = []
     reason = None
-    ctx = TreeContext(stop_rule(pair, config), prompt_len)
+    ctx = TreeContext(target, drafter, processors, stop_rule(pair, config), prompt_len)
     started = time.perf_counter()
     while reason is None:
         now = round_shape(shape, len(ids) - prompt_len, config, len(ids), pair.context_length)
@@ -245,7 +245,7 @@ def generate_tree(
         verdict = walk(tree, logits, sampling, draws, processors, ids)
         ran = target.forwards - before
         record, reason = decide_round(ctx, tree, verdict, ids, now, forwards, ran)
-        ids = apply_round(target, drafter, ids, record, processors)
+        ids, _ = apply_round(ctx, ids, record)
         records.append(record)
     sync(target.device)
     total_ms = (time.perf_counter() - started) * 1e3

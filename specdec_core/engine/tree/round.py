@@ -6,7 +6,7 @@ attention mask, and the accepted root-to-leaf path plus one target token is comm
     logits, fed = tree_forward(target, committed, tree)   # ONE masked target forward
     verdict = walk(tree, logits, sampling, verify_rng)     # root to leaf: the node rule
     record, stop = decide_round(ctx, tree, verdict, committed, shape, forwards, 1)
-    committed = apply_round(target, drafter, committed, record)  # KV compaction, rollback
+    committed, _ = apply_round(ctx, committed, record)      # KV compaction, rollback
 
 * **Draft.** ``shape = (k_1, k_2, …)``: each node at depth ``d − 1`` gets ``k_d`` children,
   breadth first, until the node budget is spent, one ``Drafter.tree_level_logits`` call
@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from specdec_core.core.errors import ConfigError
-from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.kvcache import ModelCache, rollback
 from specdec_core.core.processors import Processors
 from specdec_core.core.records import round_kind
 from specdec_core.core.sampling import (
@@ -275,9 +275,13 @@ def walk(
 
 @dataclass(frozen=True)
 class TreeContext:
-    """What stays fixed over a run's rounds: the stop rule, and ``prompt_len`` (ids before
-    the generated ones, which the stop counts)."""
+    """What stays fixed over a run's rounds: the target's cache, the drafter, the history
+    processors (``None``: none apply), the stop rule, and ``prompt_len`` (ids before the
+    generated ones, which the stop counts)."""
 
+    target: ModelCache
+    drafter: Drafter
+    processors: Processors | None
     stop: StopRule
     prompt_len: int
 
@@ -315,20 +319,12 @@ def decide_round(
 
 
 def apply_round(
-    target: ModelCache,
-    drafter: Drafter,
-    committed: list[int],
-    record: TreeRoundRecord,
-    processors: Processors | None = None,
-) -> list[int]:
+    ctx: TreeContext, committed: list[int], record: TreeRoundRecord
+) -> tuple[list[int], tuple[int, int]]:
     """Compact the target's cache to the committed path, roll both caches and the
-    processors back to the new committed ids (the appended token keeps no KV). Returns
-    them (``committed`` is not changed)."""
+    processors back to the new committed ids (the appended token keeps no KV;
+    ``committed`` is not changed). Returns ``(ids, (target, draft) rows removed)``."""
     path = [i for i in record.path if record.states[i] == "accepted"]
-    compact(target, len(record.tokens), path, [record.tokens[i] for i in path])
+    compact(ctx.target, len(record.tokens), path, [record.tokens[i] for i in path])
     ids = committed + list(record.appended)
-    if processors is not None:
-        processors.sync_to(ids)
-    target.rollback_to(ids)
-    drafter.rollback_to(ids)
-    return ids
+    return ids, rollback(ctx.target, ctx.drafter, ctx.processors, ids)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 
 import torch
 
@@ -142,6 +142,12 @@ class TreeSteps:
         self.budget = 0
         self.pending: _Pending | None = None
 
+    @cached_property
+    def ctx(self) -> TreeContext:
+        """The round functions' context, built once (a session's settings never change)."""
+        s = self.session
+        return TreeContext(s.target, s.drafter, s.processors, s.stop, s.prompt_len)
+
     def check_settings(self, config: SessionConfig) -> None:
         """Refuse settings a tree cannot run; parse the shape and the budget."""
         shape, budget = self._asked
@@ -181,8 +187,7 @@ class TreeSteps:
             s.processors.sync_to(s.ids)  # before verify: on the committed ids
             ms = (time.perf_counter() - started) * 1e3
         pending = self.pending = _Pending(shape, tree, s.target.forwards - before)
-        view, mask = self.tree_view(), build_mask_view(tree, s.ids, s.token)
-        assert view is not None
+        view, mask = self._build_view(pending), build_mask_view(tree, s.ids, s.token)
         trace = TreeProposeTrace(
             s.round_index, shape, view, mask, forwards, ms, kv_before, s.kv_state()
         )
@@ -202,14 +207,12 @@ class TreeSteps:
             rng = round_stream(s.config.seed, s.round_index, "verify")
             verdict = walk(pending.tree, logits, s.config.sampling, rng, s.processors, s.ids)
             ms = (time.perf_counter() - started) * 1e3
-            ctx, ran = TreeContext(s.stop, s.prompt_len), pending.target_forwards + 1
-            drafted = proposed.draft_forwards
+            ran, drafted = pending.target_forwards + 1, proposed.draft_forwards
             record, reason = decide_round(
-                ctx, pending.tree, verdict, s.ids, pending.shape, drafted, ran
+                self.ctx, pending.tree, verdict, s.ids, pending.shape, drafted, ran
             )
         pending.verdict, pending.record, pending.stop_reason = verdict, record, reason
-        view = self.tree_view()
-        assert view is not None
+        view = self._build_view(pending)
         # nothing changes the state between propose and verify: its after is verify's before
         trace = TreeVerifyTrace(s.round_index, view, ms, fed, proposed.kv_after, s.kv_state())
         pending.verify = trace
@@ -224,7 +227,7 @@ class TreeSteps:
         assert record is not None and proposed is not None and verified is not None
         plan = self.compaction()
         assert plan is not None
-        s.ids = apply_round(s.target, s.drafter, s.ids, record, s.processors)
+        s.ids, _ = apply_round(self.ctx, s.ids, record)
         done = CompactionView(plan.slots, plan.rows_before, s.target.kv_len, True)
         self.pending = None
         s.stop_reason = pending.stop_reason
@@ -258,10 +261,16 @@ class TreeSteps:
         return summarize_tree(self.session.records)
 
     def tree_view(self) -> TreeView | None:
-        """The pending round's tree (phases ``verify``/``commit``), else ``None``."""
-        s, pending = self.session, self.pending
+        """The pending round's tree (phases ``verify``/``commit``), else ``None``: the
+        frozen view its propose or verify record holds, the same object on every call."""
+        pending = self.pending
         if pending is None:
             return None
+        frozen = pending.verify or pending.propose
+        return frozen.tree if frozen else None
+
+    def _build_view(self, pending: _Pending) -> TreeView:
+        s = self.session
         return build_tree_view(
             pending.tree,
             pending.shape,

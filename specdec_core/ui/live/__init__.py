@@ -12,7 +12,8 @@ round with a live chart, and the reveal of the real outcome.
   step state (strip, checks, chart, KV table), :mod:`~specdec_core.ui.live.frame_cache`
   (read once per process and state) and :mod:`~specdec_core.ui.live.frame_view` (a
   follower draws it, no replay); :mod:`~specdec_core.ui.live.push_view` (the frame pushed
-  over ``/_specdec/live`` and drawn in the browser) and
+  over ``/_specdec/live`` and drawn in the browser), :mod:`~specdec_core.ui.live.push_votes`
+  (the teacher's chart rerun by an answer pushed on the same route) and
   :mod:`~specdec_core.ui.live.push_server` (the route and the start-up warm-up that
   ``app.py``'s ``st.App`` serves); :mod:`~specdec_core.ui.live.answer` — the answer box, answers
   kept until the store confirms them.

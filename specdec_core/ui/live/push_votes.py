@@ -3,8 +3,9 @@ dashboard holds one WebSocket to ``/_specdec/live?room=CODE&lang=votes``
 (:mod:`specdec_core.server.live_push`), which sends the room's version on every change
 (an answer included). A small bidirectional component (``st.components.v2``) compares it
 with the version the dashboard last drew and asks for a rerun of the dashboard's fragment
-(the trigger ``changed``) when it is newer: at once, then at most once every
-:data:`GAP_MS` while answers keep coming (the last one always drawn). So an answer
+(the trigger ``changed``) when it is newer: at once, then again only once that run has
+drawn (a rerun asked during a run would restart it: on a busy server the chart would
+never finish) and at most once every :data:`GAP_MS` (the last answer always drawn). So an answer
 reaches the chart in about one store poll of the hub (0.1 s) plus one dashboard run,
 instead of up to the dashboard's one-second poll, which stays as the fallback (a socket
 that cannot connect retries with back-off, 0.5 … 16 s, and costs nothing else).
@@ -23,14 +24,22 @@ GAP_MS = 250  # at most one dashboard rerun a quarter second while answers arriv
 JS = r"""
 export default function (component) {
   const { data, setTriggerValue, parentElement } = component;
+  const fresh = !parentElement.__votes;
   const live = parentElement.__votes || (parentElement.__votes = { newest: 0, asked: 0 });
   live.trigger = setTriggerValue;
+  if (fresh) setTriggerValue('changed', -1);  // the first trigger's dearer rerun: now
   live.drawn = Number(data.v);
   live.gap = Number(data.gap_ms);
+  live.busy = false;  // this render ends the run asked for: the next may be asked
+  clearTimeout(live.guard);
   live.fire = () => {
-    if (live.timer || !(live.newest > live.drawn) || live.asked >= live.newest) return;
+    if (live.busy || live.timer || !(live.newest > live.drawn) || live.asked >= live.newest) {
+      return;
+    }
     live.asked = live.newest;
+    live.busy = true;  // never a rerun on top of a running one (it would restart it)
     live.trigger('changed', live.newest);
+    live.guard = setTimeout(() => { live.busy = false; live.fire(); }, 3000);
     live.timer = setTimeout(() => { live.timer = null; live.fire(); }, live.gap);
   };
   live.fire();

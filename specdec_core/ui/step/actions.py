@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from specdec_core.core.errors import SpecDecError
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.session import Session
@@ -26,6 +27,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
+from specdec_core.ui.words import Mode
 
 if TYPE_CHECKING:
     from specdec_core.ui.step.shapes import StepShape
@@ -37,17 +39,25 @@ def say(synced: L.Sync) -> None:
         st.session_state["step_notice"] = t(synced.notice, **(synced.notice_args or {}))
 
 
-def synced(shape: StepShape | None, config: SessionConfig | None = None) -> L.Sync:
-    """The lesson of ``shape`` (the chain's for ``None``) for the pair, settings
-    (``config``, else read from the sidebar's widgets now) and prompt on screen *now*."""
+def synced(shape: StepShape, config: SessionConfig | None = None) -> L.Sync:
+    """The lesson of ``shape`` for the pair, settings (``config``, else read from the
+    sidebar's widgets now), tree shape and prompt on screen *now*."""
+    try:
+        tree = shape.tree()
+    except SpecDecError as exc:  # a shape box that holds none: the lesson kept, blocked
+        lesson = L.current(shape.mode)
+        return L.Sync(lesson, blocked=lesson is not None, error=exc)
+    return _synced(shape.mode, tree, config)
+
+
+def _synced(mode: Mode, tree: tuple[int, ...], config: SessionConfig | None = None) -> L.Sync:
     pair = st.session_state["pair"]
     config = current_config(pair) if config is None else config
-    return L.sync(pair, config, st.session_state[L.PROMPT_KEY], shape)
+    return L.sync(pair, config, st.session_state[L.PROMPT_KEY], mode, tree)
 
 
-def _session(shape: StepShape | None) -> Session | None:
+def _session(now: L.Sync) -> Session | None:
     """The synced session, or ``None`` (its error kept) when the inputs cannot start one."""
-    now = synced(shape)
     say(now)
     if now.lesson is None or now.blocked:
         if now.error is not None:
@@ -73,7 +83,7 @@ def act(shape: StepShape, action: str) -> None:
             L.start(pair, current_config(pair), S[L.PROMPT_KEY], shape=shape.tree())
             return
         before = L.current(shape.mode)
-        session = _session(shape)
+        session = _session(synced(shape))
         if session is None:
             return
         if action == "round":
@@ -81,7 +91,7 @@ def act(shape: StepShape, action: str) -> None:
         elif before is not None and session is before.session and session.phase != action:
             return  # a stale click
         session.run_through(action)
-        if shape.edits:
+        if shape.edits and S.get(step_edit.KEEP_OPEN):  # only an open box draws them
             step_edit.previews(session)  # the edit box's preview of the new drafts
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback
         S["step_error"] = error_message(exc)
@@ -94,7 +104,7 @@ def edit(kind: str) -> None:
     target") at the position in ``edit_pos``; only before Verify."""
     L.own_action()
     S = st.session_state
-    session = _session(None)
+    session = _session(_synced("chain", ()))  # the edit box is the chain's
     if session is None or session.phase != "verify":
         return
     try:

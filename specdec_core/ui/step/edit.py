@@ -19,6 +19,7 @@ from specdec_core.engine.session import Session
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.guards import SHORT_CHARS
 from specdec_core.ui.i18n import t
+from specdec_core.ui.step import lesson as L
 
 S = st.session_state
 OPEN_KEY = "edit_open"  # the edit box's expander (a lazy one: its state is open or not)
@@ -27,8 +28,14 @@ OPEN_KEY = "edit_open"  # the edit box's expander (a lazy one: its state is open
 KEEP_OPEN = "edit_keep_open"
 
 
-def _keep_open() -> None:
+def _keep_open(session: Session) -> None:
+    """The box's ``on_change``: keep its state; opened, compute its previews now, in the
+    callback (a step click with the box closed computes none)."""
     S[KEEP_OPEN] = bool(S.get(OPEN_KEY))
+    if S[KEEP_OPEN]:
+        with L.engine() as held:
+            if held:  # else the open box computes them as it draws
+                previews(session)
 
 
 def typed_token_id(pair: ModelPair, text: str) -> int:
@@ -115,14 +122,18 @@ def edit_box(session: Session, phase: str, on_edit: Callable[[str], None]) -> No
     if "edit_notice" in S:
         st.info(S.pop("edit_notice"))
     box = st.expander(
-        t("st_edit"), expanded=bool(S.get(KEEP_OPEN)), key=OPEN_KEY, on_change=_keep_open
+        t("st_edit"),
+        expanded=bool(S.get(KEEP_OPEN)),
+        key=OPEN_KEY,
+        on_change=_keep_open,
+        args=(session,),
     )
     if box.open:
         with box:
             _box(session, on_edit)
     edited = sorted(session.steps.edited_positions)
-    probs = previews(session)[1]  # computed by the click's callback already
-    if sampling and edited and probs is not None:  # at T > 0 an edit decides nothing: say so
+    probs = previews(session)[1] if sampling and edited else None  # the edit's callback's
+    if probs is not None:  # at T > 0 an edit decides nothing: say so
         st.warning(
             t(
                 "st_edit_random",

@@ -111,7 +111,10 @@ def chain_files(session: Session) -> None:
     json_file = partial(export_json, session, state)
     _download(c1, t("lt_download_json"), json_file, "specdec-trace.json", width="stretch")
     csv_file = partial(export_csv, session)
-    _download(c2, t("lt_download_csv"), csv_file, "specdec-checks.csv", width="stretch")
+    csv_help = t("lt_download_csv_help")
+    _download(
+        c2, t("lt_download_csv"), csv_file, "specdec-checks.csv", width="stretch", help=csv_help
+    )
     st.file_uploader(
         t("lt_upload", mb=MAX_TRACE_BYTES // 1_000_000),
         type=["json"],

@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import streamlit as st
 
@@ -51,9 +51,6 @@ from specdec_core.lessons.replay import TREE_BUDGET
 from specdec_core.ui.guards import prompt_ids
 from specdec_core.ui.i18n import t
 from specdec_core.ui.words import Mode
-
-if TYPE_CHECKING:
-    from specdec_core.ui.step.shapes import StepShape
 
 PROMPT_KEY = "st_prompt"
 LOCK_KEY = "_engine_lock"
@@ -262,15 +259,17 @@ def unchanged(lesson: Lesson, config: SessionConfig, shape: tuple[int, ...]) -> 
 
 
 def sync(
-    pair: ModelPair, config: SessionConfig, prompt: str, shape: StepShape | None = None
+    pair: ModelPair,
+    config: SessionConfig,
+    prompt: str,
+    mode: Mode = "chain",
+    tree: tuple[int, ...] = (),
 ) -> Sync:
-    """Bring the lesson of the shape ``shape`` (a row of ``ui/step/shapes.SHAPES``; the
-    chain when ``None``) in line with the pair, settings and prompt on screen; the notices
-    are the same for both shapes."""
-    mode: Mode = "chain" if shape is None else shape.mode
+    """Bring the lesson of ``mode`` (the chain's with ``tree == ()``, else a tree of that
+    shape: children per depth) in line with the pair, settings and prompt on screen; the
+    notices are the same for both shapes."""
     lesson = current(mode)
     try:
-        tree = () if shape is None else shape.tree()
         if lesson is None:
             return enter(pair, config, prompt, tree) if tree else Sync(start(pair, config, prompt))
         old = lesson.session

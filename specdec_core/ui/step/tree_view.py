@@ -98,14 +98,17 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
 
 
 def _strip(session: Session, phase: str, heading: Heading) -> None:
-    """The committed text; after a commit the round's accepted path and ★ token."""
+    """The committed text; after verify what the commit will append (as the chain's strip:
+    the accepted path, then the ★ token, its KV not computed yet), after a commit what it
+    appended."""
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
+    record = last.record if last is not None else session.current_record  # None before verify
     items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
     generated = session.ids[session.prompt_len :]
-    n_new = len(last.record.appended) if last is not None else 0
+    n_new = len(last.record.appended) if last is not None else 0  # verified: not in ids yet
     items += [StripItem(session.token(i), "committed") for i in generated[: len(generated) - n_new]]
-    if last is not None:  # the engine's rule: path accepted, then the round's ★ token
-        items += [StripItem(session.token(tok), s) for tok, s in tree_strip_states(last.record)]
+    if record is not None:  # the engine's rule: path accepted, then the round's ★ token
+        items += [StripItem(session.token(tok), s) for tok, s in tree_strip_states(record)]
     heading(t("st_strip"))
     legend: list[StripState] = ["prompt", "committed", "accepted", "correction", "bonus"]
     st.html(token_strip_html(items, legend))
