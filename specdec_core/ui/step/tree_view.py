@@ -63,14 +63,10 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
     # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
     # otherwise the tree, its outcome and the mask stacked across the page (a 13-column
     # grid fits beside nothing next to an open sidebar at 1024 px: it ran under the outcome)
-    # Keyed blocks: the browser keeps a keyed block (and the Plotly chart inside it) across
-    # reruns even when the elements above it change in number (an outcome, a caption); at a
-    # new index an unkeyed one is rebuilt, and the chart is drawn anew (as the chain's).
     if presenter:
-        with st.container(key="tree_lower"):
-            tree_box, mask_box = st.columns([3, 2], gap="medium")
+        tree_box, mask_box = st.columns([3, 2], gap="medium")
     else:
-        tree_box, mask_box = st.container(key="tree_box"), st.container(key="tree_mask_box")
+        tree_box, mask_box = st.container(), st.container()
     outcome_box = tree_box
     with tree_box:
         heading(t("tree_fig_heading"))
@@ -133,13 +129,12 @@ def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
     if cached is None or cached[0] != key or cached[1] is not tree:
         cached = (key, tree, tree_figure(tree, root, labels, presenter))
         st.session_state["tree_fig"] = cached
-    with st.container(key="tree_chart_box"):  # kept by the browser: see draw
-        st.plotly_chart(
-            cached[2],
-            width="stretch",
-            key="tree_chart",
-            config={"displaylogo": False, "displayModeBar": False},
-        )
+    st.plotly_chart(
+        cached[2],
+        width="stretch",
+        key="tree_chart",
+        config={"displaylogo": False, "displayModeBar": False},
+    )
 
 
 def _outcome(session: Session, tree: TreeView, last) -> None:
