@@ -1,8 +1,8 @@
 """Direct tests of the round pieces both engines share (``engine/rounds.py``): γ for a
 round, the stop rule and its cut of a commit as case tables (like ``round_statuses`` in
-test_records.py), the caches' rollback (``rollback_to``, ``core/kvcache.rollback``), the two random streams of a
-round, and the chain's verification forward (``engine/chain/round.verify``) on the
-embedded pair."""
+test_records.py), the caches' rollback (``rollback_to``, ``core/kvcache.rollback``), the
+two random streams of a round, and the chain's verification forward
+(``engine/chain/round.verify``) on the embedded pair."""
 
 from __future__ import annotations
 
