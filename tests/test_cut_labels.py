@@ -47,7 +47,8 @@ def test_chart_rows_headers_wrap_on_a_phone(new_page, lang):
         name="chart-rows",
     )
     page = new_page(390, 844)
-    page.set_content(f'<body style="margin:0;padding:0 16px">{table}</body>')
+    font = "font-family:'Source Sans 3','Noto Sans CJK SC',sans-serif"  # the app's stack
+    page.set_content(f'<body style="margin:0;padding:0 16px;{font}">{table}</body>')
     wrap = page.locator(".sd-wrap")
     width = wrap.evaluate("e => e.clientWidth")
     assert width == 390 - 32
