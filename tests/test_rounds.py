@@ -1,15 +1,17 @@
 """Direct tests of the round pieces both engines share (``engine/rounds.py``): γ for a
 round, the stop rule and its cut of a commit as case tables (like ``round_statuses`` in
-test_records.py), the caches' rollback (``rollback_to``), the two random streams of a
-round, and the chain's verification forward (``engine/chain/round.verify``) on the
-embedded pair."""
+test_records.py), the caches' rollback (``rollback_to``, ``core/kvcache.rollback``), the
+two random streams of a round, and the chain's verification forward
+(``engine/chain/round.verify``) on the embedded pair."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.kvcache import ModelCache, rollback
+from specdec_core.core.penalties import PenaltyConfig
+from specdec_core.core.processors import make_processors
 from specdec_core.core.sampling import SamplingConfig, one_hot
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.model import ModelDrafter
@@ -157,6 +159,31 @@ def test_rollback_to_leaves_the_last_committed_token_without_kv(embedded_pair):
     assert drafter.rollback_to(new) == held - len(committed) - 1
     assert drafter.cached_ids() == new[: len(committed) + 1]
     assert target.rollback_to(new) == 0 and drafter.rollback_to(new) == 0  # idempotent
+
+
+def test_one_rollback_brings_the_processors_and_both_caches_back(embedded_pair):
+    """``core/kvcache.rollback``, the reject step of both shapes' ``apply_round``: the
+    processors stand on the new committed ids, each cache as its ``rollback_to`` leaves it,
+    the rows removed returned (target, draft)."""
+    pair = embedded_pair
+    committed = pair.tokenizer.encode(PROMPT)
+    penalties = PenaltyConfig(repetition_penalty=1.3)
+    processors = make_processors(
+        pair.tokenizer, pair.vocab_size, penalties, None, len(committed), committed
+    )
+    target, drafter = ModelCache(pair.target), ModelDrafter(pair.draft)
+    drafter.attach(target)
+    stream = round_stream(0, 0, "draft")
+    draft = drafter.propose(committed, 3, SamplingConfig(), "probabilistic", stream, processors)
+    drafts = draft.ids.tolist()
+    target.extend(target.sync_to(committed + drafts))
+    assert processors.ids[: len(committed)] == committed and len(processors.ids) > len(committed)
+    new = committed + drafts[:1] + [7]  # one draft kept, then a correction
+    held = len(drafter.cached_ids())
+    assert rollback(target, drafter, processors, new) == (2, held - len(committed) - 1)
+    assert processors.ids == new and target.ids == new[:-1]
+    assert drafter.cached_ids() == new[: len(committed) + 1]
+    assert rollback(target, drafter, None, new) == (0, 0)  # idempotent; no processors
 
 
 # ---------------------------------------------------------------- the round's two streams

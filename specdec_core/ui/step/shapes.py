@@ -1,10 +1,10 @@
 """The step panel's one table of the two verification shapes, :data:`SHAPES`: per shape,
 everything the panel (:mod:`~specdec_core.ui.step.panel`), its button callbacks
-(:mod:`~specdec_core.ui.step.actions`), the lesson store
-(:func:`specdec_core.ui.step.lesson.sync`) and the Lesson panel
+(:mod:`~specdec_core.ui.step.actions`) and the Lesson panel
 (:mod:`~specdec_core.ui.step.tools`) need to tell a chain from a tree. They are handed a
-row and read it; none of them names a shape. The buttons' labels are the words table
-``ui/words.STEP_BUTTON``; the widget and lesson keys follow one rule
+row and read it; none of them names a shape. The actions hand the lesson store
+(:func:`specdec_core.ui.step.lesson.sync`) the row's mode and tree shape. The buttons'
+labels are the words table ``ui/words.STEP_BUTTON``; the widget and lesson keys follow one rule
 (:func:`specdec_core.ui.step.lesson.prefix`)."""
 
 from __future__ import annotations
