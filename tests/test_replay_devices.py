@@ -270,19 +270,32 @@ def test_a_read_in_the_middle_of_a_commit_never_counts_new_tokens_as_carried_ove
     is read in between, the committed tokens of the round never become carried-over text
     (``cont``: ``start_len`` is fixed at the start). A whole consistent state is the UI's
     to read under the session's engine lock (``tests/test_links_lock.py``)."""
+    import specdec_core.engine.chain.session as chain_session
+
     base = replace(BASES["chain-T1"], round=1, phase="commit")
     session = replay(embedded_pair, base).session
     seen = []
-    kv_state = session.kv_state
+    kv_state, apply_round = session.kv_state, chain_session.apply_round
 
-    def read_during(*args, **kwargs):  # before the ids move, and after (round not filed)
+    def read():
         seen.append(state_of(session, base, PROMPT))
+
+    def apply_during(*args, **kwargs):  # before the ids move, and after (round pending)
+        read()
+        out = apply_round(*args, **kwargs)
+        session.ids = out[0]  # the moved ids, as the commit assigns them next
+        read()
+        return out
+
+    def kv_during(*args, **kwargs):  # the round no longer pending, not yet filed
+        read()
         return kv_state(*args, **kwargs)
 
-    monkeypatch.setattr(session, "kv_state", read_during)
+    monkeypatch.setattr(chain_session, "apply_round", apply_during)
+    monkeypatch.setattr(session, "kv_state", kv_during)
     session.commit()
-    assert len(seen) == 2 and seen[0] == base
-    assert [(s.prompt, s.cont) for s in seen] == [(base.prompt, base.cont)] * 2
+    assert len(seen) == 3 and seen[0] == base
+    assert [(s.prompt, s.cont) for s in seen] == [(base.prompt, base.cont)] * 3
     assert len(session.ids) > len(embedded_pair.tokenizer(PROMPT).input_ids)  # ids did move
     assert state_of(session, base, PROMPT) == replace(base, round=2, phase="propose")
 
