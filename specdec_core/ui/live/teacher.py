@@ -315,7 +315,8 @@ def _reveal() -> None:
                     r = int(dict(q.params).get("r", "-1"))
                     if session.round_index == r and session.phase == "verify":
                         session.run_through("verify")
-                        step_edit.previews(session)
+                        if S.get(step_edit.KEEP_OPEN):  # only an open edit box draws them
+                            step_edit.previews(session)
                         links.write_url(room.publisher())  # publishes the verified state first
                         S[RERUN] = True
                     correct = outcome(session, q.params, q.kind)
