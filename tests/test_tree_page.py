@@ -126,7 +126,7 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     # the strip shows what the commit will append, as the chain's: the path, then the ★ token
     chips = strip_chips(at)
     path = [html.escape(visible_token(direct.token(tok))) for tok in record.appended]
-    assert record.kind in ("correction", "bonus")
+    assert record.kind == ("bonus" if record.accepted == 4 else "correction")  # depth 4
     assert chips[direct.prompt_len :] == [
         *[("accepted", text) for text in path[:-1]],
         (record.kind, path[-1]),
