@@ -220,6 +220,27 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
         code = normalize_code(code)
         self._do(self._join, code, check_student(student), self.clock())
 
+    def heartbeats(self, code: str, students: list[str]) -> dict[str, str]:
+        """:meth:`join` for many seats at once (the push hub's heartbeat of the seats whose
+        screens it holds), as one store write where the backend can; at most
+        ``max_students`` seats. Returns the refused ones: student → error code
+        (``room_removed``, ``room_full``). Raises ``room_unknown``, ``room_student``."""
+        code = normalize_code(code)
+        given = [check_student(s) for s in students[: self.max_students]]
+        return self._do(self._heartbeats, code, given, self.clock())  # type: ignore[return-value]
+
+    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]:
+        """One :meth:`_join` each (a backend that can batches them)."""
+        refused = {}
+        for student in students:
+            try:
+                self._join(code, student, now)
+            except RoomError as exc:
+                if exc.code == "room_unknown":
+                    raise
+                refused[student] = exc.code
+        return refused
+
     def ask(self, code: str, key: str, question: Question, duration_s: int | None = None) -> int:
         """Open ``question`` (its ``correct`` / ``revealed`` are cleared: nothing of the
         answer reaches the students before the reveal; its first vote, with a countdown

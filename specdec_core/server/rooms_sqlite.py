@@ -238,22 +238,36 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
     def _join(self, code: str, student: str, now: float) -> None:
         with self.file.write() as db:
             self._room(db, code, now)
-            args = (code, student)
-            if db.execute("SELECT 1 FROM removed WHERE code = ? AND student = ?", args).fetchone():
-                raise RoomError("room_removed")
-            seen = db.execute(
-                "UPDATE students SET seen = ? WHERE code = ? AND student = ?", (now, *args)
-            )
-            if seen.rowcount:  # the heartbeat of a seat already there: no version bump
-                return
-            total = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
-            if total.fetchone()[0] >= self.max_students:
-                # free the seats that stopped counting, then count again
-                db.execute(_FREE_SEATS, (code, now - self.seat_ttl_s))
-                if self._counting(db, code, now) >= self.max_students:
-                    raise RoomError("room_full", limit=self.max_students)
-            db.execute("INSERT INTO students (code, student, seen) VALUES (?, ?, ?)", (*args, now))
-            self._bump(db, code)
+            self._join_in(db, code, student, now)
+
+    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]:
+        refused = {}
+        with self.file.write() as db:  # one transaction for the room's seats
+            self._room(db, code, now)
+            for student in students:
+                try:
+                    self._join_in(db, code, student, now)
+                except RoomError as exc:
+                    refused[student] = exc.code
+        return refused
+
+    def _join_in(self, db: sqlite3.Connection, code: str, student: str, now: float) -> None:
+        args = (code, student)
+        if db.execute("SELECT 1 FROM removed WHERE code = ? AND student = ?", args).fetchone():
+            raise RoomError("room_removed")
+        seen = db.execute(
+            "UPDATE students SET seen = ? WHERE code = ? AND student = ?", (now, *args)
+        )
+        if seen.rowcount:  # the heartbeat of a seat already there: no version bump
+            return
+        total = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
+        if total.fetchone()[0] >= self.max_students:
+            # free the seats that stopped counting, then count again
+            db.execute(_FREE_SEATS, (code, now - self.seat_ttl_s))
+            if self._counting(db, code, now) >= self.max_students:
+                raise RoomError("room_full", limit=self.max_students)
+        db.execute("INSERT INTO students (code, student, seen) VALUES (?, ?, ?)", (*args, now))
+        self._bump(db, code)
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
         with self.file.write() as db:
