@@ -229,18 +229,6 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
         given = [check_student(s) for s in students[: self.max_students]]
         return self._do(self._heartbeats, code, given, self.clock())  # type: ignore[return-value]
 
-    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]:
-        """One :meth:`_join` each (a backend that can batches them)."""
-        refused = {}
-        for student in students:
-            try:
-                self._join(code, student, now)
-            except RoomError as exc:
-                if exc.code == "room_unknown":
-                    raise
-                refused[student] = exc.code
-        return refused
-
     def ask(self, code: str, key: str, question: Question, duration_s: int | None = None) -> int:
         """Open ``question`` (its ``correct`` / ``revealed`` are cleared: nothing of the
         answer reaches the students before the reveal; its first vote, with a countdown
@@ -346,6 +334,9 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
 
     @abstractmethod
     def _join(self, code: str, student: str, now: float) -> None: ...
+
+    @abstractmethod
+    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]: ...
 
     @abstractmethod
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int: ...

@@ -292,6 +292,22 @@ class RedisStore(RedisPeer, RoomStore):
         status = self._run("join", code, repr(now), student, self.max_students, cutoff)
         self._check(status)
 
+    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]:
+        """The join script for each seat in one pipeline (one round trip, one announcement)."""
+        cutoff, keys = repr(now - self.seat_ttl_s), self._keys(code)
+        with self.client.pipeline(transaction=False) as pipe:
+            for student in students:
+                args = [repr(now), student, str(self.max_students), cutoff]
+                self._scripts["join"](keys=keys, args=args, client=pipe)
+            statuses = pipe.execute() if students else []
+        try:
+            self.client.publish(self._changes, code)
+        except redis.RedisError:
+            pass
+        if "room_unknown" in statuses:
+            raise RoomError("room_unknown")
+        return {x: st for x, st in zip(students, statuses, strict=True) if st not in ("ok", "same")}
+
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
         text, n = question_json(question), len(question.choices)
         closes = "" if question.closes_at is None else repr(question.closes_at)
