@@ -602,15 +602,18 @@ def test_a_store_fault_is_one_translated_line_and_the_answer_is_kept(
     assert tr("live_answer_sent", lang) in [c.value for c in student.caption]
 
 
-def test_the_teacher_removes_a_seat_and_the_student_is_told(embedded_pair, store):
+def test_the_teacher_removes_a_seat_and_the_student_is_told(embedded_pair, store, monkeypatch):
+    clock = [store.clock()]  # the store's clock is the test's: "seen 7 s ago" on any load
+    monkeypatch.setattr(store, "clock", lambda: clock[0])
     teacher, seat = teacher_app()
     q = _ask_accept(teacher, seat, store)
     a, b = student_app(seat.code), student_app(seat.code)
     a.radio(key=f"live_answer_{q.qid}").set_value(0).run()
+    clock[0] += 7.0
     teacher.run()
     teacher.toggle(key="live_seats_on").set_value(True).run()
     sid = a.session_state["live_seat"].student
-    assert tr("live_seat_row", "en").format(seat=sid[:6].upper(), s=0) + " ✓" in [
+    assert tr("live_seat_row", "en").format(seat=sid[:6].upper(), s=7) + " ✓" in [
         m.value for m in teacher.markdown
     ]
     click(teacher, f"live_remove_{sid}")
