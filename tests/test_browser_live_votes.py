@@ -56,9 +56,9 @@ def slow_poll_server(tmp_path_factory):
             proc.wait(timeout=20)
 
 
-def _reruns(frames: list[tuple[float, bytes]]) -> list[tuple[float, bool, list]]:
-    """(time, is an automatic fragment rerun, the triggers it carries) of every rerun the
-    browser sent; a trigger: ``(widget id, [{"event", "value"}])``."""
+def _reruns(frames: list[tuple[float, bytes]]) -> list[tuple[float, str, bool, list]]:
+    """(time, fragment id, is an automatic fragment rerun, the triggers it carries) of every
+    rerun the browser sent; a trigger: ``(widget id, [{"event", "value"}])``."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
 
     out = []
@@ -76,7 +76,7 @@ def _reruns(frames: list[tuple[float, bytes]]) -> list[tuple[float, bool, list]]
             for w in run.widget_states.widgets
             if w.WhichOneof("value") == "json_trigger_value"
         ]
-        out.append((at, bool(run.is_auto_rerun), triggers))
+        out.append((at, run.fragment_id, bool(run.is_auto_rerun), triggers))
     return out
 
 
@@ -101,10 +101,25 @@ def test_an_answer_reaches_the_teachers_chart_through_the_votes_socket(
     one = "1 of 1" if lang == "en" else "已有 1 人"
     page.get_by_text(zero).first.wait_for(timeout=WAIT_MS)  # the dashboard drew the vote
     time.sleep(1.0)  # the votes component's socket is open
-    polls = len([r for r in _reruns(frames) if r[1]])
-    deadline = time.time() + 30  # answer just after a poll: the next one is 10 s away
-    while len([r for r in _reruns(frames) if r[1]]) == polls and time.time() < deadline:
-        time.sleep(0.05)
+
+    def votes(runs) -> list:  # (fragment id, value) of the votes component's triggers
+        return [
+            (frag, event["value"])
+            for _, frag, _, triggers in runs
+            for wid, events in triggers
+            if wid.endswith("live_votes_push__events")
+            for event in events
+            if event.get("event") == "changed"
+        ]
+
+    dashboard = votes(_reruns(frames))[0][0]  # its mount's trigger: the dashboard's fragment
+
+    def polls() -> int:
+        return sum(1 for r in _reruns(frames) if r[1] == dashboard and r[2])
+
+    seen, deadline = polls(), time.time() + 30
+    while polls() == seen and time.time() < deadline:  # answer just after a poll: the
+        time.sleep(0.05)  # next one is 10 s away
     time.sleep(0.5)
     before = store.version(code)
     answered = time.time()
@@ -112,14 +127,7 @@ def test_an_answer_reaches_the_teachers_chart_through_the_votes_socket(
     page.get_by_text(one).first.wait_for(timeout=WAIT_MS)
     shown = time.time()
     sent = [r for r in _reruns(frames) if answered <= r[0] <= shown]
-    asked = [
-        value["value"]
-        for _, _, triggers in sent
-        for wid, events in triggers
-        if wid.endswith("live_votes_push__events")
-        for value in events
-        if value.get("event") == "changed"
-    ]
+    asked = [v for frag, v in votes(sent) if frag == dashboard]
     assert asked and max(asked) > before  # the socket's newer version asked for the run
-    assert not [r for r in sent if r[1]]  # no poll of the dashboard in between
+    assert not [r for r in sent if r[1] == dashboard and r[2]]  # no poll of it in between
     store.close(code, key)

@@ -59,6 +59,7 @@ from dataclasses import replace
 
 from specdec_core.server.room_frames import FrameStore
 from specdec_core.server.room_results import countdown
+from specdec_core.server.room_seats import SeatBatch
 from specdec_core.server.room_types import (
     _QID,
     MAX_CHOICES,
@@ -104,7 +105,7 @@ def _env_float(name: str, default: float) -> float:
 
 
 # ---------------------------------------------------------------- the interface
-class RoomStore(PeerInstruction, FrameStore, ABC):
+class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
     """The room store. ``ttl_s``: seconds a room lives after the teacher's last change
     (default ``SPECDEC_ROOM_TTL_H`` hours, 4); ``max_rooms`` / ``max_students``: the bounds
     (``rooms_full``, ``room_full``); ``clock``: Unix time in seconds (injected in tests).
@@ -220,15 +221,6 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
         code = normalize_code(code)
         self._do(self._join, code, check_student(student), self.clock())
 
-    def heartbeats(self, code: str, students: list[str]) -> dict[str, str]:
-        """:meth:`join` for many seats at once (the push hub's heartbeat of the seats whose
-        screens it holds), as one store write where the backend can; at most
-        ``max_students`` seats. Returns the refused ones: student → error code
-        (``room_removed``, ``room_full``). Raises ``room_unknown``, ``room_student``."""
-        code = normalize_code(code)
-        given = [check_student(s) for s in students[: self.max_students]]
-        return self._do(self._heartbeats, code, given, self.clock())  # type: ignore[return-value]
-
     def ask(self, code: str, key: str, question: Question, duration_s: int | None = None) -> int:
         """Open ``question`` (its ``correct`` / ``revealed`` are cleared: nothing of the
         answer reaches the students before the reveal; its first vote, with a countdown
@@ -334,9 +326,6 @@ class RoomStore(PeerInstruction, FrameStore, ABC):
 
     @abstractmethod
     def _join(self, code: str, student: str, now: float) -> None: ...
-
-    @abstractmethod
-    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]: ...
 
     @abstractmethod
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int: ...

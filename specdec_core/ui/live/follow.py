@@ -85,8 +85,7 @@ def refresh() -> RoomView | None:
     ``None`` when the room is gone (its message is kept, the seat left). While the store
     does not answer: the last view read (the fault line says so) and no store call until
     the back-off ends."""
-    S = st.session_state
-    s = room.seat()
+    S, s = st.session_state, room.seat()
     if s is None:
         return None
     if room.waiting():
@@ -111,8 +110,7 @@ def refresh() -> RoomView | None:
 
 def keep_seat() -> None:
     """A student's seat heartbeat every :data:`HEARTBEAT_S` (at once while it waits)."""
-    S = st.session_state
-    s = room.seat()
+    S, s = st.session_state, room.seat()
     if s is None or s.role != "student":
         return
     if not s.joined or time.monotonic() - S.get(BEAT, 0.0) > HEARTBEAT_S:
@@ -238,15 +236,13 @@ def bar(page: str, pages: dict) -> None:
         _follower()
 
 
-def _fast() -> bool:
-    """Whether this tab is its seat's fast follower (:class:`room_limits.Tabs`)."""
+def _fast() -> bool:  # this tab is its seat's fast follower (room_limits.Tabs)
     s = room.seat()
     return s is not None and TABS.poll(s.student, tab_id(), client())
 
 
 def _this_tab() -> None:
-    s = room.seat()
-    if s is not None:
+    if (s := room.seat()) is not None:
         TABS.claim(s.student, tab_id(), client())
 
 
