@@ -1,9 +1,11 @@
 """The teacher's answers chart in a real browser (Chromium, ``streamlit run app.py`` with the
 dashboard's poll raised to 10 s): a student's answer reaches the projector through the
 votes socket of the push route (``ui/live/push_votes``), not the dashboard's poll. The
-browser's own messages to the server are read: the run that first shows the count is one
-the votes component asked for (its ``changed`` trigger, with a room version at least the
-answer's), and no poll of the dashboard was sent between the answer and that count."""
+browser's own messages to the server are read (Playwright's sync API hands them over while
+it waits, so the test waits with ``page.wait_for_timeout``): right after a poll of the
+dashboard the answer is stored; the count shows, the votes component asked for that run
+(its ``changed`` trigger, a room version newer than before the answer) and no poll was sent
+in between, in English and Chinese."""
 
 from __future__ import annotations
 
@@ -100,7 +102,7 @@ def test_an_answer_reaches_the_teachers_chart_through_the_votes_socket(
     zero = "0 of 1" if lang == "en" else "已有 0 人"
     one = "1 of 1" if lang == "en" else "已有 1 人"
     page.get_by_text(zero).first.wait_for(timeout=WAIT_MS)  # the dashboard drew the vote
-    time.sleep(1.0)  # the votes component's socket is open
+    page.wait_for_timeout(1000)  # the votes component's socket is open
 
     def votes(runs) -> list:  # (fragment id, value) of the votes component's triggers
         return [
@@ -112,15 +114,14 @@ def test_an_answer_reaches_the_teachers_chart_through_the_votes_socket(
             if event.get("event") == "changed"
         ]
 
-    dashboard = votes(_reruns(frames))[0][0]  # its mount's trigger: the dashboard's fragment
+    def polls() -> list:  # the dashboard's timer (the one fragment with run_every here)
+        return [r for r in _reruns(frames) if r[2]]
 
-    def polls() -> int:
-        return sum(1 for r in _reruns(frames) if r[1] == dashboard and r[2])
-
-    seen, deadline = polls(), time.time() + 30
-    while polls() == seen and time.time() < deadline:  # answer just after a poll: the
-        time.sleep(0.05)  # next one is 10 s away
-    time.sleep(0.5)
+    deadline = time.time() + 30  # answer just after a poll: the next one is 10 s away
+    while not polls() and time.time() < deadline:
+        page.wait_for_timeout(50)  # Playwright's sync API hands events over while it waits
+    dashboard = polls()[0][1]
+    page.wait_for_timeout(500)
     before = store.version(code)
     answered = time.time()
     store.answer(code, "a" * 16, "q1", 0)
@@ -128,6 +129,7 @@ def test_an_answer_reaches_the_teachers_chart_through_the_votes_socket(
     shown = time.time()
     sent = [r for r in _reruns(frames) if answered <= r[0] <= shown]
     asked = [v for frag, v in votes(sent) if frag == dashboard]
-    assert asked and max(asked) > before  # the socket's newer version asked for the run
-    assert not [r for r in sent if r[1] == dashboard and r[2]]  # no poll of it in between
+    assert asked and max(asked) > before, _reruns(frames)  # the socket asked for the run
+    timeline = [(round(r[0] - answered, 2), r[2], r[3]) for r in _reruns(frames)]
+    assert not [r for r in sent if r[2]], (shown - answered, timeline)  # no poll in between
     store.close(code, key)
