@@ -6,8 +6,10 @@ and loaded through the same ``from_pretrained`` path as the real presets (offlin
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -267,6 +269,15 @@ def html_tables(at, name: str) -> list[pd.DataFrame]:
             if name in classes.split():
                 found.append(pd.DataFrame(rows[1:], columns=rows[0]))
     return found
+
+
+def strip_parts(at, part: str) -> list[str]:
+    """The texts (tags removed) of the step panel's strip-and-checks element's ``part``s:
+    ``"sd-note"`` (the caption-sized notes), ``"sd-alert sd-info"`` (or ``sd-success``,
+    ``sd-warning``: the message boxes)."""
+    [element] = [h.value for h in at.get("html") if 'class="sd-strip-checks"' in h.value]
+    found = re.findall(rf'<div class="{part}"[^>]*>(.*?)</div>', element, re.S)
+    return [html_lib.unescape(re.sub(r"<[^>]+>", "", f)) for f in found]
 
 
 def open_app(

@@ -10,7 +10,7 @@ from conftest import click_button, html_tables, open_app
 from specdec_core.core.trace import TokenInfo
 from specdec_core.engine.chain.trace import PositionCheck
 from specdec_core.rules.acceptance import BlockDecision
-from specdec_core.ui.step.view import check_columns
+from specdec_core.ui.step.strip_checks import check_columns
 
 
 def _check(position: int, status: str, p: float, q: float, u: float) -> PositionCheck:
@@ -65,7 +65,9 @@ def test_the_step_page_shows_the_block_rule(embedded_pair, lang, verify, column,
     checks = html_tables(at, "checks-table")[0]
     assert column in checks.columns and len(checks) >= 1
     assert all(x != "—" for x in checks["u"])  # every u is tested, backwards
-    assert any(says in c.value for c in at.caption)
+    # the block rule's note, under the table in the strip's element, its bold as HTML
+    [element] = [h.value for h in at.get("html") if "checks-table" in h.value]
+    assert '<div class="sd-note" ' in element and f"<b>{says}</b>" in element
 
 
 @pytest.mark.parametrize(

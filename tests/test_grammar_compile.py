@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -194,25 +195,38 @@ def test_the_same_grammar_is_compiled_once_and_then_cached(tok, fresh):
 
 
 def test_a_client_compiles_one_at_a_time_and_within_its_budget(tok, fresh):
+    """The budget's clock is the test's (``G.time``): each compile is charged exactly what
+    the clock says, however long the machine took; the bomb is still killed by its real
+    bound, in the child."""
     _children_ready(tok, 1)
+    clock = [1000.0]
+    fresh.setattr(G, "time", SimpleNamespace(monotonic=lambda: clock[0]))
     who = {"client": "addr:10.0.0.7"}
     fresh.setattr(G, "CLIENT_OF", lambda: who["client"])
     fresh.setattr(G, "MAX_OPTIONAL", 10_000)
-    fresh.setattr(G, "GRAMMAR_COMPILE_S", 1.5)
     fresh.setattr(G, "CLIENT_BUDGET_S", 1.0)
     compile_grammar(tok, V, GrammarSpec("regex", "b"))  # 0.25 s charged (the minimum)
+    fresh.setattr(G, "GRAMMAR_COMPILE_S", 3.0)  # real seconds: room for a loaded machine
     bomb = _bomb_in_a_tab(tok)
-    time.sleep(0.4)
+    deadline = time.monotonic() + 60
+    while not G.running_pids() and bomb.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the bomb's child compiles: the client is busy
+    assert G.running_pids(), "the bomb never started compiling"
+    clock[0] += 1.5  # the bomb's compile so far, as the budget's clock sees it
     with pytest.raises(ConfigError) as busy:  # same client, another grammar, meanwhile
         compile_grammar(tok, V, GrammarSpec("regex", "c"))
     assert busy.value.code == "grammar_busy" and busy.value.params == {"reason": "you"}
     who["client"] = "addr:10.0.0.8"  # another student is not held up
     compile_grammar(tok, V, GrammarSpec("regex", "d"))
-    bomb.join(10)
+    bomb.join(60)  # refused (grammar_slow) when its real bound ends
+    assert not bomb.is_alive()
     who["client"] = "addr:10.0.0.7"  # 0.25 + 1.5 s spent of its 1 s a minute
     with pytest.raises(ConfigError) as rate:
         compile_grammar(tok, V, GrammarSpec("regex", "e"))
-    assert rate.value.code == "grammar_rate" and 50 <= rate.value.params["seconds"] <= 60
+    # free again when the bomb's charge leaves the 60 s window: 60 s after it ended
+    assert rate.value.code == "grammar_rate" and rate.value.params["seconds"] == 60
+    clock[0] += 60.0  # the window has passed
+    compile_grammar(tok, V, GrammarSpec("regex", "e"))
     compile_grammar(tok, V, GrammarSpec("regex", "b"))  # a cached grammar costs nothing
     assert len(G.child_pids()) == 1  # the bomb's child killed; one idle child kept
 

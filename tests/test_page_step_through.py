@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import click, html_tables, open_app
+from conftest import click, html_tables, open_app, strip_parts
 from streamlit.testing.v1 import AppTest
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -180,7 +180,8 @@ def test_end_of_text_inside_a_round_is_explained(embedded_pair):
         click(at, "Run one round")
     session = at.session_state["step_session"]
     assert session.stop_reason == "eos" and session.history[-1].commit.kind == "stopped"
-    assert any("Stopped inside the round (end of text)" in i.value for i in at.info)
+    [box] = strip_parts(at, "sd-alert sd-info")  # the stop's message, above the strip
+    assert box.startswith("Stopped inside the round (end of text)")
     assert not any("Rejected at position" in w.value for w in at.warning)
 
 
@@ -237,9 +238,8 @@ def test_greedy_marks_the_argmax_at_discarded_positions(embedded_pair):
     checks = html_tables(at, "checks-table")[0]
     argmax = list(checks[checks.columns[2]])
     assert not argmax[0].endswith("†") and all(a.endswith("†") for a in argmax[1:])
-    assert any(
-        "computed by the same forward after the rejected token" in c.value for c in at.caption
-    )
+    notes = strip_parts(at, "sd-note")  # under the checks table, in the strip's element
+    assert any("computed by the same forward after the rejected token" in n for n in notes)
 
 
 def test_presenter_mode_from_the_url_and_compact_kv_table(embedded_pair):

@@ -67,7 +67,7 @@ def _check(position: int, status: str, p: float, q: float, u: float | None):
 def test_unchecked_positions_are_marked_alike_in_both_modes_and_show_no_u():
     """At T > 0 a discarded or cut position showed p, q and a with no mark
     (greedy marks them †) and a cut position showed its u."""
-    from specdec_core.ui.step.view import check_columns
+    from specdec_core.ui.step.strip_checks import check_columns
 
     checks = (
         _check(1, "accepted", 0.6, 0.5, 0.31),

@@ -11,7 +11,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from conftest import click_button, open_app, start_app
+from conftest import click_button, html_tables, open_app, start_app
 
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
@@ -113,7 +113,7 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     assert [n.state for n in view.nodes] == [n.state for n in want.nodes]
     assert view.path == want.path and view.next_token == want.next_token
     # the KV table before the compaction shows every node's state and what the commit does
-    before = at.table[0].value
+    [before] = html_tables(at, "tree-kv-before")
     states = table_column(before, before.columns[2])
     actions = table_column(before, before.columns[3])
     record = direct.current_record
@@ -121,7 +121,7 @@ def test_tree_round_step_by_step_equals_tree_session(embedded_pair, lang):
     assert states.count(lab["rejected"]) == record.states.count("rejected")
     assert states.count(lab["unchecked"]) == record.states.count("unchecked")
     assert actions.count(lab["dropped"]) == record.nodes - record.accepted
-    after = at.table[1].value
+    [after] = html_tables(at, "tree-kv-after")
     assert table_column(after, after.columns[2]).count(lab["accepted"]) == record.accepted
     # the strip shows what the commit will append, as the chain's: the path, then the ★ token
     chips = strip_chips(at)

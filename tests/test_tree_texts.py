@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TEXTBOOK, click_button, start_app
+from conftest import TEXTBOOK, click_button, start_app, strip_parts
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.core.settings import SessionConfig
@@ -148,12 +148,12 @@ def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pa
     at.segmented_control(key="step_mode_en").set_value("tree").run()
     click_button(at, "① Propose tree")
     click_button(at, "② Verify (one target forward)")
-    info = " ".join(i.value for i in at.info)  # before the commit: the stop is named already
+    [info] = strip_parts(at, "sd-alert sd-info")  # before the commit: the stop is named already
     assert "A stop (stop string) on the accepted path" in info and "was not appended" in info
     click_button(at, "③ Commit & compact")
     session = at.session_state["tree_lesson"].session
     assert session.stop_reason == "stop_string" and session.history[-1].record.kind == "stopped"
-    info = " ".join(i.value for i in at.info)
+    [info] = strip_parts(at, "sd-alert sd-info")  # the committed round's outcome
     assert "was not appended" in info and "bonus token" in info
     captions = " ".join(c.value for c in at.caption)
     assert "the appended ★ token has no KV" not in captions

@@ -29,6 +29,7 @@ from specdec_core.ui.live.frame_cache import dist_from_json, kv_from_json, untok
 from specdec_core.ui.render import StripItem, html_table, kv_table_html, token_strip_html
 from specdec_core.ui.step import view
 from specdec_core.ui.step.block_checks import residual_labels, residual_top
+from specdec_core.ui.step.strip_checks import check_columns
 from specdec_core.ui.words import NODE_STATE, say
 
 AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
@@ -41,7 +42,7 @@ def strip_items(frame: dict) -> list[StripItem]:
 
 
 def checks(frame: dict) -> tuple:
-    """The frame's checks, with the attributes ``view.check_columns`` reads."""
+    """The frame's checks, with the attributes ``check_columns`` reads."""
     return tuple(
         SimpleNamespace(
             position=int(c["pos"]),
@@ -95,7 +96,7 @@ def draw(frame: dict, presenter: bool = False) -> None:
         _chart(frame)
         rows = checks(frame)
         if rows:
-            table = view.check_columns(rows, bool(frame.get("greedy")), block_of(frame))
+            table = check_columns(rows, bool(frame.get("greedy")), block_of(frame))
             st.html(html_table(table, name="checks-table"))
         _kv(frame)
     except (KeyError, TypeError, ValueError, IndexError):
@@ -191,7 +192,7 @@ def frame_html(frame: dict) -> str:
         part.append(html_table(columns, name="chart-rows"))
     rows = checks(frame)
     if rows:
-        table = view.check_columns(rows, bool(frame.get("greedy")), block_of(frame))
+        table = check_columns(rows, bool(frame.get("greedy")), block_of(frame))
         part.append(html_table(table, name="checks-table"))
     raw = frame.get("kv")
     if raw:

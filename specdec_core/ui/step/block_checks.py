@@ -1,24 +1,21 @@
 """The checks of a round that block verification decided (``rules/block.py``): per
 drafted position the weight ``p'_i`` and the backward test's ``h_i``, what token-wise
 verification decides with the same uniforms (so a student sees where block verification
-kept a token token-wise would have rejected), one line on the prefix kept and the
-distribution the next token came from, and that distribution in the chart of its position
-(the block residual, not token-wise's ``[p − q]+``). Drawing only; the numbers are the round's
+kept a token token-wise would have rejected), and the distribution the next token came
+from in the chart of its position (the block residual, not token-wise's ``[p − q]+``); the
+notes under the checks table are :func:`~specdec_core.ui.step.strip_checks.block_lines`.
+Drawing only; the numbers are the round's
 :class:`~specdec_core.rules.acceptance.BlockDecision`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
-import streamlit as st
 
 from specdec_core.core.numfmt import fmt_sig
-from specdec_core.core.trace import DistSlice, TokenInfo
+from specdec_core.core.trace import DistSlice
 from specdec_core.engine.chain.trace import PositionCheck
 from specdec_core.rules.acceptance import BlockDecision
 from specdec_core.rules.block import RESIDUAL_TOP
-from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step_slices import block_residual_slice
 from specdec_core.ui.i18n import t
 
@@ -104,30 +101,3 @@ def block_columns(checks: tuple[PositionCheck, ...], block: BlockDecision) -> di
         t("st_bv_col_h"): [fmt_sig(h) for h in block.stop_probs],
         t("st_bv_col_token_wise"): tw,
     }
-
-
-def block_note(block: BlockDecision | None, token: Callable[[int], TokenInfo]) -> None:
-    """One caption: the prefix kept against token-wise's, the position resampled at and
-    the top of the distribution the token came from (``r_τ``); nothing under token-wise."""
-    if block is None:
-        return
-    top = ", ".join(
-        f"`{visible_token(token(i))}` {fmt_sig(p)}"
-        for i, p in zip(block.residual_ids, block.residual_probs, strict=True)
-    )
-    gamma = len(block.weights)
-    key = "st_bv_note_bonus" if block.kept == gamma else "st_bv_note"
-    st.caption(
-        t(
-            key,
-            kept=block.kept,
-            tw=block.token_wise,
-            pos=block.resample_position,
-            mass=fmt_sig(block.residual_mass),
-            top=top,
-        )
-    )
-    if block.kept > block.token_wise:
-        st.caption(t("st_bv_more", n=block.kept - block.token_wise))
-    elif block.kept < block.token_wise:
-        st.caption(t("st_bv_fewer", n=block.token_wise - block.kept))

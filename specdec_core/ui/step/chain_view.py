@@ -11,7 +11,6 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.words import STRIP_WORDS
 from specdec_core.engine.chain.trace import RoundTrace
 from specdec_core.engine.session import Session
-from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.render import (
     StripItem,
@@ -25,21 +24,30 @@ from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.history import round_label, stats_line
 from specdec_core.ui.step.lesson import Lesson
+from specdec_core.ui.step.strip_checks import alert, checks_html, code_html, line_html, section_html
 from specdec_core.ui.words import STOP_REASON, say
 
 
 def draw(pair: ModelPair, lesson: Lesson, phase: str, presenter: bool, heading: Heading) -> None:
     """Everything of the chain below the step panel's Lesson panel."""
     session: Session = lesson.session
-    last = _strip(session, phase, heading)
-    step_edit.edit_box(session, phase, actions.edit)
-    _lower_views(session, last, phase, presenter, heading)
-
-
-def _strip(session: Session, phase: str, heading: Heading) -> RoundTrace | None:
-    """The token strip; returns the last finished round when the strip shows it."""
-    verify = session.steps.current_verify
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
+    verify = session.steps.current_verify  # the round verified, else the last one's
+    shown = verify if verify is not None else (last.verify if last is not None else None)
+    checks = ""
+    if shown is not None:
+        checks = checks_html(shown.checks, shown.greedy, shown.block, session.token, presenter)
+    # one element: the strip and, below it, the checks (presenter mode: the checks go
+    # below the chart and the KV table, which share the projector's first screen)
+    st.html(_strip(session, last, "" if presenter else checks, presenter))
+    step_edit.edit_box(session, phase, actions.edit)
+    _lower_views(session, last, phase, presenter, heading, checks if presenter else "")
+
+
+def _strip(session: Session, last: RoundTrace | None, checks: str, presenter: bool) -> str:
+    """The strip element's HTML: the last commit's message (a stop, a rejection), the
+    token strip (after a commit: how it changed the text) and ``checks`` below it."""
+    verify = session.steps.current_verify
     items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
     generated = session.ids[session.prompt_len :]
     if last is not None:  # show how the last commit changed the text
@@ -57,32 +65,29 @@ def _strip(session: Session, phase: str, heading: Heading) -> RoundTrace | None:
             ]
         else:
             items += round_strip(verify, session.current_record)
-    heading(t("st_strip"))
-    stopped_early = last is not None and last.commit.kind == "stopped"
-    if stopped_early:  # a stop (e.g. an accepted end-of-text) cut the commit short
-        st.info(
-            t(
-                "st_stopped_in_round",
-                n=len(last.commit.appended),
-                cut=len(last.commit.cut),
-                reason=say(STOP_REASON, last.commit.stop_reason or "eos"),
-            )
-        )
-    elif last is not None and last.commit.discarded:
-        gone = " ".join(f"`{visible_token(tok)}`" for tok in last.commit.discarded)
+    message = ""
+    if last is not None and last.commit.kind == "stopped":  # a stop cut the commit short
         commit = last.commit
-        recurrent = session.drafter.state_view() is not None  # restored, not cut
-        st.warning(
-            t(
-                "st_reject_step_state" if recurrent else "st_reject_step",
-                tokens=gone,
-                n=len(commit.discarded),
-                t=commit.rolled_back_target,
-                d=commit.rolled_back_draft,
-            )
+        reason = say(STOP_REASON, commit.stop_reason or "eos")
+        line = line_html(
+            "st_stopped_in_round", n=len(commit.appended), cut=len(commit.cut), reason=reason
         )
-    st.html(token_strip_html(items, list(STRIP_WORDS)))  # every state, in the house order
-    return last
+        message = alert("info", line, presenter)
+    elif last is not None and last.commit.discarded:
+        commit = last.commit
+        gone = " ".join(code_html(tok) for tok in commit.discarded)
+        recurrent = session.drafter.state_view() is not None  # restored, not cut
+        key = "st_reject_step_state" if recurrent else "st_reject_step"
+        line = line_html(
+            key,
+            {"tokens": gone},
+            n=len(commit.discarded),
+            t=commit.rolled_back_target,
+            d=commit.rolled_back_draft,
+        )
+        message = alert("warning", line, presenter)
+    strip = token_strip_html(items, list(STRIP_WORDS))  # every state, in the house order
+    return section_html(t("st_strip"), strip, message, checks, presenter=presenter)
 
 
 def _lower_views(
@@ -91,9 +96,10 @@ def _lower_views(
     phase: str,
     presenter: bool,
     heading: Heading,
+    checks: str,
 ) -> None:
-    """The distributions with the checks table, the KV table and the history. Presenter
-    mode: the chart and the KV table side by side (one look, no scroll), the checks table
+    """The distributions, the KV table and the history. Presenter mode: the chart and the
+    KV table side by side (one look, no scroll), ``checks`` (the checks table's HTML)
     below them. Otherwise one column, in reading order."""
     # Keyed containers: the browser keeps a keyed block (and the chart inside it) across
     # reruns even when the elements above it change in number (a message, the edit box);
@@ -101,15 +107,15 @@ def _lower_views(
     if presenter:
         with st.container(key="step_lower"):
             dist_box, kv_box = st.columns([1, 1], gap="medium")
-        checks_box = st.container(key="step_checks_box")
     else:
-        checks_box = st.container(key="step_checks_box")
         dist_box = st.container(key="step_dist_box")
         kv_box = st.container(key="step_kv_box")
     with dist_box:
-        view.distributions(session, last, phase, heading, checks_box)
+        view.distributions(session, last, phase, heading)
     with kv_box:
         kv_section(session, last, presenter, heading)
+    if checks:
+        st.html(checks)
     history(session)
 
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import html
 
-import pandas as pd
 import streamlit as st
 
 from specdec_core.engine.session import Session
-from specdec_core.engine.tree.views import CompactionView, MaskView, TreeView
-from specdec_core.ui.errors import code_span, plain
+from specdec_core.engine.tree.views import CompactionView, KVSlot, MaskView, TreeView
+from specdec_core.ui.errors import code_span
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE
 from specdec_core.ui.i18n import t
-from specdec_core.ui.render import KV_ROW_COLORS, kv_table_html
+from specdec_core.ui.render import KV_ROW_COLORS, html_table, kv_table_html
 from specdec_core.ui.step import processors_view
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.words import (
@@ -76,50 +75,71 @@ def _slot_state(state: str) -> str:
     return say(SLOT_STATE, state)
 
 
-def compaction_tables(plan: CompactionView) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(before, after) of a compaction plan as plain tables: before = the cache right
-    after the verify forward (the last committed rows and one row per node) with what the
-    commit does to each row; after = the rows it keeps, in their new slots. ``st.table``
-    reads its cells as markdown: a token cell is escaped (the token "-" is not a bullet)."""
+def _rows(plan: CompactionView) -> tuple[list[KVSlot], list[KVSlot]]:
+    """(before, after) slots shown: the last committed rows and one per node; the rows the
+    commit keeps, in their new slots, from the first one shown."""
     slots = list(plan.slots)
     first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
     shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
+    kept = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
+    return shown, [s for s in kept if shown and s.new_slot >= shown[0].slot]
+
+
+def compaction_tables(plan: CompactionView) -> tuple[dict[str, list], dict[str, list]]:
+    """(before, after) of a compaction plan as table columns (header → cells): before =
+    the cache right after the verify forward (the last committed rows and one row per
+    node) with what the commit does to each row; after = the rows it keeps, in their new
+    slots. Tokens as :func:`visible_token` shows them (escaped by ``html_table``)."""
+    shown, kept = _rows(plan)
     action = {
         "kept": lambda s: t("tree_action_kept"),
         "moved": lambda s: t("tree_action_moved", n=s.new_slot),
         "dropped": lambda s: t("tree_action_dropped"),
     }
-    before = pd.DataFrame(
-        {
-            t("tree_col_slot"): [s.slot for s in shown],
-            t("col_token"): [plain(visible_token(s.token)) for s in shown],
-            t("tree_col_state"): [_slot_state(s.state) for s in shown],
-            t("tree_col_action"): [action[s.action](s) for s in shown],
-        }
-    )
-    after_slots = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
-    after_slots = [s for s in after_slots if s.new_slot >= shown[0].slot] if shown else []
-    after = pd.DataFrame(
-        {
-            t("tree_col_slot"): [s.new_slot for s in after_slots],
-            t("col_token"): [plain(visible_token(s.token)) for s in after_slots],
-            t("tree_col_state"): [_slot_state(s.state) for s in after_slots],
-            t("tree_col_from"): [s.slot for s in after_slots],
-        }
-    )
+    before = {
+        t("tree_col_slot"): [s.slot for s in shown],
+        t("col_token"): [visible_token(s.token) for s in shown],
+        t("tree_col_state"): [_slot_state(s.state) for s in shown],
+        t("tree_col_action"): [action[s.action](s) for s in shown],
+    }
+    after = {
+        t("tree_col_slot"): [s.new_slot for s in kept],
+        t("col_token"): [visible_token(s.token) for s in kept],
+        t("tree_col_state"): [_slot_state(s.state) for s in kept],
+        t("tree_col_from"): [s.slot for s in kept],
+    }
     return before, after
 
 
-def _styled(df: pd.DataFrame, states: list[str]):
-    colours = {
-        "accepted": KV_ROW_COLORS["accepted"],
-        "rejected": KV_ROW_COLORS["rejected"],
-        "unchecked": KV_ROW_COLORS["discarded"],
-        "cut": KV_ROW_COLORS["cut"],
-        "tentative": KV_ROW_COLORS["tentative"],
-    }
-    rows = [colours.get(s, "") for s in states]
-    return df.style.apply(lambda r: [rows[r.name]] * len(r), axis=1).hide(axis="index")
+_ROW_COLORS = {
+    "accepted": KV_ROW_COLORS["accepted"],
+    "rejected": KV_ROW_COLORS["rejected"],
+    "unchecked": KV_ROW_COLORS["discarded"],
+    "cut": KV_ROW_COLORS["cut"],
+    "tentative": KV_ROW_COLORS["tentative"],
+}
+
+
+def compaction_html(plan: CompactionView) -> str:
+    """Both tables of :func:`compaction_tables` side by side (wrapping on a phone), each
+    under its title, rows coloured by state: one HTML element (two ``st.table`` in
+    columns were seven elements, every cell a markdown element)."""
+    shown, kept = _rows(plan)
+    before, after = compaction_tables(plan)
+    parts = []
+    # side by side where both fit whole (a projector), else one above the other (1024 px
+    # with the sidebar open: the "before" table's last column was cut in a 5:4 column)
+    for title, columns, slots, name, basis in (
+        ("tree_kv_before", before, shown, "tree-kv-before", 340),
+        ("tree_kv_after", after, kept, "tree-kv-after", 240),
+    ):
+        colours = [_ROW_COLORS.get(s.state, "") for s in slots]
+        parts.append(
+            f'<div style="flex:1 1 {basis}px;min-width:0"><p style="font-weight:600;'
+            f'margin:0 0 0.25rem">{html.escape(t(title))}</p>'
+            f"{html_table(columns, colours, name)}</div>"
+        )
+    return f'<div style="display:flex;flex-wrap:wrap;gap:1rem">{"".join(parts)}</div>'
 
 
 def kv_panel(session: Session, phase: str, heading: Heading) -> None:
@@ -153,19 +173,7 @@ def kv_panel(session: Session, phase: str, heading: Heading) -> None:
             st.caption(t("tree_kv_applied", r=len(session.history), moved=moved, dropped=dropped))
     else:
         st.caption(t("tree_kv_planned"))
-    before, after = compaction_tables(plan)
-    slots = list(plan.slots)
-    first_node = next((i for i, s in enumerate(slots) if s.node is not None), len(slots))
-    shown = slots[max(0, first_node - _KEEP_COMMITTED) :]
-    kept = sorted((s for s in slots if s.new_slot is not None), key=lambda s: s.new_slot)
-    kept = [s for s in kept if shown and s.new_slot >= shown[0].slot]
-    c1, c2 = st.columns([5, 4], gap="medium")
-    with c1:
-        st.markdown(f"**{t('tree_kv_before')}**")
-        st.table(_styled(before, [s.state for s in shown]), border="horizontal")
-    with c2:
-        st.markdown(f"**{t('tree_kv_after')}**")
-        st.table(_styled(after, [s.state for s in kept]), border="horizontal")
+    st.html(compaction_html(plan))
     _processors(session, phase, heading)
 
 

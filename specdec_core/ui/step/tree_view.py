@@ -15,8 +15,6 @@ from specdec_core.core.words import StripState
 from specdec_core.engine.session import Session
 from specdec_core.engine.tree.records import tree_strip_states
 from specdec_core.engine.tree.views import TreeView
-from specdec_core.ui.errors import code_span
-from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_STYLE, tree_figure
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import StripItem, token_strip_html
@@ -24,6 +22,7 @@ from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step import tree_stats
 from specdec_core.ui.step.header import Heading
+from specdec_core.ui.step.strip_checks import alert, code_html, line_html, note, section_html
 from specdec_core.ui.step.tree_tables import kv_panel, mask_html
 from specdec_core.ui.words import FIGURE_STATE, PHASE, ROUND_KIND, STOP_REASON, TREE_REFUSAL, say
 
@@ -54,12 +53,13 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
         st.caption(t("tree_intro"))
         with st.expander(t("tree_rule_title"), icon=":material/account_tree:"):
             st.markdown(t("tree_rule_body"))
-    _strip(session, phase, heading)
     tree = session.steps.tree_view()
     mask = session.steps.attention_mask()
     last = session.history[-1] if session.history and tree is None else None
     if last is not None:  # after a commit: the round just committed, as verified
         tree, mask = last.verify.tree, last.propose.mask
+    outcome = _outcome(session, tree, last, presenter) if tree is not None else ""
+    st.html(_strip(session, phase, outcome, presenter))  # one element: strip and outcome
     # presenter mode (no sidebar): the tree and the mask side by side, the outcome below;
     # otherwise the tree, its outcome and the mask stacked across the page (a 13-column
     # grid fits beside nothing next to an open sidebar at 1024 px: it ran under the outcome)
@@ -67,7 +67,6 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
         tree_box, mask_box = st.columns([3, 2], gap="medium")
     else:
         tree_box, mask_box = st.container(), st.container()
-    outcome_box = tree_box
     with tree_box:
         heading(t("tree_fig_heading"))
         if tree is None:
@@ -78,9 +77,6 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
             # the root: the last committed token before the round (committed ids only grow)
             root = session.token(session.ids[tree.committed_len - 1])
             _tree_chart(tree, root, presenter)
-    if tree is not None:
-        with outcome_box:
-            _outcome(session, tree, last)
     with mask_box:
         if not presenter:
             st.markdown(f"**{t('tree_mask_heading')}**")
@@ -93,10 +89,10 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
     tree_stats.section(pair, session, lesson, heading)
 
 
-def _strip(session: Session, phase: str, heading: Heading) -> None:
-    """The committed text; after verify what the commit will append (as the chain's strip:
-    the accepted path, then the ★ token, its KV not computed yet), after a commit what it
-    appended."""
+def _strip(session: Session, phase: str, outcome: str, presenter: bool) -> str:
+    """The strip element's HTML: the committed text; after verify what the commit will
+    append (as the chain's strip: the accepted path, then the ★ token, its KV not computed
+    yet), after a commit what it appended; ``outcome`` (the round's) below it."""
     last = session.history[-1] if session.history and phase in ("propose", "finished") else None
     record = last.record if last is not None else session.current_record  # None before verify
     items = [StripItem(session.token(i), "prompt") for i in session.ids[: session.prompt_len]]
@@ -105,9 +101,9 @@ def _strip(session: Session, phase: str, heading: Heading) -> None:
     items += [StripItem(session.token(i), "committed") for i in generated[: len(generated) - n_new]]
     if record is not None:  # the engine's rule: path accepted, then the round's ★ token
         items += [StripItem(session.token(tok), s) for tok, s in tree_strip_states(record)]
-    heading(t("st_strip"))
     legend: list[StripState] = ["prompt", "committed", "accepted", "correction", "bonus"]
-    st.html(token_strip_html(items, legend))
+    strip = token_strip_html(items, legend)
+    return section_html(t("st_strip"), strip, below=outcome, presenter=presenter)
 
 
 #: The tree figure's other words, each the string ``tree_<word>``.
@@ -137,47 +133,47 @@ def _tree_chart(tree: TreeView, root, presenter: bool) -> None:
     )
 
 
-def _outcome(session: Session, tree: TreeView, last) -> None:
+def _outcome(session: Session, tree: TreeView, last, presenter: bool) -> str:
+    """The round's outcome as HTML (a box coloured as st.success / st.warning / st.info),
+    its near-ties and, after the commit, its timing ("" before Verify)."""
     record = last.record if last is not None else session.current_record
     if record is None:
-        return
+        return ""
     depth = max((n.depth for n in tree.nodes), default=0)
-    tok = code_span(visible_token(tree.next_token))
+    tok = {"tok": code_html(tree.next_token)}
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
         reason = last.commit.stop_reason if last is not None else session.current_stop_reason
         reason = reason or "eos"
-        st.info(
-            t(
-                "tree_outcome_stopped",
-                reason=say(STOP_REASON, reason),
-                n=len(record.appended),
-                kind=say(ROUND_KIND, ("tree", tree.next_kind or "correction")),
-                tok=tok,
-            )
+        kind = say(ROUND_KIND, ("tree", tree.next_kind or "correction"))
+        line = line_html(
+            "tree_outcome_stopped",
+            tok,
+            reason=say(STOP_REASON, reason),
+            n=len(record.appended),
+            kind=kind,
         )
+        parts = [alert("info", line, presenter)]
     else:
-        box = st.success if record.kind == "bonus" else st.warning
-        box(
-            t(
-                "tree_outcome",
-                k=record.accepted,
-                depth=depth,
-                nodes=record.nodes,
-                kind=say(ROUND_KIND, ("tree", record.kind)),
-                tok=tok,
-                n=len(record.appended),
-            )
+        line = line_html(
+            "tree_outcome",
+            tok,
+            k=record.accepted,
+            depth=depth,
+            nodes=record.nodes,
+            kind=say(ROUND_KIND, ("tree", record.kind)),
+            n=len(record.appended),
         )
-    ties = [code_span(visible_token(n.token)) for n in tree.nodes if n.near_tie]
+        parts = [alert("success" if record.kind == "bonus" else "warning", line, presenter)]
+    ties = [code_html(n.token) for n in tree.nodes if n.near_tie]
     if ties:
-        st.caption(t("near_tie_node_note", tokens=", ".join(ties)))
+        parts.append(note(line_html("near_tie_node_note", {"tokens": ", ".join(ties)}), presenter))
     if last is not None:
-        st.caption(
-            t(
-                "tree_timing",
-                d=last.propose.draft_ms,
-                f=record.draft_forwards,
-                v=last.verify.verify_ms,
-                n=record.nodes,
-            )
+        timing = line_html(
+            "tree_timing",
+            d=last.propose.draft_ms,
+            f=record.draft_forwards,
+            v=last.verify.verify_ms,
+            n=record.nodes,
         )
+        parts.append(note(timing, presenter))
+    return "".join(parts)

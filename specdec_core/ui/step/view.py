@@ -1,6 +1,7 @@
 """The chain's distributions: one drafted position's chart (``p``, ``q``, their overlap
-and excess; or ``p`` before and after the processors), the verdict in words, the checks
-table, and the phase line of a round with no drafts. Drawing only; every number comes
+and excess; or ``p`` before and after the processors), the verdict in words, and the
+phase line of a round with no drafts (the checks table is drawn with the token strip:
+:mod:`~specdec_core.ui.step.strip_checks`). Drawing only; every number comes
 from the session's frozen traces."""
 
 from __future__ import annotations
@@ -10,22 +11,18 @@ from typing import cast
 import streamlit as st
 
 from specdec_core.core.numfmt import fmt_prob, fmt_sig
-from specdec_core.core.trace import DistSlice, byte_groups
+from specdec_core.core.trace import DistSlice
 from specdec_core.drafters.registry import spec_of
-from specdec_core.engine.chain.trace import PositionCheck, RoundTrace, VerifyTrace
+from specdec_core.engine.chain.trace import RoundTrace, VerifyTrace
 from specdec_core.engine.session import Session
-from specdec_core.rules.acceptance import BlockDecision
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
 from specdec_core.ui.figures.step_slices import before_after_slice, masked_mass
 from specdec_core.ui.i18n import t
-from specdec_core.ui.render import (
-    grouped_cells,
-    html_table,
-)
-from specdec_core.ui.step.block_checks import block_columns, block_note, check_line, residual_chart
+from specdec_core.ui.step.block_checks import check_line, residual_chart
 from specdec_core.ui.step.header import Heading
+from specdec_core.ui.step.strip_checks import UNCHECKED, shown_u
 from specdec_core.ui.words import (
     BLOCK_STATUS,
     CHECK_STATUS,
@@ -74,60 +71,6 @@ def _chart(dist: DistSlice, labels: dict[str, str], title: str, **kw) -> None:
     )
     with st.container(key="dist_chart_box"):  # kept by the browser: see _lower_views
         st.echarts_chart(option, height=CHART_HEIGHT, key="dist_chart")
-
-
-UNCHECKED = ("discarded", "cut")  # never checked: after the rejection, or after a stop
-
-
-def shown_u(c: PositionCheck) -> float | None:
-    """The ``u`` a student may compare with ``a``: only at a checked position (a
-    discarded or cut position was never checked, whatever the engine drew there)."""
-    return c.u if c.status not in UNCHECKED else None
-
-
-def check_columns(
-    checks: tuple[PositionCheck, ...], greedy: bool, block: BlockDecision | None = None
-) -> dict[str, list]:
-    """The checks table's columns (header → cells). Values at unchecked positions
-    (discarded, cut) carry ``†`` in both modes (their forward's context held the rejected
-    token, or text after the stop: never compared); ``u`` there is "—". Probabilities have
-    4 significant digits (``numfmt.fmt_sig``), so the shown ``p`` and ``q`` reproduce the
-    shown ``a``."""
-
-    def mark(c: PositionCheck, text: str) -> str:
-        return text + " †" if c.status in UNCHECKED else text
-
-    tokens = [c.token for c in checks]  # the drafted text y_1..y_γ, in order
-    rows: dict[str, list] = {
-        t("col_pos"): [c.position for c in checks],
-        t("col_token"): grouped_cells(tokens, byte_groups(tokens)),
-    }
-    if greedy:
-        rows[t("col_argmax")] = [mark(c, visible_token(c.target_argmax)) for c in checks]
-    else:
-        rows["p(y)"] = [mark(c, fmt_sig(c.p)) for c in checks]
-        rows["q(y)"] = [mark(c, fmt_sig(c.q)) for c in checks]
-        rows["a = min(1, p/q)"] = [mark(c, fmt_sig(c.accept_prob)) for c in checks]
-        rows["u"] = [fmt_sig(shown_u(c)) for c in checks]  # "—": never checked
-    if block is not None:  # block verification tests every u, backwards
-        rows["u"] = [fmt_sig(u) for u in block.u]
-        rows.update(block_columns(checks, block))
-    words = BLOCK_STATUS if block is not None else CHECK_STATUS  # ≈ below: a near-tie
-    rows[t("col_verdict")] = [say(words, c.status) + " ≈" * c.near_tie for c in checks]
-    return rows
-
-
-def checks_table(
-    checks: tuple[PositionCheck, ...], greedy: bool, block: BlockDecision | None = None
-) -> None:
-    """The per-position checks as a plain table (text, not a canvas: readable and
-    searchable); probabilities never printed as 0.0000 when they are not 0."""
-    st.html(html_table(check_columns(checks, greedy, block), name="checks-table"))
-    if any(c.status in UNCHECKED for c in checks):
-        st.caption(t("unchecked_mark"))
-    ties = [str(c.position) for c in checks if c.near_tie]
-    if ties:
-        st.caption(t("near_tie_note", pos=", ".join(ties)))
 
 
 def no_drafts_reason(session: Session, last: RoundTrace | None = None) -> NoDraftsReason | None:
@@ -207,11 +150,11 @@ def _verified(
     last: RoundTrace | None,
     phase: str,
     log_y: bool,
-    checks_box,
     before_after: bool = False,
 ) -> None:
-    """The chart of one verified position (or the bonus position), the verdict in words
-    and the checks table. ``before_after``: the chart shows ``p`` before and after the
+    """The chart of one verified position (or the bonus position) and the verdict in
+    words (the checks table is the strip's: :mod:`~specdec_core.ui.step.strip_checks`).
+    ``before_after``: the chart shows ``p`` before and after the
     processors instead (:func:`_before_after`)."""
     labels = _labels()
     checks, gamma = shown.checks, len(shown.checks)
@@ -300,10 +243,6 @@ def _verified(
         + " · "
         + draft_forwards_text(session, proposed.draft_forwards, proposed.gamma)
     )
-    with checks_box:
-        checks_table(checks, greedy, shown.block)
-        block_note(shown.block, session.token)  # block verification only
-        st.caption(t("st_dists_help"))
 
 
 def distributions(
@@ -311,7 +250,6 @@ def distributions(
     last: RoundTrace | None,
     phase: str,
     heading: Heading,
-    checks_box,
 ) -> None:
     """The per-position distributions: the verified round (or the last one), else the
     drafts' ``q`` before Verify."""
@@ -325,7 +263,7 @@ def distributions(
         before_after = bool(shown.unprocessed_dists) and st.toggle(
             t("fig_before_after"), key="st_before_after", help=t("fig_before_after_help")
         )
-        _verified(session, shown, last, phase, log_y, checks_box, before_after)
+        _verified(session, shown, last, phase, log_y, before_after)
     else:
         dists = session.steps.current_draft_dists
         pos = _pick_position(session, phase, len(dists), False, 1)
