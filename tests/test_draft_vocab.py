@@ -182,3 +182,24 @@ def test_greedy_output_equals_the_target_alone_for_every_reduced_lane(request, p
         tree = generate_tree(pair, prompt, config, (2, 2, 1, 1), drafter=name)
         assert tree.output_ids == alone, name
     assert isinstance(make_model_drafter(pair), ModelDrafter)
+
+
+def test_a_no_repeat_ban_that_covers_the_subset_runs_the_full_head(embedded_pair):
+    """``no_repeat_ngram_size = 1`` bans every id of the prefix: on a prompt holding all of
+    a 4-id subset, the reduced head would leave ``q`` nothing to draw (NaN). The proposal
+    runs the full head there, so chain and tree runs equal the full-head drafter's, draw
+    for draw; the shipped ``N`` (larger than any prefix of this context) keeps its subset."""
+    pair = embedded_pair
+    small = make_model_drafter(pair, 4)
+    ids = pair.tokenizer.encode(pair.tokenizer.decode(list(small.vocab.id_list)))
+    assert set(small.vocab.id_list) <= set(ids)
+    config = SessionConfig(gamma=3, max_new_tokens=6, temperature=1.0, no_repeat_ngram_size=1)
+    full = generate(pair, ids, config, "speculative", make_model_drafter(pair, 0)).output_ids
+    assert generate(pair, ids, config, "speculative", small).output_ids == full
+    tree = generate_tree(pair, ids, config, (2, 1), drafter=make_model_drafter(pair, 0))
+    assert generate_tree(pair, ids, config, (2, 1), drafter=small).output_ids == tree.output_ids
+    procs = SimpleNamespace(grammar=None, penalties=config.penalties)
+    shipped = make_model_drafter(pair)
+    with small.full_head_for(procs, ids, 3), shipped.full_head_for(procs, ids, 3):
+        assert small.head_vocab() is None and shipped.head_vocab() is shipped.vocab
+    assert small.head_vocab() is small.vocab

@@ -136,7 +136,7 @@ class Drafter:
             picked.append(token)
             return token
 
-        with self._confidence_stop(confidence), self.full_head_for(processors):
+        with self._confidence_stop(confidence), self.full_head_for(processors, context, gamma):
             ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
         sync(self.device)
         probs = torch.stack(rows) if rows else one_hot(ids, self.vocab_size)
@@ -182,13 +182,26 @@ class Drafter:
         return logits if vocab is None else vocab.expand(logits)
 
     @contextmanager
-    def full_head_for(self, processors: Processors | None) -> Iterator[None]:
-        """Run the full head inside this block when ``processors`` hold a grammar: its
-        mask may allow only tokens outside the reduced vocabulary, which would leave
-        ``q`` no token to draw (penalties are per id and apply to the subset's ids as
-        they are). Restored after the block even if drafting raises."""
-        saved = self._full_head
-        self._full_head = saved or (processors is not None and processors.grammar is not None)
+    def full_head_for(
+        self, processors: Processors | None, context: list[int], depth: int
+    ) -> Iterator[None]:
+        """Run the full head inside this block when ``processors`` could mask every id of
+        the reduced vocabulary, which would leave ``q`` no token to draw: a grammar (its
+        mask may allow only tokens outside it), or a no-repeat n-gram ban when the subset
+        is no larger than the ids the prefixes of a proposal ``depth`` drafts deep after
+        ``context`` can hold (a ban holds only ids of its prefix). Other penalties are per
+        id and apply to the subset's ids as they are. Restored after the block even if
+        drafting raises."""
+        saved, vocab = self._full_head, self.vocab
+        masks = processors is not None and (
+            processors.grammar is not None
+            or (
+                processors.penalties.no_repeat_ngram_size > 0
+                and vocab is not None
+                and vocab.size <= len(set(context)) + depth
+            )
+        )
+        self._full_head = saved or masks
         try:
             yield
         finally:

@@ -12,8 +12,9 @@ sampled: temperature, top-k and top-p, then the softmax and the draw over the su
 ``N`` ids; history processors (penalties) are per id and run on the full-width row,
 ``−inf`` outside the subset). The verification is unchanged: a token outside the subset
 can still be committed, as the correction drawn from ``[p − q]+`` over the full
-vocabulary. A grammar mask may allow only tokens outside the subset, so a proposal under a
-grammar runs the full head (``Drafter.full_head_for``).
+vocabulary. A grammar mask may allow only tokens outside the subset, and a no-repeat
+n-gram ban may cover a subset no larger than its prefix: a proposal under either runs the
+full head (``Drafter.full_head_for``).
 
 Shapes: ``N`` subset size, ``V`` vocabulary, ``d`` width.
 """

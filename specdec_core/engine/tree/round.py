@@ -110,7 +110,7 @@ def draft_tree(
     that ran)``. Raises ConfigError for a drafter that cannot draft a tree."""
     tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
     process = processors is not None and processors.active
-    with drafter.full_head_for(processors):  # a grammar: the full head (drafters/base.py)
+    with drafter.full_head_for(processors, context, len(shape)):  # a mask: the full head
         for k in shape:
             new_frontier, level = [], {}
             for n, parent in enumerate(frontier):
