@@ -404,6 +404,9 @@ SLOW = {
         "30 held-out prompts × γ 1/4/8 with the block drafter (≈ 40 s)"
     ),
     "test_block.py::test_chi2_first_two_tokens_follow_the_target": "600 sampled runs (≈ 30 s)",
+    "test_draft_vocab.py::test_runs_follow_p_when_most_of_its_mass_is_outside_the_subset": (
+        "300 sampled runs per shape (≈ 20 s each)"
+    ),
     "test_block_verification_pair.py::test_chi2_first_two_tokens_follow_the_target": (
         "600 sampled runs with block verification (≈ 24 s)"
     ),

@@ -5,6 +5,7 @@ the target alone's for every lane, and the full head under a grammar."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 from scipy.stats import chisquare
 
 from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.penalties import apply_penalties
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.draft_vocab import ENV, DraftVocab, draft_vocab_for, read_vocab_file
@@ -203,3 +205,48 @@ def test_a_no_repeat_ban_that_covers_the_subset_runs_the_full_head(embedded_pair
     with small.full_head_for(procs, ids, 3), shipped.full_head_for(procs, ids, 3):
         assert small.head_vocab() is None and shipped.head_vocab() is shipped.vocab
     assert small.head_vocab() is small.vocab
+
+
+@pytest.mark.parametrize("shape", [None, (2, 2)])
+def test_runs_follow_p_when_most_of_its_mass_is_outside_the_subset(embedded_pair, shape):
+    """End to end through the engine (chain, and a tree): a 64-id subset holds about half
+    of the target's first-token mass under a repetition penalty on the prompt's ids (two
+    outside the subset) and top-k 50 (applied over the subset's 64 ids in ``q``, over
+    ``V`` in ``p``). The first committed token of 300 seeded runs follows the processed
+    target row ``p`` (χ², p > 1e-3), and not the drafter's ``q``. (300 runs do not tell
+    a ``q`` mis-recorded by a small tempering apart; the rows' test above is the fine
+    one.)"""
+    pair, prompt = embedded_pair, "KING:\nWe"
+    config = SessionConfig(
+        gamma=3, temperature=1.0, top_k=50, max_new_tokens=2, repetition_penalty=1.5
+    )
+    ids = pair.tokenizer.encode(prompt)
+    with torch.inference_mode():
+        logits = pair.target(input_ids=torch.tensor([ids])).logits[0, -1]
+    p = logits_to_probs(apply_penalties(logits, ids, len(ids), config.penalties), config.sampling)
+    drafter = make_model_drafter(pair, 64)
+    inside = torch.zeros(pair.vocab_size, dtype=torch.bool)
+    inside[drafter.vocab.ids] = True
+    assert set(ids) - set(drafter.vocab.id_list) and 0.4 < float(p[~inside].sum()) < 0.6
+    q = drafter.propose(ids, 1, config.sampling, "probabilistic", torch.Generator()).probs[0]
+    n, counts = 300, torch.zeros(pair.vocab_size, dtype=torch.float64)
+    for seed in range(n):
+        run_config = replace(config, seed=seed)
+        made = make_model_drafter(pair, 64)
+        if shape is None:
+            run = generate(pair, prompt, run_config, "speculative", made)
+        else:
+            run = generate_tree(pair, prompt, run_config, shape, drafter=made)
+        counts[run.output_ids[0]] += 1
+
+    def pvalue(law: torch.Tensor) -> float:
+        big = law * n >= 5
+        observed = counts[big].tolist() + [float(counts[~big].sum())]
+        expected = (law[big] * n).tolist() + [float(law[~big].sum()) * n]
+        if expected[-1] < 1e-9:  # nothing pooled: the rest must be empty too
+            observed, expected = observed[:-1], expected[:-1]
+        expected = [e * n / sum(expected) for e in expected]
+        return float(chisquare(observed, expected).pvalue)
+
+    assert pvalue(p.double()) > 1e-3
+    assert pvalue(q.double()) < 1e-6
