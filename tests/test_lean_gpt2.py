@@ -236,3 +236,16 @@ def test_a_half_precision_copy_runs_transformers_own_forward(embedded_pair):
     ]
     assert all(torch.equal(a, b) for a, b in zip(mine, ref, strict=True))
     assert ModelCache(embedded_pair.target).lean
+
+
+@pytest.mark.parametrize("bad", [[4096], [-1], [5, 4096]])
+def test_an_id_outside_the_vocabulary_raises_and_leaves_the_cache(embedded_pair, bad):
+    """One id alone is read as a slice of the embedding (a draft step): outside the
+    vocabulary it raises as a batch of ids does, instead of an empty row (or, for −1, the
+    last row) and a cache whose ids no longer match its rows."""
+    assert embedded_pair.vocab_size == 4096
+    cache = ModelCache(embedded_pair.target)
+    cache.extend([10, 11])
+    with pytest.raises(IndexError):
+        cache.extend(bad)
+    assert cache.ids == [10, 11] and cache.kv_len == 2

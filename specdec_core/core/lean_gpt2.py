@@ -199,9 +199,14 @@ def forward(
     Returns:
         ``[T, d]`` last hidden states (after ``ln_f``) in the model's dtype; the LM head
         is :func:`logits`.
+
+    Raises:
+        IndexError: an id outside the vocabulary (as indexing the embedding raises).
     """
     assert w.wte is not None
     if len(ids) == 1:  # a view of the row: no index tensor made (a draft step)
+        if not 0 <= ids[0] < w.wte.shape[0]:  # a slice would be empty or wrap, silently
+            raise IndexError(f"token id {ids[0]} is outside the vocabulary")
         tokens = w.wte[ids[0] : ids[0] + 1]  # [1, d]
     else:
         tokens = w.wte[torch.tensor(ids, device=w.wte.device)]  # [T, d]
