@@ -19,6 +19,9 @@ are printed, never asserted.
 prompt outside the timed ones (``--gamma``, same temperature) measures the drafter's α,
 the verify-cost curve (each timing's fastest of 9 repeats) its ``c`` and ``t(k)/t(1)``;
 the lane runs at the γ maximising the cost model's tokens per unit of time (printed).
+The draft model and EAGLE run on the reduced vocabulary their pair ships
+(``drafters/draft_vocab.py``) in every lane; the "full" lanes run them on the whole LM
+head at their own γ by acceptance (the comparison).
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ from specdec_core.bench.runs import hf_generate, ignoring_eos
 from specdec_core.bench.sweeps import gamma_by_acceptance
 from specdec_core.core.models import load_pair  # noqa: E402
 from specdec_core.core.settings import SessionConfig  # noqa: E402
+from specdec_core.drafters.eagle import make_eagle_drafter
+from specdec_core.drafters.model import make_model_drafter
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate  # noqa: E402
 from specdec_core.engine.tree.generate import generate_tree  # noqa: E402
@@ -59,14 +64,25 @@ def fastest(curve: ForwardCurve) -> ForwardCurve:
     return replace(curve, target_ms=tuple(s.low for s in curve.target_spread), draft_step_ms=step)
 
 
+#: The drafters whose γ is chosen by acceptance: on the reduced vocabulary each ships with
+#: (``drafters/draft_vocab.py``) and on the full head (the comparison, ``full``).
+CHOSEN = {
+    "eagle": lambda pair: make_eagle_drafter(pair),
+    "model": lambda pair: make_model_drafter(pair),
+    "eagle full": lambda pair: make_eagle_drafter(pair, 0),
+    "model full": lambda pair: make_model_drafter(pair, 0),
+}
+
+
 def chosen_gammas(pair, gamma: int, tokens: int, prompt: str) -> dict[tuple[str, float], int]:
     """(drafter, temperature) → γ chosen by its acceptance on ``prompt`` (printed)."""
     out = {}
-    for drafter in ("eagle", "model"):
-        curve = fastest(measure_forward_curve(pair, prompt, 2 * 8 + 1, 9, drafter, gamma))
+    for drafter, make in CHOSEN.items():
+        curve = fastest(measure_forward_curve(pair, prompt, 2 * 8 + 1, 9, make(pair), gamma))
         for temperature in (0.0, 1.0):
             config = SessionConfig(gamma=gamma, max_new_tokens=tokens, temperature=temperature)
-            chosen, alpha = gamma_by_acceptance(pair, prompt, config, drafter, curve)
+            maker = lambda make=make: make(pair)  # noqa: E731
+            chosen, alpha = gamma_by_acceptance(pair, prompt, config, maker, curve)
             c = curve.draft_step_ms / curve.target_ms[0]
             ratio = ", ".join(f"{r:.2f}" for r in curve.ratio()[:6])
             print(
@@ -88,9 +104,10 @@ def lanes(
 
     def chain(config, drafter=None):
         mode = "autoregressive" if drafter is None else "speculative"
+        make = CHOSEN.get(drafter, lambda pair: make_named_drafter(pair, drafter))
 
         def run(prompt):
-            made = None if drafter is None else make_named_drafter(pair, drafter)
+            made = None if drafter is None else make(pair)
             return generate(pair, prompt, config, mode, made).output_ids
 
         return run
@@ -108,7 +125,7 @@ def lanes(
     out: dict[str, tuple[float, object]] = {"target alone": (0.0, chain(greedy))}
     for name in ("model", "eagle", "mtp", "block", "ngram", "early-exit"):
         out[f"chain {name}"] = (0.0, chain(greedy, name))
-    for name in ("eagle", "model"):
+    for name in CHOSEN:
         g = chosen[name, 0.0]
         out[f"chain {name}, γ {g} by acceptance"] = (0.0, chain(replace(greedy, gamma=g), name))
     out["chain eagle, heuristic γ"] = (0.0, chain(heuristic, "eagle"))
@@ -120,7 +137,7 @@ def lanes(
     out["target alone, T = 1"] = (1.0, chain(sampled))
     out["chain eagle, T = 1"] = (1.0, chain(sampled, "eagle"))
     out["chain model, T = 1"] = (1.0, chain(sampled, "model"))
-    for name in ("eagle", "model"):
+    for name in CHOSEN:
         g = chosen[name, 1.0]
         out[f"{name}, γ {g} by acceptance, T = 1"] = (1.0, chain(replace(sampled, gamma=g), name))
     return out

@@ -105,10 +105,10 @@ def test_confidence_stop_at_temperature_0_and_the_fast_path(embedded_pair):
     """q is one-hot at T = 0 but the stop reads the logits: it still stops, and the lean
     ``propose_argmax`` stops where ``propose`` does."""
     context = embedded_pair.tokenizer.encode(PROMPTS[1])
-    full, _ = ModelDrafter(embedded_pair.draft).propose_argmax(context, 6)
+    full, _ = make_named_drafter(embedded_pair, "model").propose_argmax(context, 6)
     stops = set()
     for threshold in (0.05, 0.3, 0.6, 0.95):
-        lean, _ = ModelDrafter(embedded_pair.draft).propose_argmax(context, 6, threshold)
+        lean, _ = make_named_drafter(embedded_pair, "model").propose_argmax(context, 6, threshold)
         config = SessionConfig(gamma=6, gamma_schedule="confidence", confidence=threshold)
         slow, _ = _rows(embedded_pair, "model", config, PROMPTS[1])
         assert lean == slow == full[: len(lean)]

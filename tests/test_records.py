@@ -93,7 +93,7 @@ def _checked_mean(out: dict) -> float:
 
 
 def test_end_of_text_accepted_first_cuts_the_round(capsys, embedded_pair):
-    """γ = 8, T = 1, seed 23 on the bench prompt: the first draft is end-of-text and is
+    """γ = 8, T = 1, seed 7 on the bench prompt: the first draft is end-of-text and is
     accepted, the rule also accepts the second; the output is that one token."""
     out = run_json(
         capsys,
@@ -107,7 +107,7 @@ def test_end_of_text_accepted_first_cuts_the_round(capsys, embedded_pair):
         "--temperature",
         "1",
         "--seed",
-        "23",
+        "7",
         "--json",
     )
     [r] = out["rounds"]

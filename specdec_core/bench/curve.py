@@ -25,6 +25,7 @@ from specdec_core.core.device import sync
 from specdec_core.core.inputs import encode_prompt
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.models import ModelPair
+from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import make_named_drafter
 
 MAX_K = 17  # 2γ + 1 at γ = 8, the largest γ the page offers
@@ -162,13 +163,14 @@ def measure_forward_curve(
     prompt: str | list[int],
     max_k: int,
     repeats: int = 3,
-    drafter: str = "model",
+    drafter: str | Drafter = "model",
     gamma: int | None = None,
 ) -> ForwardCurve:
     """Measure ``t(k)`` for ``k = 1 … max_k`` (capped at :data:`MAX_K` and by the context),
     the draft step, and a round as it runs (:func:`_round_timer`: a ``gamma``-draft
     proposal, default ``(max_k − 1) // 2``, the γ of ``max_k = 2γ + 1``, then its
-    verification), on the prompt as the cached prefix, round-robin. The shared models are
+    verification), on the prompt as the cached prefix, round-robin. ``drafter``: a name
+    (:func:`make_named_drafter`) or a fresh drafter not yet attached. The shared models are
     only read; each gets a cache of its own.
 
     Raises:
@@ -184,7 +186,7 @@ def measure_forward_curve(
     rounds: list[tuple[int, float]] = []
     with torch.inference_mode():
         target = ModelCache(pair.target)
-        made = make_named_drafter(pair, drafter)
+        made = make_named_drafter(pair, drafter) if isinstance(drafter, str) else drafter
         made.attach(target)  # before the first forward (eagle keeps the hidden states)
         target.extend(prefix)
         timers: list[Callable[[], float]] = [

@@ -24,7 +24,7 @@ from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.timing import HowMeasured, Spread, Verdict, judge
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.model import ModelDrafter, make_model_drafter
 from specdec_core.engine.chain.generate import GenerationStats, generate
 from specdec_core.lessons.prompts import prompts_for
 from specdec_core.rules.costmodel import walltime_improvement
@@ -67,9 +67,12 @@ def _steady_step(stats: GenerationStats) -> float:
 
 def _once(pair: ModelPair, name: str) -> GenerationStats:
     config = SessionConfig(gamma=GAMMA, max_new_tokens=TOKENS)
-    model = {"alone": None, "model": pair.draft, "self": pair.target}[name]
-    mode = "autoregressive" if model is None else "speculative"
-    drafter = ModelDrafter(model) if model is not None else None
+    drafter = {
+        "alone": lambda: None,
+        "model": lambda: make_model_drafter(pair),
+        "self": lambda: ModelDrafter(pair.target),
+    }[name]()
+    mode = "autoregressive" if drafter is None else "speculative"
     prompt = prompts_for(pair.name).scenarios[0]
     return generate(ignoring_eos(pair), prompt, config, mode=mode, drafter=drafter).stats  # type: ignore[arg-type]
 

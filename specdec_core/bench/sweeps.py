@@ -15,6 +15,7 @@ from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.summary import summarize
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import GenerationResult, generate
 from specdec_core.rules.costmodel import best_gamma_on_curve
@@ -55,15 +56,21 @@ def gamma_sweep_point(ar: GenerationResult, sp: GenerationResult, gamma: int) ->
 
 
 def gamma_by_acceptance(
-    pair: ModelPair, prompt: str, config: SessionConfig, drafter: str, curve: ForwardCurve
+    pair: ModelPair,
+    prompt: str,
+    config: SessionConfig,
+    drafter: str | Callable[[], Drafter],
+    curve: ForwardCurve,
 ) -> tuple[int, float]:
     """A drafter's γ chosen by its acceptance: one speculative run of ``prompt`` at
     ``config`` (its γ, temperature, seed) measures α (mean ``Σ min(p, q)`` over checked
     positions), then the γ maximising the cost model's tokens per unit of time,
     ``E[tokens](α, γ) / (γ c + t(γ + 1) / t(1))`` on the measured ``curve``
     (:func:`~specdec_core.rules.costmodel.best_gamma_on_curve`; ``c`` = the curve's draft
-    step over ``t(1)``). Returns ``(γ, α)``."""
-    run = generate(pair, prompt, config, "speculative", make_named_drafter(pair, drafter))
+    step over ``t(1)``). ``drafter``: a name or a maker of fresh drafters. Returns
+    ``(γ, α)``."""
+    made = make_named_drafter(pair, drafter) if isinstance(drafter, str) else drafter()
+    run = generate(pair, prompt, config, "speculative", made)
     alpha = min(max(run.stats.acceptance_rate, 0.0), 1.0)
     c = curve.draft_step_ms / curve.target_ms[0] if curve.target_ms[0] > 0 else 0.0
     return best_gamma_on_curve(alpha, c, curve.by_tokens()), alpha

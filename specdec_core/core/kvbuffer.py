@@ -103,3 +103,50 @@ class KVBuffer:
             LayerView(self.k[i, None, :, :end], self.v[i, None, :, :end])
             for i in range(len(self.kv))
         ]
+
+
+class RowBuffer:
+    """Rows of one width appended in place, ``[length, d]`` (:attr:`rows`), in a
+    preallocated ``[capacity, d]`` tensor that grows by doubling like :class:`KVBuffer`: a
+    generation of ``n`` positions copies ``O(log n)`` times instead of once per append
+    (the target's hidden states an EAGLE or MTP drafter reads, the EAGLE head's
+    predictions). Rows beyond ``length`` are garbage and never read."""
+
+    def __init__(self, width: int, device: torch.device, dtype: torch.dtype) -> None:
+        self.data = torch.empty(FIRST_CAPACITY, width, device=device, dtype=dtype)
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def rows(self) -> torch.Tensor:
+        """``[length, d]``, a view (valid until the next edit)."""
+        return self.data[: self.length]
+
+    @torch.inference_mode()
+    def append(self, new: torch.Tensor) -> None:
+        """Add ``[T, d]`` rows after the kept ones."""
+        end = self.length + new.shape[0]
+        if end > self.data.shape[0]:
+            capacity = self.data.shape[0]
+            while capacity < end:
+                capacity *= 2
+            grown = self.data.new_empty((capacity, self.data.shape[1]))
+            grown[: self.length] = self.data[: self.length]
+            self.data = grown
+        self.data[self.length : end] = new
+        self.length = end
+
+    def truncate(self, length: int) -> None:
+        """Keep the first ``length`` rows (only the length moves)."""
+        self.length = max(0, min(length, self.length))
+
+    @torch.inference_mode()
+    def keep_rows(self, keep: int, rows: list[int]) -> None:
+        """Keep rows ``0..keep−1``, then ``rows`` (absolute indices ≥ ``keep``) moved into
+        ``keep, keep + 1, …`` (:meth:`KVBuffer.keep_rows` for these rows)."""
+        if rows:
+            index = torch.tensor(rows, device=self.data.device)
+            self.data[keep : keep + len(rows)] = self.data.index_select(0, index)
+        self.length = keep + len(rows)

@@ -28,6 +28,7 @@ from transformers import PreTrainedModel
 from specdec_core.core import lean_gpt2
 from specdec_core.core.device import sync
 from specdec_core.core.hf_forward import hf_forward
+from specdec_core.core.kvbuffer import RowBuffer
 from specdec_core.core.trace import KVRow, KVState, TokenInfo
 
 if TYPE_CHECKING:
@@ -74,11 +75,22 @@ class ModelCache:
         self.spans: list[tuple[float, float]] | None = None
         # Feature-level drafters (EAGLE) read the target's last hidden state (the LM head's
         # input) at every KV-computed position: set ``track_hidden`` before the first
-        # forward and ``hidden`` is kept as a ``[kv_len, d]`` float32 tensor, cropped and
+        # forward and ``hidden`` is kept as a ``[kv_len, d]`` float32 tensor (a growing
+        # :class:`~specdec_core.core.kvbuffer.RowBuffer`), cropped and
         # compacted with the cache. The verify forward already computes these states; no
         # extra forward is run for them.
         self.track_hidden = False
-        self.hidden: torch.Tensor | None = None
+        self._hidden: RowBuffer | None = None
+        # ``[d, N]``: the LM head rows the logits are computed on, transposed (a drafter's
+        # reduced vocabulary, ``drafters/draft_vocab.py``): every method then returns
+        # ``[.., N]`` logits; ``None``: the model's whole head, ``[.., V]``.
+        self.head: torch.Tensor | None = None
+
+    @property
+    def hidden(self) -> torch.Tensor | None:
+        """``[rows, d]`` float32 last hidden states (``track_hidden``; ``None`` before the
+        first forward that kept them), a view valid until the next edit of the cache."""
+        return None if self._hidden is None else self._hidden.rows
 
     @property
     def kv_len(self) -> int:
@@ -148,10 +160,11 @@ class ModelCache:
             hidden = lean_gpt2.forward(self.weights, self.cache, new_ids, positions, mask)
         else:
             hidden = hf_forward(self.model, self.cache, new_ids, positions, mask)  # [T, d]
-        logits = lean_gpt2.logits(self.weights, hidden[-keep:] if keep else hidden)
+        logits = lean_gpt2.logits(self.weights, hidden[-keep:] if keep else hidden, self.head)
         if self.track_hidden:
-            new = hidden.float()  # [T, d]
-            self.hidden = new if self.hidden is None else torch.cat([self.hidden, new])
+            if self._hidden is None:
+                self._hidden = RowBuffer(hidden.shape[1], hidden.device, torch.float32)
+            self._hidden.append(hidden.float())  # [T, d]
         sync(self.device)
         ended = time.perf_counter()
         self.forward_ms += (ended - started) * 1e3
@@ -168,8 +181,8 @@ class ModelCache:
         ``tokens`` join :attr:`ids` (the invariant holds again)."""
         keep = self.kv_len
         self.cache.keep_rows(keep, rows)
-        if self.hidden is not None:  # [keep + extra rows, d]
-            self.hidden = torch.cat([self.hidden[:keep], self.hidden[rows]])
+        if self._hidden is not None:  # [keep + extra rows, d]
+            self._hidden.keep_rows(keep, rows)
         self.ids.extend(tokens)
 
     def truncate(self, length: int) -> None:
@@ -178,8 +191,8 @@ class ModelCache:
         beyond ``kv_len``)."""
         self.cache.truncate(length)
         del self.ids[length:]
-        if self.hidden is not None:
-            self.hidden = self.hidden[:length]
+        if self._hidden is not None:
+            self._hidden.truncate(length)
 
     def crop(self, length: int) -> int:
         """Roll back to the first ``length`` positions (the cache's length moves, nothing
@@ -188,8 +201,8 @@ class ModelCache:
         if removed > 0:
             self.cache.truncate(self.kv_len - removed)
             del self.ids[self.kv_len - removed :]
-            if self.hidden is not None:
-                self.hidden = self.hidden[: self.kv_len]
+            if self._hidden is not None:
+                self._hidden.truncate(self.kv_len)
         return max(0, removed)
 
     def rollback_to(self, committed: list[int]) -> int:

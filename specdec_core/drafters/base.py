@@ -21,6 +21,7 @@ from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
 from specdec_core.core.settings import DraftMethod
+from specdec_core.drafters.draft_vocab import DraftVocab
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ class Drafter:
         draft_cost: what a drafting round runs, for the cost model
             (:data:`specdec_core.rules.costmodel.DraftCost`): ``serial`` (one step per
             draft), ``one_forward``, ``heads`` or ``none``.
+        vocab: the reduced vocabulary its head computes (``drafters/draft_vocab.py``;
+            ``None``: the full head). ``_serial`` then hands ``pick`` ``[N]`` subset logits,
+            which :meth:`propose` widens to ``[V]`` (``−inf`` outside) before the processors
+            and :meth:`propose_argmax` maps back to ids; :meth:`head_vocab` is ``None``
+            while a proposal runs the full head (:meth:`full_head_for`).
     """
 
     name: str = ""
@@ -89,6 +95,8 @@ class Drafter:
     forwards: int = 0
     max_gamma: int | None = None
     draft_cost: str = "serial"
+    vocab: DraftVocab | None = None
+    _full_head: bool = False  # the proposal running now uses the full head (a grammar)
     _threshold: float | None = None  # the confidence stop of the proposal running now
     _top_prob: float = 1.0  # the last pick's top probability (read by _keep_drafting)
 
@@ -116,18 +124,19 @@ class Drafter:
         picked: list[int] = []
         process = processors is not None and processors.active
 
-        def pick(logits: torch.Tensor) -> int:
+        def pick(logits: torch.Tensor) -> int:  # [N] on a reduced head, else [V]
+            vocab = self.head_vocab()
             if process:
                 assert processors is not None
-                logits = processors.row(logits, context + picked)
+                logits, vocab = processors.row(self.widen(logits), context + picked), None
             if confidence is not None:
                 self._top_prob = top_probability(logits)
-            token, q = draw_proposal(logits, sampling, method, generator)
+            token, q = draw_proposal(logits, sampling, method, generator, vocab)
             rows.append(q)
             picked.append(token)
             return token
 
-        with self._confidence_stop(confidence):
+        with self._confidence_stop(confidence), self.full_head_for(processors):
             ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
         sync(self.device)
         probs = torch.stack(rows) if rows else one_hot(ids, self.vocab_size)
@@ -141,11 +150,13 @@ class Drafter:
         :meth:`propose` gives at temperature 0 (with the same ``confidence``), without
         ``q`` rows (the LM head on the last position only)."""
         forwards = self.forwards
+        vocab = self.head_vocab()
 
-        def pick(logits: torch.Tensor) -> int:
+        def pick(logits: torch.Tensor) -> int:  # [N] on a reduced head, else [V]
             if confidence is not None:
                 self._top_prob = top_probability(logits)
-            return int(logits.argmax())
+            index = int(logits.argmax())
+            return index if vocab is None else vocab.id_list[index]
 
         with self._confidence_stop(confidence):
             ids = self._serial(context, gamma, pick, True)
@@ -158,6 +169,30 @@ class Drafter:
         ``[V]`` row after ``context`` + the ids so far. ``last``: the greedy fast path
         (a model may run its LM head on the last position only)."""
         raise NotImplementedError
+
+    def head_vocab(self) -> DraftVocab | None:
+        """The vocabulary the head computes now: :attr:`vocab`, or ``None`` (all ``V``
+        rows) while :meth:`full_head_for` says so."""
+        return None if self._full_head else self.vocab
+
+    def widen(self, logits: torch.Tensor) -> torch.Tensor:
+        """The head's ``[..., N]`` logits as ``[..., V]`` rows, ``−inf`` outside the
+        subset (:meth:`DraftVocab.expand`); full-width logits unchanged."""
+        vocab = self.head_vocab()
+        return logits if vocab is None else vocab.expand(logits)
+
+    @contextmanager
+    def full_head_for(self, processors: Processors | None) -> Iterator[None]:
+        """Run the full head inside this block when ``processors`` hold a grammar: its
+        mask may allow only tokens outside the reduced vocabulary, which would leave
+        ``q`` no token to draw (penalties are per id and apply to the subset's ids as
+        they are). Restored after the block even if drafting raises."""
+        saved = self._full_head
+        self._full_head = saved or (processors is not None and processors.grammar is not None)
+        try:
+            yield
+        finally:
+            self._full_head = saved
 
     def _keep_drafting(self) -> bool:
         """Whether the ``_serial`` loop may draft another position after the pick it just
@@ -239,20 +274,27 @@ def draw_proposal(
     sampling: SamplingConfig,
     method: DraftMethod,
     generator: torch.Generator,
+    vocab: DraftVocab | None = None,
 ) -> tuple[int, torch.Tensor]:
     """One drafted token from one row of draft logits.
 
     Args:
-        logits: ``[V]`` draft logits (any device).
+        logits: ``[V]`` draft logits (any device), or ``[N]`` over ``vocab``'s ids (a
+            reduced head: the distribution and the draw run over those ``N``).
 
     Returns:
         ``(token_id, q)`` with ``q`` the ``[V]`` float32 CPU row the token was drawn from:
-        the processed distribution (``probabilistic``) or one-hot on its argmax
-        (``greedy``, and always at temperature 0).
+        the processed distribution (``probabilistic``; zero outside ``vocab``) or one-hot
+        on its argmax (``greedy``, and always at temperature 0).
     """
     probs = logits_to_probs(logits, sampling).cpu()
     if method == "greedy" or sampling.greedy:
-        token = int(probs.argmax().item())
-        return token, one_hot(torch.tensor(token), probs.shape[-1])
-    token = int(torch.multinomial(probs, 1, generator=generator).item())
-    return token, probs
+        index = int(probs.argmax().item())
+        token = index if vocab is None else vocab.id_list[index]
+        return token, one_hot(
+            torch.tensor(token), probs.shape[-1] if vocab is None else vocab.vocab_size
+        )
+    index = int(torch.multinomial(probs, 1, generator=generator).item())
+    if vocab is None:
+        return index, probs
+    return vocab.id_list[index], vocab.expand(probs, 0.0)

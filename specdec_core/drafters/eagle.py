@@ -33,8 +33,11 @@ import torch
 from transformers import PreTrainedModel
 
 from specdec_core.core.device import sync
+from specdec_core.core.kvbuffer import RowBuffer
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.core.lean_gpt2 import head_columns
 from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.draft_vocab import DraftVocab, draft_vocab_for
 from specdec_core.drafters.eagle_head import EagleHead, load_eagle_head, target_parts
 
 if TYPE_CHECKING:
@@ -46,17 +49,22 @@ class EagleDrafter(Drafter):
 
     ``cached_ids()`` are the tokens the head's cache has seen: ``context[: entries + 1]``
     (entry ``t`` holds ``f_t``, which covers tokens ``0..t``, and the embedding of token
-    ``t + 1``); empty when it holds no entry.
+    ``t + 1``); empty when it holds no entry. ``vocab``: the target's LM head restricted
+    to those ids for drafting (``drafters/draft_vocab.py``; its rows sliced here, once).
     """
 
     name = "eagle"
     can_draft_tree = True
 
-    def __init__(self, head: EagleHead, target_model: PreTrainedModel) -> None:
+    def __init__(
+        self, head: EagleHead, target_model: PreTrainedModel, vocab: DraftVocab | None = None
+    ) -> None:
         self.head = head
         self.wte, self.lm_head = target_parts(target_model)
         self.device = target_model.device
         self.vocab_size = self.lm_head.weight.shape[0]
+        self.vocab = vocab
+        self._columns = None if vocab is None else vocab.columns(self.lm_head.weight)  # [d, N]
         self.target: ModelCache | None = None
         self._reset()
         self._forward_ms = 0.0
@@ -67,7 +75,7 @@ class EagleDrafter(Drafter):
         self.cache = self.head.new_cache()
         self.ids: list[int] = []  # tokens covered: context[: entries + 1], or []
         self.real: list[bool] = []  # per entry: f_t came from the target
-        self.pred: torch.Tensor | None = None  # [entries, d]: entry t's output, f̂_{t+1}
+        self._pred: RowBuffer | None = None  # entry t's output, f̂_{t+1} (:attr:`pred`)
         self._drop_tree()
 
     def _drop_tree(self) -> None:
@@ -93,6 +101,12 @@ class EagleDrafter(Drafter):
 
     def cached_ids(self) -> list[int] | None:
         return list(self.ids)
+
+    @property
+    def pred(self) -> torch.Tensor | None:
+        """``[entries, d]``: entry ``t``'s output, the predicted feature ``f̂_{t+1}``
+        (``None`` before the first head forward); a view valid until the next edit."""
+        return None if self._pred is None else self._pred.rows
 
     @property
     def entries(self) -> int:
@@ -148,8 +162,8 @@ class EagleDrafter(Drafter):
         is counted in :attr:`forwards`."""
         feature, _ = self._next_feature(context)
         if feature is None:
-            return torch.zeros(self.lm_head.weight.shape[0], device=self.device)
-        return self._logits(feature)
+            return self.widen(torch.zeros(self._head_width(), device=self.device))
+        return self.widen(self._logits(feature))
 
     @torch.inference_mode()
     def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
@@ -163,9 +177,9 @@ class EagleDrafter(Drafter):
         if depth == 0 and len(paths) == 1:
             feature, _ = self._next_feature(context)  # drops an earlier tree's entries
             if feature is None:
-                return torch.zeros(1, self.lm_head.weight.shape[0], device=self.device)
+                return self.widen(torch.zeros(1, self._head_width(), device=self.device))
             self._tree, self._tree_context = {(): (-1, feature)}, list(context)
-            return self._logits(feature)[None]  # [1, V]
+            return self.widen(self._logits(feature)[None])  # [1, V]
         parents = [self._tree.get(tuple(p[:-1])) for p in paths]
         same = self._tree_context == context and all(len(p) == depth for p in paths)
         if depth == 0 or not same or any(parent is None for parent in parents):
@@ -182,7 +196,7 @@ class EagleDrafter(Drafter):
         out = self.head.step(features.to(emb.dtype), emb, self.cache, positions, allowed)
         for i, path in enumerate(paths):
             self._tree[tuple(path)] = (rows + i, out[i])
-        logits = self.lm_head(out).float()  # [n, V]
+        logits = self.widen(torch.mm(out, self._head_columns()))  # [n, V]
         sync(self.device)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.forwards += 1
@@ -197,7 +211,8 @@ class EagleDrafter(Drafter):
             return
         self.cache.truncate(entries)
         del self.real[entries:]
-        self.pred = None if self.pred is None else self.pred[:entries]
+        if self._pred is not None:
+            self._pred.truncate(entries)
         del self.ids[entries + 1 :]
 
     def _real_len(self, context: list[int]) -> int:
@@ -262,22 +277,36 @@ class EagleDrafter(Drafter):
             self.ids.append(first)
         self.ids.extend(tokens)
         self.real.extend([real] * len(tokens))
-        self.pred = out if self.pred is None else torch.cat([self.pred, out])
+        if self._pred is None:
+            self._pred = RowBuffer(out.shape[1], out.device, out.dtype)
+        self._pred.append(out)
         return out
 
+    def _head_columns(self) -> torch.Tensor:
+        """The LM head rows drafting computes now, transposed: ``[d, N]``
+        (:meth:`head_vocab`) or the target's whole head, ``[d, V]``
+        (:func:`~specdec_core.core.lean_gpt2.head_columns`)."""
+        return head_columns(self.lm_head.weight) if self.head_vocab() is None else self._columns
+
+    def _head_width(self) -> int:
+        return self._head_columns().shape[1]
+
     def _logits(self, feature: torch.Tensor) -> torch.Tensor:
-        """``[V]`` float32 logits of the target's LM head on one ``[d]`` feature."""
+        """``[N]`` (reduced head) or ``[V]`` float32 logits of the target's LM head rows on
+        one ``[d]`` feature."""
         started = time.perf_counter()
-        logits = self.lm_head(feature).float()
+        logits = torch.mm(feature[None], self._head_columns())[0].float()
         sync(self.device)  # the kernels' time, not the launch's (core/device.py)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         return logits
 
 
-def make_eagle_drafter(pair: ModelPair) -> EagleDrafter:
-    """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head.
+def make_eagle_drafter(pair: ModelPair, top_n: int | None = None) -> EagleDrafter:
+    """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head, on its
+    reduced vocabulary when the pair ships one (``top_n``: another ``N``, ``0`` the full
+    head; :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`).
 
     Raises:
         ConfigError: see :func:`load_eagle_head`.
     """
-    return EagleDrafter(load_eagle_head(pair), pair.target)
+    return EagleDrafter(load_eagle_head(pair), pair.target, draft_vocab_for(pair, "eagle", top_n))

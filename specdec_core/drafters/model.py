@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import torch
 from transformers import PreTrainedModel
 
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.drafters.base import Drafter
+from specdec_core.drafters.draft_vocab import DraftVocab, draft_vocab_for
+
+if TYPE_CHECKING:
+    from specdec_core.core.models import ModelPair
 
 
 class ModelDrafter(Drafter):
@@ -25,10 +30,13 @@ class ModelDrafter(Drafter):
     name = "model"
     can_draft_tree = True
 
-    def __init__(self, model: PreTrainedModel) -> None:
+    def __init__(self, model: PreTrainedModel, vocab: DraftVocab | None = None) -> None:
         self.kv = ModelCache(model)
         self.device = self.kv.device
         self.vocab_size = model.config.vocab_size
+        self.vocab = vocab
+        self._columns = None if vocab is None else vocab.columns(self.kv.weights.lm_head)
+        self.kv.head = self._columns  # [d, N]
         # the tree level drafting now: cache row of each tree path fed (rows past kv_len)
         self._tree_rows: dict[tuple[int, ...], int] = {}
 
@@ -53,6 +61,7 @@ class ModelDrafter(Drafter):
         the greedy fast path)."""
         ids: list[int] = []
         self._drop_tree()
+        self._set_head()
         pending = self.kv.sync_to(context)
         for _ in range(gamma):
             logits = self.kv.extend_last(pending) if last else self.kv.extend(pending)[-1]
@@ -61,6 +70,10 @@ class ModelDrafter(Drafter):
                 break
             pending = [ids[-1]]
         return ids
+
+    def _set_head(self) -> None:
+        """The cache's logits on the reduced head, or all rows (:meth:`head_vocab`)."""
+        self.kv.head = None if self.head_vocab() is None else self._columns
 
     @property
     def forward_ms(self) -> float:
@@ -76,7 +89,8 @@ class ModelDrafter(Drafter):
         """``[V]`` float32 next-token logits after ``context`` (one cached forward over the
         ids the cache lacks)."""
         self._drop_tree()
-        return self.kv.extend(self.kv.sync_to(context))[-1]
+        self._set_head()
+        return self.widen(self.kv.extend(self.kv.sync_to(context))[-1])
 
     def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
         """``[n, V]`` float32 logits after ``context + paths[i]``, a whole tree level in ONE
@@ -87,11 +101,12 @@ class ModelDrafter(Drafter):
         level (one empty path) is the cached forward of :meth:`tree_logits`; paths whose
         ancestors are not in the cache fall back to one forward per path."""
         depth = len(paths[0])
+        self._set_head()
         if depth == 0 and len(paths) == 1:
             self._drop_tree()
-            rows = self.kv.extend(self.kv.sync_to(context))[-1:]  # [1, V]
+            rows = self.kv.extend(self.kv.sync_to(context))[-1:]  # [1, N or V]
             self._tree_rows = {(): -1}
-            return rows
+            return self.widen(rows)
         known = all(len(p) == depth and tuple(p[:-1]) in self._tree_rows for p in paths)
         if depth == 0 or not known or self.kv.ids != context:
             return super().tree_level_logits(context, paths)  # type: ignore[return-value]
@@ -104,7 +119,14 @@ class ModelDrafter(Drafter):
             allowed[i, ancestors + [rows + i]] = True
             self._tree_rows[tuple(path)] = rows + i
         positions = [len(context) + depth - 1] * n
-        return kv.extend_masked([p[-1] for p in paths], positions, allowed, known=0)  # [n, V]
+        return self.widen(kv.extend_masked([p[-1] for p in paths], positions, allowed, known=0))
+
+
+def make_model_drafter(pair: ModelPair, top_n: int | None = None) -> ModelDrafter:
+    """The pair's draft model as a drafter, on its reduced vocabulary when the pair ships
+    one (:func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`; ``top_n`` another
+    ``N``, ``0`` the full head)."""
+    return ModelDrafter(pair.draft, draft_vocab_for(pair, "model", top_n))
 
 
 def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:

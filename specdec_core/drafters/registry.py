@@ -42,7 +42,7 @@ from specdec_core.drafters.block import (
 )
 from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
 from specdec_core.drafters.eagle_head import has_eagle_head, preset_has_eagle_head
-from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter
+from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, make_model_drafter
 from specdec_core.drafters.mtp import MtpDrafter, make_mtp_drafter
 from specdec_core.drafters.mtp_heads import (
     has_mtp_heads,
@@ -130,7 +130,7 @@ DRAFTERS: dict[str, DrafterSpec] = {
     s.name: s
     for s in (
         DrafterSpec(
-            "model", ModelDrafter, lambda pair, _: ModelDrafter(pair.draft), hf_assisted=True
+            "model", ModelDrafter, lambda pair, _: make_model_drafter(pair), hf_assisted=True
         ),
         DrafterSpec(
             "ngram",

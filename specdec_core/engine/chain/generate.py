@@ -22,7 +22,7 @@ from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
 from specdec_core.core.timeline import Timeline, build_timeline
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.model import make_model_drafter
 from specdec_core.engine.chain.records import RoundRecord, summarize
 from specdec_core.engine.chain.round import (
     ChainContext,
@@ -177,7 +177,7 @@ def generate(
     stats = GenerationStats()
     records: tuple[RoundRecord, ...] = ()
     if mode != "autoregressive":
-        drafter = drafter or ModelDrafter(pair.draft)
+        drafter = drafter or make_model_drafter(pair)
         drafter.attach(target)
     draft_kv: ModelCache | None = getattr(drafter, "kv", None)
     run = _Run(stats, [] if trace_timeline else None, until)

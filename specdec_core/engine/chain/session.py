@@ -37,7 +37,7 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.core.trace import DistSlice, TokenInfo
 from specdec_core.core.words import CheckStatus
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.model import make_model_drafter
 from specdec_core.engine.chain.edits import (
     accept_preview,
     check_position,
@@ -101,7 +101,7 @@ class ChainSteps:
         """Every valid setting runs as a chain."""
 
     def make_drafter(self, pair: ModelPair, drafter: Drafter | None) -> Drafter:
-        return drafter or ModelDrafter(pair.draft)
+        return drafter or make_model_drafter(pair)
 
     @property
     def drafts(self) -> list[int]:

@@ -19,7 +19,7 @@ from specdec_core.core.models import ModelPair
 from specdec_core.core.processors import make_processors
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
-from specdec_core.drafters.model import ModelDrafter
+from specdec_core.drafters.model import make_model_drafter
 from specdec_core.drafters.registry import TREE_DRAFTERS, make_named_drafter, no_tree_code
 from specdec_core.engine.rounds import (
     check_grammar_drafter,
@@ -125,7 +125,7 @@ def resolve_drafter(pair: ModelPair, drafter: Drafter | str | None) -> Drafter:
     """A drafter object: the pair's draft model by default, or one made by name
     (:func:`specdec_core.drafters.registry.make_named_drafter`, e.g. ``"model"``, ``"eagle"``)."""
     if drafter is None:
-        return ModelDrafter(pair.draft)
+        return make_model_drafter(pair)
     if isinstance(drafter, str):
         return make_named_drafter(pair, drafter)
     return drafter

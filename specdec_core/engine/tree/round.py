@@ -110,40 +110,41 @@ def draft_tree(
     that ran)``. Raises ConfigError for a drafter that cannot draft a tree."""
     tree, frontier, forwards_before = DraftTree(), [-1], drafter.forwards
     process = processors is not None and processors.active
-    for k in shape:
-        new_frontier, level = [], {}
-        for n, parent in enumerate(frontier):
-            room = budget - len(tree.tokens)
-            if room <= 0:
-                break
-            path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
-            if parent not in level:  # this node and the next of its depth (≤ k each): one call
-                expand = frontier[n : n + (room + k - 1) // k]
-                paths = [[tree.tokens[i] for i in tree.path(p)] for p in expand]  # path(-1): []
-                rows = drafter.tree_level_logits(context, paths)  # [len(expand), V]
-                if rows is None:  # the block drafter: one path per forward; lookup: no q
-                    raise tree_refused(no_tree_code(drafter), drafter.name)
-                level = dict(zip(expand, rows, strict=True))
-            logits = level[parent]  # [V]
-            if process:
-                assert processors is not None
-                logits = processors.row(logits, context + path)
-            q = logits_to_probs(logits, sampling).cpu()
-            if sampling.greedy:
-                kids = torch.topk(logits.float().cpu(), min(k, room)).indices.tolist()
-                if process:  # a forbidden token is never a candidate
-                    kids = [t for t in kids if float(logits[t]) > float("-inf")]
-            else:
-                kids = torch.multinomial(q, min(k, room), replacement=True, generator=generator)
-                kids = kids.tolist()
-            tree.child_q[parent] = q
-            depth = (tree.depths[parent] if parent >= 0 else 0) + 1
-            for token in kids:
-                tree.tokens.append(int(token))
-                tree.parents.append(parent)
-                tree.depths.append(depth)
-                new_frontier.append(len(tree.tokens) - 1)
-        frontier = new_frontier
+    with drafter.full_head_for(processors):  # a grammar: the full head (drafters/base.py)
+        for k in shape:
+            new_frontier, level = [], {}
+            for n, parent in enumerate(frontier):
+                room = budget - len(tree.tokens)
+                if room <= 0:
+                    break
+                path = [tree.tokens[i] for i in tree.path(parent)] if parent >= 0 else []
+                if parent not in level:  # this node and the next of its depth (≤ k each)
+                    expand = frontier[n : n + (room + k - 1) // k]
+                    paths = [[tree.tokens[i] for i in tree.path(p)] for p in expand]
+                    rows = drafter.tree_level_logits(context, paths)  # [len(expand), V]
+                    if rows is None:  # the block drafter: one path per forward; lookup: no q
+                        raise tree_refused(no_tree_code(drafter), drafter.name)
+                    level = dict(zip(expand, rows, strict=True))
+                logits = level[parent]  # [V]
+                if process:
+                    assert processors is not None
+                    logits = processors.row(logits, context + path)
+                q = logits_to_probs(logits, sampling).cpu()
+                if sampling.greedy:
+                    kids = torch.topk(logits.float().cpu(), min(k, room)).indices.tolist()
+                    if process:  # a forbidden token is never a candidate
+                        kids = [t for t in kids if float(logits[t]) > float("-inf")]
+                else:
+                    kids = torch.multinomial(q, min(k, room), replacement=True, generator=generator)
+                    kids = kids.tolist()
+                tree.child_q[parent] = q
+                depth = (tree.depths[parent] if parent >= 0 else 0) + 1
+                for token in kids:
+                    tree.tokens.append(int(token))
+                    tree.parents.append(parent)
+                    tree.depths.append(depth)
+                    new_frontier.append(len(tree.tokens) - 1)
+            frontier = new_frontier
     return tree, drafter.forwards - forwards_before
 
 

@@ -12,6 +12,7 @@ import streamlit as st
 from specdec_core.bench.compare import DrafterResult, compare_drafters
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.draft_vocab import describe
 from specdec_core.drafters.eagle_head import load_eagle_head
 from specdec_core.drafters.registry import default_knob, drafters_for, make_named_drafter
 from specdec_core.ui.errors import error_message
@@ -46,6 +47,7 @@ def _model(pair: ModelPair, use: bool) -> int | None:
             t_params=_params(target),
         )
     )
+    _draft_vocab(pair, "model")
     return None
 
 
@@ -78,7 +80,15 @@ def _early_exit(pair: ModelPair, use: bool) -> int | None:
 
 def _eagle(pair: ModelPair, use: bool) -> int | None:
     st.caption(t("dr_desc_eagle", params=_params(load_eagle_head(pair))))
+    _draft_vocab(pair, "eagle")
     return None
+
+
+def _draft_vocab(pair: ModelPair, name: str) -> None:
+    """The drafter's reduced vocabulary, when its pair ships one (``drafters/draft_vocab.py``)."""
+    about = describe(pair, name)
+    if about is not None:
+        st.caption(t("dr_draft_vocab", **about))
 
 
 def _mtp(pair: ModelPair, use: bool) -> int | None:
