@@ -1,14 +1,16 @@
 """A live class measured: teachers and following students against R replicas
 behind nginx with one room store, all on loopback.
 
-    python benchmarks/live_class.py                        # 2 rooms × 30, SQLite
-    python benchmarks/live_class.py --redis                # the same on a loopback Redis
-    python benchmarks/live_class.py --rooms 10,5 --rounds 2 --json out.json
-    python benchmarks/live_class.py --push --followers 30,60 --storm 60   # the push route
+    python benchmarks/live_class.py --rooms 30,30 --rounds 2 --idle 60    # SQLite
+    python benchmarks/live_class.py --rooms 30,30 --rounds 2 --idle 60 --redis --separate
+    SPECDEC_LIVE_HUB_SEATS=0 python benchmarks/live_class.py ...   # tabs beat every 10 s
+    python benchmarks/live_class.py --push --followers 30,60 --storm 60   # raw push sockets
 
-``--push`` measures followers on the push route instead (``benchmarks/live_push.py``: a
-real teacher in Chromium, followers as push sockets, a join storm); the rest of this
-docstring is the Streamlit-protocol class (its followers are full Streamlit sessions).
+``--push`` measures followers as raw push sockets instead (``benchmarks/live_push.py``: a
+real teacher in Chromium). Without it every student is a whole tab on the app's websocket
+protocol (``benchmarks/locust_live.py``, ``benchmarks/live_tabs.py``): its page runs, the
+fragment timers the server asks for, and the push components' sockets and triggers as the
+browser's JavaScript sends them.
 
 Starts ``deploy/replicas.py``'s cluster (R replicas, nginx with cookie affinity, each
 replica warmed) with the store every replica shares: a fresh SQLite file
@@ -21,9 +23,16 @@ follow (their ``st.fragment`` polls, as a browser sends them) and answer.
 
 Reports (JSON, one line, and a short table):
 
-* follow: teacher click sent → a follower's page shows the new lesson state, p50 / p95 /
-  max (ms) over every follower and click; answer: a student's answer sent → the teacher's
-  chart counts it; reveal: Reveal sent → a follower shows the outcome; join;
+* follow: teacher click sent → a follower's screen shows the new lesson state (a pushed
+  follower: its socket got the state's frame), p50 / p95 / max (ms) over every follower
+  and click, and per click the first / median / last follower; answer: a student's answer
+  sent → the teacher's chart counts it; reveal: Reveal sent → a follower shows the
+  outcome; the join storm (``--storm`` s: each room's students open the link spread over
+  it; link opened → the teacher's moment on screen, and each room's first student);
+* server CPU per step click (over the click and the teacher's pause after it, less the
+  idle rate, shared among the rooms' clicks inside it) in total and per follower; the idle
+  class (``--idle`` s, everyone joined, no click: sockets, fragment timers) in % of one
+  core per replica and nginx;
 * store operations a second over the class (every call of the store interface, counted
   inside each replica by ``benchmarks/live_probe/sitecustomize.py``, by method; with
   Redis also the server's own command count);
@@ -179,12 +188,15 @@ def run_class(args, out: Path) -> dict:
         samples: list[dict] = []
         stop = threading.Event()
 
-        def sample() -> None:  # CPU and memory of each replica every second
-            while not stop.wait(1.0):
+        def sample() -> None:  # CPU (each replica, nginx) and memory, 4 times a second
+            while not stop.wait(0.25):
+                each = [cpu_seconds(p) for p in pids]
                 samples.append(
                     {
                         "t": time.time(),
-                        "cpu": sum(cpu_seconds(p) for p in pids),
+                        "cpu": sum(each),
+                        "each": each,
+                        "nginx": sum(cpu_seconds(p) for p in ngx),
                         **{p: memory_mb(p)["rss"] for p in pids},
                     }
                 )
@@ -210,6 +222,10 @@ def run_class(args, out: Path) -> dict:
             str(args.seed),
             "--idle",
             str(args.idle),
+            "--storm",
+            str(args.storm),
+            "--hosts",
+            json.dumps(run.replica_urls if args.separate else []),
             "--timeout",
             str(args.timeout),
             "--out",
@@ -238,12 +254,15 @@ def run_class(args, out: Path) -> dict:
     ops = {k: ops1.get(k, 0) - ops0.get(k, 0) for k in sorted(set(ops1) | set(ops0))}
     bots_cpu = children1.ru_utime + children1.ru_stime - children0.ru_utime - children0.ru_stime
     polling, per_update = polling_cost(samples, s, data["ended"], sum(cpu1) - sum(cpu0), wall)
+    idle = idle_cost(samples, s)
+    clicks = click_cost(samples, s, idle.get("rate_cpu_s"), sum(args.rooms))
     result = {
         "rooms": args.rooms,
         "students": sum(args.rooms),
         "rounds": args.rounds,
         "replicas": args.replicas,
         "store": "redis" if args.redis else "sqlite",
+        "separate_ports": args.separate,
         "class_s": round(secs),
         "follow": spread([ms for _, ms in s["follow"]]),
         "answer": spread([ms for _, ms in s["answer"]]),
@@ -262,6 +281,12 @@ def run_class(args, out: Path) -> dict:
         "polling_only_cpu_pct": polling,
         "cpu_s_per_follower_update": per_update,
         "follower_updates": len(s["follow"]) + len(s["reveal"]),
+        "idle": idle,
+        "per_click": clicks,
+        "follow_first_median_last": per_click_spread(s.get("follow_by_click", [])),
+        "join_storm": join_storm(s.get("join_push", [])),
+        "push_triggers": sum(x[2] for x in s.get("push_triggers", [])),
+        "votes_triggers": [x[1] for x in s.get("votes_triggers", [])],
         "teacher_clicked_again": len(s["clicked_again"]),
         "nginx_cpu_pct": round(100 * (ngx1 - ngx0) / wall),
         "bots_cpu_pct": round(100 * bots_cpu / wall),
@@ -299,6 +324,95 @@ def polling_cost(samples: list[dict], s: dict, ended: float, cpu_s: float, wall:
     return round(100 * rate), (round(per_update, 2) if per_update is not None else None)
 
 
+def idle_cost(samples: list[dict], s: dict) -> dict:
+    """The class idle (every room's window: everyone joined, no click yet, each tab's
+    fragment beat and push socket running): % of one core per replica and nginx's, over
+    the samples inside the window; ``rate_cpu_s``: the replicas' CPU-s per second."""
+    if not s["idle"]:
+        return {}
+    t0, t1 = max(w[1] for w in s["idle"]), min(w[2] for w in s["idle"])
+    inside = [x for x in samples if t0 <= x["t"] <= t1]
+    if len(inside) < 2:
+        return {}
+    a, b = inside[0], inside[-1]
+    secs = b["t"] - a["t"]
+    each = [100 * (y - x) / secs for x, y in zip(a["each"], b["each"], strict=True)]
+    return {
+        "window_s": round(secs, 1),
+        "replica_pct": [round(x, 1) for x in each],
+        "replicas_pct": round(sum(each), 1),
+        "nginx_pct": round(100 * (b["nginx"] - a["nginx"]) / secs, 1),
+        "rate_cpu_s": (b["cpu"] - a["cpu"]) / secs,
+    }
+
+
+def _cpu_at(samples: list[dict], t: float) -> float | None:
+    """The replicas' CPU-s at time ``t``, interpolated between the samples around it."""
+    for x, y in zip(samples, samples[1:], strict=False):
+        if x["t"] <= t <= y["t"]:
+            f = (t - x["t"]) / max(1e-9, y["t"] - x["t"])
+            return x["cpu"] + f * (y["cpu"] - x["cpu"])
+    return None
+
+
+def click_cost(samples: list[dict], s: dict, idle_rate: float | None, students: int) -> dict:
+    """Server CPU per teacher step click: over each click's window (sent → the end of the
+    teacher's pause after it), the replicas' CPU less the idle rate, shared among the
+    step clicks of any room sent inside the window (two rooms click at the same time);
+    median over the windows, in total and per follower."""
+    wins = s.get("click_windows", [])
+    if not wins or idle_rate is None:
+        return {}
+    costs = []
+    for _room, _label, t0, t1 in wins:
+        a, b = _cpu_at(samples, t0), _cpu_at(samples, t1)
+        if a is None or b is None:
+            continue
+        inside = sum(1 for w in wins if t0 <= w[2] <= t1)
+        costs.append((b - a - idle_rate * (t1 - t0)) / max(1, inside))
+    if not costs:
+        return {}
+    med = sorted(costs)[len(costs) // 2]
+    return {
+        "clicks": len(costs),
+        "cpu_s": round(med, 3),
+        "cpu_ms_per_follower": round(1e3 * med / students, 2),
+    }
+
+
+def per_click_spread(rows: list) -> dict:
+    """Per click (room, state): the first, median and last follower's drawn time; p50 and
+    p95 of each over the clicks (ms)."""
+    by: dict[tuple, list[float]] = {}
+    for room, s16, ms in rows:
+        by.setdefault((room, s16), []).append(ms)
+    firsts, meds, lasts = [], [], []
+    for xs in by.values():
+        xs.sort()
+        firsts.append(xs[0])
+        meds.append(xs[len(xs) // 2])
+        lasts.append(xs[-1])
+    return {
+        "clicks": len(by),
+        "first": spread(firsts),
+        "median": spread(meds),
+        "last": spread(lasts),
+    }
+
+
+def join_storm(rows: list) -> dict:
+    """Join link opened → the first frame pushed (the teacher's moment on screen): spread,
+    the span over which the class opened the link, and each room's first student."""
+    if not rows:
+        return {}
+    starts = [r[3] for r in rows]
+    return {
+        **spread([r[2] for r in rows]),
+        "opened_over_s": round(max(starts) - min(starts), 1),
+        "first_students_ms": [round(r[2]) for r in rows if r[1] == 0],
+    }
+
+
 def table(r: dict) -> str:
     def cell(m: dict) -> str:
         return f"{m['p50_ms']:,} / {m['p95_ms']:,} ms (n {m['n']})" if m["n"] else "–"
@@ -310,6 +424,15 @@ def table(r: dict) -> str:
             f"teacher click → follower updated p50 / p95: {cell(r['follow'])}",
             f"answer → teacher's chart p50 / p95:        {cell(r['answer'])}",
             f"reveal → follower shows outcome p50 / p95: {cell(r['reveal'])}",
+            "per click, first / median / last follower drawn p50 / p95: "
+            + ", ".join(
+                cell(r["follow_first_median_last"][k])
+                for k in ("first", "median", "last")
+                if k in r["follow_first_median_last"]
+            ),
+            f"server CPU per step click: {r['per_click']}",
+            f"idle class: {r['idle']}",
+            f"join storm (link → first frame): {r['join_storm']}",
             f"store operations/s {r['store_ops_per_s']} {r['store_ops']}",
             f"polls alone: {r['polling_only_cpu_pct']} % of a core; "
             f"{r['cpu_s_per_follower_update']} CPU s per follower update",
@@ -336,7 +459,13 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=3.0, help="teacher's pause (s)")
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--redis", action="store_true", help="a loopback Redis, not SQLite")
+    parser.add_argument(
+        "--separate",
+        action="store_true",
+        help="bots use the replicas' own ports (stand-ins for separate machines), not nginx",
+    )
     parser.add_argument("--idle", type=float, default=10.0, help="polls alone before the 1st click")
+    parser.add_argument("--storm", type=float, default=20.0, help="the joins spread over (s)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--json", type=Path)

@@ -68,6 +68,7 @@ class SyncClient(Client):
             cookie=cookie or None,
         )
         super().__init__(ws)
+        self.cookie = cookie  # nginx's route cookie: the tab's other sockets carry it too
 
     def click(self, page: str | None = None, timeout_s: float = TIMEOUT_S, **values) -> float:
         """One click: its rerun (scoped to the widget's fragment, if any) until the run

@@ -18,23 +18,28 @@ from its projector card; then, for each round: ① Propose, asks the class "will
 answered (or ``--answer-wait`` s), presses Reveal (``live_reveal``: ② Verify first, then
 the reveal) and ③ Commit. A student opens ``?room=CODE`` and follows; when a question
 appears it answers (the radio ``live_answer_<qid>``, a seeded choice after a seeded
-1–4 s). Every bot also does what the browser does with ``st.fragment(run_every=…)``: on
-the server's ``auto_rerun`` message it sends a fragment rerun (``is_auto_rerun``) every
-interval, whatever else is going on.
+1–4 s). Students open the link spread over ``--storm`` s (a join storm). Every bot also
+does what the browser does with ``st.fragment(run_every=…)``: on the server's
+``auto_rerun`` message it sends a fragment rerun (``is_auto_rerun``) every interval,
+whatever else is going on; and with the push components (``live_tabs``): a follower opens
+the push socket its page mounts and sends the component's triggers, the teacher holds the
+dashboard's votes socket. ``--hosts``: the replicas' own addresses, in turn (no proxy).
 
 What is timed (wall clock of this one process; server and bots share the machine):
 
-* ``follow``: teacher's click sent → the end of the first run after which a follower's
-  URL carries the teacher's new lesson state (the ``s`` parameter the teacher published),
-  per follower and click;
+* ``follow``: teacher's click sent → a pushed follower's socket receives the new state's
+  frame (its digest names the state the teacher's URL carries); a follower without the
+  push route: the end of the first run after which its URL carries that state (the ``s``
+  parameter the teacher published); per follower and click;
+* ``join_push``: the join link opened → the first frame pushed (the teacher's moment);
 * ``answer``: a student's answer sent → the end of the first teacher run whose chart
   (the Plotly figure's bar heights) counts that many answers (answers of one question
   in the order they were sent);
 * ``reveal``: Reveal sent → a follower shows the outcome (the success / error / info box
   under the question);
 * cross-talk: every lesson state a follower ever shows must be one its own teacher
-  published and none of the other room's; and the follower's token strips at that state
-  must equal its teacher's (the replay is exact).
+  published and none of the other room's; and the follower's token strip at that state
+  (pushed: the frame's) must equal its teacher's page's.
 
 Joins and answers are Locust requests (``join``, ``answer``; a broken tab, a lost click
 or an answer never counted a failure); follow and reveal times, cross-talk and strips are
@@ -56,7 +61,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, parse_qsl
 
 import gevent
 import websocket
@@ -66,6 +71,7 @@ from locust.exception import StopUser
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live_tabs import PUSH, VOTES, PushTab, VotesTab, strip_body  # noqa: E402
 from locust_classroom import SyncClient  # noqa: E402
 
 TIMEOUT_S = 180  # the longest any one wait lasts (a starved machine)
@@ -78,6 +84,7 @@ PLAN: dict = {  # set by main(), or by SPECDEC_LIVE_PLAN (JSON) for ``locust -f`
     "think_s": 3.0,
     "answer_wait_s": 25.0,
     "idle_s": 10.0,
+    "storm_s": 20.0,  # each room's students open the join link spread over this
     "seed": 0,
     "links": [],  # per room: the teacher's starting lesson link (query string)
 }
@@ -97,6 +104,11 @@ SAMPLES: dict[str, list] = {
     "clicked_again": [],
     "revealed": [],
     "errors": [],
+    "pushed": [],  # [room, student, s, time, strip] per push message with a frame
+    "join_push": [],  # [room, student index, ms]: join link opened → first frame pushed
+    "click_windows": [],  # [room, label, sent, end of the teacher's think]
+    "votes_triggers": [],
+    "push_triggers": [],
 }
 
 
@@ -117,6 +129,18 @@ def state_param(query: str) -> str:
     return (parse_qs(query).get("s") or [""])[0]
 
 
+ROOM_PARAMS = ("room", "teacher", "sid")  # ui/live/room: never part of the published state
+
+
+def push_digest(query: str) -> str:
+    """The state digest a push message names the teacher's URL state by (16 hex digits of
+    ``server/room_frames.state_digest`` of the step page's state: the URL's parameters
+    less the room's), computed here without importing the app."""
+    state = {k: v for k, v in parse_qsl(query, keep_blank_values=True) if k not in ROOM_PARAMS}
+    text = json.dumps(["step", state], separators=(",", ":"), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
 class Room:
     """What one room's teacher and students share inside this process (gevent)."""
 
@@ -124,9 +148,12 @@ class Room:
         self.index, self.size = index, size
         self.code = ""
         self.ready, self.done = Event(), Event()
+        self.ready_at = 0.0  # when the teacher's room opened (the join storm starts)
         self.joined: set[int] = set()
         # s → when the click that made it was sent (None: the state the room opened with)
         self.published: dict[str, float | None] = {}
+        self.digests: dict[str, str] = {}  # push digest (16 hex) → s
+        self.strip_bodies: dict[str, str] = {}  # s → the teacher's token strip (its body)
         self.strips: dict[str, str] = {}  # s → digest of the teacher's token strips
         self.answers: list[float] = []  # send times of the open question's answers
         self.reveal_sends: list[float] = []  # when each Reveal was sent
@@ -212,6 +239,11 @@ class LiveClient(SyncClient):
         self.run_keys: set[str] = set()  # the widget keys the last run drew
         self.running = False  # a script run is in progress (session_status_changed)
         self.on_run = None
+        # the push components on the page (``live_tabs``): name → id, fragment, data
+        self.components: dict[str, dict] = {}
+        self.drawn_components: set[str] = set()  # on screen after the last run
+        self._components_now: set[str] = set()  # drawn by the run in progress
+        self.run_components: set[str] = set()  # drawn by the run that just ended
 
     def handle(self, raw: bytes) -> bool:
         fm = ForwardMsg()
@@ -239,6 +271,19 @@ class LiveClient(SyncClient):
             elif which == "radio" and el.radio.id:
                 key = el.radio.id.rsplit("-", 1)[-1]
                 self._radios[key] = (list(el.radio.options), bool(el.radio.disabled))
+            elif which == "bidi_component":
+                self._component(el.bidi_component, fm.delta.fragment_id)
+        elif (
+            kind == "script_finished" and fm.script_finished != ForwardMsg.FINISHED_EARLY_FOR_RERUN
+        ):
+            ran = set(fm.metadata.run.fragment_ids)
+            if fm.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+                self.drawn_components = set(self._components_now)
+            else:  # a fragment run: what its fragments no longer draw is gone
+                self.drawn_components = {
+                    n for n in self.drawn_components if self.components[n]["fragment"] not in ran
+                } | self._components_now
+            self.run_components, self._components_now = self._components_now, set()
         done = super().handle(raw)
         if done:
             self.run_markdown, self.run_chart = list(self.markdown), self._chart
@@ -254,6 +299,17 @@ class LiveClient(SyncClient):
                 self.on_run(self)
             self.reset_run()
         return done
+
+    def _component(self, el, fragment: str) -> None:
+        name = next((n for n in (PUSH, VOTES) if el.component_name.endswith(n)), None)
+        if os.environ.get("SPECDEC_BOT_DEBUG"):
+            say(f"component {el.component_name} in fragment {fragment!r}")
+        if name is None:
+            return
+        raw = el.json or (el.mixed.json if el.HasField("mixed") else "")
+        data = json.loads(raw) if raw else {}
+        self.components[name] = {"id": el.id, "fragment": fragment, "data": data}
+        self._components_now.add(name)
 
     def send_rerun(self, page: str | None = None, **values) -> float:
         """Send a click or a widget change (scoped as the browser scopes it) without
@@ -305,6 +361,19 @@ def fire(env, name: str, ms: float, error: Exception | None = None) -> None:
     )
 
 
+def host_for(index: int, default: str) -> str:
+    """``--hosts`` (the replicas' own ports, standing in for separate machines): user
+    ``index`` goes to one of them in turn, so a room's students sit on every replica and its
+    teacher on one; else the proxy's address."""
+    hosts = PLAN.get("hosts") or []
+    return hosts[index % len(hosts)] if hosts else default
+
+
+def say(text: str) -> None:
+    """One progress line on stderr (``live_class.py`` keeps it in ``locust.log``)."""
+    print(f"{time.strftime('%H:%M:%S')} {text}", file=sys.stderr, flush=True)
+
+
 def fail(env, name: str, text: str) -> None:
     SAMPLES["errors"].append(f"{name}: {text}")
     fire(env, name, 0, RuntimeError(text))
@@ -319,6 +388,7 @@ class Teacher(User):
     def on_start(self) -> None:
         self.room = rooms()[next(_teachers)]
         self.counts: list[tuple[float, int]] = []  # (run end, answers counted)
+        self.votes: VotesTab | None = None  # the dashboard's votes socket, once mounted
 
     def on_stop(self) -> None:
         self.room.done.set()  # never leave the students waiting
@@ -326,6 +396,7 @@ class Teacher(User):
     @task
     def lesson(self) -> None:
         room, links = self.room, PLAN.get("links") or []
+        self.host = host_for(room.index, self.host)
         c = LiveClient(self.host, links[room.index] if room.index < len(links) else "")
         c.on_run = self._seen
         try:
@@ -338,14 +409,18 @@ class Teacher(User):
                 raise RuntimeError("no room code on the teacher's card")
             room.code = self._code(c)
             c.pump(1.0)
-            room.published[state_param(c.query_string)] = None  # the room's first state
+            self._published(c, None)  # the room's first state
+            room.ready_at = time.time()
             room.ready.set()
+            say(f"room {room.index} {room.code} open; waiting for {room.size} students")
             c.pump_until(lambda: len(room.joined) >= room.size, 240)
             c.pump(2.0)
+            say(f"room {room.index}: {len(room.joined)} joined; idle {PLAN['idle_s']} s")
             idle = time.time()
             c.pump(PLAN["idle_s"])  # only the polls: their cost alone (live_class.py)
             SAMPLES["idle"].append([room.index, idle, time.time()])
-            for _ in range(PLAN["rounds"]):
+            for n in range(PLAN["rounds"]):
+                say(f"room {room.index}: round {n + 1}")
                 if c.disabled.get(PROPOSE, True):
                     break
                 self._step(c, PROPOSE)
@@ -354,10 +429,21 @@ class Teacher(User):
         except Exception as e:  # noqa: BLE001 - reported, then the room ends
             fail(self.environment, "teacher", f"room {room.index}: {type(e).__name__}: {e}")
         finally:
+            say(f"room {room.index}: done")
             room.done.set()
             c.pump(2.0)
+            if self.votes is not None:
+                SAMPLES["votes_triggers"].append([room.index, self.votes.triggers])
+                self.votes.close()
             c.ws.close()
         raise StopUser
+
+    def _published(self, c: LiveClient, sent: float | None) -> None:
+        """The state now in the teacher's URL, timed from ``sent``, under its URL ``s``
+        and the digest the push messages name it by."""
+        s = state_param(c.query_string)
+        self.room.published.setdefault(s, sent)
+        self.room.digests.setdefault(push_digest(c.query_string), s)
 
     @staticmethod
     def _code(c: LiveClient) -> str:
@@ -374,10 +460,20 @@ class Teacher(User):
             SAMPLES.setdefault("teacher_seen", []).append(
                 [self.room.index, s, digest, run_kinds(c)]
             )
+        if s and s not in self.room.strip_bodies:
+            body = next((strip_body(x) for x in c.page_texts() if strip_body(x)), "")
+            if body:
+                self.room.strip_bodies[s] = body
         if c.run_chart is not None:
             self.counts.append((time.time(), sum(c.run_chart)))
+        if VOTES in c.run_components:  # the dashboard's votes socket, as the browser's
+            if self.votes is None:
+                self.votes = VotesTab(c, self.host)
+                say(f"room {self.room.index}: the votes socket opened")
+            else:
+                self.votes.rendered()
 
-    def _click(self, c: LiveClient, key: str, sends: list[float] | None = None) -> None:
+    def _click(self, c: LiveClient, key: str, sends: list[float] | None = None) -> float:
         """Click ``key`` once the page is idle (again, as a teacher would, when nothing
         moved for :data:`CLICK_WAIT_S`; counted in ``clicked_again``); the new lesson
         state it publishes is timed from the first click (its send time also appended to
@@ -397,11 +493,13 @@ class Teacher(User):
             )
         if sends is not None:
             sends.append(first)
-        self.room.published.setdefault(state_param(c.query_string), first)
+        self._published(c, first)
+        return first
 
     def _step(self, c: LiveClient, label: str) -> None:
-        self._click(c, label)
+        sent = self._click(c, label)
         c.pump(PLAN["think_s"])
+        SAMPLES["click_windows"].append([self.room.index, label, sent, time.time()])
 
     def _question(self, c: LiveClient) -> None:
         """Ask "will position 1 be accepted?", wait for the answers, reveal."""
@@ -450,6 +548,7 @@ class Student(User):
         self.last_s = ""
         self.answered: set[str] = set()
         self.revealed: set[str] = set()
+        self.first_frame: float | None = None  # when the first frame was pushed
 
     @task
     def follow(self) -> None:
@@ -457,15 +556,27 @@ class Student(User):
         if not room.ready.wait(300):
             fail(self.environment, "join", f"room {room.index} never opened")
             raise StopUser
+        order = self.index - (sum(PLAN["rooms"][: room.index]))  # 0 … size-1 in the room
+        # the join storm: the class opens the link spread over storm_s (both rooms at once)
+        gevent.sleep(max(0.0, room.ready_at + order * PLAN["storm_s"] / room.size - time.time()))
         started = time.time()
+        self.host = host_for(self.index, self.host)
         c = LiveClient(self.host, f"room={room.code}")
         c.on_run = self._seen
+        tab = None
         try:
             c.click()
-            if not c.pump_until(lambda: "live_explore" in c.ids and self.last_s, 60):
+            if not c.pump_until(
+                lambda: PUSH in c.components or ("live_explore" in c.ids and self.last_s), 60
+            ):
                 raise RuntimeError("not following after 60 s")
-            ms = (time.time() - started) * 1e3
+            if PUSH in c.components:  # the component's socket, as the browser opens it
+                tab = PushTab(c, self.host, lambda now, m: self._pushed(started, now, m))
+                if not c.pump_until(lambda: self.first_frame is not None, 60):
+                    raise RuntimeError("no frame pushed after 60 s")
+            ms = ((self.first_frame or time.time()) - started) * 1e3
             SAMPLES["join"].append([room.index, ms])
+            SAMPLES["join_push"].append([room.index, order, ms, started])
             fire(self.environment, "join", ms)
             room.joined.add(self.index)
             answer_at, asked = None, 0
@@ -490,8 +601,24 @@ class Student(User):
         except Exception as e:  # noqa: BLE001 - a broken tab is counted
             fail(self.environment, "student", f"{type(e).__name__}: {e}")
         finally:
+            if tab is not None:
+                SAMPLES["push_triggers"].append([room.index, self.index, tab.triggers])
+                tab.close()
             c.ws.close()
         raise StopUser
+
+    def _pushed(self, started: float, now: float, m: dict) -> None:
+        """A push message: a frame (the teacher's step drawn on this screen) is timed."""
+        html = m.get("html")
+        if not isinstance(html, str):
+            return
+        if self.first_frame is None:
+            self.first_frame = now
+        body = strip_body(html)
+        digest = hashlib.sha1(body.encode()).hexdigest()[:12] if body else ""
+        if digest:
+            STRIPS.setdefault(digest, [body])
+        SAMPLES["pushed"].append([self.room.index, self.index, str(m.get("s")), now, digest])
 
     def _seen(self, c: LiveClient) -> None:
         """After each run: a new lesson state in the URL, and a question newly revealed,
@@ -511,9 +638,42 @@ class Student(User):
 
 
 def analyse() -> None:
-    """Follow and reveal latencies, cross-talk and strip equality from the raw samples."""
-    for index, _student, s, seen, digest in SAMPLES["seen"]:
+    """Follow and reveal latencies, cross-talk and strip equality from the raw samples: a
+    pushed follower's from its push messages (its URL does not move: the screen is drawn
+    by the component), any other's from its page runs' URL."""
+    pushed = {(r, i) for r, i, *_ in SAMPLES["pushed"]}
+    first: dict[tuple[int, int, str], float] = {}
+    for index, student, d16, seen, digest in SAMPLES["pushed"]:
         room = rooms()[index]
+        other = [r.index for r in rooms() if r is not room and d16 in r.digests]
+        if other:
+            SAMPLES["crosstalk"].append([index, other[0], d16])
+            continue
+        s = room.digests.get(d16)
+        if s is None:
+            SAMPLES["unknown_state"].append([index, d16])
+            continue
+        if (index, student, s) in first:
+            continue  # the same state again (a question opened): drawn already
+        first[(index, student, s)] = seen
+        if room.published.get(s) is not None:
+            SAMPLES["follow"].append([index, (seen - room.published[s]) * 1e3])
+            SAMPLES.setdefault("follow_by_click", []).append(
+                [index, d16, (seen - room.published[s]) * 1e3]
+            )
+        want = room.strip_bodies.get(s)
+        if want and digest:
+            SAMPLES["strips_compared"].append(index)
+            wanted = hashlib.sha1(want.encode()).hexdigest()[:12]
+            if digest != wanted:
+                STRIPS.setdefault(wanted, [want])
+                SAMPLES["strip_mismatch"].append([index, "pushed", s, digest, wanted])
+    for index, student, s, seen, digest in SAMPLES["seen"]:
+        room = rooms()[index]
+        if (index, student) in pushed and all(
+            s not in r.published for r in rooms() if r is not room
+        ):
+            continue  # a pushed follower's URL state: timed by its push messages above
         other = [r.index for r in rooms() if r is not room and s in r.published]
         if other:
             SAMPLES["crosstalk"].append([index, other[0], s[:16]])
@@ -546,6 +706,10 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=3.0, help="teacher's pause, s")
     parser.add_argument("--answer-wait", type=float, default=25.0)
     parser.add_argument("--idle", type=float, default=10.0, help="polls alone, s")
+    parser.add_argument("--storm", type=float, default=20.0, help="joins spread over, s")
+    parser.add_argument(
+        "--hosts", default="[]", help="JSON list: replicas' own addresses (no proxy), in turn"
+    )
     parser.add_argument("--links", default="[]", help="JSON list: each room's lesson link")
     parser.add_argument("--spawn-rate", type=float, default=5.0)
     parser.add_argument("--timeout", type=float, default=900.0)
@@ -558,6 +722,8 @@ def main() -> None:
         think_s=args.think,
         answer_wait_s=args.answer_wait,
         idle_s=args.idle,
+        storm_s=args.storm,
+        hosts=json.loads(args.hosts),
         links=json.loads(args.links),
         seed=args.seed,
     )
@@ -579,6 +745,7 @@ def main() -> None:
         "started": started,
         "ended": time.time(),
         "published": [len(r.published) for r in rooms()],
+        "clicks": [{"published": r.published, "digests": r.digests} for r in rooms()],
         "samples": SAMPLES,
         "mismatched_strips": {
             d: STRIPS.get(d, []) for m in SAMPLES["strip_mismatch"] for d in (m[3], m[4])

@@ -109,22 +109,24 @@ def test_a_pushed_follower_mounts_the_push_screen_and_polls_when_it_cannot(
     screen (room, its language, what it shows) and draws nothing itself; the frame carries
     the teacher's drawing in both languages. A browser that cannot hold the socket
     (``nopush``) follows by the fragment's polls and draws the frame itself."""
-    from specdec_core.server import live_push
+    from specdec_core.server import live_push, live_push_seats
     from specdec_core.ui.live import push_view
 
     monkeypatch.setattr(live_push, "ENABLED", True)
     mounted = []
-    monkeypatch.setattr(push_view, "pushed", lambda *a: mounted.append(a[:3]) or True)
+    monkeypatch.setattr(push_view, "pushed", lambda *a: mounted.append(a) or None)
     teacher, seat = sampled_teacher()
     student = open_app({"room": seat.code, "lang": "zh"})
     click(teacher, "btn_propose")
     student.run()
-    assert mounted[-1] == (seat.code, "zh", "step|")
+    assert mounted[-1][:3] == (seat.code, "zh", "step|")
+    own = student.session_state["live_seat"].student  # the seat, signed for the push hub
+    assert live_push_seats.read(mounted[-1][4], seat.code)[0] == own
     assert following_frame(student) and shown(student) == []  # the browser draws it
     html = frame(student)["html"]
     assert "第 1 轮" in html["zh"] and "round 1" in html["en"]
     assert shown(teacher)[0] in html["en"]  # the teacher's own strip, as drawn
-    monkeypatch.setattr(push_view, "pushed", lambda *a: False)  # "nopush"
+    monkeypatch.setattr(push_view, "pushed", lambda *a: "nopush")
     student.run()
     assert student.session_state["live_no_push"] is True
     mine, theirs = shown(student), shown(teacher)  # drawn by the polling fragment, in zh

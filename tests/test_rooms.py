@@ -899,6 +899,29 @@ def test_the_teacher_removes_a_seat_and_it_cannot_join_again(make, clock):
     assert [s.student for s in store.seats(code, key)] == ["b"]
 
 
+def test_heartbeats_refresh_many_seats_at_once_and_name_the_refused(make, clock):
+    store = make(clock=clock, max_students=3, seat_ttl_s=90)
+    code, key = store.create()
+    for s in ("a", "b"):
+        store.join(code, s)
+    store.remove(code, key, "b")
+    v = store.version(code)
+    clock.advance(60)
+    assert store.heartbeats(code, ["a", "b"]) == {"b": "room_removed"}
+    assert store.version(code) == v  # a heartbeat of a seat already there: no bump
+    clock.advance(60)  # a: 60 s since the batch, still counts (120 s since its join)
+    assert store.view(code).students == 1
+    assert store.heartbeats(code, ["c", "d", "e"]) == {"e": "room_full"}  # new: joins
+    assert store.view(code).students == 3
+    with pytest.raises(RoomError) as exc:
+        store.heartbeats(code, ["not a seat!"])
+    assert _code(exc) == "room_student"
+    store.close(code, key)
+    with pytest.raises(RoomError) as exc:
+        store.heartbeats(code, ["a"])
+    assert _code(exc) == "room_unknown"
+
+
 # ---------------------------------------------------------------- store faults
 def test_a_locked_sqlite_file_gives_room_store_and_keeps_what_was_confirmed(tmp_path):
     import sqlite3

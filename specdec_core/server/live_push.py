@@ -18,6 +18,12 @@ same message text to every listener of that room and language; a message equal
 to the last one (a join, an answer) is not sent. A listener holds only the newest message
 (a slow socket skips the ones in between, never queues them).
 
+A follower's page also signs its seat into the URL (``&seat=…``,
+:mod:`~specdec_core.server.live_push_seats`): while the socket is open the hub writes that
+seat's heartbeat (one store call per room every 20 s) and keeps the tab its seat's fast
+one, and says ``{"tab": "other"}`` / ``{"seat": "refused"|"unsigned"}`` to that socket alone
+when the page must run to show something; an idle follower tab then runs no script at all.
+
 A teacher's dashboard opens the same route with ``lang=votes`` and gets ``{"v": version}``
 on every change of the room, answers and joins included (the version number only: no
 counts, nothing a student could not see), so the answers chart redraws within a moment
@@ -41,6 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from specdec_core.server.jobs import client_key
+from specdec_core.server.live_push_seats import SEAT_UNSIGNED, SeatBeats
+from specdec_core.server.live_push_seats import read as read_seat
 from specdec_core.server.room_frames import state_digest
 from specdec_core.server.room_limits import BUCKETS, FOLLOWERS_ENV
 from specdec_core.server.room_types import RoomError, RoomView, normalize_code
@@ -68,11 +76,31 @@ class Listener:
     loop: asyncio.AbstractEventLoop
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     latest: str | None = None
+    seat: tuple[str, str, str] | None = None  # (student, tab, client) of a signed seat
+    fast: bool = True  # the tab was its seat's fast follower at the last check
+    personal: str | None = None  # a message for this socket only (``live_push_seats``)
 
     def offer(self, text: str) -> None:
         """From the hub's thread: keep ``text`` as the newest message and wake the socket."""
         self.latest = text
         self.loop.call_soon_threadsafe(self.wake.set)
+
+    def note(self, text: str) -> None:
+        """From the hub's thread: a message for this socket alone, sent before the next."""
+        self.personal = text
+        self.loop.call_soon_threadsafe(self.wake.set)
+
+
+def question_key(view: RoomView) -> str:
+    """What a follower's question box shows, as the messages' ``q`` spell it: the question
+    (the held one while paused), its reveal, its vote (a revote) and its countdown's end (a
+    vote closed early); a change reruns the follower's page (``ui/live/push_view``)."""
+    question = view.held if view.paused else view.question
+    if question is None:
+        return ":paused" if view.paused else ""
+    ends = "" if question.closes_at is None else f"{question.closes_at:.3f}"
+    q = f"{question.qid}:{int(question.revealed)}:{question.vote}:{ends}"
+    return q + (":paused" if view.paused else "")
 
 
 def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
@@ -81,9 +109,7 @@ def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
         return ENDED
     if lang == VOTES:
         return json.dumps({"v": view.version})
-    question = view.held if view.paused else view.question  # the one followers show
-    q = "" if question is None else f"{question.qid}:{int(question.revealed)}"
-    q += ":paused" if view.paused else ""
+    q = question_key(view)
     html = None
     if frame is not None and isinstance(frame.get("html"), dict):
         html = frame["html"].get(lang)
@@ -112,6 +138,7 @@ class Hub:
         self.lock = threading.Lock()
         self.thread: threading.Thread | None = None
         self.reads = 0  # store reads by the hub (version polls and views), for benchmarks
+        self.seats = SeatBeats(store)  # the held screens' heartbeats and fast tabs
 
     # ---------------------------------------------------------------- listeners
     def count(self, client: str | None = None) -> int:
@@ -214,6 +241,9 @@ class Hub:
             started = time.monotonic()
             try:
                 self.poll()
+                with self.lock:
+                    held = {code: list(ls) for code, ls in self.rooms.items()}
+                self.seats.run(held)
             except Exception:  # noqa: BLE001 - the thread must outlive one bad pass
                 pass
             if waiter is not None:
@@ -252,6 +282,11 @@ async def endpoint(websocket, hub: Hub) -> None:
         await websocket.close(code=CLOSE_REFUSED)
         return
     listener = Listener(code, lang, who, asyncio.get_running_loop())
+    signed = websocket.query_params.get("seat", "") if lang in LANGS else ""
+    if signed:  # a follower's screen: its signed seat (the hub's heartbeat), else it beats
+        listener.seat = read_seat(signed, code)
+        if listener.seat is None:
+            listener.personal = SEAT_UNSIGNED
     room_cap = int(getattr(store, "max_students", 200)) + ROOM_EXTRA
     if not hub.add(listener, room_cap, _cap(FOLLOWERS_ENV, 100)):
         await websocket.close(code=CLOSE_REFUSED)
@@ -266,6 +301,9 @@ async def endpoint(websocket, hub: Hub) -> None:
                 waiter.cancel()
                 break
             listener.wake.clear()
+            note, listener.personal = listener.personal, None
+            if note is not None:
+                await websocket.send_text(note)
             text, listener.latest = listener.latest, None
             if text is not None:
                 await websocket.send_text(text)

@@ -59,6 +59,7 @@ from dataclasses import replace
 
 from specdec_core.server.room_frames import FrameStore
 from specdec_core.server.room_results import countdown
+from specdec_core.server.room_seats import SeatBatch
 from specdec_core.server.room_types import (
     _QID,
     MAX_CHOICES,
@@ -104,7 +105,7 @@ def _env_float(name: str, default: float) -> float:
 
 
 # ---------------------------------------------------------------- the interface
-class RoomStore(PeerInstruction, FrameStore, ABC):
+class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
     """The room store. ``ttl_s``: seconds a room lives after the teacher's last change
     (default ``SPECDEC_ROOM_TTL_H`` hours, 4); ``max_rooms`` / ``max_students``: the bounds
     (``rooms_full``, ``room_full``); ``clock``: Unix time in seconds (injected in tests).

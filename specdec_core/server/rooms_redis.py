@@ -9,9 +9,8 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 - ``specdec:room:C:students`` — a hash student id → last heartbeat (Unix s);
 - ``specdec:room:C:answers`` — a hash student → choice index (the open question's only);
 - ``specdec:room:C:removed`` — a set of the seats the teacher removed;
-- ``specdec:room:C:frames`` (a hash digest → frame) and ``:frame_order`` (a list of the
-  digests, newest first): the room's newest frames (:mod:`~specdec_core.server.room_frames`),
-  with the room's lifetime as TTL;
+- ``specdec:room:C:frames`` (digest → frame) and ``:frame_order`` (digests, newest first):
+  the room's newest frames (:mod:`~specdec_core.server.room_frames`);
 - ``specdec:room:C:first``, ``:results``, ``:ended`` — peer instruction's
   (:mod:`~specdec_core.server.rooms_redis_peer`, with its meta fields);
 
@@ -27,9 +26,8 @@ Rooms expire twice over: ``expires_at`` is checked on every read against the sto
 (tests inject one) and every key carries a Redis TTL of the room's lifetime, pushed on by
 each teacher change, so an abandoned room disappears even if nobody purges.
 
-The scripts touch only the keys they are given, except the creation script, which reads
-the index's score of each room of the client: a Redis Cluster needs the three keys of a
-room in one slot (``{C}`` hash tags) — not done; one Redis server is what a class needs.
+The scripts touch only the keys they are given, except the creation script (the index's
+score of each room of the client): a Redis Cluster would need ``{C}`` hash tags — not done.
 """
 
 from __future__ import annotations
@@ -39,6 +37,7 @@ import math
 import re
 import time
 from collections.abc import Callable
+from contextlib import suppress
 
 import redis
 
@@ -291,6 +290,20 @@ class RedisStore(RedisPeer, RoomStore):
         cutoff = repr(now - self.seat_ttl_s)
         status = self._run("join", code, repr(now), student, self.max_students, cutoff)
         self._check(status)
+
+    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]:
+        """The join script for each seat in one pipeline (one round trip, one announcement)."""
+        cutoff, keys = repr(now - self.seat_ttl_s), self._keys(code)
+        with self.client.pipeline(transaction=False) as pipe:
+            for student in students:
+                args = [repr(now), student, str(self.max_students), cutoff]
+                self._scripts["join"](keys=keys, args=args, client=pipe)
+            statuses = pipe.execute() if students else []
+        with suppress(redis.RedisError):  # the hubs' wake-up; their polls cover a miss
+            self.client.publish(self._changes, code)
+        if "room_unknown" in statuses:
+            raise RoomError("room_unknown")
+        return {x: v for x, v in zip(students, statuses, strict=True) if v not in ("ok", "same")}
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
         text, n = question_json(question), len(question.choices)

@@ -1,16 +1,13 @@
 """The room store in one SQLite file (the default backend, :mod:`specdec_core.server.rooms`;
-the file itself, its tables, pool and transactions: :mod:`specdec_core.server.rooms_sqlite_file`).
+the file, its tables, pool and transactions: :mod:`specdec_core.server.rooms_sqlite_file`).
 
-Tables: ``rooms`` (one row per room: the key's hash, version, page, state, the open
-question as JSON, the maker's client tag, expiry), ``students`` (code, student, last
-heartbeat ``seen``), ``answers`` (code, student, choice: the open question's only),
-``frames`` (code, the state's digest, the frame: :mod:`~specdec_core.server.room_frames`),
-``removed`` (seats the teacher removed) and ``creations`` (client tag, time: the hourly
-bound); peer instruction's (first votes, results, ended rooms):
-:mod:`~specdec_core.server.rooms_sqlite_peer`. Rooms expire by their ``expires_at``
-column: checked on every read, deleted by
-:meth:`~specdec_core.server.rooms.RoomStore.purge` (which ``create`` runs first). Every
-statement takes its values as parameters.
+Tables: ``rooms`` (key hash, version, page, state, open question as JSON, maker's client
+tag, expiry), ``students`` (code, student, last heartbeat ``seen``), ``answers`` (the open
+question's), ``frames`` (:mod:`~specdec_core.server.room_frames`), ``removed`` (seats the
+teacher removed), ``creations`` (the hourly bound); peer instruction's:
+:mod:`~specdec_core.server.rooms_sqlite_peer`. A room expires by ``expires_at`` (checked on
+every read, deleted by ``purge``, which ``create`` runs first). Every statement takes its
+values as parameters.
 """
 
 from __future__ import annotations
@@ -37,17 +34,10 @@ from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_sqlite_file import SQLiteFile
 from specdec_core.server.rooms_sqlite_frames import SQLiteFrames
 from specdec_core.server.rooms_sqlite_peer import SQLitePeer
-
-#: A seat counts while seen since the cutoff or while it answered. Parameters: code, cutoff.
-_COUNTS = (
-    "(s.seen > ? OR EXISTS (SELECT 1 FROM answers a WHERE a.code = s.code"
-    " AND a.student = s.student))"
-)
-_COUNT_SEATS = "SELECT COUNT(*) FROM students s WHERE s.code = ? AND " + _COUNTS
-_FREE_SEATS = "DELETE FROM students AS s WHERE s.code = ? AND NOT " + _COUNTS
+from specdec_core.server.rooms_sqlite_seats import _COUNT_SEATS, SQLiteSeats
 
 
-class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
+class SQLiteStore(SQLitePeer, SQLiteFrames, SQLiteSeats, RoomStore):
     """Rooms in the SQLite file ``path`` (made with its tables if missing). Several
     objects and processes may share one file. Other arguments: :class:`RoomStore`."""
 
@@ -234,26 +224,6 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, RoomStore):
             version = self._bump(db, code)
             db.execute("UPDATE rooms SET moment = version WHERE code = ?", (code,))
             return version
-
-    def _join(self, code: str, student: str, now: float) -> None:
-        with self.file.write() as db:
-            self._room(db, code, now)
-            args = (code, student)
-            if db.execute("SELECT 1 FROM removed WHERE code = ? AND student = ?", args).fetchone():
-                raise RoomError("room_removed")
-            seen = db.execute(
-                "UPDATE students SET seen = ? WHERE code = ? AND student = ?", (now, *args)
-            )
-            if seen.rowcount:  # the heartbeat of a seat already there: no version bump
-                return
-            total = db.execute("SELECT COUNT(*) FROM students WHERE code = ?", (code,))
-            if total.fetchone()[0] >= self.max_students:
-                # free the seats that stopped counting, then count again
-                db.execute(_FREE_SEATS, (code, now - self.seat_ttl_s))
-                if self._counting(db, code, now) >= self.max_students:
-                    raise RoomError("room_full", limit=self.max_students)
-            db.execute("INSERT INTO students (code, student, seen) VALUES (?, ?, ?)", (*args, now))
-            self._bump(db, code)
 
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
         with self.file.write() as db:

@@ -2,38 +2,35 @@
 replayed here by the same deterministic replay a lesson link takes: only the state comes
 over the store, never model output), explore on one's own, answer the teacher's questions.
 
-Flow. :func:`before_sidebar` (``app.py``, every full run, before the sidebar draws its
-widgets) reads the room's latest ``(page, state)`` when the student follows. A step state
-with a **frame** (:mod:`~specdec_core.ui.live.frames`: the teacher's own strip, checks,
-chart and KV table, stored once per state) is drawn as is by the fragment
-(:mod:`~specdec_core.ui.live.frame_view`) and the step page below draws nothing
-(:func:`frame_only`): no replay in this session, and a new teacher step redraws only the
-fragment. Otherwise (a Lessons state, a state without a frame) it applies the state: the
-settings are seeded into the sidebar's widget keys and the step page replays the state
+Flow. :func:`before_sidebar` (``app.py``, every full run, before the sidebar) reads the
+room's latest ``(page, state)`` when the student follows. A step state with a **frame**
+(:mod:`~specdec_core.ui.live.frames`: the teacher's own strip, checks, chart and KV table,
+stored once per state) is drawn as is by the fragment
+(:mod:`~specdec_core.ui.live.frame_view`), the step page below nothing (:func:`frame_only`):
+no replay here. Otherwise (a Lessons state, a state without a frame) the settings are
+seeded into the sidebar's widget keys and the step page replays the state
 (``links.request`` → ``links.apply_pending``); a Lessons state sets the chapter.
 :func:`bar` (``app.py``, in the keyed container ``live_bar`` above every page) is the
-follower's status line and question box, an ``st.fragment(run_every=POLL_S)``: each poll
-reads ONE version number from the store and, only when it changed, the room's view; a
-changed lesson state without a frame then reruns the whole app (which applies it).
-"Explore on my own" replays the followed state into this session (the next full run). The
-student keeps their own language and presenter mode.
+follower's status line and question box, a fragment: on the push route
+(:mod:`~specdec_core.ui.live.follow_push`) it runs only when the push component asks or
+something waits; otherwise it polls (``st.fragment(run_every=POLL_S)``: ONE version number
+read, the room's view only when it changed; a changed state without a frame reruns the
+app, which applies it). "Explore on my own" replays the followed state into this session.
+The student keeps their own language and presenter mode.
 
 Widget keys (the websocket bot / browser tests find them by key):
 
 * ``live_bar`` — the container above every page (always present, empty outside a room).
 * ``live_explore`` — button "Explore on my own" / "自己探索" (while following).
 * ``live_follow`` — button "Follow again" / "重新跟随" (while exploring).
-* ``live_answer_<qid>`` — radio over the open question's choices (value: the choice
-  index; an answer is sent on change, changeable until the reveal).
+* ``live_answer_<qid>`` — radio over the open question's choices (sent on change).
 * ``live_status`` — the container of the status line ("Following the teacher — …").
-* ``live_this_tab`` — button "Follow in this tab" (a tab of a browser whose other tab
-  follows: it polls every 10 s until clicked).
+* ``live_this_tab`` — button "Follow in this tab" (a seat's other tab, polling every 10 s).
 
-Bounded per client (:mod:`specdec_core.server.room_limits`): one tab per browser seat polls
-every second, the seat's other tabs every 10 s; each poll reads one version number, and a
-student's seat heartbeat (a join) is written once every :data:`HEARTBEAT_S`; an answer is
-kept in the session until the store confirms it (:data:`PENDING`), sent at most at the
-seat's answer rate (the last choice wins), and tried again after a store fault.
+Bounded per client (:mod:`specdec_core.server.room_limits`): one tab per browser seat follows
+fast, the seat's other tabs poll every 10 s; a seat heartbeat is written once every
+:data:`HEARTBEAT_S`; an answer is kept until the store confirms it (:data:`PENDING`), sent at
+most at the seat's answer rate (the last choice wins), tried again after a store fault.
 """
 
 from __future__ import annotations
@@ -49,9 +46,9 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.i18n import lang, t
+from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import frame_view, push_view, room
+from specdec_core.ui.live import follow_push, frame_view, push_view, room
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
 from specdec_core.ui.live.frame_view import teacher_at
@@ -71,7 +68,7 @@ READ_AT = "live_read_at"  # monotonic time the view was last read
 POLLED = "live_polled_at"  # monotonic time this tab's poll last read the store
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 SLOW_POLL_S = 10.0  # a seat's other tabs
-PUSH_BEAT_S = 10.0  # a pushed follower's own poll (heartbeat, answers), the push aside
+PUSH_BEAT_S = 10.0  # a pushed follower's own beat while something waits (follow_push)
 HEARTBEAT_S = 20.0  # a student's seat heartbeat (well inside the store's seat TTL)
 REREAD_S = 10.0  # the view is read again this often even when its version did not move
 FRAME = "live_frame"  # the teacher's frame of the state followed (None: replayed instead)
@@ -88,8 +85,7 @@ def refresh() -> RoomView | None:
     ``None`` when the room is gone (its message is kept, the seat left). While the store
     does not answer: the last view read (the fault line says so) and no store call until
     the back-off ends."""
-    S = st.session_state
-    s = room.seat()
+    S, s = st.session_state, room.seat()
     if s is None:
         return None
     if room.waiting():
@@ -114,8 +110,7 @@ def refresh() -> RoomView | None:
 
 def keep_seat() -> None:
     """A student's seat heartbeat every :data:`HEARTBEAT_S` (at once while it waits)."""
-    S = st.session_state
-    s = room.seat()
+    S, s = st.session_state, room.seat()
     if s is None or s.role != "student":
         return
     if not s.joined or time.monotonic() - S.get(BEAT, 0.0) > HEARTBEAT_S:
@@ -232,21 +227,19 @@ def bar(page: str, pages: dict) -> None:
         st.switch_page(pages[want])
     if not _fast():
         _follower_slow()
-    elif live_push.ENABLED and following() and not S.get(push_view.NO_PUSH):
-        _follower_pushed()  # the screen is drawn by the push route's messages
+    elif live_push.ENABLED and following() and not S.get(push_view.NO_PUSH):  # drawn by push
+        (_follower_pushed_beat if follow_push.beat_needed(S.get(VIEW)) else _follower_pushed)()
     else:
         _follower()
 
 
-def _fast() -> bool:
-    """Whether this tab is its seat's fast follower (:class:`room_limits.Tabs`)."""
+def _fast() -> bool:  # this tab is its seat's fast follower (room_limits.Tabs)
     s = room.seat()
     return s is not None and TABS.poll(s.student, tab_id(), client())
 
 
 def _this_tab() -> None:
-    s = room.seat()
-    if s is not None:
+    if (s := room.seat()) is not None:
         TABS.claim(s.student, tab_id(), client())
 
 
@@ -257,11 +250,22 @@ def _follower() -> None:
     _follow_box(fast=True)
 
 
+@st.fragment
+def _follower_pushed() -> None:  # at rest: runs when its component asks (``follow_push``)
+    _pushed(beat=False)
+
+
 @st.fragment(run_every=PUSH_BEAT_S)
-def _follower_pushed() -> None:
+def _follower_pushed_beat() -> None:  # while something waits (``follow_push.beat_needed``)
+    _pushed(beat=True)
+
+
+def _pushed(beat: bool) -> None:
     if not _fast():
         st.rerun(scope="app")
     _follow_box(fast=True, pushed=True)
+    if follow_push.beat_needed(st.session_state.get(VIEW)) != beat:  # e.g. an answer to retry
+        st.rerun(scope="app")  # the other of the two fragments takes over
 
 
 @st.fragment(run_every=SLOW_POLL_S)
@@ -280,9 +284,8 @@ def _fragment_run() -> bool:
 
 def _due(fast: bool) -> bool:
     """Whether this poll reads the store: always in a full run; in a fragment rerun only
-    when this tab's interval (1 s fast, 10 s slow, less 20 %) has passed since its last
-    read, so a client that sends polls faster than its fragment asks (a script, forty
-    tabs) gets the last view redrawn and costs no store read and no replay."""
+    when this tab's interval (1 s fast, 10 s slow, less 20 %) passed since its last read (a
+    client sending polls faster, e.g. forty tabs, gets the last view redrawn)."""
     S, now = st.session_state, time.monotonic()
     fragment_run = _fragment_run()
     every = POLL_S if fast else SLOW_POLL_S
@@ -339,10 +342,6 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
             st.markdown(f":material/pause_circle: **{t('live_paused')}**")
         question_box(view)
     if pushed and following():
-        q, paused = (view.held, ":paused") if view.paused else (view.question, "")
-        shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}") + paused
-        if not push_view.pushed(view.code, lang(), shown, lambda: S.pop(POLLED, None)):
-            S[push_view.NO_PUSH] = True  # the browser cannot hold the socket: poll instead
-            st.rerun(scope="app")
+        follow_push.mount(view, lambda: S.pop(POLLED, None))
     elif following() and S.get(FRAME) is not None:
         frame_view.draw(S[FRAME], bool(S.get("presenter")))

@@ -21,8 +21,11 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.server.live_push import PATH
+from specdec_core.ui.live.push_socket import JS as SOCKET_JS
 
-JS = r"""
+JS = (
+    SOCKET_JS
+    + r"""
 const TAGS = new Set(['DIV','SPAN','TABLE','THEAD','TBODY','TR','TH','TD','H4','B','CODE','P',
   'DETAILS','SUMMARY','STYLE','BR','SMALL']);
 const ATTRS = new Set(['class', 'style', 'title']);
@@ -55,42 +58,37 @@ export default function (component) {
   const live = parentElement.__live || (parentElement.__live = {});
   live.trigger = setTriggerValue;
   live.box = box;
-  const scheme = location.protocol === 'https:' ? 'wss://' : 'ws://';
-  const url = scheme + location.host + data.path + '?room=' + encodeURIComponent(data.room) +
-    '&lang=' + encodeURIComponent(data.lang);
-  if (live.url === url && live.ws && live.ws.readyState <= 1) return;
-  if (live.ws) { live.closing = true; live.ws.close(); }
-  live.url = url; live.closing = false; live.delay = 500; live.key = data.key;
-  const open = () => {
-    const ws = new WebSocket(url);
-    live.ws = ws;
-    ws.onmessage = (ev) => {
-      let m;
-      try { m = JSON.parse(ev.data); } catch (e) { return; }
-      live.ok = true;
-      if (m.fault) return;
-      if (m.ended) { live.trigger('moved', 'ended'); return; }
-      live.delay = 500;
-      if (typeof m.html === 'string') {
-        live.box.replaceChildren(clean(m.html));
-        live.box.dataset.state = String(m.s);
-      } else {
-        live.box.replaceChildren();  // a state without a frame: the page replays it
-      }
-      const key = m.page + '|' + m.q + (typeof m.html === 'string' ? '' : '|' + m.s);
-      if (live.key !== key) { live.key = key; live.trigger('moved', key); }
-    };
-    ws.onclose = () => {
-      if (live.ws !== ws || live.closing) return;
-      live.failed = live.ok ? 0 : (live.failed || 0) + 1;
-      if (live.failed >= 3) { live.trigger('moved', 'nopush'); return; }  // never reached
-      setTimeout(open, live.delay);
-      live.delay = Math.min(live.delay * 2, 16000);
-    };
+  const seat = data.seat ? '&seat=' + encodeURIComponent(data.seat) : '';
+  const onMessage = (m) => {
+    live.ok = true;
+    if (m.fault) return;
+    if (m.tab || m.seat) {  // the hub about this tab: its fragment runs once to see
+      live.notes += 1;
+      live.trigger('moved', (m.tab ? 'tab:' + m.tab : 'seat:' + m.seat) + ':' + live.notes);
+      return;
+    }
+    if (m.ended) { live.trigger('moved', 'ended'); return; }
+    live.delay = 500;
+    if (typeof m.html === 'string') {
+      live.box.replaceChildren(clean(m.html));
+      live.box.dataset.state = String(m.s);
+    } else {
+      live.box.replaceChildren();  // a state without a frame: the page replays it
+    }
+    const key = m.page + '|' + m.q + (typeof m.html === 'string' ? '' : '|' + m.s);
+    if (live.key !== key) { live.key = key; live.trigger('moved', key); }
   };
-  open();
+  const onClose = () => {
+    live.failed = live.ok ? 0 : (live.failed || 0) + 1;
+    if (live.failed < 3) return true;
+    live.trigger('moved', 'nopush');  // never reached: this tab polls instead
+    return false;
+  };
+  if (hold(live, data, seat, onMessage, onClose)) { live.key = data.key; live.notes = 0; }
+  return release(live, parentElement);
 }
 """
+)
 
 CSS = """
 .live-push { font-family: "Source Sans Pro", "Noto Sans CJK SC", sans-serif; }
@@ -111,14 +109,16 @@ def _component() -> Callable:
     return _COMPONENT
 
 
-def pushed(code: str, lang: str, key: str, on_moved: Callable[[], None]) -> bool:
+def pushed(
+    code: str, lang: str, key: str, on_moved: Callable[[], None], seat: str | None = None
+) -> object:
     """Mount the push screen of room ``code`` in ``lang``. ``key``: what this run already
     shows (``page|question`` as the messages spell it): the component triggers ``moved``
-    (``on_moved``, then a rerun of the fragment it sits in) only when a message differs.
-    Returns ``False`` once the browser said it cannot hold the socket (``nopush``)."""
-    result = _component()(
-        data={"room": code, "lang": lang, "path": PATH, "key": key},
-        key="live_push",
-        on_moved_change=on_moved,
-    )
-    return getattr(result, "moved", None) != "nopush"
+    (``on_moved``, then a rerun of the fragment it sits in) only when a message differs,
+    or the hub says something of this tab (``tab:…``, ``seat:refused``, ``seat:unsigned``).
+    ``seat``: the signed seat (``server/live_push_seats.token``) the hub keeps alive.
+    Returns the trigger of this run (``None`` when none; ``"nopush"``: the browser cannot
+    hold the socket)."""
+    data = {"room": code, "lang": lang, "path": PATH, "key": key, "seat": seat or ""}
+    result = _component()(data=data, key="live_push", on_moved_change=on_moved)
+    return getattr(result, "moved", None)

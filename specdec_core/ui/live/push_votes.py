@@ -18,10 +18,13 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.server.live_push import PATH, VOTES
+from specdec_core.ui.live.push_socket import JS as SOCKET_JS
 
 GAP_MS = 250  # at most one dashboard rerun a quarter second while answers arrive
 
-JS = r"""
+JS = (
+    SOCKET_JS
+    + r"""
 export default function (component) {
   const { data, setTriggerValue, parentElement } = component;
   const fresh = !parentElement.__votes;
@@ -43,32 +46,16 @@ export default function (component) {
     live.timer = setTimeout(() => { live.timer = null; live.fire(); }, live.gap);
   };
   live.fire();
-  const scheme = location.protocol === 'https:' ? 'wss://' : 'ws://';
-  const url = scheme + location.host + data.path + '?room=' + encodeURIComponent(data.room) +
-    '&lang=' + encodeURIComponent(data.lang);
-  if (live.url === url && live.ws && live.ws.readyState <= 1) return;
-  if (live.ws) { live.closing = true; live.ws.close(); }
-  live.url = url; live.closing = false; live.delay = 500;
-  const open = () => {
-    const ws = new WebSocket(url);
-    live.ws = ws;
-    ws.onmessage = (ev) => {
-      let m;
-      try { m = JSON.parse(ev.data); } catch (e) { return; }
-      if (typeof m.v !== 'number') return;
-      live.delay = 500;
-      live.newest = Math.max(live.newest, m.v);
-      live.fire();
-    };
-    ws.onclose = () => {
-      if (live.ws !== ws || live.closing) return;
-      setTimeout(open, live.delay);
-      live.delay = Math.min(live.delay * 2, 16000);
-    };
-  };
-  open();
+  hold(live, data, '', (m) => {
+    if (typeof m.v !== 'number') return;
+    live.delay = 500;
+    live.newest = Math.max(live.newest, m.v);
+    live.fire();
+  }, () => true);
+  return release(live, parentElement);
 }
 """
+)
 
 _COMPONENT: Callable | None = None
 
