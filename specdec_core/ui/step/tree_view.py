@@ -7,6 +7,8 @@ every number comes from the :class:`TreeSession`'s views."""
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
@@ -22,8 +24,9 @@ from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step import tree_stats
 from specdec_core.ui.step.header import Heading
-from specdec_core.ui.step.strip_checks import alert, code_html, line_html, note, section_html
+from specdec_core.ui.step.strip_checks import alert, line_html, note, section_html
 from specdec_core.ui.step.tree_tables import kv_panel, mask_html
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import FIGURE_STATE, PHASE, ROUND_KIND, STOP_REASON, TREE_REFUSAL, say
 
 
@@ -77,14 +80,14 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
             # the root: the last committed token before the round (committed ids only grow)
             root = session.token(session.ids[tree.committed_len - 1])
             _tree_chart(tree, root, presenter)
-    with mask_box:
-        if not presenter:
-            st.markdown(f"**{t('tree_mask_heading')}**")
-        else:
-            heading(t("tree_mask_heading"))
-        if mask is not None:
-            st.html(mask_html(mask, tree, presenter))
-        st.caption(t("tree_mask_caption"))
+    with mask_box:  # one element: its title, the grid and what a ✓ means
+        size = "1.2rem" if presenter else "1rem"
+        grid = mask_html(mask, tree, presenter) if mask is not None else ""
+        st.html(
+            f'<p style="font-weight:600;font-size:{size};margin:0 0 0.5rem">'
+            f"{html.escape(t('tree_mask_heading'))}</p>{grid}"
+            + note(line_html("tree_mask_caption"), presenter)
+        )
     kv_panel(session, phase, heading)
     tree_stats.section(pair, session, lesson, heading)
 
@@ -140,7 +143,7 @@ def _outcome(session: Session, tree: TreeView, last, presenter: bool) -> str:
     if record is None:
         return ""
     depth = max((n.depth for n in tree.nodes), default=0)
-    tok = {"tok": code_html(tree.next_token)}
+    tok = {"tok": token_in_sentence(tree.next_token, "html")}
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
         reason = last.commit.stop_reason if last is not None else session.current_stop_reason
         reason = reason or "eos"
@@ -164,7 +167,7 @@ def _outcome(session: Session, tree: TreeView, last, presenter: bool) -> str:
             n=len(record.appended),
         )
         parts = [alert("success" if record.kind == "bonus" else "warning", line, presenter)]
-    ties = [code_html(n.token) for n in tree.nodes if n.near_tie]
+    ties = [token_in_sentence(n.token, "html") for n in tree.nodes if n.near_tie]
     if ties:
         parts.append(note(line_html("near_tie_node_note", {"tokens": ", ".join(ties)}), presenter))
     if last is not None:
