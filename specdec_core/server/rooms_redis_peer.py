@@ -134,6 +134,10 @@ class RedisPeer:
             raise RoomError("room_key")
         return "teacher" if teacher else "co"
 
+    def _ended(self, code: str, now: float) -> bool:
+        expires_at = self.client.hget(self._keys(code)[7], "expires_at")
+        return expires_at is not None and float(expires_at) > now
+
     def _results(self, code: str, key_hash: str, now: float) -> list[QuestionResult]:
         meta, _, answers, _, _, first, results, ended = self._keys(code)
         with self.client.pipeline(transaction=True) as pipe:

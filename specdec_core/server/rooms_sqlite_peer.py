@@ -116,6 +116,13 @@ class SQLitePeer:
         entries += [current] if current is not None else []
         return [result_of(e) for e in entries[-MAX_RESULTS:]]
 
+    def _ended(self, code: str, now: float) -> bool:
+        with self.file.read() as db:
+            row = db.execute(
+                "SELECT 1 FROM ended WHERE code = ? AND expires_at > ?", (code, now)
+            ).fetchone()
+        return row is not None
+
     @staticmethod
     def _entry(db: sqlite3.Connection, code: str) -> str | None:
         """The result entry of the room's question as it stands (``None``: no question)."""
