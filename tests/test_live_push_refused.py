@@ -112,3 +112,15 @@ def test_ended_names_a_closed_class_until_its_expiry(store, clock):
     assert store.ended(live) and store.ended(live.lower()) and not store.ended(other)
     clock.now += 3601  # the room's expiry: its results are gone, and so is the word
     assert not store.ended(live)
+
+
+def test_the_app_puts_its_log_guard_on_the_route(monkeypatch):
+    from specdec_core.ui import logguard
+    from specdec_core.ui.live import push_server
+
+    monkeypatch.setattr(live_push, "ENABLED", False)  # restored: other tests poll
+    monkeypatch.setattr(push_server, "HUB", None)
+    monkeypatch.setattr(live_push.LOG, "filters", [])
+    push_server.push_routes()
+    push_server.push_routes()
+    assert live_push.LOG.filters == [logguard.GUARD]

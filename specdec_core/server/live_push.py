@@ -53,7 +53,6 @@ from specdec_core.server.room_frames import state_digest
 from specdec_core.server.room_limits import BUCKETS, followers_per_addr
 from specdec_core.server.room_types import RoomError, RoomView, normalize_code
 from specdec_core.server.rooms import RoomStore
-from specdec_core.ui.logguard import GUARD
 
 PATH = "/_specdec/live"
 ENABLED = False  # set by :func:`routes`: this process serves the route (a follower uses it)
@@ -65,8 +64,7 @@ LANGS = ("en", "zh")
 VOTES = "votes"  # the teacher dashboard's listener: the room's version on every change
 CLOSE_REFUSED = 4403  # a WebSocket close code: bad code, gone room, a bound reached
 CLOSE_ENDED = 4410  # the class ended: the page says so and does not reconnect
-LOG = logging.getLogger(__name__)
-LOG.addFilter(GUARD)  # bounded per kind and minute, whatever handler writes it
+LOG = logging.getLogger(__name__)  # the app puts its log guard on it (``ui/live/push_server``)
 
 
 @dataclass(eq=False)
@@ -255,7 +253,7 @@ class Hub:
 async def endpoint(websocket, hub: Hub) -> None:
     """The WebSocket route (Starlette): a refused socket is closed before its handshake
     (HTTP 403), never an error page; whatever else goes wrong is logged through
-    :data:`LOG` (its guard bounds the log per kind of error and minute)."""
+    :data:`LOG` (the app's log guard bounds it per kind of error and minute)."""
     try:
         await _serve(websocket, hub)
     except Exception:  # noqa: BLE001 - one socket's fault: logged (bounded), the socket closed

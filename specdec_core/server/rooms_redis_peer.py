@@ -59,6 +59,11 @@ if ARGV[6] == '1' then
   redis.call('HSET', KEYS[1], 'paused', 1, 'held_page', m[2], 'held_state', m[3],
     'held_question', held, 'paused_at', ARGV[1])
 else
+  local c = redis.call('HMGET', KEYS[1], 'closes_at', 'paused_at')
+  local closes, at = tonumber(c[1] or ''), tonumber(c[2] or '')
+  if closes and at and closes > at then  -- the countdown goes on with the time it had left
+    redis.call('HSET', KEYS[1], 'closes_at', string.format('%.6f', closes + ARGV[1] - at))
+  end
   redis.call('HSET', KEYS[1], 'paused', 0, 'held_page', '', 'held_state', '',
     'held_question', '', 'paused_at', '')
 end

@@ -66,9 +66,19 @@ class SQLitePeer:
     def _pause(self, code: str, key_hash: str, paused: bool, now: float) -> int:
         with self.file.write() as db:
             version, _ = self._teacher(db, code, key_hash, now)
-            row = db.execute("SELECT paused FROM rooms WHERE code = ?", (code,)).fetchone()
+            row = db.execute(
+                "SELECT paused, question, paused_at FROM rooms WHERE code = ?", (code,)
+            ).fetchone()
             if bool(row[0]) == paused:
                 return version
+            question = question_from_json(row[1]) if row[1] and not paused else None
+            if question is not None and (question.closes_at or 0) > (row[2] or now):
+                # the resume: the countdown goes on with the time it had left at the pause
+                closes_at = question.closes_at + now - row[2]
+                db.execute(
+                    "UPDATE rooms SET question = ? WHERE code = ?",
+                    (question_json(replace(question, closes_at=closes_at)), code),
+                )
             db.execute(  # the moment and its question, held in the room's row
                 "UPDATE rooms SET paused = ?1, held_page = CASE WHEN ?1 THEN page ELSE '' END,"
                 " held_state = CASE WHEN ?1 THEN state ELSE '' END, held_question = CASE WHEN"
