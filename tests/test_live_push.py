@@ -215,3 +215,40 @@ def test_redis_announces_every_write_to_each_replicas_hub(redis_url):
         if code in got:
             break
     assert code in got
+
+
+def test_a_vote_closed_early_and_a_revote_reach_the_followers_as_new_messages(make):
+    """What the follower's question box shows travels in ``q``: the vote closed early (its
+    countdown's end moves) and the revote (the vote's number) are each a new message (the
+    follower's page reruns on it), an answer is none."""
+    store = make(ttl_s=3600)
+    code, key = store.create()
+    publish(store, code, key, "a", "<p>one</p>")
+    store.join(code, "a" * 16)
+    hub = Hub(lambda: store, frame_of)
+    loop = asyncio.new_event_loop()
+    try:
+        en = Listener(code, "en", "addr:1", loop)
+        hub.thread = SimpleNamespace(is_alive=lambda: True)  # no thread: the test polls
+        assert hub.add(en, 10, 10)
+        seen = []
+
+        def step() -> None:
+            en.latest = None
+            hub.poll()
+            seen.append(None if en.latest is None else json.loads(en.latest)["q"])
+
+        store.ask(code, key, Question("q1", "accept", (), ("yes", "no")), duration_s=60)
+        step()
+        store.answer(code, "a" * 16, "q1", 0)
+        step()
+        store.close_vote(code, key, "q1")
+        step()
+        store.revote(code, key, "q1")
+        step()
+        asked, answered, closed, revote = seen
+        assert asked.startswith("q1:0:1:") and answered is None
+        assert closed.startswith("q1:0:1:") and closed != asked  # the countdown's end moved
+        assert revote == "q1:0:2:"  # the second vote, no countdown
+    finally:
+        loop.close()

@@ -93,15 +93,25 @@ class Listener:
         self.loop.call_soon_threadsafe(self.wake.set)
 
 
+def question_key(view: RoomView) -> str:
+    """What a follower's question box shows, as the messages' ``q`` spell it: the question
+    (the held one while paused), its reveal, its vote (a revote) and its countdown's end (a
+    vote closed early); a change reruns the follower's page (``ui/live/push_view``)."""
+    question = view.held if view.paused else view.question
+    if question is None:
+        return ":paused" if view.paused else ""
+    ends = "" if question.closes_at is None else f"{question.closes_at:.3f}"
+    q = f"{question.qid}:{int(question.revealed)}:{question.vote}:{ends}"
+    return q + (":paused" if view.paused else "")
+
+
 def message(view: RoomView | None, frame: dict | None, lang: str) -> str:
     """The message for a listener in ``lang`` (``view`` None: the room is gone)."""
     if view is None:
         return ENDED
     if lang == VOTES:
         return json.dumps({"v": view.version})
-    question = view.held if view.paused else view.question  # the one followers show
-    q = "" if question is None else f"{question.qid}:{int(question.revealed)}"
-    q += ":paused" if view.paused else ""
+    q = question_key(view)
     html = None
     if frame is not None and isinstance(frame.get("html"), dict):
         html = frame["html"].get(lang)

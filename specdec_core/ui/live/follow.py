@@ -227,11 +227,8 @@ def bar(page: str, pages: dict) -> None:
         st.switch_page(pages[want])
     if not _fast():
         _follower_slow()
-    elif live_push.ENABLED and following() and not S.get(push_view.NO_PUSH):
-        if follow_push.beat_needed():  # the screen is drawn by the push route's messages
-            _follower_pushed_beat()
-        else:
-            _follower_pushed()
+    elif live_push.ENABLED and following() and not S.get(push_view.NO_PUSH):  # drawn by push
+        (_follower_pushed_beat if follow_push.beat_needed(S.get(VIEW)) else _follower_pushed)()
     else:
         _follower()
 
@@ -267,7 +264,7 @@ def _pushed(beat: bool) -> None:
     if not _fast():
         st.rerun(scope="app")
     _follow_box(fast=True, pushed=True)
-    if follow_push.beat_needed() != beat:  # an answer to retry, a fault; or nothing waits
+    if follow_push.beat_needed(st.session_state.get(VIEW)) != beat:  # e.g. an answer to retry
         st.rerun(scope="app")  # the other of the two fragments takes over
 
 

@@ -8,10 +8,12 @@ the place, the hub's heartbeat was refused) or the student acts; it beats every
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import streamlit as st
 
+from specdec_core.server.live_push import question_key
 from specdec_core.server.live_push_seats import HUB_SEATS, token
 from specdec_core.server.room_types import RoomView
 from specdec_core.ui.i18n import lang
@@ -22,13 +24,17 @@ from specdec_core.ui.live.identity import client, tab_id
 SELF_BEAT = "live_self_beat"  # session key: the hub cannot keep this tab's seat
 
 
-def beat_needed() -> bool:
-    """Whether the tab beats on its own: an answer the store has not confirmed, a fault's
-    back-off, a seat not joined yet, or a hub that cannot keep the seat (a token it did
-    not make; ``SPECDEC_LIVE_HUB_SEATS=0``)."""
+def beat_needed(view: RoomView | None) -> bool:
+    """Whether the tab beats on its own: a countdown running on ``view``'s question (its
+    line counts down, and it closes with no change to push), an answer the store has not
+    confirmed, a fault's back-off, a seat not joined yet, or a hub that cannot keep the seat
+    (a token it did not make; ``SPECDEC_LIVE_HUB_SEATS=0``)."""
     S, s = st.session_state, room.seat()
     quiet = HUB_SEATS and not S.get(SELF_BEAT) and not room.waiting()
-    return not quiet or bool(S.get(PENDING)) or (s is not None and not s.joined)
+    q = None if view is None else (view.held if view.paused else view.question)
+    ticking = q is not None and not q.revealed and q.closes_at is not None and not view.paused
+    ticking = ticking and time.time() < q.closes_at + 1.0
+    return not quiet or ticking or bool(S.get(PENDING)) or (s is not None and not s.joined)
 
 
 def mount(view: RoomView, on_moved: Callable[[], None]) -> None:
@@ -36,8 +42,7 @@ def mount(view: RoomView, on_moved: Callable[[], None]) -> None:
     ``nopush`` (the browser cannot hold the socket: the tab polls from now on),
     ``seat:refused`` (join here: the store says why), ``seat:unsigned`` (beat here)."""
     S = st.session_state
-    q, paused = (view.held, ":paused") if view.paused else (view.question, "")
-    shown = f"{view.page}|" + ("" if q is None else f"{q.qid}:{int(q.revealed)}") + paused
+    shown = f"{view.page}|{question_key(view)}"
     s = room.seat()
     seat = None if s is None or not HUB_SEATS else token(s.code, s.student, tab_id(), client())
     moved = str(push_view.pushed(view.code, lang(), shown, on_moved, seat))
