@@ -27,10 +27,9 @@ when the page must run to show something; an idle follower tab then runs no scri
 A teacher's dashboard opens it with ``lang=votes``: ``{"v": version}`` on every change of the
 room (no counts), so its answers chart redraws at once (``ui/live/push_votes``).
 
-Untrusted input: the code is normalized and must name a live room (an unknown code costs
-the address a ``guess`` token, as a join does; a class that ended gets ``ENDED`` and
-:data:`CLOSE_ENDED` free); connections are bounded per address
-(``SPECDEC_FOLLOWERS_PER_ADDR``, a class behind one NAT), per room (its seats plus the
+Untrusted input: the code is normalized and must name a live room (an unknown code costs the
+address a ``guess`` token, as a join does; an ended class's not); connections are bounded per
+address (``SPECDEC_FOLLOWERS_PER_ADDR``, a class behind one NAT), per room (its seats plus the
 teacher's screens) and per process (:data:`MAX_LISTENERS`); nothing a client sends is read
 beyond the close. A message carries one room's data only (listeners are kept per room).
 """
@@ -258,24 +257,20 @@ class Hub:
 
 
 # -------------------------------------------------------------------- the route
-
-
 async def endpoint(websocket, hub: Hub) -> None:
-    """The WebSocket route (Starlette): a refused socket is closed before its handshake
-    (HTTP 403), never an error page; whatever else goes wrong is logged through
-    :data:`LOG` (the app's log guard bounds it per kind of error and minute)."""
+    """The WebSocket route (Starlette): a refused socket is closed before its handshake (403),
+    never an error page; any other failure goes to :data:`LOG` (bounded by the app)."""
     try:
         await _serve(websocket, hub)
     except Exception:  # noqa: BLE001 - one socket's fault: logged (bounded), the socket closed
         LOG.exception("live push socket failed")
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a socket that never opened: refused (403)
             await websocket.close(code=CLOSE_REFUSED)
 
 
 async def _serve(websocket, hub: Hub) -> None:
-    """Validate, bound, then forward messages. A class that ended (its results still kept)
-    gets :data:`ENDED` and :data:`CLOSE_ENDED` at no guess token: its followers' tabs stop
-    reconnecting and never lock their address out of the next class."""
+    """Validate, bound, then forward messages. An ended class's tabs get :data:`ENDED` and
+    :data:`CLOSE_ENDED` at no guess (they never lock their address out of the next class)."""
     peer = websocket.client.host if websocket.client else None
     who = client_key(peer, dict(websocket.headers), "ws")
     raw = websocket.query_params.get("room", "")
@@ -283,8 +278,7 @@ async def _serve(websocket, hub: Hub) -> None:
     lang = lang if lang in (*LANGS, VOTES) else "en"
     store = hub.store()
     if BUCKETS.wait("guess", who):  # this address guessed too often: no lookup at all
-        await websocket.close(code=CLOSE_REFUSED)
-        return
+        return await websocket.close(code=CLOSE_REFUSED)
     try:
         code = normalize_code(raw[:32])
         store.version(code)
@@ -292,12 +286,10 @@ async def _serve(websocket, hub: Hub) -> None:
         if exc.code == "room_unknown" and store.ended(raw[:32]):
             await websocket.accept()
             await websocket.send_text(ENDED)
-            await websocket.close(code=CLOSE_ENDED)
-            return
+            return await websocket.close(code=CLOSE_ENDED)
         if exc.code == "room_unknown":
             BUCKETS.take("guess", who)
-        await websocket.close(code=CLOSE_REFUSED)
-        return
+        return await websocket.close(code=CLOSE_REFUSED)
     listener = Listener(code, lang, who, asyncio.get_running_loop())
     signed = websocket.query_params.get("seat", "") if lang in LANGS else ""
     if signed:  # a follower's screen: its signed seat (the hub's heartbeat), else it beats
