@@ -19,7 +19,7 @@ app, which applies it). "Explore on my own" replays the followed state here (own
 
 Widget keys (the websocket bot / browser tests find them by key):
 
-* ``live_bar`` — the container above every page (always present, empty outside a room).
+* ``live_bar`` — the container above every page (empty outside a room).
 * ``live_explore`` / ``live_follow`` — "Explore on my own" / "Follow again" (自己探索 / 重新跟随).
 * ``live_answer_<qid>`` — radio over the open question's choices (sent on change).
 * ``live_status`` — the container of the status line ("Following the teacher — …").
@@ -45,7 +45,7 @@ from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import follow_push, frame_view, push_view, room
+from specdec_core.ui.live import follow_push, frame_view, push_view, room, seats
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
 from specdec_core.ui.live.frame_view import teacher_at
@@ -328,6 +328,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
             row.caption(t("live_other_tab", s=int(SLOW_POLL_S)))
             row.button(t("live_this_tab"), key="live_this_tab", on_click=_this_tab)
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+        seats.own_line(row)  # the id the teacher's seat list shows
         where = teacher_at(view)
         if following():
             if not (pushed and S.get(FRAME) is not None):  # else the pushed screen says it
