@@ -2,7 +2,8 @@
 """Pause freezes a question's countdown on every screen (AppTest, the store's clock
 injected): paused with 46 s left and held 50 s, the student's screen still says 46 s left
 beside "paused" (never "voting is closed"), the teacher's too with Close voting still
-offered; the resume opens the vote again with those 46 s."""
+offered; the resume opens the vote again with those 46 s. An answer that comes after the
+teacher closed the vote by hand is told so (not "the time is up")."""
 
 from __future__ import annotations
 
@@ -44,3 +45,18 @@ def test_the_pause_freezes_the_countdown_and_the_resume_gives_it_back(embedded_p
         assert store.answer_of(seat.code, student.session_state["live_seat"].student, q.qid) == 1
     finally:
         store.clock = real
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_answer_after_the_teacher_closed_the_vote_says_so(embedded_pair, store, lang):
+    teacher, seat = P.teacher_app()
+    student = P.student_app(seat.code, lang)
+    _ask(teacher)  # no countdown: only the teacher closes this vote
+    q = store.view(seat.code).question
+    student.run()
+    P.click(teacher, "live_close_vote")
+    student.radio(key=f"live_answer_{q.qid}").set_value(0).run()  # clicked before it knew
+    said = [e.value for e in student.error]
+    assert [m for m in said if tr("err_room_closed", lang) in m] and len(said) == 1
+    assert not [m for m in said if tr("err_room_time_up", lang) in m]
+    assert store.view(seat.code).counts == (0, 0)

@@ -122,8 +122,8 @@ def test_the_teacher_closes_a_vote_early(store, clock):
     store.answer(code, "a", "q1", 0)
     v = store.close_vote(code, key, "q1")
     assert store.close_vote(code, key, "q1") == v  # closing a closed vote changes nothing
-    assert store.view(code).question.closes_at == T0
-    assert _err(store.answer, code, "b", "q1", 1) == "room_time_up"
+    assert store.view(code).question.closes_at == T0 and store.view(code).question.closed
+    assert _err(store.answer, code, "b", "q1", 1) == "room_closed"  # not "time is up"
     assert store.view(code).counts == (1, 0)
     assert _err(store.close_vote, code, key, "q9") == "room_vote"
     store.reveal(code, key, "q1", 0)  # a closed vote is still revealed

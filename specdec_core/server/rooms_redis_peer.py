@@ -26,7 +26,7 @@ if q[1] == '' or q[1] ~= ARGV[6] or q[2] ~= '0' then return {'room_vote', 0} end
 if q[3] and q[3] ~= '' and tonumber(q[3]) <= tonumber(ARGV[1]) then
   return {'ok', tonumber(q[4])}
 end
-redis.call('HSET', KEYS[1], 'closes_at', ARGV[1])
+redis.call('HSET', KEYS[1], 'closes_at', ARGV[1], 'closed', 1)
 return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
 """
 )
@@ -41,7 +41,7 @@ if q[1] == '' or q[1] ~= ARGV[6] or q[2] ~= '0' or (q[3] or '1') ~= '1' then
 end
 redis.call('DEL', KEYS[6])
 if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[6]) end
-redis.call('HSET', KEYS[1], 'vote', 2, 'closes_at', ARGV[7])
+redis.call('HSET', KEYS[1], 'vote', 2, 'closes_at', ARGV[7], 'closed', 0)
 return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
 """
 )
@@ -107,6 +107,7 @@ def question_of(room: dict[str, str]) -> Question | None:
         revealed=room.get("revealed") == "1",
         vote=2 if room.get("vote") == "2" else 1,
         closes_at=float(closes) if closes else None,
+        closed=room.get("closed") == "1",
     )
 
 

@@ -45,7 +45,7 @@ class SQLitePeer:
             version, question = self._open_question(db, code, key_hash, qid, now)
             if question.closes_at is not None and question.closes_at <= now:
                 return version
-            return self._set_question(db, code, replace(question, closes_at=now))
+            return self._set_question(db, code, replace(question, closes_at=now, closed=True))
 
     def _revote(
         self, code: str, key_hash: str, qid: str, closes_at: float | None, now: float
@@ -61,7 +61,9 @@ class SQLitePeer:
                 (code,),
             )
             db.execute("DELETE FROM answers WHERE code = ?", (code,))
-            return self._set_question(db, code, replace(question, vote=2, closes_at=closes_at))
+            return self._set_question(
+                db, code, replace(question, vote=2, closes_at=closes_at, closed=False)
+            )
 
     def _pause(self, code: str, key_hash: str, paused: bool, now: float) -> int:
         with self.file.write() as db:
