@@ -73,7 +73,7 @@ def test_one_tree_round_in_the_browser(server, new_page, tmp_path, lang):
     assert chart.locator(".annotation").count() >= 14  # root + 12 nodes + ★
     assert chart.get_by_text(names["accepted"]).count() >= 1
     assert page.get_by_text(names["mask"]).count() >= 1
-    tables = page.locator('[data-testid="stTable"]')
+    tables = page.locator("table.tree-kv-before, table.tree-kv-after")  # one HTML element
     assert tables.count() == 2  # the target's cache before and after the compaction
     assert tables.first.get_by_text(names["accepted"]).count() >= 1
     shot = tmp_path / f"tree_{lang}_1280x720_verified.png"

@@ -6,6 +6,8 @@ given."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specdec_core.core.errors import InputError, PhaseError
@@ -78,10 +80,12 @@ def test_phase_errors_name_what_comes_first(embedded_pair, make, word):
 
 @pytest.mark.parametrize("tree", [False, True])
 def test_run_until_stands_at_the_phase(embedded_pair, tree):
+    config = replace(SAMPLED, seed=8)  # a text long enough for three rounds of both shapes
+
     def make():
         if tree:
-            return TreeSession(embedded_pair, PROMPT, SAMPLED, None, (2, 1))
-        return SpeculativeSession(embedded_pair, PROMPT, SAMPLED)
+            return TreeSession(embedded_pair, PROMPT, config, None, (2, 1))
+        return SpeculativeSession(embedded_pair, PROMPT, config)
 
     s = make()
     s.run_until("propose")  # already there: nothing runs

@@ -83,7 +83,7 @@ def check_all_pairs(pair, states: list[LessonState], every: bool = False) -> int
     return advanced
 
 
-@pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (1.0, 3)])
+@pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (1.0, 8)])
 def test_chain_advances_like_a_fresh_replay(embedded_pair, temperature, seed, every=False):
     base = LessonState(prompt=PROMPT, gamma=3, max_new_tokens=8, temperature=temperature, seed=seed)
     states = chain_steps(base)
@@ -112,7 +112,7 @@ def test_a_few_clicks_advance_like_a_fresh_replay(embedded_pair):
         assert snapshot(out) == snapshot(replay(embedded_pair, states[j])), (i, j)
 
 
-@pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (1.0, 3)])
+@pytest.mark.parametrize(("temperature", "seed"), [(0.0, 0), (1.0, 8)])
 def test_chain_every_pair_advances_like_a_fresh_replay(embedded_pair, temperature, seed):
     """All 190 (reached, target) pairs (slow: ≈ 10 s idle, minutes on a busy machine)."""
     test_chain_advances_like_a_fresh_replay(embedded_pair, temperature, seed, every=True)

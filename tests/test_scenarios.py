@@ -59,9 +59,9 @@ OUTCOMES = {
     "first_error_3": (PROMPTS[0], 0, 1, 4, (A, A, R, D), "correction", 3),
     "first_error_1": (PROMPTS[0], 0, 4, 4, (R, D, D, D), "correction", 1),
     "all_accepted": (PROMPTS[0], 0, 2, 4, (A, A, A, A), "bonus", 5),
-    "sampled_rejection": (PROMPTS[0], 1, 3, 4, (A, R, D, D), "correction", 2),
+    "sampled_rejection": (PROMPTS[0], 0, 2, 4, (A, R, D, D), "correction", 2),
     "one_hot_edit": (PROMPTS[0], 0, 0, 4, (A, C, C, C), "stopped", 1),
-    "eos_cut": (PROMPTS[0], 0, 3, 6, (A, C, C, C, C, C), "stopped", 1),
+    "eos_cut": (PROMPTS[0], 6, 3, 6, (A, A, A, A, C, C), "stopped", 4),
     "lookup_run": (REPETITIVE[1], 0, 6, 6, (A,) * 6, "bonus", 7),
 }
 

@@ -67,8 +67,9 @@ def tree_session(at) -> TreeSession:
 
 
 def mask_html(at) -> str:
-    [grid] = [h.value for h in at.get("html") if 'class="tree-mask"' in h.value]
-    return grid
+    """The mask grid (its element also holds the title and the caption)."""
+    [element] = [h.value for h in at.get("html") if 'class="tree-mask"' in h.value]
+    return re.search(r'<div class="tree-mask".*?</table></div>', element, re.S).group(0)
 
 
 def strip_chips(at) -> list[tuple[str, str]]:

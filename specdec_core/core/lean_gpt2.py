@@ -167,7 +167,8 @@ def blocks(
     bias = None if mask is None else torch.zeros(mask.shape, dtype=x.dtype, device=x.device)
     if bias is not None:  # [T, S]: 0 where a row may attend, −inf elsewhere
         bias.masked_fill_(~mask, float("-inf"))
-    for b, layer in zip(w.blocks, kv.kv, strict=True):  # layer: [2, H, cap, Dh]
+    for i, b in enumerate(w.blocks):
+        layer = kv.kv[i]  # [2, H, cap, Dh] (indexed: iterating a tensor costs more)
         h = torch.layer_norm(x, (d,), *b.ln_1, w.eps)
         qkv = torch.addmm(b.attn[1], h, b.attn[0]).view(T, 3, H, d // H)  # [T, 3, H, Dh]
         layer[:, :, start:end] = qkv[:, 1:].permute(1, 2, 0, 3)  # keys and values, one copy

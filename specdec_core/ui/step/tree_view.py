@@ -7,6 +7,8 @@ every number comes from the :class:`TreeSession`'s views."""
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from specdec_core.core.models import ModelPair
@@ -77,14 +79,14 @@ def draw(pair: ModelPair, lesson: L.Lesson, phase: str, presenter: bool, heading
             # the root: the last committed token before the round (committed ids only grow)
             root = session.token(session.ids[tree.committed_len - 1])
             _tree_chart(tree, root, presenter)
-    with mask_box:
-        if not presenter:
-            st.markdown(f"**{t('tree_mask_heading')}**")
-        else:
-            heading(t("tree_mask_heading"))
-        if mask is not None:
-            st.html(mask_html(mask, tree, presenter))
-        st.caption(t("tree_mask_caption"))
+    with mask_box:  # one element: its title, the grid and what a ✓ means
+        size = "1.2rem" if presenter else "1rem"
+        grid = mask_html(mask, tree, presenter) if mask is not None else ""
+        st.html(
+            f'<p style="font-weight:600;font-size:{size};margin:0 0 0.5rem">'
+            f"{html.escape(t('tree_mask_heading'))}</p>{grid}"
+            + note(line_html("tree_mask_caption"), presenter)
+        )
     kv_panel(session, phase, heading)
     tree_stats.section(pair, session, lesson, heading)
 
