@@ -4,9 +4,9 @@ the class a question and reveal its real outcome.
 
 Where: the step-through page's Lesson panel has a tab "Live class" with :func:`start_button`;
 the Lessons page shows it above the chapter. Once the room is live, :func:`card` is drawn
-in the page's header, and its :func:`_dashboard` is an ``st.fragment(run_every=POLL_S)``: it
-reads one version number a poll, the room's view only when it changed (the student count,
-the live bar chart of the answers, "N of M answered").
+at the top of the step page (above the Lessons page's chapter); its :func:`_dashboard`, an
+``st.fragment(run_every=POLL_S)``, reads one version number a poll, the room's view only
+when it changed (the student count, the answers' chart, "N of M answered").
 
 Questions (:mod:`specdec_core.ui.live.questions`): on the step page about the chain round
 on screen, between ① Propose and ② Verify; on the Lessons page a chapter's checkpoint.
@@ -45,7 +45,7 @@ from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import converge, drive, follow, results, room, vote
+from specdec_core.ui.live import comeback, converge, drive, follow, results, room, vote
 from specdec_core.ui.live.questions import (
     KINDS,
     Draft,
@@ -129,13 +129,14 @@ def card(page: str) -> None:
     s = room.seat()
     if s is None:
         results.after_class()
+        comeback.hint()  # a reload without the teacher link: this browser's class is live
     if s is None or s.role != "teacher":
         return
+    comeback.remember(s.code)
     code = s.code if _CODE.fullmatch(s.code) else "?"
     url = join_link(code)
     with st.container(border=True, key="live_teacher"):
-        # the join box: open at the start of the class, folded by the teacher once the
-        # students are in (its label keeps the code in view)
+        # the join box: open at the start, folded once the students are in (label: the code)
         join = st.expander(
             t("live_join_title", code=code), expanded=True, icon=":material/qr_code_2:"
         )
@@ -144,9 +145,8 @@ def card(page: str) -> None:
             with left:
                 st.caption(t("live_room_code"))
                 with st.container(key="live_code"):
-                    # sized by its column (container query units): 6 characters at
-                    # 0.6em + 0.3em spacing take 5.4em, so 15cqi fills ~81% of the column
-                    # and never runs under the QR code (1024 px with the sidebar open)
+                    # sized by its column (container query units): 6 characters at 0.6em +
+                    # 0.3em spacing take 5.4em: 15cqi fills ~81%, never under the QR code
                     st.html(
                         '<div style="container-type:inline-size;width:100%">'
                         '<div style="font-size:min(4.2rem,15cqi);font-weight:700;'
