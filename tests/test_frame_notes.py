@@ -79,3 +79,20 @@ def test_the_checks_table_carries_the_dagger_and_near_tie_notes(lang):
     with in_language(lang):
         plain = _text(frame_html(without))
     assert "†" not in plain
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_switch_between_chain_and_tree_says_why_the_rounds_count_again(lang):
+    with in_language(lang):
+        fresh = _text(frame_html(TREE))
+        switched = _text(frame_html(dict(TREE, carried=12)))
+        one = _text(frame_html(dict(TREE, carried=1)))
+    said = tr("live_carried", lang)
+    assert said.split("{")[0] not in fresh
+    want = {
+        "en": " (rounds counted from the switch between chain and tree; the 12 tokens committed"
+        " before it are kept)",
+        "zh": "（轮数从链与树的切换处重新计数；切换前已提交的 12 个 token 保留）",
+    }[lang]
+    assert want in switched
+    assert ("the 1 token committed" in one) == (lang == "en")

@@ -2,13 +2,16 @@
 """A round question left unrevealed (AppTest): once the teacher is at another round, Ask
 the class stays (with a line saying the old question is closed unrevealed by a new one),
 and a late reveal after a switch to the tree and back (the chain rebuilt, its rounds
-gone) reveals the real outcome of the round the question was asked in."""
+gone) reveals the real outcome of the round the question was asked in; the rebuilt chain's
+frame carries the tokens kept across the switch (the followers' line says why the rounds
+count again)."""
 
 from __future__ import annotations
 
 from test_page_live import _ask_accept, click, session, store, teacher_app  # noqa: F401
 
 from specdec_core.ui.i18n import tr
+from specdec_core.ui.live.frames import chain_frame
 
 
 def test_a_late_reveal_after_a_mode_switch_reveals_its_own_rounds_outcome(embedded_pair, store):
@@ -28,7 +31,10 @@ def test_a_late_reveal_after_a_mode_switch_reveals_its_own_rounds_outcome(embedd
     teacher.segmented_control(key="step_mode_en").set_value("chain").run()
     assert not teacher.exception, teacher.exception
     click(teacher, "btn_propose")
-    assert session(teacher).round_index != 1  # the chain was rebuilt: round 2 is not in it
+    rebuilt = session(teacher)
+    assert rebuilt.round_index != 1  # the chain was rebuilt: round 2 is not in it
+    carried = len(rebuilt.ids) - rebuilt.prompt_len  # no round of its own committed yet
+    assert chain_frame(rebuilt)["carried"] == carried > 0  # followers are told why
     assert any(b.key == "live_ask" for b in teacher.button)  # Ask is not blocked
     assert tr("live_ask_replaces", "en") in [c.value for c in teacher.caption]
     click(teacher, "live_reveal")

@@ -18,7 +18,7 @@ def _rows(teacher) -> list[str]:
     return [
         b.key.removeprefix("live_remove_")
         for b in teacher.button
-        if b.key.startswith("live_remove_")
+        if (b.key or "").startswith("live_remove_")
     ]
 
 

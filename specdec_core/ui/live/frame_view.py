@@ -162,6 +162,9 @@ def where_line(frame: dict) -> str:
     """ "Following the teacher — round r, phase …" of the frame, as HTML (bold kept)."""
     phase = STEP_WORD.get(str(frame.get("phase")), "st_propose")
     where = t("live_at_step", r=int(frame["round"]) + 1, phase=t(phase))
+    carried = frame.get("carried")
+    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
+        where += t("live_carried", n=carried)  # the rounds count again from the switch
     text = html_lib.escape(t("live_following", where=where))
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
 
