@@ -31,7 +31,12 @@ HERE = Path(__file__).resolve().parent
 # "…" in a narrow column (the speed page's "-9.0 ms（相比目标单步）" at 1024 px), and so do
 # metric labels, widget labels and button labels (Streamlit 1.67 cuts them in their
 # .stMarkdownEllipsis div: "speed-up …", "▶ Run the com…", zh toggles at 1024 px); the
-# drafters page's cards share a wrapping row, each at least 215 px wide.
+# drafters page's cards share a wrapping row, each at least 215 px wide. A display formula
+# (st.latex) never runs past its box: KaTeX's box scrolls sideways, but a phone shows no
+# scrollbar, so the speed page's cost formula read as cut ("…验证 ms + 其他" at 390 px);
+# below 640 px its type follows the screen's width (3.8vw: both languages' formula fit a
+# 320–640 px phone), and where one still does not fit, a shadow at the cut edge and a
+# thin scrollbar say that it scrolls.
 # Presenter mode: larger type, the step-through controls stay in view (sticky must go on
 # the keyed container's wrapper: on the container itself it does nothing), less padding
 # above the lesson, and the p/q chart as tall as the viewport below the sticky controls
@@ -45,6 +50,14 @@ CSS = """
   white-space: normal !important; text-overflow: clip !important; }
 [data-testid="stLayoutWrapper"]:has(> [class*="st-key-dr_card_"]) { flex: 1 1 215px !important;
   min-width: 215px; }
+.katex-display { overflow-x: auto; overflow-y: hidden; max-width: 100%;
+  background: linear-gradient(to right, #fff 30%, rgba(255,255,255,0)) left / 24px 100%,
+    linear-gradient(to left, #fff 30%, rgba(255,255,255,0)) right / 24px 100%,
+    radial-gradient(farthest-side at 0 50%, rgba(0,0,0,.25), transparent) left / 10px 100%,
+    radial-gradient(farthest-side at 100% 50%, rgba(0,0,0,.25), transparent) right / 10px 100%;
+  background-repeat: no-repeat; background-attachment: local, local, scroll, scroll;
+  scrollbar-width: thin; }
+@media (max-width: 640px) { .katex-display > .katex { font-size: min(1.21em, 3.8vw); } }
 """
 PRESENTER_CSS = """
 .block-container { padding: 3.2rem 2rem 2rem 2rem !important; }

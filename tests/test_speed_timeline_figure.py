@@ -21,11 +21,12 @@ def test_the_legend_sits_under_the_axis_not_against_the_title():
     sp = Timeline("speculative", 6.0, spans(["draft", "draft", "verify"]), ())
     fig = speed_timeline_figure(ar, sp, LABELS)
     legend = fig.layout.legend
-    assert (legend.orientation, legend.yref, legend.yanchor, legend.y) == (
+    assert (legend.orientation, legend.xref, legend.yref, legend.yanchor, legend.y) == (
         "h",
         "container",
+        "container",
         "bottom",
-        0.01,
+        0,
     )
     assert fig.layout.margin.b >= 90 and fig.layout.title.text == "title"
     assert [a.text for a in fig.layout.annotations] == ["done 8", "done 6"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import click, open_app
 
+from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import tr
 
 STEP = {
@@ -54,9 +55,9 @@ def test_an_edit_to_a_full_stop_is_not_read_as_an_ellipsis(embedded_pair, lang):
     button.click().run()
     assert not at.exception
     [notice] = [i.value for i in at.info if "→" in i.value]
-    assert "→ `.`" in notice and "→ .." not in notice
+    assert "→ “`.`”" in notice and "→ .." not in notice  # quoted as a sentence names a token
     assert notice.startswith(tr("edit_done", lang).split("{old}")[0].format(k=1))
-    assert old.text.strip() in notice
+    assert f"“`{visible_token(old)}`” →" in notice
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

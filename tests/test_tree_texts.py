@@ -158,7 +158,7 @@ def test_a_stopped_tree_round_on_the_page_says_what_was_not_appended(embedded_pa
     captions = " ".join(c.value for c in at.caption)
     assert "the appended ★ token has no KV" not in captions
     assert re.search(
-        r"has ended \(stop string\); the last committed token `\\?'ll` has no KV", captions
+        r"has ended \(stop string\); the last committed token “`'ll`” has no KV", captions
     ), captions
 
 

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from specdec_core.bench.results import BatchPoint, Breakdown, GammaPoint
 
 __all__ = [
+    "LEGEND",
     "SPEED_COLORS",
     "speed_cost_figure",
     "speed_gamma_curve_figure",
@@ -61,12 +62,20 @@ def _line_figure(
     return fig
 
 
+#: Every speed chart's legend: one wrapping row at the figure's bottom edge, below the x
+#: axis's title. Positioned in the container (``yref``), plotly.js reserves the legend's
+#: height under the axes' own margin, however many rows it wraps into; above the plot
+#: (``y=1`` on the paper) it grew upwards into the title once it wrapped (a half column at
+#: 1024 px, a phone).
+LEGEND = dict(orientation="h", xref="container", yref="container", yanchor="bottom", y=0, x=0)
+
+
 def _speed_layout(fig: go.Figure, title: str, x: str, y: str, height: int = 340) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, font=dict(size=15)),
         height=height,
-        margin=dict(l=55, r=20, t=60, b=50),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, x=0),
+        margin=dict(l=55, r=20, t=50, b=50),
+        legend=LEGEND,
         xaxis=dict(title=x),
         yaxis=dict(title=y, rangemode="tozero"),
         template="plotly_white",
@@ -212,7 +221,8 @@ def speed_breakdown_figure(breakdown: Breakdown, labels: Mapping[str, str]) -> g
             textposition="inside",
             hovertemplate="%{x:.3f} ms<extra>" + labels[part] + "</extra>",
         )
-    _speed_layout(fig, labels["title"], labels["x"], "", height=120 + 60 * len(bars))
+    # + 40 px: on a phone the legend wraps to one entry a row below the long bar names
+    _speed_layout(fig, labels["title"], labels["x"], "", height=160 + 60 * len(bars))
     fig.update_layout(barmode="stack", yaxis=dict(autorange="reversed", title=None))
     return fig
 

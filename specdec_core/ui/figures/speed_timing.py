@@ -75,7 +75,6 @@ def speed_verify_curve_figure(
         )
     top = max(ratio + [1.0])
     _speed_layout(fig, labels["title"], labels["x"], labels["y"], height=380)
-    fig.update_layout(legend=dict(y=-0.25, yanchor="top"), margin=dict(b=110))
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(range=[0, max(2.0, top * 1.25)])
     return fig
@@ -153,9 +152,6 @@ def speed_timeline_figure(
         dragmode="zoom",
         yaxis=dict(autorange="reversed", title=None, fixedrange=True),
         xaxis=dict(range=[0, end * 1.02], rangeslider=dict(visible=True, thickness=0.08)),
-        # below the range slider, in rows: above the plot a phone's three wrapped
-        # entries ran into the title
-        legend=dict(orientation="h", yref="container", yanchor="bottom", y=0.01, x=0),
-        margin=dict(b=95),
+        margin=dict(b=95),  # the range slider; the legend below it (``speed.LEGEND``)
     )
     return fig

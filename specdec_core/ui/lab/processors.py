@@ -38,6 +38,7 @@ from specdec_core.ui.figures.state import penalty_laws_figure
 from specdec_core.ui.i18n import follows_language, t
 from specdec_core.ui.lab import view as LV
 from specdec_core.ui.option_labels import labels
+from specdec_core.ui.token_text import token_in_sentence
 
 S = st.session_state
 #: Choices offered (the hand-made case is tiny: every choice enumerates in milliseconds).
@@ -225,8 +226,8 @@ def _grammar(pair: ModelPair) -> None:
 
 
 def token(pair: ModelPair, i: int) -> str:
-    """Token ``i`` as the page writes tokens (␣, ‹E6›), for a markdown code span."""
-    return visible_token(pair.tokenizer.decode([int(i)])).replace("`", "'")
+    """Token ``i`` as a markdown sentence names it (:func:`token_in_sentence`)."""
+    return token_in_sentence(pair.tokenizer.decode([int(i)]))
 
 
 def _cell(pair: ModelPair, i: int) -> str:
@@ -236,7 +237,7 @@ def _cell(pair: ModelPair, i: int) -> str:
 def show_no_rollback(pair: ModelPair, res: NoRollback, key: str) -> None:
     """The rejected round, the first differing position and the two masks side by side
     (also used by the Lessons chapter)."""
-    drafts = " · ".join(f"`{token(pair, i)}`" for i in res.drafts)
+    drafts = " · ".join(token(pair, i) for i in res.drafts)
     st.markdown(
         t(
             "rl_st_gr_round",

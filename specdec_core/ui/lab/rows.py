@@ -8,10 +8,11 @@ import numpy as np
 import streamlit as st
 
 from specdec_core.rules.lab.rows import MAX_TOKENS, MIN_TOKENS, PRESETS, normalise
-from specdec_core.ui.errors import plain, show_error
+from specdec_core.ui.errors import show_error
 from specdec_core.ui.guards import SHORT_CHARS, table_state_ok
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
+from specdec_core.ui.token_text import token_in_sentence
 
 NUM = LV.NUM
 
@@ -75,7 +76,8 @@ def section() -> tuple[list[str], np.ndarray, np.ndarray, tuple]:
     else:
         _, r, k, tok, n_named, a_full, greedy = source
         st.info(
-            t("rl_step_source", r=r, k=k, tok=plain(tok), n=n_named, a_full=a_full) + edited_mark
+            t("rl_step_source", r=r, k=k, tok=token_in_sentence(tok), n=n_named, a_full=a_full)
+            + edited_mark
         )
         if greedy:
             st.caption(t("rl_step_greedy"))

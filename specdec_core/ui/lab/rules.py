@@ -10,7 +10,6 @@ import streamlit as st
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.rules.lab.exact import RULES, Decomposition, compare_rules, decompose
-from specdec_core.ui.errors import plain
 from specdec_core.ui.figures.lab import (
     acceptance_stack_figure,
     rule_finals_figure,
@@ -18,6 +17,7 @@ from specdec_core.ui.figures.lab import (
 )
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
+from specdec_core.ui.token_text import token_in_sentence
 
 
 def fig_labels() -> dict[str, str]:
@@ -75,7 +75,7 @@ def three_rules(names: list[str], p: np.ndarray, q: np.ndarray, labels: dict) ->
     y = st.columns([1, 2])[0].selectbox(
         t("rl_onehot_token"), list(range(n_tok)), format_func=names.__getitem__, key="rl_y"
     )
-    y_name = plain(names[y])
+    y_name = token_in_sentence(names[y])
     results = compare_rules(p, q, y)
     h1, h2, h3 = st.columns(3)
     h1.markdown(t("rl_rule_correct_help"))

@@ -12,6 +12,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, ask
+from specdec_core.ui.token_text import token_in_sentence
 
 CASES = {"first_error_3": "c1_fe3", "first_error_1": "c1_fe1", "all_accepted": "c1_all"}
 NAMES = "ABC"  # the cases' titles, in the order shown
@@ -46,11 +47,11 @@ def _case(pair: ModelPair, name: str, cid: str, state: LessonState | None) -> No
         why = t(
             "ls_c1_why_reject",
             k=rejected,
-            draft=names[rejected],
-            target=visible_token(v.next_token),
+            draft=token_in_sentence(next(c.token for c in v.checks if c.position == rejected)),
+            target=token_in_sentence(v.next_token),
         )
     else:
-        why = t("ls_c1_why_all", bonus=visible_token(v.next_token))
+        why = t("ls_c1_why_all", bonus=token_in_sentence(v.next_token))
     check = Check(
         cid,
         "token",

@@ -18,6 +18,7 @@ from specdec_core.ui.lab.block import fractions_over_one_denominator
 from specdec_core.ui.lab.rules import fig_labels
 from specdec_core.ui.lessons import live
 from specdec_core.ui.lessons.checkpoint import Check, ask, choice
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import STRIP_STATE, say
 
 CHECKS = ("c2_accept", "c2_source", "c2_rule")
@@ -45,7 +46,7 @@ def _accept(pair: ModelPair) -> None:
     v = session.steps.current_verify
     assert v is not None
     c = next(c for c in v.checks if c.status == "rejected")
-    tok = visible_token(c.token)
+    tok = token_in_sentence(c.token)
     st.markdown(t("ls_c2_accept_setup", pos=c.position, tok=tok))
     st.html(live.context_html(session) + live.drafts_html(session))
     why = t("ls_c2_accept_why", p=fmt_prob(c.p), q=fmt_prob(c.q), a=f"{c.accept_prob:.3f}")
@@ -78,7 +79,7 @@ def _accept(pair: ModelPair) -> None:
                 pos=c.position,
                 u=f"{c.u:.3f}",
                 a=f"{c.accept_prob:.3f}",
-                fix=visible_token(v.next_token),
+                fix=token_in_sentence(v.next_token),
             )
         )
         live.open_in_step_through(state)

@@ -164,7 +164,7 @@ def _processors(pair: ModelPair) -> None:
     if res is None or res.first_diff is None:
         st.info(t("ls_not_found"))
         return
-    drafts = " · ".join(f"`{token(pair, i)}`" for i in res.drafts)
+    drafts = " · ".join(token(pair, i) for i in res.drafts)
     grammar = grammar_shown(GRAMMAR_PRESETS[STALE_GRAMMAR][1])
     st.markdown(t("ls_c6_stale_setup", grammar=grammar, drafts=drafts, k=res.accepted + 1))
     question = t("ls_c6_stale_q", j=res.first_diff)

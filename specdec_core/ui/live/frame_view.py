@@ -30,6 +30,7 @@ from specdec_core.ui.render import StripItem, html_table, kv_table_html, token_s
 from specdec_core.ui.step import view
 from specdec_core.ui.step.block_checks import residual_labels, residual_top
 from specdec_core.ui.step.strip_checks import check_columns, check_notes
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import NODE_STATE, say
 
 AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
@@ -124,7 +125,7 @@ def _chart(frame: dict) -> None:
         labels["correction"] = t("legend_bonus")
         title = t(titles["bonus"], i=int(chart["pos"]))
     else:
-        title = t(titles[chart["kind"]], i=int(chart["pos"]), tok=visible_token(tok))
+        title = t(titles[chart["kind"]], i=int(chart["pos"]), tok=token_in_sentence(tok, "text"))
     option = distribution_option(
         dist,
         labels,
@@ -189,7 +190,7 @@ def frame_html(frame: dict) -> str:
             else t(
                 "fig_title_draft" if chart["kind"] == "draft" else "fig_title_pos",
                 i=pos,
-                tok=visible_token(tok),
+                tok=token_in_sentence(tok, "text"),
             )
         )
         columns = {t("col_token"): [visible_token(x) for x in dist.tokens]}

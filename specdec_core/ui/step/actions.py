@@ -21,12 +21,12 @@ from specdec_core.core.errors import SpecDecError
 from specdec_core.core.inputs import whole_number
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.session import Session
-from specdec_core.ui.errors import code_span, error_message
-from specdec_core.ui.figures.common import visible_token
+from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.sidebar import current_config
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import Mode
 
 if TYPE_CHECKING:
@@ -130,8 +130,8 @@ def edit(kind: str) -> None:
         S["edit_notice"] = t(
             "edit_done",
             k=pos,
-            old=code_span(visible_token(trace.old_token)),  # "→ `.`." never reads "→ .."
-            new=code_span(visible_token(trace.new_token)),
+            old=token_in_sentence(trace.old_token),  # "→ “`.`”." never reads "→ .."
+            new=token_in_sentence(trace.new_token),
         )
         step_edit.previews(session)
     except Exception as exc:  # noqa: BLE001 - one clear message, never a traceback

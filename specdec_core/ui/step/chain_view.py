@@ -24,7 +24,8 @@ from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.history import round_label, stats_line
 from specdec_core.ui.step.lesson import Lesson
-from specdec_core.ui.step.strip_checks import alert, checks_html, code_html, line_html, section_html
+from specdec_core.ui.step.strip_checks import alert, checks_html, line_html, section_html
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import STOP_REASON, say
 
 
@@ -75,7 +76,7 @@ def _strip(session: Session, last: RoundTrace | None, checks: str, presenter: bo
         message = alert("info", line, presenter)
     elif last is not None and last.commit.discarded:
         commit = last.commit
-        gone = " ".join(code_html(tok) for tok in commit.discarded)
+        gone = " ".join(token_in_sentence(tok, "html") for tok in commit.discarded)
         recurrent = session.drafter.state_view() is not None  # restored, not cut
         key = "st_reject_step_state" if recurrent else "st_reject_step"
         line = line_html(

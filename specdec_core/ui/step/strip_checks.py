@@ -25,6 +25,7 @@ from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import grouped_cells, html_table
 from specdec_core.ui.step.block_checks import block_columns
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import BLOCK_STATUS, CHECK_STATUS, say
 
 UNCHECKED = ("discarded", "cut")  # never checked: after the rejection, or after a stop
@@ -75,15 +76,9 @@ def check_columns(
     return rows
 
 
-def code_html(token: TokenInfo | str) -> str:
-    """A token as inline code (escaped)."""
-    text = visible_token(token) if isinstance(token, TokenInfo) else token
-    return f"<code>{html.escape(text)}</code>"
-
-
 def line_html(key: str, fragments: dict[str, str] | None = None, **params: object) -> str:
     """The string ``key`` in the page's language as HTML: escaped, ``**bold**`` as
-    ``<b>``; ``fragments`` (name → trusted HTML, e.g. :func:`code_html`) fill their
+    ``<b>``; ``fragments`` (name → trusted HTML, e.g. ``token_in_sentence(tok, "html")``) fill their
     ``{name}`` after the escaping, so their text is never read as markdown."""
     marks = {name: f"\x00{i}\x00" for i, name in enumerate(fragments or {})}
     text = _BOLD.sub(r"<b>\1</b>", html.escape(t(key, **params, **marks)))
@@ -147,7 +142,7 @@ def block_lines(block: BlockDecision | None, token: Callable[[int], TokenInfo]) 
     if block is None:
         return []
     top = ", ".join(
-        f"{code_html(token(i))} {fmt_sig(p)}"
+        f"{token_in_sentence(token(i), 'html')} {fmt_sig(p)}"
         for i, p in zip(block.residual_ids, block.residual_probs, strict=True)
     )
     key = "st_bv_note_bonus" if block.kept == len(block.weights) else "st_bv_note"

@@ -11,13 +11,13 @@ import streamlit as st
 
 from specdec_core.engine.session import Session
 from specdec_core.engine.tree.views import CompactionView, KVSlot, MaskView, TreeView
-from specdec_core.ui.errors import code_span
 from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.tree import STATE_COLORS, STATE_STYLE
 from specdec_core.ui.i18n import t
 from specdec_core.ui.render import KV_ROW_COLORS, html_table, kv_table_html
 from specdec_core.ui.step import processors_view
 from specdec_core.ui.step.header import Heading
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import (
     SLOT_STATE,
     STOP_REASON,
@@ -158,7 +158,7 @@ def kv_panel(session: Session, phase: str, heading: Heading) -> None:
         moved = sum(s.action == "moved" for s in plan.slots)
         dropped = sum(s.action == "dropped" for s in plan.slots)
         if session.stop_reason:  # no next round: nothing "is the next round's first input"
-            tok = code_span(visible_token(session.token(session.ids[-1])))
+            tok = token_in_sentence(session.token(session.ids[-1]))
             st.caption(
                 t(
                     "tree_kv_applied_end",

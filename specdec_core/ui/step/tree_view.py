@@ -24,8 +24,9 @@ from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import tree_lesson as TL
 from specdec_core.ui.step import tree_stats
 from specdec_core.ui.step.header import Heading
-from specdec_core.ui.step.strip_checks import alert, code_html, line_html, note, section_html
+from specdec_core.ui.step.strip_checks import alert, line_html, note, section_html
 from specdec_core.ui.step.tree_tables import kv_panel, mask_html
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import FIGURE_STATE, PHASE, ROUND_KIND, STOP_REASON, TREE_REFUSAL, say
 
 
@@ -142,7 +143,7 @@ def _outcome(session: Session, tree: TreeView, last, presenter: bool) -> str:
     if record is None:
         return ""
     depth = max((n.depth for n in tree.nodes), default=0)
-    tok = {"tok": code_html(tree.next_token)}
+    tok = {"tok": token_in_sentence(tree.next_token, "html")}
     if record.kind == "stopped":  # ★ was never appended: name the rule's verdict on it
         reason = last.commit.stop_reason if last is not None else session.current_stop_reason
         reason = reason or "eos"
@@ -166,7 +167,7 @@ def _outcome(session: Session, tree: TreeView, last, presenter: bool) -> str:
             n=len(record.appended),
         )
         parts = [alert("success" if record.kind == "bonus" else "warning", line, presenter)]
-    ties = [code_html(n.token) for n in tree.nodes if n.near_tie]
+    ties = [token_in_sentence(n.token, "html") for n in tree.nodes if n.near_tie]
     if ties:
         parts.append(note(line_html("near_tie_node_note", {"tokens": ", ".join(ties)}), presenter))
     if last is not None:

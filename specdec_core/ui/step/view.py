@@ -15,7 +15,6 @@ from specdec_core.core.trace import DistSlice
 from specdec_core.drafters.registry import spec_of
 from specdec_core.engine.chain.trace import RoundTrace, VerifyTrace
 from specdec_core.engine.session import Session
-from specdec_core.ui.figures.common import visible_token
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
 from specdec_core.ui.figures.step_slices import before_after_slice, masked_mass
@@ -23,6 +22,7 @@ from specdec_core.ui.i18n import t
 from specdec_core.ui.step.block_checks import check_line, residual_chart
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.strip_checks import UNCHECKED, shown_u
+from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import (
     BLOCK_STATUS,
     CHECK_STATUS,
@@ -169,7 +169,7 @@ def _verified(
     if pos <= gamma:
         c = checks[pos - 1]
         correction = shown.next_token.id if pos == shown.accepted + 1 and not stopped else None
-        title = t("fig_title_pos", i=c.position, tok=visible_token(c.token))
+        title = t("fig_title_pos", i=c.position, tok=token_in_sentence(c.token, "text"))
         if before_after:
             _before_after(shown, pos, log_y, c.token.id, correction)
         else:
@@ -189,8 +189,8 @@ def _verified(
             st.markdown(
                 t(
                     "check_greedy",
-                    argmax=f"`{visible_token(c.target_argmax)}`",
-                    tok=f"`{visible_token(c.token)}`",
+                    argmax=token_in_sentence(c.target_argmax),
+                    tok=token_in_sentence(c.token),
                     verdict=verdict,
                 )
             )
@@ -225,7 +225,7 @@ def _verified(
             )
     if greedy and contexts:
         st.caption(t("context_note"))
-    next_tok = f"`{visible_token(shown.next_token)}`"
+    next_tok = token_in_sentence(shown.next_token)
     if stopped:  # the round ends at the stop: later drafts are cut, no correction/bonus
         st.info(t("next_stopped", n=record.accepted, cut=record.statuses.count("cut")))
     elif gamma == 0:  # a round with no drafts (budget, or no n-gram match): a normal state
@@ -268,7 +268,7 @@ def distributions(
         dists = session.steps.current_draft_dists
         pos = _pick_position(session, phase, len(dists), False, 1)
         d, tok = dists[pos - 1], session.token(session.steps.drafts[pos - 1])
-        title = t("fig_title_draft", i=pos, tok=visible_token(tok))
+        title = t("fig_title_draft", i=pos, tok=token_in_sentence(tok, "text"))
         _chart(d, _labels(), title, marked_id=tok.id, log_y=log_y)
         q_y = float(d.q[d.token_ids.tolist().index(tok.id)])
         st.markdown(t("check_pending", q=fmt_sig(q_y)))
