@@ -42,6 +42,7 @@ from transformers import PreTrainedModel
 
 from specdec_core.core.device import sync
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
+from specdec_core.core.lean_gpt2 import head_columns
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.mtp_heads import MtpHeads, load_mtp_heads
 
@@ -177,7 +178,7 @@ class MtpDrafter(Drafter):
         target's LM head itself) on one ``[d]`` hidden state; ``n`` head evaluations."""
         started = time.perf_counter()
         features = self.heads.blocks_from(first, n, hidden)  # [n, d]
-        logits = self.lm_head(features).float()  # [n, V]
+        logits = torch.mm(features, head_columns(self.lm_head.weight)).float()  # [n, V]
         sync(self.device)  # the kernels' time, not the launch's (core/device.py)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.head_evaluations += n
