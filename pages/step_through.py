@@ -25,9 +25,9 @@ hidden = live_follow.frame_only()
 # the page: a fragment that moves between full runs (presenter mode drops the introduction)
 # leaves a stale copy of itself behind in the browser.
 with st.container():
+    live_teacher.card("step")  # a live class, at the top: room code, QR code, questions
     if not hidden:
         header.draw(pair, config, presenter)
-    live_teacher.card("step")  # a live class: the room code, QR code, questions, chart
 
 
 @st.fragment

@@ -265,10 +265,12 @@ def test_a_bad_code_gets_one_message(embedded_pair, store, lang):
     [box] = at.error
     assert tr("err_room_unknown", lang).split("{")[0][:12] in box.value
     assert "room" not in at.query_params
-    code, _ = store.create()  # a well-formed code of no room gives the same message
-    store.close(code, _)
-    other = open_app({"room": code, "lang": lang})
+    other = open_app({"room": "ZZZZZZ", "lang": lang})  # a well-formed code of no room
     assert [e.value for e in other.error] == [box.value]
+    code, key = store.create()  # a class that ended says so (its tabs reconnect to it)
+    store.close(code, key)
+    ended = open_app({"room": code, "lang": lang})
+    assert not ended.error and tr("live_ended", lang) in [i.value for i in ended.info]
 
 
 def test_a_forged_publish_and_a_wrong_teacher_key_fail(embedded_pair, store):

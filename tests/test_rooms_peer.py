@@ -122,8 +122,8 @@ def test_the_teacher_closes_a_vote_early(store, clock):
     store.answer(code, "a", "q1", 0)
     v = store.close_vote(code, key, "q1")
     assert store.close_vote(code, key, "q1") == v  # closing a closed vote changes nothing
-    assert store.view(code).question.closes_at == T0
-    assert _err(store.answer, code, "b", "q1", 1) == "room_time_up"
+    assert store.view(code).question.closes_at == T0 and store.view(code).question.closed
+    assert _err(store.answer, code, "b", "q1", 1) == "room_closed"  # not "time is up"
     assert store.view(code).counts == (1, 0)
     assert _err(store.close_vote, code, key, "q9") == "room_vote"
     store.reveal(code, key, "q1", 0)  # a closed vote is still revealed
@@ -182,6 +182,38 @@ def test_the_pause_holds_its_question_in_the_store_for_every_replica(make, clock
     two.ask(code, key, _q("q3"))  # a new question while paused: the followers hold q2
     view = two.view(code)
     assert (view.question.qid, view.held.qid, view.held.revealed) == ("q3", "q2", False)
+
+
+def test_the_pause_freezes_the_countdown_and_the_resume_goes_on_from_it(make, clock):
+    """Paused with 46 s left and held for 50 s (past the countdown's first end): the
+    resume gives the vote its 46 s again, on every replica; an answer then is taken, one
+    after those 46 s is late. A question without a countdown, or one whose countdown had
+    ended at the pause, is left as it was."""
+    one, two = make(clock=clock), make(clock=clock)
+    code, key = _room(one)
+    one.ask(code, key, _q(), duration_s=60)
+    one.join(code, "s1")
+    clock.advance(14)
+    one.pause(code, key, True)
+    clock.advance(50)
+    view = two.view(code)
+    assert view.held.closes_at - view.paused_at == 46  # what every follower shows, held
+    two.pause(code, key, False)
+    view = one.view(code)
+    assert view.question.closes_at - clock() == 46 and view.held is None
+    one.answer(code, "s1", "q1", 1)
+    assert one.answer_of(code, "s1", "q1") == 1
+    clock.advance(46)
+    assert _err(one.answer, code, "s1", "q1", 0) == "room_time_up"
+    one.pause(code, key, True)  # ended before the pause: the resume reopens nothing
+    clock.advance(30)
+    one.pause(code, key, False)
+    assert one.view(code).question.closes_at == T0 + 60 + 50  # shifted by the first pause only
+    one.ask(code, key, _q("q2"))  # no countdown: none after a pause either
+    one.pause(code, key, True)
+    clock.advance(5)
+    one.pause(code, key, False)
+    assert one.view(code).question.closes_at is None
 
 
 def test_a_pause_without_a_question_holds_none(store):

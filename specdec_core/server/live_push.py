@@ -24,14 +24,12 @@ seat's heartbeat (one store call per room every 20 s) and keeps the tab its seat
 one, and says ``{"tab": "other"}`` / ``{"seat": "refused"|"unsigned"}`` to that socket alone
 when the page must run to show something; an idle follower tab then runs no script at all.
 
-A teacher's dashboard opens the same route with ``lang=votes`` and gets ``{"v": version}``
-on every change of the room, answers and joins included (the version number only: no
-counts, nothing a student could not see), so the answers chart redraws within a moment
-of an answer instead of at its next once-a-second poll (``ui/live/push_votes``).
+A teacher's dashboard opens it with ``lang=votes``: ``{"v": version}`` on every change of the
+room (no counts), so its answers chart redraws at once (``ui/live/push_votes``).
 
-Untrusted input: the code is normalized and must name a live room (an unknown code costs
-the address a ``guess`` token, as a join does); connections are bounded per address
-(``SPECDEC_FOLLOWERS_PER_ADDR``, a class behind one NAT), per room (its seats plus the
+Untrusted input: the code is normalized and must name a live room (an unknown code costs the
+address a ``guess`` token, as a join does; an ended class's not); connections are bounded per
+address (``SPECDEC_FOLLOWERS_PER_ADDR``, a class behind one NAT), per room (its seats plus the
 teacher's screens) and per process (:data:`MAX_LISTENERS`); nothing a client sends is read
 beyond the close. A message carries one room's data only (listeners are kept per room).
 """
@@ -39,8 +37,9 @@ beyond the close. A message carries one room's data only (listeners are kept per
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import os
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -50,7 +49,7 @@ from specdec_core.server.jobs import client_key
 from specdec_core.server.live_push_seats import SEAT_UNSIGNED, SeatBeats
 from specdec_core.server.live_push_seats import read as read_seat
 from specdec_core.server.room_frames import state_digest
-from specdec_core.server.room_limits import BUCKETS, FOLLOWERS_ENV
+from specdec_core.server.room_limits import BUCKETS, followers_per_addr
 from specdec_core.server.room_types import RoomError, RoomView, normalize_code
 from specdec_core.server.rooms import RoomStore
 
@@ -63,6 +62,8 @@ ROOM_EXTRA = 20  # listeners a room holds beyond its seats (teacher screens, rel
 LANGS = ("en", "zh")
 VOTES = "votes"  # the teacher dashboard's listener: the room's version on every change
 CLOSE_REFUSED = 4403  # a WebSocket close code: bad code, gone room, a bound reached
+CLOSE_ENDED = 4410  # the class ended: the page says so and does not reconnect
+LOG = logging.getLogger(__name__)  # the app puts its log guard on it (``ui/live/push_server``)
 
 
 @dataclass(eq=False)
@@ -256,31 +257,39 @@ class Hub:
 
 
 # -------------------------------------------------------------------- the route
-def _cap(env: str, default: int) -> int:
-    try:
-        return max(1, int(os.environ.get(env, default)))
-    except ValueError:
-        return default
-
-
 async def endpoint(websocket, hub: Hub) -> None:
-    """The WebSocket route's body (Starlette): validate, bound, then forward messages."""
+    """The WebSocket route (Starlette): a refused socket is closed before its handshake (403),
+    never an error page; any other failure goes to :data:`LOG` (bounded by the app)."""
+    try:
+        await _serve(websocket, hub)
+    except Exception:  # noqa: BLE001 - one socket's fault: logged (bounded), the socket closed
+        LOG.exception("live push socket failed")
+        with contextlib.suppress(Exception):  # a socket that never opened: refused (403)
+            await websocket.close(code=CLOSE_REFUSED)
+
+
+async def _serve(websocket, hub: Hub) -> None:
+    """Validate, bound, then forward messages. An ended class's tabs get :data:`ENDED` and
+    :data:`CLOSE_ENDED` at no guess (they never lock their address out of the next class)."""
     peer = websocket.client.host if websocket.client else None
     who = client_key(peer, dict(websocket.headers), "ws")
     raw = websocket.query_params.get("room", "")
     lang = websocket.query_params.get("lang", "en")
     lang = lang if lang in (*LANGS, VOTES) else "en"
+    store = hub.store()
+    if BUCKETS.wait("guess", who):  # this address guessed too often: no lookup at all
+        return await websocket.close(code=CLOSE_REFUSED)
     try:
-        if BUCKETS.wait("guess", who):
-            raise RoomError("room_slow")
         code = normalize_code(raw[:32])
-        store = hub.store()
         store.version(code)
     except RoomError as exc:
+        if exc.code == "room_unknown" and store.ended(raw[:32]):
+            await websocket.accept()
+            await websocket.send_text(ENDED)
+            return await websocket.close(code=CLOSE_ENDED)
         if exc.code == "room_unknown":
             BUCKETS.take("guess", who)
-        await websocket.close(code=CLOSE_REFUSED)
-        return
+        return await websocket.close(code=CLOSE_REFUSED)
     listener = Listener(code, lang, who, asyncio.get_running_loop())
     signed = websocket.query_params.get("seat", "") if lang in LANGS else ""
     if signed:  # a follower's screen: its signed seat (the hub's heartbeat), else it beats
@@ -288,7 +297,7 @@ async def endpoint(websocket, hub: Hub) -> None:
         if listener.seat is None:
             listener.personal = SEAT_UNSIGNED
     room_cap = int(getattr(store, "max_students", 200)) + ROOM_EXTRA
-    if not hub.add(listener, room_cap, _cap(FOLLOWERS_ENV, 100)):
+    if not hub.add(listener, room_cap, followers_per_addr()):
         await websocket.close(code=CLOSE_REFUSED)
         return
     await websocket.accept()

@@ -64,6 +64,7 @@ MESSAGES = {
     "running classes ended",
     "room_slow": "too many tries from this address: wait {wait} s",
     "room_time_up": "the time for this question is up: this answer was not taken",
+    "room_closed": "voting was closed by the teacher: this answer was not taken",
     "room_vote": "this cannot be done with this question now: a revote needs an open first "
     "vote; a countdown is {low}–{high} s",
     "room_co_teacher": "only the teacher who started the class can do this (a co-teacher "
@@ -123,7 +124,8 @@ class Question:
     right choice's index, set by the reveal (``None`` before, or when the reveal names
     none); ``revealed``; ``vote``: 1 (the first vote) or 2 (the revote after a
     discussion); ``closes_at``: Unix time (s, the store's clock) the vote's countdown ends
-    (``None``: no countdown; the past: closed). A list or dict given for ``params`` /
+    (``None``: no countdown; the past: closed); ``closed``: the teacher closed the vote by
+    hand (``closes_at`` is that moment). A list or dict given for ``params`` /
     ``choices`` is stored as tuples. Raises :class:`RoomError` ``room_question`` when any
     part is out of bounds."""
 
@@ -135,6 +137,7 @@ class Question:
     revealed: bool = False
     vote: int = 1
     closes_at: float | None = None
+    closed: bool = False
 
     def __post_init__(self) -> None:
         params = self.params
@@ -169,6 +172,7 @@ def check_question(question: Question) -> None:
     ok = ok and (correct is None or _index(correct, len(question.choices)))
     ok = ok and isinstance(question.revealed, bool)
     ok = ok and question.vote in (1, 2) and not isinstance(question.vote, bool)
+    ok = ok and isinstance(question.closed, bool)
     closes = question.closes_at
     ok = ok and (closes is None or (isinstance(closes, float | int) and 0 <= closes < 1e11))
     if not ok:
@@ -190,6 +194,7 @@ def question_json(question: Question) -> str:
         "revealed": question.revealed,
         "vote": question.vote,
         "closes_at": question.closes_at,
+        "closed": question.closed,
     }
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
@@ -206,6 +211,7 @@ def question_from_json(text: str) -> Question:
         revealed=data["revealed"],
         vote=data.get("vote", 1),
         closes_at=data.get("closes_at"),
+        closed=data.get("closed", False),
     )
 
 

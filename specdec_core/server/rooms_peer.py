@@ -27,7 +27,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from specdec_core.server.room_results import QuestionResult, countdown, vote_error
-from specdec_core.server.room_types import _QID, hash_key, new_key, normalize_code
+from specdec_core.server.room_types import _QID, RoomError, hash_key, new_key, normalize_code
 
 ROLES = ("teacher", "co")
 
@@ -85,7 +85,20 @@ class PeerInstruction(ABC):
         code, key_hash = normalize_code(code), hash_key(key)
         return self._do(self._results, code, key_hash, self.clock(), retry=False)
 
+    def ended(self, code: str) -> bool:
+        """Whether ``code`` names a class that ended and whose results are still kept
+        (until the room's expiry): its followers' reconnects are not guesses. A bad code
+        is ``False``."""
+        try:
+            code = normalize_code(code)
+        except RoomError:
+            return False
+        return bool(self._do(self._ended, code, self.clock(), retry=False))
+
     # -- the backend: arguments arrive validated
+    @abstractmethod
+    def _ended(self, code: str, now: float) -> bool: ...
+
     @abstractmethod
     def _close_vote(self, code: str, key_hash: str, qid: str, now: float) -> int: ...
 

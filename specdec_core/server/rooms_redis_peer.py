@@ -26,7 +26,7 @@ if q[1] == '' or q[1] ~= ARGV[6] or q[2] ~= '0' then return {'room_vote', 0} end
 if q[3] and q[3] ~= '' and tonumber(q[3]) <= tonumber(ARGV[1]) then
   return {'ok', tonumber(q[4])}
 end
-redis.call('HSET', KEYS[1], 'closes_at', ARGV[1])
+redis.call('HSET', KEYS[1], 'closes_at', ARGV[1], 'closed', 1)
 return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
 """
 )
@@ -41,7 +41,7 @@ if q[1] == '' or q[1] ~= ARGV[6] or q[2] ~= '0' or (q[3] or '1') ~= '1' then
 end
 redis.call('DEL', KEYS[6])
 if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('RENAME', KEYS[3], KEYS[6]) end
-redis.call('HSET', KEYS[1], 'vote', 2, 'closes_at', ARGV[7])
+redis.call('HSET', KEYS[1], 'vote', 2, 'closes_at', ARGV[7], 'closed', 0)
 return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
 """
 )
@@ -59,6 +59,11 @@ if ARGV[6] == '1' then
   redis.call('HSET', KEYS[1], 'paused', 1, 'held_page', m[2], 'held_state', m[3],
     'held_question', held, 'paused_at', ARGV[1])
 else
+  local c = redis.call('HMGET', KEYS[1], 'closes_at', 'paused_at')
+  local closes, at = tonumber(c[1] or ''), tonumber(c[2] or '')
+  if closes and at and closes > at then  -- the countdown goes on with the time it had left
+    redis.call('HSET', KEYS[1], 'closes_at', string.format('%.6f', closes + ARGV[1] - at))
+  end
   redis.call('HSET', KEYS[1], 'paused', 0, 'held_page', '', 'held_state', '',
     'held_question', '', 'paused_at', '')
 end
@@ -102,6 +107,7 @@ def question_of(room: dict[str, str]) -> Question | None:
         revealed=room.get("revealed") == "1",
         vote=2 if room.get("vote") == "2" else 1,
         closes_at=float(closes) if closes else None,
+        closed=room.get("closed") == "1",
     )
 
 
@@ -133,6 +139,10 @@ class RedisPeer:
         if not teacher | co_teacher:
             raise RoomError("room_key")
         return "teacher" if teacher else "co"
+
+    def _ended(self, code: str, now: float) -> bool:
+        expires_at = self.client.hget(self._keys(code)[7], "expires_at")
+        return expires_at is not None and float(expires_at) > now
 
     def _results(self, code: str, key_hash: str, now: float) -> list[QuestionResult]:
         meta, _, answers, _, _, first, results, ended = self._keys(code)

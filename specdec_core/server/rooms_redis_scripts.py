@@ -99,10 +99,12 @@ _ANSWER = (
     + """
 if not alive(tonumber(ARGV[1])) then return 'room_unknown' end
 if redis.call('HEXISTS', KEYS[2], ARGV[2]) == 0 then return 'room_student' end
-local q = redis.call('HMGET', KEYS[1], 'qid', 'nchoices', 'revealed', 'closes_at')
+local q = redis.call('HMGET', KEYS[1], 'qid', 'nchoices', 'revealed', 'closes_at', 'closed')
 if q[1] == '' or q[1] ~= ARGV[3] or q[3] ~= '0' then return 'room_answer' end
 if tonumber(ARGV[4]) >= tonumber(q[2]) then return 'room_answer' end
-if q[4] and q[4] ~= '' and tonumber(ARGV[1]) >= tonumber(q[4]) then return 'room_time_up' end
+if q[4] and q[4] ~= '' and tonumber(ARGV[1]) >= tonumber(q[4]) then
+  return q[5] == '1' and 'room_closed' or 'room_time_up'
+end
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
 if redis.call('HGET', KEYS[3], ARGV[2]) == ARGV[4] then return 'same' end
 redis.call('HSET', KEYS[3], ARGV[2], ARGV[4])
@@ -148,7 +150,7 @@ _ASK = (
 archive(ARGV[10])
 redis.call('DEL', KEYS[3], KEYS[6])
 redis.call('HSET', KEYS[1], 'question', ARGV[6], 'qid', ARGV[7], 'nchoices', ARGV[8],
-  'revealed', 0, 'correct', '', 'vote', 1, 'closes_at', ARGV[9])
+  'revealed', 0, 'correct', '', 'vote', 1, 'closes_at', ARGV[9], 'closed', 0)
 return {'ok', redis.call('HINCRBY', KEYS[1], 'version', 1)}
 """
 )

@@ -250,7 +250,7 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, SQLiteSeats, RoomStore):
             if choice >= len(question.choices):
                 raise RoomError("room_answer")
             if question.closes_at is not None and question.closes_at <= now:
-                raise RoomError("room_time_up")
+                raise RoomError("room_closed" if question.closed else "room_time_up")
             old = db.execute(
                 "SELECT choice FROM answers WHERE code = ? AND student = ?", (code, student)
             ).fetchone()

@@ -45,7 +45,7 @@ class SQLitePeer:
             version, question = self._open_question(db, code, key_hash, qid, now)
             if question.closes_at is not None and question.closes_at <= now:
                 return version
-            return self._set_question(db, code, replace(question, closes_at=now))
+            return self._set_question(db, code, replace(question, closes_at=now, closed=True))
 
     def _revote(
         self, code: str, key_hash: str, qid: str, closes_at: float | None, now: float
@@ -61,14 +61,26 @@ class SQLitePeer:
                 (code,),
             )
             db.execute("DELETE FROM answers WHERE code = ?", (code,))
-            return self._set_question(db, code, replace(question, vote=2, closes_at=closes_at))
+            return self._set_question(
+                db, code, replace(question, vote=2, closes_at=closes_at, closed=False)
+            )
 
     def _pause(self, code: str, key_hash: str, paused: bool, now: float) -> int:
         with self.file.write() as db:
             version, _ = self._teacher(db, code, key_hash, now)
-            row = db.execute("SELECT paused FROM rooms WHERE code = ?", (code,)).fetchone()
+            row = db.execute(
+                "SELECT paused, question, paused_at FROM rooms WHERE code = ?", (code,)
+            ).fetchone()
             if bool(row[0]) == paused:
                 return version
+            question = question_from_json(row[1]) if row[1] and not paused else None
+            if question is not None and (question.closes_at or 0) > (row[2] or now):
+                # the resume: the countdown goes on with the time it had left at the pause
+                closes_at = question.closes_at + now - row[2]
+                db.execute(
+                    "UPDATE rooms SET question = ? WHERE code = ?",
+                    (question_json(replace(question, closes_at=closes_at)), code),
+                )
             db.execute(  # the moment and its question, held in the room's row
                 "UPDATE rooms SET paused = ?1, held_page = CASE WHEN ?1 THEN page ELSE '' END,"
                 " held_state = CASE WHEN ?1 THEN state ELSE '' END, held_question = CASE WHEN"
@@ -115,6 +127,13 @@ class SQLitePeer:
             current = self._entry(db, code) if live else None
         entries += [current] if current is not None else []
         return [result_of(e) for e in entries[-MAX_RESULTS:]]
+
+    def _ended(self, code: str, now: float) -> bool:
+        with self.file.read() as db:
+            row = db.execute(
+                "SELECT 1 FROM ended WHERE code = ? AND expires_at > ?", (code, now)
+            ).fetchone()
+        return row is not None
 
     @staticmethod
     def _entry(db: sqlite3.Connection, code: str) -> str | None:

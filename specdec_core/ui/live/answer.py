@@ -12,8 +12,6 @@ shows the room's question as it is then."""
 
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from specdec_core.server.room_limits import BUCKETS
@@ -80,8 +78,8 @@ def _answer(question: Question, key: str) -> None:
 def question_box(view: RoomView) -> None:
     """The open question under the follower's status line: the radio (an answer is
     sent on change), its state, and after the reveal the outcome for this seat; while
-    paused, the question held (:func:`_shown`)."""
-    q, held_left = _shown(view)
+    paused, the question held (its countdown frozen)."""
+    q = view.held if view.paused else view.question
     if q is None:
         return
     S = st.session_state
@@ -100,16 +98,12 @@ def question_box(view: RoomView) -> None:
     st.markdown(f"**{t('live_question')}** {text}")
     if q.vote == 2 and not q.revealed:
         st.caption(t("live_revote_line"))
+    paused_at = view.paused_at if view.paused else None
     taken = is_open(q) and not view.paused
-    if view.paused and held_left is not None and not q.revealed:
-        with st.container(key="live_clock"):  # the time left when the class was paused
-            left = t("live_time_left", s=held_left) if held_left else t("live_time_up")
-            st.markdown(f":material/timer_off: {left}")
-    elif not view.paused:
-        clock_line(q)
+    clock_line(q, paused_at)  # while paused: the time left at the pause, held
     label = "live_your_answer" if taken else "live_your_answer_closed"
     st.radio(
-        t("live_your_answer_paused" if view.paused and is_open(q) else label),
+        t("live_your_answer_paused" if view.paused and is_open(q, paused_at) else label),
         list(range(len(q.choices))),
         format_func=lambda i: plain(labels[i]),
         index=None,
@@ -139,18 +133,6 @@ def question_box(view: RoomView) -> None:
         st.error(
             t("live_outcome_wrong", answer=plain(labels[q.correct]), yours=plain(labels[mine]))
         )
-
-
-def _shown(view: RoomView) -> tuple[Question | None, int | None]:
-    """The question this screen shows and, while paused, its countdown's seconds left at
-    the pause (``None``: no countdown): the store holds both (``RoomView.held``,
-    ``paused_at``), so a reload or another replica shows the same."""
-    if not view.paused:
-        return view.question, None
-    q = view.held
-    if q is None or q.closes_at is None or view.paused_at is None:
-        return q, None
-    return q, max(0, math.ceil(q.closes_at - view.paused_at))
 
 
 def _stored_answer(qid: str, vote: int, revealed: bool) -> int | None:

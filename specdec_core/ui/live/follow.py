@@ -15,22 +15,19 @@ follower's status line and question box, a fragment: on the push route
 (:mod:`~specdec_core.ui.live.follow_push`) it runs only when the push component asks or
 something waits; otherwise it polls (``st.fragment(run_every=POLL_S)``: ONE version number
 read, the room's view only when it changed; a changed state without a frame reruns the
-app, which applies it). "Explore on my own" replays the followed state into this session.
-The student keeps their own language and presenter mode.
+app, which applies it). "Explore on my own" replays the followed state here (own language).
 
 Widget keys (the websocket bot / browser tests find them by key):
 
-* ``live_bar`` — the container above every page (always present, empty outside a room).
-* ``live_explore`` — button "Explore on my own" / "自己探索" (while following).
-* ``live_follow`` — button "Follow again" / "重新跟随" (while exploring).
+* ``live_bar`` — the container above every page (empty outside a room).
+* ``live_explore`` / ``live_follow`` — "Explore on my own" / "Follow again" (自己探索 / 重新跟随).
 * ``live_answer_<qid>`` — radio over the open question's choices (sent on change).
 * ``live_status`` — the container of the status line ("Following the teacher — …").
 * ``live_this_tab`` — button "Follow in this tab" (a seat's other tab, polling every 10 s).
 
-Bounded per client (:mod:`specdec_core.server.room_limits`): one tab per browser seat follows
-fast, the seat's other tabs poll every 10 s; a seat heartbeat is written once every
-:data:`HEARTBEAT_S`; an answer is kept until the store confirms it (:data:`PENDING`), sent at
-most at the seat's answer rate (the last choice wins), tried again after a store fault.
+Bounded per client (:mod:`specdec_core.server.room_limits`): one fast tab per seat, others
+poll every 10 s; a heartbeat every :data:`HEARTBEAT_S`; an answer kept till the store confirms
+it (:data:`PENDING`), sent at the seat's answer rate (the last choice wins).
 """
 
 from __future__ import annotations
@@ -48,7 +45,7 @@ from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import follow_push, frame_view, push_view, room
+from specdec_core.ui.live import follow_push, frame_view, push_view, room, seats
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
 from specdec_core.ui.live.frame_view import teacher_at
@@ -62,7 +59,7 @@ SEEN = "live_seen"  # the room version the last poll read
 VIEW = "live_view"  # the RoomView read at that version
 APPLIED = "live_applied"  # the (page, state) last applied (None: apply the latest)
 WANT_PAGE = "live_want_page"  # the app page stem the teacher's state is on
-ENDED = "live_ended"  # the room this student followed has ended (closed or expired)
+ENDED = room.ENDED  # the room this student followed has ended (closed or expired)
 BEAT = "live_beat_at"  # monotonic time of the seat's last heartbeat
 READ_AT = "live_read_at"  # monotonic time the view was last read
 POLLED = "live_polled_at"  # monotonic time this tab's poll last read the store
@@ -97,13 +94,8 @@ def refresh() -> RoomView | None:
             view = room.store().view(s.code)
             S[VIEW], S[SEEN], S[READ_AT] = view, view.version, time.monotonic()
     except RoomError as exc:
-        room.fail(exc)
-        if exc.code in room.FAULTS:
-            return S.get(VIEW)
-        if exc.code == "room_unknown" and (s.role == "student" or s.co):  # closed, expired
-            S.pop(room.ERROR, None)
-            S[ENDED] = True
-        return None
+        room.fail(exc)  # a follower's class that is gone: ENDED
+        return S.get(VIEW) if exc.code in room.FAULTS else None
     room.answered()
     return S[VIEW]
 
@@ -151,7 +143,7 @@ def before_sidebar() -> None:
     own_actions()  # a click of the student's own before this run: they explore now
     s = room.seat()
     if s is None:
-        return
+        return _ended_replay()
     if s.role == "teacher":
         if S.pop(room.CLAIMED, False):
             view = room.view()
@@ -166,12 +158,20 @@ def before_sidebar() -> None:
         return
     view = refresh()
     if view is None:
-        return
+        return _ended_replay()
     S[FRAME] = room_frame(room.store(), view)
     if S[FRAME] is not None:
         S[WANT_PAGE] = room.APP_PAGE.get(view.page, "step_through")
         S[HIDDEN] = True
     elif target(view) != S.get(APPLIED):
+        apply(view)
+
+
+def _ended_replay() -> None:
+    """The class ended: a follower keeps its text (the last state read, replayed once)."""
+    S = st.session_state
+    view = S.pop(VIEW, None) if S.get(ENDED) else None
+    if view is not None and following() and target(view) != S.get(APPLIED):
         apply(view)
 
 
@@ -328,6 +328,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
             row.caption(t("live_other_tab", s=int(SLOW_POLL_S)))
             row.button(t("live_this_tab"), key="live_this_tab", on_click=_this_tab)
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
+        seats.own_line(row)  # the id the teacher's seat list shows
         where = teacher_at(view)
         if following():
             if not (pushed and S.get(FRAME) is not None):  # else the pushed screen says it

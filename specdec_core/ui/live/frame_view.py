@@ -29,7 +29,7 @@ from specdec_core.ui.live.frame_cache import dist_from_json, kv_from_json, untok
 from specdec_core.ui.render import StripItem, html_table, kv_table_html, token_strip_html
 from specdec_core.ui.step import view
 from specdec_core.ui.step.block_checks import residual_labels, residual_top
-from specdec_core.ui.step.strip_checks import check_columns
+from specdec_core.ui.step.strip_checks import check_columns, check_notes
 from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import NODE_STATE, say
 
@@ -58,6 +58,13 @@ def checks(frame: dict) -> tuple:
         )
         for c in frame["checks"] or ()
     )
+
+
+def checks_html(frame: dict, presenter: bool = False) -> str:
+    """The checks table with the notes the teacher's page gives it (†, near-ties)."""
+    rows = checks(frame)
+    table = check_columns(rows, bool(frame.get("greedy")), block_of(frame))
+    return "".join([html_table(table, name="checks-table"), *check_notes(rows, presenter)])
 
 
 def block_of(frame: dict) -> BlockDecision | None:
@@ -95,10 +102,8 @@ def draw(frame: dict, presenter: bool = False) -> None:
         heading(t("st_strip"))
         st.html(token_strip_html(items, list(STRIP_WORDS)))
         _chart(frame)
-        rows = checks(frame)
-        if rows:
-            table = check_columns(rows, bool(frame.get("greedy")), block_of(frame))
-            st.html(html_table(table, name="checks-table"))
+        if frame.get("checks"):
+            st.html(checks_html(frame, presenter))
         _kv(frame)
     except (KeyError, TypeError, ValueError, IndexError):
         return
@@ -158,6 +163,9 @@ def where_line(frame: dict) -> str:
     """ "Following the teacher — round r, phase …" of the frame, as HTML (bold kept)."""
     phase = STEP_WORD.get(str(frame.get("phase")), "st_propose")
     where = t("live_at_step", r=int(frame["round"]) + 1, phase=t(phase))
+    carried = frame.get("carried")
+    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
+        where += t("live_carried", n=carried)  # the rounds count again from the switch
     text = html_lib.escape(t("live_following", where=where))
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
 
@@ -191,10 +199,8 @@ def frame_html(frame: dict) -> str:
                 columns[view._labels()[key]] = [fmt_prob(float(v)) for v in values]
         part.append(f"<h4>{html_lib.escape(title)}</h4>")
         part.append(html_table(columns, name="chart-rows"))
-    rows = checks(frame)
-    if rows:
-        table = check_columns(rows, bool(frame.get("greedy")), block_of(frame))
-        part.append(html_table(table, name="checks-table"))
+    if frame.get("checks"):
+        part.append(checks_html(frame))
     raw = frame.get("kv")
     if raw:
         state = kv_from_json(raw)
@@ -212,7 +218,7 @@ def _nodes_html(frame: dict) -> str:
     columns = {
         t("tree_node"): list(range(len(nodes))),
         t("col_token"): [visible_token(untok(n[:3])) for n in nodes],
-        t("tree_depth"): [int(n[4]) for n in nodes],
+        t("tree_depth_col"): [int(n[4]) for n in nodes],
         "q": [fmt_sig(n[6]) for n in nodes],
         "p": [fmt_sig(n[7]) for n in nodes],
         t("col_state"): [say(NODE_STATE, n[5]) if n[5] in NODE_STATE else "?" for n in nodes],

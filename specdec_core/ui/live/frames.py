@@ -122,6 +122,7 @@ def chain_frame(session, selected: int | None = None) -> dict:
         "v": FRAME_VERSION,
         "shape": "chain",
         "round": session.round_index,
+        "carried": session.start_len - session.prompt_len,  # kept across a chain/tree switch
         "phase": phase,
         "strip": _strip_json(items),
         "checks": None,
@@ -233,6 +234,7 @@ def tree_frame(session) -> dict:
         "v": FRAME_VERSION,
         "shape": "tree",
         "round": session.round_index,
+        "carried": session.start_len - session.prompt_len,  # kept across a chain/tree switch
         "phase": phase,
         "strip": _strip_json(items),
         "nodes": nodes,

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 
 from specdec_core.server import live_push
 from specdec_core.server.room_store import make_store
-from specdec_core.ui import warmup
+from specdec_core.ui import logguard, warmup
 from specdec_core.ui.live.frame_cache import room_frame
 
 HUB: live_push.Hub | None = None
@@ -21,6 +21,8 @@ HUB: live_push.Hub | None = None
 def push_routes() -> list:
     """The routes ``st.App`` serves beside Streamlit's (one hub for the process)."""
     global HUB
+    if logguard.GUARD not in live_push.LOG.filters:  # the route's errors: bounded per kind
+        live_push.LOG.addFilter(logguard.GUARD)
     HUB = live_push.Hub(make_store, room_frame)
     return live_push.routes(HUB)
 

@@ -1,6 +1,7 @@
 """The browser half both push components share (``push_view``: a follower's screen,
 ``push_votes``: the teacher's answers chart): one WebSocket to the push route per mounted
-component, reopened with back-off (0.5 … 16 s) when it closes.
+component, reopened with back-off (0.5 … 16 s) when it closes, never once the class ended
+(the ``ended`` message, close code 4410).
 
 ``hold(live, data, extra, onMessage, onClose)`` (JavaScript, prepended to each component's
 module): ``live`` is the component's own record (kept on its element across renders),
@@ -20,17 +21,19 @@ function hold(live, data, extra, onMessage, onClose) {
     '&lang=' + encodeURIComponent(data.lang) + extra;
   if (live.url === url && live.ws && live.ws.readyState <= 1) return false;
   if (live.ws) { live.closing = true; live.ws.close(); }
-  live.url = url; live.closing = false; live.delay = 500;
+  live.url = url; live.closing = false; live.ended = false; live.delay = 500;
   const open = () => {
     const ws = new WebSocket(url);
     live.ws = ws;
     ws.onmessage = (ev) => {
       let m;
       try { m = JSON.parse(ev.data); } catch (e) { return; }
+      if (m && m.ended) live.ended = true;  // the class ended: never reopened
       onMessage(m);
     };
-    ws.onclose = () => {
-      if (live.ws !== ws || live.closing || onClose() === false) return;
+    ws.onclose = (ev) => {
+      if (ev.code === 4410) live.ended = true;  // live_push.CLOSE_ENDED
+      if (live.ws !== ws || live.closing || live.ended || onClose() === false) return;
       setTimeout(open, live.delay);
       live.delay = Math.min(live.delay * 2, 16000);
     };

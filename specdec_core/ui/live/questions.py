@@ -152,6 +152,19 @@ def outcome(session: Session, params: Sequence[tuple[str, str]], kind: str) -> i
     return None
 
 
+def earlier_round(session: object, params: Sequence[tuple[str, str]]) -> bool:
+    """Whether a round question is about another round than the one ``session`` is at (an
+    earlier one, or a chain rebuilt by a switch to the tree and back): a new question may
+    replace it."""
+    r = round_of(params)
+    return r != getattr(session, "round_index", r) or getattr(session, "unit", "") != "drafts"
+
+
+def round_of(params: Sequence[tuple[str, str]]) -> int:
+    """The round a round question is about (from 0; -1: none)."""
+    return _int(dict(params).get("r"), -1)
+
+
 def shown_choices(kind: str, choices: Sequence[str]) -> list[str]:
     """The choices of a question in the READER's language: the fixed ones are translated
     by their place (``accept``: yes / no; ``correction``: the last, "another token"),

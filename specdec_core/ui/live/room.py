@@ -7,19 +7,16 @@ Session-state keys (``st.session_state``):
 * :data:`SEAT` — a :class:`Seat` (``None`` / absent: not in a room).
 * :data:`ERROR` — a :class:`~specdec_core.server.room_types.RoomError` to show once (a bad
   room code: one translated message, ``err_room_unknown``, no hint whether it exists).
-* :data:`PUBLISHED` — the teacher's last published ``(page, state)`` (publish only on a
-  change).
-* :data:`FAULT` — ``(retry_at, delay_s)`` while the store does not answer: every screen
-  shows one translated line, and this session leaves the store alone until ``retry_at``
-  (back-off 1, 2, 4 … 16 s).
+* :data:`PUBLISHED` — the teacher's last published ``(page, state)`` (only a change is).
+* :data:`FAULT` — ``(retry_at, delay_s)`` while the store does not answer: one translated
+  line, the store left alone until ``retry_at`` (back-off 1, 2, 4 … 16 s).
 
 URL: ``?room=CODE`` joins as a student (read once per browser session, in ``app.py``
 before the sidebar: :func:`on_load`); ``?room=CODE&teacher=KEY`` (the teacher link, for a
 second device or a reload) claims the room back as its teacher, or as a co-teacher when
 ``KEY`` is the co-teacher key (the store says whose key it is: a co-teacher drives the
-class but does not end it). The teacher key never
-stays in the address bar (it is removed once read: a projector shows the address bar),
-and the join link never contains it. A student's URL keeps only ``room``.
+class but does not end it). The teacher key never stays in the address bar (removed once
+read: a projector shows it), nor is it in the join link. A student's URL keeps ``room``.
 
 The seat credential: :mod:`specdec_core.ui.live.identity` (never in a URL).
 """
@@ -50,12 +47,12 @@ PUBLISHED = "live_published"
 CLAIMED = "live_claimed"  # a teacher link was opened: the screen goes to the room's state once
 FAULT = "live_fault"  # (retry_at, delay_s) while the store does not answer
 UNPUBLISHED = "live_unpublished"  # (page, params) the store did not take (a fault)
+ENDED = "live_ended"  # the class this student (or co-teacher) followed ended or expired
 ENDED_ROOM = "live_ended_room"  # (code, key) of the class this teacher ended: its results
 URL_PARAMS = ALWAYS_PARAMS  # {name: value} the URL keeps on every page (room)
 FAULTS = ("room_store",)  # errors that keep the seat: the store did not answer
 MAX_BACKOFF_S = 16.0
-#: The app's page stems ↔ the store's page names.
-STORE_PAGE = {"step_through": "step", "lessons": "lessons"}
+STORE_PAGE = {"step_through": "step", "lessons": "lessons"}  # app page stem -> store page
 APP_PAGE = {v: k for k, v in STORE_PAGE.items()}
 #: Query parameters that belong to the room, never to the published lesson state.
 ROOM_PARAMS = ("room", "teacher", "sid")
@@ -174,16 +171,19 @@ def leave() -> None:
 
 
 def fail(exc: RoomError) -> None:
-    """The room is gone or refused us (expired, closed, a wrong key): keep the message,
-    leave the seat. A store fault (:data:`FAULTS`) keeps the seat: :func:`fault`."""
+    """The room is gone or refused us (expired, closed, a wrong key): keep the message (a
+    follower's: :data:`ENDED`), leave the seat. A store fault keeps the seat: :func:`fault`."""
     if exc.code in FAULTS:
         fault(exc)
         return
-    S = st.session_state
+    S, s = st.session_state, seat()
     S.pop(FAULT, None)
     S.pop(SEAT, None)
     S[URL_PARAMS] = {}
-    S[ERROR] = exc
+    if exc.code == "room_unknown" and s is not None and (s.role == "student" or s.co):
+        S[ENDED] = True  # one message, whichever call saw it
+    else:
+        S[ERROR] = exc
     for name in ROOM_PARAMS:  # a reload does not try the gone room again
         if name in st.query_params:
             del st.query_params[name]
@@ -228,9 +228,10 @@ def _read_url() -> Seat | None:
         return None
 
 
-def _join(code: str) -> Seat:
+def _join(code: str) -> Seat | None:
     """Join as this browser's seat, within the address's join and guess rates (a refused
-    try: ``room_slow``; a store fault: the seat waits, :func:`heartbeat` joins it)."""
+    try: ``room_slow``; a store fault: the seat waits, :func:`heartbeat` joins it). A
+    class that ended (its results still kept) says so (:data:`ENDED`), at no guess."""
     who = client()
     wait = BUCKETS.wait("guess", who) or BUCKETS.take("join", who)
     if wait:
@@ -240,6 +241,9 @@ def _join(code: str) -> Seat:
     try:
         store().join(code, sid)
     except RoomError as exc:
+        if exc.code == "room_unknown" and store().ended(code):  # no guess: it ended
+            st.session_state[ENDED] = True
+            return None
         if exc.code == "room_unknown":
             BUCKETS.take("guess", who)
         if exc.code not in FAULTS:

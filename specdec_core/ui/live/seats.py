@@ -1,6 +1,9 @@
 """The teacher's list of seats: who is in the room, and "Remove" for a seat (a ghost, a
 second device, a student who should not answer). Drawn in the dashboard under a toggle, so
-the list is read from the store (one read a poll) only while the teacher looks at it.
+the list is read from the store (one read a poll) only while the teacher looks at it. The
+list is in the order of the seat ids, which a heartbeat never changes (a row stays where
+the teacher aims), and every student's screen shows its own seat id (:func:`own_line`), so
+the teacher finds the row to remove.
 
 Widget keys: ``live_seats_on`` — toggle "Seats"; ``live_remove_<seat id>`` — button
 "Remove" of one seat.
@@ -14,13 +17,21 @@ from specdec_core.server.room_types import RoomError
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import room
 
-MAX_SHOWN = 60  # seats listed (the newest heartbeats first); the rest as a count
+MAX_SHOWN = 60  # seats listed (in seat id order); the rest as a count
 
 
 def label(student: str) -> str:
     """A seat as the list shows it: the first 6 digits of its id, upper case (the id
     comes from a hash: it names the seat, never the browser's secret)."""
     return student[:6].upper()
+
+
+def own_line(where=st) -> None:
+    """A student's own seat id as the teacher's list shows it, in ``where`` (a container of
+    the status box)."""
+    s = room.seat()
+    if s is not None and s.role == "student":
+        where.caption(t("live_your_seat", seat=label(s.student)))
 
 
 def _remove(student: str) -> None:
@@ -54,6 +65,7 @@ def seats_box() -> None:
         st.caption(t("live_seats_none"))
         return
     now = room.store().clock()
+    seats = sorted(seats, key=lambda seat: seat.student)  # stable: heartbeats never reorder
     for seat in seats[:MAX_SHOWN]:
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         ago = max(0, int(now - seat.seen_at))

@@ -2,18 +2,18 @@
 the join link and its QR code, the students, the teacher link for a second device), ask
 the class a question and reveal its real outcome.
 
-Where: the step-through page's Lesson panel has a tab "Live class" with
-:func:`start_button`; the Lessons page shows it above the chapter. Once the room is
-live, :func:`card` is drawn at the top of the page (the step page's header, the Lessons
-page's top), and its :func:`_dashboard` is an ``st.fragment(run_every=POLL_S)``: it reads
-one version number a poll, and the room's view only when it changed (the student count,
-the live bar chart of the answers, "N of M answered").
+Where: the step-through page's Lesson panel has a tab "Live class" with :func:`start_button`;
+the Lessons page shows it above the chapter. Once the room is live, :func:`card` is drawn
+at the top of the step page (above the Lessons page's chapter); its :func:`_dashboard`, an
+``st.fragment(run_every=POLL_S)``, reads one version number a poll, the room's view only
+when it changed (the student count, the answers' chart, "N of M answered").
 
 Questions (:mod:`specdec_core.ui.live.questions`): on the step page about the chain round
-on screen, between ① Propose and ② Verify; on the Lessons page a checkpoint of the
-chapter on screen. "Reveal" on the step page runs ② Verify first when the round is not
-verified yet (the step page's own verify: same session, same seeded draws), publishes
-the new state, then reveals the outcome read from the verified round.
+on screen, between ① Propose and ② Verify; on the Lessons page a chapter's checkpoint.
+"Reveal" runs ② Verify first when the round is not verified yet (same session, same seeded
+draws), publishes the new state, then reveals the outcome read from the verified round (or
+kept from it once a switch to the tree rebuilt the chain); a question about an earlier
+round does not block Ask.
 
 Widget keys (the websocket bot / browser tests find them by key):
 
@@ -22,9 +22,8 @@ Widget keys (the websocket bot / browser tests find them by key):
 * ``live_teacher`` — the card's container; ``live_code`` — the room code's container.
 * ``live_end`` — button "End the class" / "结束课堂" (a co-teacher: ``live_leave``,
   "Leave the class", which leaves the class running).
-* ``live_kind`` — select box of the question kind (``accept``, ``correction``,
-  ``commit_count``); ``live_k`` — number input, the position k; ``live_check`` — select
-  box of a chapter checkpoint (Lessons page).
+* ``live_kind`` — select box of the question kind (:data:`KINDS`); ``live_k`` — number
+  input, the position k; ``live_check`` — select box of a chapter checkpoint (Lessons).
 * ``live_ask`` — button "Ask the class" / "向全班提问".
 * The vote (countdown, chart, close, revote, reveal): :mod:`~specdec_core.ui.live.vote`;
   pause and the co-teacher link: :mod:`~specdec_core.ui.live.drive`; the results' CSV:
@@ -46,15 +45,18 @@ from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import converge, drive, follow, results, room, vote
+from specdec_core.ui.live import comeback, converge, drive, follow, results, room, vote
 from specdec_core.ui.live.questions import (
     KINDS,
     Draft,
     ask_refusal,
     chapter_outcome,
     chapter_question,
+    earlier_round,
     outcome,
+    round_of,
     round_question,
+    the_round,
 )
 from specdec_core.ui.live.seats import seats_box
 from specdec_core.ui.step import edit as step_edit
@@ -65,6 +67,7 @@ from specdec_core.ui.step import tree_lesson as TL
 POLL_S = room.poll_seconds()  # seconds between polls (SPECDEC_LIVE_POLL_S)
 STARTED = "live_started_now"  # the step panel reruns the app once the room exists
 RERUN = "live_rerun_app"  # the reveal changed the lesson: redraw the whole page
+OUTCOME = "live_kept_outcome"  # (qid, index) of the open round question, while verified
 _CODE = re.compile(f"[{CODE_ALPHABET}]{{1,12}}")
 
 
@@ -74,8 +77,8 @@ def _start(rerun: bool) -> None:
 
 
 def start_button(where: str) -> None:
-    """The "Start a live class" button (``where``: ``step`` or ``lessons``); inside a
-    room, a line saying which one (the card is at the top of the page)."""
+    """The "Start a live class" button (``where``: ``step`` or ``lessons``); in a room, a
+    line saying which one."""
     S = st.session_state
     if S.pop(STARTED, False):
         st.rerun(scope="app")  # the card lives outside the step panel's fragment
@@ -99,8 +102,7 @@ def start_button(where: str) -> None:
 
 
 def join_link(code: str) -> str:
-    """The join link: the app's root URL with ``?room=CODE`` (``&lang=zh`` in Chinese);
-    never the teacher key."""
+    """The join link: ``?room=CODE`` (``&lang=zh`` in Chinese); never the teacher key."""
     base = links.page_url(st.context.url or "", S_page(), links.DEFAULT_PAGE)
     return f"{base}?room={code}" + ("&lang=zh" if lang() == "zh" else "")
 
@@ -127,13 +129,14 @@ def card(page: str) -> None:
     s = room.seat()
     if s is None:
         results.after_class()
+        comeback.hint()  # a reload without the teacher link: this browser's class is live
     if s is None or s.role != "teacher":
         return
+    comeback.remember(s.code)
     code = s.code if _CODE.fullmatch(s.code) else "?"
     url = join_link(code)
     with st.container(border=True, key="live_teacher"):
-        # the join box: open at the start of the class, folded by the teacher once the
-        # students are in (its label keeps the code in view)
+        # the join box: open at the start, folded once the students are in (label: the code)
         join = st.expander(
             t("live_join_title", code=code), expanded=True, icon=":material/qr_code_2:"
         )
@@ -142,9 +145,8 @@ def card(page: str) -> None:
             with left:
                 st.caption(t("live_room_code"))
                 with st.container(key="live_code"):
-                    # sized by its column (container query units): 6 characters at
-                    # 0.6em + 0.3em spacing take 5.4em, so 15cqi fills ~81% of the column
-                    # and never runs under the QR code (1024 px with the sidebar open)
+                    # sized by its column (container query units): 6 characters at 0.6em +
+                    # 0.3em spacing take 5.4em: 15cqi fills ~81%, never under the QR code
                     st.html(
                         '<div style="container-type:inline-size;width:100%">'
                         '<div style="font-size:min(4.2rem,15cqi);font-weight:700;'
@@ -211,10 +213,27 @@ def _dashboard(page: str) -> None:
         q = view.question
         if q is not None:
             vote.question_box(view, _reveal)
-        if q is None or q.revealed:
+        if q is None or q.revealed or _replaceable(q, page):
+            if q is not None and not q.revealed:  # the old one is dropped, results kept
+                st.caption(t("live_ask_replaces"))
             _ask_box(page)
         if room.ERROR in S:
             st.error(error_message(S.pop(room.ERROR)))
+
+
+def _replaceable(q: Question, page: str) -> bool:
+    """An unrevealed round question about another round than the one on screen (Ask stays);
+    its outcome kept while its round is verified here (:data:`OUTCOME`: a late reveal)."""
+    if q.kind == "chapter" or page == "lessons":
+        return False
+    with L.engine() as held:
+        session = L.current_session() if held else None
+        if session is None:
+            return False
+        if the_round(session, round_of(q.params)) is not None:
+            st.session_state[OUTCOME] = (q.qid, outcome(session, q.params, q.kind))
+        tree = L.current("tree") if TL.mode() == "tree" else None
+        return earlier_round(tree.session if tree else session, q.params)
 
 
 def _ask_box(page: str) -> None:
@@ -309,8 +328,11 @@ def _reveal() -> None:
         with L.engine() as held:
             if not held:
                 return
-            session = L.current_session()
-            if session is not None and TL.mode() != "tree":
+            session, kept = L.current_session(), S.get(OUTCOME, (None,))
+            gone = session is None or TL.mode() == "tree"
+            if kept[0] == q.qid and (gone or the_round(session, round_of(q.params)) is None):
+                correct = kept[1]  # its round left the session (a switch to the tree)
+            elif not gone:
                 try:
                     r = int(dict(q.params).get("r", "-1"))
                     if session.round_index == r and session.phase == "verify":

@@ -37,26 +37,30 @@ TIMERS = (0, 30, 60, 90, 120)  # the countdown choices, seconds (0: none)
 ASKED_TIMER = "live_asked_timer"  # the countdown of the question asked: its revote's too
 
 
-def seconds_left(question: Question) -> int | None:
-    """Whole seconds until ``question``'s vote closes (0: closed), on the store's clock;
-    ``None`` without a countdown."""
+def seconds_left(question: Question, paused_at: float | None = None) -> int | None:
+    """Whole seconds until ``question``'s vote closes (0: closed), on the store's clock, or
+    frozen at ``paused_at`` (the class is paused: the store resumes the countdown with that
+    time left); ``None`` without a countdown."""
     if question.closes_at is None:
         return None
-    return max(0, math.ceil(question.closes_at - room.store().clock()))
+    now = room.store().clock() if paused_at is None else paused_at
+    return max(0, math.ceil(question.closes_at - now))
 
 
-def is_open(question: Question) -> bool:
-    """Whether answers are taken now (not revealed, the countdown not over)."""
-    return not question.revealed and seconds_left(question) != 0
+def is_open(question: Question, paused_at: float | None = None) -> bool:
+    """Whether answers are taken now, or once the pause ends (not revealed, the countdown
+    not over)."""
+    return not question.revealed and seconds_left(question, paused_at) != 0
 
 
-def clock_line(question: Question) -> None:
-    """The countdown line (time left, or "Voting is closed."), nothing without one."""
-    left = seconds_left(question)
+def clock_line(question: Question, paused_at: float | None = None) -> None:
+    """The countdown line (time left, or "Voting is closed."), nothing without one; while
+    paused (``paused_at``) the time left held."""
+    left = seconds_left(question, paused_at)
     if left is None or question.revealed:
         return
     with st.container(key="live_clock"):
-        icon = ":material/timer:" if left else ":material/timer_off:"
+        icon = ":material/timer:" if left and paused_at is None else ":material/timer_off:"
         st.markdown(f"{icon} " + (t("live_time_left", s=left) if left else t("live_time_up")))
 
 
@@ -87,7 +91,8 @@ def question_box(view: RoomView, on_reveal: Callable[[], None]) -> None:
         if check is not None:
             text = check.question
     st.markdown(f"**{t('live_question')}** {text}")
-    clock_line(q)
+    paused_at = view.paused_at if view.paused else None
+    clock_line(q, paused_at)
     labels = shown_choices(q.kind, q.choices)
     first = list(view.first) if view.first else None
     names = (t("live_vote_first"), t("live_vote_second"))
@@ -106,7 +111,7 @@ def question_box(view: RoomView, on_reveal: Callable[[], None]) -> None:
     if not q.revealed:
         row = st.container(horizontal=True, gap="small")
         with row:
-            if is_open(q):
+            if is_open(q, paused_at):
                 st.button(t("live_close_vote"), key="live_close_vote", on_click=_close, args=(q,))
             if q.vote == 1:
                 st.button(

@@ -117,14 +117,22 @@ def checks_html(
     """The chain's checks table with its notes: † (an unchecked row), the near-ties, block
     verification's prefix and residual, and what ``p`` and ``q`` are."""
     parts = [html_table(check_columns(checks, greedy, block), name="checks-table")]
+    parts += check_notes(checks, presenter)
+    parts += [note(line, presenter) for line in block_lines(block, token)]
+    parts.append(note(line_html("st_dists_help"), presenter))
+    return '<div class="sd-checks" style="margin-top:1rem">' + "".join(parts) + "</div>"
+
+
+def check_notes(checks: tuple[PositionCheck, ...], presenter: bool = False) -> list[str]:
+    """The notes the checks table needs (HTML): † (a row never checked), the near-ties; a
+    follower's frame carries them too (``ui/live/frame_view``)."""
+    parts = []
     if any(c.status in UNCHECKED for c in checks):
         parts.append(note(line_html("unchecked_mark"), presenter))
     ties = [str(c.position) for c in checks if c.near_tie]
     if ties:
         parts.append(note(line_html("near_tie_note", pos=", ".join(ties)), presenter))
-    parts += [note(line, presenter) for line in block_lines(block, token)]
-    parts.append(note(line_html("st_dists_help"), presenter))
-    return '<div class="sd-checks" style="margin-top:1rem">' + "".join(parts) + "</div>"
+    return parts
 
 
 def block_lines(block: BlockDecision | None, token: Callable[[int], TokenInfo]) -> list[str]:
