@@ -107,9 +107,10 @@ def test_price_caption_follows_the_knobs(embedded_pair):
 
 
 def test_equal_chi_rows_are_explained(embedded_pair):
-    """Section ① (float32) and ③ (int8, int4) on one prompt with the same N: the tests drew
-    the same first tokens (checked here against first_tokens_test's own counts), and the
-    page says so and why, with each quantized target's measured TV to float32."""
+    """Section ① (float32) and ③ (int8, int4) on one prompt with the same N: float32's and
+    int8's tests drew the same first tokens, int4's did not (checked here against
+    first_tokens_test's own counts), and the page names exactly the rows that agree and
+    why, with each quantized target's measured TV to float32."""
     n = 20
     at = open_page("en")
     at.number_input(key="ll_n_seeds").set_value(n).run()
@@ -129,8 +130,9 @@ def test_equal_chi_rows_are_explained(embedded_pair):
         },
     }
     draws = {k: {x: c[:2] for x, c in v.counts.items()} for k, v in tests.items()}
-    assert draws["f32"] == draws["int8"] == draws["int4"]  # what the page explains
-    assert len({v.p_value for v in tests.values()}) == 1
+    assert draws["f32"] == draws["int8"]  # what the page explains
+    assert draws["int4"] != draws["f32"]  # int4 moved one seed's draw: not in the sentence
+    assert tests["f32"].p_value == tests["int8"].p_value
     kinds = ("int8", "int4")
     app_pair = get_pair("embedded")  # the pair the page ran on (CUDA where present)
     tvs = {
@@ -143,8 +145,8 @@ def test_equal_chi_rows_are_explained(embedded_pair):
         [info] = [i.value for i in at.info if s("ll_chi_same", lang)[:6] in i.value]
         sep = s("ll_chi_list_sep", lang)
         assert info == s("ll_chi_same", lang).format(
-            rows=" = ".join([s("ll_chi_row_f32", lang), "int8", "int4"]),
+            rows=" = ".join([s("ll_chi_row_f32", lang), "int8"]),
             n=n,
             tvs=sep.join(f"{k} {tvs[k]:.4f}" for k in kinds),
         )
-    assert tvs["int4"] > tvs["int8"] > 0  # the targets differ; the draws still coincide
+    assert tvs["int4"] > tvs["int8"] > 0  # the targets differ; float32's and int8's draws coincide
