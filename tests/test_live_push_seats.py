@@ -119,3 +119,28 @@ def test_a_socket_with_a_token_of_another_process_is_told_to_beat_itself(tmp_pat
     assert held == {("a" * 16, "t1", "addr:1"), None}
     assert {"seat": "unsigned"} not in ok.sent and "page" in ok.sent[0]
     assert bad.sent[0] == json.loads(seats.SEAT_UNSIGNED) and "page" in bad.sent[1]
+
+
+def test_a_failing_view_pass_does_not_stop_the_seats_heartbeats(tmp_path):
+    """The hub's thread runs the views' pass and the seats' pass apart: a view pass that
+    raises every time (a bad frame) still lets the seats be beaten on each pass."""
+    from specdec_core.server.rooms_sqlite import SQLiteStore
+
+    s = SQLiteStore(tmp_path / "r.sqlite3")
+    code, _ = s.create()
+    hub = Hub(lambda: s, frame_of, poll_s=0.001)
+    passes = []
+
+    def broken_poll():
+        raise ValueError("a bad frame")
+
+    class Beats:
+        def run(self, held):
+            passes.append(sorted(held))
+            if len(passes) == 3:
+                hub.rooms.clear()  # the last listener left: the thread returns
+
+    hub.poll, hub.seats = broken_poll, Beats()
+    hub.rooms[code] = []
+    hub._run()
+    assert passes == [[code], [code], [code]]

@@ -14,9 +14,8 @@ One :class:`Hub` per process: ONE thread polls the version of the rooms that hav
 listeners (every :data:`POLL_S`: one indexed row in SQLite; with Redis it waits for the
 store's pub/sub announcement of a write instead, and polls at least once a second) and,
 on a change, reads the view and the frame once (the frame once per state) and hands the
-same message text to every listener of that room and language; a message equal
-to the last one (a join, an answer) is not sent. A listener holds only the newest message
-(a slow socket skips the ones in between, never queues them).
+same message text to every listener of that room and language (not one equal to the last);
+a listener holds only the newest message (a slow socket skips the ones in between).
 
 A follower's page also signs its seat into the URL (``&seat=…``,
 :mod:`~specdec_core.server.live_push_seats`): while the socket is open the hub writes that
@@ -197,6 +196,11 @@ class Hub:
             return json.dumps({"fault": True})
         return message(view, frame, lang)
 
+    def _beat(self) -> None:
+        with self.lock:
+            held = {code: list(ls) for code, ls in self.rooms.items()}
+        self.seats.run(held)
+
     def poll(self) -> None:
         """One pass: every watched room's version; a changed room's message to its
         listeners (only when it differs from the last one sent in that language)."""
@@ -240,13 +244,9 @@ class Hub:
                     self.thread = None
                     return
             started = time.monotonic()
-            try:
-                self.poll()
-                with self.lock:
-                    held = {code: list(ls) for code, ls in self.rooms.items()}
-                self.seats.run(held)
-            except Exception:  # noqa: BLE001 - the thread must outlive one bad pass
-                pass
+            for step in (self.poll, self._beat):  # apart: a bad view pass still beats seats
+                with contextlib.suppress(Exception):  # the thread outlives one bad pass
+                    step()
             if waiter is not None:
                 try:
                     waiter(10 * self.poll_s)
