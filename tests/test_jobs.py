@@ -238,7 +238,10 @@ def test_a_killed_worker_fails_its_job_and_the_next_job_gets_a_new_one(queue, em
 
 
 def test_a_task_that_overruns_is_stopped(queue, embedded_pair, monkeypatch):
-    monkeypatch.setattr(job_worker, "TASK_TIMEOUT_S", 0.3)
+    # A 64-token measurement runs dozens of forwards (tens of ms on any device): 5 ms with a
+    # 1 ms poll is an overrun on every machine, however fast (0.3 s no longer was).
+    monkeypatch.setattr(job_worker, "TASK_TIMEOUT_S", 0.005)
+    monkeypatch.setattr(job_worker, "POLL_S", 0.001)
     job = tasks.make_job(
         "measure", "o1", embedded_pair, PROMPT, 64, 2, True, False, SessionConfig()
     )
