@@ -16,7 +16,7 @@ from test_rooms import clock, make, redis_url, store  # noqa: F401
 from specdec_core.server import live_push
 from specdec_core.server.jobs import client_key
 from specdec_core.server.live_push import CLOSE_ENDED, CLOSE_REFUSED, Hub, endpoint
-from specdec_core.server.room_limits import Buckets
+from specdec_core.server.room_limits import RATES, Buckets, Rate
 from specdec_core.server.rooms_sqlite import SQLiteStore
 from specdec_core.ui.logguard import FULL_PER_WINDOW, RepeatGuard
 
@@ -24,9 +24,11 @@ HOST = "203.0.113.9"
 WHO = client_key(HOST, {}, "ws")
 
 
-def _buckets(monkeypatch) -> Buckets:
-    """A fresh set of rate buckets on a clock that stands still (no token comes back)."""
-    fresh = Buckets(clock=lambda: 1000.0)
+def _buckets(monkeypatch, connects: float | None = None) -> Buckets:
+    """A fresh set of rate buckets on a clock that stands still (no token comes back);
+    ``connects``: the burst of connects to a live room, else the app's."""
+    rates = dict(RATES) if connects is None else {**RATES, "connect": Rate(connects, 1.0)}
+    fresh = Buckets(rates, clock=lambda: 1000.0)
     monkeypatch.setattr(live_push, "BUCKETS", fresh)
     return fresh
 
@@ -56,7 +58,7 @@ def test_made_up_rooms_past_the_guess_limit_are_refused_not_failed(tmp_path, mon
 def test_a_failing_socket_is_closed_and_logged_within_the_guard(tmp_path, monkeypatch):
     store = SQLiteStore(tmp_path / "r.sqlite3")
     code, _ = store.create()
-    _buckets(monkeypatch)
+    _buckets(monkeypatch, connects=1_000)  # 300 connects to a live room, none refused
     guard = RepeatGuard(clock=lambda: 50.0)
     monkeypatch.setattr(live_push.LOG, "filters", [guard])
     records: list[logging.LogRecord] = []
@@ -124,3 +126,33 @@ def test_the_app_puts_its_log_guard_on_the_route(monkeypatch):
     push_server.push_routes()
     push_server.push_routes()
     assert live_push.LOG.filters == [logguard.GUARD]
+
+
+def test_connects_to_a_live_room_past_the_address_rate_are_refused(tmp_path, monkeypatch):
+    """A connect/close loop to a real room: each connect costs the address a ``connect``
+    token (each would read the room's view); past the burst it is refused before any read
+    of the view, and another address still connects."""
+    store = SQLiteStore(tmp_path / "r.sqlite3")
+    code, _ = store.create()
+    buckets = _buckets(monkeypatch, connects=3)
+    hub = Hub(lambda: store, frame_of)
+
+    async def connect_and_leave() -> list[Socket]:
+        out = []
+        for _ in range(5):
+            x = Socket({"room": code}, host=HOST)
+            task = asyncio.ensure_future(endpoint(x, hub))
+            for _ in range(400):  # until the route accepted or refused it
+                if x.accepted or x.closed_with is not None:
+                    break
+                await asyncio.sleep(0.005)
+            x.gone.set()  # the client closes at once
+            await asyncio.wait_for(task, 10)
+            out.append(x)
+        return out
+
+    socks = asyncio.run(connect_and_leave())
+    assert [x.accepted for x in socks] == [True, True, True, False, False]
+    assert [x.closed_with for x in socks[3:]] == [CLOSE_REFUSED] * 2
+    assert buckets.wait("connect", WHO) == 1.0  # one token a second at this rate
+    assert buckets.wait("connect", client_key("198.51.100.7", {}, "ws")) == 0.0

@@ -26,12 +26,10 @@ when the page must run to show something; an idle follower tab then runs no scri
 A teacher's dashboard opens it with ``lang=votes``: ``{"v": version}`` on every change of the
 room (no counts), so its answers chart redraws at once (``ui/live/push_votes``).
 
-Untrusted input: the code is normalized and must name a live room (an unknown code costs the
-address a ``guess`` token, as a join does; an ended class's not); connections are bounded per
-address (``SPECDEC_FOLLOWERS_PER_ADDR``, a class behind one NAT), per room (its seats plus the
-teacher's screens) and per process (:data:`MAX_LISTENERS`); nothing a client sends is read
-beyond the close. A message carries one room's data only (listeners are kept per room).
-"""
+Untrusted input: the code is normalized and must name a live room (an unknown code costs a
+``guess`` token, an ended class's not; a live room's a ``connect`` token); connections are
+bounded per address (``SPECDEC_FOLLOWERS_PER_ADDR``), room (its seats + teacher screens) and
+process (:data:`MAX_LISTENERS`); nothing a client sends is read beyond the close."""
 
 from __future__ import annotations
 
@@ -289,6 +287,8 @@ async def _serve(websocket, hub: Hub) -> None:
             return await websocket.close(code=CLOSE_ENDED)
         if exc.code == "room_unknown":
             BUCKETS.take("guess", who)
+        return await websocket.close(code=CLOSE_REFUSED)
+    if BUCKETS.take("connect", who):  # a connect/close loop: each connect reads the room
         return await websocket.close(code=CLOSE_REFUSED)
     listener = Listener(code, lang, who, asyncio.get_running_loop())
     signed = websocket.query_params.get("seat", "") if lang in LANGS else ""

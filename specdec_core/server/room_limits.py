@@ -49,6 +49,7 @@ class Rate:
 RATES = {
     "join": Rate(120, 2.0),
     "guess": Rate(10, 0.2),
+    "connect": Rate(240, 8.0),  # push sockets to a live room, per address (a class's NAT)
     "answer": Rate(6, 0.5),
     "last_answer": Rate(1, 1 / 60),
 }
