@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from specdec_core.core.int8_linear import draft_int8
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.session import SpeculativeSession
@@ -88,9 +89,14 @@ def test_kv_invariant_after_random_rounds_edits_and_stops(tiny_pair, seed):
         assert [r.state for r in state.rows][-1] == "committed-no-KV-yet"
         with torch.inference_mode():
             fresh = tiny_pair.target(input_ids=torch.tensor([committed])).logits[0, -1]
-            fresh_draft = tiny_pair.draft(input_ids=torch.tensor([committed])).logits[0, -1]
         assert torch.allclose(_next_logits_from_cache(session.target, committed), fresh, atol=1e-4)
+        # the draft model runs int8 weights on a CPU: a fresh forward with the same weights
+        drafter = session.drafter
+        assert drafter.int8 == draft_int8(str(session.target.device))
+        again = ModelCache(tiny_pair.draft)
+        again.weights, again.head = drafter.kv.weights, drafter.kv.head
+        fresh_draft = again.extend(committed)[-1]
         assert torch.allclose(
-            _next_logits_from_cache(session.drafter.kv, committed), fresh_draft, atol=1e-4
+            _next_logits_from_cache(drafter.kv, committed), fresh_draft, atol=1e-4
         )
     assert session.stop_reason in {"eos", "max_new_tokens", "context_limit"}

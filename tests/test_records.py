@@ -124,7 +124,8 @@ def test_end_of_text_accepted_first_cuts_the_round(capsys, embedded_pair):
 
 def test_default_bench_rate_is_over_checked_positions(embedded_pair):
     """The default bench (model drafter, γ = 4, 64 tokens, greedy, end-of-text ignored):
-    0.603 over checked positions, where the old all-positions mean said 0.673."""
+    0.576 over checked positions, where the old all-positions mean said 0.649 (the int8
+    draft model's drafts; 0.603 / 0.673 with its float32 weights)."""
     pair = ignoring_eos(embedded_pair)
     config = SessionConfig(gamma=4, max_new_tokens=64)
     fast = generate(pair, BENCH_PROMPT, config)
@@ -134,8 +135,8 @@ def test_default_bench_rate_is_over_checked_positions(embedded_pair):
     checked = [c.overlap for c in checks if c.status in (A, R)]
     every = [c.overlap for c in checks]
     assert fast.stats.acceptance_rate == pytest.approx(sum(checked) / len(checked))
-    assert fast.stats.acceptance_rate == pytest.approx(35 / 58)  # 0.603
-    assert sum(every) / len(every) == pytest.approx(74 / 110)  # 0.673, the old definition
+    assert fast.stats.acceptance_rate == pytest.approx(34 / 59)  # 0.576
+    assert sum(every) / len(every) == pytest.approx(74 / 114)  # 0.649, the old definition
     assert summarize(session.records) == summarize(fast.records)
 
 

@@ -31,6 +31,10 @@ from specdec_core.drafters.registry import make_named_drafter
 MAX_K = 17  # 2γ + 1 at γ = 8, the largest γ the page offers
 CURVE_REPEATS = 15  # repeats per k for the benchmark's curve (a forward takes ~2-3 ms here)
 WARMUP_PASSES = 2  # untimed round-robin passes first (the first forwards run cold)
+# Untimed rounds before a timed one: after the curve's target forwards a small drafter's
+# forward runs slower for a few rounds, as in no run (measured on a 2-core CPU, the block
+# drafter's one forward in rounds 1-4: 0.45, 0.40, 0.38, 0.37 ms; 0.38 ms in a run).
+ROUND_WARMUP = 3
 
 
 @dataclass(frozen=True)
@@ -41,12 +45,13 @@ class ForwardCurve:
     drafter without a plain model cache (the EAGLE head's catch-up and steps with the
     target's LM head rows, an MTP head evaluation); 0 for prompt lookup.
 
-    A round as it runs (:func:`_round_timer`): ``draft_round_ms`` is the median of one
-    γ-draft proposal made right after a target forward -- the drafter's forward time (the
-    block's one forward) or, for a drafter that runs no forward (``draft_cost ==
-    "none"``), the proposal's wall time (the n-gram lookup); ``round_drafts`` the drafts
-    it made; ``round_verify_ms`` the median of the verification forward over those drafts
-    + 1 right after it, when the drafter's work has just run beside the target's.
+    A round as it runs (:func:`_round_timer`, after :data:`ROUND_WARMUP` rounds back to
+    back): ``draft_round_ms`` is the median of its γ-draft proposal -- the drafter's
+    forward time (the block's one forward) or, for a drafter that runs no forward
+    (``draft_cost == "none"``), the proposal's wall time (the n-gram lookup);
+    ``round_drafts`` the drafts it made; ``round_verify_ms`` the median of the
+    verification forward over those drafts + 1 right after it, when the drafter's work
+    has just run beside the target's.
     ``draft_cost``: what the drafter runs per round (``Drafter.draft_cost``). Serial and
     head drafters are priced per draft at ``draft_step_ms``, not at a whole proposal's
     share: a proposal of γ forwards is γ times likelier to catch a burst of load on a
@@ -136,23 +141,30 @@ def _proposal_timer(drafter, context: list[int], gamma: int = 4) -> Callable[[],
 def _round_timer(
     drafter, target: ModelCache, prefix: list[int], context: list[int], gamma: int, out: list
 ) -> Callable[[], float]:
-    """A timer of one round as it runs, after ``prefix`` (cached): a ``gamma``-draft
-    greedy proposal after ``context`` (the drafter rolled back by one token, so it catches
-    up on the newest token as a round's proposal does), then the target's verification
-    forward over ``context[-1:] + drafts``; both rolled back after. Returns the proposal's
-    ms -- the drafter's forward time, or its wall time for a drafter that runs no forward
-    (prompt lookup: the lookup itself) -- and appends ``(drafts, verification ms)`` to
-    ``out``."""
+    """A timer of one round as it runs, after ``prefix`` (cached): :data:`ROUND_WARMUP`
+    untimed rounds, then the timed one, back to back as in a run. A round: a
+    ``gamma``-draft greedy proposal after ``context`` (the drafter rolled back by one
+    token, so it catches up on the newest token as a round's proposal does), then the
+    target's verification forward over ``context[-1:] + drafts``; both rolled back after.
+    Returns the timed proposal's ms -- the drafter's forward time, or its wall time for a
+    drafter that runs no forward (prompt lookup: the lookup itself) -- and appends
+    ``(drafts, verification ms)`` to ``out``."""
     wall = drafter.draft_cost == "none"
 
-    def timer() -> float:
+    def one_round() -> tuple[float, int, float]:
         drafter.rollback(len(context) - 1)
         target.sync_to(context)  # the prefix cached, as after a round's rollback
         before, started = drafter.forward_ms, time.perf_counter()
         drafted, _ = drafter.propose_argmax(context, gamma)
         sync(target.device)
         ms = (time.perf_counter() - started) * 1e3 if wall else drafter.forward_ms - before
-        out.append((len(drafted), _timed(target, prefix, context[-1:] + drafted, False)))
+        return ms, len(drafted), _timed(target, prefix, context[-1:] + drafted, False)
+
+    def timer() -> float:
+        for _ in range(ROUND_WARMUP):
+            one_round()
+        ms, drafts, verify_ms = one_round()
+        out.append((drafts, verify_ms))
         return ms
 
     return timer
@@ -171,7 +183,10 @@ def measure_forward_curve(
     proposal, default ``(max_k − 1) // 2``, the γ of ``max_k = 2γ + 1``, then its
     verification), on the prompt as the cached prefix, round-robin. ``drafter``: a name
     (:func:`make_named_drafter`) or a fresh drafter not yet attached. The shared models are
-    only read; each gets a cache of its own.
+    only read; each gets a cache of its own. The drafter's cache or recurrent state holds
+    the prefix before any timing, so a rollback by one token leaves each timed proposal
+    the newest token to read, as a run's (a recurrent state restores its checkpoint there;
+    without one it would read the whole prompt again in every proposal).
 
     Raises:
         PromptError: from :func:`encode_prompt`.
@@ -193,6 +208,8 @@ def measure_forward_curve(
             (lambda new=filler[:k]: _timed(target, prefix, new, False)) for k in ks
         ]
         whole = len(ids) > 1  # a round needs a committed token after the prefix
+        if whole and made.state_view() is not None:  # a checkpoint after the prefix
+            made.propose_argmax(prefix, 1)
         if whole:  # right after the target's forwards, as in a round (verify, then draft)
             timers.append(_round_timer(made, target, prefix, ids, g, rounds))
         draft_kv = getattr(made, "kv", None)

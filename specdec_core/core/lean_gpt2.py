@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -34,20 +35,23 @@ from torch import nn
 from specdec_core.core.kvbuffer import KVBuffer
 
 _TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+Linear = tuple[torch.Tensor, torch.Tensor] | Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass(frozen=True)
 class Block:
     """One transformer block's parameters (references into the loaded model).
 
-    ``Conv1D`` weights are ``[in, out]``: ``y = addmm(bias, x, weight)``."""
+    ``Conv1D`` weights are ``[in, out]``: ``y = addmm(bias, x, weight)``. A linear is
+    that ``(weight, bias)`` pair, or a callable ``[T, in] → [T, out]`` float32 (a
+    drafter's :class:`~specdec_core.core.int8_linear.Int8Linear`)."""
 
     ln_1: tuple[torch.Tensor, torch.Tensor]
-    attn: tuple[torch.Tensor, torch.Tensor]  # c_attn: [d, 3d], [3d]
-    attn_proj: tuple[torch.Tensor, torch.Tensor]  # [d, d], [d]
+    attn: Linear  # c_attn: [d, 3d], [3d]
+    attn_proj: Linear  # [d, d], [d]
     ln_2: tuple[torch.Tensor, torch.Tensor]
-    fc: tuple[torch.Tensor, torch.Tensor]  # [d, 4d], [4d]
-    mlp_proj: tuple[torch.Tensor, torch.Tensor]  # [4d, d], [d]
+    fc: Linear  # [d, 4d], [4d]
+    mlp_proj: Linear  # [4d, d], [d]
     scale: float  # the attention's 1/sqrt(Dh) (÷ (layer + 1) when the config says so)
 
 
@@ -153,6 +157,14 @@ def _attention(
     return torch.bmm(torch.softmax(scores, dim=-1), v)
 
 
+def _linear(layer: Linear, x: torch.Tensor) -> torch.Tensor:
+    """``x W + b`` for ``x: [T, in]``: ``addmm`` on a ``(W [in, out], b)`` pair (as
+    ``Conv1D``), else the layer's own call."""
+    if type(layer) is tuple:
+        return torch.addmm(layer[1], x, layer[0])
+    return layer(x)
+
+
 def blocks(
     w: Gpt2Weights, kv: KVBuffer, x: torch.Tensor, mask: torch.Tensor | None
 ) -> torch.Tensor:
@@ -170,15 +182,15 @@ def blocks(
     for i, b in enumerate(w.blocks):
         layer = kv.kv[i]  # [2, H, cap, Dh] (indexed: iterating a tensor costs more)
         h = torch.layer_norm(x, (d,), *b.ln_1, w.eps)
-        qkv = torch.addmm(b.attn[1], h, b.attn[0]).view(T, 3, H, d // H)  # [T, 3, H, Dh]
+        qkv = _linear(b.attn, h).view(T, 3, H, d // H)  # [T, 3, H, Dh]
         layer[:, :, start:end] = qkv[:, 1:].permute(1, 2, 0, 3)  # keys and values, one copy
         a = _attention(
             qkv[:, 0].transpose(0, 1), layer[0, :, :end], layer[1, :, :end], bias, b.scale
         )
-        x = x + torch.addmm(b.attn_proj[1], a.transpose(0, 1).reshape(T, d), b.attn_proj[0])
-        h = torch.addmm(b.fc[1], torch.layer_norm(x, (d,), *b.ln_2, w.eps), b.fc[0])  # [T, 4d]
+        x = x + _linear(b.attn_proj, a.transpose(0, 1).reshape(T, d))
+        h = _linear(b.fc, torch.layer_norm(x, (d,), *b.ln_2, w.eps))  # [T, 4d]
         h = F.gelu(h, approximate="tanh") if w.act is None else w.act(h)
-        x = x + torch.addmm(b.mlp_proj[1], h, b.mlp_proj[0])
+        x = x + _linear(b.mlp_proj, h)
     kv.length = end
     return torch.layer_norm(x, (d,), *w.ln_f, w.eps)
 
@@ -231,13 +243,18 @@ def forward_embeds(
 
 
 def logits(
-    w: Gpt2Weights, hidden: torch.Tensor, columns: torch.Tensor | None = None
+    w: Gpt2Weights,
+    hidden: torch.Tensor,
+    columns: torch.Tensor | Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``[T, V]`` float32 logits of the LM head on ``[T, d]`` hidden states, as ``hidden @
     head_columns(lm_head)``; ``columns``: ``[d, N]``, some of the head's rows transposed
-    instead (a reduced draft vocabulary) → ``[T, N]``."""
+    instead (a reduced draft vocabulary) → ``[T, N]``, or a callable ``[T, d] → [T, N]``
+    float32 (a drafter's int8 head)."""
     assert w.lm_head is not None or columns is not None
     head = head_columns(w.lm_head) if columns is None else columns
+    if not isinstance(head, torch.Tensor):
+        return head(hidden)
     return torch.mm(hidden, head).float()
 
 

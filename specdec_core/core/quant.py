@@ -71,16 +71,19 @@ def check_quant(kind: object) -> str:
     return kind
 
 
-def quantize_weight(weight: torch.Tensor, kind: str, out_dim: int) -> torch.Tensor:
-    """Symmetric per-output-channel fake quantization of one weight matrix (module doc).
+def quantize_codes(
+    weight: torch.Tensor, kind: str, out_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The integer codes and scales of :func:`quantize_weight` (module doc).
 
     Args:
-        weight: ``[..]`` float tensor (2-D). kind: ``int8`` or ``int4``.
+        weight: a 2-D float tensor. kind: ``int8`` or ``int4``.
         out_dim: the axis of the output channels (``Conv1D``: 1, ``nn.Linear``: 0).
 
     Returns:
-        A new tensor of ``weight``'s shape and dtype: the dequantized values ``s·q``, where
-        ``q`` takes at most ``2Q + 1`` integer values per channel.
+        ``(q, s)``: ``q`` float32 of ``weight``'s shape, integers in ``[−Q, Q]``; ``s``
+        float32 broadcastable to it (size 1 along the input axis), 1 for an all-zero
+        channel. ``s·q`` are the dequantized weights.
 
     Raises:
         ConfigError: ``kind`` is not ``int8``/``int4`` (``quant_unknown``).
@@ -98,7 +101,24 @@ def quantize_weight(weight: torch.Tensor, kind: str, out_dim: int) -> torch.Tens
     reduce = 1 - out_dim  # the input axis
     scale = w.abs().amax(dim=reduce, keepdim=True) / levels
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero channel
-    q = torch.clamp(torch.round(w / scale), -levels, levels)
+    return torch.clamp(torch.round(w / scale), -levels, levels), scale
+
+
+def quantize_weight(weight: torch.Tensor, kind: str, out_dim: int) -> torch.Tensor:
+    """Symmetric per-output-channel fake quantization of one weight matrix (module doc).
+
+    Args:
+        weight: ``[..]`` float tensor (2-D). kind: ``int8`` or ``int4``.
+        out_dim: the axis of the output channels (``Conv1D``: 1, ``nn.Linear``: 0).
+
+    Returns:
+        A new tensor of ``weight``'s shape and dtype: the dequantized values ``s·q``, where
+        ``q`` takes at most ``2Q + 1`` integer values per channel.
+
+    Raises:
+        ConfigError: ``kind`` is not ``int8``/``int4`` (``quant_unknown``).
+    """
+    q, scale = quantize_codes(weight, kind, out_dim)
     return (q * scale).to(weight.dtype)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,9 +74,18 @@ class DraftVocab:
 
     def columns(self, weight: torch.Tensor) -> torch.Tensor:
         """``[V, d]`` LM head → ``[d, N]``: its subset's rows, transposed (a contiguous
-        copy; ``hidden @ columns`` as :func:`~specdec_core.core.lean_gpt2.logits`)."""
-        with torch.inference_mode(False), torch.no_grad():
-            return weight.detach().index_select(0, self.ids.to(weight.device)).t().contiguous()
+        copy; ``hidden @ columns`` as :func:`~specdec_core.core.lean_gpt2.logits`), made
+        once per weight tensor, subset and process (dropped with the weight), so the
+        drafters' int8 copy of it (``core/int8_linear.py``) is made once too."""
+        key = (id(weight), self.id_list)
+        entry = _COLUMNS.get(key)
+        if entry is not None and entry[0]() is weight:
+            return entry[1]
+        with _LOCK, torch.inference_mode(False), torch.no_grad():
+            rows = weight.detach().index_select(0, self.ids.to(weight.device))
+            columns = rows.t().contiguous()
+            _COLUMNS[key] = (weakref.ref(weight, lambda _: _COLUMNS.pop(key, None)), columns)
+        return columns
 
     def expand(self, rows: torch.Tensor, fill: float = float("-inf")) -> torch.Tensor:
         """``[..., N]`` subset rows → ``[..., V]`` float32, ``fill`` outside the subset
@@ -85,6 +95,8 @@ class DraftVocab:
 
 
 _CACHE: dict[tuple[str, int, str], DraftVocab] = {}
+# (id(weight), ids) → (weight, [d, N] columns)
+_COLUMNS: dict[tuple[int, tuple[int, ...]], tuple[weakref.ref, torch.Tensor]] = {}
 _FILES: dict[Path, dict] = {}  # read once per process (shipped files, never edited)
 _LOCK = threading.Lock()
 

@@ -33,6 +33,7 @@ import torch
 from transformers import PreTrainedModel
 
 from specdec_core.core.device import sync
+from specdec_core.core.int8_linear import draft_int8, int8_linear, kernel_available
 from specdec_core.core.kvbuffer import RowBuffer
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.lean_gpt2 import head_columns
@@ -57,7 +58,11 @@ class EagleDrafter(Drafter):
     can_draft_tree = True
 
     def __init__(
-        self, head: EagleHead, target_model: PreTrainedModel, vocab: DraftVocab | None = None
+        self,
+        head: EagleHead,
+        target_model: PreTrainedModel,
+        vocab: DraftVocab | None = None,
+        int8: bool = False,
     ) -> None:
         self.head = head
         self.wte, self.lm_head = target_parts(target_model)
@@ -65,6 +70,8 @@ class EagleDrafter(Drafter):
         self.vocab_size = self.lm_head.weight.shape[0]
         self.vocab = vocab
         self._columns = None if vocab is None else vocab.columns(self.lm_head.weight)  # [d, N]
+        # weight-only int8 fc, block and LM head columns (``core/int8_linear.py``)
+        self.int8 = int8 and kernel_available(str(self.device))
         self.target: ModelCache | None = None
         self._reset()
         self._forward_ms = 0.0
@@ -193,10 +200,10 @@ class EagleDrafter(Drafter):
         features = torch.stack([parent[1] for parent in parents])  # type: ignore[index]
         emb = self.wte.weight[torch.tensor([p[-1] for p in paths], device=self.device)]
         positions = torch.full((n,), len(context) + depth - 2, device=self.device)
-        out = self.head.step(features.to(emb.dtype), emb, self.cache, positions, allowed)
+        out = self.head.step(features.to(emb.dtype), emb, self.cache, positions, allowed, self.int8)
         for i, path in enumerate(paths):
             self._tree[tuple(path)] = (rows + i, out[i])
-        logits = self.widen(torch.mm(out, self._head_columns()))  # [n, V]
+        logits = self.widen(self._head_mm(out))  # [n, V]
         sync(self.device)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.forwards += 1
@@ -269,7 +276,7 @@ class EagleDrafter(Drafter):
         ``[T, d]`` predicted next features."""
         started = time.perf_counter()
         emb = self.wte.weight[torch.tensor(tokens, device=self.device)]  # [T, d]
-        out = self.head.step(features.to(emb.dtype), emb, self.cache)  # [T, d]
+        out = self.head.step(features.to(emb.dtype), emb, self.cache, int8=self.int8)  # [T, d]
         sync(self.device)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         self.forwards += 1
@@ -288,6 +295,14 @@ class EagleDrafter(Drafter):
         (:func:`~specdec_core.core.lean_gpt2.head_columns`)."""
         return head_columns(self.lm_head.weight) if self.head_vocab() is None else self._columns
 
+    def _head_mm(self, features: torch.Tensor) -> torch.Tensor:
+        """``[T, d]`` features → ``[T, N or V]`` float32 logits on :meth:`_head_columns`
+        (weight-only int8 when :attr:`int8`)."""
+        columns = self._head_columns()
+        if self.int8:
+            return int8_linear(columns, None, 1)(features)
+        return torch.mm(features, columns).float()
+
     def _head_width(self) -> int:
         return self._head_columns().shape[1]
 
@@ -295,18 +310,24 @@ class EagleDrafter(Drafter):
         """``[N]`` (reduced head) or ``[V]`` float32 logits of the target's LM head rows on
         one ``[d]`` feature."""
         started = time.perf_counter()
-        logits = torch.mm(feature[None], self._head_columns())[0].float()
+        logits = self._head_mm(feature[None])[0]
         sync(self.device)  # the kernels' time, not the launch's (core/device.py)
         self._forward_ms += (time.perf_counter() - started) * 1e3
         return logits
 
 
-def make_eagle_drafter(pair: ModelPair, top_n: int | None = None) -> EagleDrafter:
+def make_eagle_drafter(
+    pair: ModelPair, top_n: int | None = None, int8: bool | None = None
+) -> EagleDrafter:
     """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head, on its
     reduced vocabulary when the pair ships one (``top_n``: another ``N``, ``0`` the full
-    head; :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`).
+    head; :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`), with weight-only
+    int8 weights where the device runs them (``int8``: force on or off;
+    :func:`~specdec_core.core.int8_linear.draft_int8`).
 
     Raises:
         ConfigError: see :func:`load_eagle_head`.
     """
-    return EagleDrafter(load_eagle_head(pair), pair.target, draft_vocab_for(pair, "eagle", top_n))
+    vocab = draft_vocab_for(pair, "eagle", top_n)
+    int8 = draft_int8(pair.device) if int8 is None else int8
+    return EagleDrafter(load_eagle_head(pair), pair.target, vocab, int8)

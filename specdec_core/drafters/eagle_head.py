@@ -43,6 +43,7 @@ from torch import nn
 from transformers import DynamicCache, GPT2Config, GPT2Model
 
 from specdec_core.core.errors import ConfigError
+from specdec_core.core.int8_linear import int8_linear, int8_weights
 from specdec_core.core.kvbuffer import KVBuffer
 from specdec_core.core.lean_gpt2 import Gpt2Weights, forward_embeds, gpt2_weights
 from specdec_core.drafters.head_files import load_head, save_head
@@ -134,11 +135,14 @@ class EagleHead(nn.Module):
         """An empty KV cache for the head's one layer (the lean forward's, :meth:`step`)."""
         return self.lean().new_cache()
 
-    def lean(self) -> Gpt2Weights:
-        """References to the block's weights for the lean forward (made once)."""
-        weights = self.__dict__.get("_lean")
+    def lean(self, int8: bool = False) -> Gpt2Weights:
+        """References to the block's weights for the lean forward (made once); ``int8``:
+        its linears as weight-only int8 layers (:mod:`specdec_core.core.int8_linear`)."""
+        key = "_lean8" if int8 else "_lean"
+        weights = self.__dict__.get(key)
         if weights is None:
-            weights = self.__dict__["_lean"] = gpt2_weights(self.block)
+            weights = gpt2_weights(self.block)
+            self.__dict__[key] = weights = int8_weights(weights) if int8 else weights
         return weights
 
     def step(
@@ -148,15 +152,22 @@ class EagleHead(nn.Module):
         cache: KVBuffer,
         positions: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
+        int8: bool = False,
     ) -> torch.Tensor:
         """:meth:`forward` for drafting, batch 1, through the lean forward
         (:func:`~specdec_core.core.lean_gpt2.forward_embeds`): ``[T, d]`` features + ``[T,
         d]`` token embeddings → ``[T, d]`` predicted next features; ``cache`` (from
         :meth:`new_cache`) is extended in place. Equal to :meth:`forward` within 1e-5.
         ``positions`` ``[T]`` and ``mask`` ``[T, rows + T]`` bool: a tree level's entries
-        (default: after the cached rows, causal)."""
-        x = F.linear(torch.cat([features, token_embeds], dim=-1), self.fc.weight, self.fc.bias)
-        return forward_embeds(self.lean(), cache, x, positions, mask)  # [T, d]
+        (default: after the cached rows, causal). ``int8``: ``fc`` and the block's
+        linears run weight-only int8 (:mod:`specdec_core.core.int8_linear`; close to,
+        not equal to, :meth:`forward`)."""
+        x = torch.cat([features, token_embeds], dim=-1)  # [T, 2d]
+        if int8:
+            x = int8_linear(self.fc.weight, self.fc.bias, 0)(x)
+        else:
+            x = F.linear(x, self.fc.weight, self.fc.bias)
+        return forward_embeds(self.lean(int8), cache, x, positions, mask)  # [T, d]
 
     def forward(
         self,

@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedModel
 
+from specdec_core.core.int8_linear import (
+    draft_int8,
+    int8_linear,
+    int8_weights,
+    kernel_available,
+)
 from specdec_core.core.kvcache import ModelCache
+from specdec_core.core.lean_gpt2 import head_columns
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.draft_vocab import DraftVocab, draft_vocab_for
 
@@ -30,13 +37,20 @@ class ModelDrafter(Drafter):
     name = "model"
     can_draft_tree = True
 
-    def __init__(self, model: PreTrainedModel, vocab: DraftVocab | None = None) -> None:
+    def __init__(
+        self, model: PreTrainedModel, vocab: DraftVocab | None = None, int8: bool = False
+    ) -> None:
         self.kv = ModelCache(model)
         self.device = self.kv.device
         self.vocab_size = model.config.vocab_size
         self.vocab = vocab
         self._columns = None if vocab is None else vocab.columns(self.kv.weights.lm_head)
-        self.kv.head = self._columns  # [d, N]
+        # weight-only int8 blocks and LM head columns (``core/int8_linear.py``; the lean
+        # forward only, i.e. a float32 model)
+        self.int8 = int8 and self.kv.lean and kernel_available(str(self.device))
+        if self.int8:
+            self.kv.weights = int8_weights(self.kv.weights)
+        self._set_head()
         # the tree level drafting now: cache row of each tree path fed (rows past kv_len)
         self._tree_rows: dict[tuple[int, ...], int] = {}
 
@@ -72,8 +86,13 @@ class ModelDrafter(Drafter):
         return ids
 
     def _set_head(self) -> None:
-        """The cache's logits on the reduced head, or all rows (:meth:`head_vocab`)."""
-        self.kv.head = None if self.head_vocab() is None else self._columns
+        """The cache's logits on the reduced head, or all rows (:meth:`head_vocab`); int8
+        columns when :attr:`int8`."""
+        columns = None if self.head_vocab() is None else self._columns
+        if self.int8:
+            lm_head = self.kv.weights.lm_head
+            columns = int8_linear(head_columns(lm_head) if columns is None else columns, None, 1)
+        self.kv.head = columns
 
     @property
     def forward_ms(self) -> float:
@@ -122,11 +141,19 @@ class ModelDrafter(Drafter):
         return self.widen(kv.extend_masked([p[-1] for p in paths], positions, allowed, known=0))
 
 
-def make_model_drafter(pair: ModelPair, top_n: int | None = None) -> ModelDrafter:
+def make_model_drafter(
+    pair: ModelPair, top_n: int | None = None, int8: bool | None = None
+) -> ModelDrafter:
     """The pair's draft model as a drafter, on its reduced vocabulary when the pair ships
     one (:func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`; ``top_n`` another
-    ``N``, ``0`` the full head)."""
-    return ModelDrafter(pair.draft, draft_vocab_for(pair, "model", top_n))
+    ``N``, ``0`` the full head), with weight-only int8 weights where the device runs them
+    (:func:`~specdec_core.core.int8_linear.draft_int8`), unless the draft model is the
+    target's own (a self pair: the draft stays the target); ``int8``: force on or off."""
+    vocab = draft_vocab_for(pair, "model", top_n)
+    if int8 is None:  # a draft that is the target's own model stays the reference
+        itself = pair.draft is pair.target or pair.draft_source == pair.target_source
+        int8 = draft_int8(pair.device) and not itself
+    return ModelDrafter(pair.draft, vocab, int8)
 
 
 def early_exit_model(target: PreTrainedModel, layers: int) -> PreTrainedModel:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.bench.compare import DrafterResult, compare_drafters
+from specdec_core.core.int8_linear import draft_int8
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.draft_vocab import describe
@@ -85,10 +86,13 @@ def _eagle(pair: ModelPair, use: bool) -> int | None:
 
 
 def _draft_vocab(pair: ModelPair, name: str) -> None:
-    """The drafter's reduced vocabulary, when its pair ships one (``drafters/draft_vocab.py``)."""
+    """The drafter's reduced vocabulary, when its pair ships one (``drafters/draft_vocab.py``),
+    and its int8 weights where the device runs them (``core/int8_linear.py``)."""
     about = describe(pair, name)
     if about is not None:
         st.caption(t("dr_draft_vocab", **about))
+    if draft_int8(pair.device):
+        st.caption(t("dr_int8"))
 
 
 def _mtp(pair: ModelPair, use: bool) -> int | None:
