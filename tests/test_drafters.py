@@ -13,7 +13,9 @@ from transformers import GPT2Config, GPT2LMHeadModel
 from specdec_core.core.device import sync
 from specdec_core.core.sampling import SamplingConfig
 from specdec_core.core.settings import SessionConfig
+from specdec_core.drafters.base import draw_proposal
 from specdec_core.drafters.block import BlockDrafter
+from specdec_core.drafters.draft_vocab import DraftVocab
 from specdec_core.drafters.eagle import EagleDrafter
 from specdec_core.drafters.model import EarlyExitDrafter, ModelDrafter, early_exit_model
 from specdec_core.drafters.mtp import MtpDrafter
@@ -176,6 +178,26 @@ def test_propose_and_propose_argmax_agree_at_temperature_zero(tiny_pair, name):
     assert forwards == (0 if name == "ngram" else 4)
     assert draft.probs.shape == (len(ids), tiny_pair.vocab_size)
     assert draft.probs.argmax(-1).tolist() == ids and torch.all(draft.probs.sum(-1) == 1.0)
+
+
+@pytest.mark.parametrize(
+    ("temperature", "method"), [(1.0, "probabilistic"), (0.7, "greedy"), (0.0, "probabilistic")]
+)
+def test_draw_proposal_over_a_reduced_head(temperature, method):
+    """One draft from ``[N]`` subset logits: the id is the subset's, ``q`` the ``[N]`` row
+    it was drawn from (``Drafter.propose`` widens the rows once), ``None`` for an argmax
+    pick; the draw is ``torch.multinomial`` on that row from the generator, nothing else."""
+    vocab = DraftVocab.of([7, 3, 11, 0, 5], 4, 12)  # ids 0, 3, 7, 11
+    logits = torch.tensor([0.5, 2.0, -1.0, 1.5])
+    sampling = SamplingConfig(temperature)
+    token, q = draw_proposal(logits, sampling, method, torch.Generator().manual_seed(3), vocab)
+    if temperature == 0.0 or method == "greedy":
+        assert (token, q) == (3, None)  # the subset's argmax, index 1
+        return
+    row = torch.softmax(logits, -1)
+    assert torch.equal(q, row)
+    index = int(torch.multinomial(row, 1, generator=torch.Generator().manual_seed(3)))
+    assert token == vocab.id_list[index]
 
 
 def test_sync_is_a_no_op_off_cuda_and_syncs_on_cuda(monkeypatch):

@@ -40,6 +40,18 @@ def test_top_p_smallest_set_reaching_mass():
     assert tiny.tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]  # the top token always survives
 
 
+@pytest.mark.parametrize(("top_k", "top_p"), [(0, 1.0), (3, 1.0), (0, 0.8), (3, 0.8)])
+def test_temperature_one_skips_only_an_exact_division(top_k, top_p):
+    """T = 1 skips dividing by 1.0; the division path (2x / 2 = x exactly, at T = 2)
+    gives the same float32 rows bit for bit, with top-k and top-p too."""
+    logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(0)) * 3
+    at_one = logits_to_probs(logits, SamplingConfig(temperature=1.0, top_k=top_k, top_p=top_p))
+    at_two = logits_to_probs(2 * logits, SamplingConfig(temperature=2.0, top_k=top_k, top_p=top_p))
+    assert torch.equal(at_one, at_two)
+    if top_k == 0 and top_p == 1.0:
+        assert torch.equal(at_one, torch.softmax(logits, -1))
+
+
 def test_batched_rows():
     logits = torch.stack([LOGITS, LOGITS.flip(0)])
     probs = logits_to_probs(logits, SamplingConfig(temperature=0.7, top_k=3, top_p=0.9))

@@ -79,7 +79,8 @@ def logits_to_probs(logits: torch.Tensor, config: SamplingConfig) -> torch.Tenso
     logits = logits.float()
     if config.greedy:
         return one_hot(logits.argmax(dim=-1), logits.shape[-1])
-    scores = logits / config.temperature
+    # T = 1 divides by 1.0, which is exact: skip that pass over the row
+    scores = logits if config.temperature == 1.0 else logits / config.temperature
     vocab = scores.shape[-1]
     if 0 < config.top_k < vocab:
         kth = torch.topk(scores, config.top_k, dim=-1).values[..., -1:]

@@ -132,16 +132,30 @@ class Drafter:
             if confidence is not None:
                 self._top_prob = top_probability(logits)
             token, q = draw_proposal(logits, sampling, method, generator, vocab)
-            rows.append(q)
+            if q is not None:
+                rows.append(q)
             picked.append(token)
             return token
 
         with self._confidence_stop(confidence), self.full_head_for(processors, context, gamma):
             ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
         sync(self.device)
-        probs = torch.stack(rows) if rows else one_hot(ids, self.vocab_size)
         ms = (time.perf_counter() - started) * 1e3
-        return Draft(ids, probs, self.forwards - forwards, ms)
+        return Draft(ids, self._q_rows(ids, rows), self.forwards - forwards, ms)
+
+    def _q_rows(self, ids: torch.Tensor, rows: list[torch.Tensor]) -> torch.Tensor:
+        """The proposal's ``[γ', V]`` float32 ``q`` rows from :func:`draw_proposal`'s:
+        one-hot on ``ids`` when it drew none (greedy, T = 0, or a drafter without a
+        distribution), else the rows stacked and, from a reduced head, widened to ``V``
+        once (zeros outside the subset; one pass per proposal instead of one per draft)."""
+        if not rows:
+            return one_hot(ids, self.vocab_size)
+        probs = torch.stack(rows)  # [γ', N] from a reduced head, else [γ', V]
+        if probs.shape[-1] == self.vocab_size:
+            return probs
+        vocab = self.head_vocab()
+        assert vocab is not None
+        return vocab.expand(probs, 0.0)
 
     def propose_argmax(
         self, context: list[int], gamma: int, confidence: float | None = None
@@ -288,7 +302,7 @@ def draw_proposal(
     method: DraftMethod,
     generator: torch.Generator,
     vocab: DraftVocab | None = None,
-) -> tuple[int, torch.Tensor]:
+) -> tuple[int, torch.Tensor | None]:
     """One drafted token from one row of draft logits.
 
     Args:
@@ -296,18 +310,18 @@ def draw_proposal(
             reduced head: the distribution and the draw run over those ``N``).
 
     Returns:
-        ``(token_id, q)`` with ``q`` the ``[V]`` float32 CPU row the token was drawn from:
-        the processed distribution (``probabilistic``; zero outside ``vocab``) or one-hot
-        on its argmax (``greedy``, and always at temperature 0).
+        ``(token_id, q)``: ``q`` the float32 CPU row the token was drawn from, the
+        processed distribution over the head's ids (``[N]`` on a reduced head, which
+        :meth:`Drafter.propose` widens to ``[V]`` once per proposal; else ``[V]``), or
+        ``None`` for a deterministic pick, the argmax (``greedy``, and always at
+        temperature 0), whose ``q`` is one-hot on ``token_id``.
     """
-    probs = logits_to_probs(logits, sampling).cpu()
-    if method == "greedy" or sampling.greedy:
-        index = int(probs.argmax().item())
-        token = index if vocab is None else vocab.id_list[index]
-        return token, one_hot(
-            torch.tensor(token), probs.shape[-1] if vocab is None else vocab.vocab_size
-        )
-    index = int(torch.multinomial(probs, 1, generator=generator).item())
-    if vocab is None:
-        return index, probs
-    return vocab.id_list[index], vocab.expand(probs, 0.0)
+    if sampling.greedy:  # q is one-hot on the argmax: no row to build
+        index, q = int(logits.argmax()), None
+    else:
+        probs = logits_to_probs(logits, sampling).cpu()  # [N] or [V]
+        if method == "greedy":  # the argmax of the processed row, q one-hot
+            index, q = int(probs.argmax().item()), None
+        else:
+            index, q = int(torch.multinomial(probs, 1, generator=generator).item()), probs
+    return (index if vocab is None else vocab.id_list[index]), q

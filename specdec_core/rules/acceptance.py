@@ -177,10 +177,10 @@ def verify_sampling(
         resample_from: ``"residual"`` (the rule) or ``"target"`` (biased, teaching only).
     """
     gamma = draft_ids.shape[0]
-    rows = torch.arange(gamma)
-    p_y = target_probs[rows, draft_ids].tolist()
-    q_y = draft_probs[rows, draft_ids].tolist()
-    accept_probs = tuple(acceptance_probability(p, q) for p, q in zip(p_y, q_y, strict=True))
+    # p_i(y_i), q_i(y_i) read through numpy views of the CPU rows (no torch op per read)
+    p_rows, q_rows = target_probs.numpy(), draft_probs.numpy()
+    pairs = [(float(p_rows[i, y]), float(q_rows[i, y])) for i, y in enumerate(draft_ids.tolist())]
+    accept_probs = tuple(acceptance_probability(p, q) for p, q in pairs)
     draws: list[float] = []
     for i in range(gamma):
         u = torch.rand((), generator=generator).item()
