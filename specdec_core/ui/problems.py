@@ -50,7 +50,7 @@ def message(problems: list[Problem], language: str) -> str:
         if p.code == "bad_value" and "name" in params:
             params["name"] = field_label(str(params["name"]), language)
         items.append(tr("link_" + p.code, language).format(**params))
-    return tr("link_dropped", language).format(items="; ".join(items))
+    return tr("link_dropped", language).format(items=tr("link_join", language).join(items))
 
 
 def show() -> None:

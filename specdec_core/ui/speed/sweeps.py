@@ -72,6 +72,8 @@ def show_gamma_sweep(
         ),
         hide_index=True,
         width="stretch",
+        # γ stays in view when a phone scrolls the other seven columns sideways
+        column_config={t("sp_col_gamma"): st.column_config.Column(pinned=True)},
     )
     if how is not None:
         st.caption(how_label(how))
