@@ -122,10 +122,7 @@ class EagleDrafter(Drafter):
 
     def real_entries(self) -> int:
         """Leading head-cache entries computed from the target's real features."""
-        n = 0
-        while n < len(self.real) and self.real[n]:
-            n += 1
-        return n
+        return self.real.index(False) if False in self.real else len(self.real)
 
     def rollback(self, length: int) -> int:
         """Keep the entries covering ``cached_ids()[:length]`` that were computed from real
@@ -246,17 +243,15 @@ class EagleDrafter(Drafter):
         if known == 0:
             self._reset()
             return None, False
-        # keep the longest valid prefix of entries: same tokens, and a predicted feature
-        # only where the target still has no real one
+        # keep the longest valid prefix of entries: same tokens (entry t covers token
+        # t + 1), and a predicted feature only where the target still has no real one
+        # (list scans, not a Python loop over every entry each round)
         keep = 0
         if self.ids and self.ids[0] == context[0]:
-            limit = min(self.entries, n - 1)
-            while (
-                keep < limit
-                and self.ids[keep + 1] == context[keep + 1]
-                and (self.real[keep] or keep >= known)
-            ):
-                keep += 1
+            keep = min(common_prefix_len(self.ids, context) - 1, self.entries, n - 1)
+            stale = self.real[: min(keep, known)]  # False: predicted, a real one exists now
+            if False in stale:
+                keep = stale.index(False)
         self._crop(keep)
         hidden = self.target.hidden  # [kv_len, d]
         stop = min(known, n - 1)  # entries t < stop have a real f_t
