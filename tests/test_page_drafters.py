@@ -306,3 +306,14 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
             assert draft_kv == ["—"], name
             key = f"kv_no_state_{name}" if f"kv_no_state_{name}" in SOURCES else "kv_no_state"
             assert src(key, lang) in captions, name
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_model_and_eagle_cards_say_they_run_int8_weights(embedded_pair, lang, monkeypatch):
+    """Under the draft model's and EAGLE's cards: the int8 note (their q is what the rule
+    checks); none with ``SPECDEC_DRAFT_WEIGHTS=float32``."""
+    monkeypatch.delenv("SPECDEC_DRAFT_WEIGHTS", raising=False)
+    at = start(lang)
+    assert [c.value for c in at.caption].count(s("dr_int8", lang)) == 2
+    monkeypatch.setenv("SPECDEC_DRAFT_WEIGHTS", "float32")
+    assert s("dr_int8", lang) not in [c.value for c in start(lang).caption]
