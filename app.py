@@ -36,7 +36,10 @@ HERE = Path(__file__).resolve().parent
 # scrollbar, so the speed page's cost formula read as cut ("…验证 ms + 其他" at 390 px);
 # below 640 px its type follows the screen's width (3.8vw: both languages' formula fit a
 # 320–640 px phone), and where one still does not fit, a shadow at the cut edge and a
-# thin scrollbar say that it scrolls.
+# thin scrollbar say that it scrolls. Below 640 px too: Plotly's toolbar is hidden (on a
+# phone it sat over the charts' titles), and the drafters page's four-column table of
+# other drafters becomes one card per row (each cell names its column) instead of
+# columns two characters wide.
 # Presenter mode: larger type, the step-through controls stay in view (sticky must go on
 # the keyed container's wrapper: on the container itself it does nothing), less padding
 # above the lesson, and the p/q chart as tall as the viewport below the sticky controls
@@ -58,6 +61,15 @@ CSS = """
   background-repeat: no-repeat; background-attachment: local, local, scroll, scroll;
   scrollbar-width: thin; }
 @media (max-width: 640px) { .katex-display > .katex { font-size: min(1.21em, 3.8vw); } }
+.sd-col { display: none; }
+@media (max-width: 640px) {
+  .js-plotly-plot .modebar-container { display: none !important; }
+  .st-key-dr_other :is(table, tbody, tr, td) { display: block; width: auto; }
+  .st-key-dr_other thead { display: none; }
+  .st-key-dr_other tr { border-top: 1px solid #e5e7eb; padding: 0.4rem 0; }
+  .st-key-dr_other td { border: none; padding: 0.1rem 0; }
+  .st-key-dr_other .sd-col { display: inline; font-weight: 600; }
+}
 """
 PRESENTER_CSS = """
 .block-container { padding: 3.2rem 2rem 2rem 2rem !important; }

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from specdec_core.ui import drafts_budget
+from specdec_core.ui import drafts_budget, problems
 from specdec_core.ui.context import page_context
 from specdec_core.ui.drafters import cards, results
 from specdec_core.ui.i18n import t
@@ -20,6 +20,7 @@ from specdec_core.ui.speed import compare_run
 
 pair, config = page_context()
 st.title(t("dr_title"))
+problems.show()  # what a link to this page could not keep (one message, as on /)
 st.markdown(t("dr_intro"))
 prompt, chosen = cards.inputs(pair)
 key = cards.run_row(pair, config, prompt, chosen)

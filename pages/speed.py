@@ -12,6 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.server import tasks as T
+from specdec_core.ui import problems
 from specdec_core.ui.context import page_context
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed import calculators, compare_run
@@ -33,6 +34,7 @@ if S.get("sp_worker_for") != pair.name:  # imports and loads while the teacher s
         pass
 
 st.title(t("sp_title"))
+problems.show()  # what a link to this page could not keep (one message, as on /)
 st.markdown(t("sp_intro"))
 calculators.cost_section()  # ① per-token cost
 calculators.curve_section()  # ② Leviathan curves

@@ -311,6 +311,8 @@ def test_summary_is_consistent(tiny_pair):
         "forward_time_speedup",
         "forward_time_speedup_measured_advance",
         "greedy_equal",
+        "ar_ms_per_token",
+        "sp_ms_per_token",
     ]
 
 

@@ -124,6 +124,13 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     assert number_after(captions, "c =") == pytest.approx(draft / t1, abs=0.006 / t1 + 0.0006)
     measured = at.session_state["sp_measured"]
     assert measured.summary.cost_model.target_step_ms == measured.curve.target_ms[0]
+    # the verification: t(g + 1) at each round's drafts, × the in-round level, as stated
+    level = measured.curve.verify_level()
+    verify = measured.summary.cost_model.verify_ms
+    assert f"× {level:.2f} (a verification timed inside a round" in captions
+    assert f"= {verify:.3f} ms." in captions and f"{verify / level:.3f} ms on average" in captions
+    shares = re.findall(r"ms \(([\d.]+) %\)", captions)  # draft, verify, overhead: one format
+    assert len(shares) == 3 and all(re.fullmatch(r"\d+\.\d", x) for x in shares)
     assert "median (min–max) over 1 repeats" in captions and "UTC" in captions
     assert "interleaved, after 2 untimed warm-up passes" in captions  # the curve's label
     rows = at.dataframe[-1].value
@@ -201,14 +208,31 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     assert "00:00:00 UTC" in captions  # the curve's label: when it was measured
     rows = at.dataframe[-1].value  # predicted vs measured: no prediction from a busy machine
     assert rows["speed-up (pred.)"][0] == "—"
+    # the headline metrics: the busy warning above them, the timed ones marked uncertain
+    labels = [m.label for m in at.metric]
+    assert "Speed-up (uncertain: too busy)" in labels and "α measured" in labels
+    assert "Target-only (tokens/s) (uncertain: too busy)" in labels
+    order = [n for n in at.main if getattr(n, "type", "") in ("warning", "metric")]
+    first_busy = next(i for i, n in enumerate(order) if "too busy to measure" in str(n.value))
+    first_speedup = next(
+        i for i, n in enumerate(order) if n.type == "metric" and "Speed-up" in n.label
+    )
+    assert first_busy < first_speedup
+    # α and c together or neither: c is inconclusive here, so neither is taken
+    at.slider(key="sp_alpha").set_value(0.33).run()
     click(at, "Use the measured α and c")
-    assert at.slider(key="sp_c").value == 0.05  # c is a ratio of step times: kept
+    assert at.slider(key="sp_c").value == 0.05 and at.slider(key="sp_alpha").value == 0.33
+    assert any("Neither α nor c was taken" in w.value for w in at.warning)
+    at.session_state["sp_use_refused"] = True  # what the click sets, shown in Chinese
     at.session_state["lang"] = "zh"
     at.run()
     assert not at.exception
     zh_warnings = " ".join(w.value for w in at.warning)
     assert "这台机器现在太忙，无法测量这一项" in zh_warnings
     assert "下方的轮次时间线仍会绘制" in zh_warnings
+    assert "加速比（不确定：机器太忙）" in [m.label for m in at.metric]
+    assert any("α 和 c 都没有采用" in w.value for w in at.warning)
+    assert at.slider(key="sp_alpha").value == 0.33
 
 
 def _regime_app(device: str, lang: str) -> AppTest:

@@ -5,9 +5,12 @@ which is the same spare parallel capacity speculative decoding spends on ``γ + 
 positions of *one* prompt — so at some batch size speculation stops paying.
 
 Greedy only (the sweep compares throughput; greedy makes the output comparable with the
-single-prompt path). Prompts of different lengths are left-padded; padded positions are
-masked out and position ids start at 0 at each prompt's first real token, so every row
-computes what a lone forward over its own prompt computes (up to float rounding).
+single-prompt path). The forward is the engine's lean GPT-2 forward over ``B`` rows
+(:mod:`specdec_core.core.lean_batch`), so the sweep's lanes all run the same math with the
+same kernels: at ``B = 1`` this makes the tokens of the engine's target-only decoding.
+Prompts of different lengths are left-padded; padded positions are masked out and position
+ids start at 0 at each prompt's first real token, so every row computes what a lone
+forward over its own prompt computes (up to float rounding).
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
 
 from specdec_core.core.device import sync
 from specdec_core.core.errors import ConfigError, PromptError
 from specdec_core.core.inputs import encode_prompt
+from specdec_core.core.lean_batch import batch_forward, batch_logits, new_batch_cache
+from specdec_core.core.lean_gpt2 import gpt2_weights
 from specdec_core.core.models import ModelPair
 
 
@@ -108,23 +112,18 @@ def generate_batch(
     device = pair.device
     input_ids, mask, positions = (t.to(device) for t in left_pad(encoded, pad))
     batch = len(encoded)
-    cache = DynamicCache(config=pair.target.config)
+    weights = gpt2_weights(pair.target)  # the engine's lean forward, B rows at once
+    cache = new_batch_cache(weights, batch, width + steps)
+    key_mask = mask.bool()  # [B, S]: real tokens
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     tokens: list[torch.Tensor] = []
-    forwards = 0
+    forwards, length = 0, 0
     started = time.perf_counter()
     with torch.inference_mode():
-        out = pair.target(
-            input_ids=input_ids,
-            attention_mask=mask,
-            position_ids=positions,
-            cache=cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        forwards += 1
+        hidden = batch_forward(weights, cache, 0, input_ids, positions, key_mask)
+        forwards, length = 1, width
         for step in range(steps):
-            nxt = out.logits[:, -1].argmax(dim=-1)  # [B]
+            nxt = batch_logits(weights, hidden[:, -1]).argmax(dim=-1)  # [B]
             nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
             tokens.append(nxt)
             if stop_at_eos and eos is not None:
@@ -133,16 +132,12 @@ def generate_batch(
                     break
             if step == steps - 1:
                 break
-            mask = torch.cat([mask, torch.ones(batch, 1, dtype=mask.dtype, device=device)], 1)
-            positions = positions[:, -1:] + 1  # [B, 1]
-            out = pair.target(
-                input_ids=nxt[:, None],
-                attention_mask=mask,
-                position_ids=positions,
-                cache=cache,
-                use_cache=True,
+            key_mask = torch.cat(
+                [key_mask, torch.ones(batch, 1, dtype=torch.bool, device=device)], 1
             )
-            forwards += 1
+            positions = positions[:, -1:] + 1  # [B, 1]
+            hidden = batch_forward(weights, cache, length, nxt[:, None], positions, key_mask)
+            forwards, length = forwards + 1, length + 1
         generated = torch.stack(tokens, dim=1).tolist()  # [B, steps run]
     sync(device)
     total_ms = (time.perf_counter() - started) * 1e3

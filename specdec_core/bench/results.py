@@ -240,7 +240,9 @@ class BenchReport:
 
 @dataclass(frozen=True)
 class GammaPoint:
-    """One point of the γ sweep: measured speed-up next to the cost model's predictions."""
+    """One point of the γ sweep: measured speed-up next to the cost model's predictions;
+    ``ar_ms_per_token`` / ``sp_ms_per_token``: each lane's ms per token over the repeats
+    (``None`` where the runs' repeats were not recorded)."""
 
     gamma: int
     speculative_tokens_per_s: float
@@ -253,6 +255,8 @@ class GammaPoint:
     forward_time_speedup: float
     forward_time_speedup_measured_advance: float
     greedy_equal: bool
+    ar_ms_per_token: Spread | None = None
+    sp_ms_per_token: Spread | None = None
 
     def to_json(self) -> dict[str, Any]:
         return to_jsonable(self)

@@ -9,10 +9,12 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from specdec_core.bench.batching import generate_batch
+from specdec_core.bench.bounded import conclusive
 from specdec_core.bench.curve import ForwardCurve
-from specdec_core.bench.results import BatchPoint, GammaPoint
+from specdec_core.bench.results import BatchPoint, GammaPoint, RunSpread
 from specdec_core.bench.runs import ignoring_eos
 from specdec_core.bench.summary import summarize
+from specdec_core.bench.timing import Verdict, judge
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.base import Drafter
@@ -35,10 +37,13 @@ BENCH_PROMPTS: tuple[str, ...] = (
 P = TypeVar("P")
 
 
-def gamma_sweep_point(ar: GenerationResult, sp: GenerationResult, gamma: int) -> GammaPoint:
+def gamma_sweep_point(
+    ar: GenerationResult, sp: GenerationResult, gamma: int, spread: RunSpread | None = None
+) -> GammaPoint:
     """One point of the γ sweep: measured tokens/s and speed-up at this γ next to the cost
-    model's predictions from the same runs (see :func:`summarize`)."""
-    summary = summarize(ar, sp, gamma)
+    model's predictions from the same runs (see :func:`summarize`); ``spread``: the runs'
+    repeats, kept for :func:`gamma_sweep_conclusive`."""
+    summary = summarize(ar, sp, gamma, None, spread)
     cm = summary.cost_model
     return GammaPoint(
         gamma=gamma,
@@ -52,7 +57,22 @@ def gamma_sweep_point(ar: GenerationResult, sp: GenerationResult, gamma: int) ->
         forward_time_speedup=cm.forward_time_speedup,
         forward_time_speedup_measured_advance=cm.forward_time_speedup_measured_advance,
         greedy_equal=summary.greedy_equal,
+        ar_ms_per_token=spread.ar_ms_per_token if spread is not None else None,
+        sp_ms_per_token=spread.sp_ms_per_token if spread is not None else None,
     )
+
+
+def gamma_sweep_verdict(points: Sequence[GammaPoint]) -> tuple[Verdict, bool]:
+    """Whether a γ sweep supports naming a best γ: :func:`timing.judge` over every point's
+    repeats (the rule the verify-cost curve uses), and :func:`bounded.conclusive` (at least
+    two timed passes at every point; a point without recorded repeats counts as one).
+    Returns ``(verdict, conclusive)``."""
+    spreads = [s for q in points for s in (q.ar_ms_per_token, q.sp_ms_per_token) if s]
+    passes = min((s.n for s in spreads), default=1)
+    if any(q.ar_ms_per_token is None or q.sp_ms_per_token is None for q in points):
+        passes = 1
+    verdict = judge(spreads)
+    return verdict, bool(points) and conclusive(verdict, passes)
 
 
 def gamma_by_acceptance(

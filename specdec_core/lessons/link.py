@@ -52,6 +52,9 @@ LINK_VERSION = 2
 #: Older versions that still open; their draws came from one generator per session, so a
 #: link of theirs with temperature > 0 gets the problem ``old_rng``.
 OLD_RNG_VERSIONS = ("1",)
+#: The pair a link means when it names none, by its language (a Chinese link opens the
+#: Chinese pair, as a fresh Chinese visit does); :func:`encode` leaves out only that pair.
+LINK_PAIR = {"en": "embedded", "zh": "embedded-zh"}
 MAX_PARAM_CHARS = 8_000  # the encoded state, before anything is decompressed
 MAX_STATE_BYTES = 64_000  # the decompressed JSON
 
@@ -142,8 +145,9 @@ class Problem:
 # ---------------------------------------------------------------- URL form
 def encode(state: LessonState) -> dict[str, str]:
     """Query parameters for ``state`` (only the fields that differ from the defaults go
-    into ``s``; ``lang`` stays readable)."""
-    default = LessonState()
+    into ``s``, the pair unless it is the language's :data:`LINK_PAIR`; ``lang`` stays
+    readable)."""
+    default = replace(LessonState(), pair=LINK_PAIR.get(state.lang, LessonState().pair))
     diff = {
         f.name: _plain(getattr(state, f.name))
         for f in fields(state)
@@ -165,13 +169,15 @@ def decode(
 ) -> tuple[LessonState, list[Problem]]:
     """The state a link's query parameters describe, each bad part replaced by its default
     with a :class:`Problem` (never an exception). ``offered_pairs`` is the allow-list:
-    another pair name falls back to ``embedded``."""
+    another pair name falls back to ``embedded``; a link that names no pair gets its
+    language's :data:`LINK_PAIR` where offered."""
     problems: list[Problem] = []
     state = LessonState()
     lang = _first(params.get("lang"))
     if lang is not None:
         if lang in LANGS:
-            state = replace(state, lang=lang)
+            pair = LINK_PAIR.get(lang, state.pair)
+            state = replace(state, lang=lang, pair=pair if pair in offered_pairs else state.pair)
         else:
             problems.append(Problem("bad_value", {"name": "lang"}))
     version, packed = _first(params.get("v")), _first(params.get("s"))

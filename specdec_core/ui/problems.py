@@ -34,7 +34,10 @@ def note_dropped(name: str) -> None:
 def field_label(name: str, language: str) -> str:
     """The human, translated label of a setting a link or the sidebar can drop (UI string
     ``link_field_<name>``); an unknown name (a key the link made up, already reduced to
-    ``[A-Za-z0-9_.-]`` by ``lessons/link.py``) is shown as it is."""
+    ``[A-Za-z0-9_.-]`` by ``lessons/link.py``) is shown as it is; a list ``"a, b"`` of
+    names has each one translated."""
+    if ", " in name:  # several unknown names, joined by ``lessons/link.py``
+        return ", ".join(field_label(part, language) for part in name.split(", "))
     key = f"link_field_{name}"
     return tr(key, language) if key in strings() else name
 
@@ -47,7 +50,7 @@ def message(problems: list[Problem], language: str) -> str:
         if p.code == "bad_value" and "name" in params:
             params["name"] = field_label(str(params["name"]), language)
         items.append(tr("link_" + p.code, language).format(**params))
-    return tr("link_dropped", language).format(items="; ".join(items))
+    return tr("link_dropped", language).format(items=tr("link_join", language).join(items))
 
 
 def show() -> None:

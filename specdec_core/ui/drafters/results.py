@@ -181,13 +181,15 @@ def other_drafters() -> None:
     st.markdown(t("dr_other_intro"))
     header = "| " + " | ".join(t("dr_oth_col_" + c) for c in OTHER_COLS) + " |"
     rule = "|" + "---|" * len(OTHER_COLS)
-    rows = [
-        "| "
-        + " | ".join(
-            (f"**{t(f'dr_oth_{r}_{c}')}**" if c == "method" else t(f"dr_oth_{r}_{c}"))
-            for c in OTHER_COLS
-        )
-        + " |"
-        for r in OTHER_ROWS
-    ]
-    st.markdown("\n".join([header, rule, *rows]))
+
+    def cell(r: str, c: str) -> str:
+        # each cell names its column for a phone, where the table is stacked (app.py's
+        # CSS: one card per row, the header hidden, these labels shown)
+        if c == "method":
+            return f"**{t(f'dr_oth_{r}_{c}')}**"
+        label = html.escape(t("dr_oth_col_" + c))
+        return f'<span class="sd-col">{label}: </span>' + t(f"dr_oth_{r}_{c}")
+
+    rows = ["| " + " | ".join(cell(r, c) for c in OTHER_COLS) + " |" for r in OTHER_ROWS]
+    with st.container(key="dr_other"):
+        st.markdown("\n".join([header, rule, *rows]), unsafe_allow_html=True)

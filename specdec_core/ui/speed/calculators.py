@@ -30,11 +30,16 @@ def _textbook() -> None:
 
 
 def _use_measured() -> None:
+    """Copy α and ``c`` from the last measurement, both or neither: ``c`` is a ratio of
+    step times, so from a measurement judged too busy neither is taken (α with the old
+    ``c`` would draw a curve that no measurement supports) and a note says why."""
     summary = S["sp_measured"].summary
     cm = summary.cost_model
+    if summary.timing is not None and summary.timing.busy:
+        S["sp_use_refused"] = True
+        return
     S["sp_alpha"] = round(min(max(cm.alpha, 0.0), 1.0), 2)
-    if summary.timing is None or not summary.timing.busy:  # c is a ratio of step times
-        S["sp_c"] = round(min(max(cm.c, 0.0), 1.0), 2)
+    S["sp_c"] = round(min(max(cm.c, 0.0), 1.0), 2)
 
 
 def cost_section() -> None:
@@ -97,7 +102,7 @@ def curve_section() -> None:
     the best γ, and the paper's worked cases."""
     st.header(t("sp_curve_header"))
     st.markdown(t("sp_curve_help"))
-    st.latex(r"\mathbb{E}[\text{tokens}] = \frac{1-\alpha^{\gamma+1}}{1-\alpha}")
+    st.latex(t("sp_tokens_formula"))
     st.markdown(t("sp_curve_help2"))
     st.latex(t("sp_improvement_formula"))
     S.setdefault("sp_alpha", 0.8)
@@ -111,6 +116,8 @@ def curve_section() -> None:
         disabled="sp_measured" not in S,
         help=t("sp_use_measured_help"),
     )
+    if S.pop("sp_use_refused", False):
+        st.warning(t("sp_use_measured_busy", alpha=S["sp_measured"].summary.cost_model.alpha))
     curve = improvement_curve(alpha, c_ratio, range(1, 17))
     best = best_gamma(alpha, c_ratio, 16)
     best_value = walltime_improvement(alpha, best, c_ratio)

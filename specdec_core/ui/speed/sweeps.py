@@ -11,14 +11,14 @@ import pandas as pd
 import streamlit as st
 
 from specdec_core.bench.results import BatchPoint, GammaPoint
-from specdec_core.bench.sweeps import batch_crossover, best_point
+from specdec_core.bench.sweeps import batch_crossover, best_point, gamma_sweep_verdict
 from specdec_core.bench.timing import HowMeasured
 from specdec_core.ui.figures.speed import (
     speed_batch_figure,
     speed_gamma_sweep_figure,
 )
 from specdec_core.ui.i18n import t
-from specdec_core.ui.speed.view import fmt, how_label
+from specdec_core.ui.speed.view import busy_message, fmt, how_label
 
 
 def _partial(title_key: str, partial: bool) -> str:
@@ -40,34 +40,45 @@ def show_gamma_sweep(
         "breakeven": t("sp_breakeven"),
     }
     st.plotly_chart(speed_gamma_sweep_figure(points, labels), width="stretch", key="sp_gamma_fig")
+    verdict, conclusive = gamma_sweep_verdict(points)
     top = best_point(points, lambda q: q.speedup)
     top_model = best_point(points, lambda q: q.forward_time_speedup)
-    assert top is not None and top_model is not None  # points is not empty
-    st.markdown(
-        t(
-            "sp_gamma_best",
-            g=top.gamma,
-            x=top.speedup,
-            gp=top_model.gamma,
-            xp=top_model.forward_time_speedup,
+    if verdict.busy:  # the curve's rule: no best γ from times that describe the load
+        st.warning(busy_message(verdict.reasons, "sp_busy_sweep"))
+    elif not conclusive:
+        st.warning(t("sp_sweep_one_pass"))
+    elif top is not None and top_model is not None:
+        st.markdown(
+            t(
+                "sp_gamma_best",
+                g=top.gamma,
+                x=top.speedup,
+                gp=top_model.gamma,
+                xp=top_model.forward_time_speedup,
+            )
         )
-    )
-    st.dataframe(
-        pd.DataFrame(
-            {
-                t("sp_col_gamma"): [q.gamma for q in points],
-                t("sp_col_sp_tps"): [fmt(q.speculative_tokens_per_s, 1) for q in points],
-                t("sp_col_speedup"): [f"{q.speedup:.2f}×" for q in points],
-                t("sp_col_forward"): [f"{q.forward_time_speedup:.2f}×" for q in points],
-                t("sp_col_leviathan"): [f"{q.leviathan_speedup:.2f}×" for q in points],
-                t("sp_col_alpha"): [fmt(q.alpha, 3) for q in points],
-                t("sp_col_mean_acc"): [fmt(q.mean_accepted) for q in points],
-                t("sp_col_equal"): [t("yes") if q.greedy_equal else t("no") for q in points],
-            }
-        ),
-        hide_index=True,
-        width="stretch",
-    )
+    # two narrow tables rather than one of eight columns: each fits a phone's width
+    # (γ pinned where one still scrolls sideways)
+    pinned = {t("sp_col_gamma"): st.column_config.Column(pinned=True)}
+    gammas = {t("sp_col_gamma"): [q.gamma for q in points]}
+    speedups = {
+        t("sp_col_speedup"): [f"{q.speedup:.2f}×" for q in points],
+        t("sp_col_forward"): [f"{q.forward_time_speedup:.2f}×" for q in points],
+        t("sp_col_leviathan"): [f"{q.leviathan_speedup:.2f}×" for q in points],
+    }
+    runs = {
+        t("sp_col_sp_tps"): [fmt(q.speculative_tokens_per_s, 1) for q in points],
+        t("sp_col_alpha"): [fmt(q.alpha, 3) for q in points],
+        t("sp_col_mean_acc"): [fmt(q.mean_accepted) for q in points],
+        t("sp_col_equal"): [t("yes") if q.greedy_equal else t("no") for q in points],
+    }
+    for columns in (speedups, runs):
+        st.dataframe(
+            pd.DataFrame(gammas | columns),
+            hide_index=True,
+            width="stretch",
+            column_config=pinned,
+        )
     if how is not None:
         st.caption(how_label(how))
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pandas as pd
 import streamlit as st
 
+from specdec_core.bench.curve import ForwardCurve
 from specdec_core.bench.results import (
     AutoregressiveFigures,
     BenchSummary,
@@ -81,7 +82,8 @@ def busy_message(reasons: Sequence[str], key: str = "sp_busy") -> str:
 
 
 def _timing_notes(timing: TimingFigures | None) -> None:
-    """The runs' spread and how they were measured; the busy warning where it applies."""
+    """The runs' spread and how they were measured (the busy warning is drawn above the
+    metrics, where they are read first)."""
     if timing is None:
         return
     if timing.ar_ms_per_token is not None and timing.sp_ms_per_token is not None:
@@ -95,8 +97,6 @@ def _timing_notes(timing: TimingFigures | None) -> None:
             + " "
             + how_label(timing.runs_how)
         )
-    if timing.busy:
-        st.warning(busy_message(timing.reasons))
 
 
 def _cells(run: AutoregressiveFigures | SpeculativeFigures | HFFigures) -> list:
@@ -149,10 +149,15 @@ def show_measurement(measured: Measurement) -> None:
             + (t("sp_settings_threads", n=p["threads"]) if p["threads"] else ""),
         )
     )
+    busy = summary.timing is not None and summary.timing.busy
+    if busy:  # above the metrics: a timed figure is read first, and here it is uncertain
+        st.warning(busy_message(summary.timing.reasons))
+    timed = t("sp_m_uncertain") if busy else ""  # the load-dependent metrics, marked
+    timed_help = t("sp_m_uncertain_help") if busy else None
     r1, r2, r3, r4, r5 = st.columns(5)
-    r1.metric(t("sp_m_ar_tps"), fmt(ar.tokens_per_s, 1))
-    r2.metric(t("sp_m_sp_tps"), fmt(sp.tokens_per_s, 1))
-    r3.metric(t("sp_m_speedup"), f"{summary.speedup:.2f}×")
+    r1.metric(t("sp_m_ar_tps") + timed, fmt(ar.tokens_per_s, 1), help=timed_help)
+    r2.metric(t("sp_m_sp_tps") + timed, fmt(sp.tokens_per_s, 1), help=timed_help)
+    r3.metric(t("sp_m_speedup") + timed, f"{summary.speedup:.2f}×", help=timed_help)
     r4.metric(t("sp_m_alpha"), fmt(sp.acceptance_rate, 3), help=t("sp_m_alpha_help"))
     r5.metric(t("sp_m_mean_acc"), fmt(sp.mean_accepted), help=t("sp_m_mean_acc_help"))
     if p["config"].temperature == 0.0:
@@ -162,7 +167,6 @@ def show_measurement(measured: Measurement) -> None:
     if measured.hf_error:
         st.warning(t("sp_hf_failed", msg=measured.hf_error))
     _timing_notes(summary.timing)
-    busy = summary.timing is not None and summary.timing.busy
 
     st.subheader(t("sp_table_header"))
     columns: list[tuple[str, AutoregressiveFigures | SpeculativeFigures | HFFigures]] = [
@@ -181,7 +185,7 @@ def show_measurement(measured: Measurement) -> None:
     st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
 
     if not busy:  # made of the step times: nothing is concluded from a busy machine
-        _breakdown_and_predictions(summary)
+        _breakdown_and_predictions(summary, measured.curve)
 
     h1, h2 = st.columns(2)
     h1.plotly_chart(
@@ -211,9 +215,23 @@ def show_measurement(measured: Measurement) -> None:
         st.text(measured.texts[1])
 
 
-def _breakdown_and_predictions(summary: BenchSummary) -> None:
+def _one_source(verify_ms: float, drafts: float, curve: ForwardCurve) -> str:
+    """Where the breakdown's step times come from: the curve, and how the verification is
+    read off it (``verify_ms`` = the mean ``t(g + 1)`` over the rounds × the level)."""
+    level = curve.verify_level()
+    return t(
+        "sp_one_source",
+        tg=verify_ms / level if level > 0 else verify_ms,
+        g=drafts,
+        lvl=level,
+        v=verify_ms,
+    )
+
+
+def _breakdown_and_predictions(summary: BenchSummary, curve: ForwardCurve | None) -> None:
     """The round breakdown and the predictions: every step time in them is the one
-    measurement's (``summary.cost_model``; ``t(1)`` of the curve where there is one)."""
+    measurement's (``summary.cost_model``; read off ``curve`` where there is one: ``t(1)``,
+    and the verification as ``t(g + 1) × curve.verify_level()`` over the rounds' ``g``)."""
     cm = summary.cost_model
     st.subheader(t("sp_breakdown_header"))
     bd = summary.breakdown
@@ -243,7 +261,11 @@ def _breakdown_and_predictions(summary: BenchSummary) -> None:
             r=cm.verify_over_target_step,
             g=summary.speculative.drafts_per_round,
         )
-        + (" " + t("sp_one_source") if one_source else "")
+        + (
+            " " + _one_source(cm.verify_ms, summary.speculative.drafts_per_round, curve)
+            if one_source and curve is not None
+            else ""
+        )
     )
 
     st.subheader(t("sp_predict_header"))
