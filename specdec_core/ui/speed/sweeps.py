@@ -117,6 +117,7 @@ def show_batch_sweep(
         ),
         hide_index=True,
         width="stretch",
+        column_config={t("sp_col_batch"): st.column_config.Column(pinned=True)},
     )
     if how is not None:
         st.caption(how_label(how))
