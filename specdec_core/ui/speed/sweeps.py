@@ -57,24 +57,28 @@ def show_gamma_sweep(
                 xp=top_model.forward_time_speedup,
             )
         )
-    st.dataframe(
-        pd.DataFrame(
-            {
-                t("sp_col_gamma"): [q.gamma for q in points],
-                t("sp_col_sp_tps"): [fmt(q.speculative_tokens_per_s, 1) for q in points],
-                t("sp_col_speedup"): [f"{q.speedup:.2f}×" for q in points],
-                t("sp_col_forward"): [f"{q.forward_time_speedup:.2f}×" for q in points],
-                t("sp_col_leviathan"): [f"{q.leviathan_speedup:.2f}×" for q in points],
-                t("sp_col_alpha"): [fmt(q.alpha, 3) for q in points],
-                t("sp_col_mean_acc"): [fmt(q.mean_accepted) for q in points],
-                t("sp_col_equal"): [t("yes") if q.greedy_equal else t("no") for q in points],
-            }
-        ),
-        hide_index=True,
-        width="stretch",
-        # γ stays in view when a phone scrolls the other seven columns sideways
-        column_config={t("sp_col_gamma"): st.column_config.Column(pinned=True)},
-    )
+    # two narrow tables rather than one of eight columns: each fits a phone's width
+    # (γ pinned where one still scrolls sideways)
+    pinned = {t("sp_col_gamma"): st.column_config.Column(pinned=True)}
+    gammas = {t("sp_col_gamma"): [q.gamma for q in points]}
+    speedups = {
+        t("sp_col_speedup"): [f"{q.speedup:.2f}×" for q in points],
+        t("sp_col_forward"): [f"{q.forward_time_speedup:.2f}×" for q in points],
+        t("sp_col_leviathan"): [f"{q.leviathan_speedup:.2f}×" for q in points],
+    }
+    runs = {
+        t("sp_col_sp_tps"): [fmt(q.speculative_tokens_per_s, 1) for q in points],
+        t("sp_col_alpha"): [fmt(q.alpha, 3) for q in points],
+        t("sp_col_mean_acc"): [fmt(q.mean_accepted) for q in points],
+        t("sp_col_equal"): [t("yes") if q.greedy_equal else t("no") for q in points],
+    }
+    for columns in (speedups, runs):
+        st.dataframe(
+            pd.DataFrame(gammas | columns),
+            hide_index=True,
+            width="stretch",
+            column_config=pinned,
+        )
     if how is not None:
         st.caption(how_label(how))
 
@@ -113,6 +117,7 @@ def show_batch_sweep(
         ),
         hide_index=True,
         width="stretch",
+        column_config={t("sp_col_batch"): st.column_config.Column(pinned=True)},
     )
     if how is not None:
         st.caption(how_label(how))

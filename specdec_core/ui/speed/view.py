@@ -262,7 +262,7 @@ def _breakdown_and_predictions(summary: BenchSummary, curve: ForwardCurve | None
             g=summary.speculative.drafts_per_round,
         )
         + (
-            " " + _one_source(cm.verify_ms, summary.speculative.drafts_per_round, curve)
+            _one_source(cm.verify_ms, summary.speculative.drafts_per_round, curve)
             if one_source and curve is not None
             else ""
         )
