@@ -20,9 +20,10 @@ prompt outside the timed ones (``--gamma``, same temperature) measures the draft
 the verify-cost curve (each timing's fastest of 9 repeats) its ``c`` and ``t(k)/t(1)``;
 the lane runs at the γ maximising the cost model's tokens per unit of time (printed).
 The draft model and EAGLE run on the reduced vocabulary their pair ships
-(``drafters/draft_vocab.py``) and weight-only int8 weights (``core/int8_linear.py``) in
-every lane; the "full" lanes run them on the whole LM head, the "float32" lanes on their
-float32 weights, each at its own γ by acceptance (the comparisons).
+(``drafters/draft_vocab.py``) and their default weights in every lane (the draft model
+weight-only int8, EAGLE float32: ``core/int8_linear.py``); the "full" lanes run them on the
+whole LM head, "model float32" and "eagle int8" on the other weights, each at its own γ by
+acceptance (the comparisons).
 """
 
 from __future__ import annotations
@@ -66,14 +67,14 @@ def fastest(curve: ForwardCurve) -> ForwardCurve:
 
 
 #: The drafters whose γ is chosen by acceptance: on the reduced vocabulary each ships with
-#: (``drafters/draft_vocab.py``) and int8 weights, on the full head (``full``) and on
-#: float32 weights (``float32``): the comparisons.
+#: (``drafters/draft_vocab.py``) and default weights, on the full head (``full``) and on
+#: the other weights (``model float32``, ``eagle int8``): the comparisons.
 CHOSEN = {
     "eagle": lambda pair: make_eagle_drafter(pair),
     "model": lambda pair: make_model_drafter(pair),
     "eagle full": lambda pair: make_eagle_drafter(pair, 0),
     "model full": lambda pair: make_model_drafter(pair, 0),
-    "eagle float32": lambda pair: make_eagle_drafter(pair, int8=False),
+    "eagle int8": lambda pair: make_eagle_drafter(pair, int8=True),
     "model float32": lambda pair: make_model_drafter(pair, int8=False),
 }
 

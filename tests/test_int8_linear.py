@@ -96,7 +96,7 @@ def test_the_rule_uses_the_int8_drafters_q(embedded_pair, name):
     int8 drafter's row, not the float32 one; the verification's checks show its values."""
     config = SessionConfig(gamma=3, temperature=1.0, seed=3, max_new_tokens=20)
     prompt = "ROMEO:\nBut soft"
-    drafter = make_named_drafter(embedded_pair, name)
+    drafter = MAKERS[name](embedded_pair, int8=True)  # EAGLE: int8 only when asked
     assert drafter.int8
     session = SpeculativeSession(embedded_pair, prompt, config, drafter=drafter)
     session.propose()
@@ -113,9 +113,14 @@ def test_the_rule_uses_the_int8_drafters_q(embedded_pair, name):
 def test_switch_and_devices(embedded_pair, monkeypatch):
     monkeypatch.delenv(ENV, raising=False)
     assert draft_int8("cpu") and not draft_int8("cuda:0") and not kernel_available("cuda")
+    assert not draft_int8("cpu", by_default=False)
+    assert make_named_drafter(embedded_pair, "model").int8
+    assert not make_named_drafter(embedded_pair, "eagle").int8  # its q would move with threads
+    assert not make_named_drafter(embedded_pair, "early-exit").int8  # the target's blocks
+    monkeypatch.setenv(ENV, "int8")
+    assert draft_int8("cpu", by_default=False) and not draft_int8("cuda:0", by_default=False)
     for name in ("model", "eagle"):
         assert make_named_drafter(embedded_pair, name).int8
-    assert not make_named_drafter(embedded_pair, "early-exit").int8  # the target's blocks
     monkeypatch.setenv(ENV, "float32")
     assert not draft_int8("cpu")
     for name in ("model", "eagle"):

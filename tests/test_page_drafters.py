@@ -309,11 +309,13 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_model_and_eagle_cards_say_they_run_int8_weights(embedded_pair, lang, monkeypatch):
-    """Under the draft model's and EAGLE's cards: the int8 note (their q is what the rule
-    checks); none with ``SPECDEC_DRAFT_WEIGHTS=float32``."""
+def test_the_cards_say_which_drafters_run_int8_weights(embedded_pair, lang, monkeypatch):
+    """Under the draft model's card: the int8 note (its q is what the rule checks); EAGLE
+    stays float32 unless ``SPECDEC_DRAFT_WEIGHTS=int8`` (then both cards say it); none with
+    ``SPECDEC_DRAFT_WEIGHTS=float32``."""
     monkeypatch.delenv("SPECDEC_DRAFT_WEIGHTS", raising=False)
-    at = start(lang)
-    assert [c.value for c in at.caption].count(s("dr_int8", lang)) == 2
+    assert [c.value for c in start(lang).caption].count(s("dr_int8", lang)) == 1
+    monkeypatch.setenv("SPECDEC_DRAFT_WEIGHTS", "int8")
+    assert [c.value for c in start(lang).caption].count(s("dr_int8", lang)) == 2
     monkeypatch.setenv("SPECDEC_DRAFT_WEIGHTS", "float32")
     assert s("dr_int8", lang) not in [c.value for c in start(lang).caption]

@@ -202,6 +202,27 @@ LESSONS = {
         "tree": [3, 2, 1],
     },
     "tree-greedy": {"prompt": PROMPT, "max_new_tokens": 40, "round": 4, "tree": [2, 2, 1, 1]},
+    # EAGLE reads the target's features, whose float32 low bits move with the thread count:
+    # its q must still show the same digits (float32 weights; int8 showed them, see
+    # ``EagleDrafter.int8_by_default``)
+    "eagle-chain-T1": {
+        "prompt": PROMPT,
+        "gamma": 4,
+        "max_new_tokens": 40,
+        "temperature": 1.0,
+        "seed": 3,
+        "round": 6,
+        "drafter": "eagle",
+    },
+    "eagle-tree-T1": {
+        "prompt": PROMPT,
+        "max_new_tokens": 40,
+        "temperature": 1.0,
+        "seed": 5,
+        "round": 4,
+        "tree": [3, 2, 1],
+        "drafter": "eagle",
+    },
 }
 
 

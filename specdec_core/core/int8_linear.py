@@ -16,9 +16,12 @@ in bfloat16 (the kernel's), so the layer computes ``x_bf16 · (q · bf16(s))`` r
 bfloat16, plus the float32 bias. The drafter's ``q`` is what it computes; the rules use
 exactly that ``q``, so speculative decoding stays lossless.
 
-``SPECDEC_DRAFT_WEIGHTS=float32`` switches every drafter back to its float32 weights;
-devices without the kernel (CUDA here, or a build without it) and widths it cannot read
-(:func:`int8_fits`) run float32 silently.
+Which drafters: those whose ``int8_by_default`` is set (the draft model; not EAGLE,
+whose input features' float32 low bits move with the thread count and would show in its
+``q`` once rounded to bfloat16). ``SPECDEC_DRAFT_WEIGHTS=float32`` switches every drafter
+to its float32 weights, ``=int8`` every one to int8 (a comparison); devices without the
+kernel (CUDA here, or a build without it) and widths it cannot read (:func:`int8_fits`)
+run float32 silently.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ import torch
 from specdec_core.core.lean_gpt2 import Gpt2Weights
 from specdec_core.core.quant import quantize_codes
 
-#: ``SPECDEC_DRAFT_WEIGHTS=float32``: the drafters run their float32 weights (comparison).
+#: ``SPECDEC_DRAFT_WEIGHTS``: ``float32`` every drafter runs float32, ``int8`` every one
+#: int8 where the kernel exists (comparisons); unset: each drafter's ``int8_by_default``.
 ENV = "SPECDEC_DRAFT_WEIGHTS"
 #: The kernel reads ``x`` and the codes in blocks of 16 along ``in`` (torch 2.13 CPU): at
 #: another input width it reads past each row (garbage, or a segfault at 8, 24, 40, 100).
@@ -138,9 +142,11 @@ def kernel_available(device: str) -> bool:
     return bool(y.shape == (1, 8) and float(y[0, 0]) == 32.0)
 
 
-def draft_int8(device: str | torch.device) -> bool:
-    """Whether drafters on ``device`` run int8 weights: the kernel exists there and
-    ``SPECDEC_DRAFT_WEIGHTS`` is not ``float32``."""
-    if os.environ.get(ENV, "") == "float32":
+def draft_int8(device: str | torch.device, by_default: bool = True) -> bool:
+    """Whether a drafter on ``device`` runs int8 weights: the kernel exists there and
+    ``SPECDEC_DRAFT_WEIGHTS`` says ``int8``, or is unset and ``by_default`` (the drafter's
+    ``int8_by_default``); never with ``float32``."""
+    choice = os.environ.get(ENV, "")
+    if choice == "float32" or not (by_default or choice == "int8"):
         return False
     return kernel_available(str(device))

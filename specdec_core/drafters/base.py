@@ -84,6 +84,9 @@ class Drafter:
             which :meth:`propose` widens to ``[V]`` (``−inf`` outside) before the processors
             and :meth:`propose_argmax` maps back to ids; :meth:`head_vocab` is ``None``
             while a proposal runs the full head (:meth:`full_head_for`).
+        int8_by_default: whether it runs weight-only int8 weights where the device has
+            the kernel (:func:`specdec_core.core.int8_linear.draft_int8`); ``False`` for a
+            drafter whose shown ``q`` would then move with the thread count.
     """
 
     name: str = ""
@@ -96,6 +99,7 @@ class Drafter:
     max_gamma: int | None = None
     draft_cost: str = "serial"
     vocab: DraftVocab | None = None
+    int8_by_default: bool = False
     _full_head: bool = False  # the proposal running now uses the full head (a grammar)
     _threshold: float | None = None  # the confidence stop of the proposal running now
     _top_prob: float = 1.0  # the last pick's top probability (read by _keep_drafting)

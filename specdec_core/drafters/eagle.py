@@ -61,6 +61,10 @@ class EagleDrafter(Drafter):
 
     name = "eagle"
     can_draft_tree = True
+    # float32 unless SPECDEC_DRAFT_WEIGHTS=int8: its input is the target's features, whose
+    # float32 low bits move with the thread count; int8 layers round them to bfloat16, so
+    # the q shown moved in its 4th decimal between 1 and 2 threads (34 of 405 checks).
+    int8_by_default = False
 
     def __init__(
         self,
@@ -321,13 +325,13 @@ def make_eagle_drafter(
 ) -> EagleDrafter:
     """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head, on its
     reduced vocabulary when the pair ships one (``top_n``: another ``N``, ``0`` the full
-    head; :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`), with weight-only
-    int8 weights where the device runs them (``int8``: force on or off;
-    :func:`~specdec_core.core.int8_linear.draft_int8`).
+    head; :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`), float32 unless
+    ``SPECDEC_DRAFT_WEIGHTS=int8`` and the device runs int8 (``int8``: force on or off;
+    :func:`~specdec_core.core.int8_linear.draft_int8`, :attr:`int8_by_default`).
 
     Raises:
         ConfigError: see :func:`load_eagle_head`.
     """
     vocab = draft_vocab_for(pair, "eagle", top_n)
-    int8 = draft_int8(pair.device) if int8 is None else int8
+    int8 = draft_int8(pair.device, EagleDrafter.int8_by_default) if int8 is None else int8
     return EagleDrafter(load_eagle_head(pair), pair.target, vocab, int8)

@@ -37,6 +37,7 @@ class ModelDrafter(Drafter):
 
     name = "model"
     can_draft_tree = True
+    int8_by_default = True  # its input is token ids: the same q at any thread count
 
     def __init__(
         self, model: PreTrainedModel, vocab: DraftVocab | None = None, int8: bool = False
@@ -158,7 +159,7 @@ def make_model_drafter(
     vocab = draft_vocab_for(pair, "model", top_n)
     if int8 is None:  # a draft that is the target's own model stays the reference
         itself = pair.draft is pair.target or pair.draft_source == pair.target_source
-        int8 = draft_int8(pair.device) and not itself
+        int8 = draft_int8(pair.device, ModelDrafter.int8_by_default) and not itself
     return ModelDrafter(pair.draft, vocab, int8)
 
 

@@ -196,6 +196,13 @@ def spec_of(drafter: Drafter | str | None) -> DrafterSpec | None:
     return DRAFTERS.get(name)
 
 
+def runs_int8(pair: ModelPair, name: str) -> bool:
+    """Whether the drafter ``name`` made on ``pair`` now runs weight-only int8 weights
+    (asked of a fresh drafter: the device, ``SPECDEC_DRAFT_WEIGHTS``, its default, a self
+    pair and the widths the kernel reads all decide it)."""
+    return bool(getattr(make_named_drafter(pair, name), "int8", False))
+
+
 def default_knob(pair: ModelPair, name: str) -> int | None:
     """The knob a drafter gets when none is given (:attr:`DrafterSpec.knob`)."""
     spec = DRAFTERS.get(name)

@@ -10,12 +10,16 @@ from collections.abc import Callable
 import streamlit as st
 
 from specdec_core.bench.compare import DrafterResult, compare_drafters
-from specdec_core.core.int8_linear import draft_int8
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.draft_vocab import describe
 from specdec_core.drafters.eagle_head import load_eagle_head
-from specdec_core.drafters.registry import default_knob, drafters_for, make_named_drafter
+from specdec_core.drafters.registry import (
+    default_knob,
+    drafters_for,
+    make_named_drafter,
+    runs_int8,
+)
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import follows_language, strings, t
@@ -91,7 +95,7 @@ def _draft_vocab(pair: ModelPair, name: str) -> None:
     about = describe(pair, name)
     if about is not None:
         st.caption(t("dr_draft_vocab", **about))
-    if draft_int8(pair.device):
+    if runs_int8(pair, name):
         st.caption(t("dr_int8"))
 
 
