@@ -240,8 +240,7 @@ class Drafter:
 
     @contextmanager
     def _sampling(self, sampling: SamplingConfig) -> Iterator[None]:
-        """Mark one proposal as sampled (T > 0) for a drafter whose head depends on it
-        (:meth:`head_vocab`), unmarked after it even if drafting raises."""
+        """Flag one proposal as sampled (T > 0; :meth:`head_vocab`), cleared even on raise."""
         self._sampled = sampling.temperature > 0
         try:
             yield

@@ -52,8 +52,7 @@ class EagleDrafter(Drafter):
     (entry ``t`` holds ``f_t``, which covers tokens ``0..t``, and the embedding of token
     ``t + 1``); empty when it holds no entry. ``vocab``: the target's LM head restricted
     to those ids for drafting (``drafters/draft_vocab.py``; its rows sliced here, once);
-    ``sampled_vocab`` the one a sampled proposal (T > 0) drafts on (``None``: the full
-    head): a larger subset keeps more of the target's mass in ``q``, which pays at T > 0.
+    ``sampled_vocab`` the one a sampled proposal (T > 0) drafts on (``None``: full head).
     """
 
     name = "eagle"
