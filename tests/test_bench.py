@@ -507,11 +507,14 @@ def test_the_verification_is_priced_at_the_level_of_a_round(tiny_pair):
     assert curve.verify_level() == pytest.approx(1.1)
     cm = summarize(ar, sp, 3, curve)
     assert cm.cost_model.verify_ms == pytest.approx(5.5)
-    # serial drafts stay priced at the draft step (steadier than a whole proposal's share)
-    assert cm.breakdown.round.draft == pytest.approx(1.5 * sum(drafts) / len(drafts))
+    # serial drafts priced at one draft of the round, 7.0 / 4 = 1.75 ms (a lone step,
+    # 1.5 ms here, is the round's cold first step); c stays the lone step's
+    assert curve.round_step_ms() == pytest.approx(1.75)
+    assert cm.breakdown.round.draft == pytest.approx(1.75 * sum(drafts) / len(drafts))
     assert cm.cost_model.c == pytest.approx(1.5 / 5.0)
     plain = summarize(ar, sp, 3, ForwardCurve((5.0,) * 7, 1.5, 1))  # no round measured
     assert plain.cost_model.verify_ms == pytest.approx(5.0)
+    assert plain.breakdown.round.draft == pytest.approx(1.5 * sum(drafts) / len(drafts))
     assert plain.cost_model.predicted_speedup > cm.cost_model.predicted_speedup
 
 

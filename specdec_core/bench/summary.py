@@ -106,8 +106,9 @@ def summarize(
     verification ``t(g + 1) × curve.verify_level()`` (a verification right after drafting,
     as in a round) averaged over the rounds' draft counts ``g``, a round's draft time
     priced by what the drafter runs (``curve.draft_cost``: :func:`mean_draft_round_ms`;
-    drafts × draft step for serial steps -- the EAGLE head's catch-up and steps with the
-    LM head rows -- and head evaluations, one measured proposal for a block drafter, the
+    drafts × one draft of the measured round (``curve.round_step_ms()``) for serial steps
+    -- the EAGLE head's catch-up and steps with the LM head rows -- and head evaluations,
+    one measured proposal for a block drafter, the
     lookup measured in a round for prompt lookup, which then leaves the run's overhead);
     without, from the runs' forwards.
 
@@ -151,7 +152,7 @@ def summarize(
         # priced by what the drafter runs: serial steps, one block forward, head
         # evaluations, or the lookup measured in a round (costmodel.draft_round_ms)
         draft_per_round = mean_draft_round_ms(
-            curve.draft_cost, drafts, draft_step, curve.draft_round_ms
+            curve.draft_cost, drafts, curve.round_step_ms(), curve.draft_round_ms
         )
         if curve.draft_cost == "none":  # the run's lookup is priced above, not overhead
             overhead = max(0.0, s.overhead_ms - s.draft_ms) / rounds
