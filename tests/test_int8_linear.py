@@ -124,3 +124,27 @@ def test_switch_and_devices(embedded_pair, monkeypatch):
     model = make_model_drafter(embedded_pair)
     assert isinstance(model.kv.weights.blocks[0].attn, tuple)  # the float32 (weight, bias)
     assert isinstance(model.kv.head, torch.Tensor)
+
+
+def test_a_width_the_kernel_cannot_read_keeps_the_drafter_float32(tiny_dirs, tmp_path):
+    """The kernel reads ``in`` in blocks of 16: a draft of width 24 (torch 2.13 reads past
+    each row there: garbage or a segfault) runs float32, and the run stays the target's."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    from specdec_core.core.int8_linear import int8_fits
+    from specdec_core.core.models import load_pair
+    from specdec_core.engine.chain.generate import generate
+
+    tok = AutoTokenizer.from_pretrained(tiny_dirs["target"])
+    torch.manual_seed(4)
+    config = GPT2Config(n_layer=1, n_embd=24, n_head=2, vocab_size=len(tok), n_positions=64)
+    GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    pair = load_pair((tiny_dirs["target"], tmp_path), device="cpu", allow_custom=True)
+    assert not int8_fits(gpt2_weights(pair.draft))
+    assert int8_fits(gpt2_weights(pair.target))  # width 32, inner 128
+    drafter = make_model_drafter(pair)
+    assert not drafter.int8 and isinstance(drafter.kv.weights.blocks[0].fc, tuple)
+    run_config = SessionConfig(gamma=3, max_new_tokens=12)
+    alone = generate(pair, "To be", run_config, "autoregressive").output_ids
+    assert generate(pair, "To be", run_config, "speculative", drafter).output_ids == alone

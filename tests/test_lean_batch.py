@@ -58,3 +58,19 @@ def test_batched_and_sequential_target_only_agree_at_batch_one(embedded_pair):
     alone = generate(timed, PROMPTS[0], SessionConfig(max_new_tokens=24), "autoregressive")
     assert list(batched.output_ids[0]) == alone.output_ids and len(alone.output_ids) == 24
     assert batched.forwards == alone.stats.target_forwards == 24
+
+
+@torch.inference_mode()
+def test_padded_rows_equal_transformers_forward_with_its_attention_mask(embedded_pair):
+    """The reference: transformers' GPT-2 over the same left-padded batch, its attention
+    mask and position ids; every real position's logits agree (1e-4)."""
+    model = embedded_pair.target
+    w = lean_gpt2.gpt2_weights(model)
+    encoded = [encode_prompt(embedded_pair, p) for p in PROMPTS]
+    ids, mask, positions = left_pad(encoded, 0)
+    hidden = batch_forward(w, new_batch_cache(w, 2, ids.shape[1]), 0, ids, positions, mask.bool())
+    got = lean_gpt2.logits(w, hidden.reshape(-1, w.width)).view(*ids.shape, -1)
+    want = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    real = mask.bool()
+    assert int((~real).sum()) > 0  # a padded row
+    torch.testing.assert_close(got[real], want[real].float(), atol=1e-4, rtol=0)

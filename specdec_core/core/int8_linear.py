@@ -17,7 +17,8 @@ bfloat16, plus the float32 bias. The drafter's ``q`` is what it computes; the ru
 exactly that ``q``, so speculative decoding stays lossless.
 
 ``SPECDEC_DRAFT_WEIGHTS=float32`` switches every drafter back to its float32 weights;
-devices without the kernel (CUDA here, or a build without it) run float32 silently.
+devices without the kernel (CUDA here, or a build without it) and widths it cannot read
+(:func:`int8_fits`) run float32 silently.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from specdec_core.core.quant import quantize_codes
 
 #: ``SPECDEC_DRAFT_WEIGHTS=float32``: the drafters run their float32 weights (comparison).
 ENV = "SPECDEC_DRAFT_WEIGHTS"
+#: The kernel reads ``x`` and the codes in blocks of 16 along ``in`` (torch 2.13 CPU): at
+#: another input width it reads past each row (garbage, or a segfault at 8, 24, 40, 100).
+IN_BLOCK = 16
 
 
 @dataclass(frozen=True)
@@ -109,6 +113,14 @@ def int8_weights(w: Gpt2Weights) -> Gpt2Weights:
         for b in w.blocks
     )
     return replace(w, blocks=blocks)
+
+
+def int8_fits(w: Gpt2Weights) -> bool:
+    """Whether the kernel reads every linear of ``w`` (float32 blocks) correctly: the
+    width ``d`` (attention, MLP input, LM head; an EAGLE ``fc`` reads ``2d``) and each
+    MLP's inner width are multiples of :data:`IN_BLOCK`."""
+    inner = {b.mlp_proj[0].shape[0] for b in w.blocks if type(b.mlp_proj) is tuple}
+    return all(k % IN_BLOCK == 0 for k in {w.width, *inner})
 
 
 @functools.cache

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from specdec_core.core.lean_gpt2 import Gpt2Weights, _linear, head_columns
+from specdec_core.core.lean_gpt2 import Gpt2Weights, linear, logits
 
 
 def new_batch_cache(w: Gpt2Weights, batch: int, capacity: int) -> torch.Tensor:
@@ -62,22 +62,21 @@ def batch_forward(
     for i, b in enumerate(w.blocks):
         layer = kv[i]  # [2, B, H, cap, Dh]
         h = torch.layer_norm(x, (d,), *b.ln_1, w.eps).reshape(B * T, d)
-        qkv = _linear(b.attn, h).view(B, T, 3, H, d // H)  # [B, T, 3, H, Dh]
+        qkv = linear(b.attn, h).view(B, T, 3, H, d // H)  # [B, T, 3, H, Dh]
         layer[:, :, :, start:end] = qkv[:, :, 1:].permute(2, 0, 3, 1, 4)  # [2, B, H, T, Dh]
         q = qkv[:, :, 0].transpose(1, 2)  # [B, H, T, Dh]
         scores = torch.matmul(q, layer[0, :, :, :end].transpose(-1, -2))  # [B, H, T, S]
         a = torch.matmul(
             torch.softmax(torch.add(bias, scores, alpha=b.scale), dim=-1), layer[1, :, :, :end]
         )
-        x = x + _linear(b.attn_proj, a.transpose(1, 2).reshape(B * T, d)).view(B, T, d)
-        h = _linear(b.fc, torch.layer_norm(x, (d,), *b.ln_2, w.eps).reshape(B * T, d))
+        x = x + linear(b.attn_proj, a.transpose(1, 2).reshape(B * T, d)).view(B, T, d)
+        h = linear(b.fc, torch.layer_norm(x, (d,), *b.ln_2, w.eps).reshape(B * T, d))
         h = F.gelu(h, approximate="tanh") if w.act is None else w.act(h)
-        x = x + _linear(b.mlp_proj, h).view(B, T, d)
+        x = x + linear(b.mlp_proj, h).view(B, T, d)
     return torch.layer_norm(x, (d,), *w.ln_f, w.eps)
 
 
 def batch_logits(w: Gpt2Weights, hidden: torch.Tensor) -> torch.Tensor:
     """``[B, V]`` float32 logits of the LM head on ``[B, d]`` hidden states (one row per
-    batch row, as :func:`lean_gpt2.logits` with the same transposed head)."""
-    assert w.lm_head is not None
-    return torch.mm(hidden, head_columns(w.lm_head)).float()
+    batch row): :func:`lean_gpt2.logits`, the same transposed head."""
+    return logits(w, hidden)

@@ -157,7 +157,7 @@ def _attention(
     return torch.bmm(torch.softmax(scores, dim=-1), v)
 
 
-def _linear(layer: Linear, x: torch.Tensor) -> torch.Tensor:
+def linear(layer: Linear, x: torch.Tensor) -> torch.Tensor:
     """``x W + b`` for ``x: [T, in]``: ``addmm`` on a ``(W [in, out], b)`` pair (as
     ``Conv1D``), else the layer's own call."""
     if type(layer) is tuple:
@@ -182,15 +182,15 @@ def blocks(
     for i, b in enumerate(w.blocks):
         layer = kv.kv[i]  # [2, H, cap, Dh] (indexed: iterating a tensor costs more)
         h = torch.layer_norm(x, (d,), *b.ln_1, w.eps)
-        qkv = _linear(b.attn, h).view(T, 3, H, d // H)  # [T, 3, H, Dh]
+        qkv = linear(b.attn, h).view(T, 3, H, d // H)  # [T, 3, H, Dh]
         layer[:, :, start:end] = qkv[:, 1:].permute(1, 2, 0, 3)  # keys and values, one copy
         a = _attention(
             qkv[:, 0].transpose(0, 1), layer[0, :, :end], layer[1, :, :end], bias, b.scale
         )
-        x = x + _linear(b.attn_proj, a.transpose(0, 1).reshape(T, d))
-        h = _linear(b.fc, torch.layer_norm(x, (d,), *b.ln_2, w.eps))  # [T, 4d]
+        x = x + linear(b.attn_proj, a.transpose(0, 1).reshape(T, d))
+        h = linear(b.fc, torch.layer_norm(x, (d,), *b.ln_2, w.eps))  # [T, 4d]
         h = F.gelu(h, approximate="tanh") if w.act is None else w.act(h)
-        x = x + _linear(b.mlp_proj, h)
+        x = x + linear(b.mlp_proj, h)
     kv.length = end
     return torch.layer_norm(x, (d,), *w.ln_f, w.eps)
 

@@ -12,6 +12,7 @@ from transformers import PreTrainedModel
 
 from specdec_core.core.int8_linear import (
     draft_int8,
+    int8_fits,
     int8_linear,
     int8_weights,
     kernel_available,
@@ -47,7 +48,12 @@ class ModelDrafter(Drafter):
         self._columns = None if vocab is None else vocab.columns(self.kv.weights.lm_head)
         # weight-only int8 blocks and LM head columns (``core/int8_linear.py``; the lean
         # forward only, i.e. a float32 model)
-        self.int8 = int8 and self.kv.lean and kernel_available(str(self.device))
+        self.int8 = (
+            int8
+            and self.kv.lean
+            and kernel_available(str(self.device))
+            and int8_fits(self.kv.weights)
+        )
         if self.int8:
             self.kv.weights = int8_weights(self.kv.weights)
         self._set_head()
