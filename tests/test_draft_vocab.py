@@ -17,7 +17,7 @@ from specdec_core.core.penalties import apply_penalties
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.draft_vocab import ENV, DraftVocab, draft_vocab_for, read_vocab_file
-from specdec_core.drafters.eagle import make_eagle_drafter
+from specdec_core.drafters.eagle import EagleDrafter, make_eagle_drafter
 from specdec_core.drafters.model import ModelDrafter, make_model_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.tree.generate import generate_tree
@@ -34,13 +34,20 @@ def test_ranking_most_frequent_first_ties_by_id():
     assert coverage(ids, [3, 1, 0, 2, 4], 2) == pytest.approx(5 / 7)
 
 
-@pytest.mark.parametrize(("pair_fixture", "n"), [("embedded_pair", 1024), ("zh_pair", 2048)])
-def test_the_shipped_file_is_a_ranking_of_the_whole_vocabulary(request, pair_fixture, n):
-    """The N chosen by ``benchmarks/draft_vocab.py`` (the pair's model card)."""
+@pytest.mark.parametrize(
+    ("pair_fixture", "n", "top_n"),
+    [
+        ("embedded_pair", 1024, {"model": 1024, "eagle": 1024, "eagle_sampled": 2048}),
+        ("zh_pair", 2048, {"model": 2048, "eagle": 2048}),
+    ],
+)
+def test_the_shipped_file_is_a_ranking_of_the_whole_vocabulary(request, pair_fixture, n, top_n):
+    """The N chosen by ``benchmarks/draft_vocab.py`` and EAGLE's sampled one by
+    ``benchmarks/eagle_head_size.py`` (the pair's model card)."""
     pair = request.getfixturevalue(pair_fixture)
     raw = read_vocab_file(pair)
     assert raw is not None and sorted(raw["ranking"]) == list(range(pair.vocab_size))
-    assert raw["top_n"] == {"model": n, "eagle": n}
+    assert raw["top_n"] == top_n
     assert 0.82 < raw["coverage"][str(n)]["heldout"] < raw["coverage"][str(n)]["train"] + 0.01
     for drafter in ("model", "eagle"):
         vocab = draft_vocab_for(pair, drafter)
@@ -99,12 +106,88 @@ def _proposal(pair, name: str, prompt: str, temperature: float, processors=None)
 @pytest.mark.parametrize("name", ["model", "eagle"])
 def test_q_is_zero_outside_the_subset(embedded_pair, name):
     drafter, draft = _proposal(embedded_pair, name, "ROMEO:\nBut soft, what light", 1.0)
+    vocab = _sampled_vocab(drafter)
     outside = torch.ones(embedded_pair.vocab_size, dtype=torch.bool)
-    outside[drafter.vocab.ids] = False
+    outside[vocab.ids] = False
     assert draft.probs.shape == (3, embedded_pair.vocab_size)
     assert draft.probs[:, outside].sum() == 0
     torch.testing.assert_close(draft.probs.sum(-1), torch.ones(3))
-    assert all(t in drafter.vocab.id_list for t in draft.ids.tolist())
+    assert all(t in vocab.id_list for t in draft.ids.tolist())
+
+
+def _sampled_vocab(drafter):
+    """The subset a sampled proposal drafts on (EAGLE's own at T > 0)."""
+    return getattr(drafter, "sampled_vocab", drafter.vocab)
+
+
+def _head_widths(drafter, monkeypatch) -> list[int]:
+    """The widths of the LM head rows EAGLE computes from now on (``N`` or ``V``)."""
+    widths, head_mm = [], drafter._head_mm
+    monkeypatch.setattr(
+        drafter, "_head_mm", lambda f: widths.append(head_mm(f).shape[-1]) or head_mm(f)
+    )
+    return widths
+
+
+@pytest.mark.parametrize(
+    ("pair_fixture", "greedy", "sampled"), [("embedded_pair", 1024, 2048), ("zh_pair", 2048, 2048)]
+)
+def test_eagle_drafts_on_a_head_per_temperature(request, pair_fixture, greedy, sampled):
+    """The file's ``eagle`` ``N`` greedy, its ``eagle_sampled`` one at T > 0 (the pair's
+    ``eagle`` when it has none); an explicit ``N`` (``0``: the full head) is both."""
+    pair = request.getfixturevalue(pair_fixture)
+    drafter = make_eagle_drafter(pair)
+    assert (drafter.vocab.size, drafter.sampled_vocab.size) == (greedy, sampled)
+    assert draft_vocab_for(pair, "model", sampled=True).size == draft_vocab_for(pair, "model").size
+    assert make_eagle_drafter(pair, 512).sampled_vocab.size == 512
+    full = make_eagle_drafter(pair, 0)
+    assert full.vocab is None and full.sampled_vocab is None
+
+
+def test_eagle_greedy_and_sampled_proposals_run_their_own_head(embedded_pair, monkeypatch):
+    """Greedy proposals (``propose`` at T = 0 and ``propose_argmax``) compute 1,024 rows,
+    sampled ones 2,048 (``q`` zero outside those, and nonzero outside the greedy 1,024),
+    and the greedy head is back after a sampled proposal."""
+    drafter, _ = _proposal(embedded_pair, "eagle", "ROMEO:\nBut soft, what light", 0.0)
+    widths = _head_widths(drafter, monkeypatch)
+    ids = embedded_pair.tokenizer.encode("ROMEO:\nBut soft, what light")
+    gen = torch.Generator().manual_seed(0)
+    greedy = drafter.propose(ids, 3, SamplingConfig(temperature=0.0), "probabilistic", gen)
+    drafter.propose_argmax(ids, 3)
+    assert (
+        widths
+        and set(widths) == {1024}
+        and greedy.ids.tolist() == drafter.propose_argmax(ids, 3)[0]
+    )
+    widths.clear()
+    sampled = drafter.propose(ids, 3, SamplingConfig(temperature=1.0), "probabilistic", gen)
+    assert widths and set(widths) == {2048}
+    outside = torch.ones(embedded_pair.vocab_size, dtype=torch.bool)
+    outside[drafter.sampled_vocab.ids] = False
+    assert sampled.probs[:, outside].sum() == 0
+    outside[drafter.sampled_vocab.ids] = True
+    outside[drafter.vocab.ids] = False
+    assert sampled.probs[:, outside].sum() > 0.01
+    assert drafter.head_vocab() is drafter.vocab
+
+
+def test_eagle_sampled_on_the_full_head_has_full_rows(embedded_pair, monkeypatch):
+    """A drafter whose sampled head is the full one: ``[V]`` rows at T = 1 (``q`` nonzero
+    outside the greedy subset), the greedy subset at T = 0."""
+    reduced = make_eagle_drafter(embedded_pair)
+    drafter = EagleDrafter(reduced.head, embedded_pair.target, reduced.vocab, reduced.int8, None)
+    drafter.attach(ModelCache(embedded_pair.target))
+    widths = _head_widths(drafter, monkeypatch)
+    ids = embedded_pair.tokenizer.encode("ROMEO:\nBut soft, what light")
+    gen = torch.Generator().manual_seed(0)
+    sampled = drafter.propose(ids, 3, SamplingConfig(temperature=1.0), "probabilistic", gen)
+    assert set(widths) == {embedded_pair.vocab_size}
+    outside = torch.ones(embedded_pair.vocab_size, dtype=torch.bool)
+    outside[drafter.vocab.ids] = False
+    assert (sampled.probs[:, outside] > 0).sum(-1).min() > 2048
+    widths.clear()
+    drafter.propose_argmax(ids, 3)
+    assert set(widths) == {1024}
 
 
 @pytest.mark.parametrize("name", ["model", "eagle"])
@@ -148,7 +231,7 @@ def test_the_residual_commits_tokens_outside_the_subset_and_the_output_follows_p
         p = logits_to_probs(pair.target(input_ids=ids).logits[0, -1], SamplingConfig(1.0))
     p = p.double()
     inside = torch.zeros(pair.vocab_size, dtype=torch.bool)
-    inside[drafter.vocab.ids] = True
+    inside[_sampled_vocab(drafter).ids] = True
     assert q[~inside].sum() == 0 and p[~inside].sum() > 0.02  # a real test
     exact = torch.minimum(p, q) + (1 - torch.minimum(p, q).sum()) * residual_distribution(p, q)
     torch.testing.assert_close(exact, p, atol=1e-8, rtol=0)

@@ -101,6 +101,7 @@ class Drafter:
     vocab: DraftVocab | None = None
     int8_by_default: bool = False
     _full_head: bool = False  # the proposal running now uses the full head (a grammar)
+    _sampled: bool = False  # the proposal running now samples (T > 0; :meth:`_sampling`)
     _threshold: float | None = None  # the confidence stop of the proposal running now
     _top_prob: float = 1.0  # the last pick's top probability (read by _keep_drafting)
 
@@ -141,11 +142,16 @@ class Drafter:
             picked.append(token)
             return token
 
-        with self._confidence_stop(confidence), self.full_head_for(processors, context, gamma):
+        with (
+            self._confidence_stop(confidence),
+            self._sampling(sampling),
+            self.full_head_for(processors, context, gamma),
+        ):
             ids = torch.tensor(self._serial(context, gamma, pick, False), dtype=torch.long)
-        sync(self.device)
-        ms = (time.perf_counter() - started) * 1e3
-        return Draft(ids, self._q_rows(ids, rows), self.forwards - forwards, ms)
+            sync(self.device)
+            ms = (time.perf_counter() - started) * 1e3
+            q = self._q_rows(ids, rows)  # widened by the head this proposal ran
+        return Draft(ids, q, self.forwards - forwards, ms)
 
     def _q_rows(self, ids: torch.Tensor, rows: list[torch.Tensor]) -> torch.Tensor:
         """The proposal's ``[γ', V]`` float32 ``q`` rows from :func:`draw_proposal`'s:
@@ -210,7 +216,7 @@ class Drafter:
         ``context`` can hold (a ban holds only ids of its prefix). Other penalties are per
         id and apply to the subset's ids as they are. Restored after the block even if
         drafting raises."""
-        saved, vocab = self._full_head, self.vocab
+        saved, vocab = self._full_head, self.head_vocab()
         masks = processors is not None and (
             processors.grammar is not None
             or (
@@ -235,6 +241,15 @@ class Drafter:
         (every schedule but ``confidence``): always true."""
         threshold = self._threshold
         return threshold is None or self._top_prob >= threshold
+
+    @contextmanager
+    def _sampling(self, sampling: SamplingConfig) -> Iterator[None]:
+        """Flag one proposal as sampled (T > 0; :meth:`head_vocab`), cleared even on raise."""
+        self._sampled = sampling.temperature > 0
+        try:
+            yield
+        finally:
+            self._sampled = False
 
     @contextmanager
     def _confidence_stop(self, confidence: float | None) -> Iterator[None]:

@@ -126,9 +126,12 @@ def read_vocab_file(pair: ModelPair) -> dict | None:
     return raw
 
 
-def draft_vocab_for(pair: ModelPair, drafter: str, n: int | None = None) -> DraftVocab | None:
+def draft_vocab_for(
+    pair: ModelPair, drafter: str, n: int | None = None, sampled: bool = False
+) -> DraftVocab | None:
     """The reduced vocabulary of ``drafter`` (``model`` or ``eagle``) on ``pair``: the top
-    ``n`` (default: the file's ``N`` for it), made once per process; ``None`` (the full
+    ``n`` (default: the file's ``N`` for it; ``sampled``: its ``N`` at T > 0, the file's
+    ``<drafter>_sampled`` when it has one), made once per process; ``None`` (the full
     head) when the pair has no file, ``N`` is 0 or ``≥ V``, or ``SPECDEC_DRAFT_VOCAB=full``
     (a comparison run; an explicit ``n`` overrides it).
 
@@ -139,7 +142,9 @@ def draft_vocab_for(pair: ModelPair, drafter: str, n: int | None = None) -> Draf
     raw = read_vocab_file(pair)
     if raw is None:
         return None
-    n = int(raw.get("top_n", {}).get(drafter, 0)) if n is None else n
+    top_n = raw.get("top_n", {})
+    if n is None:
+        n = int(top_n.get(f"{drafter}_sampled" if sampled else drafter, top_n.get(drafter, 0)))
     if n <= 0 or n >= pair.vocab_size:
         return None
     key = (str(vocab_file(pair)), n, str(pair.device))

@@ -56,7 +56,8 @@ class EagleDrafter(Drafter):
     ``cached_ids()`` are the tokens the head's cache has seen: ``context[: entries + 1]``
     (entry ``t`` holds ``f_t``, which covers tokens ``0..t``, and the embedding of token
     ``t + 1``); empty when it holds no entry. ``vocab``: the target's LM head restricted
-    to those ids for drafting (``drafters/draft_vocab.py``; its rows sliced here, once).
+    to those ids for drafting (``drafters/draft_vocab.py``; its rows sliced here, once);
+    ``sampled_vocab`` the one a sampled proposal (T > 0) drafts on (``None``: full head).
     """
 
     name = "eagle"
@@ -72,13 +73,16 @@ class EagleDrafter(Drafter):
         target_model: PreTrainedModel,
         vocab: DraftVocab | None = None,
         int8: bool = False,
+        sampled_vocab: DraftVocab | None = None,
     ) -> None:
         self.head = head
         self.wte, self.lm_head = target_parts(target_model)
         self.device = target_model.device
         self.vocab_size = self.lm_head.weight.shape[0]
-        self.vocab = vocab
-        self._columns = None if vocab is None else vocab.columns(self.lm_head.weight)  # [d, N]
+        self.vocab, self.sampled_vocab = vocab, sampled_vocab
+        self._columns = {  # id(vocab) → [d, N] its rows
+            id(v): v.columns(self.lm_head.weight) for v in (vocab, sampled_vocab) if v is not None
+        }
         # weight-only int8 fc, block and LM head columns (``core/int8_linear.py``)
         self.int8 = int8 and kernel_available(str(self.device)) and int8_fits(head.lean())
         self.target: ModelCache | None = None
@@ -293,11 +297,18 @@ class EagleDrafter(Drafter):
         self._pred.append(out)
         return out
 
+    def head_vocab(self) -> DraftVocab | None:
+        """:meth:`Drafter.head_vocab`, with :attr:`sampled_vocab` in a sampled proposal."""
+        if self._full_head:
+            return None
+        return self.sampled_vocab if self._sampled else self.vocab
+
     def _head_columns(self) -> torch.Tensor:
         """The LM head rows drafting computes now, transposed: ``[d, N]``
         (:meth:`head_vocab`) or the target's whole head, ``[d, V]``
         (:func:`~specdec_core.core.lean_gpt2.head_columns`)."""
-        return head_columns(self.lm_head.weight) if self.head_vocab() is None else self._columns
+        vocab = self.head_vocab()
+        return head_columns(self.lm_head.weight) if vocab is None else self._columns[id(vocab)]
 
     def _head_mm(self, features: torch.Tensor) -> torch.Tensor:
         """``[T, d]`` features → ``[T, N or V]`` float32 logits on :meth:`_head_columns`
@@ -324,8 +335,9 @@ def make_eagle_drafter(
     pair: ModelPair, top_n: int | None = None, int8: bool | None = None
 ) -> EagleDrafter:
     """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head, on its
-    reduced vocabulary when the pair ships one (``top_n``: another ``N``, ``0`` the full
-    head; :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`), float32 unless
+    reduced vocabularies when the pair ships them, one greedy and one sampled (``top_n``:
+    another ``N`` for both, ``0`` the full head;
+    :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`), float32 unless
     ``SPECDEC_DRAFT_WEIGHTS=int8`` and the device runs int8 (``int8``: force on or off;
     :func:`~specdec_core.core.int8_linear.draft_int8`, :attr:`int8_by_default`).
 
@@ -333,5 +345,6 @@ def make_eagle_drafter(
         ConfigError: see :func:`load_eagle_head`.
     """
     vocab = draft_vocab_for(pair, "eagle", top_n)
+    sampled = vocab if top_n is not None else draft_vocab_for(pair, "eagle", sampled=True)
     int8 = draft_int8(pair.device, EagleDrafter.int8_by_default) if int8 is None else int8
-    return EagleDrafter(load_eagle_head(pair), pair.target, vocab, int8)
+    return EagleDrafter(load_eagle_head(pair), pair.target, vocab, int8, sampled)

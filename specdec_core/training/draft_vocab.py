@@ -25,8 +25,9 @@ from specdec_core.drafters.draft_vocab import FILE_NAME, KIND
 from specdec_core.training.corpus import CORPORA, REPO_ROOT
 from specdec_core.training.loop import corpus_split
 
-#: The ``N`` each drafter uses unless told (measured: ``benchmarks/draft_vocab.py``).
-DEFAULT_TOP_N = {"model": 1024, "eagle": 1024}
+#: The ``N`` each drafter uses unless told (measured: ``benchmarks/draft_vocab.py``;
+#: EAGLE's sampled ``N``: ``benchmarks/eagle_head_size.py``).
+DEFAULT_TOP_N = {"model": 1024, "eagle": 1024, "eagle_sampled": 2048}
 COVERAGE_AT = (256, 512, 1024, 2048)
 
 
@@ -75,8 +76,10 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--pair", default="embedded", choices=sorted(CORPORA))
     parser.add_argument("--model-top-n", type=int, default=DEFAULT_TOP_N["model"])
     parser.add_argument("--eagle-top-n", type=int, default=DEFAULT_TOP_N["eagle"])
+    parser.add_argument("--eagle-sampled-top-n", type=int, default=DEFAULT_TOP_N["eagle_sampled"])
     args = parser.parse_args(argv)
-    content = build(args.pair, {"model": args.model_top_n, "eagle": args.eagle_top_n})
+    top_n = {"model": args.model_top_n, "eagle": args.eagle_top_n}
+    content = build(args.pair, {**top_n, "eagle_sampled": args.eagle_sampled_top_n})
     out = REPO_ROOT / "assets" / "models" / args.pair / FILE_NAME
     head = json.dumps({k: v for k, v in content.items() if k != "ranking"}, indent=1)
     ranked = json.dumps(content["ranking"], separators=(",", ":"))
