@@ -1,9 +1,9 @@
 """EAGLE's LM head size at T = 1: the drafter on the top 1,024 / 2,048 ids of its pair's
 ranking and on the full head (``drafters/draft_vocab.py``), its default weights (float32;
-``SPECDEC_DRAFT_WEIGHTS=int8``: int8, ``core/int8_linear.py``), fixed γ 3 / 4, against the target alone at T = 1; plus the
-shipped drafter greedy (1,024) against the full head greedy. Embedded pair, held-out
-prompts (end-of-text ignored, 128 tokens); the sampled ``N`` of ``draft_vocab.json``
-(``eagle_sampled``) was chosen from it.
+``SPECDEC_DRAFT_WEIGHTS=int8``: int8, ``core/int8_linear.py``), fixed γ 3 / 4, against the
+target alone at T = 1; plus the shipped drafter greedy (1,024) against the full head
+greedy. Embedded pair, held-out prompts (end-of-text ignored, 128 tokens); the sampled
+``N`` of ``draft_vocab.json`` (``eagle_sampled``) was chosen from it.
 
     SPECDEC_TORCH_THREADS=1 nice -n 15 python benchmarks/eagle_head_size.py [--passes 10]
         [--prompts 4]
