@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from specdec_core.drafters.draft_vocab import describe
 from specdec_core.drafters.registry import drafters_for, make_named_drafter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -319,3 +320,18 @@ def test_the_cards_say_which_drafters_run_int8_weights(embedded_pair, lang, monk
     assert [c.value for c in start(lang).caption].count(s("dr_int8", lang)) == 2
     monkeypatch.setenv("SPECDEC_DRAFT_WEIGHTS", "float32")
     assert s("dr_int8", lang) not in [c.value for c in start(lang).caption]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_eagle_card_names_its_sampled_head(embedded_pair, lang):
+    """EAGLE drafts greedily on 1,024 ids and samples on 2,048 on the embedded pair: its card
+    says both N and each one's held-out share, read from the pair's file; the draft model
+    (one N) gets no sampled sentence."""
+    eagle, model = describe(embedded_pair, "eagle"), describe(embedded_pair, "model")
+    assert (eagle["n"], eagle["n_sampled"], model["n"]) == (1024, 2048, 1024)
+    assert "n_sampled" not in model
+    assert round(eagle["share"], 4) == 0.8277 and round(eagle["share_sampled"], 4) == 0.9153
+    captions = [c.value for c in start(lang).caption]
+    sampled = s("dr_draft_vocab_sampled", lang).format(**eagle)
+    assert sum(sampled in c for c in captions) == 1
+    assert s("dr_draft_vocab", lang).format(**eagle) + " " + sampled in captions

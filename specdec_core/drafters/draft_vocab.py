@@ -156,11 +156,19 @@ def draft_vocab_for(
 
 def describe(pair: ModelPair, drafter: str) -> dict[str, float] | None:
     """What a page says of ``drafter``'s reduced vocabulary on ``pair``: ``{"n": N, "v": V,
-    "share": the share of held-out tokens inside it}``; ``None`` when it runs the full
-    head."""
+    "share": the share of held-out tokens inside it}``, plus ``n_sampled`` /
+    ``share_sampled`` when it samples (T > 0) on another ``N``; ``None`` when it runs the
+    full head."""
     vocab = draft_vocab_for(pair, drafter)
     if vocab is None:
         return None
-    raw = read_vocab_file(pair) or {}
-    share = raw.get("coverage", {}).get(str(vocab.size), {}).get("heldout", float("nan"))
-    return {"n": vocab.size, "v": vocab.vocab_size, "share": share}
+    coverage = (read_vocab_file(pair) or {}).get("coverage", {})
+    about = {"n": vocab.size, "v": vocab.vocab_size, "share": _heldout(coverage, vocab.size)}
+    sampled = draft_vocab_for(pair, drafter, sampled=True)
+    if sampled is not None and sampled.size != vocab.size:
+        about.update(n_sampled=sampled.size, share_sampled=_heldout(coverage, sampled.size))
+    return about
+
+
+def _heldout(coverage: dict, n: int) -> float:
+    return coverage.get(str(n), {}).get("heldout", float("nan"))

@@ -52,7 +52,7 @@ def _model(pair: ModelPair, use: bool) -> int | None:
             t_params=_params(target),
         )
     )
-    _draft_vocab(pair, "model")
+    draft_notes(pair, "model")
     return None
 
 
@@ -85,16 +85,20 @@ def _early_exit(pair: ModelPair, use: bool) -> int | None:
 
 def _eagle(pair: ModelPair, use: bool) -> int | None:
     st.caption(t("dr_desc_eagle", params=_params(load_eagle_head(pair))))
-    _draft_vocab(pair, "eagle")
+    draft_notes(pair, "eagle")
     return None
 
 
-def _draft_vocab(pair: ModelPair, name: str) -> None:
-    """The drafter's reduced vocabulary, when its pair ships one (``drafters/draft_vocab.py``),
-    and its int8 weights where the device runs them (``core/int8_linear.py``)."""
+def draft_notes(pair: ModelPair, name: str) -> None:
+    """Captions under a drafter (its card, the speed page): its reduced vocabulary when its
+    pair ships one (``drafters/draft_vocab.py``; the sampled ``N`` when another) and its
+    int8 weights when it runs them (``core/int8_linear.py``)."""
     about = describe(pair, name)
     if about is not None:
-        st.caption(t("dr_draft_vocab", **about))
+        text = t("dr_draft_vocab", **about)
+        if "n_sampled" in about:
+            text += " " + t("dr_draft_vocab_sampled", **about)
+        st.caption(text)
     if runs_int8(pair, name):
         st.caption(t("dr_int8"))
 

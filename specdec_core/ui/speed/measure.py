@@ -14,10 +14,10 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from specdec_core.bench.timing import HowMeasured
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
-from specdec_core.drafters.draft_vocab import describe
-from specdec_core.drafters.registry import drafters_for, runs_int8
+from specdec_core.drafters.registry import drafters_for
 from specdec_core.server import jobs as J
 from specdec_core.server import tasks as T
+from specdec_core.ui.drafters.cards import draft_notes
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
 from specdec_core.ui.i18n import t
@@ -165,11 +165,7 @@ def show_controls(pair: ModelPair, config: SessionConfig) -> None:
         help=t("sp_drafter_help"),
         format_func=lambda name: t("sp_drafter_" + name),
     )
-    about = describe(pair, S["sp_drafter"])
-    if about is not None:
-        st.caption(t("dr_draft_vocab", **about))
-    if runs_int8(pair, S["sp_drafter"]):
-        st.caption(t("dr_int8"))
+    draft_notes(pair, S["sp_drafter"])
     q1, q2 = st.columns(2)
     q1.toggle(t("sp_ignore_eos"), True, key="sp_eos", help=t("sp_ignore_eos_help"))
     q2.toggle(
