@@ -142,6 +142,12 @@ def kernel_available(device: str) -> bool:
     return bool(y.shape == (1, 8) and float(y[0, 0]) == 32.0)
 
 
+def int8_runs(w: Gpt2Weights, device: str | torch.device) -> bool:
+    """Whether ``w`` on ``device`` can run int8: the kernel exists there
+    (:func:`kernel_available`) and reads every width of ``w`` (:func:`int8_fits`)."""
+    return kernel_available(str(device)) and int8_fits(w)
+
+
 def draft_int8(device: str | torch.device, by_default: bool = True) -> bool:
     """Whether a drafter on ``device`` runs int8 weights: the kernel exists there and
     ``SPECDEC_DRAFT_WEIGHTS`` says ``int8``, or is unset and ``by_default`` (the drafter's

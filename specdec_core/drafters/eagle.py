@@ -33,12 +33,7 @@ import torch
 from transformers import PreTrainedModel
 
 from specdec_core.core.device import sync
-from specdec_core.core.int8_linear import (
-    draft_int8,
-    int8_fits,
-    int8_linear,
-    kernel_available,
-)
+from specdec_core.core.int8_linear import draft_int8, int8_linear, int8_runs
 from specdec_core.core.kvbuffer import RowBuffer
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.lean_gpt2 import head_columns
@@ -81,7 +76,7 @@ class EagleDrafter(Drafter):
             id(v): v.columns(self.lm_head.weight) for v in (vocab, sampled_vocab) if v is not None
         }
         # weight-only int8 fc, block and LM head columns (``core/int8_linear.py``)
-        self.int8 = int8 and kernel_available(str(self.device)) and int8_fits(head.lean())
+        self.int8 = int8 and int8_runs(head.lean(), self.device)
         self.target: ModelCache | None = None
         self._reset()
         self._forward_ms = 0.0

@@ -10,13 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import PreTrainedModel
 
-from specdec_core.core.int8_linear import (
-    draft_int8,
-    int8_fits,
-    int8_linear,
-    int8_weights,
-    kernel_available,
-)
+from specdec_core.core.int8_linear import draft_int8, int8_linear, int8_runs, int8_weights
 from specdec_core.core.kvcache import ModelCache
 from specdec_core.core.lean_gpt2 import head_columns
 from specdec_core.drafters.base import Drafter
@@ -49,12 +43,7 @@ class ModelDrafter(Drafter):
         self._columns = None if vocab is None else vocab.columns(self.kv.weights.lm_head)
         # weight-only int8 blocks and LM head columns (``core/int8_linear.py``; the lean
         # forward only, i.e. a float32 model)
-        self.int8 = (
-            int8
-            and self.kv.lean
-            and kernel_available(str(self.device))
-            and int8_fits(self.kv.weights)
-        )
+        self.int8 = int8 and self.kv.lean and int8_runs(self.kv.weights, self.device)
         if self.int8:
             self.kv.weights = int8_weights(self.kv.weights)
         self._set_head()
