@@ -64,7 +64,9 @@ def one(pair, drafter: str, gamma: int, tokens: int, repeats: int, prompt: str) 
         text = SPEED_PROMPT
     config = SessionConfig(gamma=gamma, temperature=0.0, max_new_tokens=tokens)
     runs = measure_pair_runs(ignoring_eos(pair), text, config, repeats, drafter)
-    curve = measure_forward_curve(pair, text, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter)
+    curve = measure_forward_curve(
+        pair, text, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter, new_tokens=tokens
+    )
     s = summarize(runs.autoregressive, runs.speculative, gamma, curve, runs.spread)
     cm, st = s.cost_model, runs.speculative.stats
     load = s.timing.run_target_step_ms / cm.target_step_ms if cm.target_step_ms else 1.0
