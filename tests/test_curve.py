@@ -166,3 +166,26 @@ def test_the_curve_is_timed_halfway_through_the_run(embedded_pair):
     mid = len(ids) + 64 // 2 - ROUND_SPAN // 2
     # the continuation, then the curve's t(k) after mid − 1 cached, rounds from there on
     assert max(seen) < mid + ROUND_SPAN + 8 and seen.count(mid - 1) >= 3 * (1 + 2)
+
+
+def test_each_pass_times_t1_right_after_an_untimed_target_step(embedded_pair):
+    """A run's step follows a target forward; so does the curve's t(1): every pass over
+    ``k = 1 … 3`` starts with an untimed step, never straight after the drafter's work."""
+    ids = encode_prompt(embedded_pair, PROMPT)
+    fed: list[tuple[int, int]] = []  # (which target cache, tokens fed) in order
+    forward = ModelCache._forward
+
+    def spy(self, new_ids, keep):
+        if self.model is embedded_pair.target:
+            fed.append((id(self), len(new_ids)))
+        return forward(self, new_ids, keep)
+
+    ModelCache._forward = spy
+    try:
+        curve = measure_forward_curve(embedded_pair, ids, 3, 2, "model")
+    finally:
+        ModelCache._forward = forward
+    curve_cache = fed[0][0]  # its first forward reads the prompt
+    passes = [n for cache, n in fed[1:] if cache == curve_cache]
+    assert passes == [1, 1, 2, 3] * (2 + 2)  # (warm-up passes + repeats) × (step, k = 1 … 3)
+    assert len(curve.target_ms) == 3
