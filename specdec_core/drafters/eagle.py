@@ -37,6 +37,7 @@ from specdec_core.core.int8_linear import draft_int8, int8_linear, int8_runs
 from specdec_core.core.kvbuffer import RowBuffer
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.lean_gpt2 import head_columns
+from specdec_core.core.timeline import ForwardClock
 from specdec_core.drafters.draft_vocab import DraftVocab, draft_vocab_for
 from specdec_core.drafters.eagle_head import EagleHead, load_eagle_head, target_parts
 from specdec_core.drafters.eagle_tree import EagleTreeLevels
@@ -79,7 +80,7 @@ class EagleDrafter(EagleTreeLevels):
         self.int8 = int8 and int8_runs(head.lean(), self.device)
         self.target: ModelCache | None = None
         self._reset()
-        self._forward_ms = 0.0
+        self.clock = ForwardClock()
         self.forwards = 0  # head forwards run
         self.target_forwards = 0  # target prefills this drafter ran (first round)
 
@@ -134,7 +135,7 @@ class EagleDrafter(EagleTreeLevels):
     def forward_ms(self) -> float:
         """Milliseconds inside the head's forwards and the LM head rows it needs (the
         target's prefill is a target forward, counted in the target's cache)."""
-        return self._forward_ms
+        return self.clock.forward_ms
 
     @torch.inference_mode()
     def _serial(
@@ -220,7 +221,7 @@ class EagleDrafter(EagleTreeLevels):
         emb = self.wte.weight[torch.tensor(tokens, device=self.device)]  # [T, d]
         out = self.head.step(features.to(emb.dtype), emb, self.cache, int8=self.int8)  # [T, d]
         sync(self.device)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         self.forwards += 1
         if not self.ids:
             self.ids.append(first)
@@ -261,7 +262,7 @@ class EagleDrafter(EagleTreeLevels):
         started = time.perf_counter()
         logits = self._head_mm(feature[None])[0]
         sync(self.device)  # the kernels' time, not the launch's (core/device.py)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         return logits
 
 

@@ -16,6 +16,7 @@ import time
 import torch
 
 from specdec_core.core.device import sync
+from specdec_core.core.timeline import ForwardClock
 from specdec_core.drafters.base import Drafter
 
 
@@ -24,6 +25,8 @@ class EagleTreeLevels(Drafter):
     what is used here: ``head``, its ``cache`` and :attr:`entries`, ``wte``, ``int8``,
     ``_next_feature`` (catch-up, the feature after a context), ``_logits`` /
     ``_head_mm`` / ``_head_width`` (the LM head rows) and the forward counters."""
+
+    clock: ForwardClock
 
     def _drop_tree(self) -> None:
         """Forget a tree level's entries (head-cache rows past :attr:`entries`)."""
@@ -79,6 +82,6 @@ class EagleTreeLevels(Drafter):
             self._tree[tuple(path)] = (rows + i, out[i])
         logits = self.widen(self._head_mm(out))  # [n, V]
         sync(self.device)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         self.forwards += 1
         return logits

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 import pandas as pd
 import streamlit as st
 
+from specdec_core.core.timeline import Timeline
 from specdec_core.server.tasks import Measurement
 from specdec_core.ui.figures.speed_timing import speed_timeline_figure, speed_verify_curve_figure
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.speed.view import busy_message, how_label
 
 
@@ -80,6 +81,23 @@ def show_verify_curve(measured: Measurement) -> None:
         )
 
 
+def drafting_text(sp: Timeline) -> str:
+    """What the speculative lane's drafter ran, in its own terms (draft-model forwards,
+    EAGLE head forwards, MTP head passes, GRU steps, none for prompt lookup), with the
+    count per round: the caption's first term."""
+    bars = sum(1 for s in sp.forwards if s.kind == "draft")
+    rounds = max(1, len(sp.rounds))
+    key = "sp_tl_drafting_" + sp.drafter
+    n = sp.draft_forwards
+    return t(
+        key if key in strings() else "sp_tl_drafting",
+        n=n,
+        b=bars,
+        pn=f"{n / rounds:.1f}",
+        pb=f"{bars / rounds:.1f}",
+    )
+
+
 def show_timeline(measured: Measurement) -> None:
     if measured.timelines is None:
         return
@@ -88,6 +106,8 @@ def show_timeline(measured: Measurement) -> None:
     st.markdown(t("sp_tl_help"))
     keys = ("title", "x", "ar", "sp", "target", "draft", "verify", "done")
     labels = {k: t("sp_tl_" + k) for k in keys}
+    if "sp_tl_draft_" + sp.drafter in strings():  # the drafter's bars by their name
+        labels["draft"] = t("sp_tl_draft_" + sp.drafter)
     st.plotly_chart(speed_timeline_figure(ar, sp, labels), width="stretch", key="sp_tl_fig")
     n_draft = sum(1 for s in sp.forwards if s.kind == "draft")
     st.caption(
@@ -97,7 +117,7 @@ def show_timeline(measured: Measurement) -> None:
             af=ar.forward_ms,
             ao=ar.overhead_ms,
             at=ar.total_ms,
-            sd=n_draft,
+            drafting=drafting_text(sp),
             sv=len(sp.forwards) - n_draft,
             sf=sp.forward_ms,
             so=sp.overhead_ms,
