@@ -33,6 +33,39 @@ def metric(at: AppTest, label: str) -> str:
     return value
 
 
+def test_the_cost_delta_has_one_sign_and_lower_is_green():
+    """ "↓ 9.0 ms" in green when a token costs less than a target step (it read "↓ -9.0
+    ms": the arrow and a minus sign), "↑ 13.0 ms" in red when more, grey at equal."""
+    at = start()
+    Metric = at.metric[0].proto.__class__
+
+    def delta() -> tuple[str, int, int, str]:
+        [m] = [m.proto for m in at.metric if m.proto.body.endswith(" ms")]
+        return m.delta, m.direction, m.color, m.delta_description
+
+    vs = "vs one target step"
+    assert delta() == ("9.0 ms", Metric.DOWN, Metric.GREEN, vs)  # 11.0 ms vs 20 ms
+    at.number_input(key="sp_adv").set_value(1).run()  # 33.0 ms
+    assert delta() == ("13.0 ms", Metric.UP, Metric.RED, vs)
+    at.number_input(key="sp_tstep").set_value(33.0).run()
+    assert delta() == ("0.0 ms", Metric.NONE, Metric.GRAY, vs)
+
+
+def test_the_cost_delta_in_chinese():
+    from specdec_core.ui.i18n import in_language
+    from specdec_core.ui.speed.calculators import cost_delta
+
+    with in_language("zh"):
+        faster, slower = cost_delta(11.0, 20.0), cost_delta(33.0, 20.0)
+
+    def shown(kw: dict[str, str]) -> tuple[str, str, str]:
+        return kw["delta"], kw["delta_color"], kw["delta_arrow"]
+
+    assert shown(faster) == ("9.0 ms", "green", "down")
+    assert shown(slower) == ("13.0 ms", "red", "up")
+    assert faster["delta_description"] == slower["delta_description"] == "相比目标单步"
+
+
 def small_budget(at: AppTest, n: int = 8) -> None:
     at.slider(key="sp_n").set_value(n)
     at.slider(key="sp_repeats").set_value(1)
