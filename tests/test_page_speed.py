@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TEXTBOOK, click, like_the_app
+from conftest import TEXTBOOK, click, html_tables, like_the_app
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.rules.costmodel import best_gamma
@@ -180,12 +180,23 @@ def test_sweeps_stop_and_chinese(embedded_pair):
     at = start()
     small_budget(at, 6)
     click(at, "Sweep γ = 1…8")
-    sweep = at.dataframe[-1].value
-    assert list(sweep["γ"]) == list(range(1, 9))
+    speedups, sweep = html_tables(at, "sp-gamma-speedups") + html_tables(at, "sp-gamma-runs")
+    assert list(speedups.columns) == ["γ", "speed-up", "cost model", "Leviathan"]
+    runs = ["γ", "speculative tokens/s", "α", "mean accepted", "greedy equal"]
+    assert list(sweep.columns) == runs
+    assert list(sweep["γ"]) == list(speedups["γ"]) == [str(g) for g in range(1, 9)]
     assert set(sweep["greedy equal"]) == {"✓"}
+    points = at.session_state["sp_gamma"]["points"]
+    assert list(speedups["speed-up"]) == [f"{q.speedup:.2f}×" for q in points]
+    assert list(sweep["α"]) == [f"{q.alpha:.3f}" for q in points]
     click(at, "Sweep batch size 1, 2, 4, 8")
-    batch = at.dataframe[-1].value
-    assert list(batch["B"]) == [1, 2, 4, 8]
+    [batch] = html_tables(at, "sp-batch")
+    assert list(batch["B"]) == ["1", "2", "4", "8"]
+    assert list(batch.columns)[1:] == [
+        "batched target-only tokens/s",
+        "sequential speculative tokens/s",
+        "sequential target-only tokens/s",
+    ]
     assert any("B = " in m.value for m in at.markdown)
     # a job in flight is stopped by Stop: nothing more runs, finished points stay
     at.session_state["sp_job"] = {
@@ -199,7 +210,7 @@ def test_sweeps_stop_and_chinese(embedded_pair):
     at.button(key="sp_stop_btn").click().run()
     assert not at.exception and "sp_job" not in at.session_state
     assert any("Stopped" in i.value for i in at.info)
-    assert len(at.dataframe[-2].value) == 8  # the γ sweep's points are kept
+    assert len(html_tables(at, "sp-gamma-runs")[0]) == 8  # the γ sweep's points are kept
     at.session_state["lang"] = "zh"
     at.run()
     assert not at.exception
