@@ -99,11 +99,13 @@ def test_drafters_side_by_side(embedded_pair, lang):
 
     # the "other drafters" table is rendered from the strings file
     assert any(s("dr_oth_eagle_method", lang) in m.value for m in at.markdown)
-    # six sources run on this page: the intro describes all six, and the "not run" table
-    # no longer lists the Medusa heads (the MTP heads run) as a method not run here
+    # seven sources run on this page: the intro describes all seven (the recurrent drafter
+    # was missing), and the "not run" table no longer lists the Medusa heads (the MTP heads
+    # run) as a method not run here
     intro = s("dr_intro", lang)
-    assert ("six real draft sources" if lang == "en" else "六种真实的草稿来源") in intro
-    assert intro.count("\n- ") == 6 and intro in [m.value for m in at.markdown]
+    assert ("all seven on the embedded pair" if lang == "en" else "内置模型对上共七种") in intro
+    assert intro.count("\n- ") == 7 and intro in [m.value for m in at.markdown]
+    assert ("Recurrent drafter" if lang == "en" else "递归草稿器") in intro
     table = next(m.value for m in at.markdown if s("dr_oth_eagle_method", lang) in m.value)
     assert s("dr_oth_medusa_method", lang) not in table
     assert s("dr_oth_block_method", lang) in table and "Jacobi" in table
@@ -335,3 +337,20 @@ def test_the_eagle_card_names_its_sampled_head(embedded_pair, lang):
     sampled = s("dr_draft_vocab_sampled", lang).format(**eagle)
     assert sum(sampled in c for c in captions) == 1
     assert s("dr_draft_vocab", lang).format(**eagle) + " " + sampled in captions
+
+
+def _cards(n: int) -> None:
+    from specdec_core.ui.drafters.results import card_columns
+
+    for i, col in enumerate(card_columns(n)):
+        col.markdown(f"card {i}")
+
+
+@pytest.mark.parametrize(("n", "slots"), [(7, 8), (4, 4), (3, 3)])
+def test_source_cards_sit_in_rows_of_at_most_four(n, slots):
+    """Seven sources in one row left each card ≈ 45 px at 1024 px (labels and values broken
+    letter by letter): rows of four, the last one's cards as wide as the others."""
+    at = AppTest.from_function(_cards, args=(n,), default_timeout=60).run()
+    assert [c.weight for c in at.columns] == [1 / min(n, 4)] * slots
+    shown = [[m.value for m in c.markdown] for c in at.columns]
+    assert shown == [[f"card {i}"] for i in range(n)] + [[]] * (slots - n)
