@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from specdec_core.drafters.draft_vocab import describe
 from specdec_core.drafters.registry import drafters_for, make_named_drafter
+from specdec_core.ui.i18n import plural
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")
@@ -165,7 +166,7 @@ STRINGS_STEP = json.loads((REPO / "assets/strings/step_through.json").read_text(
 
 def src(key: str, lang: str, **fmt) -> str:
     text = SOURCES[key][lang]
-    return text.format(**fmt) if fmt else text
+    return plural(text, fmt).format(**fmt) if fmt else text
 
 
 def source_tables(at: AppTest) -> list:
@@ -286,8 +287,19 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
         forwards = proposed.draft_forwards
         captions = "\n".join(c.value for c in at.caption)
         own = session.drafter.cached_ids() is not None
-        if own:
-            assert src("st_draft_forwards", lang, f=forwards) in captions, name
+        if own:  # in its own terms: EAGLE head forwards, GRU steps, else draft forwards
+            said = {
+                "en": {
+                    "eagle": f"{forwards} EAGLE head forwards this round",
+                    "recurrent": f"{forwards} GRU steps this round (one per token its state reads)",
+                },
+                "zh": {
+                    "eagle": f"本轮 {forwards} 次 EAGLE 特征头前向",
+                    "recurrent": f"本轮 GRU 走了 {forwards} 步（状态每读一个 token 走一步）",
+                },
+            }[lang].get(name, src("st_draft_forwards", lang, f=forwards))
+            assert forwards >= 1 and said in captions, name
+            assert "forward(s)" not in captions, name
         elif name == "mtp":  # no model forward: one head evaluation per drafted position
             assert forwards == 0 and proposed.gamma == 4
             assert src("st_draft_heads", lang, f=4) in captions, name

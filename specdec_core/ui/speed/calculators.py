@@ -85,7 +85,7 @@ def cost_section() -> None:
 
     cost = per_token_cost_ms(draft_ms, verify_ms, overhead_ms, advanced)
     ratio = speedup_from_cost(target_step, cost) if cost > 0 else float("inf")
-    m1, m2 = st.columns([1, 3])
+    m1, m2 = st.columns([2, 3])  # the delta and its "vs one target step" whole at 1024 px
     m1.metric(t("sp_cost_metric"), f"{cost:.1f} ms", **cost_delta(cost, target_step))
     if cost < target_step:
         m2.success(t("sp_cost_faster", cost=cost, target=target_step, x=ratio))
