@@ -28,6 +28,9 @@ def start(lang: str = "en") -> AppTest:
     return at
 
 
+PV_TABLES = ("runs", "tokens", "speedup")  # predicted vs measured, per drafter
+
+
 def metric(at: AppTest, label: str) -> str:
     [value] = [m.value for m in at.metric if m.label == label]
     return value
@@ -131,9 +134,7 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     alpha, accepted = float(metric(at, "α measured")), float(metric(at, "Mean accepted length"))
     assert 0.0 <= alpha <= 1.0 and 0.0 <= accepted <= 4.0
     # side by side: target-only, speculative, HF greedy, HF assisted
-    sides = [d.value for d in at.dataframe if "HF assisted" in list(d.value.columns)]
-    assert len(sides) == 1
-    side = sides[0]
+    [side] = html_tables(at, "sp-side")
     assert list(side.columns) == ["", "target-only", "speculative", "HF greedy", "HF assisted"]
     assert list(side.iloc[3, 1:]) == ["8", "8", "8", "8"]  # new tokens: EOS ignored
     assert side.iloc[4, 1] == "8"  # target-only: one target forward per token
@@ -166,14 +167,16 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     assert len(shares) == 3 and all(re.fullmatch(r"\d+\.\d", x) for x in shares)
     assert "median (min–max) over 1 repeats" in captions and "UTC" in captions
     assert "interleaved, after 2 untimed warm-up passes" in captions  # the curve's label
-    rows = at.dataframe[-1].value
-    assert list(rows["drafter"]) == ["draft model"]
-    assert rows["speed-up (meas.)"][0] == f"{speedup:.2f}×"
+    [runs], [tokens], [speedups] = (html_tables(at, f"sp-pv-{n}") for n in PV_TABLES)
+    assert list(runs["drafter"]) == list(tokens["drafter"]) == ["draft model"]
+    assert list(runs.columns) == ["drafter", "γ", "drafts / round", "drafting priced as"]
+    assert list(tokens.columns)[1:] == ["tokens/round (pred.)", "tokens/round (meas.)", "error"]
+    assert speedups["speed-up (meas.)"][0] == f"{speedup:.2f}×"
     at.selectbox(key="sp_drafter").set_value("ngram").run()
     click(at, "Measure")
-    rows = at.dataframe[-1].value
-    assert list(rows["drafter"]) == ["draft model", "prompt lookup (n-gram)"]
-    assert float(rows["drafts / round"][1]) <= 4.0
+    [runs] = html_tables(at, "sp-pv-runs")
+    assert list(runs["drafter"]) == ["draft model", "prompt lookup (n-gram)"]
+    assert float(runs["drafts / round"][1]) <= 4.0
 
 
 def test_sweeps_stop_and_chinese(embedded_pair):
@@ -250,7 +253,7 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     assert charts == {"sp_cost_fig", "sp_curve_fig", "sp_hist_fig", "sp_pos_fig", "sp_tl_fig"}
     assert any("Why: verify is not free" in h.value for h in at.subheader)
     assert "00:00:00 UTC" in captions  # the curve's label: when it was measured
-    rows = at.dataframe[-1].value  # predicted vs measured: no prediction from a busy machine
+    [rows] = html_tables(at, "sp-pv-speedup")  # no prediction from a busy machine
     assert rows["speed-up (pred.)"][0] == "—"
     # the headline metrics: the busy warning above them, the timed ones marked uncertain
     labels = [m.label for m in at.metric]
@@ -358,8 +361,8 @@ def test_the_prediction_table_says_how_each_drafter_is_priced(lang, column, expe
     at = AppTest.from_function(_predictions_app, args=(lang,), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
-    [table] = at.dataframe
-    assert list(table.value[column]) == expected
+    [table] = html_tables(at, "sp-pv-runs")
+    assert list(table[column]) == expected
 
 
 #: What each kind of drafting round runs (``Drafter.draft_cost``), as the intro says it.
@@ -391,8 +394,8 @@ def test_the_prediction_table_states_the_median_error_over_the_drafters(lang, wo
     at = AppTest.from_function(_predictions_app, args=(lang, True), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
-    [table] = at.dataframe
-    shown = [abs(float(v.split()[0])) for v in table.value.iloc[:, -1] if v != "—"]
+    [table] = html_tables(at, "sp-pv-speedup")
+    shown = [abs(float(v.split()[0])) for v in table.iloc[:, -1] if v != "—"]
     assert len(shown) == 3  # three drafters, none too busy: every error shown
     [caption] = [c.value for c in at.caption if words in c.value]
     median, largest = (float(x) for x in re.findall(r"(\d+\.\d) %", caption))
