@@ -17,7 +17,7 @@ from conftest import open_app
 from specdec_core.lessons.replay import timeless_json
 from specdec_core.server import room_store
 from specdec_core.ui.i18n import tr
-from specdec_core.ui.live import follow, identity
+from specdec_core.ui.live import follow, identity, seat_hold
 from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
 
@@ -45,14 +45,29 @@ def xsrf_cookie(token: bytes) -> str:
     return f"2|{mask.hex()}|{masked.hex()}|1700000000"
 
 
-def in_browser(monkeypatch, token: bytes, fn, *args, **kwargs):
+#: tab id → the address of the browser it was opened in (``in_browser``): an AppTest
+#: session has no address of its own, a real browser's tabs share one
+ADDRESS: dict[str, str] = {}
+_OPENING: dict[str, str] = {}
+
+
+def _address() -> str:
+    tab = identity.tab_id()
+    return ADDRESS.setdefault(tab, _OPENING.get("address", f"session:{tab}"))
+
+
+def in_browser(monkeypatch, token: bytes, fn, *args, address: str | None = None, **kwargs):
     """``fn(*args, **kwargs)`` (an app opened) as the browser whose XSRF cookie holds
-    ``token``: the cookie is read when the student joins, on the first run."""
+    ``token``: the cookie is read when the student joins, on the first run; the tab's
+    address (its seat holder) is ``address``, else the browser's own (one per token)."""
     monkeypatch.setattr(identity, "cookies", lambda: {"_streamlit_xsrf": xsrf_cookie(token)})
+    monkeypatch.setattr(seat_hold, "client", _address)
+    _OPENING["address"] = address or f"addr:browser-{token.hex()[:12]}"
     try:
         return fn(*args, **kwargs)
     finally:
         monkeypatch.setattr(identity, "cookies", dict)
+        _OPENING.clear()
 
 
 def button(at, key: str):

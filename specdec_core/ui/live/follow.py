@@ -45,7 +45,7 @@ from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import follow_push, frame_view, push_view, room, seats
+from specdec_core.ui.live import follow_push, frame_view, push_view, room, seat_hold, seats
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
 from specdec_core.ui.live.frame_view import teacher_at
@@ -304,6 +304,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
     if due and view is not None:  # not a first vote's answer into its revote
         send_pending(view.question)
     room.fault_line()
+    seat_hold.held_line(seats.label)  # another address holds this seat: say so, retry
     if view is None:
         if S.get(ENDED):
             st.rerun(scope="app")  # the full run says so, without this polling fragment
