@@ -16,7 +16,7 @@ from conftest import open_app
 
 from specdec_core.lessons.replay import timeless_json
 from specdec_core.server import room_store
-from specdec_core.ui.i18n import tr
+from specdec_core.ui.i18n import plural, tr
 from specdec_core.ui.live import follow, identity, seat_hold
 from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
@@ -361,6 +361,38 @@ def test_a_chapter_question_on_the_lessons_page(embedded_pair, store):
     assert store.view(seat.code).question.correct == 1  # "same_dist", the chapter's answer
     student.run()
     assert any(zh[1] in e.value for e in student.error)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_after_a_switch_to_the_tree_every_screen_counts_the_new_run_alike(
+    embedded_pair, store, lang
+):
+    """Two chain rounds, then the tree: the teacher's step page counts its rounds from the
+    switch (the tree session's round 1), and the teacher's "The class sees" line, a
+    following student's line and an exploring student's line all say round 1 of a new run
+    with the tokens kept: one number, one explanation, on every screen."""
+    teacher, seat = teacher_app()  # English (AppTest keeps a select box's first labels)
+    student = student_app(seat.code, lang)
+    for _ in range(2):
+        for step in ("btn_propose", "btn_verify", "btn_commit"):
+            click(teacher, step)
+    teacher.segmented_control(key="step_mode_en").set_value("tree").run()
+    click(teacher, "btn_tree_propose")
+    tree = teacher.session_state["tree_lesson"].session
+    kept = tree.start_len - tree.prompt_len  # the two chain rounds' committed tokens
+    assert tree.round_index == 0 and kept >= 2
+
+    def where(lang: str) -> str:
+        said = tr("live_at_step", lang).format(r=1, phase=tr("st_verify", lang))
+        return said + plural(tr("live_carried", lang), {"n": kept}).format(n=kept)
+
+    teacher.run()
+    sees = tr("live_class_sees", "en").format(where=where("en"))
+    assert sees in [c.value for c in teacher.caption]
+    student.run()
+    assert tr("live_following", lang).format(where=where(lang)) in status(student)
+    click(student, "live_explore")
+    assert tr("live_exploring", lang).format(where=where(lang)) in status(student)
 
 
 def test_a_student_follows_the_tree_mode(embedded_pair, store):
