@@ -395,6 +395,33 @@ def test_after_a_switch_to_the_tree_every_screen_counts_the_new_run_alike(
     assert tr("live_exploring", lang).format(where=where(lang)) in status(student)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_student_who_reads_ahead_on_the_lessons_page_gets_back_in_one_click(
+    embedded_pair, store, lang
+):
+    """The teacher on chapter 2; a following student picks chapter 5 (reads ahead): the
+    line says they explore (the teacher's chapter named) and offers Follow again, even when
+    the teacher publishes nothing new; one click shows the teacher's chapter again."""
+    teacher = open_app()
+    teacher.switch_page("pages/lessons.py")
+    teacher.session_state["ls_chapter"] = 2
+    teacher.run()
+    click(teacher, "live_start_lessons")
+    seat = teacher.session_state["live_seat"]
+    student = student_app(seat.code, lang)
+    at = tr("live_at_lessons", lang).format(n=2)
+    assert student.session_state["ls_chapter"] == 2
+    assert tr("live_following", lang).format(where=at) in status(student)
+    student.radio(key=f"ls_pick_{lang}").set_value(5).run()
+    assert student.session_state["ls_chapter"] == 5
+    student.run()  # the follower's next poll: nothing new from the teacher
+    assert tr("live_exploring", lang).format(where=at) in status(student)
+    assert student.session_state["ls_chapter"] == 5  # their own chapter, not pulled back
+    click(student, "live_follow")
+    assert student.session_state["ls_chapter"] == 2
+    assert tr("live_following", lang).format(where=at) in status(student)
+
+
 def test_a_student_follows_the_tree_mode(embedded_pair, store):
     """The teacher's tree lesson (phase, strip, drafted nodes) is on the student's screen
     as the teacher's frame; exploring replays it (mode, shape, phase) in the student's own

@@ -193,10 +193,10 @@ def own_actions() -> None:
 
 
 def own_click() -> None:
-    """A step-page action of the student's own (a step button, an edit, step back):
-    while following, the student now explores on their own (the banner says so, the
-    teacher's phase stays shown, "Follow again" replays the teacher's state). Nothing
-    outside a room or for the teacher."""
+    """An action of the student's own (a step button, an edit, step back, another Lessons
+    chapter): while following, the student now explores (the line says so with the
+    teacher's moment and "Follow again", one click back to it). Nothing outside a room or
+    for the teacher."""
     if room.is_student() and following():
         st.session_state[FOLLOW] = False
 
