@@ -92,7 +92,7 @@ def test_a_switch_between_chain_and_tree_says_why_the_rounds_count_again(lang):
     want = {
         "en": " — a new run: the teacher switched between chain and tree (or changed a"
         " setting), so rounds count again from 1; the 12 tokens committed before are kept",
-        "zh": " —— 新的一轮运行：老师在链与树之间切换（或更改了设置），轮数从 1 重新计数；"
+        "zh": " —— 新的一次运行：老师在链与树之间切换（或更改了设置），轮数从 1 重新计数；"
         "之前已提交的 12 个 token 保留",
     }[lang]
     assert want in switched
