@@ -235,7 +235,13 @@ class LiveClient(SyncClient):
         self.run_alerts: list[str] = []  # the last alerts and exceptions drawn (diagnosis)
         self.run_exceptions: list[str] = []
         self.run_count = 0
-        self.full_runs = 0  # whole-page runs finished (not fragment runs)
+        # runs finished that redrew the page outside any fragment (a whole-page run). Not
+        # the status alone: seen, the reveal's full run (the whole page, 136 elements,
+        # 0.5 s after the click) ended FINISHED_FRAGMENT_RUN_SUCCESSFULLY when the votes
+        # socket's trigger of the dashboard came in meanwhile, and a wait for
+        # FINISHED_SUCCESSFULLY stalled the teacher bot 180 s (the page was long drawn)
+        self.full_runs = 0
+        self._page_drawn = False  # the run in progress drew outside any fragment
         self.run_keys: set[str] = set()  # the widget keys the last run drew
         self.running = False  # a script run is in progress (session_status_changed)
         self.on_run = None
@@ -262,7 +268,9 @@ class LiveClient(SyncClient):
             block = fm.delta.add_block  # a keyed expander's open state is a widget value
             if block.WhichOneof("type") == "expandable" and block.expandable.id:
                 self.ids[block.expandable.id.rsplit("-", 1)[-1]] = block.expandable.id
-        elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+        if kind == "delta" and not fm.delta.fragment_id:
+            self._page_drawn = True
+        if kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
             el = fm.delta.new_element
             which = el.WhichOneof("type")
             if which == "plotly_chart" and el.plotly_chart.spec:
@@ -292,8 +300,10 @@ class LiveClient(SyncClient):
             self.run_alerts = (self.run_alerts + self.alerts)[-10:]
             self.run_exceptions = (self.run_exceptions + self.exceptions)[-10:]
             self.run_count += 1
-            if self.runs and self.runs[-1][0] == ForwardMsg.FINISHED_SUCCESSFULLY:
+            full = self.runs and self.runs[-1][0] == ForwardMsg.FINISHED_SUCCESSFULLY
+            if self._page_drawn or full:
                 self.full_runs += 1
+            self._page_drawn = False
             self.run_keys = {i.rsplit("-", 1)[-1] for i in self._drawn}
             if self.on_run is not None:
                 self.on_run(self)

@@ -566,28 +566,33 @@ class _HeadDrafter:
         self.rolled.append(length)
         return 0
 
-    def propose_argmax(self, context: list[int], gamma: int) -> tuple[list[int], int]:
+    def rollback_to(self, committed: list[int]) -> int:
+        return self.rollback(len(committed) - 1)
+
+    def propose_argmax(self, context: list[int], gamma: int, confidence=None):
         self.forward_ms += 0.5 * gamma  # one head step per draft
         return [1] * gamma, gamma
 
 
 def test_the_head_step_and_the_round_are_read_off_the_drafters_own_forwards(tiny_pair):
-    from specdec_core.bench.curve import _proposal_timer, _round_timer
+    from specdec_core.bench.curve import _proposal_timer, _Rounds
     from specdec_core.core.inputs import encode_prompt
     from specdec_core.core.kvcache import ModelCache
 
     ids = encode_prompt(tiny_pair, PROMPT)
     head = _HeadDrafter()
     # the EAGLE head's step: its own forward time per draft of a γ-draft proposal, after
-    # a rollback of one token (the proposal catches up on the newest token, as a round's)
-    assert _proposal_timer(head, ids, 4)() == 0.5
-    assert head.rolled == [len(ids) - 1]
-    target, out = ModelCache(tiny_pair.target), []
+    # a rollback of one token (the proposal catches up on the newest token, as a round's),
+    # and back to the committed ids after
+    assert _proposal_timer(head, lambda: ids, 4)() == 0.5
+    assert head.rolled == [len(ids) - 1, len(ids) - 1]
+    target = ModelCache(tiny_pair.target)
     target.extend(ids[:-1])
+    rounds = _Rounds(head, target, ids, 4)
     # a round: the whole proposal's forward time, then its verification over 4 + 1 tokens
-    assert _round_timer(head, target, ids[:-1], ids, 4, out)() == 2.0
-    assert out[0][0] == 4 and out[0][1] > 0
-    assert target.ids == ids[:-1]  # the verification was rolled back
+    assert rounds.timer() == 2.0
+    assert rounds.timed[0][:2] == (4, 2.0) and rounds.timed[0][2] > 0
+    assert target.ids == rounds.committed[:-1]  # rolled back to what the round committed
 
 
 def test_gamma_by_acceptance_trades_the_runs_alpha_against_the_curve(embedded_pair):

@@ -90,9 +90,10 @@ def test_a_switch_between_chain_and_tree_says_why_the_rounds_count_again(lang):
     said = tr("live_carried", lang)
     assert said.split("{")[0] not in fresh
     want = {
-        "en": " (rounds counted from the switch between chain and tree; the 12 tokens committed"
-        " before it are kept)",
-        "zh": "（轮数从链与树的切换处重新计数；切换前已提交的 12 个 token 保留）",
+        "en": " — a new run: the teacher switched between chain and tree (or changed a"
+        " setting), so rounds count again from 1; the 12 tokens committed before are kept",
+        "zh": " —— 新的一次运行：老师在链与树之间切换（或更改了设置），轮数从 1 重新计数；"
+        "之前已提交的 12 个 token 保留",
     }[lang]
     assert want in switched
     assert ("the 1 token committed" in one) == (lang == "en")

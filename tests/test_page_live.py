@@ -16,8 +16,8 @@ from conftest import open_app
 
 from specdec_core.lessons.replay import timeless_json
 from specdec_core.server import room_store
-from specdec_core.ui.i18n import tr
-from specdec_core.ui.live import follow, identity
+from specdec_core.ui.i18n import plural, tr
+from specdec_core.ui.live import follow, identity, seat_hold
 from specdec_core.ui.live.questions import label
 from specdec_core.ui.live.room import Seat
 
@@ -45,14 +45,29 @@ def xsrf_cookie(token: bytes) -> str:
     return f"2|{mask.hex()}|{masked.hex()}|1700000000"
 
 
-def in_browser(monkeypatch, token: bytes, fn, *args, **kwargs):
+#: tab id → the address of the browser it was opened in (``in_browser``): an AppTest
+#: session has no address of its own, a real browser's tabs share one
+ADDRESS: dict[str, str] = {}
+_OPENING: dict[str, str] = {}
+
+
+def _address() -> str:
+    tab = identity.tab_id()
+    return ADDRESS.setdefault(tab, _OPENING.get("address", f"session:{tab}"))
+
+
+def in_browser(monkeypatch, token: bytes, fn, *args, address: str | None = None, **kwargs):
     """``fn(*args, **kwargs)`` (an app opened) as the browser whose XSRF cookie holds
-    ``token``: the cookie is read when the student joins, on the first run."""
+    ``token``: the cookie is read when the student joins, on the first run; the tab's
+    address (its seat holder) is ``address``, else the browser's own (one per token)."""
     monkeypatch.setattr(identity, "cookies", lambda: {"_streamlit_xsrf": xsrf_cookie(token)})
+    monkeypatch.setattr(seat_hold, "client", _address)
+    _OPENING["address"] = address or f"addr:browser-{token.hex()[:12]}"
     try:
         return fn(*args, **kwargs)
     finally:
         monkeypatch.setattr(identity, "cookies", dict)
+        _OPENING.clear()
 
 
 def button(at, key: str):
@@ -346,6 +361,65 @@ def test_a_chapter_question_on_the_lessons_page(embedded_pair, store):
     assert store.view(seat.code).question.correct == 1  # "same_dist", the chapter's answer
     student.run()
     assert any(zh[1] in e.value for e in student.error)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_after_a_switch_to_the_tree_every_screen_counts_the_new_run_alike(
+    embedded_pair, store, lang
+):
+    """Two chain rounds, then the tree: the teacher's step page counts its rounds from the
+    switch (the tree session's round 1), and the teacher's "The class sees" line, a
+    following student's line and an exploring student's line all say round 1 of a new run
+    with the tokens kept: one number, one explanation, on every screen."""
+    teacher, seat = teacher_app()  # English (AppTest keeps a select box's first labels)
+    student = student_app(seat.code, lang)
+    for _ in range(2):
+        for step in ("btn_propose", "btn_verify", "btn_commit"):
+            click(teacher, step)
+    teacher.segmented_control(key="step_mode_en").set_value("tree").run()
+    click(teacher, "btn_tree_propose")
+    tree = teacher.session_state["tree_lesson"].session
+    kept = tree.start_len - tree.prompt_len  # the two chain rounds' committed tokens
+    assert tree.round_index == 0 and kept >= 2
+
+    def where(lang: str) -> str:
+        said = tr("live_at_step", lang).format(r=1, phase=tr("st_verify", lang))
+        return said + plural(tr("live_carried", lang), {"n": kept}).format(n=kept)
+
+    teacher.run()
+    sees = tr("live_class_sees", "en").format(where=where("en"))
+    assert sees in [c.value for c in teacher.caption]
+    student.run()
+    assert tr("live_following", lang).format(where=where(lang)) in status(student)
+    click(student, "live_explore")
+    assert tr("live_exploring", lang).format(where=where(lang)) in status(student)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_student_who_reads_ahead_on_the_lessons_page_gets_back_in_one_click(
+    embedded_pair, store, lang
+):
+    """The teacher on chapter 2; a following student picks chapter 5 (reads ahead): the
+    line says they explore (the teacher's chapter named) and offers Follow again, even when
+    the teacher publishes nothing new; one click shows the teacher's chapter again."""
+    teacher = open_app()
+    teacher.switch_page("pages/lessons.py")
+    teacher.session_state["ls_chapter"] = 2
+    teacher.run()
+    click(teacher, "live_start_lessons")
+    seat = teacher.session_state["live_seat"]
+    student = student_app(seat.code, lang)
+    at = tr("live_at_lessons", lang).format(n=2)
+    assert student.session_state["ls_chapter"] == 2
+    assert tr("live_following", lang).format(where=at) in status(student)
+    student.radio(key=f"ls_pick_{lang}").set_value(5).run()
+    assert student.session_state["ls_chapter"] == 5
+    student.run()  # the follower's next poll: nothing new from the teacher
+    assert tr("live_exploring", lang).format(where=at) in status(student)
+    assert student.session_state["ls_chapter"] == 5  # their own chapter, not pulled back
+    click(student, "live_follow")
+    assert student.session_state["ls_chapter"] == 2
+    assert tr("live_following", lang).format(where=at) in status(student)
 
 
 def test_a_student_follows_the_tree_mode(embedded_pair, store):

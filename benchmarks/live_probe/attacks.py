@@ -14,6 +14,9 @@ websocket. Every loop is bounded.
   scripts do; the projector's "n of m answered".
 * ``live: impersonation`` — a student answers; another browser opens the student's URL
   (with an old ``sid``) and answers otherwise: the student's answer stays.
+* ``live: leaked cookie`` — a student answers; the same browser cookie from another
+  address answers otherwise: its screen says the seat is in use, nothing of it is counted;
+  the student's reload from its own address keeps the seat.
 * ``live: 40 tabs`` — 40 tabs of one browser follow the class, each polling every second
   (a browser's fast rate, even where the app asked for 10 s), while the teacher clicks.
 * ``live: code guessing`` — 60 join tries with random codes, back to back.
@@ -180,6 +183,32 @@ def attacks(W) -> dict:
             f"student's screen still shows {mine}",
         }
 
+    async def leaked_cookie(ctx) -> dict:
+        from specdec_core.server.room_store import make_store
+
+        teacher, code = await start_room(ctx)
+        await ask(teacher)
+        jar = cookie(9)  # the student's browser cookie, copied to another network
+        victim = await tab(ctx, W.VICTIM_ADDR, f"room={code}", jar)
+        await answer(victim, 0)
+        thief = await tab(ctx, W.ATTACKER_ADDR, f"room={code}", jar)
+        told = any("in use on another device" in a for a in thief.alerts)
+        await answer(thief, 1)  # kept on its screen, never sent: the seat is not its
+        for _ in range(3):
+            await poll(thief)  # each beat claims the seat again: refused
+        counts, stored = await answered(teacher), make_store().view(code).counts
+        again = await tab(ctx, W.VICTIM_ADDR, f"room={code}", jar)  # the student's reload
+        kept = not any("in use on another device" in a for a in again.alerts)
+        await ctx.held()
+        await close(teacher, victim, thief, again)
+        return {
+            "ok": told and counts == (1, 1) and stored == (1, 0) and kept,
+            "facts": f"the student's cookie used from {W.ATTACKER_ADDR}: told the seat is in "
+            f"use: {told}; it answered 'No': projector '{counts[0]} of {counts[1]}', the "
+            f"store's counts {stored} (the student's 'Yes'); the student's reload from its "
+            f"own address keeps the seat: {kept}",
+        }
+
     async def forty_tabs(ctx) -> dict:
         teacher, code = await start_room(ctx)
         jar = cookie(2)
@@ -295,6 +324,7 @@ def attacks(W) -> dict:
             "live: rooms lockout": rooms_lockout,
             "live: seats and ballots": seats_and_ballots,
             "live: impersonation": impersonation,
+            "live: leaked cookie": leaked_cookie,
             "live: 40 tabs": forty_tabs,
             "live: code guessing": code_guessing,
             "live: answer flipping": answer_flipping,

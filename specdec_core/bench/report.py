@@ -86,7 +86,9 @@ def run_bench(
     ar, sp = runs.autoregressive, runs.speculative
     # the curve's forwards take milliseconds: a median of 5 moved t(2)/t(1) by ±0.15 on a
     # shared CPU (1.04-1.49 seen), a median of 15 by ±0.03
-    curve = measure_forward_curve(pair, prompt, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter)
+    curve = measure_forward_curve(
+        pair, prompt, 2 * gamma + 1, max(CURVE_REPEATS, repeats), drafter, None, max_new_tokens
+    )
     compared, error = HFComparison(), None
     if hf:
         try:

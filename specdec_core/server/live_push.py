@@ -293,7 +293,7 @@ async def _serve(websocket, hub: Hub) -> None:
     listener = Listener(code, lang, who, asyncio.get_running_loop())
     signed = websocket.query_params.get("seat", "") if lang in LANGS else ""
     if signed:  # a follower's screen: its signed seat (the hub's heartbeat), else it beats
-        listener.seat = read_seat(signed, code)
+        listener.seat = read_seat(signed, code, who)  # else its page beats itself
         if listener.seat is None:
             listener.personal = SEAT_UNSIGNED
     room_cap = int(getattr(store, "max_students", 200)) + ROOM_EXTRA

@@ -12,9 +12,10 @@ forge or reuse one). For the sockets that carry a valid token the hub's thread
   that place gets ``{"tab": "other"}`` once, and its page reruns its follower (which then
   says "open in another tab");
 * writes the heartbeats of each room's seats every :data:`BEAT_S` as ONE store call
-  (``RoomStore.heartbeats``: one SQLite transaction); a seat the store refused (removed
-  by the teacher, a full room) gets ``{"seat": "refused"}`` and its page joins again
-  itself (and shows why).
+  (``RoomStore.heartbeats``: one SQLite transaction) and renews their holds for the
+  token's client (``RoomStore.hold``: one more); a seat the store refused (removed by the
+  teacher, a full room, held by another address) gets ``{"seat": "refused"}`` and its page
+  joins again itself (and shows why). A token is good only from the address it names.
 
 Bounds: a token is at most :data:`MAX_TOKEN` characters; one heartbeat call names at most the
 room's seat bound (the store cuts it); the notes are one short message per listener.
@@ -57,9 +58,10 @@ def token(code: str, student: str, tab: str, client: str) -> str:
     return f"{body}.{_mac(body)}"
 
 
-def read(text: str, code: str) -> tuple[str, str, str] | None:
-    """``(student, tab, client)`` of a token made by this process for room ``code``, else
-    ``None`` (too long, malformed, another room's, a bad MAC)."""
+def read(text: str, code: str, client: str | None = None) -> tuple[str, str, str] | None:
+    """``(student, tab, client)`` of a token made by this process for room ``code`` (and,
+    given ``client``, for that client: a leaked link is no good from another address),
+    else ``None`` (too long, malformed, another room's or client's, a bad MAC)."""
     if not isinstance(text, str) or len(text) > MAX_TOKEN or text.count(".") != 1:
         return None
     body, mac = text.split(".")
@@ -73,8 +75,9 @@ def read(text: str, code: str) -> tuple[str, str, str] | None:
         return None
     if not all(isinstance(f, str) for f in fields):
         return None
-    room, student, tab, client = fields
-    return (student, tab, client) if room == code.upper() else None
+    room, student, tab, who = fields
+    mine = room == code.upper() and client in (None, who)
+    return (student, tab, who) if mine else None
 
 
 class SeatBeats:
@@ -109,12 +112,15 @@ class SeatBeats:
                 self._beat(code, seated)
 
     def _beat(self, code: str, seated: list) -> None:
-        students = sorted({x.seat[0] for x in seated})
+        holders: dict[str, str] = {}  # student → the client its screens here claim it for
+        for x in seated:
+            holders.setdefault(x.seat[0], x.seat[2])
         self.writes += 1
         try:
-            refused = self.store().heartbeats(code, students)
+            refused = self.store().heartbeats(code, sorted(holders))
+            refused.update(self.store().hold(code, holders))  # another address holds it
         except RoomError:
             return  # a fault or a gone room: the pages' own checks say so
-        for x in seated:
-            if x.seat[0] in refused:
+        for x in seated:  # its page joins (and claims) again itself, and says why
+            if x.seat[0] in refused or x.seat[2] != holders[x.seat[0]]:
                 x.note(SEAT_REFUSED)

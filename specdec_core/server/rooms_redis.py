@@ -12,7 +12,8 @@ Keys of room ``C`` (``C`` is a validated code, the only thing a key name is buil
 - ``specdec:room:C:frames`` (digest → frame) and ``:frame_order`` (digests, newest first):
   the room's newest frames (:mod:`~specdec_core.server.room_frames`);
 - ``specdec:room:C:first``, ``:results``, ``:ended`` — peer instruction's
-  (:mod:`~specdec_core.server.rooms_redis_peer`, with its meta fields);
+  (:mod:`~specdec_core.server.rooms_redis_peer`, with its meta fields); ``:holders``
+  (:mod:`~specdec_core.server.rooms_redis_seats`: the seats' holders, their heartbeats);
 
 one index, ``specdec:rooms``: a sorted set code → ``expires_at`` (the rooms bound,
 purging); and per client tag ``T`` (a hash, never an address):
@@ -37,7 +38,6 @@ import math
 import re
 import time
 from collections.abc import Callable
-from contextlib import suppress
 
 import redis
 
@@ -57,11 +57,12 @@ from specdec_core.server.room_types import (
 from specdec_core.server.rooms import RoomStore
 from specdec_core.server.rooms_redis_peer import PEER_SCRIPTS, RedisPeer, question_of
 from specdec_core.server.rooms_redis_scripts import SCRIPTS
+from specdec_core.server.rooms_redis_seats import SEAT_SCRIPTS, RedisSeats
 
 SOCKET_TIMEOUT_S = 5.0
 
 
-class RedisStore(RedisPeer, RoomStore):
+class RedisStore(RedisPeer, RedisSeats, RoomStore):
     """Rooms in the Redis server at ``url`` (``redis://host:port/db``); key names start
     with ``prefix``. Other arguments: :class:`RoomStore`. One connection pool per object
     (thread-safe); every command has a socket timeout of ``SOCKET_TIMEOUT_S``."""
@@ -91,7 +92,7 @@ class RedisStore(RedisPeer, RoomStore):
             socket_connect_timeout=SOCKET_TIMEOUT_S,
             health_check_interval=30,
         )
-        scripts = {**SCRIPTS, **PEER_SCRIPTS}
+        scripts = {**SCRIPTS, **PEER_SCRIPTS, **SEAT_SCRIPTS}
         self._scripts = {name: self.client.register_script(s) for name, s in scripts.items()}
 
     faults = (redis.RedisError, OSError)
@@ -291,20 +292,6 @@ class RedisStore(RedisPeer, RoomStore):
         status = self._run("join", code, repr(now), student, self.max_students, cutoff)
         self._check(status)
 
-    def _heartbeats(self, code: str, students: list[str], now: float) -> dict[str, str]:
-        """The join script for each seat in one pipeline (one round trip, one announcement)."""
-        cutoff, keys = repr(now - self.seat_ttl_s), self._keys(code)
-        with self.client.pipeline(transaction=False) as pipe:
-            for student in students:
-                args = [repr(now), student, str(self.max_students), cutoff]
-                self._scripts["join"](keys=keys, args=args, client=pipe)
-            statuses = pipe.execute() if students else []
-        with suppress(redis.RedisError):  # the hubs' wake-up; their polls cover a miss
-            self.client.publish(self._changes, code)
-        if "room_unknown" in statuses:
-            raise RoomError("room_unknown")
-        return {x: v for x, v in zip(students, statuses, strict=True) if v not in ("ok", "same")}
-
     def _ask(self, code: str, key_hash: str, question: Question, now: float) -> int:
         text, n = question_json(question), len(question.choices)
         closes = "" if question.closes_at is None else repr(question.closes_at)
@@ -337,7 +324,7 @@ class RedisStore(RedisPeer, RoomStore):
         expires_at = repr(now + self.ttl_s)
         args = (repr(now), key_hash, code, expires_at, self._ttl_ms(), MAX_RESULTS)
         self._check(self._run("close", code, *args))
-        self.client.delete(*self._frame_keys(code))
+        self.client.delete(*self._frame_keys(code), self._holders_key(code))
 
     def _purge(self, now: float) -> int:
         dropped = 0

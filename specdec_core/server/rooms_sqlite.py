@@ -102,6 +102,7 @@ class SQLiteStore(SQLitePeer, SQLiteFrames, SQLiteSeats, RoomStore):
         db.executemany("DELETE FROM first_answers WHERE code = ?", rows)
         db.executemany("DELETE FROM students WHERE code = ?", rows)
         db.executemany("DELETE FROM removed WHERE code = ?", rows)
+        db.executemany("DELETE FROM holders WHERE code = ?", rows)
         db.executemany("DELETE FROM frames WHERE code = ?", rows)
         db.executemany("DELETE FROM rooms WHERE code = ?", rows)
 

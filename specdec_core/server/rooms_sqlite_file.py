@@ -62,6 +62,13 @@ SCHEMA = (
         seen REAL NOT NULL DEFAULT 0,
         PRIMARY KEY (code, student)
     ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS holders (
+        code TEXT NOT NULL,
+        student TEXT NOT NULL,
+        holder TEXT NOT NULL,
+        seen REAL NOT NULL,
+        PRIMARY KEY (code, student)
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS removed (
         code TEXT NOT NULL,
         student TEXT NOT NULL,

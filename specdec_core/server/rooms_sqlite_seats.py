@@ -1,7 +1,9 @@
 """The seats of the SQLite room store (:mod:`specdec_core.server.rooms_sqlite`): a join
 (a new seat, or a seen seat's heartbeat), and many seats' heartbeats in one transaction
-(the push hub's, ``RoomStore.heartbeats``). Mixed into ``SQLiteStore``, which supplies
-``file``, ``_room``, ``_counting``, ``_bump``, ``max_students`` and ``seat_ttl_s``."""
+(the push hub's, ``RoomStore.heartbeats``), and the seats' holders (``holders``: one client
+tag per seat; the rule: ``server/room_seats``). Mixed into ``SQLiteStore``, which supplies
+``file``, ``_room``, ``_teacher``, ``_counting``, ``_bump``, ``max_students`` and
+``seat_ttl_s``."""
 
 from __future__ import annotations
 
@@ -34,6 +36,32 @@ class SQLiteSeats:
                 except RoomError as exc:
                     refused[student] = exc.code
         return refused
+
+    def _hold(
+        self, code: str, holders: dict[str, str], now: float, lease: float
+    ) -> dict[str, float]:
+        refused = {}
+        with self.file.write() as db:
+            self._room(db, code, now)
+            for student, holder in holders.items():
+                row = db.execute(
+                    "SELECT holder, seen FROM holders WHERE code = ? AND student = ?",
+                    (code, student),
+                ).fetchone()
+                if row is not None and row[0] != holder and now - row[1] < lease:
+                    refused[student] = row[1] + lease - now
+                    continue
+                db.execute(
+                    "INSERT OR REPLACE INTO holders (code, student, holder, seen)"
+                    " VALUES (?, ?, ?, ?)",
+                    (code, student, holder, now),
+                )
+        return refused
+
+    def _release(self, code: str, key_hash: str, student: str, now: float) -> None:
+        with self.file.write() as db:
+            self._teacher(db, code, key_hash, now)
+            db.execute("DELETE FROM holders WHERE code = ? AND student = ?", (code, student))
 
     def _join_in(self, db: sqlite3.Connection, code: str, student: str, now: float) -> None:
         args = (code, student)

@@ -219,7 +219,7 @@ def run_task(job: Job, task: tuple) -> None:
             job.points.append(gamma_sweep_point(ar, sp, arg, runs.spread))
     elif name == "curve":  # bounded: k ≤ 2γ + 1 ≤ 17, CURVE_REPEATS each
         job.out["curve"] = measure_forward_curve(
-            job.pair, job.prompt, 2 * arg + 1, CURVE_REPEATS, job.drafter
+            job.pair, job.prompt, 2 * arg + 1, CURVE_REPEATS, job.drafter, None, job.n
         )
     elif name == "hf":
         try:

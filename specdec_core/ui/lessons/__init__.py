@@ -27,6 +27,7 @@ from specdec_core.ui.lessons import (
     ch_state,
 )
 from specdec_core.ui.lessons.checkpoint import ANSWERS, chapter_progress, progress_bar
+from specdec_core.ui.step.lesson import own_action
 from specdec_core.ui.step.links import EXTRA_PARAMS
 
 CHAPTERS = (ch_greedy, ch_rule, ch_cache, ch_lossless, ch_speed, ch_state, ch_drafts)
@@ -63,10 +64,12 @@ def chapter_link(n: int) -> str:
 
 def _go(n: int) -> None:
     st.session_state[CHAPTER] = n
+    own_action()  # a following student reads on alone now: the line offers "Follow again"
 
 
 def _picked(key: str) -> None:
     st.session_state[CHAPTER] = st.session_state[key]
+    own_action()
 
 
 def picker(current: int) -> None:

@@ -12,6 +12,8 @@ shows the room's question as it is then."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from specdec_core.server.room_limits import BUCKETS
@@ -19,7 +21,7 @@ from specdec_core.server.room_types import Question, RoomError, RoomView
 from specdec_core.ui.errors import plain
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import room
+from specdec_core.ui.live import room, seat_hold
 from specdec_core.ui.live.questions import question_text, shown_choices
 from specdec_core.ui.live.vote import clock_line, is_open
 
@@ -44,6 +46,9 @@ def send_pending(question: Question | None) -> None:
         return  # the seat's next token: a later poll sends it (the last choice wins)
     qid, choice = pending[:2]
     try:
+        if not seat_hold.claim(s.code, s.student):  # another address took the seat: it
+            S[room.SEAT] = replace(s, joined=False)  # waits, the answer kept unsent
+            return
         room.store().answer(s.code, s.student, qid, choice)
     except RoomError as exc:
         if exc.code in room.FAULTS:

@@ -10,8 +10,9 @@ old one off); whoever opens it drives the class like the teacher (step, ask, rev
 pause: the room moves with their clicks) but cannot end it or make co-teacher links.
 
 Widget keys: ``live_pause`` / ``live_resume`` — buttons "Pause the class" / "Resume the
-class"; ``live_paused_line`` — the teacher's line while paused; ``live_co_make`` — button
-"Make a co-teacher link"; ``live_co_url`` — the container of the co-teacher link.
+class"; ``live_paused_line`` — the teacher's line while paused (under "The class sees:
+…"); ``live_co_make`` — button "Make a co-teacher link"; ``live_co_url`` — the container of
+the co-teacher link.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import streamlit as st
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import room
+from specdec_core.ui.live.frame_view import teacher_at
 
 CO_KEY = "live_co_key"  # (code, co-teacher key) the teacher made last
 
@@ -43,8 +45,11 @@ def _call(fn_name: str, *args: object) -> None:
         st.session_state[CO_KEY] = (s.code, got)
 
 
-def paused_line(view: RoomView) -> None:
-    """The line that says the class is paused (nothing while it runs)."""
+def moment_line(view: RoomView) -> None:
+    """Where the class is, as the followers' screens say it ("The class sees: round r,
+    phase …", with the new run's note after a switch), and the line that says the class
+    is paused."""
+    st.caption(t("live_class_sees", where=teacher_at(view)))
     if view.paused:
         with st.container(key="live_paused_line"):
             st.warning(t("live_paused_teacher"), icon=":material/pause_circle:")

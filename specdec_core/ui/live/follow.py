@@ -45,7 +45,7 @@ from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
-from specdec_core.ui.live import follow_push, frame_view, push_view, room, seats
+from specdec_core.ui.live import follow_push, frame_view, push_view, room, seat_hold, seats
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
 from specdec_core.ui.live.frame_view import teacher_at
@@ -193,10 +193,10 @@ def own_actions() -> None:
 
 
 def own_click() -> None:
-    """A step-page action of the student's own (a step button, an edit, step back):
-    while following, the student now explores on their own (the banner says so, the
-    teacher's phase stays shown, "Follow again" replays the teacher's state). Nothing
-    outside a room or for the teacher."""
+    """An action of the student's own (a step button, an edit, step back, another Lessons
+    chapter): while following, the student now explores (the line says so with the
+    teacher's moment and "Follow again", one click back to it). Nothing outside a room or
+    for the teacher."""
     if room.is_student() and following():
         st.session_state[FOLLOW] = False
 
@@ -304,6 +304,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
     if due and view is not None:  # not a first vote's answer into its revote
         send_pending(view.question)
     room.fault_line()
+    seat_hold.held_line(seats.label)  # another address holds this seat: say so, retry
     if view is None:
         if S.get(ENDED):
             st.rerun(scope="app")  # the full run says so, without this polling fragment

@@ -33,7 +33,7 @@ from specdec_core.ui.step.strip_checks import check_columns, check_notes
 from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import NODE_STATE, say
 
-AT = "live_at"  # (version, round, phase) of the teacher's step state, decoded once
+AT = "live_at"  # (code, version, round, phase, carried) of the teacher's step state, decoded once
 TREE_LEGEND: list[StripState] = ["prompt", "committed", "accepted", "correction", "bonus"]
 
 
@@ -159,13 +159,19 @@ def _nodes(frame: dict) -> None:
 STEP_WORD = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}
 
 
+def step_where(r: int, phase: str, carried: object) -> str:
+    """ "round r, phase …" (``r`` from 0) of a step state, with the new run's note when
+    ``carried`` tokens came over from a switch (chain ↔ tree, settings): the teacher's
+    step page counts its rounds from there too, so every screen says the same."""
+    where = t("live_at_step", r=r + 1, phase=t(STEP_WORD.get(phase, "st_propose")))
+    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
+        where += t("live_carried", n=carried)
+    return where
+
+
 def where_line(frame: dict) -> str:
     """ "Following the teacher — round r, phase …" of the frame, as HTML (bold kept)."""
-    phase = STEP_WORD.get(str(frame.get("phase")), "st_propose")
-    where = t("live_at_step", r=int(frame["round"]) + 1, phase=t(phase))
-    carried = frame.get("carried")
-    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
-        where += t("live_carried", n=carried)  # the rounds count again from the switch
+    where = step_where(int(frame["round"]), str(frame.get("phase")), frame.get("carried"))
     text = html_lib.escape(t("live_following", where=where))
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
 
@@ -237,9 +243,8 @@ def teacher_at(view: RoomView) -> str:
     if not view.state:
         return t("live_at_start")
     cached = st.session_state.get(AT)  # decoded once per version, not on every poll
-    if cached is None or cached[0] != view.version:
+    if cached is None or cached[:2] != (view.code, view.version):
         state, _ = decode(view.state, offered_pairs())
-        cached = st.session_state[AT] = (view.version, state.round, state.phase)
-    _, r, phase = cached
-    step = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}[phase]
-    return t("live_at_step", r=r + 1, phase=t(step))
+        cached = (view.code, view.version, state.round, state.phase, len(state.cont))
+        st.session_state[AT] = cached
+    return step_where(*cached[2:])

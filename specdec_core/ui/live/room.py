@@ -11,14 +11,12 @@ Session-state keys (``st.session_state``):
 * :data:`FAULT` — ``(retry_at, delay_s)`` while the store does not answer: one translated
   line, the store left alone until ``retry_at`` (back-off 1, 2, 4 … 16 s).
 
-URL: ``?room=CODE`` joins as a student (read once per browser session, in ``app.py``
-before the sidebar: :func:`on_load`); ``?room=CODE&teacher=KEY`` (the teacher link, for a
-second device or a reload) claims the room back as its teacher, or as a co-teacher when
-``KEY`` is the co-teacher key (the store says whose key it is: a co-teacher drives the
-class but does not end it). The teacher key never stays in the address bar (removed once
-read: a projector shows it), nor is it in the join link. A student's URL keeps ``room``.
-
-The seat credential: :mod:`specdec_core.ui.live.identity` (never in a URL).
+URL: ``?room=CODE`` joins as a student (once per browser session, :func:`on_load`);
+``?room=CODE&teacher=KEY`` (the teacher link) claims the room back as its teacher, or as a
+co-teacher with the co-teacher key (drives the class, cannot end it). The teacher key
+never stays in the address bar, nor is it in the join link. A student's URL keeps ``room``.
+The seat credential: :mod:`~specdec_core.ui.live.identity` (never in a URL); one address
+holds a seat at a time: :mod:`~specdec_core.ui.live.seat_hold`.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ from specdec_core.server.room_limits import BUCKETS, TABS, wait_s
 from specdec_core.server.room_store import make_store
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.server.rooms import RoomStore
-from specdec_core.ui.live import converge, frames
+from specdec_core.ui.live import converge, frames, seat_hold
 from specdec_core.ui.live.identity import browser_secret, client, seat_id, tab_id
 from specdec_core.ui.step.links import ALWAYS_PARAMS, AfterWrite
 
@@ -237,9 +235,9 @@ def _join(code: str) -> Seat | None:
     if wait:
         raise RoomError("room_slow", wait=wait_s(wait))
     sid = seat_id(code.upper(), browser_secret())
-    seat = Seat("student", code, student=sid)
     try:
-        store().join(code, sid)
+        if held := seat_hold.claim(code, sid):  # else another address holds it: it waits
+            store().join(code, sid)
     except RoomError as exc:
         if exc.code == "room_unknown" and store().ended(code):  # no guess: it ended
             st.session_state[ENDED] = True
@@ -249,7 +247,8 @@ def _join(code: str) -> Seat | None:
         if exc.code not in FAULTS:
             raise
         fault(exc)
-        seat = replace(seat, joined=False)
+        held = False
+    seat = Seat("student", code, student=sid, joined=held)
     TABS.claim(sid, tab_id(), who)  # the newest tab of the browser follows fast (F5 too)
     st.session_state[SEAT] = seat
     st.session_state[URL_PARAMS] = {"room": code}
@@ -265,13 +264,14 @@ def heartbeat() -> None:
     if s is None or s.role != "student" or waiting():
         return
     try:
-        store().join(s.code, s.student)
+        if held := seat_hold.claim(s.code, s.student):  # else another address holds it
+            store().join(s.code, s.student)
     except RoomError as exc:
         fail(exc)
         return
     answered()
-    if not s.joined:
-        st.session_state[SEAT] = replace(s, joined=True)
+    if s.joined != held:  # not held: nothing is counted or sent here until it frees
+        st.session_state[SEAT] = replace(s, joined=held)
 
 
 def _claim(code: str, key: str) -> Seat:

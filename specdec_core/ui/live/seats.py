@@ -1,12 +1,14 @@
-"""The teacher's list of seats: who is in the room, and "Remove" for a seat (a ghost, a
-second device, a student who should not answer). Drawn in the dashboard under a toggle, so
+"""The teacher's list of seats: who is in the room, "Release" for a seat held by another
+device or address (the student's new phone or network takes it at once: one address holds a
+seat at a time, ``server/room_seats``) and "Remove" for a seat (a ghost, a second device, a
+student who should not answer). Drawn in the dashboard under a toggle, so
 the list is read from the store (one read a poll) only while the teacher looks at it. The
 list is in the order of the seat ids, which a heartbeat never changes (a row stays where
 the teacher aims), and every student's screen shows its own seat id (:func:`own_line`), so
 the teacher finds the row to remove.
 
-Widget keys: ``live_seats_on`` — toggle "Seats"; ``live_remove_<seat id>`` — button
-"Remove" of one seat.
+Widget keys: ``live_seats_on`` — toggle "Seats"; ``live_remove_<seat id>`` /
+``live_release_<seat id>`` — buttons "Remove" / "Release" of one seat.
 """
 
 from __future__ import annotations
@@ -35,11 +37,19 @@ def own_line(where=st) -> None:
 
 
 def _remove(student: str) -> None:
+    _teacher_call(room.store().remove, student)
+
+
+def _release(student: str) -> None:
+    _teacher_call(room.store().release, student)
+
+
+def _teacher_call(fn, student: str) -> None:
     s = room.seat()
     if s is None or s.role != "teacher":
         return
     try:
-        room.store().remove(s.code, s.key, student)
+        fn(s.code, s.key, student)
     except RoomError as exc:
         if exc.code in room.FAULTS:
             room.fault(exc)
@@ -71,6 +81,13 @@ def seats_box() -> None:
         ago = max(0, int(now - seat.seen_at))
         key = "live_seat_row" if seat.counts else "live_seat_quiet"
         row.markdown(t(key, seat=label(seat.student), s=ago) + (" ✓" if seat.answered else ""))
+        row.button(
+            t("live_seat_release"),
+            key=f"live_release_{seat.student}",
+            on_click=_release,
+            args=(seat.student,),
+            help=t("live_seat_release_help"),
+        )
         row.button(
             t("live_seat_remove"),
             key=f"live_remove_{seat.student}",

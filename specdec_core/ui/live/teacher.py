@@ -203,7 +203,7 @@ def _dashboard(page: str) -> None:
         return
     with st.container(key="live_dash"):
         st.markdown(t("live_students_line", n=view.students, code=plain(view.code)))
-        drive.paused_line(view)
+        drive.moment_line(view)
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         with row:
             drive.pause_button(view)
