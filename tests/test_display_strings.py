@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specdec_core.ui.i18n import tr
+from specdec_core.ui.i18n import plural, tr
 from specdec_core.ui.lessons import CHAPTERS
 
 NUMBER_WORDS = {"en": {7: "seven"}, "zh": {7: "七个"}}
@@ -31,9 +31,8 @@ def test_code_span_shows_a_special_token_without_backslashes():
     from specdec_core.ui.errors import code_span
 
     assert code_span("<|endoftext|>") == "`<|endoftext|>`"
-    message = tr("tree_outcome_stopped", "en").format(
-        reason="eos", n=2, kind="bonus token", tok=code_span("<|endoftext|>")
-    )
+    fields = {"reason": "eos", "n": 2, "kind": "bonus token", "tok": code_span("<|endoftext|>")}
+    message = plural(tr("tree_outcome_stopped", "en"), fields).format(**fields)
     assert "\\" not in message
     assert _rendered_code(message) == ["<|endoftext|>"]
     for text in ("a`b", "`x", "x``", " lead", "back\\slash", "$1_a*"):

@@ -75,8 +75,14 @@ SENTENCES = {
         "zh": (["要求起草（γ > 0）", "第一轮"], ["按起草轮平均"]),
     },
     "sb_drafter_help": {
-        "en": (["six", "draft model", "prompt lookup", "early exit", "EAGLE", "MTP", "block"], []),
-        "zh": (["六种", "草稿模型", "提示词查找", "提前退出", "EAGLE", "MTP", "块草稿器"], []),
+        "en": (
+            ["seven", "draft model", "prompt lookup", "early exit", "EAGLE", "MTP", "block", "GRU"],
+            ["six"],
+        ),
+        "zh": (
+            ["七种", "草稿模型", "提示词查找", "提前退出", "EAGLE", "MTP", "块草稿器", "递归"],
+            ["六种"],
+        ),
     },
 }
 TREE_NAMES = {  # how the refusals name each source that can draft a tree

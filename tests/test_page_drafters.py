@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from specdec_core.drafters.draft_vocab import describe
 from specdec_core.drafters.registry import drafters_for, make_named_drafter
+from specdec_core.ui.i18n import plural
 
 REPO = Path(__file__).resolve().parents[1]
 APP = str(REPO / "app.py")
@@ -99,11 +100,13 @@ def test_drafters_side_by_side(embedded_pair, lang):
 
     # the "other drafters" table is rendered from the strings file
     assert any(s("dr_oth_eagle_method", lang) in m.value for m in at.markdown)
-    # six sources run on this page: the intro describes all six, and the "not run" table
-    # no longer lists the Medusa heads (the MTP heads run) as a method not run here
+    # seven sources run on this page: the intro describes all seven (the recurrent drafter
+    # was missing), and the "not run" table no longer lists the Medusa heads (the MTP heads
+    # run) as a method not run here
     intro = s("dr_intro", lang)
-    assert ("six real draft sources" if lang == "en" else "六种真实的草稿来源") in intro
-    assert intro.count("\n- ") == 6 and intro in [m.value for m in at.markdown]
+    assert ("all seven on the embedded pair" if lang == "en" else "内置模型对上共七种") in intro
+    assert intro.count("\n- ") == 7 and intro in [m.value for m in at.markdown]
+    assert ("Recurrent drafter" if lang == "en" else "递归草稿器") in intro
     table = next(m.value for m in at.markdown if s("dr_oth_eagle_method", lang) in m.value)
     assert s("dr_oth_medusa_method", lang) not in table
     assert s("dr_oth_block_method", lang) in table and "Jacobi" in table
@@ -163,7 +166,7 @@ STRINGS_STEP = json.loads((REPO / "assets/strings/step_through.json").read_text(
 
 def src(key: str, lang: str, **fmt) -> str:
     text = SOURCES[key][lang]
-    return text.format(**fmt) if fmt else text
+    return plural(text, fmt).format(**fmt) if fmt else text
 
 
 def source_tables(at: AppTest) -> list:
@@ -284,8 +287,19 @@ def test_step_page_shows_each_sources_forwards_and_own_state(embedded_pair, lang
         forwards = proposed.draft_forwards
         captions = "\n".join(c.value for c in at.caption)
         own = session.drafter.cached_ids() is not None
-        if own:
-            assert src("st_draft_forwards", lang, f=forwards) in captions, name
+        if own:  # in its own terms: EAGLE head forwards, GRU steps, else draft forwards
+            said = {
+                "en": {
+                    "eagle": f"{forwards} EAGLE head forwards this round",
+                    "recurrent": f"{forwards} GRU steps this round (one per token its state reads)",
+                },
+                "zh": {
+                    "eagle": f"本轮 {forwards} 次 EAGLE 特征头前向",
+                    "recurrent": f"本轮 GRU 走了 {forwards} 步（状态每读一个 token 走一步）",
+                },
+            }[lang].get(name, src("st_draft_forwards", lang, f=forwards))
+            assert forwards >= 1 and said in captions, name
+            assert "forward(s)" not in captions, name
         elif name == "mtp":  # no model forward: one head evaluation per drafted position
             assert forwards == 0 and proposed.gamma == 4
             assert src("st_draft_heads", lang, f=4) in captions, name
@@ -335,3 +349,20 @@ def test_the_eagle_card_names_its_sampled_head(embedded_pair, lang):
     sampled = s("dr_draft_vocab_sampled", lang).format(**eagle)
     assert sum(sampled in c for c in captions) == 1
     assert s("dr_draft_vocab", lang).format(**eagle) + " " + sampled in captions
+
+
+def _cards(n: int) -> None:
+    from specdec_core.ui.drafters.results import card_columns
+
+    for i, col in enumerate(card_columns(n)):
+        col.markdown(f"card {i}")
+
+
+@pytest.mark.parametrize(("n", "slots"), [(7, 8), (4, 4), (3, 3)])
+def test_source_cards_sit_in_rows_of_at_most_four(n, slots):
+    """Seven sources in one row left each card ≈ 45 px at 1024 px (labels and values broken
+    letter by letter): rows of four, the last one's cards as wide as the others."""
+    at = AppTest.from_function(_cards, args=(n,), default_timeout=60).run()
+    assert [c.weight for c in at.columns] == [1 / min(n, 4)] * slots
+    shown = [[m.value for m in c.markdown] for c in at.columns]
+    assert shown == [[f"card {i}"] for i in range(n)] + [[]] * (slots - n)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import TEXTBOOK, click, like_the_app
+from conftest import TEXTBOOK, click, html_tables, like_the_app
 from streamlit.testing.v1 import AppTest
 
 from specdec_core.rules.costmodel import best_gamma
@@ -28,9 +28,45 @@ def start(lang: str = "en") -> AppTest:
     return at
 
 
+PV_TABLES = ("runs", "tokens", "speedup")  # predicted vs measured, per drafter
+
+
 def metric(at: AppTest, label: str) -> str:
     [value] = [m.value for m in at.metric if m.label == label]
     return value
+
+
+def test_the_cost_delta_has_one_sign_and_lower_is_green():
+    """ "↓ 9.0 ms" in green when a token costs less than a target step (it read "↓ -9.0
+    ms": the arrow and a minus sign), "↑ 13.0 ms" in red when more, grey at equal."""
+    at = start()
+    Metric = at.metric[0].proto.__class__
+
+    def delta() -> tuple[str, int, int, str]:
+        [m] = [m.proto for m in at.metric if m.proto.body.endswith(" ms")]
+        return m.delta, m.direction, m.color, m.delta_description
+
+    vs = "vs one target step"
+    assert delta() == ("9.0 ms", Metric.DOWN, Metric.GREEN, vs)  # 11.0 ms vs 20 ms
+    at.number_input(key="sp_adv").set_value(1).run()  # 33.0 ms
+    assert delta() == ("13.0 ms", Metric.UP, Metric.RED, vs)
+    at.number_input(key="sp_tstep").set_value(33.0).run()
+    assert delta() == ("0.0 ms", Metric.NONE, Metric.GRAY, vs)
+
+
+def test_the_cost_delta_in_chinese():
+    from specdec_core.ui.i18n import in_language
+    from specdec_core.ui.speed.calculators import cost_delta
+
+    with in_language("zh"):
+        faster, slower = cost_delta(11.0, 20.0), cost_delta(33.0, 20.0)
+
+    def shown(kw: dict[str, str]) -> tuple[str, str, str]:
+        return kw["delta"], kw["delta_color"], kw["delta_arrow"]
+
+    assert shown(faster) == ("9.0 ms", "green", "down")
+    assert shown(slower) == ("13.0 ms", "red", "up")
+    assert faster["delta_description"] == slower["delta_description"] == "相比目标单步"
 
 
 def small_budget(at: AppTest, n: int = 8) -> None:
@@ -98,9 +134,7 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     alpha, accepted = float(metric(at, "α measured")), float(metric(at, "Mean accepted length"))
     assert 0.0 <= alpha <= 1.0 and 0.0 <= accepted <= 4.0
     # side by side: target-only, speculative, HF greedy, HF assisted
-    sides = [d.value for d in at.dataframe if "HF assisted" in list(d.value.columns)]
-    assert len(sides) == 1
-    side = sides[0]
+    [side] = html_tables(at, "sp-side")
     assert list(side.columns) == ["", "target-only", "speculative", "HF greedy", "HF assisted"]
     assert list(side.iloc[3, 1:]) == ["8", "8", "8", "8"]  # new tokens: EOS ignored
     assert side.iloc[4, 1] == "8"  # target-only: one target forward per token
@@ -133,26 +167,39 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     assert len(shares) == 3 and all(re.fullmatch(r"\d+\.\d", x) for x in shares)
     assert "median (min–max) over 1 repeats" in captions and "UTC" in captions
     assert "interleaved, after 2 untimed warm-up passes" in captions  # the curve's label
-    rows = at.dataframe[-1].value
-    assert list(rows["drafter"]) == ["draft model"]
-    assert rows["speed-up (meas.)"][0] == f"{speedup:.2f}×"
+    [runs], [tokens], [speedups] = (html_tables(at, f"sp-pv-{n}") for n in PV_TABLES)
+    assert list(runs["drafter"]) == list(tokens["drafter"]) == ["draft model"]
+    assert list(runs.columns) == ["drafter", "γ", "drafts / round", "drafting priced as"]
+    assert list(tokens.columns)[1:] == ["tokens/round (pred.)", "tokens/round (meas.)", "error"]
+    assert speedups["speed-up (meas.)"][0] == f"{speedup:.2f}×"
     at.selectbox(key="sp_drafter").set_value("ngram").run()
     click(at, "Measure")
-    rows = at.dataframe[-1].value
-    assert list(rows["drafter"]) == ["draft model", "prompt lookup (n-gram)"]
-    assert float(rows["drafts / round"][1]) <= 4.0
+    [runs] = html_tables(at, "sp-pv-runs")
+    assert list(runs["drafter"]) == ["draft model", "prompt lookup (n-gram)"]
+    assert float(runs["drafts / round"][1]) <= 4.0
 
 
 def test_sweeps_stop_and_chinese(embedded_pair):
     at = start()
     small_budget(at, 6)
     click(at, "Sweep γ = 1…8")
-    sweep = at.dataframe[-1].value
-    assert list(sweep["γ"]) == list(range(1, 9))
+    speedups, sweep = html_tables(at, "sp-gamma-speedups") + html_tables(at, "sp-gamma-runs")
+    assert list(speedups.columns) == ["γ", "speed-up", "cost model", "Leviathan"]
+    runs = ["γ", "speculative tokens/s", "α", "mean accepted", "greedy equal"]
+    assert list(sweep.columns) == runs
+    assert list(sweep["γ"]) == list(speedups["γ"]) == [str(g) for g in range(1, 9)]
     assert set(sweep["greedy equal"]) == {"✓"}
+    points = at.session_state["sp_gamma"]["points"]
+    assert list(speedups["speed-up"]) == [f"{q.speedup:.2f}×" for q in points]
+    assert list(sweep["α"]) == [f"{q.alpha:.3f}" for q in points]
     click(at, "Sweep batch size 1, 2, 4, 8")
-    batch = at.dataframe[-1].value
-    assert list(batch["B"]) == [1, 2, 4, 8]
+    [batch] = html_tables(at, "sp-batch")
+    assert list(batch["B"]) == ["1", "2", "4", "8"]
+    assert list(batch.columns)[1:] == [
+        "batched target-only tokens/s",
+        "sequential speculative tokens/s",
+        "sequential target-only tokens/s",
+    ]
     assert any("B = " in m.value for m in at.markdown)
     # a job in flight is stopped by Stop: nothing more runs, finished points stay
     at.session_state["sp_job"] = {
@@ -166,7 +213,7 @@ def test_sweeps_stop_and_chinese(embedded_pair):
     at.button(key="sp_stop_btn").click().run()
     assert not at.exception and "sp_job" not in at.session_state
     assert any("Stopped" in i.value for i in at.info)
-    assert len(at.dataframe[-2].value) == 8  # the γ sweep's points are kept
+    assert len(html_tables(at, "sp-gamma-runs")[0]) == 8  # the γ sweep's points are kept
     at.session_state["lang"] = "zh"
     at.run()
     assert not at.exception
@@ -206,7 +253,7 @@ def test_busy_machine_says_so_instead_of_drawing_the_curve(embedded_pair, monkey
     assert charts == {"sp_cost_fig", "sp_curve_fig", "sp_hist_fig", "sp_pos_fig", "sp_tl_fig"}
     assert any("Why: verify is not free" in h.value for h in at.subheader)
     assert "00:00:00 UTC" in captions  # the curve's label: when it was measured
-    rows = at.dataframe[-1].value  # predicted vs measured: no prediction from a busy machine
+    [rows] = html_tables(at, "sp-pv-speedup")  # no prediction from a busy machine
     assert rows["speed-up (pred.)"][0] == "—"
     # the headline metrics: the busy warning above them, the timed ones marked uncertain
     labels = [m.label for m in at.metric]
@@ -314,8 +361,8 @@ def test_the_prediction_table_says_how_each_drafter_is_priced(lang, column, expe
     at = AppTest.from_function(_predictions_app, args=(lang,), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
-    [table] = at.dataframe
-    assert list(table.value[column]) == expected
+    [table] = html_tables(at, "sp-pv-runs")
+    assert list(table[column]) == expected
 
 
 #: What each kind of drafting round runs (``Drafter.draft_cost``), as the intro says it.
@@ -347,8 +394,8 @@ def test_the_prediction_table_states_the_median_error_over_the_drafters(lang, wo
     at = AppTest.from_function(_predictions_app, args=(lang, True), default_timeout=60)
     at.run()
     assert not at.exception, at.exception
-    [table] = at.dataframe
-    shown = [abs(float(v.split()[0])) for v in table.value.iloc[:, -1] if v != "—"]
+    [table] = html_tables(at, "sp-pv-speedup")
+    shown = [abs(float(v.split()[0])) for v in table.iloc[:, -1] if v != "—"]
     assert len(shown) == 3  # three drafters, none too busy: every error shown
     [caption] = [c.value for c in at.caption if words in c.value]
     median, largest = (float(x) for x in re.findall(r"(\d+\.\d) %", caption))

@@ -10,6 +10,7 @@ overhead are exactly the run's wall time.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -19,8 +20,9 @@ SpanKind = Literal["target", "draft", "verify"]
 
 @dataclass(frozen=True)
 class Span:
-    """One model forward: ``target`` (a target-only step), ``draft`` (one draft-model
-    forward) or ``verify`` (the target's verification forward of a round)."""
+    """One model forward: ``target`` (a target-only step), ``draft`` (one timed step of
+    the drafter: a draft-model forward, a head pass, a GRU step) or ``verify`` (the
+    target's verification forward of a round)."""
 
     kind: SpanKind
     start_ms: float
@@ -45,12 +47,16 @@ class RoundSpan:
 @dataclass(frozen=True)
 class Timeline:
     """The forwards and rounds of one run on one time axis (``mode``: ``speculative`` or
-    ``autoregressive``); ``total_ms`` is the run's measured wall time."""
+    ``autoregressive``); ``total_ms`` is the run's measured wall time; ``drafter`` the
+    draft source's name and ``draft_forwards`` the forwards it counted (``""`` / 0 in
+    target-only mode)."""
 
     mode: str
     total_ms: float
     forwards: tuple[Span, ...]
     rounds: tuple[RoundSpan, ...]
+    drafter: str = ""
+    draft_forwards: int = 0
 
     @property
     def forward_ms(self) -> float:
@@ -61,6 +67,24 @@ class Timeline:
     def overhead_ms(self) -> float:
         """Wall time that is not a forward bar."""
         return self.total_ms - self.forward_ms
+
+
+class ForwardClock:
+    """The time a drafter spends in its own model calls, for a drafter without a
+    :class:`~specdec_core.core.kvcache.ModelCache` (which keeps the same two fields):
+    ``forward_ms`` in ms and, when a caller sets ``spans`` to a list (the run's timeline),
+    the ``(start, end)`` ``perf_counter`` pair of each call."""
+
+    def __init__(self) -> None:
+        self.forward_ms = 0.0
+        self.spans: list[tuple[float, float]] | None = None
+
+    def add(self, started: float) -> None:
+        """Count the call that began at ``started`` (read the clock after a device sync)."""
+        ended = time.perf_counter()
+        self.forward_ms += (ended - started) * 1e3
+        if self.spans is not None:
+            self.spans.append((started, ended))
 
 
 def _round_of(start: float, marks: Sequence[tuple[float, float, int, int]]) -> int:
@@ -77,10 +101,12 @@ def build_timeline(
     target_spans: Sequence[tuple[float, float]],
     draft_spans: Sequence[tuple[float, float]],
     marks: Sequence[tuple[float, float, int, int]],
+    drafter: str = "",
+    draft_forwards: int = 0,
 ) -> Timeline:
-    """A :class:`Timeline` from ``perf_counter`` pairs: the target's and the draft model's
-    forwards, and ``(start, end, drafted, committed)`` per round, all relative to
-    ``started``."""
+    """A :class:`Timeline` from ``perf_counter`` pairs: the target's forwards and the
+    drafter's timed steps, and ``(start, end, drafted, committed)`` per round, all relative
+    to ``started``."""
 
     def ms(t: float) -> float:
         return (t - started) * 1e3
@@ -93,4 +119,4 @@ def build_timeline(
     ]
     spans.sort(key=lambda s: s.start_ms)
     rounds = tuple(RoundSpan(ms(a), ms(b), d, c) for a, b, d, c in marks)
-    return Timeline(mode, total_ms, tuple(spans), rounds)
+    return Timeline(mode, total_ms, tuple(spans), rounds, drafter, draft_forwards)

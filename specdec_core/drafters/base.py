@@ -21,6 +21,7 @@ from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.processors import Processors
 from specdec_core.core.sampling import SamplingConfig, logits_to_probs, one_hot
 from specdec_core.core.settings import DraftMethod
+from specdec_core.core.timeline import ForwardClock
 from specdec_core.drafters.draft_vocab import DraftVocab
 
 
@@ -87,6 +88,8 @@ class Drafter:
         int8_by_default: whether it runs weight-only int8 weights where the device has
             the kernel (:func:`specdec_core.core.int8_linear.draft_int8`); ``False`` for a
             drafter whose shown ``q`` would then move with the thread count.
+        clock: where its model calls are timed (its ``ModelCache``, or a
+            :class:`ForwardClock`; ``None``: it runs none), read by a run's timeline.
     """
 
     name: str = ""
@@ -100,6 +103,7 @@ class Drafter:
     draft_cost: str = "serial"
     vocab: DraftVocab | None = None
     int8_by_default: bool = False
+    clock: ForwardClock | ModelCache | None = None
     _full_head: bool = False  # the proposal running now uses the full head (a grammar)
     _sampled: bool = False  # the proposal running now samples (T > 0; :meth:`_sampling`)
     _threshold: float | None = None  # the confidence stop of the proposal running now

@@ -80,7 +80,7 @@ class BlockDrafter(Drafter):
             )
         if block_size < 1:
             raise ValueError(f"block size must be at least 1, got {block_size}")
-        self.kv = ModelCache(model)
+        self.kv = self.clock = ModelCache(model)
         self.device = self.kv.device
         self.mask_id = mask_id
         self.vocab_size = mask_id  # q rows: [V], the mask's logit sliced off

@@ -37,15 +37,16 @@ from specdec_core.core.int8_linear import draft_int8, int8_linear, int8_runs
 from specdec_core.core.kvbuffer import RowBuffer
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.lean_gpt2 import head_columns
-from specdec_core.drafters.base import Drafter
+from specdec_core.core.timeline import ForwardClock
 from specdec_core.drafters.draft_vocab import DraftVocab, draft_vocab_for
 from specdec_core.drafters.eagle_head import EagleHead, load_eagle_head, target_parts
+from specdec_core.drafters.eagle_tree import EagleTreeLevels
 
 if TYPE_CHECKING:
     from specdec_core.core.models import ModelPair
 
 
-class EagleDrafter(Drafter):
+class EagleDrafter(EagleTreeLevels):
     """Drafts from the target's hidden states with an EAGLE-1 head (see the module doc).
 
     ``cached_ids()`` are the tokens the head's cache has seen: ``context[: entries + 1]``
@@ -79,7 +80,7 @@ class EagleDrafter(Drafter):
         self.int8 = int8 and int8_runs(head.lean(), self.device)
         self.target: ModelCache | None = None
         self._reset()
-        self._forward_ms = 0.0
+        self.clock = ForwardClock()
         self.forwards = 0  # head forwards run
         self.target_forwards = 0  # target prefills this drafter ran (first round)
 
@@ -89,13 +90,6 @@ class EagleDrafter(Drafter):
         self.real: list[bool] = []  # per entry: f_t came from the target
         self._pred: RowBuffer | None = None  # entry t's output, f̂_{t+1} (:attr:`pred`)
         self._drop_tree()
-
-    def _drop_tree(self) -> None:
-        """Forget a tree level's entries (head-cache rows past :attr:`entries`)."""
-        self._tree: dict[tuple[int, ...], tuple[int, torch.Tensor]] = {}  # path → (row, f̂)
-        self._tree_context: list[int] = []
-        if self.cache.length > self.entries:
-            self.cache.truncate(self.entries)
 
     # ------------------------------------------------------------------ protocol
     def attach(self, target: ModelCache) -> None:
@@ -141,7 +135,7 @@ class EagleDrafter(Drafter):
     def forward_ms(self) -> float:
         """Milliseconds inside the head's forwards and the LM head rows it needs (the
         target's prefill is a target forward, counted in the target's cache)."""
-        return self._forward_ms
+        return self.clock.forward_ms
 
     @torch.inference_mode()
     def _serial(
@@ -159,57 +153,6 @@ class EagleDrafter(Drafter):
             if i < gamma - 1:
                 feature, real = self._feed(feature[None], [ids[-1]], real, context[0])[-1], False
         return ids
-
-    @torch.inference_mode()
-    def tree_logits(self, context: list[int]) -> torch.Tensor:
-        """``[V]`` float32 next-token logits after ``context`` (committed ids + a tree
-        path), extending the head's cache over the path (predicted features). A one-token
-        context the target has not run yet has no feature to start from: zeros (a uniform
-        ``q``; the rule stays lossless, the first level is then a guess). Runs 0 to
-        several head forwards (none when the cache already holds the path's features; a
-        catch-up on real features, then one per path token without a cached entry); each
-        is counted in :attr:`forwards`."""
-        feature, _ = self._next_feature(context)
-        if feature is None:
-            return self.widen(torch.zeros(self._head_width(), device=self.device))
-        return self.widen(self._logits(feature))
-
-    @torch.inference_mode()
-    def tree_level_logits(self, context: list[int], paths: list[list[int]]) -> torch.Tensor:
-        """``[n, V]`` float32 logits after ``context + paths[i]``, a tree level in ONE head
-        forward: each path's entry (its parent's feature, the embedding of its last token)
-        at head position ``len(context) + depth − 2``, attending to the context's entries
-        and its ancestors' (left past :attr:`entries` by the previous level, dropped at the
-        next proposal or rollback). The root level (one empty path) is :meth:`tree_logits`;
-        a level whose parents this drafter did not draft falls back to one call per path."""
-        depth = len(paths[0])
-        if depth == 0 and len(paths) == 1:
-            feature, _ = self._next_feature(context)  # drops an earlier tree's entries
-            if feature is None:
-                return self.widen(torch.zeros(1, self._head_width(), device=self.device))
-            self._tree, self._tree_context = {(): (-1, feature)}, list(context)
-            return self.widen(self._logits(feature)[None])  # [1, V]
-        parents = [self._tree.get(tuple(p[:-1])) for p in paths]
-        same = self._tree_context == context and all(len(p) == depth for p in paths)
-        if depth == 0 or not same or any(parent is None for parent in parents):
-            return super().tree_level_logits(context, paths)  # type: ignore[return-value]
-        started, rows, n = time.perf_counter(), self.cache.length, len(paths)
-        allowed = torch.zeros(n, rows + n, dtype=torch.bool, device=self.device)
-        allowed[:, : self.entries] = True
-        for i, path in enumerate(paths):
-            ancestors = [self._tree[tuple(path[:j])][0] for j in range(1, depth)]
-            allowed[i, ancestors + [rows + i]] = True
-        features = torch.stack([parent[1] for parent in parents])  # type: ignore[index]
-        emb = self.wte.weight[torch.tensor([p[-1] for p in paths], device=self.device)]
-        positions = torch.full((n,), len(context) + depth - 2, device=self.device)
-        out = self.head.step(features.to(emb.dtype), emb, self.cache, positions, allowed, self.int8)
-        for i, path in enumerate(paths):
-            self._tree[tuple(path)] = (rows + i, out[i])
-        logits = self.widen(self._head_mm(out))  # [n, V]
-        sync(self.device)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
-        self.forwards += 1
-        return logits
 
     # ------------------------------------------------------------------ internals
     def _crop(self, entries: int) -> None:
@@ -278,7 +221,7 @@ class EagleDrafter(Drafter):
         emb = self.wte.weight[torch.tensor(tokens, device=self.device)]  # [T, d]
         out = self.head.step(features.to(emb.dtype), emb, self.cache, int8=self.int8)  # [T, d]
         sync(self.device)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         self.forwards += 1
         if not self.ids:
             self.ids.append(first)
@@ -319,7 +262,7 @@ class EagleDrafter(Drafter):
         started = time.perf_counter()
         logits = self._head_mm(feature[None])[0]
         sync(self.device)  # the kernels' time, not the launch's (core/device.py)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         return logits
 
 

@@ -36,7 +36,7 @@ class ModelDrafter(Drafter):
     def __init__(
         self, model: PreTrainedModel, vocab: DraftVocab | None = None, int8: bool = False
     ) -> None:
-        self.kv = ModelCache(model)
+        self.kv = self.clock = ModelCache(model)
         self.device = self.kv.device
         self.vocab_size = model.config.vocab_size
         self.vocab = vocab

@@ -43,6 +43,7 @@ from transformers import PreTrainedModel
 from specdec_core.core.device import sync
 from specdec_core.core.kvcache import ModelCache, common_prefix_len
 from specdec_core.core.lean_gpt2 import head_columns
+from specdec_core.core.timeline import ForwardClock
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.mtp_heads import MtpHeads, load_mtp_heads
 
@@ -83,7 +84,7 @@ class MtpDrafter(Drafter):
         self.vocab_size = self.lm_head.weight.shape[0]
         self.max_gamma = heads.k
         self.target: ModelCache | None = None
-        self._forward_ms = 0.0
+        self.clock = ForwardClock()
         self.head_evaluations = 0  # rows computed by the heads (not model forwards)
 
     @property
@@ -108,7 +109,7 @@ class MtpDrafter(Drafter):
     @property
     def forward_ms(self) -> float:
         """Milliseconds inside head evaluations (block + the LM head row)."""
-        return self._forward_ms
+        return self.clock.forward_ms
 
     @torch.inference_mode()
     def _serial(
@@ -180,7 +181,7 @@ class MtpDrafter(Drafter):
         features = self.heads.blocks_from(first, n, hidden)  # [n, d]
         logits = torch.mm(features, head_columns(self.lm_head.weight)).float()  # [n, V]
         sync(self.device)  # the kernels' time, not the launch's (core/device.py)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         self.head_evaluations += n
         return logits
 

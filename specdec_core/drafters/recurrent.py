@@ -36,6 +36,7 @@ import torch
 from specdec_core.core.checkpoints import StateLedger, StateView
 from specdec_core.core.device import sync
 from specdec_core.core.errors import ConfigError
+from specdec_core.core.timeline import ForwardClock
 from specdec_core.drafters.base import Drafter
 from specdec_core.drafters.recurrent_lm import CONFIG, RecurrentLM, load_recurrent
 
@@ -63,7 +64,7 @@ class RecurrentDrafter(Drafter):
         self.device = model.wte.weight.device
         self.vocab_size = model.config.vocab_size
         self._forwards = 0
-        self._forward_ms = 0.0
+        self.clock = ForwardClock()
 
     @property
     def forwards(self) -> int:
@@ -73,7 +74,7 @@ class RecurrentDrafter(Drafter):
     @property
     def forward_ms(self) -> float:
         """Milliseconds inside the model's reads (device-synchronised)."""
-        return self._forward_ms
+        return self.clock.forward_ms
 
     def cached_ids(self) -> list[int] | None:
         """The ids the live state has read (a prefix of the committed ids between rounds)."""
@@ -96,7 +97,7 @@ class RecurrentDrafter(Drafter):
         assert state is not None, "a proposal needs at least one context id"
         logits = self.model.logits(state)  # state: [1, 1, H] → logits: [V]
         sync(self.device)
-        self._forward_ms += (time.perf_counter() - started) * 1e3
+        self.clock.add(started)
         self._forwards += 1
         if ids:
             self.ledger.advance(ids, state)

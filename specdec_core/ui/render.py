@@ -249,6 +249,7 @@ _TABLE_CSS = (
     ".sd-table td{padding:0.25rem 0.6rem;"
     "border-bottom:1px solid rgba(49,51,63,0.1)}"
     ".sd-table .num{text-align:right}.sd-table td.nw{white-space:nowrap}"
+    ".sd-table.heads-wrap th{white-space:normal;vertical-align:bottom}"  # at every width
     # a phone (390 px): every table's headers wrap ("min(p, q) — accept path" was cut at
     # the screen's edge); the KV table's cells also pad less, so its last column (each
     # row's state) is on screen, not scrolled off to the right

@@ -179,12 +179,13 @@ def generate(
     if mode != "autoregressive":
         drafter = drafter or make_model_drafter(pair)
         drafter.attach(target)
-    draft_kv: ModelCache | None = getattr(drafter, "kv", None)
+    speculative = mode != "autoregressive" and drafter is not None
+    clock = drafter.clock if speculative else None  # where the drafter's steps are timed
     run = _Run(stats, [] if trace_timeline else None, until)
     if trace_timeline:
         target.spans = []
-        if draft_kv is not None:
-            draft_kv.spans = []
+        if clock is not None:
+            clock.spans = []
     active = processors if processors.active else None
     lossy = lossy_rule(config) if mode != "autoregressive" else None  # the baseline: exact draws
     ctx = ChainContext(
@@ -213,11 +214,13 @@ def generate(
     stats.new_tokens = len(output)
     timeline = None
     if run.marks is not None:
-        drafted = draft_kv.spans if draft_kv is not None and draft_kv.spans else []
-        spans = target.spans or []
-        timeline = build_timeline(mode, started, stats.total_ms, spans, drafted, run.marks)
-        if draft_kv is not None:
-            draft_kv.spans = None
+        drafted = clock.spans if clock is not None and clock.spans else []
+        spans, name = target.spans or [], drafter.name if speculative else ""
+        timeline = build_timeline(
+            mode, started, stats.total_ms, spans, drafted, run.marks, name, stats.draft_forwards
+        )
+        if clock is not None:
+            clock.spans = None
     return GenerationResult(output, pair.tokenizer.decode(output), reason, stats, records, timeline)
 
 

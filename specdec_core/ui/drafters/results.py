@@ -21,6 +21,9 @@ from specdec_core.ui.words import DRAFTERS_STRIP
 
 OTHER_ROWS = ("eagle", "mtp", "block", "random")  # Medusa-style heads and a PARD block run above
 OTHER_COLS = ("method", "how", "needs", "note")
+#: Cards per row: all seven sources in one row left each ≈ 45 px at 1024 px, its label and
+#: numbers broken letter by letter; four keep a metric's value whole on a projector.
+PER_ROW = 4
 
 
 def section(pair: ModelPair, key: RunKey) -> bool:
@@ -62,10 +65,16 @@ def section(pair: ModelPair, key: RunKey) -> bool:
     return True
 
 
+def card_columns(n: int) -> list:
+    """``n`` columns of one width in rows of at most :data:`PER_ROW` (a short last row
+    keeps the width, leaving its end empty); below 640 px Streamlit stacks them."""
+    per = min(n, PER_ROW)
+    return [col for start in range(0, n, per) for col in st.columns(per)[: n - start]]
+
+
 def _metrics(found: list[DrafterResult], labels: list[str]) -> None:
-    """One bordered column per source: speed-up, α, mean accepted length."""
-    metric_cols = st.columns(len(found))
-    for col, r, label in zip(metric_cols, found, labels, strict=True):
+    """One bordered card per source: speed-up, α, mean accepted length."""
+    for col, r, label in zip(card_columns(len(found)), found, labels, strict=True):
         with col.container(border=True):
             st.markdown(f"**{html.escape(label)}**")
             st.metric(t("dr_metric_speedup"), f"{r.speedup:.2f}×", help=t("dr_metric_speedup_help"))
@@ -154,8 +163,7 @@ def _strips(found: list[DrafterResult], labels: list[str]) -> None:
     )
     st.html(f'<div style="margin-bottom:4px">{legend}</div>')
     edited_note = html.escape(t("legend_edited"))
-    strip_cols = st.columns(len(found))
-    for col, r, label in zip(strip_cols, found, labels, strict=True):
+    for col, r, label in zip(card_columns(len(found)), found, labels, strict=True):
         with col.container(border=True):
             st.markdown(f"**{html.escape(label)}**")
             st.caption(

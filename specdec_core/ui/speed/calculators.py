@@ -42,6 +42,22 @@ def _use_measured() -> None:
     S["sp_c"] = round(min(max(cm.c, 0.0), 1.0), 2)
 
 
+def cost_delta(cost: float, target_step: float) -> dict[str, str]:
+    """The cost metric's delta against one target step, as ``st.metric`` keywords: the
+    size without a sign (the arrow gives the direction: "↓ 9.0 ms", not "↓ -9.0 ms"),
+    green when the token costs less than a target step, red when more, grey when equal
+    at the shown precision."""
+    d = round(cost - target_step, 1)
+    color, arrow = ("green", "down") if d < 0 else ("red", "up") if d > 0 else ("gray", "off")
+    return {
+        "delta": f"{abs(d):.1f} ms",
+        "delta_color": color,
+        "delta_arrow": arrow,
+        "delta_description": t("sp_cost_vs"),
+        "help": t("sp_cost_metric_help"),
+    }
+
+
 def cost_section() -> None:
     """① The per-token cost: four timings in, the cost per token and its chart out."""
     st.header(t("sp_cost_header"))
@@ -69,14 +85,8 @@ def cost_section() -> None:
 
     cost = per_token_cost_ms(draft_ms, verify_ms, overhead_ms, advanced)
     ratio = speedup_from_cost(target_step, cost) if cost > 0 else float("inf")
-    m1, m2 = st.columns([1, 3])
-    m1.metric(
-        t("sp_cost_metric"),
-        f"{cost:.1f} ms",
-        t("sp_cost_vs", d=cost - target_step),
-        delta_color="inverse",
-        help=t("sp_cost_metric_help"),
-    )
+    m1, m2 = st.columns([2, 3])  # the delta and its "vs one target step" whole at 1024 px
+    m1.metric(t("sp_cost_metric"), f"{cost:.1f} ms", **cost_delta(cost, target_step))
     if cost < target_step:
         m2.success(t("sp_cost_faster", cost=cost, target=target_step, x=ratio))
     else:

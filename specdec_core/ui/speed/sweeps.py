@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pandas as pd
 import streamlit as st
 
 from specdec_core.bench.results import BatchPoint, GammaPoint
@@ -18,6 +17,7 @@ from specdec_core.ui.figures.speed import (
     speed_gamma_sweep_figure,
 )
 from specdec_core.ui.i18n import t
+from specdec_core.ui.render import html_table
 from specdec_core.ui.speed.view import busy_message, fmt, how_label
 
 
@@ -57,9 +57,9 @@ def show_gamma_sweep(
                 xp=top_model.forward_time_speedup,
             )
         )
-    # two narrow tables rather than one of eight columns: each fits a phone's width
-    # (γ pinned where one still scrolls sideways)
-    pinned = {t("sp_col_gamma"): st.column_config.Column(pinned=True)}
+    # two narrow tables rather than one of eight columns, headers wrapping, numbers not:
+    # each fits a phone's width with nothing to scroll sideways (st.dataframe's headers
+    # never wrap) and reads in a projector's type
     gammas = {t("sp_col_gamma"): [q.gamma for q in points]}
     speedups = {
         t("sp_col_speedup"): [f"{q.speedup:.2f}×" for q in points],
@@ -72,13 +72,8 @@ def show_gamma_sweep(
         t("sp_col_mean_acc"): [fmt(q.mean_accepted) for q in points],
         t("sp_col_equal"): [t("yes") if q.greedy_equal else t("no") for q in points],
     }
-    for columns in (speedups, runs):
-        st.dataframe(
-            pd.DataFrame(gammas | columns),
-            hide_index=True,
-            width="stretch",
-            column_config=pinned,
-        )
+    for name, columns in (("sp-gamma-speedups", speedups), ("sp-gamma-runs", runs)):
+        st.html(html_table(gammas | columns, name=name + " heads-wrap"))
     if how is not None:
         st.caption(how_label(how))
 
@@ -104,20 +99,12 @@ def show_batch_sweep(
         st.markdown(t("sp_batch_crossover", b=cross))
     else:
         st.markdown(t("sp_batch_no_crossover", b=done[-1].batch_size))
-    st.dataframe(
-        pd.DataFrame(
-            {
-                t("sp_col_batch"): [q.batch_size for q in done],
-                t("sp_col_batched"): [fmt(q.batched_autoregressive_tokens_per_s, 1) for q in done],
-                t("sp_col_seq_sp"): [fmt(q.sequential_speculative_tokens_per_s, 1) for q in done],
-                t("sp_col_seq_ar"): [
-                    fmt(q.sequential_autoregressive_tokens_per_s, 1) for q in done
-                ],
-            }
-        ),
-        hide_index=True,
-        width="stretch",
-        column_config={t("sp_col_batch"): st.column_config.Column(pinned=True)},
-    )
+    columns = {
+        t("sp_col_batch"): [q.batch_size for q in done],
+        t("sp_col_batched"): [fmt(q.batched_autoregressive_tokens_per_s, 1) for q in done],
+        t("sp_col_seq_sp"): [fmt(q.sequential_speculative_tokens_per_s, 1) for q in done],
+        t("sp_col_seq_ar"): [fmt(q.sequential_autoregressive_tokens_per_s, 1) for q in done],
+    }
+    st.html(html_table(columns, name="sp-batch heads-wrap"))  # as the γ sweep's tables
     if how is not None:
         st.caption(how_label(how))

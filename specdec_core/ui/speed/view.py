@@ -33,6 +33,7 @@ from specdec_core.ui.figures.speed import (
     speed_position_figure,
 )
 from specdec_core.ui.i18n import t
+from specdec_core.ui.render import html_table
 
 # side-by-side rows: (string key, digits)
 ROWS = (
@@ -182,7 +183,7 @@ def show_measurement(measured: Measurement) -> None:
         table[name] = [
             "—" if v is None else fmt(v, d) for v, (_, d) in zip(_cells(run), ROWS, strict=True)
         ]
-    st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+    st.html(html_table(table, name="sp-side heads-wrap"))  # fits a phone: headers wrap
 
     if not busy:  # made of the step times: nothing is concluded from a busy machine
         _breakdown_and_predictions(summary, measured.curve)

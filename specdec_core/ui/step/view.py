@@ -18,7 +18,7 @@ from specdec_core.engine.session import Session
 from specdec_core.ui.figures.step import HEIGHT as CHART_HEIGHT
 from specdec_core.ui.figures.step import distribution_option
 from specdec_core.ui.figures.step_slices import before_after_slice, masked_mass
-from specdec_core.ui.i18n import t
+from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.step.block_checks import check_line, residual_chart
 from specdec_core.ui.step.header import Heading
 from specdec_core.ui.step.strip_checks import UNCHECKED, shown_u
@@ -280,9 +280,12 @@ def draft_forwards_text(session: Session, forwards: int, drafted: int) -> str:
     with a cache of its own runs forwards (the block drafter: 1 for its whole block); the
     MTP heads (a drafter with ``head_evaluations``) run no model forward (``forwards`` is
     0) but one head evaluation per drafted position (``drafted``: a chain proposal
-    computes exactly the rows it drafts); prompt lookup runs none."""
+    computes exactly the rows it drafts); prompt lookup runs none. A drafter whose steps
+    have a name of their own says it (``st_draft_forwards_<name>``: EAGLE head forwards,
+    GRU steps)."""
     if session.drafter.cached_ids() is not None:
-        return t("st_draft_forwards", f=forwards)
+        named = "st_draft_forwards_" + session.drafter.name
+        return t(named if named in strings() else "st_draft_forwards", f=forwards)
     if hasattr(session.drafter, "head_evaluations") and drafted:
         return t("st_draft_heads", f=drafted)
     return t("st_draft_forwards", f=forwards) if forwards else t("st_draft_no_forward")
