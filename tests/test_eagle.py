@@ -333,3 +333,37 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair, monkeypatch
     )
     assert run.draft_forwards == len(ran) - before == sum(per_round)
     assert run.records == session.records
+
+
+@pytest.mark.parametrize("text", ["0", "-3"])
+def test_the_mlp_width_option_must_be_positive(text):
+    from specdec_core.training.eagle import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--inner", text])
+
+
+def test_a_narrower_mlp_trains_saves_and_its_step_equals_its_forward(
+    tmp_path, tiny_dirs, tiny_pair, tiny_corpus
+):
+    from specdec_core.training.eagle import main
+
+    out = tmp_path / "eagle"
+    paths = ["--target", str(tiny_dirs["target"]), "--draft", str(tiny_dirs["draft"])]
+    main(
+        [*paths, "--corpus", str(tiny_corpus), "--out", str(out), "--context", "32"]
+        + ["--batch", "4", "--max-steps", "2", "--threads", "1", "--inner", "24"]
+    )
+    head = EagleHead.load(out)
+    d = tiny_pair.target.config.n_embd
+    assert head.config == EagleConfig.for_target(tiny_pair.target.config, inner=24)
+    assert json.loads((out / "config.json").read_text())["inner"] == 24
+    mlp = head.block.h[0].mlp
+    assert mlp.c_fc.weight.shape == (d, 24) and mlp.c_proj.weight.shape == (24, d)
+    gen = torch.Generator().manual_seed(0)
+    feats, embs = torch.randn(5, d, generator=gen), torch.randn(5, d, generator=gen)
+    with torch.inference_mode():
+        ref = head(feats[None], embs[None])[0]
+        torch.testing.assert_close(
+            head.step(feats, embs, head.new_cache()), ref, atol=1e-5, rtol=1e-5
+        )

@@ -308,8 +308,8 @@ def test_on_cuda_the_page_tells_the_gpu_story_with_the_reference_figures(lang):
     assert "0.43×" in text and "1.89×" in text
     assert ("per-forward overhead" in text) == (lang == "en")
     assert ("每次前向的固定开销" in text) == (lang == "zh")
-    [table] = gpu.dataframe
-    assert list(table.value.iloc[:, 1]) == [f"{x:.2f}×" for _, x in ref.speedup]
+    [table] = html_tables(gpu, "sp-ref")
+    assert list(table.iloc[:, 1]) == [f"{x:.2f}×" for _, x in ref.speedup]
     assert len(gpu.expander) == 0 and len(gpu.subheader) == 1  # shown, not folded
     cpu = _regime_app("cpu", lang)
     assert len(cpu.expander) == 1 and len(cpu.subheader) == 0  # folded on a CPU

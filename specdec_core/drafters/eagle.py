@@ -267,14 +267,18 @@ class EagleDrafter(EagleTreeLevels):
 
 
 def make_eagle_drafter(
-    pair: ModelPair, top_n: int | None = None, int8: bool | None = None
+    pair: ModelPair,
+    top_n: int | None = None,
+    int8: bool | None = None,
+    head: EagleHead | None = None,
 ) -> EagleDrafter:
     """A fresh :class:`EagleDrafter` (its own head cache) on the pair's shared head, on its
     reduced vocabularies when the pair ships them, one greedy and one sampled (``top_n``:
     another ``N`` for both, ``0`` the full head;
     :func:`~specdec_core.drafters.draft_vocab.draft_vocab_for`), float32 unless
     ``SPECDEC_DRAFT_WEIGHTS=int8`` and the device runs int8 (``int8``: force on or off;
-    :func:`~specdec_core.core.int8_linear.draft_int8`, :attr:`int8_by_default`).
+    :func:`~specdec_core.core.int8_linear.draft_int8`, :attr:`int8_by_default`). ``head``:
+    another head for the pair's target instead (a benchmark's candidate).
 
     Raises:
         ConfigError: see :func:`load_eagle_head`.
@@ -282,4 +286,5 @@ def make_eagle_drafter(
     vocab = draft_vocab_for(pair, "eagle", top_n)
     sampled = vocab if top_n is not None else draft_vocab_for(pair, "eagle", sampled=True)
     int8 = draft_int8(pair.device, EagleDrafter.int8_by_default) if int8 is None else int8
-    return EagleDrafter(load_eagle_head(pair), pair.target, vocab, int8, sampled)
+    head = load_eagle_head(pair) if head is None else head
+    return EagleDrafter(head, pair.target, vocab, int8, sampled)

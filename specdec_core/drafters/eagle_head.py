@@ -64,6 +64,7 @@ class EagleConfig:
         positions: position embeddings of the head (the target's context length).
         target_vocab: the target's vocabulary size ``V`` (a check at load time).
         target_layers: the target's layer count (a check at load time).
+        inner: the block's MLP inner width (GPT-2's ``n_inner``; ``None``: ``4 d``).
     """
 
     width: int
@@ -71,6 +72,7 @@ class EagleConfig:
     positions: int
     target_vocab: int
     target_layers: int
+    inner: int | None = None
     kind: str = KIND
 
     def gpt2(self) -> GPT2Config:
@@ -81,6 +83,7 @@ class EagleConfig:
             n_embd=self.width,
             n_layer=1,
             n_head=self.heads,
+            n_inner=self.inner,
             resid_pdrop=0.0,
             embd_pdrop=0.0,
             attn_pdrop=0.0,
@@ -89,14 +92,18 @@ class EagleConfig:
         )
 
     @classmethod
-    def for_target(cls, target_config, heads: int | None = None) -> EagleConfig:
-        """A head config matching a GPT-2 target config (heads default: the target's)."""
+    def for_target(
+        cls, target_config, heads: int | None = None, inner: int | None = None
+    ) -> EagleConfig:
+        """A head config matching a GPT-2 target config (heads default: the target's;
+        ``inner``: the MLP's inner width, default ``4 d``)."""
         return cls(
             width=target_config.n_embd,
             heads=heads or target_config.n_head,
             positions=target_config.n_positions,
             target_vocab=target_config.vocab_size,
             target_layers=target_config.n_layer,
+            inner=inner,
         )
 
     def matches(self, target_config) -> bool:

@@ -56,6 +56,14 @@ from specdec_core.training.loop import (
 )
 
 
+def positive(text: str) -> int:
+    """An ``int ≥ 1`` option (argparse type)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not ≥ 1")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options; every default is the recipe of the shipped head."""
     ap = parser("python -m specdec_core.training.eagle", __doc__)
@@ -73,6 +81,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--ce-weight", type=float, default=1.0)
     ap.add_argument("--noise", type=float, default=0.1, help="U(-a, a) on input features")
+    ap.add_argument(
+        "--inner", type=positive, default=None, help="the block's MLP inner width (default 4 d)"
+    )
     return pair_defaults(ap.parse_args(argv), target="target", draft="draft", out="eagle")
 
 
@@ -164,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
     train_ids, val_ids = corpus_split(args.corpus, args.target)  # the pair's split
 
     torch.manual_seed(args.seed)
-    head = EagleHead(EagleConfig.for_target(target.config))
+    head = EagleHead(EagleConfig.for_target(target.config, inner=args.inner))
     parts: dict[str, float] = {}
     noise_gen = torch.Generator().manual_seed(args.seed + 1)
     run = train(

@@ -10,11 +10,11 @@ import json
 from functools import cache
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
 from specdec_core.ui.i18n import t
 from specdec_core.ui.option_labels import option_label
+from specdec_core.ui.render import html_table
 
 MEASURED = Path(__file__).resolve().parents[3] / "assets" / "measured" / "block_verification.json"
 
@@ -35,21 +35,20 @@ def show_block_rule() -> None:
         st.markdown(t("sp_bv_help"))
         if data is None:
             return
-        rows = [
-            {
-                t("sp_bv_col_drafter"): option_label("drafter", r["drafter"]),
-                "T": r["temperature"],
-                t("sp_bv_col_tpr_token"): f"{r['token_tokens_per_round']:.2f}",
-                t("sp_bv_col_tpr_block"): f"{r['block_tokens_per_round']:.2f}",
-                t("sp_bv_col_gain"): (
-                    f"{r['block_tokens_per_round'] / r['token_tokens_per_round'] - 1:+.1%}"
-                ),
-                t("sp_bv_col_ms_token"): f"{r['token_ms_per_token']:.1f}",
-                t("sp_bv_col_ms_block"): f"{r['block_ms_per_token']:.1f}",
-            }
-            for r in data["rows"]
-        ]
-        st.dataframe(pd.DataFrame(rows), hide_index=True)
+        rows = data["rows"]
+        columns = {
+            t("sp_bv_col_drafter"): [option_label("drafter", r["drafter"]) for r in rows],
+            "T": [r["temperature"] for r in rows],
+            t("sp_bv_col_tpr_token"): [f"{r['token_tokens_per_round']:.2f}" for r in rows],
+            t("sp_bv_col_tpr_block"): [f"{r['block_tokens_per_round']:.2f}" for r in rows],
+            t("sp_bv_col_gain"): [
+                f"{r['block_tokens_per_round'] / r['token_tokens_per_round'] - 1:+.1%}"
+                for r in rows
+            ],
+            t("sp_bv_col_ms_token"): [f"{r['token_ms_per_token']:.1f}" for r in rows],
+            t("sp_bv_col_ms_block"): [f"{r['block_ms_per_token']:.1f}" for r in rows],
+        }
+        st.html(html_table(columns, name="sp-bv heads-wrap"))  # headers wrap: fits 1024 px
         st.caption(
             t(
                 "sp_bv_how",

@@ -5,11 +5,11 @@ same story sits folded under "On a GPU", with the reference device's measured fi
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from specdec_core.rules.costmodel import REFERENCE_DEVICES, ReferenceDevice
 from specdec_core.ui.i18n import t
+from specdec_core.ui.render import html_table
 
 
 def regime_text(ref: ReferenceDevice) -> str:
@@ -32,14 +32,13 @@ def regime_text(ref: ReferenceDevice) -> str:
     )
 
 
-def reference_table(ref: ReferenceDevice) -> pd.DataFrame:
-    """One row per draft source: its measured speed-up over the target alone on ``ref``."""
-    return pd.DataFrame(
-        {
-            t("sp_ref_col_source"): [t(f"sp_ref_src_{name}") for name, _ in ref.speedup],
-            t("sp_ref_col_speedup"): [f"{x:.2f}×" for _, x in ref.speedup],
-        }
-    )
+def reference_table(ref: ReferenceDevice) -> dict[str, list[str]]:
+    """One row per draft source: its measured speed-up over the target alone on ``ref``
+    (header → cells)."""
+    return {
+        t("sp_ref_col_source"): [t(f"sp_ref_src_{name}") for name, _ in ref.speedup],
+        t("sp_ref_col_speedup"): [f"{x:.2f}×" for _, x in ref.speedup],
+    }
 
 
 def show_device_regime(device: str) -> None:
@@ -52,7 +51,7 @@ def show_device_regime(device: str) -> None:
         if on_gpu:
             st.subheader(t("sp_gpu_header"))
         st.markdown(regime_text(ref))
-        st.dataframe(reference_table(ref), hide_index=True, width="content")
+        st.html(html_table(reference_table(ref), name="sp-ref heads-wrap"))  # fits a phone
         st.caption(
             t(
                 "sp_ref_caption",

@@ -18,7 +18,8 @@ from specdec_core.ui.speed.view import busy_message, how_label
 
 
 def _err(pred: float, meas: float) -> str:
-    return f"{100.0 * (pred - meas) / meas:+.1f} %" if meas else "—"
+    """The relative error in %, its sign and unit kept together (a no-break space)."""
+    return f"{100.0 * (pred - meas) / meas:+.1f}\u00a0%" if meas else "—"
 
 
 def show_verify_curve(measured: Measurement) -> None:
