@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 import pytest
 from conftest import CHROMIUM, CHROMIUM_FLAGS, REPO
+from test_page_live import where_said
 
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.ui.i18n import plural, tr
@@ -123,7 +124,7 @@ def _click_until_rounds(page, name: str, n: int) -> None:
 
 
 def _status(lang: str, r: int, phase_key: str, following: bool = True) -> str:
-    where = tr("live_at_step", lang).format(r=r, phase=tr(phase_key, lang))
+    where = where_said(lang, r, phase_key)
     key = "live_following" if following else "live_exploring"
     return tr(key, lang).format(where=where).replace("**", "")
 

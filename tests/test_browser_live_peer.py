@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
+from test_page_live import where_said
 
 from specdec_core.lessons.link import LessonState, encode
 from specdec_core.ui.i18n import plural, tr
@@ -54,7 +55,7 @@ def _key(page, key: str, role: str = "button"):
 
 
 def _status(lang: str, phase_key: str) -> str:
-    where = tr("live_at_step", lang).format(r=1, phase=tr(phase_key, lang))
+    where = where_said(lang, 1, phase_key)
     return tr("live_following", lang).format(where=where)
 
 

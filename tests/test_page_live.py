@@ -106,6 +106,19 @@ def param(at, name: str) -> str | None:
     return value[0] if isinstance(value, list) else value
 
 
+def where_said(lang: str, r: int, phase_key: str) -> str:
+    """The status line's "round r: … done — next: …" for the teacher standing before
+    ``phase_key`` (``st_propose`` / ``st_verify`` / ``st_commit``) of round ``r`` (from 1)."""
+    step = tr(phase_key, lang)
+    if phase_key == "st_propose" and r == 1:
+        return tr("live_at_start_round", lang).format(r=1, next=step)
+    if phase_key == "st_propose":
+        done = tr("st_commit", lang)
+        return tr("live_at_new_round", lang).format(p=r - 1, done=done, r=r, next=step)
+    done = tr({"st_verify": "st_propose", "st_commit": "st_verify"}[phase_key], lang)
+    return tr("live_at_step", lang).format(r=r, done=done, next=step)
+
+
 def status(at) -> str:
     return " ".join(m.value for m in at.markdown if "**" in m.value and "—" in m.value)
 
@@ -168,7 +181,7 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
     click(teacher, "btn_propose")
     student.run()
     same_moment(teacher, student)
-    assert "phase: ② Verify" in status(student)
+    assert "round 1: ① Propose done — next: ② Verify" in status(student)
     click(teacher, "btn_verify")
     student.run()
     same_moment(teacher, student)
@@ -183,7 +196,8 @@ def test_teacher_starts_students_follow_explore_and_follow_again(embedded_pair, 
     student.run()
     assert session(student).phase == "commit" and session(teacher).phase == "propose"
     assert not following_frame(student) and shown(student)  # the page's own step panel
-    assert "the teacher is at round 2, phase: ① Propose" in status(student)
+    said = "the teacher is at round 1: ③ Commit / reject done — next: round 2, ① Propose"
+    assert said in status(student)
     click(student, "live_follow")
     same_moment(teacher, student)
     assert following_frame(student) and frame(student)["round"] == 1
@@ -209,7 +223,9 @@ def test_question_counts_change_and_reveal_shows_the_real_outcome(embedded_pair,
     teacher.number_input(key="live_k").set_value(2).run()
     click(teacher, "live_ask")
     q = store.view(seat.code).question
-    assert q.kind == "accept" and dict(q.params) == {"r": "0", "k": "2"}
+    asked = dict(q.params)
+    assert re.fullmatch(r"[0-9a-f]{16}", asked.pop("run"))  # the run it was asked in
+    assert q.kind == "accept" and asked == {"r": "0", "k": "2"}
     for s in (a, b):
         s.run()
     key = f"live_answer_{q.qid}"
@@ -383,7 +399,7 @@ def test_after_a_switch_to_the_tree_every_screen_counts_the_new_run_alike(
     assert tree.round_index == 0 and kept >= 2
 
     def where(lang: str) -> str:
-        said = tr("live_at_step", lang).format(r=1, phase=tr("st_verify", lang))
+        said = where_said(lang, 1, "st_verify")
         return said + plural(tr("live_carried", lang), {"n": kept}).format(n=kept)
 
     teacher.run()
@@ -509,13 +525,13 @@ def test_a_step_click_while_following_switches_to_exploring(embedded_pair, store
     assert student.session_state["live_follow_on"] is False
     line = status(student)
     assert "Exploring on my own" in line and "Following" not in line
-    assert "the teacher is at round 1, phase: ① Propose" in line
+    assert "the teacher is at round 1 — next: ① Propose" in line
     assert session(student).phase == "verify" and session(teacher).phase == "propose"
     click(teacher, "btn_propose")
     click(teacher, "btn_verify")
     student.run()  # the teacher's clicks no longer move the exploring student
     assert session(student).phase == "verify" and session(teacher).phase == "commit"
-    assert "the teacher is at round 1, phase: ③ Commit" in status(student)
+    assert "the teacher is at round 1: ② Verify done — next: ③ Commit" in status(student)
     click(student, "live_follow")
     same_moment(teacher, student)
     assert "Following the teacher" in status(student)

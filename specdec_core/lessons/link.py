@@ -186,7 +186,7 @@ def decode(
     if version != str(LINK_VERSION) and version not in OLD_RNG_VERSIONS:
         shown = "—" if version is None else _shown_name(version, 8)
         return state, [*problems, Problem("version", {"version": shown})]
-    data = _unpack(packed)
+    data = unpack_state(packed)
     if data is None:
         return state, [*problems, Problem("unreadable")]
     values: dict[str, object] = {}
@@ -241,7 +241,9 @@ def _first(value: str | Sequence[str] | None) -> str | None:
     return value[0] if value else None
 
 
-def _unpack(packed: str) -> dict | None:
+def unpack_state(packed: str) -> dict | None:
+    """The JSON object a link's ``s`` holds (the fields that differ from the defaults,
+    not checked), or ``None`` when it is unreadable or over the bounds."""
     if len(packed) > MAX_PARAM_CHARS:
         return None
     try:

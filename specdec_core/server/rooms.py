@@ -59,6 +59,7 @@ from dataclasses import replace
 
 from specdec_core.server.room_frames import FrameStore
 from specdec_core.server.room_results import countdown
+from specdec_core.server.room_runs import in_run, with_run
 from specdec_core.server.room_seats import SeatBatch
 from specdec_core.server.room_types import (
     _QID,
@@ -186,8 +187,8 @@ class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
 
     def view(self, code: str) -> RoomView:
         """The room as one consistent :class:`RoomView` (``students``: the seats that
-        count)."""
-        return self._do(self._view, normalize_code(code), self.clock(), retry=False)
+        count; a question asked in another run of the step lesson left out, ``room_runs``)."""
+        return in_run(self._do(self._view, normalize_code(code), self.clock(), retry=False))
 
     def seats(self, code: str, key: str) -> list[SeatInfo]:
         """The room's seats for its teacher (newest heartbeat first). Raises ``room_key``."""
@@ -234,6 +235,7 @@ class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
         seconds, now = countdown(duration_s), self.clock()
         closes = None if seconds is None else now + seconds
         question = replace(question, correct=None, revealed=False, vote=1, closes_at=closes)
+        question = with_run(question, self.view(code).state)  # it goes with its run
         return self._do(self._ask, code, key_hash, question, now)
 
     def answer(self, code: str, student: str, qid: str, choice: int) -> None:

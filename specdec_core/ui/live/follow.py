@@ -26,8 +26,7 @@ Widget keys (the websocket bot / browser tests find them by key):
 * ``live_this_tab`` — button "Follow in this tab" (a seat's other tab, polling every 10 s).
 
 Bounded per client (:mod:`specdec_core.server.room_limits`): one fast tab per seat, others
-poll every 10 s; a heartbeat every :data:`HEARTBEAT_S`; an answer kept till the store confirms
-it (:data:`PENDING`), sent at the seat's answer rate (the last choice wins).
+poll every 10 s; a heartbeat every :data:`HEARTBEAT_S`; an answer resent till confirmed.
 """
 
 from __future__ import annotations
@@ -133,6 +132,7 @@ def apply(view: RoomView) -> None:
         return
     # the student's own language and presenter mode, never the teacher's
     links.request(replace(with_view(state), page="step_through"))
+    S["pair_reason"] = "live_class"  # the sidebar's note under the pair: the teacher's
 
 
 def before_sidebar() -> None:
@@ -163,6 +163,7 @@ def before_sidebar() -> None:
     if S[FRAME] is not None:
         S[WANT_PAGE] = room.APP_PAGE.get(view.page, "step_through")
         S[HIDDEN] = True
+        frame_view.adopt_pair(view)
     elif target(view) != S.get(APPLIED):
         apply(view)
 

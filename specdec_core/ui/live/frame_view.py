@@ -33,7 +33,7 @@ from specdec_core.ui.step.strip_checks import check_columns, check_notes
 from specdec_core.ui.token_text import token_in_sentence
 from specdec_core.ui.words import NODE_STATE, say
 
-AT = "live_at"  # (code, version, round, phase, carried) of the teacher's step state, decoded once
+AT = "live_at"  # (code, version, round, phase, carried, pair) of the teacher's step state
 TREE_LEGEND: list[StripState] = ["prompt", "committed", "accepted", "correction", "bonus"]
 
 
@@ -157,20 +157,31 @@ def _nodes(frame: dict) -> None:
 
 # ------------------------------------------------------------------ pushed HTML
 STEP_WORD = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}
+STEP_DONE = {"st_propose": "st_commit", "st_verify": "st_propose", "st_commit": "st_verify"}
 
 
 def step_where(r: int, phase: str, carried: object) -> str:
-    """ "round r, phase …" (``r`` from 0) of a step state, with the new run's note when
-    ``carried`` tokens came over from a switch (chain ↔ tree, settings): the teacher's
-    step page counts its rounds from there too, so every screen says the same."""
-    where = t("live_at_step", r=r + 1, phase=t(STEP_WORD.get(phase, "st_propose")))
+    """What a step state has done and what comes next (``r``: finished rounds; ``phase``:
+    the next step, :class:`~specdec_core.lessons.link.LessonState`): "round 1: ① Propose
+    done — next: ② Verify", "round 1: ③ Commit / reject done — next: round 2, ① Propose",
+    with the new run's note when ``carried`` tokens came over from a switch (chain ↔ tree,
+    settings): the teacher's step page counts its rounds from there too. The one wording
+    of the teacher card, the pushed and the polled follower."""
+    step = STEP_WORD.get(phase, "st_propose")
+    done = t(STEP_DONE[step])
+    if step != "st_propose":
+        where = t("live_at_step", r=r + 1, done=done, next=t(step))
+    elif r > 0:
+        where = t("live_at_new_round", p=r, done=done, r=r + 1, next=t(step))
+    else:
+        where = t("live_at_start_round", r=1, next=t(step))
     if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
         where += t("live_carried", n=carried)
     return where
 
 
 def where_line(frame: dict) -> str:
-    """ "Following the teacher — round r, phase …" of the frame, as HTML (bold kept)."""
+    """ "Following the teacher — round r: … done — next: …" of the frame, as HTML (bold kept)."""
     where = step_where(int(frame["round"]), str(frame.get("phase")), frame.get("carried"))
     text = html_lib.escape(t("live_following", where=where))
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
@@ -235,16 +246,33 @@ def _nodes_html(frame: dict) -> str:
 
 
 def teacher_at(view: RoomView) -> str:
-    """Where the teacher is, in words: "round 2, phase ② Verify" or "Lessons, chapter 3"."""
+    """Where the teacher is, in words (:func:`step_where`) or "Lessons, chapter 3"."""
     if view.page == "lessons":
         raw = str(view.state.get("chapter", "1"))
         n = int(raw) if raw.isdigit() and len(raw) < 3 else 1
         return t("live_at_lessons", n=n)
     if not view.state:
         return t("live_at_start")
-    cached = st.session_state.get(AT)  # decoded once per version, not on every poll
+    return step_where(*_decoded(view)[2:5])
+
+
+def _decoded(view: RoomView) -> tuple:
+    """(code, version, round, phase, carried, pair) of the room's step state, decoded once
+    per version, not on every poll."""
+    cached = st.session_state.get(AT)
     if cached is None or cached[:2] != (view.code, view.version):
         state, _ = decode(view.state, offered_pairs())
-        cached = (view.code, view.version, state.round, state.phase, len(state.cont))
+        cached = (view.code, view.version, state.round, state.phase, len(state.cont), state.pair)
         st.session_state[AT] = cached
-    return step_where(*cached[2:])
+    return cached
+
+
+def adopt_pair(view: RoomView) -> None:
+    """A follower shown the teacher's frame takes the class's pair (the teacher's, loaded
+    here before the sidebar is drawn), so the sidebar names and describes the pair on
+    screen, never its own first choice; ``app.py``'s run before the sidebar."""
+    if view.page == "lessons" or not view.state:
+        return
+    S, name = st.session_state, _decoded(view)[5]
+    if (S.get("pair_name"), S.get("pair_reason")) != (name, "live_class"):
+        S["pair_name"], S["pair_reason"] = name, "live_class"

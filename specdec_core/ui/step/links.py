@@ -65,6 +65,8 @@ def _seed_widgets(state: LessonState) -> None:
     sidebar reports (:func:`apply_pending`), never converting them again."""
     S = st.session_state
     seed_settings(state.config())
+    if S.get("pair_name") != state.pair or "pair_reason" not in S:
+        S["pair_reason"] = "link"  # the sidebar's note: the link chose this pair
     for name, key in LINK_WIDGETS.items():
         S[key] = getattr(state, name)
     if state.prompt:
