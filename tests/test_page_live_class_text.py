@@ -69,7 +69,7 @@ def test_every_screen_says_what_is_done_and_what_comes_next(embedded_pair, store
             "第 1 轮 — 下一步：① 提议",
             "第 1 轮：① 提议完成 — 下一步：② 验证",
             "第 1 轮：② 验证完成 — 下一步：③ 提交 / 拒绝",
-            "第 1 轮：③ 提交 / 拒绝完成 — 下一步：第 2 轮① 提议",
+            "第 1 轮：③ 提交 / 拒绝完成 — 下一步：第 2 轮 ① 提议",
         ),
     }
     for i, step in enumerate((None, "btn_propose", "btn_verify", "btn_commit")):
