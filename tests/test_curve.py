@@ -141,7 +141,7 @@ def test_round_figures_price_the_timed_rounds():
     assert round_figures([(0, 0.0, 1.0)], curve, "serial")["draft_round_ms"] == 0.0
 
 
-def test_the_curve_is_timed_halfway_through_the_run(embedded_pair):
+def test_the_curve_is_timed_halfway_through_the_run(embedded_pair, monkeypatch):
     """With the run's length, every timed target forward attends to the prompt + the
     target's greedy continuation over half the run (less half a span of rounds)."""
     ids = encode_prompt(embedded_pair, PROMPT)
@@ -158,17 +158,14 @@ def test_the_curve_is_timed_halfway_through_the_run(embedded_pair):
             seen.append(self.kv_len)
         return forward(self, new_ids, keep)
 
-    ModelCache._forward = spy
-    try:
-        measure_forward_curve(embedded_pair, PROMPT, 3, 1, "ngram", new_tokens=64)
-    finally:
-        ModelCache._forward = forward
+    monkeypatch.setattr(ModelCache, "_forward", spy)
+    measure_forward_curve(embedded_pair, PROMPT, 3, 1, "ngram", new_tokens=64)
     mid = len(ids) + 64 // 2 - ROUND_SPAN // 2
     # the continuation, then the curve's t(k) after mid − 1 cached, rounds from there on
     assert max(seen) < mid + ROUND_SPAN + 8 and seen.count(mid - 1) >= 3 * (1 + 2)
 
 
-def test_each_pass_times_t1_right_after_an_untimed_target_step(embedded_pair):
+def test_each_pass_times_t1_right_after_an_untimed_target_step(embedded_pair, monkeypatch):
     """A run's step follows a target forward; so does the curve's t(1): every pass over
     ``k = 1 … 3`` starts with an untimed step, never straight after the drafter's work."""
     ids = encode_prompt(embedded_pair, PROMPT)
@@ -180,11 +177,8 @@ def test_each_pass_times_t1_right_after_an_untimed_target_step(embedded_pair):
             fed.append((id(self), len(new_ids)))
         return forward(self, new_ids, keep)
 
-    ModelCache._forward = spy
-    try:
-        curve = measure_forward_curve(embedded_pair, ids, 3, 2, "model")
-    finally:
-        ModelCache._forward = forward
+    monkeypatch.setattr(ModelCache, "_forward", spy)
+    curve = measure_forward_curve(embedded_pair, ids, 3, 2, "model")
     curve_cache = fed[0][0]  # its first forward reads the prompt
     passes = [n for cache, n in fed[1:] if cache == curve_cache]
     assert passes == [1, 1, 2, 3] * (2 + 2)  # (warm-up passes + repeats) × (step, k = 1 … 3)
