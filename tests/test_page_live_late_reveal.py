@@ -38,5 +38,6 @@ def test_a_late_reveal_after_a_mode_switch_reveals_its_own_rounds_outcome(embedd
     assert any(b.key == "live_ask" for b in teacher.button)  # Ask is not blocked
     assert tr("live_ask_replaces", "en") in [c.value for c in teacher.caption]
     click(teacher, "live_reveal")
-    got = store.view(seat.code).question
+    got = store.view(seat.code, every_run=True).question  # the teacher's read
     assert (got.qid, got.revealed, got.correct) == (q.qid, True, want)
+    assert store.view(seat.code).question is None  # another run: off the followers' screens

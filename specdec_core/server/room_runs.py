@@ -1,14 +1,15 @@
 """Which *run* of the step lesson a room's state is in, so a question stays with the run
 it was asked in. A run: the prompt, the pair, the settings, the drafter, the chain or tree
 shape and the tokens carried over (``LessonState.cont``); the round, the phase, the edits,
-the page, the language and presenter mode move *within* a run. A chain ↔ tree switch or a
-settings change starts a new one (``lessons/link``: the new state carries the committed
-tokens in ``cont``).
+the language and presenter mode move *within* a run. A chain ↔ tree switch or a settings
+change starts a new one (``lessons/link``: the new state carries the committed tokens in
+``cont``).
 
-:func:`with_run` stamps a question asked on a step state with its run's key (a param
+:func:`with_run` stamps a question asked on the step page with its run's key (a param
 ``run``); :func:`in_run` drops a stamped question from a view whose step state is in
-another run (followers and the teacher's card no longer show it; its result stays in the
-room's results). A Lessons state (no ``s``) or an unreadable one keeps what it has.
+another run: the followers' screens no longer show it (the teacher's own reads keep it,
+so a late reveal still records its outcome; its result stays in the room's results). The
+Lessons page, a new room or an unreadable state keeps what it has.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ WITHIN_RUN = frozenset({"page", "lang", "round", "phase", "edits", "presenter"})
 MAX_PARAMS = 8  # Question's bound
 
 
-def run_key(state: Mapping[str, str]) -> str | None:
-    """A 16-hex key of the run ``state`` (a lesson link's query parameters) is in; ``None``
-    for a state without a step state (a Lessons chapter, a new room) or an unreadable one.
+def run_key(page: str, state: Mapping[str, str]) -> str | None:
+    """A 16-hex key of the run ``state`` (a lesson link's query parameters) on ``page`` is
+    in; ``None`` off the step page, for a new room's empty state or an unreadable one.
     The pair a link leaves out (its language's default) is put in, so a language switch is
     no new run."""
     packed = state.get("s")
-    data = unpack_state(packed) if isinstance(packed, str) else None
+    data = unpack_state(packed) if isinstance(packed, str) and page == "step" else None
     if data is None:
         return None
     kept = {k: v for k, v in data.items() if k not in WITHIN_RUN}
@@ -42,10 +43,10 @@ def run_key(state: Mapping[str, str]) -> str | None:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def with_run(question: Question, state: Mapping[str, str]) -> Question:
-    """``question`` stamped with the run of ``state`` (the room's state when it is asked);
+def with_run(question: Question, view: RoomView) -> Question:
+    """``question`` stamped with the run of ``view``'s state (the room when it is asked);
     unchanged without a run, or when its params are full or name a run already."""
-    key, params = run_key(state), tuple(question.params)
+    key, params = run_key(view.page, view.state), tuple(question.params)
     if key is None or len(params) >= MAX_PARAMS or any(n == RUN_PARAM for n, _ in params):
         return question
     return replace(question, params=(*params, (RUN_PARAM, key)))
@@ -60,8 +61,8 @@ def _asked_in(question: Question | None, key: str) -> bool:
 
 def in_run(view: RoomView) -> RoomView:
     """``view`` less its question (and the paused one) when it was asked in another run
-    than the view's step state: after a switch the question is gone from every screen."""
-    key = run_key(view.state)
+    than the view's step state: after a switch it is gone from the followers' screens."""
+    key = run_key(view.page, view.state)
     if key is None or (_asked_in(view.question, key) and _asked_in(view.held, key)):
         return view
     held = view.held if _asked_in(view.held, key) else None

@@ -185,10 +185,11 @@ class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
         """The room's version (one read): poll it, read :meth:`view` when it changed."""
         return self._do(self._version, normalize_code(code), self.clock(), retry=False)
 
-    def view(self, code: str) -> RoomView:
-        """The room as one consistent :class:`RoomView` (``students``: the seats that
-        count; a question asked in another run of the step lesson left out, ``room_runs``)."""
-        return in_run(self._do(self._view, normalize_code(code), self.clock(), retry=False))
+    def view(self, code: str, every_run: bool = False) -> RoomView:
+        """The room as one :class:`RoomView` (``students``: the seats that count; a question
+        of another run left out unless ``every_run``, the teacher's reads: ``room_runs``)."""
+        got = self._do(self._view, normalize_code(code), self.clock(), retry=False)
+        return got if every_run else in_run(got)
 
     def seats(self, code: str, key: str) -> list[SeatInfo]:
         """The room's seats for its teacher (newest heartbeat first). Raises ``room_key``."""
@@ -235,7 +236,7 @@ class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
         seconds, now = countdown(duration_s), self.clock()
         closes = None if seconds is None else now + seconds
         question = replace(question, correct=None, revealed=False, vote=1, closes_at=closes)
-        question = with_run(question, self.view(code).state)  # it goes with its run
+        question = with_run(question, self.view(code))  # it goes with its run
         return self._do(self._ask, code, key_hash, question, now)
 
     def answer(self, code: str, student: str, qid: str, choice: int) -> None:

@@ -90,7 +90,7 @@ def refresh() -> RoomView | None:
         version = room.store().version(s.code)
         stale = s.role == "teacher" and time.monotonic() - S.get(READ_AT, 0.0) > REREAD_S
         if version != S.get(SEEN) or VIEW not in S or stale:
-            view = room.store().view(s.code)
+            view = room.store().view(s.code, every_run=s.role == "teacher")
             S[VIEW], S[SEEN], S[READ_AT] = view, view.version, time.monotonic()
     except RoomError as exc:
         room.fail(exc)  # a follower's class that is gone: ENDED
