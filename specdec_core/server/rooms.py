@@ -229,8 +229,7 @@ class RoomStore(PeerInstruction, FrameStore, SeatBatch, ABC):
         of ``duration_s`` seconds or none), replacing any open one and its answers (its
         result is kept). Returns the new version. Raises ``room_key``, ``room_question``,
         ``room_vote`` (a countdown out of bounds)."""
-        code = normalize_code(code)
-        key_hash = hash_key(key)
+        code, key_hash = normalize_code(code), hash_key(key)
         if not isinstance(question, Question):
             raise question_error()
         seconds, now = countdown(duration_s), self.clock()
