@@ -75,10 +75,13 @@ def test_vote_discuss_revote_and_the_shift_on_the_projector(embedded_pair, store
     a.run()
     radio = a.radio(key=f"live_answer_{q.qid}_2")
     assert radio.disabled and radio.label == tr("live_your_answer_revealed", lang)
-    assert radio.label == {
-        "en": "Your answer (the question is revealed: voting is closed)",
-        "zh": "你的回答（本题已揭晓：投票已结束）",
-    }[lang]
+    assert (
+        radio.label
+        == {
+            "en": "Your answer (the question is revealed: voting is closed)",
+            "zh": "你的回答（本题已揭晓：投票已结束）",
+        }[lang]
+    )
 
 
 def test_a_countdown_shows_closes_and_refuses_a_late_answer(embedded_pair, store):
