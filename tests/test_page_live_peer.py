@@ -73,7 +73,15 @@ def test_vote_discuss_revote_and_the_shift_on_the_projector(embedded_pair, store
     line = tr("live_shift", "en").format(a=share[0], b=share[1])
     assert line in _texts(teacher)
     a.run()
-    assert a.radio(key=f"live_answer_{q.qid}_2").disabled
+    radio = a.radio(key=f"live_answer_{q.qid}_2")
+    assert radio.disabled and radio.label == tr("live_your_answer_revealed", lang)
+    assert (
+        radio.label
+        == {
+            "en": "Your answer (the question is revealed: voting is closed)",
+            "zh": "你的回答（本题已揭晓：投票已结束）",
+        }[lang]
+    )
 
 
 def test_a_countdown_shows_closes_and_refuses_a_late_answer(embedded_pair, store):
@@ -346,7 +354,7 @@ def test_pause_holds_the_question_its_countdown_and_reveal_for_followers(embedde
         P.click(teacher, "live_resume")
         student.run()
         assert outcome_shown() and tr("live_paused", "zh") not in _texts(student)
-        assert student.radio(key=key).label == tr("live_your_answer_closed", "zh")
+        assert student.radio(key=key).label == tr("live_your_answer_revealed", "zh")
     finally:
         store.clock = real
 

@@ -334,3 +334,21 @@ def test_a_refused_grammar_stays_typed_after_a_step_back(embedded_pair):
     assert at.selectbox(key="cfg_grammar").value == "regex"
     assert at.text_area(key="cfg_grammar_text").value == "([a-z"
     assert [e.value for e in at.sidebar.error] == [refused]
+
+
+@pytest.mark.parametrize(
+    ("lang", "limit"),
+    [
+        ("en", "At most 20,000 characters: the browser does not take a longer paste"),
+        ("zh", "最多 20,000 个字符：浏览器不会接收更长的粘贴"),
+    ],
+)
+def test_the_prompt_box_says_its_limit_beside_it(embedded_pair, lang, limit):
+    """Streamlit's text area drops a change past ``max_chars`` in the browser (the app
+    never sees a 240,000-character paste), so the caption under the box names the limit
+    the box enforces."""
+    at = open_app(lang=lang)
+    box = at.text_area(key="st_prompt")
+    assert box.proto.max_chars == 20_000
+    [caption] = [c.value for c in at.caption if limit in c.value]
+    assert caption.endswith(("rare byte tokens.", "罕见的字节 token。"))  # the embedded note

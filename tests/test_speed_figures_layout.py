@@ -71,3 +71,24 @@ def test_no_legend_overlaps_a_title_or_the_plot_in_chromium(lang):
                     )
         browser.close()
     assert {k: v for k, v in found.items() if v > 0} == {}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_break_even_label_is_in_the_legend_not_on_a_point(lang):
+    """The γ charts name their dotted 1× line in the legend: no annotation on the plot
+    carries the label (written at the line's left end it hid the measured point at γ = 1,
+    the 1.00× of "Best measured γ: 1 (1.00×)"), and the line is a trace at y = 1 over the
+    chart's γ range whose legend entry reads the page's break-even string."""
+    from specdec_core.ui.i18n import in_language, t
+
+    figs = figures(lang)
+    with in_language(lang):
+        label = t("sp_breakeven")
+    for name in ("sp_gamma_fig", "sp_curve_fig"):
+        fig = figs[name]
+        assert [a.text for a in fig.layout.annotations if a.text == label] == [], name
+        assert [s for s in fig.layout.shapes if s.y0 == 1.0] == [], name
+        (line,) = [d for d in fig.data if d.name == label]
+        assert line.showlegend is not False and line.mode == "lines", name
+        points = [x for d in fig.data if d.name != label for x in d.x]
+        assert (list(line.x), list(line.y)) == ([min(points), max(points)], [1.0, 1.0]), name

@@ -70,6 +70,22 @@ def _line_figure(
 LEGEND = dict(orientation="h", xref="container", yref="container", yanchor="bottom", y=0, x=0)
 
 
+def _add_breakeven(fig: go.Figure, xs: Sequence[float], label: str, **where: bool) -> None:
+    """The dotted 1× line over ``xs`` as a trace named ``label``, so the label stands in
+    the legend: written on the plot (an annotation at either end of the line) it covered
+    the measured point at γ = 1 or γ = 8 whenever that point lay near 1×. ``where``:
+    ``secondary_y=True`` on a figure with a second y axis."""
+    fig.add_scatter(
+        x=[min(xs), max(xs)] if xs else [],
+        y=[1.0, 1.0] if xs else [],
+        name=label,
+        mode="lines",
+        line=dict(color=SPEED_COLORS["slower"], dash="dot", width=2),
+        hoverinfo="skip",
+        **where,
+    )
+
+
 def _speed_layout(fig: go.Figure, title: str, x: str, y: str, height: int = 340) -> go.Figure:
     fig.update_layout(
         title=dict(text=title, font=dict(size=15)),
@@ -170,15 +186,7 @@ def speed_gamma_curve_figure(
             secondary_y=True,
             showlegend=False,
         )
-    fig.add_hline(
-        y=1.0,
-        line_dash="dot",
-        line_color=SPEED_COLORS["slower"],
-        secondary_y=True,
-        annotation_text=labels["breakeven"],
-        annotation_position="bottom left",  # at the right it sat on the curve at γ = 8
-        annotation_bgcolor="rgba(255,255,255,0.85)",
-    )
+    _add_breakeven(fig, gammas, labels["breakeven"], secondary_y=True)
     _speed_layout(fig, labels["title"], labels["x"], labels["tokens"], height=380)
     top = max([w for _, _, w in curve] + [1.0])
     fig.update_yaxes(
@@ -287,14 +295,7 @@ def speed_gamma_sweep_figure(points: Sequence[GammaPoint], labels: Mapping[str, 
         ("leviathan_speedup", "leviathan", "leviathan", "dot", 2),
     )
     fig = _line_figure(points, "gamma", lines, labels, "γ=%{x}: %{y:.2f}×")
-    fig.add_hline(
-        y=1.0,
-        line_dash="dot",
-        line_color=SPEED_COLORS["slower"],
-        annotation_text=labels["breakeven"],
-        annotation_position="bottom left",  # at the right it sat on the curve at γ = 8
-        annotation_bgcolor="rgba(255,255,255,0.85)",
-    )
+    _add_breakeven(fig, [p.gamma for p in points], labels["breakeven"])
     _speed_layout(fig, labels["title"], labels["x"], labels["y"], height=380)
     fig.update_xaxes(dtick=1)
     return fig

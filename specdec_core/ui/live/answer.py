@@ -107,6 +107,8 @@ def question_box(view: RoomView) -> None:
     taken = is_open(q) and not view.paused
     clock_line(q, paused_at)  # while paused: the time left at the pause, held
     label = "live_your_answer" if taken else "live_your_answer_closed"
+    if q.revealed:  # the line says the reveal, not only that voting closed
+        label = "live_your_answer_revealed"
     st.radio(
         t("live_your_answer_paused" if view.paused and is_open(q, paused_at) else label),
         list(range(len(q.choices))),

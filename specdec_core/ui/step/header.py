@@ -62,5 +62,6 @@ def draw(pair: ModelPair, config: SessionConfig, presenter: bool) -> None:
     st.text_area(
         t("st_prompt"), key=L.PROMPT_KEY, height=68 if presenter else 80, max_chars=PROMPT_CHARS
     )
-    if pair.name == "embedded" and not presenter:
-        st.caption(t("st_prompt_note"))
+    if not presenter:  # Streamlit drops a paste past max_chars in the browser, unseen here
+        note = t("st_prompt_note") if pair.name == "embedded" else ""
+        st.caption(f"{t('st_prompt_limit', n=f'{PROMPT_CHARS:,}')} {note}".strip())
