@@ -11,6 +11,7 @@ pause, then a mouse click at the element's position."""
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # the server and Chromium: conftest.py
 
@@ -22,9 +23,13 @@ def _open(page, locator) -> int:
     how many options the menu lists (0: it did not open). The menu is left open."""
     locator.scroll_into_view_if_needed()
     page.wait_for_timeout(800)
+    page.wait_for_function(IDLE, timeout=60_000)  # a rerun redraws the box and closes a menu
     box = locator.bounding_box()
     page.mouse.click(box["x"] + 60, box["y"] + box["height"] - 18)
-    page.wait_for_timeout(700)
+    try:
+        page.locator('[role="option"]').first.wait_for(timeout=5_000)
+    except PlaywrightTimeout:
+        return 0
     return page.locator('[role="option"]').count()
 
 
