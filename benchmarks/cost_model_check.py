@@ -4,9 +4,9 @@ run (target-only and speculative interleaved, median of ``--repeats``) plus the
 verify-cost curve; the whole set is run ``--passes`` times, drafter after drafter, so a
 burst of load hits every drafter alike. Then a table per drafter: predicted vs measured
 speed-up (the median over passes and the range), and where an error comes from -- rounds
-(predicted from α vs run), the drafting and the verification per round (priced vs
-measured inside the run) -- with the load the passes ran under; last, the median over
-drafters of each drafter's median |error| (and the largest).
+(predicted from the per-position rates α_n vs run), the drafting and the verification per
+round (priced vs measured inside the run) -- with the load the passes ran under; last, the
+median over drafters of each drafter's median |error| (and the largest).
 
     python benchmarks/cost_model_check.py [--drafters model,block] [--gammas 4]
         [--passes 3] [--max-new-tokens 128] [--repeats 3] [--threads 1]
@@ -15,11 +15,12 @@ drafters of each drafter's median |error| (and the largest).
 ``--prompt check`` (default): every drafter on the device check's speed prompt
 (``bench/check_speed.SPEED_PROMPT``), as ``python -m specdec_core check`` prices them;
 ``lesson``: prompt lookup on a repetitive prompt (the first of ``scenarios.REPETITIVE``),
-the others on a plain one. Predictions use measured inputs only: α and the drafts each
-round proposed (expected tokens per round), the target-only run's time, each drafter's
-round priced by what it runs as measured in a round (``costmodel.draft_round_ms``: serial
-steps, one block forward, head evaluations, the lookup), the run's non-forward overhead
-per round, and the verification at ``t(g + 1)`` off the curve at a round's level. Printed,
+the others on a plain one. Predictions use measured inputs only: the per-position rates
+α_n and the drafts each round proposed (expected tokens per round), the target-only run's
+time, each drafter's round priced by what it runs as measured in a round
+(``costmodel.draft_round_ms``: serial steps, one block forward, head evaluations, the
+lookup), the run's non-forward overhead per round, and the verification at ``t(g + 1)``
+off the curve at a round's level (averaged over the rounds' draft counts). Printed,
 never asserted: timings on a shared machine are noisy (a pass the timing verdict calls
 "too busy" is marked).
 

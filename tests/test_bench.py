@@ -22,10 +22,11 @@ from specdec_core.bench.sweeps import (
 )
 from specdec_core.core.settings import SessionConfig
 from specdec_core.engine.chain.generate import generate
+from specdec_core.engine.chain.records import conditional_acceptance
 from specdec_core.engine.chain.session import SpeculativeSession
 from specdec_core.rules.costmodel import (
     best_gamma,
-    expected_tokens_given_drafts,
+    expected_tokens_given_position_rates,
     per_token_cost_ms,
     walltime_improvement,
 )
@@ -120,6 +121,7 @@ BENCH_JSON_KEYS = {
             "verify_ms",
             "verify_over_target_step",
             "overhead_ms",
+            "conditional_acceptance",
             "expected_tokens_per_round",
             "measured_tokens_per_round",
             "leviathan_speedup",
@@ -271,8 +273,12 @@ def test_summary_is_consistent(tiny_pair):
     assert cm.leviathan_speedup == pytest.approx(walltime_improvement(cm.alpha, 3, cm.c))
     drafts = [len(r.drafted) for r in sp.records]
     assert s.speculative.drafts_per_round == pytest.approx(sum(drafts) / rounds)
-    assert cm.expected_tokens_per_round == pytest.approx(
-        expected_tokens_given_drafts(cm.alpha, drafts)
+    # per-position rates α_n from the run's records (greedy: the share accepted given the
+    # accepted prefix), each round's own draft count
+    rates = conditional_acceptance(sp.records)
+    assert cm.conditional_acceptance == rates
+    assert rates and cm.expected_tokens_per_round == pytest.approx(
+        expected_tokens_given_position_rates(rates, drafts)
     )
     draft_round = sp.stats.draft_forward_ms / rounds
     assert cm.forward_time_speedup == pytest.approx(

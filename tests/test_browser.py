@@ -221,8 +221,8 @@ def step(page, name: str) -> None:
     """Click a phase button (by key) and wait until the page has moved on."""
     nxt = {"propose": "verify", "verify": "commit", "commit": "propose"}[name]
     moved = (
-        f"() => !document.querySelector('.st-key-btn_{nxt} button').disabled"
-        f" && document.querySelector('.st-key-btn_{name} button').disabled"
+        f"() => document.querySelector('.st-key-btn_{nxt} button')?.disabled === false"
+        f" && document.querySelector('.st-key-btn_{name} button')?.disabled === true"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
     )
     button = page.locator(f".st-key-btn_{name} button")
@@ -332,7 +332,7 @@ def test_presenter_layout_fits_a_projector(server, new_page, tmp_path, lang, siz
     page.wait_for_function(  # "Run N rounds" runs one round per rerun, then comes back
         "() => document.querySelector('.st-key-btn_run_n button')"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-        " && !document.querySelector('.st-key-btn_propose button').disabled",
+        " && document.querySelector('.st-key-btn_propose button')?.disabled === false",
         timeout=180_000,
     )
     page.wait_for_timeout(1000)

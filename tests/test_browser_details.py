@@ -25,7 +25,7 @@ def _round_to_commit(page) -> None:
     for name, nxt in (("propose", "verify"), ("verify", "commit")):
         page.locator(f".st-key-btn_{name} button").click()
         page.wait_for_function(
-            f"() => !document.querySelector('.st-key-btn_{nxt} button').disabled"
+            f"() => document.querySelector('.st-key-btn_{nxt} button')?.disabled === false"
             " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
             timeout=60_000,
         )
@@ -71,7 +71,7 @@ def test_a_language_switch_keeps_the_drafter_and_relabels_it(server, new_page):
             page.wait_for_timeout(1000)
     option.click()
     page.wait_for_function(
-        "() => document.querySelector('.st-key-cfg_drafter input').value == 'prompt lookup'"
+        "() => document.querySelector('.st-key-cfg_drafter input')?.value == 'prompt lookup'"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
         timeout=60_000,
     )
@@ -94,7 +94,8 @@ def test_the_drafters_preset_keeps_its_choice_across_a_language_switch(server, n
     presets.get_by_text("Novel", exact=False).first.click()
     box = page.locator(".st-key-dr_prompt textarea")
     page.wait_for_function(  # the rerun filled in the novel preset's prompt
-        "() => document.querySelector('.st-key-dr_prompt textarea').value.includes('ROMEO')",
+        "() => (document.querySelector('.st-key-dr_prompt textarea')?.value ?? '')"
+        ".includes('ROMEO')",
         timeout=60_000,
     )
     page.wait_for_function(IDLE, timeout=60_000)

@@ -33,8 +33,8 @@ def _step(page, name: str) -> None:
     nxt = {"propose": "verify", "verify": "commit", "commit": "propose"}[name]
     page.locator(f".st-key-btn_tree_{name} button").click()
     page.wait_for_function(
-        f"() => !document.querySelector('.st-key-btn_tree_{nxt} button').disabled"
-        f" && document.querySelector('.st-key-btn_tree_{name} button').disabled"
+        f"() => document.querySelector('.st-key-btn_tree_{nxt} button')?.disabled === false"
+        f" && document.querySelector('.st-key-btn_tree_{name} button')?.disabled === true"
         " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
         timeout=60_000,
     )

@@ -172,6 +172,67 @@ def test_expected_tokens_given_drafts_is_eq1_per_round():
     assert total / rounds == pytest.approx(expected_tokens_given_drafts(alpha, mixed), rel=0.01)
 
 
+def test_expected_tokens_given_position_rates_by_hand_and_as_eq1():
+    from specdec_core.rules.costmodel import (
+        expected_tokens_given_drafts,
+        expected_tokens_given_position_rates,
+    )
+
+    rates = (1.0, 0.5)
+    # 2 drafts: 1 + 1 + 1 × 0.5; 4 drafts hold the last rate: + 0.25 + 0.125
+    assert expected_tokens_given_position_rates(rates, [2]) == pytest.approx(2.5)
+    assert expected_tokens_given_position_rates(rates, [4]) == pytest.approx(2.875)
+    assert expected_tokens_given_position_rates(rates, [0, 2, 1]) == pytest.approx(
+        (1.0 + 2.5 + 2.0) / 3
+    )
+    assert expected_tokens_given_position_rates((0.6, 0.9, 0.5), [3]) == pytest.approx(
+        1 + 0.6 + 0.54 + 0.27
+    )
+    # every α_n = α: Leviathan Eq. 1 per round
+    mixed = [0, 2, 4, 1, 4]
+    for alpha in (0.0, 0.35, 0.7, 1.0):
+        assert expected_tokens_given_position_rates([alpha] * 3, mixed) == pytest.approx(
+            expected_tokens_given_drafts(alpha, mixed)
+        )
+    assert expected_tokens_given_position_rates((), [0, 0]) == 1.0  # no draft: one token
+    assert expected_tokens_given_position_rates(rates, []) == 0.0
+    with pytest.raises(ValueError):
+        expected_tokens_given_position_rates((0.5, 1.2), [2])
+    with pytest.raises(ValueError):
+        expected_tokens_given_position_rates((), [0, 3])
+
+
+def test_position_rates_predict_runs_of_acceptances_where_one_alpha_does_not():
+    """Acceptances in runs (a copied span matches until it diverges): draft 1 accepted
+    with probability 0.5, each later one with 0.95 once the run started. Simulated
+    rounds advance what the per-position product says; one pooled α (accepted / checked,
+    what the runs' α is at T = 0) over-predicts them, as it did prompt lookup's."""
+    import random
+
+    from specdec_core.rules.costmodel import (
+        expected_tokens_given_drafts,
+        expected_tokens_given_position_rates,
+    )
+
+    rng, drafts = random.Random(1), [4, 4, 0, 4, 2]
+    accepted = checked = total = 0
+    for i in range(40000):
+        g, n = drafts[i % len(drafts)], 0
+        while n < g:
+            checked += 1
+            if rng.random() >= (0.5 if n == 0 else 0.95):
+                break
+            n += 1
+        accepted += n
+        total += n + 1
+    measured = total / 40000
+    rates = expected_tokens_given_position_rates((0.5, 0.95), drafts)
+    pooled = expected_tokens_given_drafts(accepted / checked, drafts)
+    assert rates == pytest.approx(1 + 3 * (0.5 + 0.475 + 0.45125 + 0.4286875) / 5 + 0.975 / 5)
+    assert measured == pytest.approx(rates, rel=0.01)
+    assert pooled > 1.05 * measured  # 2.46 vs 2.29: the pooled α is too high at draft 1
+
+
 def test_predicted_run_counts_the_prompt_forward_once():
     from specdec_core.rules.costmodel import predicted_run_ms
 

@@ -17,6 +17,7 @@ from specdec_core.bench.quantized import quant_figures
 from specdec_core.bench.same_seed import first_tokens_test
 from specdec_core.core.quant import quantized_pair
 from specdec_core.server.pairs import get_pair
+from specdec_core.ui.i18n import plural
 from tests.conftest import like_the_app, open_app
 
 PAGE = "pages/lossless.py"
@@ -24,8 +25,10 @@ REPO = Path(__file__).resolve().parents[1]
 STRINGS = json.loads((REPO / "assets/strings/lossless.json").read_text("utf-8"))
 
 
-def s(key: str, lang: str) -> str:
-    return STRINGS[key][lang]
+def s(key: str, lang: str, **fmt) -> str:
+    """The string ``key`` as the page shows it with ``fmt`` (plural forms resolved)."""
+    text = STRINGS[key][lang]
+    return plural(text, fmt).format(**fmt) if fmt else text
 
 
 def open_page(lang: str):
@@ -81,7 +84,8 @@ def test_price_caption_reads_the_charts_last_points(embedded_pair, lang):
     assert threshold_end in text and "0.08" in threshold_end and "0.20" in threshold_end
     # why neither rule closes at δ = 1: typical's bar is capped at ε, threshold's top-1
     assert s("ll_price_why_typical", lang).format(bar="0.0900", delta="1", eps="0.09") in text
-    assert s("ll_price_why_threshold", lang).format(k=1) in text
+    assert s("ll_price_why_threshold", lang, k=1) in text
+    assert ("top 1 token, whatever δ" if lang == "en" else "最高的 1 个 token") in text
     assert "almost nothing passes" not in text and "几乎没有草稿通过" not in text
 
 
@@ -97,7 +101,7 @@ def test_price_caption_follows_the_knobs(embedded_pair):
     assert thr[1][-1] == 0.0
     text = price_caption(at, "en")
     assert "threshold acceptance accepts no draft" in text
-    assert s("ll_price_why_threshold", "en").format(k=0) not in text
+    assert s("ll_price_why_threshold", "en", k=0) not in text
     # typical at δ = 1 with ε = 1: the bar is e^(−H(p)) = 0.4072 (H = 0.898 nats): t1 passes
     p = np.array([0.6, 0.3, 0.1])
     bar = float(np.exp((p * np.log(p)).sum()))
@@ -150,3 +154,60 @@ def test_equal_chi_rows_are_explained(embedded_pair):
             tvs=sep.join(f"{k} {tvs[k]:.4f}" for k in kinds),
         )
     assert tvs["int4"] > tvs["int8"] > 0  # the targets differ; float32's and int8's draws coincide
+
+
+@pytest.mark.parametrize(
+    ("key", "fmt", "en", "zh"),
+    [
+        ("ll_verdict_agree", {"n": 10, "k": 1, "share": "5%"}, "first 1 token of", "前 1 个 token"),
+        (
+            "ll_verdict_agree",
+            {"n": 10, "k": 2, "share": "5%"},
+            "first 2 tokens of",
+            "前 2 个 token",
+        ),
+        (
+            "ll_verdict_odd",
+            {"n": 10, "k": 1, "share": "1%"},
+            "first 1 token looks",
+            "前 1 个 token",
+        ),
+        (
+            "ll_verdict_odd",
+            {"n": 10, "k": 2, "share": "1%"},
+            "first 2 tokens look",
+            "前 2 个 token",
+        ),
+        ("ll_fig_outcome", {"k": 1}, "first 1 token", "前 1 个 token"),
+        (
+            "ll_search_stats",
+            {"tried": 1, "positions": 9, "near": 0, "smallest": "0.1"},
+            "Searched 1 prompt,",
+            "搜索了 1 个提示词",
+        ),
+        (
+            "ll_search_stats",
+            {"tried": 2, "positions": 9, "near": 0, "smallest": "0.1"},
+            "Searched 2 prompts,",
+            "搜索了 2 个提示词",
+        ),
+        (
+            "ll_trade_note",
+            {"prompts": 1, "seeds": 1, "tokens": 8, "gamma": 4, "eps": "0.09", "k": 1},
+            "1 prompt × 1 seed,",
+            "1 个提示词 × 1 个种子",
+        ),
+        (
+            "ll_trade_note",
+            {"prompts": 3, "seeds": 2, "tokens": 8, "gamma": 4, "eps": "0.09", "k": 1},
+            "3 prompts × 2 seeds,",
+            "3 个提示词 × 2 个种子",
+        ),
+        ("ll_price_why_threshold", {"k": 2}, "top 2 tokens, whatever", "最高的 2 个 token"),
+    ],
+)
+def test_counts_read_as_words(key, fmt, en, zh):
+    """English counts choose singular or plural ("1 token", "2 tokens", never "token(s)");
+    Chinese writes the noun once."""
+    assert en in s(key, "en", **fmt) and "(s)" not in s(key, "en", **fmt)
+    assert zh in s(key, "zh", **fmt) and "|" not in s(key, "zh", **fmt)

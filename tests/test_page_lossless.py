@@ -196,6 +196,8 @@ def test_studies_on_the_pair_show_the_backend_numbers(app_on_tiny_pair):
     test = first_tokens_test(pair, prompt, 10, 1, 4, 1.0, 0)
     shown = [m for m in at.metric if m.label == "TV(target alone, speculative)"]
     assert shown[0].value == f"{test.tv:.4f}"
+    [verdict] = [v.value for v in [*at.success, *at.warning] if v.value.startswith("Over N = 10")]
+    assert "first 1 token of" in verdict or "first 1 token looks" in verdict  # k = 1
     html = "".join(h.value for h in at.get("html"))
     assert texts.alone[:10].replace("<", "&lt;") in html
     at.button(key="ll_run_numerics").click().run()
@@ -223,6 +225,7 @@ def test_studies_on_the_pair_show_the_backend_numbers(app_on_tiny_pair):
     trade = next(df.value for df in at.dataframe if "speedup" in df.value.columns)
     assert len(trade) == 10 and trade["tv"][0] == 0.0  # exact rule first: TV 0
     assert trade["speedup"][0] == pytest.approx(1.0)
+    assert any(c.value.startswith("1 prompt × 1 seed, 32 tokens each") for c in at.caption)
 
 
 @pytest.mark.parametrize(

@@ -167,6 +167,11 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     assert len(shares) == 3 and all(re.fullmatch(r"\d+\.\d", x) for x in shares)
     assert "median (min–max) over 1 repeats" in captions and "UTC" in captions
     assert "interleaved, after 2 untimed warm-up passes" in captions  # the curve's label
+    # tokens per round predicted from the run's own per-position rates, which it shows
+    cm = measured.summary.cost_model
+    rates = ", ".join(f"{a:.2f}" for a in cm.conditional_acceptance)
+    shown = f"vs {cm.expected_tokens_per_round:.2f} predicted from the per-position acceptance"
+    assert cm.conditional_acceptance and f"{shown} rates α_n = {rates} (draft n's" in captions
     [runs], [tokens], [speedups] = (html_tables(at, f"sp-pv-{n}") for n in PV_TABLES)
     assert list(runs["drafter"]) == list(tokens["drafter"]) == ["draft model"]
     assert list(runs.columns) == ["drafter", "γ", "drafts / round", "drafting priced as"]
@@ -177,6 +182,12 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     [runs] = html_tables(at, "sp-pv-runs")
     assert list(runs["drafter"]) == ["draft model", "prompt lookup (n-gram)"]
     assert float(runs["drafts / round"][1]) <= 4.0
+    cm = at.session_state["sp_measured"].summary.cost_model  # prompt lookup's, in Chinese
+    rates = ", ".join(f"{a:.2f}" for a in cm.conditional_acceptance) or "—"
+    at.session_state["lang"] = "zh"
+    at.run()
+    captions = " ".join(c.value for c in at.caption)
+    assert f"预测 {cm.expected_tokens_per_round:.2f}——由各位置接受率 α_n = {rates}（" in captions
 
 
 def test_sweeps_stop_and_chinese(embedded_pair):

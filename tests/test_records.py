@@ -15,6 +15,7 @@ from specdec_core.drafters.registry import make_named_drafter
 from specdec_core.engine.chain.generate import generate
 from specdec_core.engine.chain.records import (
     RoundRecord,
+    conditional_acceptance,
     make_record,
     round_statuses,
     strip_states,
@@ -75,6 +76,31 @@ def test_summarize_counts_checked_positions_and_committed_drafts_only():
     assert s.per_position_acceptance == pytest.approx((1.0, 0.5, 0.5, 0.5))
     assert s.empty_rounds == 1
     assert records[2].kind == "stopped" and records[2].accepted == 1
+
+
+def test_conditional_acceptance_counts_a_position_only_after_an_accepted_prefix():
+    records = [
+        make_record(3, [1, 2, 3], 3, [0.9, 0.8, 0.7], [1, 2, 3, 4], "bonus"),
+        make_record(3, [1, 2, 3], 1, [0.6, 0.4, 0.2], [1, 9], "correction"),
+        make_record(2, [5, 6], 0, [0.2, 0.9], [7], "correction"),  # 0.9: discarded
+        make_record(3, [], 0, [], [3], "bonus"),  # no draft
+        make_record(3, [0, 6, 7], 3, [0.5, 0.4, 0.4], [0], "bonus"),  # EOS at 1: 2, 3 cut
+    ]
+    # α_1 over rounds 1, 2, 3, 5; α_2 over rounds 1, 2 (round 3 rejected 1, round 5 cut 2);
+    # α_3 over round 1 (round 2 rejected 2)
+    assert conditional_acceptance(records) == pytest.approx(
+        ((0.9 + 0.6 + 0.2 + 0.5) / 4, (0.8 + 0.4) / 2, 0.7)
+    )
+    # greedy (0 / 1 overlaps): the share accepted given the prefix, not among all rounds
+    greedy = [
+        make_record(2, [1, 2], 2, [1.0, 1.0], [1, 2, 3], "bonus"),
+        make_record(2, [1, 2], 2, [1.0, 1.0], [1, 2, 3], "bonus"),
+        make_record(2, [1, 2], 0, [0.0, 1.0], [4], "correction"),
+        make_record(2, [1, 2], 1, [1.0, 0.0], [1, 5], "correction"),
+    ]
+    assert conditional_acceptance(greedy) == pytest.approx((3 / 4, 2 / 3))
+    assert summarize(greedy).per_position_acceptance == pytest.approx((3 / 4, 2 / 4))
+    assert conditional_acceptance([records[3]]) == ()
 
 
 def test_strip_order_puts_the_target_token_after_the_checked_drafts():

@@ -113,3 +113,32 @@ def test_a_step_click_with_the_box_closed_runs_no_target_preview(embedded_pair, 
     [choice] = [s for s in at.selectbox if s.key == "edit_choice"]
     p_labels = {label for label in choice.options if label.endswith("(p)")}
     assert p_labels == {f"{visible_token(tok)}  (p)" for tok in top_p if tok.id not in q_ids}
+
+
+@pytest.mark.parametrize(
+    ("lang", "one", "two"),
+    [
+        ("en", "at the edited position (q is one-hot", "at the edited positions (q is one-hot"),
+        ("zh", "被编辑位置的精确接受概率", "被编辑位置的精确接受概率"),
+    ],
+)
+def test_a_sampled_edit_names_its_positions_in_the_singular_or_plural(
+    embedded_pair, lang, one, two
+):
+    """At T = 1 an edit decides nothing: the warning gives each edited position's exact
+    acceptance probability, "position" for one edit and "positions" for two."""
+    at = open_app(lang=lang, state={"edit_keep_open": True, "cfg_temperature": 1.0})
+    click(at, STEP[lang][0])
+
+    def warning(pos: int) -> str:
+        at.selectbox(key="edit_pos").set_value(pos).run()
+        click(at, tr("edit_wrong", lang).format(k=pos))
+        [said] = [w.value for w in at.warning if "a1 = " in w.value]
+        return said
+
+    first = warning(1)
+    assert sorted(at.session_state["step_session"].steps.edited_positions) == [1]
+    assert one in first and "a2 = " not in first and "(s)" not in first
+    second = warning(2)
+    assert sorted(at.session_state["step_session"].steps.edited_positions) == [1, 2]
+    assert two in second and "a2 = " in second

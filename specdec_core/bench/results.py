@@ -67,7 +67,8 @@ class CostModelFigures:
     verify_ms: float  # one verification after the first round, t(g+1) at a round's level
     verify_over_target_step: float
     overhead_ms: float  # per round, neither a model forward nor a priced lookup
-    expected_tokens_per_round: float  # mean over rounds of (1 − α^(g+1)) / (1 − α), g drafted
+    conditional_acceptance: tuple[float, ...]  # α_n: draft n's rate, drafts < n accepted
+    expected_tokens_per_round: float  # mean over rounds of 1 + Σ_{i≤g} Π_{j≤i} α_j, g drafted
     measured_tokens_per_round: float
     leviathan_speedup: float  # walltime_improvement(α, γ, c)
     forward_time_speedup: float  # measured forward times, no overhead

@@ -30,11 +30,13 @@ from specdec_core.bench.results import (
 )
 from specdec_core.bench.timing import judge
 from specdec_core.engine.chain.generate import GenerationResult
+from specdec_core.engine.chain.records import conditional_acceptance
 from specdec_core.rules.costmodel import (
     best_gamma,
     best_gamma_on_curve,
     curve_ms,
     expected_tokens_given_drafts,
+    expected_tokens_given_position_rates,
     expected_tokens_per_round,
     mean_draft_round_ms,
     per_token_cost_ms,
@@ -112,9 +114,11 @@ def summarize(
     lookup measured in a round for prompt lookup, which then leaves the run's overhead);
     without, from the runs' forwards.
 
-    Predictions: expected tokens per round from α and the drafts each round actually
-    proposed (:func:`expected_tokens_given_drafts`); Leviathan's ``walltime_improvement(α,
-    γ, c)``; forward times alone, with the expected and with the measured tokens per round;
+    Predictions: expected tokens per round from the per-position acceptance rates
+    ``α_n`` (``records.conditional_acceptance``) and the drafts each round actually
+    proposed (:func:`expected_tokens_given_position_rates`; from one α, Eq. 1 per round,
+    when no draft was checked); Leviathan's ``walltime_improvement(α, γ, c)``; forward
+    times alone, with the expected and with the measured tokens per round;
     and ``predicted_speedup``: the target-only run's measured wall time over the speculative
     run's predicted one (:func:`predicted_run_ms`: the prompt's forward once, then rounds of
     draft + verification + the measured non-forward overhead, as many as the expected
@@ -139,11 +143,14 @@ def summarize(
     overhead = s.overhead_ms / rounds
     alpha = min(max(s.acceptance_rate, 0.0), 1.0)
     advanced = s.new_tokens / rounds  # tokens actually advanced per round
-    expected = (
-        expected_tokens_given_drafts(alpha, drafts)
-        if drafts
-        else expected_tokens_per_round(alpha, gamma)
-    )
+    # per-position rates where the run checked a draft; one α where it checked none
+    rates = conditional_acceptance(sp.records)
+    if drafts and rates:
+        expected = expected_tokens_given_position_rates(rates, drafts)
+    elif drafts:
+        expected = expected_tokens_given_drafts(alpha, drafts)
+    else:
+        expected = expected_tokens_per_round(alpha, gamma)
     run_verify = _steady(s.target_forward_ms, s.prefill_ms, rounds, s.target_forward_ms / rounds)
     if curve is not None:  # one measurement feeds every step time
         target_step, draft_step = curve.target_ms[0], curve.draft_step_ms
@@ -218,6 +225,7 @@ def summarize(
             verify_ms=verify,
             verify_over_target_step=verify / target_step if has_step else 0.0,
             overhead_ms=overhead,
+            conditional_acceptance=rates,
             expected_tokens_per_round=expected,
             measured_tokens_per_round=advanced,
             leviathan_speedup=walltime_improvement(alpha, gamma, c),

@@ -1,11 +1,12 @@
 """The analytic cost model of speculative decoding (Leviathan et al. 2023, §3.3–3.4).
 
-Symbols: α — expected acceptance probability per drafted token (``Σ min(p, q)``
-averaged); γ — draft length; ``c`` — cost ratio: one draft-model step / one target step.
+Symbols: α — expected acceptance probability per drafted token (``Σ min(p, q)`` averaged);
+γ — draft length; ``c`` — cost ratio: one draft-model step / one target step.
 
-Beyond the paper: a round is priced by what its drafter runs (:func:`draft_round_ms`:
-serial steps, one block forward, head evaluations or a lookup) and its verification at the
-measured cost ``t(g + 1)`` of a forward over ``g + 1`` tokens, not one target step; and a
+Beyond the paper: measured rounds advance by per-position rates ``α_n``
+(:func:`expected_tokens_given_position_rates`; what-if curves over γ keep one α); a round
+is priced by what its drafter runs (:func:`draft_round_ms`) and its verification at the
+measured cost ``t(g + 1)`` of a forward over ``g + 1`` tokens, not one target step; a
 reference device (:data:`REFERENCE_DEVICES`) keeps figures measured on a GPU.
 """
 
@@ -142,11 +143,9 @@ def expected_tokens_given_drafts(alpha: float, drafts: Sequence[int]) -> float:
 
     ``E = (1/R) Σ_r (1 − α^{g_r+1}) / (1 − α)``.
 
-    Source: Leviathan et al. 2023, Eq. 1 (``E[#tokens] = (1 − α^{γ+1}) / (1 − α)`` for one
-    round of γ drafts accepted independently with probability α) applied to each round
-    with its own draft count, then averaged over rounds (linearity of expectation). A
-    round with no draft advances exactly one token; with every ``g_r = γ`` this is
-    :func:`expected_tokens_per_round`. Empty ``drafts``: 0.
+    Leviathan et al. 2023, Eq. 1 (γ drafts accepted independently with probability α)
+    per round with its own draft count, averaged over rounds (linearity of expectation);
+    with every ``g_r = γ``, :func:`expected_tokens_per_round`. Empty ``drafts``: 0.
 
     Raises:
         ValueError: like :func:`expected_tokens_per_round`.
@@ -154,6 +153,31 @@ def expected_tokens_given_drafts(alpha: float, drafts: Sequence[int]) -> float:
     if not drafts:
         return 0.0
     return sum(expected_tokens_per_round(alpha, int(g)) for g in drafts) / len(drafts)
+
+
+def expected_tokens_given_position_rates(alphas: Sequence[float], drafts: Sequence[int]) -> float:
+    """Expected tokens advanced per round, round ``r`` having proposed ``g_r`` drafts, from
+    per-position acceptance rates: ``E = (1/R) Σ_r (1 + Σ_{i=1..g_r} Π_{j≤i} α_j)`` (0 for
+    no round), ``α_j`` the rate at draft position ``j`` given drafts ``< j`` were accepted
+    (``records.conditional_acceptance``; EAGLE's ``(j − 1)``-α, Li et al. 2024); a position
+    past ``alphas`` holds the last rate. Leviathan et al.'s Eq. 1 assumes one α at every
+    position, which a drafter whose acceptances come in runs breaks (prompt lookup: a copied
+    span matches until it diverges). With every ``α_j = α`` this is
+    :func:`expected_tokens_given_drafts`.
+
+    Raises:
+        ValueError: a rate outside [0, 1], or a round with drafts and no rate.
+    """
+    if any(not 0.0 <= a <= 1.0 for a in alphas) or (not alphas and any(g > 0 for g in drafts)):
+        raise ValueError(f"need rates in [0, 1] for every drafted position, got {list(alphas)}")
+    total = 0.0
+    for g in drafts:
+        reach = tokens = 1.0
+        for i in range(int(g)):
+            reach *= alphas[min(i, len(alphas) - 1)]
+            tokens += reach
+        total += tokens
+    return total / len(drafts) if drafts else 0.0
 
 
 def curve_ms(curve: Mapping[int, float], k: float) -> float:

@@ -3,7 +3,8 @@
 A crafted websocket client can send any widget value, so pages never trust one: text is
 bounded by characters before it is tokenized (and tokenized once per change, not once per
 rerun), a data editor's stored edit state is checked (row count, indices, finite numbers)
-before Streamlit applies it, and numbers are converted inside the error handling.
+before Streamlit applies it, and numbers are converted inside the error handling. Every
+prompt box says its limit under it (:func:`prompt_limit_note`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,17 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from specdec_core.core.errors import InputError, PromptError
 from specdec_core.core.inputs import MAX_PROMPT_CHARS, SHORT_CHARS, encode_prompt
 from specdec_core.core.models import ModelPair
+from specdec_core.ui.i18n import t
 
 #: ``max_chars`` of every prompt box (the engine refuses longer text before tokenizing).
 PROMPT_CHARS = MAX_PROMPT_CHARS
 _CACHE = "_guard_tokens"
+
+
+def prompt_limit_note() -> str:
+    """The caption under every prompt box: its :data:`PROMPT_CHARS` limit (Streamlit drops
+    a change past ``max_chars`` in the browser, so the app never sees a longer paste)."""
+    return t("prompt_limit", n=f"{PROMPT_CHARS:,}")
 
 
 def prompt_ids(pair: ModelPair, prompt: str, slot: str) -> list[int]:

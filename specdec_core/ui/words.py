@@ -3,7 +3,9 @@
 builds a string key by concatenation and ``tests/test_ui_words.py`` checks that every
 value of every family has its string in English and Chinese.
 
-Use: ``t(STOP_REASON[session.stop_reason])``, or :func:`say` for the common case.
+Use: ``t(STOP_REASON[session.stop_reason])``, or :func:`say` for the common case;
+:func:`step_where` words where a step state stands (the step page's phase box and a live
+class's line).
 """
 
 from __future__ import annotations
@@ -192,3 +194,29 @@ def say(table: Mapping[W, str], word: W, **fmt: object) -> str:
     """``word`` in the page's language: ``t(table[word], **fmt)``. Raises ``KeyError`` for
     a word the table does not have (never a made-up key)."""
     return t(table[word], **fmt)
+
+
+#: a round's steps in order (the step done before ``propose`` is the last round's commit)
+STEPS: tuple[Step, ...] = ("propose", "verify", "commit")
+
+
+def step_where(r: int, phase: str, carried: object = None) -> str:
+    """What a step state has done and what comes next (``r``: finished rounds; ``phase``:
+    the next step, :class:`~specdec_core.lessons.link.LessonState`; any other phase reads
+    as ``propose``), in the chain's button words: "round 1: ① Propose done — next: ②
+    Verify", "round 1: ③ Commit / reject done — next: round 2, ① Propose", with the new
+    run's note when ``carried`` tokens came over from a switch (chain ↔ tree, settings):
+    the step page counts its rounds from there too. The one wording of the step page's
+    phase box, the teacher card, the pushed and the polled follower."""
+    step: Step = phase if phase in STEPS else "propose"  # type: ignore[assignment]
+    done = say(STEP_BUTTON, ("chain", STEPS[STEPS.index(step) - 1]))
+    next_ = say(STEP_BUTTON, ("chain", step))
+    if step != "propose":
+        where = t("live_at_step", r=r + 1, done=done, next=next_)
+    elif r > 0:
+        where = t("live_at_new_round", p=r, done=done, r=r + 1, next=next_)
+    else:
+        where = t("live_at_start_round", r=1, next=next_)
+    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
+        where += t("live_carried", n=carried)
+    return where

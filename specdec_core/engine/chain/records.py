@@ -174,6 +174,29 @@ def summarize(records: Sequence[RoundRecord]) -> AcceptanceStats:
     )
 
 
+def conditional_acceptance(records: Sequence[RoundRecord]) -> tuple[float, ...]:
+    """Per draft position ``n`` (``[n − 1]``): ``α_n``, the mean ``overlap`` at ``n`` over the
+    rounds whose drafts ``1..n − 1`` were accepted and whose draft ``n`` was checked
+    (accepted or rejected; a cut one does not count). Unlike ``per_position_acceptance``
+    (committed among all rounds that drafted ``n``) it conditions on the accepted prefix:
+    the per-position rate EAGLE reports as ``(n − 1)``-α (Li et al. 2024). Greedy overlaps
+    are 0 or 1, so ``α_n`` is then the share accepted. Empty when no position was checked."""
+    total: list[float] = []
+    seen: list[int] = []
+    for r in records:
+        for i, (overlap, status) in enumerate(zip(r.overlaps, r.statuses, strict=True)):
+            if status not in CHECKED:
+                break
+            if i == len(seen):
+                total.append(0.0)
+                seen.append(0)
+            total[i] += overlap
+            seen[i] += 1
+            if status != "accepted":
+                break
+    return tuple(t / n for t, n in zip(total, seen, strict=True))
+
+
 def strip_states(record: RoundRecord) -> list[tuple[int, StripState]]:
     """``(token id, state)`` of one round in :func:`strip_order`; the target's token has
     state ``correction``/``bonus``, or ``committed`` when the round had no drafts."""

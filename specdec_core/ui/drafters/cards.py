@@ -21,7 +21,7 @@ from specdec_core.drafters.registry import (
     runs_int8,
 )
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
+from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids, prompt_limit_note
 from specdec_core.ui.i18n import follows_language, strings, t
 from specdec_core.ui.pair_text import default_prompt, follow_pair
 
@@ -164,7 +164,8 @@ def inputs(pair: ModelPair) -> tuple[str, list[tuple[str, int | None]]]:
         help=t("dr_preset_help"),
     )
     prompt = st.text_area(t("dr_prompt"), key="dr_prompt", height=130, max_chars=PROMPT_CHARS)
-    st.caption(t("dr_prompt_note_zh" if pair.name == "embedded-zh" else "dr_prompt_note"))
+    note = t("dr_prompt_note_zh" if pair.name == "embedded-zh" else "dr_prompt_note")
+    st.caption(f"{prompt_limit_note()} {note}")
     cards = st.container(horizontal=True, gap="small", key="dr_cards")
     chosen: list[tuple[str, int | None]] = []
     for name in drafters_for(pair):  # eagle, mtp, block only where the pair has them

@@ -31,7 +31,7 @@ from specdec_core.ui.step import view
 from specdec_core.ui.step.block_checks import residual_labels, residual_top
 from specdec_core.ui.step.strip_checks import check_columns, check_notes
 from specdec_core.ui.token_text import token_in_sentence
-from specdec_core.ui.words import NODE_STATE, say
+from specdec_core.ui.words import NODE_STATE, say, step_where
 
 AT = "live_at"  # (code, version, round, phase, carried, pair) of the teacher's step state
 TREE_LEGEND: list[StripState] = ["prompt", "committed", "accepted", "correction", "bonus"]
@@ -156,30 +156,6 @@ def _nodes(frame: dict) -> None:
 
 
 # ------------------------------------------------------------------ pushed HTML
-STEP_WORD = {"propose": "st_propose", "verify": "st_verify", "commit": "st_commit"}
-STEP_DONE = {"st_propose": "st_commit", "st_verify": "st_propose", "st_commit": "st_verify"}
-
-
-def step_where(r: int, phase: str, carried: object) -> str:
-    """What a step state has done and what comes next (``r``: finished rounds; ``phase``:
-    the next step, :class:`~specdec_core.lessons.link.LessonState`): "round 1: ① Propose
-    done — next: ② Verify", "round 1: ③ Commit / reject done — next: round 2, ① Propose",
-    with the new run's note when ``carried`` tokens came over from a switch (chain ↔ tree,
-    settings): the teacher's step page counts its rounds from there too. The one wording
-    of the teacher card, the pushed and the polled follower."""
-    step = STEP_WORD.get(phase, "st_propose")
-    done = t(STEP_DONE[step])
-    if step != "st_propose":
-        where = t("live_at_step", r=r + 1, done=done, next=t(step))
-    elif r > 0:
-        where = t("live_at_new_round", p=r, done=done, r=r + 1, next=t(step))
-    else:
-        where = t("live_at_start_round", r=1, next=t(step))
-    if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0:
-        where += t("live_carried", n=carried)
-    return where
-
-
 def where_line(frame: dict) -> str:
     """ "Following the teacher — round r: … done — next: …" of the frame, as HTML (bold kept)."""
     where = step_where(int(frame["round"]), str(frame.get("phase")), frame.get("carried"))

@@ -8,13 +8,14 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.bench.same_seed import first_tokens_test, same_seed_texts
-from specdec_core.core.inputs import MAX_PROMPT_CHARS, whole_number
+from specdec_core.core.inputs import whole_number
 from specdec_core.core.models import ModelPair
 from specdec_core.core.numfmt import fmt_prob
 from specdec_core.core.settings import SessionConfig
 from specdec_core.ui.errors import error_message, plain
 from specdec_core.ui.figures.common import COLORS
 from specdec_core.ui.figures.lossless import two_dists_figure
+from specdec_core.ui.guards import PROMPT_CHARS, prompt_limit_note
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lab import view as LV
 from specdec_core.ui.lossless import runs as RU
@@ -39,7 +40,8 @@ def pick_prompt() -> str:
         key="ll_prompt_i",
         help=t("ll_prompt_help"),
     )
-    own = b.text_input(t("ll_prompt_own"), key="ll_prompt_own", max_chars=MAX_PROMPT_CHARS)
+    own = b.text_input(t("ll_prompt_own"), key="ll_prompt_own", max_chars=PROMPT_CHARS)
+    b.caption(prompt_limit_note())
     return own if own.strip() else held_out[i]
 
 

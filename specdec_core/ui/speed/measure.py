@@ -19,7 +19,7 @@ from specdec_core.server import jobs as J
 from specdec_core.server import tasks as T
 from specdec_core.ui.drafters.cards import draft_notes
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids
+from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids, prompt_limit_note
 from specdec_core.ui.i18n import t
 from specdec_core.ui.pair_text import default_prompt, follow_pair
 from specdec_core.ui.speed.queue import queue
@@ -138,6 +138,7 @@ def show_controls(pair: ModelPair, config: SessionConfig) -> None:
     S.setdefault("sp_prompt", default_prompt(pair.name, "speed"))
     follow_pair("sp_prompt", pair.name, "speed")
     prompt = st.text_area(t("sp_prompt"), key="sp_prompt", height=80, max_chars=PROMPT_CHARS)
+    st.caption(prompt_limit_note())
     prompt_error = None
     try:  # tokenized once per change of the text, not once per rerun
         room = pair.context_length - len(prompt_ids(pair, prompt, "sp_prompt"))

@@ -293,5 +293,6 @@ def _breakdown_and_predictions(summary: BenchSummary, curve: ForwardCurve | None
             c=cm.c,
             adv=cm.measured_tokens_per_round,
             exp=cm.expected_tokens_per_round,
+            rates=", ".join(f"{a:.2f}" for a in cm.conditional_acceptance) or "—",
         )
     )

@@ -138,6 +138,7 @@ def edit_box(session: Session, phase: str, on_edit: Callable[[str], None]) -> No
             t(
                 "st_edit_random",
                 temp=session.config.temperature,
+                n=len(edited),
                 probs=", ".join(f"a{k} = {fmt_sig(probs[k - 1])}" for k in edited),
             )
         )

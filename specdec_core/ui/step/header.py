@@ -11,7 +11,7 @@ import streamlit as st
 from specdec_core.core.models import ModelPair
 from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import TREE_DRAFTERS
-from specdec_core.ui.guards import PROMPT_CHARS
+from specdec_core.ui.guards import PROMPT_CHARS, prompt_limit_note
 from specdec_core.ui.i18n import strings, t
 from specdec_core.ui.pair_text import default_prompt, follow_pair
 from specdec_core.ui.step import lesson as L
@@ -64,4 +64,4 @@ def draw(pair: ModelPair, config: SessionConfig, presenter: bool) -> None:
     )
     if not presenter:  # Streamlit drops a paste past max_chars in the browser, unseen here
         note = t("st_prompt_note") if pair.name == "embedded" else ""
-        st.caption(f"{t('st_prompt_limit', n=f'{PROMPT_CHARS:,}')} {note}".strip())
+        st.caption(f"{prompt_limit_note()} {note}".strip())

@@ -30,7 +30,7 @@ from specdec_core.ui.step.header import INTRO_MODE, heading_for
 from specdec_core.ui.step.links import AfterWrite, fragment_run
 from specdec_core.ui.step.shapes import SHAPES, StepShape
 from specdec_core.ui.step.tools import LiveTab, step_back_button
-from specdec_core.ui.words import MODE, PHASE, STEP_BUTTON, STOP_REASON, Mode, say
+from specdec_core.ui.words import MODE, PHASE, STEP_BUTTON, STOP_REASON, Mode, say, step_where
 
 
 @dataclass(frozen=True)
@@ -183,5 +183,6 @@ def _messages(shape: StepShape, session, phase: str, blocked: bool) -> None:
     if phase == "finished":
         reason = say(STOP_REASON, session.stop_reason)
         st.success(t("st_phase") + say(PHASE, (shape.mode, "finished"), reason=reason))
-    else:
-        st.info(t("st_phase") + shape.phase_line(session, phase))
+    else:  # what is done and what comes next in the words the class sees (ui/live)
+        where = step_where(session.round_index, phase)
+        st.info(t("st_phase_where", where=where, what=shape.phase_line(session, phase)))
