@@ -606,7 +606,7 @@ def test_gamma_by_acceptance_trades_the_runs_alpha_against_the_curve(embedded_pa
     from specdec_core.bench.sweeps import gamma_by_acceptance
     from specdec_core.drafters.registry import make_named_drafter
 
-    config = SessionConfig(gamma=4, max_new_tokens=24)
+    config = SessionConfig(gamma=4, max_new_tokens=32)  # α 0.96: one rejection
     eagle = make_named_drafter(embedded_pair, "eagle")
     run = generate(embedded_pair, PROMPT, config, "speculative", eagle)
     free = ForwardCurve((1.0,) * 9, 0.0, 1)  # drafts cost nothing, verification is flat

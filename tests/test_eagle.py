@@ -33,8 +33,13 @@ def test_head_files_small_and_safetensors():
     assert (HEAD_DIR / "model.safetensors").is_file() and (HEAD_DIR / "config.json").is_file()
     assert not list(HEAD_DIR.glob("*.bin")) and not list(HEAD_DIR.glob("*.pt"))
     assert (HEAD_DIR / "model.safetensors").stat().st_size < 4 * 2**20
+    from specdec_core.training.eagle import DEFAULT_MINUTES, STEPS
+
     report = json.loads((HEAD_DIR / "training_report.json").read_text())
-    assert report["seed"] == 0 and report["seconds"] <= 20 * 60
+    assert report["seed"] == 0
+    # built by the recipe's defaults: its fixed steps, all run (the cap never bound)
+    assert report["steps"] == report["args"]["max_steps"] == STEPS["embedded"]
+    assert report["args"]["minutes"] == DEFAULT_MINUTES and report["args"]["inner"] is None
     assert report["head_target_top1_agreement"] > 0.5
 
 
@@ -333,6 +338,22 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair, monkeypatch
     )
     assert run.draft_forwards == len(ran) - before == sum(per_round)
     assert run.records == session.records
+
+
+@pytest.mark.parametrize(
+    ("argv", "steps", "minutes"),
+    [
+        ([], 800, 120.0),  # the shipped head's recipe
+        (["--pair", "embedded-zh", "--minutes", "9"], None, 9.0),  # the zh head's budget
+        (["--minutes", "5"], None, 5.0),
+        (["--max-steps", "3"], 3, 120.0),
+    ],
+)
+def test_the_recipe_defaults_fix_the_steps_unless_given_a_budget(argv, steps, minutes):
+    from specdec_core.training.eagle import parse_args
+
+    args = parse_args(argv)
+    assert (args.max_steps, args.minutes) == (steps, minutes)
 
 
 @pytest.mark.parametrize("text", ["0", "-3"])

@@ -38,7 +38,8 @@ Accelerating LLM Inference with Low-Cost PARallel Draft Model Adaptation"):
    acceptance of both drafters at γ 4 and 8 on held-out prompts through the real engine.
 
 Steps 2–4 are ``training/block_loss.py``, step 5's measurements ``training/block_eval.py``.
-Budgets are wall-clock minutes; ``--max-steps`` caps them (the tiny test uses it).
+Budgets are wall-clock minutes; ``--max-steps`` fixes the step count instead (the budget
+then only stops a run early; the tiny test uses it).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ Reproducible recipe (``python -m specdec_core.training.embedded``):
    with the target; everything lands in ``training_report.json``.
 
 Budgets are wall-clock minutes, so step counts depend on the machine; ``--max-steps``
-caps them (the tiny test uses it). The seed fixes initialisation and batch order.
+fixes the step count instead (the budget then only stops a run early; the tiny test
+uses it). The seed fixes initialisation and batch order.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ frozen backbone, heads only):
    loads them) and evaluated teacher-forced on the validation windows, per head: top-1
    agreement with the target's argmax and mean Σ min(p, q) at T = 1.
 
-Budgets are wall-clock minutes; ``--max-steps`` caps them (the tiny test uses it).
+Budgets are wall-clock minutes; ``--max-steps`` fixes the step count instead (the budget
+then only stops a run early; the tiny test uses it).
 """
 
 from __future__ import annotations
