@@ -386,7 +386,8 @@ def test_after_a_switch_to_the_tree_every_screen_counts_the_new_run_alike(
     """Two chain rounds, then the tree: the teacher's step page counts its rounds from the
     switch (the tree session's round 1), and the teacher's "The class sees" line, a
     following student's line and an exploring student's line all say round 1 of a new run
-    with the tokens kept: one number, one explanation, on every screen."""
+    with the tokens kept, in the tree buttons' words: one number, one explanation, on
+    every screen."""
     teacher, seat = teacher_app()  # English (AppTest keeps a select box's first labels)
     student = student_app(seat.code, lang)
     for _ in range(2):
@@ -398,8 +399,9 @@ def test_after_a_switch_to_the_tree_every_screen_counts_the_new_run_alike(
     kept = tree.start_len - tree.prompt_len  # the two chain rounds' committed tokens
     assert tree.round_index == 0 and kept >= 2
 
-    def where(lang: str) -> str:
-        said = where_said(lang, 1, "st_verify")
+    def where(lang: str) -> str:  # in the tree's button words
+        done, next_ = tr("tree_propose", lang), tr("tree_verify", lang)
+        said = tr("live_at_step", lang).format(r=1, done=done, next=next_)
         return said + plural(tr("live_carried", lang), {"n": kept}).format(n=kept)
 
     teacher.run()

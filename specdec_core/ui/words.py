@@ -200,17 +200,18 @@ def say(table: Mapping[W, str], word: W, **fmt: object) -> str:
 STEPS: tuple[Step, ...] = ("propose", "verify", "commit")
 
 
-def step_where(r: int, phase: str, carried: object = None) -> str:
+def step_where(r: int, phase: str, carried: object = None, mode: Mode = "chain") -> str:
     """What a step state has done and what comes next (``r``: finished rounds; ``phase``:
     the next step, :class:`~specdec_core.lessons.link.LessonState`; any other phase reads
-    as ``propose``), in the chain's button words: "round 1: ① Propose done — next: ②
-    Verify", "round 1: ③ Commit / reject done — next: round 2, ① Propose", with the new
-    run's note when ``carried`` tokens came over from a switch (chain ↔ tree, settings):
-    the step page counts its rounds from there too. The one wording of the step page's
-    phase box, the teacher card, the pushed and the polled follower."""
+    as ``propose``), in the words of ``mode``'s buttons (:data:`STEP_BUTTON`): "round 1:
+    ① Propose done — next: ② Verify", "round 1: ③ Commit & compact done — next: round 2,
+    ① Propose tree", with the new run's note when ``carried`` tokens came over from a
+    switch (chain ↔ tree, settings): the step page counts its rounds from there too. The
+    one wording of the step page's phase box, the teacher card, the pushed and the polled
+    follower."""
     step: Step = phase if phase in STEPS else "propose"  # type: ignore[assignment]
-    done = say(STEP_BUTTON, ("chain", STEPS[STEPS.index(step) - 1]))
-    next_ = say(STEP_BUTTON, ("chain", step))
+    done = say(STEP_BUTTON, (mode, STEPS[STEPS.index(step) - 1]))
+    next_ = say(STEP_BUTTON, (mode, step))
     if step != "propose":
         where = t("live_at_step", r=r + 1, done=done, next=next_)
     elif r > 0:

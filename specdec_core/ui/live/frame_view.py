@@ -158,7 +158,8 @@ def _nodes(frame: dict) -> None:
 # ------------------------------------------------------------------ pushed HTML
 def where_line(frame: dict) -> str:
     """ "Following the teacher — round r: … done — next: …" of the frame, as HTML (bold kept)."""
-    where = step_where(int(frame["round"]), str(frame.get("phase")), frame.get("carried"))
+    mode = "tree" if frame.get("shape") == "tree" else "chain"
+    where = step_where(int(frame["round"]), str(frame.get("phase")), frame.get("carried"), mode)
     text = html_lib.escape(t("live_following", where=where))
     return re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", text)
 
@@ -229,16 +230,25 @@ def teacher_at(view: RoomView) -> str:
         return t("live_at_lessons", n=n)
     if not view.state:
         return t("live_at_start")
-    return step_where(*_decoded(view)[2:5])
+    return step_where(*_decoded(view)[2:5], mode=_decoded(view)[6])
 
 
 def _decoded(view: RoomView) -> tuple:
-    """(code, version, round, phase, carried, pair) of the room's step state, decoded once
-    per version, not on every poll."""
+    """(code, version, round, phase, carried, pair, mode) of the room's step state, decoded
+    once per version, not on every poll."""
     cached = st.session_state.get(AT)
     if cached is None or cached[:2] != (view.code, view.version):
         state, _ = decode(view.state, offered_pairs())
-        cached = (view.code, view.version, state.round, state.phase, len(state.cont), state.pair)
+        mode = "tree" if state.tree else "chain"
+        cached = (
+            view.code,
+            view.version,
+            state.round,
+            state.phase,
+            len(state.cont),
+            state.pair,
+            mode,
+        )
         st.session_state[AT] = cached
     return cached
 

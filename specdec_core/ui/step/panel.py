@@ -184,5 +184,5 @@ def _messages(shape: StepShape, session, phase: str, blocked: bool) -> None:
         reason = say(STOP_REASON, session.stop_reason)
         st.success(t("st_phase") + say(PHASE, (shape.mode, "finished"), reason=reason))
     else:  # what is done and what comes next in the words the class sees (ui/live)
-        where = step_where(session.round_index, phase)
+        where = step_where(session.round_index, phase, mode=shape.mode)
         st.info(t("st_phase_where", where=where, what=shape.phase_line(session, phase)))
