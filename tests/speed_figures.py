@@ -65,7 +65,7 @@ def figures(lang: str) -> dict[str, Figure]:
             "title": t("sp_breakdown_fig_title"),
             "x": "ms",
         }
-        pos = {k: t(f"sp_pos_{k}") for k in ("title", "x", "y", "measured", "model")}
+        pos = {k: t(f"sp_pos_{k}") for k in ("title", "x", "y", "measured", "model", "conditional")}
         vc = {k: t(f"sp_vc_{k}") for k in ("title", "x", "y", "measured", "flat", "serial")}
         vc |= {"verify": t("sp_vc_verify"), "draft": t("sp_vc_draft")}
         gamma = {
@@ -97,7 +97,9 @@ def figures(lang: str) -> dict[str, Figure]:
             "sp_hist_fig": FS.speed_histogram_figure(
                 [22, 2, 4, 3, 6], {"title": t("sp_hist_title"), "x": t("sp_hist_x"), "y": "n"}
             ),
-            "sp_pos_fig": FS.speed_position_figure([0.4, 0.35, 0.25, 0.17], 0.6, pos),
+            "sp_pos_fig": FS.speed_position_figure(
+                [0.4, 0.35, 0.25, 0.17], 0.6, pos, [0.6, 0.7, 0.6, 0.7]
+            ),
             "sp_vc_fig": FT.speed_verify_curve_figure([10.0 + k for k in range(9)], 4.0, 4, vc),
             "sp_tl_fig": FT.speed_timeline_figure(
                 _timeline("autoregressive", 20, 9.0),

@@ -4,6 +4,9 @@ Chinese UI. No timing is asserted — only consistency."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import operator
 import re
 import statistics
 from pathlib import Path
@@ -29,6 +32,13 @@ def start(lang: str = "en") -> AppTest:
 
 
 PV_TABLES = ("runs", "tokens", "speedup")  # predicted vs measured, per drafter
+
+
+def position_chart(at: AppTest, title: str) -> list[dict]:
+    """The traces of the chart titled ``title`` (the per-position acceptance chart)."""
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    [spec] = [s for s in specs if s["layout"].get("title", {}).get("text") == title]
+    return spec["data"]
 
 
 def metric(at: AppTest, label: str) -> str:
@@ -170,8 +180,18 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     # tokens per round predicted from the run's own per-position rates, which it shows
     cm = measured.summary.cost_model
     rates = ", ".join(f"{a:.2f}" for a in cm.conditional_acceptance)
-    shown = f"vs {cm.expected_tokens_per_round:.2f} predicted from the per-position acceptance"
+    shown = f"vs {cm.expected_tokens_per_round:.2f} predicted from the conditional acceptance"
     assert cm.conditional_acceptance and f"{shown} rates α_n = {rates} (draft n's" in captions
+    # the position chart: measured shares, α^i and the rates' running product Π_{j≤i} α_j
+    bars, power, product = position_chart(at, "Per-position acceptance")
+    sp = measured.summary.speculative
+    assert bars["y"] == pytest.approx(list(sp.per_position_acceptance))
+    assert power["y"] == pytest.approx([cm.alpha**i for i in bars["x"]])
+    assert product["name"] == "Π α_j, j ≤ i (conditional rates; cost model)"
+    assert product["y"] == pytest.approx(
+        list(itertools.accumulate(cm.conditional_acceptance, operator.mul))
+    )
+    assert product["x"] == list(range(1, len(cm.conditional_acceptance) + 1))
     [runs], [tokens], [speedups] = (html_tables(at, f"sp-pv-{n}") for n in PV_TABLES)
     assert list(runs["drafter"]) == list(tokens["drafter"]) == ["draft model"]
     assert list(runs.columns) == ["drafter", "γ", "drafts / round", "drafting priced as"]
@@ -187,7 +207,12 @@ def test_tiny_measurement_is_consistent(embedded_pair, monkeypatch):
     at.session_state["lang"] = "zh"
     at.run()
     captions = " ".join(c.value for c in at.caption)
-    assert f"预测 {cm.expected_tokens_per_round:.2f}——由各位置接受率 α_n = {rates}（" in captions
+    assert f"预测 {cm.expected_tokens_per_round:.2f}——由条件接受率 α_n = {rates}（" in captions
+    product = position_chart(at, "各位置接受率")[2]
+    assert product["name"] == "Π α_j，j ≤ i（条件接受率之积；成本模型）"
+    assert product["y"] == pytest.approx(
+        list(itertools.accumulate(cm.conditional_acceptance, operator.mul))
+    )
 
 
 def test_sweeps_stop_and_chinese(embedded_pair):

@@ -3,6 +3,8 @@ time breakdowns, accepted-length histogram, per-position acceptance, γ and batc
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -256,11 +258,16 @@ def speed_histogram_figure(histogram: Sequence[int], labels: Mapping[str, str]) 
 
 
 def speed_position_figure(
-    rates: Sequence[float], alpha: float, labels: Mapping[str, str]
+    rates: Sequence[float],
+    alpha: float,
+    labels: Mapping[str, str],
+    conditional: Sequence[float] = (),
 ) -> go.Figure:
     """Measured fraction of rounds whose draft ``i`` was accepted (bars) next to ``α^i``,
-    what independent acceptances with rate α would give (line). ``labels``: ``title``,
-    ``x``, ``y``, ``measured``, ``model``."""
+    what independent acceptances with rate α would give (line), and, given the
+    conditional rates ``α_n`` (``records.conditional_acceptance``), ``Π_{j≤i} α_j``: the
+    cost model's prediction of the bars (line). ``labels``: ``title``, ``x``, ``y``,
+    ``measured``, ``model``, and ``conditional`` when ``conditional`` is not empty."""
     positions = list(range(1, len(rates) + 1))
     fig = go.Figure()
     fig.add_bar(
@@ -277,6 +284,15 @@ def speed_position_figure(
         mode="lines+markers",
         line=dict(color=SPEED_COLORS["leviathan"], dash="dash"),
     )
+    if conditional:
+        fig.add_scatter(
+            x=list(range(1, len(conditional) + 1)),
+            y=list(itertools.accumulate(conditional, operator.mul)),
+            name=labels["conditional"],
+            mode="lines+markers",
+            line=dict(color=SPEED_COLORS["measured"], dash="dot"),
+            hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+        )
     _speed_layout(fig, labels["title"], labels["x"], labels["y"])
     fig.update_xaxes(dtick=1)
     fig.update_yaxes(range=[0, 1.05])

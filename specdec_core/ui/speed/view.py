@@ -203,9 +203,12 @@ def show_measurement(measured: Measurement) -> None:
         "y": t("sp_pos_y"),
         "measured": t("sp_pos_measured"),
         "model": t("sp_pos_model"),
+        "conditional": t("sp_pos_conditional"),
     }
     h2.plotly_chart(
-        speed_position_figure(sp.per_position_acceptance, cm.alpha, pos_labels),
+        speed_position_figure(
+            sp.per_position_acceptance, cm.alpha, pos_labels, cm.conditional_acceptance
+        ),
         width="stretch",
         key="sp_pos_fig",
     )
