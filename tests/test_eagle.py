@@ -33,13 +33,14 @@ def test_head_files_small_and_safetensors():
     assert (HEAD_DIR / "model.safetensors").is_file() and (HEAD_DIR / "config.json").is_file()
     assert not list(HEAD_DIR.glob("*.bin")) and not list(HEAD_DIR.glob("*.pt"))
     assert (HEAD_DIR / "model.safetensors").stat().st_size < 4 * 2**20
-    from specdec_core.training.eagle import DEFAULT_MINUTES, STEPS
+    from specdec_core.training.eagle import RECIPES
 
     report = json.loads((HEAD_DIR / "training_report.json").read_text())
     assert report["seed"] == 0
     # built by the recipe's defaults: its fixed steps, all run (the cap never bound)
-    assert report["steps"] == report["args"]["max_steps"] == STEPS["embedded"]
-    assert report["args"]["minutes"] == DEFAULT_MINUTES and report["args"]["inner"] is None
+    steps, minutes = RECIPES["embedded"]
+    assert report["steps"] == report["args"]["max_steps"] == steps
+    assert report["args"]["minutes"] == minutes and report["args"]["inner"] is None
     assert report["head_target_top1_agreement"] > 0.5
 
 
@@ -344,9 +345,11 @@ def test_tree_rounds_count_the_head_forwards_that_ran(embedded_pair, monkeypatch
     ("argv", "steps", "minutes"),
     [
         ([], 800, 120.0),  # the shipped head's recipe
-        (["--pair", "embedded-zh", "--minutes", "9"], None, 9.0),  # the zh head's budget
+        (["--pair", "embedded-zh"], None, 9.0),  # the zh head's: a 9-minute budget
+        (["--pair", "embedded-zh", "--max-steps", "5"], 5, 120.0),
         (["--minutes", "5"], None, 5.0),
         (["--max-steps", "3"], 3, 120.0),
+        (["--max-steps", "3", "--minutes", "2"], 3, 2.0),
     ],
 )
 def test_the_recipe_defaults_fix_the_steps_unless_given_a_budget(argv, steps, minutes):
@@ -354,6 +357,27 @@ def test_the_recipe_defaults_fix_the_steps_unless_given_a_budget(argv, steps, mi
 
     args = parse_args(argv)
     assert (args.max_steps, args.minutes) == (steps, minutes)
+
+
+@pytest.mark.parametrize("pair", ["embedded", "embedded-zh"])
+def test_each_pairs_defaults_are_the_recipe_its_shipped_head_records(pair):
+    from specdec_core.training.eagle import parse_args
+    from specdec_core.training.loop import MODELS
+
+    report = json.loads((MODELS / pair / "eagle" / "training_report.json").read_text())
+    args = parse_args(["--pair", pair])
+    assert (args.max_steps, args.minutes) == (
+        report["args"]["max_steps"],
+        report["args"]["minutes"],
+    )
+
+
+@pytest.mark.parametrize("text", ["0", "-3", "2.5"])
+def test_max_steps_must_be_a_positive_int(text):
+    from specdec_core.training.eagle import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--max-steps", text])
 
 
 @pytest.mark.parametrize("text", ["0", "-3"])

@@ -23,10 +23,10 @@ Speculative Sampling Requires Rethinking Feature Uncertainty"):
    draft model: top-1 agreement with the target and mean Σ min(p, q) at T = 1.
 
 ``--max-steps`` fixes the step count and the schedule; ``--minutes`` is then only a cap
-(a warning says when it stopped a run). Defaults: the embedded pair's head takes 800 steps
-(``STEPS``; 23 min on the shared 2-core CPU at load 5–8) under a 120-minute cap; the
-embedded-zh head was a wall-clock budget (``--minutes 9``). Without ``--max-steps`` the
-schedule spans the steps the budget allows (the tiny test caps it with ``--max-steps``).
+(120 unless given; a warning says when it stopped a run). Without ``--max-steps`` the
+schedule spans the steps the ``--minutes`` budget allows. With neither, each pair trains
+its shipped head's recipe (``RECIPES``): the embedded head 800 steps (23 min on the shared
+2-core CPU at load 5–8) under a 120-minute cap, the embedded-zh head a 9-minute budget.
 """
 
 from __future__ import annotations
@@ -54,24 +54,21 @@ from specdec_core.training.loop import (
     load_frozen,
     pair_defaults,
     parser,
+    positive,
     report_args,
     seed_everything,
     train,
     val_windows,
 )
 
-#: Each pair's shipped head's optimizer steps (its report's ``steps``); a pair missing here
-#: (its head a budget run) or an explicit ``--minutes`` trains for a wall-clock budget.
-STEPS = {"embedded": 800}
-DEFAULT_MINUTES = 120.0
-
-
-def positive(text: str) -> int:
-    """An ``int ≥ 1`` option (argparse type)."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not ≥ 1")
-    return value
+#: Each pair's shipped head's recipe, as its ``training_report.json`` records it:
+#: (``--max-steps``, ``--minutes``); ``None`` steps: a wall-clock budget run. A pair
+#: missing here trains for :data:`DEFAULT_MINUTES`.
+RECIPES: dict[str, tuple[int | None, float]] = {
+    "embedded": (800, 120.0),
+    "embedded-zh": (None, 9.0),
+}
+DEFAULT_MINUTES = 120.0  # the cap of a run given ``--max-steps`` alone
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -85,7 +82,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="draft model folder, only to compare with in the report",
     )
     ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--minutes", type=float, default=None, help="wall-clock budget (default 120)")
+    ap.add_argument(
+        "--minutes", type=float, default=None, help="wall-clock budget (default: the pair's)"
+    )
     ap.add_argument("--context", type=int, default=None, help="window (default: target's)")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -95,9 +94,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--inner", type=positive, default=None, help="the block's MLP inner width (default 4 d)"
     )
     args = ap.parse_args(argv)
-    if args.minutes is None:  # the pair's recipe: its fixed steps under a cap
+    if args.minutes is None and args.max_steps is None:  # the pair's shipped recipe
+        args.max_steps, args.minutes = RECIPES.get(args.pair, (None, DEFAULT_MINUTES))
+    elif args.minutes is None:  # fixed steps under the cap
         args.minutes = DEFAULT_MINUTES
-        args.max_steps = args.max_steps or STEPS.get(args.pair)
     return pair_defaults(args, target="target", draft="draft", out="eagle")
 
 

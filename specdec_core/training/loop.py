@@ -27,6 +27,14 @@ WARMUP_STEPS = 50  # at most; never more than 10% of the estimated steps
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]  # (x, y) (B, T) -> scalar
 
 
+def positive(text: str) -> int:
+    """An ``int ≥ 1`` option (argparse type)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not ≥ 1")
+    return value
+
+
 def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     """A recipe's parser with the options every recipe has (``--pair``, ``--corpus``,
     ``--seed``, ``--max-steps``, ``--threads``); each recipe adds its own."""
@@ -37,7 +45,7 @@ def parser(prog: str, description: str | None) -> argparse.ArgumentParser:
     ap.add_argument("--corpus", type=Path, default=None, help="default: the pair's")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
-        "--max-steps", type=int, default=None, help="fixed steps (the budget only stops early)"
+        "--max-steps", type=positive, default=None, help="fixed steps (the budget only stops early)"
     )
     ap.add_argument("--threads", type=int, default=2)
     return ap
