@@ -154,6 +154,9 @@ def test_expected_tokens_given_drafts_is_eq1_per_round():
     )
     assert expected_tokens_given_drafts(0.7, [0, 0]) == 1.0  # no draft: one token
     assert expected_tokens_given_drafts(0.7, []) == 0.0
+    assert expected_tokens_given_drafts(1.0, [3, 1]) == 3.0  # every draft accepted: g + 1
+    with pytest.raises(ValueError):
+        expected_tokens_given_drafts(1.2, [2])
     mixed = [0, 2, 4, 1]
     assert expected_tokens_given_drafts(0.6, mixed) == pytest.approx(
         sum(expected_tokens_per_round(0.6, g) for g in mixed) / 4

@@ -101,6 +101,12 @@ def test_conditional_acceptance_counts_a_position_only_after_an_accepted_prefix(
     assert conditional_acceptance(greedy) == pytest.approx((3 / 4, 2 / 3))
     assert summarize(greedy).per_position_acceptance == pytest.approx((3 / 4, 2 / 4))
     assert conditional_acceptance([records[3]]) == ()
+    # summarize carries them with every other statistic
+    assert summarize(greedy).conditional_acceptance == pytest.approx((3 / 4, 2 / 3))
+    assert summarize(records).conditional_acceptance == pytest.approx(
+        ((0.9 + 0.6 + 0.2 + 0.5) / 4, (0.8 + 0.4) / 2, 0.7)
+    )
+    assert summarize([records[3]]).conditional_acceptance == ()
 
 
 def test_strip_order_puts_the_target_token_after_the_checked_drafts():

@@ -30,12 +30,11 @@ from specdec_core.bench.results import (
 )
 from specdec_core.bench.timing import judge
 from specdec_core.engine.chain.generate import GenerationResult
-from specdec_core.engine.chain.records import conditional_acceptance
+from specdec_core.engine.chain.records import summarize as summarize_records
 from specdec_core.rules.costmodel import (
     best_gamma,
     best_gamma_on_curve,
     curve_ms,
-    expected_tokens_given_drafts,
     expected_tokens_given_position_rates,
     expected_tokens_per_round,
     mean_draft_round_ms,
@@ -115,10 +114,10 @@ def summarize(
     without, from the runs' forwards.
 
     Predictions: expected tokens per round from the per-position acceptance rates
-    ``α_n`` (``records.conditional_acceptance``) and the drafts each round actually
-    proposed (:func:`expected_tokens_given_position_rates`; from one α, Eq. 1 per round,
-    when no draft was checked); Leviathan's ``walltime_improvement(α, γ, c)``; forward
-    times alone, with the expected and with the measured tokens per round;
+    ``α_n`` (``records.summarize``'s ``conditional_acceptance``) and the drafts each round
+    actually proposed (:func:`expected_tokens_given_position_rates`); Leviathan's
+    ``walltime_improvement(α, γ, c)``; forward times alone, with the expected and with the
+    measured tokens per round;
     and ``predicted_speedup``: the target-only run's measured wall time over the speculative
     run's predicted one (:func:`predicted_run_ms`: the prompt's forward once, then rounds of
     draft + verification + the measured non-forward overhead, as many as the expected
@@ -143,12 +142,11 @@ def summarize(
     overhead = s.overhead_ms / rounds
     alpha = min(max(s.acceptance_rate, 0.0), 1.0)
     advanced = s.new_tokens / rounds  # tokens actually advanced per round
-    # per-position rates where the run checked a draft; one α where it checked none
-    rates = conditional_acceptance(sp.records)
-    if drafts and rates:
+    # a round's first draft is always checked (a commit appends ≥ 1 token), so the rates
+    # are empty only when no round drafted: then every round advances one token
+    rates = summarize_records(sp.records).conditional_acceptance
+    if drafts:
         expected = expected_tokens_given_position_rates(rates, drafts)
-    elif drafts:
-        expected = expected_tokens_given_drafts(alpha, drafts)
     else:
         expected = expected_tokens_per_round(alpha, gamma)
     run_verify = _steady(s.target_forward_ms, s.prefill_ms, rounds, s.target_forward_ms / rounds)

@@ -146,13 +146,12 @@ def expected_tokens_given_drafts(alpha: float, drafts: Sequence[int]) -> float:
     Leviathan et al. 2023, Eq. 1 (γ drafts accepted independently with probability α)
     per round with its own draft count, averaged over rounds (linearity of expectation);
     with every ``g_r = γ``, :func:`expected_tokens_per_round`. Empty ``drafts``: 0.
+    Computed as :func:`expected_tokens_given_position_rates` with one rate, α.
 
     Raises:
-        ValueError: like :func:`expected_tokens_per_round`.
+        ValueError: ``alpha`` outside [0, 1].
     """
-    if not drafts:
-        return 0.0
-    return sum(expected_tokens_per_round(alpha, int(g)) for g in drafts) / len(drafts)
+    return expected_tokens_given_position_rates((alpha,), drafts)
 
 
 def expected_tokens_given_position_rates(alphas: Sequence[float], drafts: Sequence[int]) -> float:
@@ -162,7 +161,7 @@ def expected_tokens_given_position_rates(alphas: Sequence[float], drafts: Sequen
     (``records.conditional_acceptance``; EAGLE's ``(j − 1)``-α, Li et al. 2024); a position
     past ``alphas`` holds the last rate. Leviathan et al.'s Eq. 1 assumes one α at every
     position, which a drafter whose acceptances come in runs breaks (prompt lookup: a copied
-    span matches until it diverges). With every ``α_j = α`` this is
+    span matches until it diverges). With one rate ``(α,)`` this is
     :func:`expected_tokens_given_drafts`.
 
     Raises:

@@ -137,6 +137,8 @@ class AcceptanceStats:
         accepted_histogram: ``[n]`` rounds that committed exactly ``n`` drafts.
         per_position_acceptance: ``[i]`` share of rounds whose draft ``i + 1`` was committed,
             among rounds that drafted position ``i + 1`` and did not cut it.
+        conditional_acceptance: ``[n − 1]`` α_n, draft ``n``'s rate given drafts ``< n``
+            were accepted (:func:`conditional_acceptance`).
         empty_rounds: rounds asked for γ > 0 drafts that proposed none.
     """
 
@@ -150,6 +152,7 @@ class AcceptanceStats:
     tokens_per_round: float
     accepted_histogram: tuple[int, ...]
     per_position_acceptance: tuple[float, ...]
+    conditional_acceptance: tuple[float, ...]
     empty_rounds: int
 
 
@@ -170,6 +173,7 @@ def summarize(records: Sequence[RoundRecord]) -> AcceptanceStats:
         tokens_per_round=mean(sum(len(r.appended) for r in records), n_rounds),
         accepted_histogram=accepted_histogram(records),
         per_position_acceptance=share_by_index(marks),
+        conditional_acceptance=conditional_acceptance(records),
         empty_rounds=sum(1 for r in records if r.gamma > 0 and not r.drafted),
     )
 
