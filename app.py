@@ -17,7 +17,7 @@ import streamlit as st
 
 from specdec_core.ui import warmup
 from specdec_core.ui.context import app_context
-from specdec_core.ui.guards import install_run_gate, one_run_per_browser
+from specdec_core.ui.run_gate import install_run_gate, one_run_per_browser
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import room as live_room
