@@ -17,6 +17,7 @@ import streamlit as st
 
 from specdec_core.ui import warmup
 from specdec_core.ui.context import app_context
+from specdec_core.ui.guards import install_run_gate, one_run_per_browser
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import room as live_room
@@ -105,75 +106,85 @@ PAGES = [
 
 if __name__ == "__main__":  # a script run: one browser session's page
     _started = time.perf_counter()
+    install_run_gate()  # once per process: every later run waits its browser's turn first
     warmup.start()  # once per process: the opening pair and its scenarios, in the background
 
     load_from_url()  # a lesson link: seeds the settings once per browser session
     adopt_browser_language()  # a Chinese browser gets the Chinese screen (and pair)
-    live_room.on_load()  # ?room=CODE joins a live class (once)
-    live_follow.before_sidebar()  # a following student gets the teacher's latest state
-    presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
-    st.set_page_config(
-        page_title="SpecDec Lab",
-        page_icon="🔮",
-        layout="wide",
-        initial_sidebar_state="collapsed" if presenter else "auto",
-    )
+    # one run at a time per browser: its other tabs wait their turn without the GIL
+    with one_run_per_browser():
+        live_room.on_load()  # ?room=CODE joins a live class (once)
+        live_follow.before_sidebar()  # a following student gets the teacher's latest state
+        presenter = presenter_on()  # ?presenter=1 on first load, then the sidebar toggle
+        st.set_page_config(
+            page_title="SpecDec Lab",
+            page_icon="🔮",
+            layout="wide",
+            initial_sidebar_state="collapsed" if presenter else "auto",
+        )
 
-    st.html(f"<style>{CSS}{PRESENTER_CSS if presenter else ''}</style>")
+        st.html(f"<style>{CSS}{PRESENTER_CSS if presenter else ''}</style>")
 
-    pages = [
-        st.Page(str(HERE / path), title=t(key), icon=icon, default=i == 0, url_path=Path(path).stem)
-        for i, (path, key, icon) in enumerate(PAGES)
-        if (HERE / path).is_file()
-    ]
-    # Our own menu: `client.showSidebarNavigation = false` (.streamlit/config.toml) hides
-    # Streamlit's, which on a cold server listed the raw `pages/` file names until a session
-    # reached this line (streamlit#8388), and with it the st.navigation menu; these links
-    # replace that menu (same pages, titles, icons, current page highlighted).
-    nav = st.navigation(pages, position="hidden")
-    for page in pages:
-        st.sidebar.page_link(page)
-    st.sidebar.divider()
-    st.sidebar.title(t("app_title"))
-    st.sidebar.caption(t("app_tagline"))
-    render_sidebar()
-
-    def _dismiss_welcome() -> None:
-        st.session_state[FIRST_VISIT] = False
-
-    def welcome(page: str) -> None:
-        """A first visit (a bare URL, no lesson link) lands on the step-through page, the
-        densest one: a box points to the Lessons until dismissed or the Lessons are opened.
-        Always one container, so the page below never moves between runs (its fragment)."""
-        S = st.session_state
-        if page == "lessons":
-            S[FIRST_VISIT] = False
-        with st.container(key="welcome_box"):
-            if not S.get(FIRST_VISIT) or presenter or page != "step_through":
-                return
-            with st.container(border=True):
-                st.markdown(t("welcome_text"))
-                row = st.container(horizontal=True, gap="small")
-                row.page_link(lessons_page, label=t("welcome_go"), icon=":material/menu_book:")
-                row.button(
-                    t("welcome_dismiss"), on_click=_dismiss_welcome, key="btn_welcome_dismiss"
-                )
-
-    lessons_page = next(p for p in pages if p.url_path == "lessons")
-    with app_context():
-        st.session_state[PAGE] = nav.url_path or "step_through"
-        welcome(st.session_state[PAGE])
-        with st.container(key="live_bar"):  # a live class: the follower's line, a room error
-            live_follow.bar(
-                st.session_state[PAGE], {p.url_path or "step_through": p for p in pages}
+        pages = [
+            st.Page(
+                str(HERE / path), title=t(key), icon=icon, default=i == 0, url_path=Path(path).stem
             )
-        nav.run()
-    # the state on screen (a reload keeps it); a teacher publishes it
-    write_url(live_room.publisher())
-    warmup.first_run_done()  # the warm-up's scenario search may start now
-    if os.environ.get("SPECDEC_PROFILE"):  # server time of this rerun, for benchmarks/load_test.py
-        print(f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr)
+            for i, (path, key, icon) in enumerate(PAGES)
+            if (HERE / path).is_file()
+        ]
+        # Our own menu: `client.showSidebarNavigation = false` (.streamlit/config.toml) hides
+        # Streamlit's, which on a cold server listed the raw `pages/` file names until a session
+        # reached this line (streamlit#8388), and with it the st.navigation menu; these links
+        # replace that menu (same pages, titles, icons, current page highlighted).
+        nav = st.navigation(pages, position="hidden")
+        for page in pages:
+            st.sidebar.page_link(page)
+        st.sidebar.divider()
+        st.sidebar.title(t("app_title"))
+        st.sidebar.caption(t("app_tagline"))
+        render_sidebar()
+
+        def _dismiss_welcome() -> None:
+            st.session_state[FIRST_VISIT] = False
+
+        def welcome(page: str) -> None:
+            """A first visit (a bare URL, no lesson link) lands on the step-through page, the
+            densest one: a box points to the Lessons until dismissed or the Lessons are opened.
+            Always one container, so the page below never moves between runs (its fragment)."""
+            S = st.session_state
+            if page == "lessons":
+                S[FIRST_VISIT] = False
+            with st.container(key="welcome_box"):
+                if not S.get(FIRST_VISIT) or presenter or page != "step_through":
+                    return
+                with st.container(border=True):
+                    st.markdown(t("welcome_text"))
+                    row = st.container(horizontal=True, gap="small")
+                    row.page_link(lessons_page, label=t("welcome_go"), icon=":material/menu_book:")
+                    row.button(
+                        t("welcome_dismiss"), on_click=_dismiss_welcome, key="btn_welcome_dismiss"
+                    )
+
+        lessons_page = next(p for p in pages if p.url_path == "lessons")
+        with app_context():
+            st.session_state[PAGE] = nav.url_path or "step_through"
+            welcome(st.session_state[PAGE])
+            with st.container(key="live_bar"):  # a live class: the follower's line, a room error
+                live_follow.bar(
+                    st.session_state[PAGE], {p.url_path or "step_through": p for p in pages}
+                )
+            nav.run()
+        # the state on screen (a reload keeps it); a teacher publishes it
+        write_url(live_room.publisher())
+        warmup.first_run_done()  # the warm-up's scenario search may start now
+        if os.environ.get(
+            "SPECDEC_PROFILE"
+        ):  # server time of this rerun, for benchmarks/load_test.py
+            print(
+                f"specdec-render-ms {(time.perf_counter() - _started) * 1e3:.1f}", file=sys.stderr
+            )
 else:  # imported by `streamlit run app.py`: the server, with the live class's push route
     from specdec_core.ui.live.push_server import push_routes, warm_up
 
+    install_run_gate()  # one script run at a time per browser, from the first session on
     app = st.App(__file__, routes=push_routes(), lifespan=warm_up)

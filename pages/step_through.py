@@ -10,6 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.ui.context import page_context
+from specdec_core.ui.guards import fragment
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import room as live_room
 from specdec_core.ui.live import teacher as live_teacher
@@ -30,7 +31,7 @@ with st.container():
         header.draw(pair, config, presenter)
 
 
-@st.fragment
+@fragment
 def step_panel() -> None:
     """Everything a step click changes: a click reruns only this fragment."""
     live = panel.LiveHooks(

@@ -1,4 +1,4 @@
-"""What one client may do to the live class per second, kept in this process.
+"""What one client may do to the live class per second (and at once), kept in this process.
 
 The room store bounds what is *stored* per client (rooms per address and per hour, seats
 that free themselves); this module bounds the *rate* of what a client sends, before the
@@ -18,7 +18,13 @@ client (``addr:<ip>``, :func:`specdec_core.server.jobs.client_key`) or a seat id
 newest to join, the one where "Follow in this tab" was clicked, or any tab when that one
 went quiet); the seat's other tabs poll every 10 s, and an
 address holds at most ``SPECDEC_FOLLOWERS_PER_ADDR`` (default 100) fast followers, so 40
-tabs of one browser cost what two do. Kept per process: behind nginx a browser's tabs reach
+tabs of one browser cost what two do.
+
+:class:`Runs` lets one browser run one script run at a time (a full run of ``app.py`` or a
+fragment's rerun, every page, not only a live class): its other tabs' runs wait their turn,
+first come first served, on a condition (no GIL held), so 40 tabs of one browser take what
+one thread takes while a classmate's click runs beside them (before: 40 concurrent runs, the
+classmate's thread got ~1/40 of the GIL). Kept per process: behind nginx a browser's tabs reach
 one replica (the route cookie), so the seat bound holds across replicas; the address bounds
 are per replica (×2 with two replicas). Memory is bounded: at most :data:`MAX_KEYS` keys per
 kind, the least recently used dropped.
@@ -30,7 +36,8 @@ import math
 import os
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 MAX_KEYS = 20_000
@@ -154,5 +161,167 @@ class Tabs:
         return True
 
 
+RUN_HOLD_S = 3.0  # a run holding its browser's turn longer than this lets the next one start
+RUN_REST = 1.0  # after a run of d seconds, the browser's next waiting run starts d × this later
+
+
+class Runs:
+    """One script run at a time per browser (its key: the caller's, e.g. address and
+    browser cookie). :meth:`acquire` waits, first come first served, until no other run of
+    ``browser`` holds the turn, or until the holder has held it :data:`RUN_HOLD_S` (a long
+    study: the next run starts beside it, so a waiting tab waits at most that long per run
+    ahead of it); calls ``on_notice`` once after ``notice_s`` of waiting. A thread already
+    in a run passes straight through (a fragment drawn inside its full run). While runs of
+    a browser wait, each starts ``rest`` × the previous run's time after it ended, so a
+    browser's tabs hold the GIL at most half the time (one thread of theirs always
+    runnable would take half of a classmate's share). :meth:`sleep` gives the turn up
+    while a run sleeps (pacing, a measurement's queue). :meth:`enter` / :meth:`exit`
+    bracket a script thread's whole run (before Streamlit's own per-run work): a run still
+    waiting after ``wait_s`` goes on, in its place in line, to its page's :meth:`acquire`,
+    which waits on and says so. Each waiter sleeps on an event of its own and only the
+    first in line is woken (39 waiting tabs woken at every turn would each take the GIL).
+    Memory: one entry per run in flight or waiting."""
+
+    def __init__(self, hold_s: float = RUN_HOLD_S, rest: float = RUN_REST) -> None:
+        self.hold_s, self.rest = hold_s, rest
+        self._lock = threading.Lock()
+        self._holder: dict[str, tuple[int, float]] = {}  # browser → (thread, since)
+        self._queue: dict[str, deque[tuple[int, threading.Event]]] = {}  # waiting, in order
+        self._free_at: dict[str, float] = {}  # browser → when its next waiting run may start
+        self._runs: dict[int, list] = {}  # thread → [browser, depth]
+        self._pending: dict[int, tuple[str, threading.Event]] = {}  # entered, still in line
+
+    def acquire(
+        self, browser: str, notice_s: float = math.inf, on_notice: Callable | None = None
+    ) -> float:
+        """Wait for ``browser``'s turn and take it (a run :meth:`enter` left waiting waits
+        on in its place, told at once); returns the seconds waited."""
+        me, start = threading.get_ident(), time.monotonic()
+        with self._lock:
+            if me in self._runs:
+                self._runs[me][1] += 1
+                return 0.0
+            pending = self._pending.pop(me, None)
+            if pending is None:
+                wake = threading.Event()
+                self._queue.setdefault(browser, deque()).append((me, wake))
+            else:
+                (browser, wake), notice_s = pending, 0.0
+        try:
+            if not self._turn(browser, me, wake, start + notice_s):
+                if on_notice is not None:
+                    on_notice()  # may raise (Streamlit stops a run replaced by a newer click)
+                self._turn(browser, me, wake, math.inf)
+        except BaseException:
+            with self._lock:
+                self._leave(browser, me)
+            raise
+        return time.monotonic() - start
+
+    def enter(self, browser: str, wait_s: float) -> None:
+        """A script thread's run starts: wait up to ``wait_s`` for the turn (see above)."""
+        me, start, wake = threading.get_ident(), time.monotonic(), threading.Event()
+        with self._lock:
+            if me in self._runs:
+                self._runs[me][1] += 1
+                return
+            self._queue.setdefault(browser, deque()).append((me, wake))
+        try:
+            taken = self._turn(browser, me, wake, start + wait_s)
+        except BaseException:
+            with self._lock:
+                self._leave(browser, me)
+            raise
+        if not taken:
+            with self._lock:
+                self._pending[me] = (browser, wake)
+
+    def exit(self) -> None:
+        """The run :meth:`enter` began ends (its place in line, if still waiting, is left)."""
+        me = threading.get_ident()
+        with self._lock:
+            pending = self._pending.pop(me, None)
+            if pending is not None:
+                self._leave(pending[0], me)
+                return
+        self.release()
+
+    def _turn(self, browser: str, me: int, wake: threading.Event, until: float) -> bool:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                held, first = self._holder.get(browser), self._queue[browser][0][0] == me
+                free_at = self._free_at.get(browser, 0.0)
+                free = now >= free_at if held is None else now - held[1] > self.hold_s
+                if first and free:
+                    self._free_at.pop(browser, None)
+                    self._leave(browser, me)
+                    self._holder[browser] = (me, now)
+                    self._runs[me] = [browser, 1]
+                    return True
+                if now >= until:
+                    return False
+                due = free_at if held is None else held[1] + self.hold_s + 0.01
+                due = until if not first else min(until, due)
+                wake.clear()
+            wake.wait(None if due == math.inf else max(0.001, due - now))
+
+    def _leave(self, browser: str, me: int) -> None:
+        queue = self._queue.get(browser, deque())
+        for entry in queue:
+            if entry[0] == me:
+                queue.remove(entry)
+                break
+        if queue:
+            self._wake(browser)  # the new first in line: its turn, or its hold timer
+        else:
+            self._queue.pop(browser, None)
+            self._free_at.pop(browser, None)
+
+    def _wake(self, browser: str) -> None:
+        if self._queue.get(browser):
+            self._queue[browser][0][1].set()
+
+    def _drop(self, browser: str, me: int) -> None:
+        held = self._holder.get(browser)
+        if held is not None and held[0] == me:
+            del self._holder[browser]
+            if self._queue.get(browser):
+                now = time.monotonic()
+                self._free_at[browser] = now + self.rest * (now - held[1])
+                self._wake(browser)
+
+    def release(self) -> None:
+        """End this thread's run (or one nested level of it)."""
+        me = threading.get_ident()
+        with self._lock:
+            run = self._runs.get(me)
+            if run is None:
+                return
+            run[1] -= 1
+            if run[1] == 0:
+                del self._runs[me]
+                self._drop(run[0], me)
+
+    def sleep(self, seconds: float) -> None:
+        """``time.sleep`` without holding this thread's turn (taken again after)."""
+        me = threading.get_ident()
+        with self._lock:
+            run = self._runs.pop(me, None)
+            if run is not None:
+                self._drop(run[0], me)
+        time.sleep(seconds)
+        if run is not None:
+            self.acquire(run[0])
+            with self._lock:
+                self._runs[me][1] = run[1]
+
+    def waiting(self, browser: str) -> int:
+        """Runs of ``browser`` waiting now (benchmarks, tests)."""
+        with self._lock:
+            return len(self._queue.get(browser, ()))
+
+
 BUCKETS = Buckets()
 TABS = Tabs()
+RUNS = Runs()

@@ -19,6 +19,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specdec_core.server.tasks import Job
 from specdec_core.ui.errors import error_message
+from specdec_core.ui.guards import fragment
 from specdec_core.ui.i18n import t
 from specdec_core.ui.speed.queue import queue
 
@@ -124,7 +125,7 @@ def progress_text(job: Job, label: str) -> str:
     )
 
 
-@st.fragment(run_every=POLL_S)
+@fragment(run_every=POLL_S)
 def _poll(name: str, label: str) -> None:
     job = job_of(name)
     if job is None:

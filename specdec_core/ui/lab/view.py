@@ -18,6 +18,7 @@ from specdec_core.rules.lab import rows as LR
 from specdec_core.rules.lab.exact import RULES, Decomposition
 from specdec_core.rules.lab.montecarlo import MAX_N, ChiSquare, monte_carlo
 from specdec_core.rules.lab.tree_node import TREE_RULES, node_rules
+from specdec_core.server.room_limits import RUNS
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.figures.common import token_labels, visible_token
 from specdec_core.ui.i18n import t
@@ -344,6 +345,6 @@ def pace(now: float | None = None) -> float:
     now = time.monotonic() if now is None else now
     wait = max(0.0, MIN_RUN_INTERVAL_S - (now - S.get(_LAST_RUN, -1e9)))
     if wait > 0:
-        time.sleep(wait)
+        RUNS.sleep(wait)  # the browser's other tabs run meanwhile
     S[_LAST_RUN] = time.monotonic()
     return wait

@@ -42,12 +42,12 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
+from specdec_core.ui.guards import fragment
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
 from specdec_core.ui.live import follow_push, frame_view, push_view, room, seat_hold, seats
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
-from specdec_core.ui.live.frame_view import teacher_at
 from specdec_core.ui.live.identity import client, tab_id
 from specdec_core.ui.step import links
 from specdec_core.ui.step.files import with_view
@@ -244,19 +244,19 @@ def _this_tab() -> None:
         TABS.claim(s.student, tab_id(), client())
 
 
-@st.fragment(run_every=POLL_S)
+@fragment(run_every=POLL_S)
 def _follower() -> None:
     if not _fast():  # another tab of this browser took over: this one slows down
         st.rerun(scope="app")
     _follow_box(fast=True)
 
 
-@st.fragment
+@fragment
 def _follower_pushed() -> None:  # at rest: runs when its component asks (``follow_push``)
     _pushed(beat=False)
 
 
-@st.fragment(run_every=PUSH_BEAT_S)
+@fragment(run_every=PUSH_BEAT_S)
 def _follower_pushed_beat() -> None:  # while something waits (``follow_push.beat_needed``)
     _pushed(beat=True)
 
@@ -269,7 +269,7 @@ def _pushed(beat: bool) -> None:
         st.rerun(scope="app")  # the other of the two fragments takes over
 
 
-@st.fragment(run_every=SLOW_POLL_S)
+@fragment(run_every=SLOW_POLL_S)
 def _follower_slow() -> None:
     if _fast():  # the fast tab went quiet (closed): this one takes over
         st.rerun(scope="app")
@@ -331,7 +331,7 @@ def _follow_box(fast: bool, pushed: bool = False) -> None:
             row.button(t("live_this_tab"), key="live_this_tab", on_click=_this_tab)
         row = st.container(horizontal=True, vertical_alignment="center", gap="small")
         seats.own_line(row)  # the id the teacher's seat list shows
-        where = teacher_at(view)
+        where = frame_view.teacher_at(view)
         if following():
             if not (pushed and S.get(FRAME) is not None):  # else the pushed screen says it
                 row.markdown(t("live_following", where=where))

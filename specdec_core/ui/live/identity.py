@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import re
 import secrets
+from collections.abc import Mapping
 
 import streamlit as st
 
@@ -51,17 +52,21 @@ def xsrf_token(raw: str) -> str | None:
     return token.hex() if len(token) >= 16 else None
 
 
-def browser_secret() -> str:
-    """This browser's secret (see the module docstring): the XSRF cookie's token, else
-    nginx's route cookie, else this session's own random secret."""
-    jar = cookies()
+def jar_secret(jar: Mapping[str, str]) -> str | None:
+    """The browser secret a cookie jar holds: the XSRF cookie's token, else nginx's route
+    cookie; ``None`` without either."""
     token = xsrf_token(jar.get(XSRF_COOKIE, "")[:600])
     if token:
         return "xsrf:" + token
     route = jar.get(ROUTE_COOKIE, "")
-    if _ROUTE.fullmatch(route):
-        return "route:" + route
-    return st.session_state.setdefault(SECRET, "session:" + secrets.token_hex(16))
+    return "route:" + route if _ROUTE.fullmatch(route) else None
+
+
+def browser_secret() -> str:
+    """This browser's secret (see the module docstring): :func:`jar_secret`, else this
+    session's own random secret."""
+    secret = jar_secret(cookies())
+    return secret or st.session_state.setdefault(SECRET, "session:" + secrets.token_hex(16))
 
 
 def seat_id(code: str, secret: str) -> str:

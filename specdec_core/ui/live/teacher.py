@@ -42,10 +42,11 @@ import streamlit as st
 
 from specdec_core.server.room_types import CODE_ALPHABET, Question, RoomError
 from specdec_core.ui.errors import error_message, plain
+from specdec_core.ui.guards import fragment
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
 from specdec_core.ui.lessons.checkpoint import DRAWN
-from specdec_core.ui.live import comeback, converge, drive, follow, results, room, vote
+from specdec_core.ui.live import comeback, converge, drive, follow, results, room, seats, vote
 from specdec_core.ui.live.questions import (
     KINDS,
     Draft,
@@ -58,7 +59,6 @@ from specdec_core.ui.live.questions import (
     round_question,
     the_round,
 )
-from specdec_core.ui.live.seats import seats_box
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
@@ -175,7 +175,7 @@ def card(page: str) -> None:
         _dashboard(page)
 
 
-@st.fragment(run_every=POLL_S)
+@fragment(run_every=POLL_S)
 def _dashboard(page: str) -> None:
     S = st.session_state
     if S.pop(RERUN, False):
@@ -209,7 +209,7 @@ def _dashboard(page: str) -> None:
             drive.pause_button(view)
             s = room.seat()
             results.download(s.code, s.key, view.version)
-        seats_box()
+        seats.seats_box()
         q = view.question
         if q is not None:
             vote.question_box(view, _reveal)

@@ -5,8 +5,6 @@ that shows its place in the queue / progress until it finishes. Results are draw
 
 from __future__ import annotations
 
-import time
-
 import streamlit as st
 import torch
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -17,6 +15,7 @@ from specdec_core.core.settings import SessionConfig
 from specdec_core.drafters.registry import drafters_for
 from specdec_core.server import jobs as J
 from specdec_core.server import tasks as T
+from specdec_core.server.room_limits import RUNS
 from specdec_core.ui.drafters.cards import draft_notes
 from specdec_core.ui.errors import error_message
 from specdec_core.ui.guards import PROMPT_CHARS, prompt_ids, prompt_limit_note
@@ -96,7 +95,7 @@ def _wait(job: T.Job) -> None:
         else:
             text = t("sp_progress", what=_label(job), i=min(job.done + 1, job.total), n=job.total)
             bar.progress(job.done / job.total, text=text)
-        time.sleep(WAIT_S)
+        RUNS.sleep(WAIT_S)  # the browser's other tabs run meanwhile
     bar.empty()
     if not job.finished:
         return
