@@ -17,10 +17,10 @@ import streamlit as st
 
 from specdec_core.ui import warmup
 from specdec_core.ui.context import app_context
-from specdec_core.ui.guards import install_run_gate, one_run_per_browser
 from specdec_core.ui.i18n import t
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import room as live_room
+from specdec_core.ui.run_gate import install_run_gate, one_run_per_browser
 from specdec_core.ui.sidebar import adopt_browser_language, presenter_on, render_sidebar
 from specdec_core.ui.step.links import FIRST_VISIT, PAGE, load_from_url, write_url
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from specdec_core.ui.context import page_context
-from specdec_core.ui.guards import fragment
 from specdec_core.ui.live import follow as live_follow
 from specdec_core.ui.live import room as live_room
 from specdec_core.ui.live import teacher as live_teacher
+from specdec_core.ui.run_gate import fragment
 from specdec_core.ui.step import header, panel
 
 pair, config = page_context()

@@ -20,33 +20,30 @@ IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 # for 1.5 s (a run that starts right after the load's first one, e.g. the URL-state
 # write, would otherwise redraw the box under the click).
 WATCH = """() => { if (window.__sdWatch) return; window.__sdBusy = performance.now();
-  window.__sdSeen = false;
   window.__sdWatch = setInterval(() => {
     if (document.querySelector('[data-testid="stStatusWidget"]')) {
-      window.__sdBusy = performance.now(); window.__sdSeen = true; } }, 25); }"""
+      window.__sdBusy = performance.now(); } }, 25); }"""
 QUIET = "() => performance.now() - window.__sdBusy > 1500"
 
 
 def _open(page, locator, *, setup: bool = False) -> int:
     """Scroll ``locator`` into view, wait until no script run has shown for 1.5 s, click
     its input once; returns how many options the menu lists (0: it did not open). The
-    menu is left open. A click that a script run overlapped (the run redraws the box and
-    closes its menu) is not the failure under test: it is tried again, at most 3 times;
-    ``setup`` (a step before the one under test) tries again whatever the cause."""
+    menu is left open. ``setup`` (a step before the one under test): a click that did not
+    open the menu is tried again, at most 3 times (a rerun after the page's load can
+    redraw the box and close its menu); otherwise the one click must open it."""
     page.evaluate(WATCH)
-    for _ in range(3):
+    for _ in range(3 if setup else 1):
         locator.scroll_into_view_if_needed()
         page.wait_for_timeout(800)
         page.wait_for_function(QUIET, timeout=60_000, polling=100)
-        page.evaluate("() => { window.__sdSeen = false; }")
         box = locator.bounding_box()
         page.mouse.click(box["x"] + 60, box["y"] + box["height"] - 18)
         try:
             page.locator('[role="option"]').first.wait_for(timeout=5_000)
             return page.locator('[role="option"]').count()
         except PlaywrightTimeout:
-            if not setup and not page.evaluate("() => window.__sdSeen"):
-                return 0  # nothing ran, the click did not open it
+            continue
     return 0
 
 

@@ -70,6 +70,8 @@ def test_a_state_survives_the_url_form():
         ({"v": "1", "lang": "fr"}, "bad_value", "lang"),
         ({"v": "3", "s": _pack({"gamma": 2})}, "version", None),
         ({"v": "1", "s": "!!not base64!!"}, "unreadable", None),
+        ({"s": "garbage"}, "unreadable", None),  # no version: not "another version (—)"
+        ({"s": _pack({"gamma": 2})}, "unreadable", None),
         ({"v": "1", "s": _pack([1, 2, 3])}, "unreadable", None),
         ({"v": "1", "s": "A" * 9000}, "unreadable", None),
     ],

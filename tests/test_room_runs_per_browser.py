@@ -1,20 +1,16 @@
-"""One script run at a time per browser (``room_limits.Runs``, ``guards.one_run_per_browser``):
-a browser's second tab waits for its first, other browsers (one address, one class) never
-wait, nothing is held after a run, and a waiting tab says so in its language."""
+"""One script run at a time per browser (``room_limits.Runs``): a browser's second tab waits
+for its first, other browsers never wait, a waiter waits at most so long, and nothing is
+held after a run (the Streamlit side: ``tests/test_run_gate.py``)."""
 
 from __future__ import annotations
 
-import re
+import math
 import threading
 import time
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from specdec_core.server.room_limits import Runs
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(runs: Runs, browser: str, hold: threading.Event, log: list, name: str) -> threading.Thread:
@@ -203,143 +199,86 @@ def test_a_thread_still_waiting_goes_on_to_its_page_which_waits_in_its_place():
     assert runs._holder == {} and runs._runs == {} and runs._pending == {}
 
 
-def test_a_browsers_queued_runs_rest_as_long_as_the_run_before_them():
-    runs, log, hold = Runs(rest=1.0), [], threading.Event()
+def _rest_after(runs: Runs, run_s: float) -> float:
+    """Seconds between the end of a run of ``run_s`` and the start of the one queued behind."""
+    log, hold = [], threading.Event()
     runs.acquire("b")
     tab2 = _run(runs, "b", hold, log, "tab2")
     _until(lambda: runs.waiting("b") == 1)
-    time.sleep(0.3)  # the first run takes 0.3 s
+    time.sleep(run_s)
     ended = time.monotonic()
     runs.release()
     _until(lambda: log)
-    assert time.monotonic() - ended >= 0.28  # the browser's next run waited as long again
+    rest = time.monotonic() - ended
     hold.set()
     tab2.join(5)
+    return rest
+
+
+def test_a_browsers_queued_runs_rest_as_long_as_the_run_before_them_up_to_a_cap():
+    runs = Runs(rest=1.0, rest_max_s=math.inf)
+    assert _rest_after(runs, 0.3) >= 0.28  # the browser's next run waited as long again
     assert runs.acquire("b") < 0.05  # nobody waited behind tab2: no rest
     runs.release()
     assert runs._free_at == {}
+    capped = _rest_after(Runs(rest=1.0, rest_max_s=0.1), 0.3)
+    assert 0.09 <= capped < 0.28  # a click queued behind a slow poll rests 0.1 s, not 0.3
 
 
-def test_a_browser_is_its_cookie_at_its_address(monkeypatch):
-    from specdec_core.ui import guards
-    from specdec_core.ui.live import identity
-
-    who = {"addr": "addr:10.0.0.1", "secret": "xsrf:aa"}
-    monkeypatch.setattr(identity, "client", lambda: who["addr"])
-    monkeypatch.setattr(identity, "browser_secret", lambda: who["secret"])
-    tab1 = guards.browser_key()
-    assert guards.browser_key() == tab1  # another tab of the browser
-    who["secret"] = "xsrf:bb"  # a classmate behind the same school address
-    classmate = guards.browser_key()
-    who.update(addr="addr:10.9.9.9", secret="xsrf:aa")  # the cookie copied elsewhere
-    leaked = guards.browser_key()
-    assert len({tab1, classmate, leaked}) == 3 and re.fullmatch(r"[0-9a-f]{16}", tab1)
-
-
-def test_a_script_thread_knows_its_browser_before_its_run(monkeypatch):
-    """The thread-start key (the websocket handshake's address and cookie) is the page's
-    key (``st.context``'s): both gates count one browser's runs in one line."""
-    from types import SimpleNamespace
-
-    import streamlit.runtime as st_runtime
-
-    from specdec_core.ui import guards
-    from specdec_core.ui.live import identity
-
-    xsrf = "2|01020304|" + bytes(b ^ (i % 4 + 1) for i, b in enumerate(range(32))).hex() + "|1"
-    handshake = SimpleNamespace(
-        remote_ip="127.0.0.1",  # nginx on this machine: X-Real-IP is the browser's address
-        headers=[("X-Real-IP", "10.0.0.7"), ("Host", "lab")],
-        cookies={"_streamlit_xsrf": xsrf},
-    )
-    clients = {"s1": SimpleNamespace(client_context=handshake)}
-    monkeypatch.setattr(st_runtime, "exists", lambda: True)
-    monkeypatch.setattr(st_runtime, "get_instance", lambda: SimpleNamespace(get_client=clients.get))
-    monkeypatch.setattr(identity, "client", lambda: "addr:10.0.0.7")
-    monkeypatch.setattr(identity, "cookies", lambda: {"_streamlit_xsrf": xsrf})
-    assert guards.thread_browser_key("s1") == guards.browser_key()
-    assert guards.thread_browser_key("s2") != guards.thread_browser_key("s3")  # no client
-
-
-def _gated_page() -> None:
-    import threading
-
-    import streamlit as st
-
-    from specdec_core.server.room_limits import RUNS
-
-    st.write(f"held {threading.get_ident() in RUNS._runs}")
-
-
-def test_every_script_run_takes_its_turn_at_the_start_of_its_thread():
-    from streamlit.runtime.scriptrunner import script_runner
-
-    from specdec_core.ui import guards
-
-    assert guards.install_run_gate() and guards.install_run_gate()  # once, whatever the calls
-    gated = script_runner.ScriptRunner._run_script
-    assert gated.__qualname__.endswith("gated")
-    at = AppTest.from_function(_gated_page, default_timeout=30).run()
-    assert [m.value for m in at.markdown] == ["held True"]
-    assert script_runner.ScriptRunner._run_script is gated
-
-
-def test_every_fragment_takes_its_browsers_turn():
-    """A fragment's rerun is a run too: every ``st.fragment`` is ``guards.fragment``."""
-    files = [REPO / "app.py", *REPO.glob("pages/*.py"), *(REPO / "specdec_core").rglob("*.py")]
-    bare = [
-        f"{path.relative_to(REPO)}:{n}"
-        for path in files
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if re.match(r"\s*@st\.fragment\b", line)
-    ]
-    assert bare == []
-    uses = sum(len(re.findall(r"^@fragment\b", p.read_text(encoding="utf-8"), re.M)) for p in files)
-    assert uses >= 7  # the follower (4), the teacher's dashboard, jobs' progress, the step panel
-
-
-def _waiting_page(lang: str) -> None:
-    import streamlit as st
-
-    from specdec_core.ui import guards
-
-    st.session_state["lang"] = lang
-    with guards.one_run_per_browser():
-        st.write("page drawn")
-
-
-@pytest.mark.parametrize(
-    ("lang", "line"),
-    [
-        ("en", "Waiting for this browser's other tabs"),
-        ("zh", "正在等待此浏览器的其他标签页"),
-    ],
-)
-def test_a_tab_waiting_for_its_other_tab_says_so_then_draws(monkeypatch, lang, line):
-    from specdec_core.server import room_limits
-    from specdec_core.ui import guards
-
-    guards.install_run_gate()  # the thread waits 1 s, then its page waits on and says so
-    monkeypatch.setattr(guards, "browser_key", lambda: "one-browser")
-    monkeypatch.setattr(guards, "thread_browser_key", lambda session: "one-browser")
-    holding, done = threading.Event(), threading.Event()
-
-    def other_tab() -> None:  # the browser's other tab, in a run 1.5 s past the page's start
-        room_limits.RUNS.acquire("one-browser")
-        holding.set()
-        _until(lambda: room_limits.RUNS.waiting("one-browser") == 1, timeout=20)
-        time.sleep(1.5)
-        room_limits.RUNS.release()
-        done.set()
-
-    threading.Thread(target=other_tab, daemon=True).start()
-    holding.wait(5)
-    at = AppTest.from_function(_waiting_page, args=(lang,), default_timeout=30)
+def test_a_run_waiting_past_the_safety_limit_starts_beside_the_others():
+    runs, log, hold = Runs(hold_s=10.0, max_wait_s=0.3), [], threading.Event()
+    runs.acquire("b")  # a run that holds the turn (its hold time is far off)
     started = time.monotonic()
-    at.run()
-    assert done.is_set() and time.monotonic() - started >= 1.5
-    assert [x.value for x in at.toast] and line in at.toast[0].value
-    assert [m.value for m in at.markdown] == ["page drawn"]
-    assert room_limits.RUNS.waiting("one-browser") == 0 and not room_limits.RUNS._runs
-    at.run()  # alone now: no wait, no line
-    assert not at.toast and [m.value for m in at.markdown] == ["page drawn"]
+    tabs = [_run(runs, "b", hold, log, f"tab{i}") for i in range(2)]  # first and second
+    _until(lambda: len(log) == 2)
+    assert 0.28 <= time.monotonic() - started < 2.0
+    assert runs._holder["b"][0] == threading.get_ident()  # the long run still holds the turn
+    hold.set()
+    for tab in tabs:
+        tab.join(5)
+    runs.release()
+    assert runs._holder == {} and runs._runs == {} and runs.waiting("b") == 0
+
+
+def test_the_safety_limit_counts_from_a_script_threads_start():
+    runs, waited = Runs(hold_s=10.0, max_wait_s=0.4), []
+
+    def tab() -> None:
+        start = time.monotonic()
+        runs.enter("b", 0.1)  # still waiting after 0.1 s: goes on to its page
+        runs.acquire("b")
+        waited.append(time.monotonic() - start)
+        runs.release()
+        runs.exit()
+
+    runs.acquire("b")
+    thread = threading.Thread(target=tab, daemon=True)
+    thread.start()
+    thread.join(5)
+    assert 0.38 <= waited[0] < 0.55  # 0.4 s from the thread's start, not 0.1 + 0.4
+    runs.release()
+    assert runs._holder == {} and runs._runs == {} and runs._pending == {}
+
+
+def test_a_pending_run_waits_in_its_place_before_its_callbacks():
+    runs, order, entered = Runs(rest=0.0), [], threading.Event()
+    runs.enter("b", 1.0)  # the tab whose run is in flight
+    assert runs.wait_pending() is False  # not waiting: nothing to do
+
+    def second_tab() -> None:
+        runs.enter("b", 0.1)  # still waiting after 0.1 s
+        entered.set()
+        order.append(("callbacks may run", runs.wait_pending()))
+        assert runs.acquire("b") == 0.0  # its page: the turn is held already
+        runs.release()
+        runs.exit()
+
+    thread = threading.Thread(target=second_tab, daemon=True)
+    thread.start()
+    entered.wait(5)
+    time.sleep(0.3)
+    assert order == []  # the first run still holds the turn: no callback yet
+    runs.exit()
+    thread.join(5)
+    assert order == [("callbacks may run", True)]
+    assert runs._holder == {} and runs._runs == {} and runs._pending == {}

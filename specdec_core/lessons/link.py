@@ -183,9 +183,10 @@ def decode(
     version, packed = _first(params.get("v")), _first(params.get("s"))
     if packed is None:
         return state, problems
+    if version is None:  # every link the app writes names its version
+        return state, [*problems, Problem("unreadable")]
     if version != str(LINK_VERSION) and version not in OLD_RNG_VERSIONS:
-        shown = "—" if version is None else _shown_name(version, 8)
-        return state, [*problems, Problem("version", {"version": shown})]
+        return state, [*problems, Problem("version", {"version": _shown_name(version, 8)})]
     data = unpack_state(packed)
     if data is None:
         return state, [*problems, Problem("unreadable")]

@@ -1,4 +1,4 @@
-"""What one client may do to the live class per second (and at once), kept in this process.
+"""What one client may do per second and at once (live class; script runs), per process.
 
 The room store bounds what is *stored* per client (rooms per address and per hour, seats
 that free themselves); this module bounds the *rate* of what a client sends, before the
@@ -16,18 +16,15 @@ client (``addr:<ip>``, :func:`specdec_core.server.jobs.client_key`) or a seat id
 
 :class:`Tabs` makes one tab per browser seat *the* follower that polls every second (the
 newest to join, the one where "Follow in this tab" was clicked, or any tab when that one
-went quiet); the seat's other tabs poll every 10 s, and an
-address holds at most ``SPECDEC_FOLLOWERS_PER_ADDR`` (default 100) fast followers, so 40
-tabs of one browser cost what two do.
+went quiet); the seat's other tabs poll every 10 s, and an address holds at most
+``SPECDEC_FOLLOWERS_PER_ADDR`` (default 100) fast followers: 40 tabs cost what two do.
 
-:class:`Runs` lets one browser run one script run at a time (a full run of ``app.py`` or a
-fragment's rerun, every page, not only a live class): its other tabs' runs wait their turn,
-first come first served, on a condition (no GIL held), so 40 tabs of one browser take what
-one thread takes while a classmate's click runs beside them (before: 40 concurrent runs, the
-classmate's thread got ~1/40 of the GIL). Kept per process: behind nginx a browser's tabs reach
-one replica (the route cookie), so the seat bound holds across replicas; the address bounds
-are per replica (×2 with two replicas). Memory is bounded: at most :data:`MAX_KEYS` keys per
-kind, the least recently used dropped.
+:class:`Runs` lets one browser run one script run at a time (a full run, a fragment's rerun,
+a widget's callbacks; every page): its other tabs' runs wait their turn without the GIL, so
+40 tabs of one browser take what one thread takes while a classmate's click runs beside
+them. Kept per process: behind nginx a browser's tabs reach one replica (the route cookie);
+the address bounds are per replica (×2 with two). Memory is bounded: at most
+:data:`MAX_KEYS` keys per kind, the least recently used dropped.
 """
 
 from __future__ import annotations
@@ -163,33 +160,41 @@ class Tabs:
 
 RUN_HOLD_S = 3.0  # a run holding its browser's turn longer than this lets the next one start
 RUN_REST = 1.0  # after a run of d seconds, the browser's next waiting run starts d × this later
+RUN_REST_MAX_S = 0.25  # ... but at most this much later (a click queued behind polls)
+RUN_MAX_WAIT_S = 30.0  # a run waiting this long starts beside the others (a safety limit)
 
 
 class Runs:
     """One script run at a time per browser (its key: the caller's, e.g. address and
     browser cookie). :meth:`acquire` waits, first come first served, until no other run of
-    ``browser`` holds the turn, or until the holder has held it :data:`RUN_HOLD_S` (a long
-    study: the next run starts beside it, so a waiting tab waits at most that long per run
-    ahead of it); calls ``on_notice`` once after ``notice_s`` of waiting. A thread already
-    in a run passes straight through (a fragment drawn inside its full run). While runs of
-    a browser wait, each starts ``rest`` × the previous run's time after it ended, so a
-    browser's tabs hold the GIL at most half the time (one thread of theirs always
-    runnable would take half of a classmate's share). :meth:`sleep` gives the turn up
-    while a run sleeps (pacing, a measurement's queue). :meth:`enter` / :meth:`exit`
-    bracket a script thread's whole run (before Streamlit's own per-run work): a run still
-    waiting after ``wait_s`` goes on, in its place in line, to its page's :meth:`acquire`,
-    which waits on and says so. Each waiter sleeps on an event of its own and only the
-    first in line is woken (39 waiting tabs woken at every turn would each take the GIL).
-    Memory: one entry per run in flight or waiting."""
+    ``browser`` holds the turn or the holder has held it ``hold_s`` (a long study: the first
+    in line starts beside it); calls ``on_notice`` once after ``notice_s`` of waiting. Each
+    run ahead delays a waiter by its time up to ``hold_s``, plus a rest of ``rest`` × that
+    time, at most ``rest_max_s`` (a browser's tabs never hold the GIL back to back, yet a
+    click queues briefly behind its tabs' polls); after ``max_wait_s`` in all a waiter starts
+    beside the others. A thread already in a run passes (a fragment inside its full run).
+    :meth:`sleep` gives the turn up while a run sleeps. :meth:`enter` / :meth:`exit`
+    bracket a script thread's whole run (before Streamlit's per-run work): a run still
+    waiting after ``wait_s`` goes on, in its place in line, to :meth:`wait_pending` (before
+    its widget callbacks) or its page's :meth:`acquire`, which wait on and say so. Only the
+    first in line is woken (39 tabs woken at every turn would each take the GIL). Memory:
+    one entry per run in flight or waiting."""
 
-    def __init__(self, hold_s: float = RUN_HOLD_S, rest: float = RUN_REST) -> None:
-        self.hold_s, self.rest = hold_s, rest
+    def __init__(
+        self,
+        hold_s: float = RUN_HOLD_S,
+        rest: float = RUN_REST,
+        rest_max_s: float = RUN_REST_MAX_S,
+        max_wait_s: float = RUN_MAX_WAIT_S,
+    ) -> None:
+        self.hold_s, self.rest, self.rest_max_s = hold_s, rest, rest_max_s
+        self.max_wait_s = max_wait_s
         self._lock = threading.Lock()
         self._holder: dict[str, tuple[int, float]] = {}  # browser → (thread, since)
         self._queue: dict[str, deque[tuple[int, threading.Event]]] = {}  # waiting, in order
         self._free_at: dict[str, float] = {}  # browser → when its next waiting run may start
         self._runs: dict[int, list] = {}  # thread → [browser, depth]
-        self._pending: dict[int, tuple[str, threading.Event]] = {}  # entered, still in line
+        self._pending: dict[int, tuple] = {}  # entered, still in line: (browser, wake, since)
 
     def acquire(
         self, browser: str, notice_s: float = math.inf, on_notice: Callable | None = None
@@ -203,20 +208,30 @@ class Runs:
                 return 0.0
             pending = self._pending.pop(me, None)
             if pending is None:
-                wake = threading.Event()
+                wake, since = threading.Event(), start
                 self._queue.setdefault(browser, deque()).append((me, wake))
             else:
-                (browser, wake), notice_s = pending, 0.0
+                (browser, wake, since), notice_s = pending, 0.0
+        deadline = since + self.max_wait_s
         try:
-            if not self._turn(browser, me, wake, start + notice_s):
+            if not self._turn(browser, me, wake, start + notice_s, deadline):
                 if on_notice is not None:
                     on_notice()  # may raise (Streamlit stops a run replaced by a newer click)
-                self._turn(browser, me, wake, math.inf)
+                self._turn(browser, me, wake, math.inf, deadline)
         except BaseException:
             with self._lock:
                 self._leave(browser, me)
             raise
         return time.monotonic() - start
+
+    def wait_pending(self, on_notice: Callable | None = None) -> bool:
+        """If :meth:`enter` left this thread waiting, wait on in its place now (told at
+        once) and take the turn, held until :meth:`exit`; returns whether it waited."""
+        with self._lock:
+            pending = self._pending.get(threading.get_ident())
+        if pending is not None:
+            self.acquire(pending[0], 0.0, on_notice)
+        return pending is not None
 
     def enter(self, browser: str, wait_s: float) -> None:
         """A script thread's run starts: wait up to ``wait_s`` for the turn (see above)."""
@@ -227,14 +242,14 @@ class Runs:
                 return
             self._queue.setdefault(browser, deque()).append((me, wake))
         try:
-            taken = self._turn(browser, me, wake, start + wait_s)
+            taken = self._turn(browser, me, wake, start + wait_s, start + self.max_wait_s)
         except BaseException:
             with self._lock:
                 self._leave(browser, me)
             raise
         if not taken:
             with self._lock:
-                self._pending[me] = (browser, wake)
+                self._pending[me] = (browser, wake, start)
 
     def exit(self) -> None:
         """The run :meth:`enter` began ends (its place in line, if still waiting, is left)."""
@@ -246,13 +261,19 @@ class Runs:
                 return
         self.release()
 
-    def _turn(self, browser: str, me: int, wake: threading.Event, until: float) -> bool:
+    def _turn(
+        self, browser: str, me: int, wake: threading.Event, until: float, deadline: float
+    ) -> bool:
         while True:
             with self._lock:
                 now = time.monotonic()
                 held, first = self._holder.get(browser), self._queue[browser][0][0] == me
                 free_at = self._free_at.get(browser, 0.0)
                 free = now >= free_at if held is None else now - held[1] > self.hold_s
+                if now >= deadline:  # waited too long: starts beside the others, holds nothing
+                    self._leave(browser, me)
+                    self._runs[me] = [browser, 1]
+                    return True
                 if first and free:
                     self._free_at.pop(browser, None)
                     self._leave(browser, me)
@@ -262,7 +283,7 @@ class Runs:
                 if now >= until:
                     return False
                 due = free_at if held is None else held[1] + self.hold_s + 0.01
-                due = until if not first else min(until, due)
+                due = min(until, deadline, due if first else math.inf)
                 wake.clear()
             wake.wait(None if due == math.inf else max(0.001, due - now))
 
@@ -288,7 +309,8 @@ class Runs:
             del self._holder[browser]
             if self._queue.get(browser):
                 now = time.monotonic()
-                self._free_at[browser] = now + self.rest * (now - held[1])
+                rest = min(self.rest_max_s, self.rest * (now - held[1]))
+                self._free_at[browser] = now + rest
                 self._wake(browser)
 
     def release(self) -> None:

@@ -19,8 +19,8 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from specdec_core.server.tasks import Job
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.guards import fragment
 from specdec_core.ui.i18n import t
+from specdec_core.ui.run_gate import fragment
 from specdec_core.ui.speed.queue import queue
 
 S = st.session_state

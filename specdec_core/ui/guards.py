@@ -5,19 +5,15 @@ bounded by characters before it is tokenized (and tokenized once per change, not
 rerun), a data editor's stored edit state is checked (row count, indices, finite numbers)
 before Streamlit applies it, and numbers are converted inside the error handling. Every
 prompt box says its limit under it (:func:`prompt_limit_note`). Per client: a session's
-uploads, a tab's full runs (paced), a browser's script runs (one at a time: its tabs queue,
-``room_limits.Runs``; :func:`install_run_gate`, :func:`one_run_per_browser`, :func:`fragment`).
+uploads and a tab's full runs (paced; a browser's script runs: :mod:`specdec_core.ui.run_gate`).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -199,97 +195,3 @@ def pace_full_run(now: float | None = None, state: dict | None = None) -> float:
         RUNS.sleep(wait)  # the browser's other tabs may run meanwhile
     state[_BUCKET] = (tokens + wait * FULL_RUNS_PER_S - 1.0, clock + wait)
     return wait
-
-
-# ------------------------------------------------------------------ one run per browser
-#: A script thread waits this long for its browser's turn before Streamlit's own per-run
-#: work; a run still waiting then goes on to its page, which waits on and says so (a toast).
-RUN_NOTICE_S = 1.0
-_gate_lock = threading.Lock()
-
-
-def _key(client: str, secret: str) -> str:
-    return hashlib.sha256(f"{client}|{secret}".encode()).hexdigest()[:16]
-
-
-def browser_key() -> str:
-    """This session's browser for :data:`~specdec_core.server.room_limits.RUNS`: its address
-    and browser secret (:mod:`specdec_core.ui.live.identity`; the same cookie from another
-    address is another key, so a leaked cookie slows only its own tabs). A class behind one
-    address is as many keys as browsers; a client without cookies, one key per tab."""
-    from specdec_core.ui.live.identity import browser_secret, client
-
-    return _key(client(), browser_secret())
-
-
-def thread_browser_key(session_id: str) -> str:
-    """:func:`browser_key` before a run has a script context: from the session's websocket
-    handshake (Streamlit's ``SessionClient.client_context``); a session of its own without."""
-    from streamlit import runtime
-
-    from specdec_core.server.jobs import client_key
-    from specdec_core.ui.live.identity import jar_secret
-
-    own = f"session:{session_id}"
-    try:
-        session = runtime.get_instance().get_client(session_id) if runtime.exists() else None
-        context = getattr(session, "client_context", None)
-        if context is None:
-            return _key(own, own)
-        who = client_key(context.remote_ip, dict(context.headers or ()), session_id)
-        return _key(who, jar_secret(dict(context.cookies or {})) or own)
-    except Exception:  # noqa: BLE001 - a run never fails for its key: a session of its own
-        return _key(own, own)
-
-
-def install_run_gate() -> bool:
-    """Every script run of this process takes its browser's turn first thing in its thread
-    (``ScriptRunner._run_script`` of Streamlit 1.67, wrapped once): before Streamlit's own
-    per-run work, which 40 tabs' fresh threads did at once (widget states, callbacks), each
-    holding the GIL while the server's event loop waited to start the next thread."""
-    from streamlit.runtime.scriptrunner import script_runner
-
-    runner = script_runner.ScriptRunner
-    with _gate_lock:
-        if not getattr(runner, "_specdec_gated", False):
-            run_script = runner._run_script
-
-            def gated(self, rerun_data) -> None:
-                RUNS.enter(thread_browser_key(self._session_id), RUN_NOTICE_S)
-                try:
-                    run_script(self, rerun_data)
-                finally:
-                    RUNS.exit()
-
-            runner._run_script, runner._specdec_gated = gated, True
-    return True
-
-
-def _notice() -> None:
-    st.toast(t("runs_waiting_tabs"), icon=":material/hourglass_top:")
-
-
-@contextmanager
-def one_run_per_browser() -> Iterator[None]:
-    """Around a script run (``app.py``'s body, :func:`fragment`'s): waits without the GIL
-    while another run of this browser is in flight (``room_limits.Runs``); inside a run
-    :func:`install_run_gate` let in, it passes at once, or waits on and says so."""
-    RUNS.acquire(browser_key(), RUN_NOTICE_S, _notice)
-    try:
-        yield
-    finally:
-        RUNS.release()
-
-
-def fragment(func: Callable | None = None, *, run_every: float | None = None):
-    """``st.fragment`` whose reruns take their browser's turn (:func:`one_run_per_browser`);
-    drawn inside a full run it runs at once (the run holds the turn)."""
-    if func is None:
-        return lambda f: fragment(f, run_every=run_every)
-
-    @functools.wraps(func)
-    def bounded(*args, **kwargs):
-        with one_run_per_browser():
-            return func(*args, **kwargs)
-
-    return st.fragment(bounded, run_every=run_every)

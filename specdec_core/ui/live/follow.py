@@ -42,13 +42,13 @@ from specdec_core.server.pairs import offered_pairs
 from specdec_core.server.room_limits import TABS
 from specdec_core.server.room_types import RoomError, RoomView
 from specdec_core.ui.errors import error_message
-from specdec_core.ui.guards import fragment
 from specdec_core.ui.i18n import t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS, URL_READ
 from specdec_core.ui.live import follow_push, frame_view, push_view, room, seat_hold, seats
 from specdec_core.ui.live.answer import question_box, send_pending
 from specdec_core.ui.live.frame_cache import room_frame
 from specdec_core.ui.live.identity import client, tab_id
+from specdec_core.ui.run_gate import fragment
 from specdec_core.ui.step import links
 from specdec_core.ui.step.files import with_view
 from specdec_core.ui.step.lesson import OWN_ACTION

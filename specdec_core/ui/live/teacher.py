@@ -42,7 +42,6 @@ import streamlit as st
 
 from specdec_core.server.room_types import CODE_ALPHABET, Question, RoomError
 from specdec_core.ui.errors import error_message, plain
-from specdec_core.ui.guards import fragment
 from specdec_core.ui.i18n import lang, t
 from specdec_core.ui.lessons import CHAPTER, CHAPTERS
 from specdec_core.ui.lessons.checkpoint import DRAWN
@@ -59,6 +58,7 @@ from specdec_core.ui.live.questions import (
     round_question,
     the_round,
 )
+from specdec_core.ui.run_gate import fragment
 from specdec_core.ui.step import edit as step_edit
 from specdec_core.ui.step import lesson as L
 from specdec_core.ui.step import links
