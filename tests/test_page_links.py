@@ -183,7 +183,8 @@ def test_a_round_cut_by_end_of_text_explains_no_correction(embedded_pair):
     ("params", "expected", "absent"),
     [
         ({"v": "1", "s": "abc"}, "the lesson state (unreadable or too large)", "prompt_empty"),
-        ({"s": "abc"}, "a link of another version (—)", "None"),
+        ({"s": "abc"}, "the lesson state (unreadable or too large)", "another version"),
+        ({"v": "9", "s": "abc"}, "a link of another version (9)", "None"),
     ],
 )
 def test_broken_links_name_what_was_dropped_in_words(embedded_pair, params, expected, absent):
